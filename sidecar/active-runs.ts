@@ -1,0 +1,70 @@
+// The runs this sidecar is executing: what drain waits for, and where run time limits are enforced.
+// One coarse sweep stops overdue runs, so the hot path arms no timer per request.
+import type { FailureReason, RunRecord } from './runs/record.ts';
+
+const SWEEP_INTERVAL_MS = 250;
+
+export class ActiveRun {
+  readonly record: RunRecord;
+  readonly deadline: number;
+  readonly #abort = new AbortController();
+  /** Set when the platform stopped the run; distinguishes timeout/shutdown from a runtime failure. */
+  stoppedFor: FailureReason | null = null;
+
+  constructor(record: RunRecord, timeLimitMs: number) {
+    this.record = record;
+    this.deadline = performance.now() + timeLimitMs;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  stop(reason: FailureReason): void {
+    if (this.stoppedFor) return;
+    this.stoppedFor = reason;
+    this.#abort.abort(new Error(`run ${this.record.id} stopped: ${reason}`));
+  }
+}
+
+export class ActiveRuns {
+  readonly #runs = new Set<ActiveRun>();
+  readonly #idleWaiters: Array<() => void> = [];
+  #sweeper: NodeJS.Timeout | null = null;
+
+  get size(): number {
+    return this.#runs.size;
+  }
+
+  add(run: ActiveRun): void {
+    this.#runs.add(run);
+    if (!this.#sweeper) {
+      this.#sweeper = setInterval(() => this.#stopOverdue(), SWEEP_INTERVAL_MS);
+      this.#sweeper.unref();
+    }
+  }
+
+  delete(run: ActiveRun): void {
+    if (!this.#runs.delete(run) || this.#runs.size > 0) return;
+    if (this.#sweeper) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = null;
+    }
+    for (const resolve of this.#idleWaiters.splice(0)) resolve();
+  }
+
+  /** Resolves when no run is active. */
+  idle(): Promise<void> {
+    if (this.#runs.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  stopAll(reason: FailureReason): void {
+    for (const run of this.#runs) run.stop(reason);
+  }
+
+  #stopOverdue(): void {
+    const now = performance.now();
+    for (const run of this.#runs) if (run.deadline <= now) run.stop('timeout');
+  }
+}

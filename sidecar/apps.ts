@@ -1,0 +1,104 @@
+// The apps a sidecar fronts: one in a pod, several in `runlet dev`. An app is reachable only while its runtime
+// is attached (ready); the supervisor attaches and detaches it as the runtime starts, crashes and restarts.
+import { Pool } from 'undici';
+
+export type RuntimeKind = 'python' | 'custom';
+
+export interface AppTargetOptions {
+  projectId: string;
+  appName: string;
+  runtime: RuntimeKind;
+  replicaConcurrency: number;
+  /** Bounds every run of the app (the interface's `response_grace_period`), in seconds. */
+  responseGracePeriodSeconds: number;
+}
+
+/** Never more than 12 hours, whatever the app asks for (interface, section 8). */
+const MAX_RUN_SECONDS = 12 * 60 * 60;
+
+export class AppTarget {
+  readonly projectId: string;
+  readonly appName: string;
+  readonly runtime: RuntimeKind;
+  readonly replicaConcurrency: number;
+  readonly runTimeLimitMs: number;
+  #pool: Pool | null = null;
+  #origin: string | null = null;
+
+  constructor(options: AppTargetOptions) {
+    this.projectId = options.projectId;
+    this.appName = options.appName;
+    this.runtime = options.runtime;
+    this.replicaConcurrency = options.replicaConcurrency;
+    this.runTimeLimitMs = Math.min(options.responseGracePeriodSeconds, MAX_RUN_SECONDS) * 1000;
+  }
+
+  get ready(): boolean {
+    return this.#pool !== null;
+  }
+
+  get origin(): string | null {
+    return this.#origin;
+  }
+
+  /** The keep-alive connection pool to the runtime; null while it is not ready. */
+  get pool(): Pool | null {
+    return this.#pool;
+  }
+
+  /** The runtime answers at `origin` (e.g. `http://127.0.0.1:8192`). */
+  attach(origin: string): void {
+    if (this.#origin === origin && this.#pool) return;
+    void this.detach();
+    this.#origin = origin;
+    this.#pool = new Pool(origin, {
+      // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
+      connections: this.replicaConcurrency * 2 + 2,
+      pipelining: 1,
+      // Runs are bounded by the app's run time limit, not by undici's 300 s defaults.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  /** The runtime went away: calls in flight on its connections fail, new ones see the app as not ready. */
+  async detach(): Promise<void> {
+    const pool = this.#pool;
+    this.#pool = null;
+    this.#origin = null;
+    if (pool) await pool.destroy().catch(() => undefined);
+  }
+}
+
+export class AppRegistry {
+  readonly #byProject = new Map<string, Map<string, AppTarget>>();
+
+  add(target: AppTarget): void {
+    let apps = this.#byProject.get(target.projectId);
+    if (!apps) {
+      apps = new Map();
+      this.#byProject.set(target.projectId, apps);
+    }
+    if (apps.has(target.appName)) {
+      throw new Error(`app ${target.projectId}/${target.appName} is registered twice`);
+    }
+    apps.set(target.appName, target);
+  }
+
+  find(projectId: string, appName: string): AppTarget | undefined {
+    return this.#byProject.get(projectId)?.get(appName);
+  }
+
+  has(projectId: string, appName: string): boolean {
+    return this.find(projectId, appName) !== undefined;
+  }
+
+  *all(): IterableIterator<AppTarget> {
+    for (const apps of this.#byProject.values()) yield* apps.values();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.all()].map((target) => target.detach()));
+  }
+}

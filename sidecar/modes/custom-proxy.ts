@@ -1,0 +1,130 @@
+// Custom runtime: any method and path after the app name goes to the app's own server unchanged (query minus
+// the reserved parameters), and its answer comes back as it comes: status, headers, streamed body.
+import { once } from 'node:events';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import type { ActiveRun } from '../active-runs.ts';
+import type { AppTarget } from '../apps.ts';
+import type { RunRecorder } from '../runs/recorder.ts';
+import { appUnavailable } from '../runtime-client.ts';
+import type { RunOutcome } from './outcome.ts';
+import { recordFailedExchange } from './python-call.ts';
+
+/** Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those undici sets itself. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+]);
+
+export interface CustomProxyOptions {
+  /** Path and query to send to the app: everything after the app name, reserved parameters removed. */
+  forwardPath: string;
+  /** Keep the app's response (up to this many bytes) for the webhook; 0 keeps nothing. */
+  captureBytes: number;
+}
+
+export async function proxyCustom(
+  run: ActiveRun,
+  target: AppTarget,
+  recorder: RunRecorder,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: CustomProxyOptions,
+): Promise<RunOutcome> {
+  const pool = target.pool;
+  if (!pool) throw recordFailedExchange(run, recorder, appUnavailable(target));
+  let response: Dispatcher.ResponseData;
+  try {
+    response = await pool.request({
+      method: request.method as Dispatcher.HttpMethod,
+      path: options.forwardPath,
+      headers: forwardedRequestHeaders(request, run.record.id),
+      body: (request.body as Readable | undefined) ?? null,
+      signal: run.signal,
+    });
+  } catch (err) {
+    throw recordFailedExchange(run, recorder, err);
+  }
+
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
+  const captured: Buffer[] = [];
+  let capturedBytes = 0;
+  let cut: unknown = null;
+  try {
+    for await (const chunk of response.body) {
+      if (capturedBytes < options.captureBytes) {
+        captured.push(chunk as Buffer);
+        capturedBytes += (chunk as Buffer).length;
+      }
+      if (!raw.write(chunk)) await once(raw, 'drain', { signal: run.signal });
+    }
+    raw.end();
+  } catch (err) {
+    cut = err;
+    raw.destroy();
+  }
+
+  if (cut) {
+    // Headers are gone already: the caller sees a cut body; the run records why.
+    recordFailedExchange(run, recorder, cut);
+    return { statusCode: 502, success: false, resultJson: null, error: run.record.error, runTimeMs: run.record.runtimeMs ?? 0 };
+  }
+  const success = response.statusCode < 400;
+  const error = success ? null : { type: `HTTP ${response.statusCode}`, message: `The app answered ${response.statusCode}` };
+  const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, error });
+  const resultJson = options.captureBytes > 0 ? capturedAsJson(captured, response.headers['content-type']) : null;
+  return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
+}
+
+function forwardedRequestHeaders(request: FastifyRequest, runId: string): IncomingHttpHeaders {
+  const headers: IncomingHttpHeaders = {};
+  for (const name in request.headers) {
+    if (!HOP_BY_HOP.has(name)) headers[name] = request.headers[name];
+  }
+  // A chunked body is forwarded chunked; a sized one keeps its size.
+  if (request.headers['content-length'] !== undefined) headers['content-length'] = request.headers['content-length'];
+  headers['x-request-id'] = runId;
+  headers['x-forwarded-for'] = request.ip;
+  headers['x-forwarded-proto'] = request.protocol;
+  if (request.headers.host) headers['x-forwarded-host'] = request.headers.host;
+  return headers;
+}
+
+function forwardedResponseHeaders(
+  upstream: Record<string, string | string[] | undefined>,
+  runId: string,
+): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const name in upstream) {
+    const value = upstream[name];
+    if (value !== undefined && (name === 'content-length' || !HOP_BY_HOP.has(name))) headers[name] = value;
+  }
+  headers['x-request-id'] = runId;
+  return headers;
+}
+
+/** The app's response as the webhook forwards it: its JSON when it is JSON, else its text as a JSON string. */
+function capturedAsJson(chunks: Buffer[], contentType: string | string[] | undefined): string {
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (String(contentType ?? '').includes('json')) {
+    try {
+      JSON.parse(text);
+      return text;
+    } catch {
+      // Declared JSON but not parseable: forwarded as text.
+    }
+  }
+  return JSON.stringify(text);
+}

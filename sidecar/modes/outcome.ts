@@ -1,0 +1,11 @@
+import type { RunError } from '../runs/record.ts';
+
+/** What a finished run produced: the caller's answer is built from it, and so is the webhook delivery. */
+export interface RunOutcome {
+  statusCode: number;
+  success: boolean;
+  /** The result as JSON text (a stream's items as a JSON list; a custom app's body as JSON or a JSON string). */
+  resultJson: string | null;
+  error: RunError | null;
+  runTimeMs: number;
+}

@@ -1,0 +1,50 @@
+// A call of a Python function, up to the point where an answer (or a failure) is recorded on the run.
+// Shared by the sync and async modes and by a stream request whose function did not return an iterator.
+import type { ActiveRun } from '../active-runs.ts';
+import type { AppTarget } from '../apps.ts';
+import { Problems } from '../errors.ts';
+import { ProblemError } from '../problem.ts';
+import type { RunRecorder } from '../runs/recorder.ts';
+import {
+  callFunction,
+  describeUpstreamError,
+  upstreamFailureReason,
+  type RuntimeAnswer,
+} from '../runtime-client.ts';
+
+/** Calls the function; a failed exchange is recorded and thrown as the problem the caller gets. */
+export async function callRecorded(
+  run: ActiveRun,
+  target: AppTarget,
+  recorder: RunRecorder,
+  body: Buffer,
+  stream: boolean,
+): Promise<RuntimeAnswer> {
+  try {
+    return await callFunction(target, run.record.functionName, body, run.record.id, stream, run.signal);
+  } catch (err) {
+    throw recordFailedExchange(run, recorder, err);
+  }
+}
+
+/** Records a run whose exchange with the runtime failed, and returns the problem to answer with. */
+export function recordFailedExchange(run: ActiveRun, recorder: RunRecorder, err: unknown): ProblemError {
+  if (err instanceof ProblemError) {
+    recorder.finish(run.record, {
+      statusCode: err.status,
+      error: { type: err.spec.title, message: err.detail },
+    });
+    return err;
+  }
+  const reason = upstreamFailureReason(err, run.stoppedFor);
+  const detail = describeUpstreamError(err, reason);
+  const problem = new ProblemError(reason === 'timeout' ? Problems.timeout : reason === 'shutdown' ? Problems.draining : Problems.upstreamFailed, detail, {
+    cause: err,
+  });
+  recorder.finish(run.record, {
+    statusCode: problem.status,
+    error: { type: reason === 'timeout' ? 'Timeout' : 'RuntimeError', message: detail },
+    reason,
+  });
+  return problem;
+}

@@ -1,0 +1,127 @@
+// Stream mode: each item the function yields leaves as one SSE event as soon as the runtime sends it; with
+// gzip, the compressor is flushed after every batch of events so nothing waits in its buffer.
+import { once } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { constants as zlibConstants, createGzip, type Gzip } from 'node:zlib';
+import type { FastifyReply } from 'fastify';
+import type { ActiveRun } from '../active-runs.ts';
+import type { AppTarget } from '../apps.ts';
+import type { RunRecorder } from '../runs/recorder.ts';
+import { describeUpstreamError, upstreamFailureReason } from '../runtime-client.ts';
+import { errorEvent, RuntimeStreamDecoder } from '../sse/runtime-stream.ts';
+import type { RunOutcome } from './outcome.ts';
+import { callRecorded } from './python-call.ts';
+import { sendPlainAnswer, settle } from './sync.ts';
+
+export async function runStream(
+  run: ActiveRun,
+  target: AppTarget,
+  recorder: RunRecorder,
+  body: Buffer,
+  reply: FastifyReply,
+  options: { gzip: boolean; keepItems: boolean },
+): Promise<RunOutcome> {
+  const answer = await callRecorded(run, target, recorder, body, true);
+  if (answer.kind !== 'stream') {
+    // The function returned a value, not an iterator: it is answered like a sync call.
+    const outcome = settle(run, recorder, answer);
+    sendPlainAnswer(reply, run.record.id, answer, outcome);
+    return outcome;
+  }
+
+  reply.hijack();
+  const response = reply.raw;
+  response.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'x-request-id': run.record.id,
+    // Ingress controllers (nginx) would otherwise buffer the stream.
+    'x-accel-buffering': 'no',
+    ...(options.gzip ? { 'content-encoding': 'gzip', vary: 'accept-encoding' } : {}),
+  });
+  const sink = new EventSink(response, options.gzip, run.signal);
+  const decoder = new RuntimeStreamDecoder({ keepItems: options.keepItems });
+  const callerGone = (): void => run.stop('client_closed');
+  response.once('close', callerGone);
+
+  let failure: unknown = null;
+  try {
+    answer.body.setEncoding('utf8');
+    for await (const chunk of answer.body) {
+      const events = decoder.push(chunk as string);
+      if (events) await sink.write(events);
+      if (decoder.state !== 'open') break;
+    }
+  } catch (err) {
+    failure = err;
+  } finally {
+    response.off('close', callerGone);
+    if (decoder.state !== 'open') answer.body.destroy();
+  }
+
+  const resultJson = decoder.items ? '[' + decoder.items.join(',') + ']' : null;
+  if (run.stoppedFor === 'client_closed') {
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: 'client_closed' });
+    return { statusCode: 200, success: false, resultJson, error: null, runTimeMs };
+  }
+  if (decoder.state === 'done') {
+    await sink.end('');
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200 });
+    return { statusCode: 200, success: true, resultJson, error: null, runTimeMs };
+  }
+  if (decoder.state === 'error') {
+    await sink.end('');
+    const runTimeMs = recorder.finish(run.record, { statusCode: 500, error: decoder.error });
+    return { statusCode: 500, success: false, resultJson: null, error: decoder.error, runTimeMs };
+  }
+  // The stream was cut: the runtime died, or the platform stopped the run (timeout, shutdown).
+  const reason = upstreamFailureReason(failure ?? new Error('stream ended without its last line'), run.stoppedFor);
+  const error = { type: reason === 'timeout' ? 'Timeout' : 'RuntimeError', message: describeUpstreamError(failure, reason) };
+  await sink.end(errorEvent(JSON.stringify(error)));
+  const runTimeMs = recorder.finish(run.record, { statusCode: 500, error, reason });
+  return { statusCode: 500, success: false, resultJson: null, error, runTimeMs };
+}
+
+/**
+ * Writes SSE text to the caller with backpressure, compressed when the caller accepts gzip. Waits end when the
+ * run is stopped (the caller went away), so a stalled caller never pins a run.
+ */
+class EventSink {
+  readonly #response: ServerResponse;
+  readonly #gzip: Gzip | null;
+  readonly #stopped: AbortSignal;
+
+  constructor(response: ServerResponse, gzip: boolean, stopped: AbortSignal) {
+    this.#response = response;
+    this.#stopped = stopped;
+    this.#gzip = gzip ? createGzip() : null;
+    this.#gzip?.pipe(response);
+  }
+
+  async write(text: string): Promise<void> {
+    if (this.#response.destroyed) return;
+    this.#stopped.throwIfAborted();
+    if (!this.#gzip) {
+      if (!this.#response.write(text)) await once(this.#response, 'drain', { signal: this.#stopped });
+      return;
+    }
+    const gzip = this.#gzip;
+    const stopped = this.#stopped;
+    gzip.write(text);
+    await new Promise<void>((resolve, reject) => {
+      const onStop = (): void => reject(stopped.reason);
+      stopped.addEventListener('abort', onStop, { once: true });
+      gzip.flush(zlibConstants.Z_SYNC_FLUSH, () => {
+        stopped.removeEventListener('abort', onStop);
+        resolve();
+      });
+    });
+  }
+
+  async end(text: string): Promise<void> {
+    if (this.#response.destroyed) return;
+    const target = this.#gzip ?? this.#response;
+    target.end(text);
+    if (!this.#response.writableFinished) await once(this.#response, 'finish').catch(() => undefined);
+  }
+}

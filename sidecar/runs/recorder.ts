@@ -1,0 +1,112 @@
+// Creates and completes run records. Records are mutated in place and handed to the store again at each
+// transition; the store writes the latest state of each in batches, so this never waits on I/O.
+import { v7 as uuidv7 } from 'uuid';
+import type { AppTarget } from '../apps.ts';
+import type { FailureReason, RunError, RunMode, RunRecord, WebhookRecord } from './record.ts';
+import type { RunStore } from './store.ts';
+
+export function newRunId(): string {
+  return uuidv7();
+}
+
+export interface RunStart {
+  id: string;
+  target: AppTarget;
+  functionName: string;
+  method: string;
+  mode: RunMode;
+  async: boolean;
+  webhook: WebhookRecord | null;
+  /** The request's arrival, from `performance.now()`, so response time covers queueing. */
+  receivedAt: number;
+}
+
+export interface RunEnd {
+  statusCode: number;
+  error?: RunError | null;
+  reason?: FailureReason | null;
+  /** Cancelled runs (the caller went away mid-stream) are neither success nor failure. */
+  cancelled?: boolean;
+}
+
+export class RunRecorder {
+  readonly #store: RunStore;
+  readonly #replica: string;
+  /** Monotonic start of each record, by id, so durations never depend on the wall clock. */
+  readonly #clocks = new Map<string, { receivedAt: number; startedAt: number }>();
+
+  constructor(store: RunStore, replica: string) {
+    this.#store = store;
+    this.#replica = replica;
+  }
+
+  get store(): RunStore {
+    return this.#store;
+  }
+
+  /** A run waiting for a slot (async runs, and sync runs queued by admission). Not yet saved. */
+  pending(start: RunStart): RunRecord {
+    const record: RunRecord = {
+      id: start.id,
+      projectId: start.target.projectId,
+      appName: start.target.appName,
+      functionName: start.functionName,
+      method: start.method,
+      mode: start.mode,
+      async: start.async,
+      status: 'pending',
+      statusCode: null,
+      error: null,
+      reason: null,
+      createdAt: new Date().toISOString(),
+      startedAt: null,
+      completedAt: null,
+      queueTimeMs: null,
+      runtimeMs: null,
+      responseTimeMs: null,
+      replica: this.#replica,
+      webhook: start.webhook,
+    };
+    this.#clocks.set(start.id, { receivedAt: start.receivedAt, startedAt: start.receivedAt });
+    return record;
+  }
+
+  /** The run got its slot and is being sent to the app. */
+  running(record: RunRecord): void {
+    const clock = this.#clocks.get(record.id);
+    const now = performance.now();
+    record.status = 'running';
+    record.startedAt = new Date().toISOString();
+    if (clock) {
+      clock.startedAt = now;
+      record.queueTimeMs = roundMs(now - clock.receivedAt);
+    }
+    this.#store.save(record);
+  }
+
+  /** Completes the run; returns its run time in milliseconds (for the caller's envelope). */
+  finish(record: RunRecord, end: RunEnd): number {
+    const clock = this.#clocks.get(record.id);
+    this.#clocks.delete(record.id);
+    const now = performance.now();
+    const runtimeMs = clock ? roundMs(now - clock.startedAt) : 0;
+    record.status = end.cancelled ? 'cancelled' : end.error || end.reason ? 'failure' : 'success';
+    record.statusCode = end.statusCode;
+    record.error = end.error ?? null;
+    record.reason = end.reason ?? null;
+    record.completedAt = new Date().toISOString();
+    record.runtimeMs = record.startedAt ? runtimeMs : null;
+    record.responseTimeMs = clock ? roundMs(now - clock.receivedAt) : null;
+    this.#store.save(record);
+    return runtimeMs;
+  }
+
+  /** Re-saves a record whose webhook state changed after the run completed. */
+  touch(record: RunRecord): void {
+    this.#store.save(record);
+  }
+}
+
+function roundMs(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

@@ -1,0 +1,96 @@
+// The sidecar's side of runtime/python/PROTOCOL.md: one call of a function over the app's keep-alive pool.
+import type { Dispatcher } from 'undici';
+import type { AppTarget } from './apps.ts';
+import { Problems } from './errors.ts';
+import { ProblemError } from './problem.ts';
+import type { FailureReason, RunError } from './runs/record.ts';
+
+export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
+
+/** How the runtime answered, in the terms the modes act on. */
+export type RuntimeAnswer =
+  | { kind: 'result'; json: string }
+  | { kind: 'stream'; body: Dispatcher.ResponseData['body'] }
+  | { kind: 'function-error'; statusCode: number; error: RunError; json: string }
+  | { kind: 'problem'; statusCode: number; error: RunError; body: string; headers: Record<string, string> };
+
+export async function callFunction(
+  target: AppTarget,
+  functionName: string,
+  body: Buffer,
+  runId: string,
+  stream: boolean,
+  signal: AbortSignal,
+): Promise<RuntimeAnswer> {
+  const pool = target.pool;
+  if (!pool) throw appUnavailable(target);
+  const response = await pool.request({
+    method: 'POST',
+    path: '/' + functionName,
+    headers: stream
+      ? { 'content-type': 'application/json', 'x-request-id': runId, 'x-runlet-stream': '1' }
+      : { 'content-type': 'application/json', 'x-request-id': runId },
+    body,
+    signal,
+  });
+  const contentType = String(response.headers['content-type'] ?? '');
+  if (response.statusCode === 200 && contentType.startsWith(RUNTIME_STREAM_TYPE)) {
+    return { kind: 'stream', body: response.body };
+  }
+  const text = await response.body.text();
+  if (response.statusCode === 200) return { kind: 'result', json: text };
+  if (contentType.startsWith('application/problem+json')) {
+    const problem = parseObject(text);
+    const headers: Record<string, string> = {};
+    const allow = response.headers.allow;
+    if (typeof allow === 'string') headers.allow = allow;
+    return {
+      kind: 'problem',
+      statusCode: response.statusCode,
+      error: { type: String(problem.title ?? 'Problem'), message: String(problem.detail ?? text) },
+      body: text,
+      headers,
+    };
+  }
+  const failure = parseObject(text);
+  return {
+    kind: 'function-error',
+    statusCode: response.statusCode,
+    error: { type: String(failure.type ?? 'Error'), message: String(failure.message ?? text) },
+    json: text,
+  };
+}
+
+export function appUnavailable(target: AppTarget): ProblemError {
+  return new ProblemError(
+    Problems.appUnavailable,
+    `The runtime of app ${target.projectId}/${target.appName} is not ready; retry shortly`,
+    { headers: { 'retry-after': '1' } },
+  );
+}
+
+/** Maps a failed exchange with the runtime to the reason recorded on the run. */
+export function upstreamFailureReason(err: unknown, aborted: FailureReason | null): FailureReason {
+  if (aborted) return aborted;
+  const code = (err as { code?: string }).code ?? '';
+  if (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'UND_ERR_DESTROYED') {
+    return 'runtime_crashed';
+  }
+  return 'upstream_error';
+}
+
+export function describeUpstreamError(err: unknown, reason: FailureReason): string {
+  if (reason === 'runtime_crashed') return "The app's runtime closed the connection mid-call (it exited or crashed)";
+  if (reason === 'timeout') return 'The run exceeded its time limit and was stopped';
+  if (reason === 'shutdown') return 'The replica shut down before the run completed';
+  return `Calling the app's runtime failed: ${(err as Error).message}`;
+}
+
+function parseObject(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
