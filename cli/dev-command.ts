@@ -1,0 +1,89 @@
+// `runlet dev [APP_DIR ...]`: serve apps from folders on this machine until Ctrl-C.
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startDevServer } from '../local/dev-server.ts';
+import { createLogger } from '../sidecar/logger.ts';
+import { CliError } from './cli-error.ts';
+
+export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
+
+Runs each app folder (main.py + service.toml) with the Python runtime behind the Runlet sidecar, and serves
+the run interface and the runs API on one loopback port. Runs are kept in DATA_DIR across restarts.
+
+Options:
+  --port N          port to listen on (default 8080; 0 picks a free one)
+  --project NAME    project id in the URLs (default dev)
+  --data-dir DIR    where runs are stored (default .runlet)
+  --log-level LVL   trace|debug|info|warn|error (default info)
+  -h, --help        this help`;
+
+const READY_TIMEOUT_MS = 60_000;
+
+export async function runDevCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseDevArgs(args);
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number from 0 to 65535, got "${values.port}"`, 2);
+  const logger = createLogger({ name: 'runlet-dev', level: values['log-level'] });
+  const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
+
+  let server;
+  try {
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger });
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+
+  const ready = await server.ready(READY_TIMEOUT_MS);
+  process.stdout.write(banner(server.url, values.project, server.apps.map((app) => app.loaded.name), ready));
+
+  let signals = 0;
+  const stopped = new Promise<void>((resolveStop) => {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      signals++;
+      if (signals > 1) {
+        process.stderr.write(`runlet dev: ${signal} again, exiting without waiting for runs in flight\n`);
+        process.exit(130);
+      }
+      process.stdout.write('\nrunlet dev: stopping; finishing runs in flight (Ctrl-C again to force)\n');
+      void server.close().then(resolveStop);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  await stopped;
+  return 0;
+}
+
+function parseDevArgs(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        port: { type: 'string', default: '8080' },
+        project: { type: 'string', default: 'dev' },
+        'data-dir': { type: 'string', default: '.runlet' },
+        'log-level': { type: 'string', default: 'info' },
+      },
+    });
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${DEV_USAGE}`, 2);
+  }
+}
+
+function banner(url: string, project: string, appNames: string[], ready: boolean): string {
+  const lines = ['', `runlet dev: listening on ${url}`, ''];
+  for (const name of appNames) {
+    lines.push(`  app ${name}`);
+    lines.push(`    run:  POST ${url}/v4/${project}/${name}/{function}`);
+    lines.push(`    runs: GET  ${url}/v2/projects/${project}/apps/${name}/runs`);
+  }
+  const first = appNames[0];
+  if (first) {
+    lines.push('', 'Try:');
+    lines.push(`  curl -X POST ${url}/v4/${project}/${first}/run -H 'content-type: application/json' -d '{"name":"Ada"}'`);
+    lines.push(`  curl ${url}/v2/projects/${project}/apps/${first}/runs`);
+  }
+  if (!ready) lines.push('', 'warning: not every runtime is ready yet; calls answer 503 until it is (see the log above)');
+  return lines.join('\n') + '\n\n';
+}

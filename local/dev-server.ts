@@ -1,0 +1,142 @@
+// `runlet dev`: the same sidecar run interface, the Python runtime and the management API, on one loopback
+// port, with runs recorded in SQLite. Composition only: every behaviour lives in sidecar/, management/, local/.
+import { hostname } from 'node:os';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
+import { managementApi } from '../management/routes.ts';
+import { ActiveRuns } from '../sidecar/active-runs.ts';
+import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
+import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
+import { RunRecorder } from '../sidecar/runs/recorder.ts';
+import { SqliteRunStore } from './sqlite-run-store.ts';
+import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
+
+export interface DevServerOptions {
+  appDirs: string[];
+  port: number;
+  projectId: string;
+  dataDir: string;
+  logger: Logger;
+  bodyLimitBytes?: number;
+}
+
+export interface DevApp {
+  loaded: LoadedApp;
+  target: AppTarget;
+  supervisor: RuntimeSupervisor;
+}
+
+export interface DevServer {
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  apps: DevApp[];
+  store: SqliteRunStore;
+  /** Resolves once every app's runtime has been ready once (or the bound passes; then false). */
+  ready(timeoutMs: number): Promise<boolean>;
+  /** Stops taking runs, lets those in flight finish (bounded by the apps' grace periods), then exits cleanly. */
+  close(): Promise<void>;
+}
+
+/** Local mode binds to loopback only: nothing here authenticates callers by default. */
+const HOST = '127.0.0.1';
+
+export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  const { logger, projectId } = options;
+  const loaded = await Promise.all(options.appDirs.map((dir) => loadAppDir(dir)));
+  assertUniqueNames(loaded);
+  for (const app of loaded) for (const warning of app.warnings) logger.warn({ app: app.name }, warning);
+
+  const store = new SqliteRunStore({ dataDir: options.dataDir, logger });
+  const registry = new AppRegistry();
+  const apps: DevApp[] = loaded.map((app) => {
+    const target = new AppTarget({
+      projectId,
+      appName: app.name,
+      runtime: app.spec.runtime.custom ? 'custom' : 'python',
+      replicaConcurrency: app.spec.scaling.replicaConcurrency,
+      responseGracePeriodSeconds: app.spec.scaling.responseGracePeriod,
+    });
+    registry.add(target);
+    return { loaded: app, target, supervisor: new RuntimeSupervisor(target, launchOf(app), logger) };
+  });
+
+  const activeRuns = new ActiveRuns();
+  let draining = false;
+  const server: FastifyInstance = Fastify({ logger: false, bodyLimit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES });
+  await server.register(
+    runInterface({
+      apps: registry,
+      recorder: new RunRecorder(store, hostname()),
+      activeRuns,
+      logger,
+      bodyLimitBytes: options.bodyLimitBytes,
+      isDraining: () => draining,
+    }),
+  );
+  await server.register(managementApi({ runs: store, apps: { hasApp: (p, a) => registry.has(p, a) } }));
+  await server.listen({ host: HOST, port: options.port });
+  const address = server.server.address();
+  const url = `http://${HOST}:${typeof address === 'object' && address ? address.port : options.port}`;
+
+  const firstReady = Promise.all(apps.map((app) => app.supervisor.start()));
+  let closing: Promise<void> | null = null;
+
+  return {
+    url,
+    apps,
+    store,
+    async ready(timeoutMs) {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+      const result = await Promise.race([firstReady.then(() => true as const), timedOut]);
+      clearTimeout(timer);
+      return result;
+    },
+    close() {
+      closing ??= (async () => {
+        draining = true;
+        await activeRuns.idle();
+        await server.close();
+        const graceMs = Math.max(...apps.map((app) => app.target.runTimeLimitMs), 1000);
+        await Promise.all(apps.map((app) => app.supervisor.stop(graceMs)));
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function launchOf(app: LoadedApp): RuntimeLaunch {
+  const env = Object.fromEntries((app.spec.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+  const custom = app.spec.runtime.custom;
+  if (custom) {
+    if (!custom.entrypoint?.length) {
+      throw new Error(`app ${app.name}: [runtime.custom] entrypoint is required in local mode (the command that starts the app's server)`);
+    }
+    return {
+      kind: 'custom',
+      appDir: app.dir,
+      entrypoint: custom.entrypoint,
+      port: custom.port,
+      readyPath: custom.readycheckEndpoint ?? custom.healthcheckEndpoint ?? null,
+      env,
+    };
+  }
+  return {
+    kind: 'python',
+    appDir: app.dir,
+    module: app.spec.runtime.python?.module ?? 'main',
+    concurrency: app.spec.scaling.replicaConcurrency,
+    env,
+  };
+}
+
+function assertUniqueNames(apps: LoadedApp[]): void {
+  const seen = new Map<string, string>();
+  for (const app of apps) {
+    const other = seen.get(app.name);
+    if (other) throw new Error(`two app folders are both named "${app.name}": ${other} and ${app.dir}; set [deployment] name in one`);
+    seen.set(app.name, app.dir);
+  }
+}
