@@ -5,10 +5,12 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import { managementApi } from '../management/routes.ts';
-import { ActiveRuns } from '../sidecar/active-runs.ts';
+import { adminInterface } from '../sidecar/admin-interface.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
+import { Replica } from '../sidecar/replica.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
-import { RunRecorder } from '../sidecar/runs/recorder.ts';
+import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
+import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from './sqlite-run-store.ts';
 import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
 
@@ -19,6 +21,10 @@ export interface DevServerOptions {
   dataDir: string;
   logger: Logger;
   bodyLimitBytes?: number;
+  /** CIDRs webhooks may target despite the SSRF guard; default loopback (local receivers are the point here). */
+  webhookAllowCidrs?: readonly string[];
+  /** Overrides of the webhook deliverer (tests shorten retry delays). */
+  webhooks?: DelivererOptions;
 }
 
 export interface DevApp {
@@ -32,6 +38,7 @@ export interface DevServer {
   url: string;
   apps: DevApp[];
   store: SqliteRunStore;
+  replica: Replica;
   /** Resolves once every app's runtime has been ready once (or the bound passes; then false). */
   ready(timeoutMs: number): Promise<boolean>;
   /** Stops taking runs, lets those in flight finish (bounded by the apps' grace periods), then exits cleanly. */
@@ -61,20 +68,18 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     return { loaded: app, target, supervisor: new RuntimeSupervisor(target, launchOf(app), logger) };
   });
 
-  const activeRuns = new ActiveRuns();
-  let draining = false;
+  const replica = new Replica({
+    apps: registry,
+    store,
+    replicaName: hostname(),
+    logger,
+    bodyLimitBytes: options.bodyLimitBytes,
+    webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
+  });
   const server: FastifyInstance = Fastify({ logger: false, bodyLimit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES });
-  await server.register(
-    runInterface({
-      apps: registry,
-      recorder: new RunRecorder(store, hostname()),
-      activeRuns,
-      logger,
-      bodyLimitBytes: options.bodyLimitBytes,
-      isDraining: () => draining,
-    }),
-  );
-  await server.register(managementApi({ runs: store, apps: { hasApp: (p, a) => registry.has(p, a) } }));
+  await server.register(runInterface(replica));
+  await server.register(adminInterface(replica), { prefix: '/admin' });
+  await server.register(managementApi, { runs: store, apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) } });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();
   const url = `http://${HOST}:${typeof address === 'object' && address ? address.port : options.port}`;
@@ -86,6 +91,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     url,
     apps,
     store,
+    replica,
     async ready(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
@@ -95,8 +101,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     },
     close() {
       closing ??= (async () => {
-        draining = true;
-        await activeRuns.idle();
+        await replica.drain();
         await server.close();
         const graceMs = Math.max(...apps.map((app) => app.target.runTimeLimitMs), 1000);
         await Promise.all(apps.map((app) => app.supervisor.stop(graceMs)));

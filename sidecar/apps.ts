@@ -1,6 +1,7 @@
 // The apps a sidecar fronts: one in a pod, several in `runlet dev`. An app is reachable only while its runtime
 // is attached (ready); the supervisor attaches and detaches it as the runtime starts, crashes and restarts.
 import { Pool } from 'undici';
+import { Admission } from './admission.ts';
 
 export type RuntimeKind = 'python' | 'custom';
 
@@ -11,6 +12,8 @@ export interface AppTargetOptions {
   replicaConcurrency: number;
   /** Bounds every run of the app (the interface's `response_grace_period`), in seconds. */
   responseGracePeriodSeconds: number;
+  /** Runs that may wait for a slot; default 10 × the concurrency. */
+  queueDepth?: number;
 }
 
 /** Never more than 12 hours, whatever the app asks for (interface, section 8). */
@@ -22,6 +25,7 @@ export class AppTarget {
   readonly runtime: RuntimeKind;
   readonly replicaConcurrency: number;
   readonly runTimeLimitMs: number;
+  readonly admission: Admission;
   #pool: Pool | null = null;
   #origin: string | null = null;
 
@@ -31,6 +35,7 @@ export class AppTarget {
     this.runtime = options.runtime;
     this.replicaConcurrency = options.replicaConcurrency;
     this.runTimeLimitMs = Math.min(options.responseGracePeriodSeconds, MAX_RUN_SECONDS) * 1000;
+    this.admission = new Admission(options.replicaConcurrency, options.queueDepth);
   }
 
   get ready(): boolean {

@@ -11,11 +11,7 @@ export async function readJsonObjectBody(
   contentLength: string | undefined,
   limitBytes: number,
 ): Promise<Buffer> {
-  if (contentLength !== undefined && Number(contentLength) > limitBytes) {
-    body?.resume();
-    throw tooLarge(Number(contentLength), limitBytes);
-  }
-  const raw = body ? await readLimited(body, limitBytes) : EMPTY_OBJECT;
+  const raw = body ? await readLimitedBody(body, contentLength, limitBytes) : EMPTY_OBJECT;
   if (raw.length === 0) return EMPTY_OBJECT;
   let value: unknown;
   try {
@@ -32,7 +28,12 @@ export async function readJsonObjectBody(
   return raw;
 }
 
-async function readLimited(body: Readable, limitBytes: number): Promise<Buffer> {
+/** The whole body, refused with 413 as soon as it is known to exceed the limit. */
+export async function readLimitedBody(body: Readable, contentLength: string | undefined, limitBytes: number): Promise<Buffer> {
+  if (contentLength !== undefined && Number(contentLength) > limitBytes) {
+    body.resume();
+    throw tooLarge(Number(contentLength), limitBytes);
+  }
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of body) {

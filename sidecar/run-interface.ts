@@ -1,39 +1,43 @@
 // The run interface, `/v4/{project_id}/{app_name}/{function}`, read top to bottom:
-// request id → app → options → body → mode (sync | stream | custom proxy) → record.
+// request id → app → options (async, webhook) → body → admission → mode (sync | stream | async | custom)
+// → record → webhook.
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Logger } from 'pino';
-import { ActiveRun, type ActiveRuns } from './active-runs.ts';
-import type { AppRegistry, AppTarget } from './apps.ts';
+import { ActiveRun } from './active-runs.ts';
+import type { AppTarget } from './apps.ts';
 import { Problems } from './errors.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
-import { proxyCustom } from './modes/custom-proxy.ts';
+import { callCustomBuffered } from './modes/custom-call.ts';
+import { forwardedRequestHeaders, proxyCustom } from './modes/custom-proxy.ts';
 import type { RunOutcome } from './modes/outcome.ts';
+import { callRecorded } from './modes/python-call.ts';
 import { runStream } from './modes/stream.ts';
-import { runSync } from './modes/sync.ts';
+import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
-import { readJsonObjectBody } from './request-body.ts';
+import type { Replica } from './replica.ts';
+import { readJsonObjectBody, readLimitedBody } from './request-body.ts';
 import { forwardedQuery, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
-import { newRunId, type RunRecorder } from './runs/recorder.ts';
+import { newRunId } from './runs/recorder.ts';
 import { appUnavailable } from './runtime-client.ts';
+import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
-
-export interface RunInterfaceOptions {
-  apps: AppRegistry;
-  recorder: RunRecorder;
-  activeRuns: ActiveRuns;
-  logger: Logger;
-  bodyLimitBytes?: number;
-  /** True once the replica is draining: new runs are refused. */
-  isDraining: () => boolean;
-}
 
 interface RunParams {
   projectId: string;
   appName: string;
   '*'?: string;
+}
+
+/** What every mode needs to know about the call, decided before anything runs. */
+interface Call {
+  target: AppTarget;
+  runId: string;
+  functionName: string;
+  method: string;
+  receivedAt: number;
+  webhook: WebhookRequest | null;
 }
 
 declare module 'fastify' {
@@ -43,10 +47,10 @@ declare module 'fastify' {
   }
 }
 
-/** Registers the run interface on a fastify instance (its own error handling, encapsulated). */
-export function runInterface(options: RunInterfaceOptions) {
-  const { apps, recorder, activeRuns, logger, isDraining } = options;
-  const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+/** Registers the run interface of a replica on a fastify instance (encapsulated: its own error handling). */
+export function runInterface(replica: Replica) {
+  const { apps, recorder, activeRuns, metrics, webhooks, logger } = replica;
+  const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 
   async function handleRun(request: FastifyRequest<{ Params: RunParams }>, reply: FastifyReply): Promise<void> {
     const receivedAt = performance.now();
@@ -54,68 +58,188 @@ export function runInterface(options: RunInterfaceOptions) {
     request.runId = runId;
     reply.header('x-request-id', runId);
 
-    if (isDraining()) throw new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
+    if (replica.draining) {
+      metrics.refused.labels('draining').inc();
+      throw new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
+    }
     const { projectId, appName } = request.params;
     const target = apps.find(projectId, appName);
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
-    const runOptions = parseRunOptions(request.query as Record<string, string | string[] | undefined>);
+    const options = parseRunOptions(request.query as Record<string, string | string[] | undefined>);
+    const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, request.headers['x-webhook-secret']);
     const rest = request.params['*'] ?? '';
+    const call: Call = { target, runId, functionName: rest, method: request.method, receivedAt, webhook };
 
-    if (target.runtime === 'custom') {
-      if (!target.ready) throw appUnavailable(target);
-      const forwardPath = customForwardPath(request.url, rest);
-      const run = begin(target, runId, rest, request.method, 'sync', runOptions.async, receivedAt);
-      await settled(run, proxyCustom(run, target, recorder, request, reply, { forwardPath, captureBytes: 0 }));
-      return;
-    }
+    if (target.runtime === 'custom') return handleCustom(call, request, reply, options.async);
 
     if (request.method !== 'POST') {
-      throw new ProblemError(Problems.methodNotAllowed, `Functions are called with POST, not ${request.method}`, {
-        headers: { allow: 'POST' },
-      });
+      throw new ProblemError(Problems.methodNotAllowed, `Functions are called with POST, not ${request.method}`, { headers: { allow: 'POST' } });
     }
     const nameProblem = functionNameProblem(rest);
     if (nameProblem) throw new ProblemError(Problems.functionNotFound, nameProblem);
-    const body = await readJsonObjectBody(
-      request.body as Readable | undefined,
-      request.headers['content-length'],
-      bodyLimitBytes,
-    );
+    const body = await readJsonObjectBody(request.body as Readable | undefined, request.headers['content-length'], bodyLimitBytes);
     if (!target.ready) throw appUnavailable(target);
 
-    if (acceptsEventStream(request.headers.accept)) {
-      const run = begin(target, runId, rest, 'POST', 'stream', false, receivedAt);
-      const gzip = acceptsGzip(request.headers['accept-encoding']);
-      await settled(run, runStream(run, target, recorder, body, reply, { gzip, keepItems: false }));
+    if (options.async) {
+      // Async with `Accept: text/event-stream` runs as async: a generator's items become the result list.
+      const run = await acceptAsync(call, reply);
+      void executeAsync(run, call, () => callRecorded(run, target, recorder, body, false).then((answer) => settle(run, recorder, answer)));
       return;
     }
-    const run = begin(target, runId, rest, 'POST', 'sync', false, receivedAt);
-    await settled(run, runSync(run, target, recorder, body, reply));
+    if (acceptsEventStream(request.headers.accept)) {
+      const gzip = acceptsGzip(request.headers['accept-encoding']);
+      const run = await admit(call, 'stream');
+      await complete(run, call, runStream(run, target, recorder, body, reply, { gzip, keepItems: webhook !== null }));
+      return;
+    }
+    const run = await admit(call, 'sync');
+    await complete(run, call, runSync(run, target, recorder, body, reply));
   }
 
-  function begin(
-    target: AppTarget,
-    runId: string,
-    functionName: string,
-    method: string,
-    mode: RunMode,
-    isAsync: boolean,
-    receivedAt: number,
-  ): ActiveRun {
-    const record = recorder.pending({ id: runId, target, functionName, method, mode, async: isAsync, webhook: null, receivedAt });
-    const run = new ActiveRun(record, target.runTimeLimitMs);
-    activeRuns.add(run);
-    recorder.running(record);
+  async function handleCustom(call: Call, request: FastifyRequest, reply: FastifyReply, isAsync: boolean): Promise<void> {
+    const { target } = call;
+    if (!target.ready) throw appUnavailable(target);
+    const forwardPath = customForwardPath(request.url, call.functionName);
+    if (isAsync) {
+      const body = request.body ? await readLimitedBody(request.body as Readable, request.headers['content-length'], bodyLimitBytes) : null;
+      const run = await acceptAsync(call, reply);
+      const buffered = { method: request.method, forwardPath, headers: forwardedRequestHeaders(request, call.runId), body, answerLimitBytes: bodyLimitBytes };
+      void executeAsync(run, call, () => callCustomBuffered(run, target, recorder, buffered));
+      return;
+    }
+    const run = await admit(call, 'sync');
+    const captureBytes = call.webhook ? bodyLimitBytes : 0;
+    await complete(run, call, proxyCustom(run, target, recorder, request, reply, { forwardPath, captureBytes }));
+  }
+
+  /** Sync and stream runs: a slot now, or a wait in the queue (recorded `pending`), or 503 when it is full. */
+  async function admit(call: Call, mode: RunMode): Promise<ActiveRun> {
+    const admission = call.target.admission;
+    if (admission.tryAcquire()) return start(track(call, mode, false));
+    try {
+      admission.reserve();
+    } catch (err) {
+      metrics.refused.labels('over_capacity').inc();
+      throw err;
+    }
+    const run = track(call, mode, false);
+    recorder.store.save(run.record);
+    await waitForSlot(run, call);
+    return start(run);
+  }
+
+  /** Async runs: a queue place, then the `pending` record made durable, then `202` — in that order. */
+  async function acceptAsync(call: Call, reply: FastifyReply): Promise<ActiveRun> {
+    try {
+      call.target.admission.reserve();
+    } catch (err) {
+      metrics.refused.labels('over_capacity').inc();
+      throw err;
+    }
+    const run = track(call, 'async', true);
+    try {
+      await recorder.store.saveDurably(run.record);
+    } catch (err) {
+      call.target.admission.unreserve();
+      activeRuns.delete(run);
+      metrics.refused.labels('run_store').inc();
+      throw new ProblemError(Problems.runStoreUnavailable, 'The run could not be recorded durably, so it was not accepted; retry shortly', {
+        cause: err,
+        headers: { 'retry-after': '1' },
+      });
+    }
+    reply.code(202).header('content-type', JSON_CONTENT_TYPE).send('{"run_id":"' + call.runId + '"}');
     return run;
   }
 
-  async function settled(run: ActiveRun, outcome: Promise<RunOutcome>): Promise<void> {
+  async function executeAsync(run: ActiveRun, call: Call, execute: () => Promise<RunOutcome>): Promise<void> {
     try {
-      await outcome;
-    } finally {
-      activeRuns.delete(run);
-      logRun(logger, run.record);
+      await waitForSlot(run, call);
+    } catch {
+      finalize(run, call, outcomeOf(run.record));
+      return;
     }
+    start(run);
+    try {
+      await complete(run, call, execute());
+    } catch {
+      // Recorded (and forwarded) by complete(); nobody is waiting for an answer.
+    }
+  }
+
+  function track(call: Call, mode: RunMode, isAsync: boolean): ActiveRun {
+    const record = recorder.pending({
+      id: call.runId,
+      target: call.target,
+      functionName: call.functionName,
+      method: call.method,
+      mode,
+      async: isAsync,
+      webhook: call.webhook ? pendingWebhookRecord(call.webhook) : null,
+      receivedAt: call.receivedAt,
+    });
+    const run = new ActiveRun(record, call.target.runTimeLimitMs);
+    activeRuns.add(run);
+    return run;
+  }
+
+  async function waitForSlot(run: ActiveRun, call: Call): Promise<void> {
+    try {
+      await call.target.admission.acquire(run.signal, true);
+    } catch (err) {
+      const reason = run.stoppedFor ?? 'shutdown';
+      const problem =
+        reason === 'timeout'
+          ? new ProblemError(Problems.timeout, 'The run waited for a slot past its time limit')
+          : new ProblemError(Problems.draining, 'The replica shut down before the run started', { headers: { 'retry-after': '1' } });
+      recorder.finish(run.record, { statusCode: problem.status, error: { type: problem.spec.title, message: problem.detail }, reason });
+      activeRuns.delete(run);
+      logRun(run.record);
+      throw err instanceof ProblemError ? err : problem;
+    }
+  }
+
+  function start(run: ActiveRun): ActiveRun {
+    recorder.running(run.record);
+    return run;
+  }
+
+  /** Waits for the mode, then frees the slot and forwards the outcome — whether the mode succeeded or threw. */
+  async function complete(run: ActiveRun, call: Call, mode: Promise<RunOutcome>): Promise<void> {
+    let outcome: RunOutcome | null = null;
+    try {
+      outcome = await mode;
+    } finally {
+      call.target.admission.release();
+      if (run.record.completedAt === null) {
+        // A mode that throws records why first; this only guards against a bug leaving a run `running` forever.
+        recorder.finish(run.record, { statusCode: 500, error: { type: 'InternalError', message: 'the sidecar failed mid-run' }, reason: 'upstream_error' });
+      }
+      finalize(run, call, outcome ?? outcomeOf(run.record));
+    }
+  }
+
+  function finalize(run: ActiveRun, call: Call, outcome: RunOutcome): void {
+    activeRuns.delete(run);
+    metrics.runCompleted(run.record.mode, run.record.status, run.record.runtimeMs);
+    logRun(run.record);
+    if (call.webhook) webhooks.forward(run.record, call.webhook, outcome);
+  }
+
+  function logRun(record: RunRecord): void {
+    logger.info(
+      {
+        runId: record.id,
+        app: `${record.projectId}/${record.appName}`,
+        function: record.functionName,
+        mode: record.mode,
+        status: record.status,
+        statusCode: record.statusCode,
+        durationMs: record.responseTimeMs,
+        ...(record.reason ? { reason: record.reason } : {}),
+      },
+      'run',
+    );
   }
 
   return async function register(app: FastifyInstance): Promise<void> {
@@ -123,14 +247,20 @@ export function runInterface(options: RunInterfaceOptions) {
     app.removeAllContentTypeParsers();
     // The body stays a stream: Python calls read it with a limit, custom apps get it streamed through.
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-    app.setErrorHandler((error, request, reply) => sendProblem(request, reply, toProblem(error), logger));
+    app.setErrorHandler((error, request, reply) => sendProblem(request, reply, toProblem(error, logger)));
     app.setNotFoundHandler((request, reply) => {
       request.runId = newRunId();
-      sendProblem(request, reply, new ProblemError(Problems.routeNotFound, `${request.method} ${request.url.split('?', 1)[0]} is not a route of the run interface`), logger);
+      const path = request.url.split('?', 1)[0];
+      sendProblem(request, reply, new ProblemError(Problems.routeNotFound, `${request.method} ${path} is not a route of the run interface`));
     });
     app.all('/v4/:projectId/:appName', handleRun);
     app.all('/v4/:projectId/:appName/*', handleRun);
   };
+}
+
+/** The outcome of a run that ended in a recorded failure (the mode threw after recording it). */
+function outcomeOf(record: RunRecord): RunOutcome {
+  return { statusCode: record.statusCode ?? 500, success: false, resultJson: null, error: record.error, runTimeMs: record.runtimeMs ?? 0 };
 }
 
 function customForwardPath(url: string, rest: string): string {
@@ -139,21 +269,15 @@ function customForwardPath(url: string, rest: string): string {
   return '/' + rest + (query ? '?' + query : '');
 }
 
-function toProblem(error: unknown): ProblemError {
+function toProblem(error: unknown, logger: Replica['logger']): ProblemError {
   if (error instanceof ProblemError) return error;
   const code = (error as { code?: string }).code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ProblemError(Problems.bodyTooLarge, (error as Error).message);
-  return new ProblemError(
-    { code: 'internal', status: 500, title: 'Internal error' },
-    'The sidecar failed to handle the request; the error is in its log',
-    { cause: error },
-  );
+  logger.error({ err: error }, 'run interface error');
+  return new ProblemError(Problems.internal, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
 }
 
-export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: ProblemError, logger: Logger): void {
-  if (problem.status >= 500 && problem.spec.code === 'internal') {
-    logger.error({ err: problem.cause, runId: request.runId, url: request.url }, 'run interface error');
-  }
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: ProblemError): void {
   if (reply.sent || reply.raw.headersSent) {
     reply.raw.destroy();
     return;
@@ -161,20 +285,4 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, proble
   if (request.runId) reply.header('x-request-id', request.runId);
   if (problem.headers) reply.headers(problem.headers);
   reply.code(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.toBody()));
-}
-
-function logRun(logger: Logger, record: RunRecord): void {
-  logger.info(
-    {
-      runId: record.id,
-      app: `${record.projectId}/${record.appName}`,
-      function: record.functionName,
-      mode: record.mode,
-      status: record.status,
-      statusCode: record.statusCode,
-      durationMs: record.responseTimeMs,
-      ...(record.reason ? { reason: record.reason } : {}),
-    },
-    'run',
-  );
 }

@@ -60,14 +60,12 @@ export async function proxyCustom(
   const raw = reply.raw;
   raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
   const captured: Buffer[] = [];
-  let capturedBytes = 0;
+  let answerBytes = 0;
   let cut: unknown = null;
   try {
     for await (const chunk of response.body) {
-      if (capturedBytes < options.captureBytes) {
-        captured.push(chunk as Buffer);
-        capturedBytes += (chunk as Buffer).length;
-      }
+      answerBytes += (chunk as Buffer).length;
+      if (answerBytes <= options.captureBytes) captured.push(chunk as Buffer);
       if (!raw.write(chunk)) await once(raw, 'drain', { signal: run.signal });
     }
     raw.end();
@@ -84,11 +82,16 @@ export async function proxyCustom(
   const success = response.statusCode < 400;
   const error = success ? null : { type: `HTTP ${response.statusCode}`, message: `The app answered ${response.statusCode}` };
   const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, error });
-  const resultJson = options.captureBytes > 0 ? capturedAsJson(captured, response.headers['content-type']) : null;
+  const resultJson =
+    options.captureBytes === 0
+      ? null
+      : answerBytes > options.captureBytes
+        ? JSON.stringify(`[the app's answer of ${answerBytes} bytes is over the ${options.captureBytes}-byte webhook limit and is not forwarded]`)
+        : capturedAsJson(captured, response.headers['content-type']);
   return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
 }
 
-function forwardedRequestHeaders(request: FastifyRequest, runId: string): IncomingHttpHeaders {
+export function forwardedRequestHeaders(request: FastifyRequest, runId: string): IncomingHttpHeaders {
   const headers: IncomingHttpHeaders = {};
   for (const name in request.headers) {
     if (!HOP_BY_HOP.has(name)) headers[name] = request.headers[name];
@@ -116,7 +119,7 @@ function forwardedResponseHeaders(
 }
 
 /** The app's response as the webhook forwards it: its JSON when it is JSON, else its text as a JSON string. */
-function capturedAsJson(chunks: Buffer[], contentType: string | string[] | undefined): string {
+export function capturedAsJson(chunks: Buffer[], contentType: string | string[] | undefined): string {
   const text = Buffer.concat(chunks).toString('utf8');
   if (String(contentType ?? '').includes('json')) {
     try {

@@ -105,8 +105,8 @@ export class WebhookDeliverer {
   }
 
   /**
-   * Delivers with retries and resolves with the final state; delivery failures never reject. Rejects only
-   * when `onAttempt` throws, a bug of the caller.
+   * Delivers with retries and resolves with the final state, which supersedes the last `onAttempt` report.
+   * Delivery failures never reject; it rejects only when `onAttempt` throws, a bug of the caller.
    */
   async deliver(delivery: WebhookDelivery): Promise<DeliveryOutcome> {
     if (this.#shutdown.signal.aborted) {
@@ -139,33 +139,30 @@ export class WebhookDeliverer {
   }
 
   async #deliverWithRetries(delivery: WebhookDelivery): Promise<DeliveryOutcome> {
-    let progress: WebhookProgress = { state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
+    const { runId, onAttempt } = delivery;
     for (let attempt = 1; ; attempt += 1) {
       const started = performance.now();
       const outcome = await this.#attempt(delivery);
-      const retry = attempt < MAX_ATTEMPTS && shouldRetry(outcome) && !this.#shutdown.signal.aborted;
+      const durationMs = performance.now() - started;
+      const shuttingDown = this.#shutdown.signal.aborted;
       const delivered = isDelivered(outcome);
       const lastStatusCode = outcome.kind === 'response' ? outcome.statusCode : null;
-      const lastError = delivered ? null : describeFailure(outcome, this.#shutdown.signal.aborted);
-      const final: DeliveryOutcome | null = retry
-        ? null
-        : { state: delivered ? 'delivered' : 'failed', attempts: attempt, lastStatusCode, lastError };
-      progress = final ?? { state: 'pending', attempts: attempt, lastStatusCode, lastError };
-      const nextDelayMs = final === null ? delayBeforeAttempt(this.#schedule, attempt + 1, () => this.#clock.random()) : null;
-      delivery.onAttempt?.({
-        runId: delivery.runId,
-        attempt,
-        outcome,
-        durationMs: performance.now() - started,
-        nextDelayMs,
-        progress,
-      });
-      if (final !== null) return final;
+      const lastError = delivered ? null : describeFailure(outcome, shuttingDown);
+
+      if (attempt === MAX_ATTEMPTS || !shouldRetry(outcome) || shuttingDown) {
+        const final: DeliveryOutcome = { state: delivered ? 'delivered' : 'failed', attempts: attempt, lastStatusCode, lastError };
+        onAttempt?.({ runId, attempt, outcome, durationMs, nextDelayMs: null, progress: final });
+        return final;
+      }
+
+      const progress: WebhookProgress = { state: 'pending', attempts: attempt, lastStatusCode, lastError };
+      const nextDelayMs = delayBeforeAttempt(this.#schedule, attempt + 1, () => this.#clock.random());
+      onAttempt?.({ runId, attempt, outcome, durationMs, nextDelayMs, progress });
       try {
         await this.#clock.sleep(nextDelayMs, this.#shutdown.signal);
       } catch (error) {
         if (!this.#shutdown.signal.aborted) throw error;
-        return { ...progress, state: 'failed', lastError: `${SHUTDOWN_MESSAGE} (after: ${progress.lastError})` };
+        return { ...progress, state: 'failed', lastError: `${SHUTDOWN_MESSAGE} (after: ${lastError})` };
       }
     }
   }

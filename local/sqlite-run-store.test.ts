@@ -1,0 +1,271 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { pino, type Logger } from 'pino';
+import { v7 as uuidv7 } from 'uuid';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { RUN_STATUSES, type RunRecord } from '../sidecar/runs/record.ts';
+import type { ListRunsQuery } from '../sidecar/runs/store.ts';
+import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-store.ts';
+import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from './sqlite-run-store.fixtures.ts';
+
+const CRASH_CHILD = join(import.meta.dirname, 'sqlite-run-store.crash-child.ts');
+
+let dataDir: string;
+let openStores: SqliteRunStore[];
+
+beforeEach(() => {
+  dataDir = mkdtempSync(join(tmpdir(), 'runlet-run-store-'));
+  openStores = [];
+});
+
+afterEach(async () => {
+  for (const store of openStores) await store.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+function openStore(options: { logger?: Logger; maxBatchSize?: number } = {}): SqliteRunStore {
+  const store = new SqliteRunStore({ dataDir, logger: options.logger ?? pino({ level: 'silent' }), ...options });
+  openStores.push(store);
+  return store;
+}
+
+/** What another process would see: a second connection to the file. */
+function readFromFile(id: string): RunRecord | undefined {
+  const db = new DatabaseSync(join(dataDir, RUNS_DB_FILE_NAME), { readOnly: true });
+  try {
+    const row = db.prepare('SELECT record FROM runs WHERE id = ?').get(id);
+    return row === undefined ? undefined : (JSON.parse(String(row.record)) as RunRecord);
+  } finally {
+    db.close();
+  }
+}
+
+function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}
+
+describe('SqliteRunStore writes', () => {
+  it('writes a record saved several times once, in the state it has at flush time', async () => {
+    const store = openStore();
+    const record = pendingAsyncRunRecord();
+    store.save(record);
+    record.status = 'running';
+    store.save(record);
+    // Changed after the last save: the store keeps the reference and serialises it when it writes.
+    record.status = 'success';
+    record.statusCode = 200;
+    await store.flush();
+
+    expect(readFromFile(record.id)).toEqual(record);
+    expect(store.stats()).toEqual({ batches: 1, recordsWritten: 1, pending: 0 });
+  });
+
+  it('resolves saveDurably only once the record is committed, visible to another connection', async () => {
+    const store = openStore();
+    const record = pendingAsyncRunRecord();
+    await store.saveDurably(record);
+    expect(readFromFile(record.id)).toEqual(record);
+  });
+
+  it('commits concurrent saveDurably calls, and saves of the same turn, in one transaction', async () => {
+    const store = openStore();
+    const records = Array.from({ length: 20 }, () => pendingAsyncRunRecord());
+    store.save(runRecord());
+    await Promise.all(records.map((record) => store.saveDurably(record)));
+    expect(store.stats()).toEqual({ batches: 1, recordsWritten: 21, pending: 0 });
+    for (const record of records) expect(readFromFile(record.id)).toEqual(record);
+  });
+
+  it('batches 2,000 saves into a few transactions', async () => {
+    const store = openStore({ maxBatchSize: 512 });
+    const started = performance.now();
+    for (let i = 0; i < 2_000; i += 1) store.save(runRecord({ async: i % 2 === 0 }));
+    await store.flush();
+    const elapsedMs = performance.now() - started;
+
+    // Full batches of 512 are written as they fill, the rest on flush.
+    expect(store.stats()).toEqual({ batches: 4, recordsWritten: 2_000, pending: 0 });
+    const page = await store.listRuns(query({ pageSize: 500 }));
+    expect(page.items).toHaveLength(500);
+    // Thousands of saves per second with a wide margin for a loaded test machine.
+    expect(elapsedMs).toBeLessThan(2_000);
+  });
+
+  it('writes saves of one turn of the event loop together when nobody flushes', async () => {
+    const store = openStore();
+    for (let i = 0; i < 100; i += 1) store.save(runRecord());
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.stats()).toEqual({ batches: 1, recordsWritten: 100, pending: 0 });
+  });
+
+  it('rejects the durable waiters of a failed batch, logs the error, and retries the records later', async () => {
+    const { logger, lines } = capturingLogger();
+    const store = openStore({ logger });
+    const saboteur = new DatabaseSync(store.path);
+    saboteur.exec("CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'disk says no'); END");
+    const record = pendingAsyncRunRecord();
+
+    const failure = await store.saveDurably(record).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as Error).message).toContain('writing a batch of 1 run records failed');
+    expect(((failure as Error).cause as Error).message).toContain('disk says no');
+    expect(lines.find((line) => line.level === 50)).toMatchObject({ records: 1, durableWaiters: 1 });
+    expect(store.stats().pending).toBe(1);
+
+    saboteur.exec('DROP TRIGGER refuse');
+    saboteur.close();
+    await store.flush();
+    expect(readFromFile(record.id)).toEqual(record);
+  });
+
+  it('refuses saves after close', async () => {
+    const store = openStore();
+    await store.close();
+    expect(() => store.save(runRecord())).toThrow(/is closed: cannot save run/);
+  });
+});
+
+describe('SqliteRunStore durability', () => {
+  it('keeps runs across close and reopen, flushing pending saves on close', async () => {
+    const first = openStore();
+    const durable = failedAsyncRunRecord();
+    const pending = runRecord();
+    await first.saveDurably(durable);
+    first.save(pending);
+    await first.close();
+
+    const second = openStore();
+    expect(await second.getRun(durable.projectId, durable.appName, durable.id)).toEqual(durable);
+    expect(await second.getRun(pending.projectId, pending.appName, pending.id)).toEqual(pending);
+  });
+
+  it('records the schema version and refuses a database of a newer runlet', async () => {
+    await openStore().close();
+    const db = new DatabaseSync(join(dataDir, RUNS_DB_FILE_NAME));
+    expect(db.prepare('PRAGMA user_version').get()).toEqual({ user_version: SCHEMA_VERSION });
+    db.exec(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`);
+    db.close();
+    expect(() => openStore()).toThrow(`has schema version ${SCHEMA_VERSION + 1}, newer than ${SCHEMA_VERSION}`);
+  });
+
+  for (const ending of ['exit', 'sigkill'] as const) {
+    it(`keeps a durably saved run when its process ends right after (${ending})`, async () => {
+      const runId = uuidv7();
+      const child = spawn(process.execPath, [CRASH_CHILD, dataDir, runId, ending], {
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
+      const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+      });
+      expect(ending === 'sigkill' ? signal : code).toBe(ending === 'sigkill' ? 'SIGKILL' : 0);
+
+      const store = openStore();
+      expect(await store.getRun('demo', 'hello', runId)).toMatchObject({ id: runId, status: 'pending' });
+    });
+  }
+});
+
+describe('SqliteRunStore reads', () => {
+  it('lists records saved a moment ago, not yet flushed', async () => {
+    const store = openStore();
+    const record = runRecord();
+    store.save(record);
+    expect((await store.listRuns(query())).items).toEqual([record]);
+    expect(await store.getRun('demo', 'hello', record.id)).toEqual(record);
+  });
+
+  it('finds a run only in its own app', async () => {
+    const store = openStore();
+    const record = runRecord();
+    await store.saveDurably(record);
+    expect(await store.getRun('demo', 'other', record.id)).toBeUndefined();
+    expect(await store.getRun('other', 'hello', record.id)).toBeUndefined();
+  });
+
+  it('pages through 1,234 runs newest first, with every filter, without gaps or duplicates', async () => {
+    const store = openStore();
+    const random = seededRandom(1234);
+    const all: RunRecord[] = [];
+    for (let i = 0; i < 1_234; i += 1) {
+      const record = runRecord({
+        // Mostly the listed app, with neighbours in the same project and an app of the same name elsewhere.
+        projectId: random() < 0.9 ? 'demo' : 'elsewhere',
+        appName: random() < 0.8 ? 'hello' : 'hello-2',
+        async: random() < 0.4,
+        status: RUN_STATUSES[Math.floor(random() * RUN_STATUSES.length)]!,
+      });
+      all.push(record);
+      store.save(record);
+    }
+    await store.flush();
+
+    const filters: Array<Pick<ListRunsQuery, 'asyncOnly' | 'status'>> = [
+      { asyncOnly: false, status: null },
+      { asyncOnly: true, status: null },
+      { asyncOnly: false, status: 'failure' },
+      { asyncOnly: true, status: 'success' },
+    ];
+    for (const filter of filters) {
+      for (const pageSize of [1, 37, 500]) {
+        const expected = expectedIds(all, filter);
+        const seen: string[] = [];
+        let beforeId: string | null = null;
+        for (;;) {
+          const page = await store.listRuns(query({ ...filter, pageSize, beforeId }));
+          expect(page.items.length).toBeLessThanOrEqual(pageSize);
+          seen.push(...page.items.map((run) => run.id));
+          if (!page.hasMore) break;
+          if (beforeId === null) {
+            // A run that starts while a client pages is newer than every cursor: it must not shift the pages.
+            const newer = runRecord({ async: filter.asyncOnly, status: filter.status ?? 'running' });
+            all.push(newer);
+            store.save(newer);
+          }
+          beforeId = page.items.at(-1)!.id;
+        }
+        expect(seen, `${JSON.stringify(filter)}, pageSize ${pageSize}`).toEqual(expected);
+      }
+    }
+  });
+});
+
+/** Ids of demo/hello runs passing the filter, newest first: UUID v7 order is creation order. */
+function expectedIds(runs: readonly RunRecord[], filter: Pick<ListRunsQuery, 'asyncOnly' | 'status'>): string[] {
+  return runs
+    .filter((run) => run.projectId === 'demo' && run.appName === 'hello')
+    .filter((run) => (!filter.asyncOnly || run.async) && (filter.status === null || run.status === filter.status))
+    .map((run) => run.id)
+    .sort()
+    .reverse();
+}
+
+function query(overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
+  return {
+    projectId: 'demo',
+    appName: 'hello',
+    pageSize: 50,
+    beforeId: null,
+    asyncOnly: false,
+    status: null,
+    ...overrides,
+  };
+}
+
+/** Deterministic pseudo-random numbers in [0, 1) (mulberry32), so a failure can be replayed. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}

@@ -1,0 +1,65 @@
+// Prometheus metrics of one sidecar. Label children are resolved once up front, so counting a run is a
+// property access and an increment, not a label lookup.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { RunMode, RunStatus } from './runs/record.ts';
+import type { AttemptOutcome } from './webhook/retry-policy.ts';
+
+const MODES: readonly RunMode[] = ['sync', 'async', 'stream'];
+const FINAL_STATUSES: readonly RunStatus[] = ['success', 'failure', 'cancelled'];
+
+export class SidecarMetrics {
+  readonly registry = new Registry();
+  readonly #runs: Record<string, Counter.Internal> = {};
+  readonly #durations: Record<string, Histogram.Internal<'mode'>> = {};
+  readonly #webhookAttempts: Counter<'outcome'>;
+  readonly #webhookDeliveries: Counter<'state'>;
+  readonly refused: Counter<'reason'>;
+
+  /** Gauges are read at scrape time from the admissions, so the hot path never updates them. */
+  constructor(load: { inFlight: () => number; queued: () => number }) {
+    const runs = new Counter({ name: 'runlet_runs_total', help: 'Runs completed, by mode and final status', labelNames: ['mode', 'status'], registers: [this.registry] });
+    const durations = new Histogram({
+      name: 'runlet_run_duration_seconds',
+      help: 'Run time of completed runs (from start of execution), by mode',
+      labelNames: ['mode'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 900, 3600],
+      registers: [this.registry],
+    });
+    for (const mode of MODES) {
+      this.#durations[mode] = durations.labels(mode);
+      for (const status of FINAL_STATUSES) this.#runs[mode + status] = runs.labels(mode, status);
+    }
+    new Gauge({
+      name: 'runlet_runs_in_flight',
+      help: 'Calls in flight to the apps',
+      registers: [this.registry],
+      collect() {
+        this.set(load.inFlight());
+      },
+    });
+    new Gauge({
+      name: 'runlet_queue_depth',
+      help: 'Runs waiting for a slot (queued and accepted async runs)',
+      registers: [this.registry],
+      collect() {
+        this.set(load.queued());
+      },
+    });
+    this.refused = new Counter({ name: 'runlet_runs_refused_total', help: 'Run calls refused before running, by reason', labelNames: ['reason'], registers: [this.registry] });
+    this.#webhookAttempts = new Counter({ name: 'runlet_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome', labelNames: ['outcome'], registers: [this.registry] });
+    this.#webhookDeliveries = new Counter({ name: 'runlet_webhook_deliveries_total', help: 'Webhook deliveries finished, by final state', labelNames: ['state'], registers: [this.registry] });
+  }
+
+  runCompleted(mode: RunMode, status: RunStatus, runtimeMs: number | null): void {
+    this.#runs[mode + status]?.inc();
+    if (runtimeMs !== null) this.#durations[mode]?.observe(runtimeMs / 1000);
+  }
+
+  webhookAttempt(outcome: AttemptOutcome): void {
+    this.#webhookAttempts.labels(outcome.kind === 'response' ? `${Math.floor(outcome.statusCode / 100)}xx` : outcome.kind).inc();
+  }
+
+  webhookFinished(state: 'delivered' | 'failed'): void {
+    this.#webhookDeliveries.labels(state).inc();
+  }
+}

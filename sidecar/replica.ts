@@ -1,0 +1,104 @@
+// One sidecar replica: the apps it fronts, how runs are recorded, admitted, forwarded and drained. Both the
+// pod sidecar (sidecar/main.ts) and `runlet dev` compose this; only the run store and the apps differ.
+import type { Logger } from 'pino';
+import { ActiveRuns } from './active-runs.ts';
+import type { AppRegistry, AppTarget } from './apps.ts';
+import { SidecarMetrics } from './metrics.ts';
+import type { RunStore } from './runs/store.ts';
+import { RunRecorder } from './runs/recorder.ts';
+import { WebhookDeliverer, type DelivererOptions } from './webhook/deliver.ts';
+import { WebhookForwarder } from './webhook-forwarding.ts';
+
+export interface ReplicaOptions {
+  apps: AppRegistry;
+  store: RunStore;
+  /** The pod name, or the host name in local mode; written on every run record. */
+  replicaName: string;
+  logger: Logger;
+  bodyLimitBytes?: number;
+  webhooks?: DelivererOptions;
+}
+
+/** Deliveries still pending when drain's bound passes get this much more before they are abandoned. */
+const WEBHOOK_DRAIN_EXTRA_MS = 15_000;
+
+export class Replica {
+  readonly apps: AppRegistry;
+  readonly store: RunStore;
+  readonly logger: Logger;
+  readonly bodyLimitBytes: number | undefined;
+  readonly recorder: RunRecorder;
+  readonly activeRuns = new ActiveRuns();
+  readonly metrics: SidecarMetrics;
+  readonly deliverer: WebhookDeliverer;
+  readonly webhooks: WebhookForwarder;
+  #drain: Promise<void> | null = null;
+
+  constructor(options: ReplicaOptions) {
+    this.apps = options.apps;
+    this.store = options.store;
+    this.logger = options.logger;
+    this.bodyLimitBytes = options.bodyLimitBytes;
+    this.recorder = new RunRecorder(options.store, options.replicaName);
+    this.metrics = new SidecarMetrics({
+      inFlight: () => this.#sumOverApps((app) => app.admission.inFlight),
+      queued: () => this.#sumOverApps((app) => app.admission.queued),
+    });
+    this.deliverer = new WebhookDeliverer(options.webhooks);
+    this.webhooks = new WebhookForwarder(this.deliverer, this.recorder, this.metrics, options.logger);
+  }
+
+  get draining(): boolean {
+    return this.#drain !== null;
+  }
+
+  /** Ready for new runs: not draining, and every app's runtime attached. */
+  get ready(): boolean {
+    if (this.draining) return false;
+    for (const app of this.apps.all()) if (!app.ready) return false;
+    return true;
+  }
+
+  /**
+   * Stops taking runs; lets accepted ones (sync, stream, async, queued) and their webhook deliveries finish
+   * within the longest run time limit of the apps; stops what is left (recorded `failure`, reason
+   * `shutdown`); flushes the run records. Idempotent: every caller waits for the same drain.
+   */
+  drain(): Promise<void> {
+    this.#drain ??= this.#drainOnce();
+    return this.#drain;
+  }
+
+  async #drainOnce(): Promise<void> {
+    const boundMs = Math.max(1000, ...[...this.apps.all()].map((app) => app.runTimeLimitMs));
+    this.logger.info({ inFlight: this.activeRuns.size, boundMs }, 'draining');
+    if (!(await within(this.activeRuns.idle(), boundMs))) {
+      this.logger.warn({ stopping: this.activeRuns.size }, 'runs still in flight at the drain bound: stopping them');
+      this.activeRuns.stopAll('shutdown');
+      await this.activeRuns.idle();
+    }
+    if (!(await within(this.deliverer.idle(), WEBHOOK_DRAIN_EXTRA_MS))) {
+      this.logger.warn({ pending: this.deliverer.pendingCount }, 'webhook deliveries still pending at the drain bound: abandoning them');
+    }
+    await this.deliverer.close();
+    await this.store.flush();
+    this.logger.info('drained');
+  }
+
+  #sumOverApps(count: (app: AppTarget) => number): number {
+    let sum = 0;
+    for (const app of this.apps.all()) sum += count(app);
+    return sum;
+  }
+}
+
+/** True when `promise` settled within `ms`. */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([promise.then(() => true as const), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,87 @@
+// The last stage of a run with `webhookEndpoint`: its outcome POSTed by the deliverer, progress copied onto
+// the run record as it goes. Fire and forget: the caller's answer never waits for it.
+import type { Logger } from 'pino';
+import { Problems } from './errors.ts';
+import type { SidecarMetrics } from './metrics.ts';
+import type { RunOutcome } from './modes/outcome.ts';
+import { ProblemError } from './problem.ts';
+import type { RunRecord, WebhookRecord } from './runs/record.ts';
+import type { RunRecorder } from './runs/recorder.ts';
+import type { WebhookDeliverer } from './webhook/deliver.ts';
+import { endpointForRecord, parseWebhookEndpoint } from './webhook/endpoint.ts';
+import { buildWebhookBody } from './webhook/payload.ts';
+import { WebhookSigner } from './webhook/sign.ts';
+
+/** What a run call asked for: where to deliver, and how to sign. The secret lives only inside the signer. */
+export interface WebhookRequest {
+  endpoint: URL;
+  signer: WebhookSigner | null;
+}
+
+export function parseWebhookRequest(rawEndpoint: string, secretHeader: string | string[] | undefined): WebhookRequest {
+  const endpoint = parseWebhookEndpoint(rawEndpoint);
+  if (Array.isArray(secretHeader)) {
+    throw new ProblemError(Problems.invalidHeader, 'X-Webhook-Secret is given more than once; give it once');
+  }
+  if (secretHeader === '') throw new ProblemError(Problems.invalidHeader, 'X-Webhook-Secret is empty; give a secret or leave the header out');
+  return { endpoint, signer: secretHeader === undefined ? null : new WebhookSigner(secretHeader) };
+}
+
+export function pendingWebhookRecord(request: WebhookRequest): WebhookRecord {
+  return { endpoint: endpointForRecord(request.endpoint), state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
+}
+
+export class WebhookForwarder {
+  readonly #deliverer: WebhookDeliverer;
+  readonly #recorder: RunRecorder;
+  readonly #metrics: SidecarMetrics;
+  readonly #logger: Logger;
+
+  constructor(deliverer: WebhookDeliverer, recorder: RunRecorder, metrics: SidecarMetrics, logger: Logger) {
+    this.#deliverer = deliverer;
+    this.#recorder = recorder;
+    this.#metrics = metrics;
+    this.#logger = logger;
+  }
+
+  forward(record: RunRecord, request: WebhookRequest, outcome: RunOutcome): void {
+    const webhook = record.webhook;
+    if (!webhook) throw new Error(`run ${record.id} forwards to a webhook but has no webhook record`);
+    const completedAt = record.completedAt ? new Date(record.completedAt) : new Date();
+    const common = { runId: record.id, statusCode: outcome.statusCode, runTimeMs: outcome.runTimeMs, completedAt };
+    const body =
+      outcome.success && outcome.resultJson !== null
+        ? buildWebhookBody({ ...common, status: 'success', resultJson: outcome.resultJson })
+        : buildWebhookBody({
+            ...common,
+            status: 'failure',
+            error: outcome.error ?? { type: 'Error', message: `the run ended with status ${outcome.statusCode}` },
+          });
+    void this.#deliverer
+      .deliver({
+        runId: record.id,
+        endpoint: request.endpoint,
+        body,
+        signer: request.signer,
+        onAttempt: (report) => {
+          this.#metrics.webhookAttempt(report.outcome);
+          Object.assign(webhook, report.progress);
+          this.#recorder.touch(record);
+        },
+      })
+      .then(
+        (final) => {
+          Object.assign(webhook, final);
+          this.#recorder.touch(record);
+          this.#metrics.webhookFinished(final.state);
+          if (final.state === 'failed') {
+            this.#logger.warn(
+              { runId: record.id, endpoint: webhook.endpoint, attempts: final.attempts, lastStatusCode: final.lastStatusCode, lastError: final.lastError },
+              'webhook delivery failed',
+            );
+          }
+        },
+        (err: unknown) => this.#logger.error({ err, runId: record.id }, 'webhook delivery crashed'),
+      );
+  }
+}
