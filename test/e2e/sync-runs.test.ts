@@ -22,7 +22,7 @@ function expectRunId(response: Response): string {
 
 async function expectProblem(response: Response, status: number, code: string, detail: RegExp): Promise<Record<string, unknown>> {
   expect(response.status).toBe(status);
-  expect(response.headers.get('content-type')).toBe('application/problem+json');
+  expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json(; charset=utf-8)?$/);
   expectRunId(response);
   const problem = (await response.json()) as Record<string, unknown>;
   expect(problem).toMatchObject({ type: `https://runlet.dev/problems/${code}`, status });
