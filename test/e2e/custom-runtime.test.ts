@@ -1,0 +1,58 @@
+// Custom runtime: any method and path after the app name reach the app's own server unchanged.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { makeCustomApp } from '../support/custom-app.ts';
+
+let dev: TestDevServer;
+let base: string;
+
+beforeAll(async () => {
+  dev = await startTestDevServer({ appDirs: [await makeCustomApp('web')] });
+  base = `${dev.url}/v4/dev/web`;
+});
+afterAll(async () => dev?.dispose());
+
+describe('custom runtime', () => {
+  it('forwards method, path, query (minus reserved parameters), body and X-Request-Id', async () => {
+    const response = await fetch(`${base}/things/42?colour=red%20blue&async=false&x=1`, {
+      method: 'PUT',
+      headers: { 'content-type': 'text/plain' },
+      body: 'hello app',
+    });
+    expect(response.status).toBe(200);
+    const runId = response.headers.get('x-request-id');
+    expect(runId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await response.json()).toEqual({
+      method: 'PUT',
+      path: '/things/42',
+      query: '?colour=red%20blue&x=1',
+      requestId: runId,
+      contentType: 'text/plain',
+      body: 'hello app',
+    });
+  });
+
+  it('forwards GET to the app root and passes the app headers back, multi-valued ones included', async () => {
+    const response = await fetch(base);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-app')).toBe('custom');
+    expect(response.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
+    expect(await response.json()).toMatchObject({ method: 'GET', path: '/' });
+  });
+
+  it("passes the app's status and streamed body through", async () => {
+    const streamed = await fetch(`${base}/stream`);
+    expect(await streamed.text()).toBe('part 0\npart 1\npart 2\n');
+    const teapot = await fetch(`${base}/status?code=418`);
+    expect(teapot.status).toBe(418);
+    expect(await teapot.json()).toEqual({ code: 418 });
+  });
+
+  it('records each call with the status the app answered', async () => {
+    const response = await fetch(`${base}/status?code=503`);
+    const runId = response.headers.get('x-request-id');
+    await response.text();
+    const record = await fetch(`${dev.url}/v2/projects/dev/apps/web/runs/${runId}`);
+    expect(((await record.json()) as { item: unknown }).item).toMatchObject({ status: 'failure', statusCode: 503, functionName: 'status' });
+  });
+});

@@ -1,0 +1,122 @@
+// TokenReview and SubjectAccessReview, answered from what the test declares: tokens it issued
+// (`tokens.set(token, identity)`) and access it granted (`allow(rule)`). Nothing else is authenticated
+// or allowed. The server's RBAC objects (roles, bindings) are stored but never consulted.
+
+import { isPlainObject } from './types.ts';
+import { KubeError } from './status.ts';
+
+export interface TokenIdentity {
+  username: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+  /** Audiences the token is valid for; when set, a review asking for other audiences fails. */
+  audiences?: string[];
+}
+
+/** A grant; an omitted field (or `*`) matches anything. `group` is the API group, `userGroup` the user's. */
+export interface AccessRule {
+  user?: string;
+  userGroup?: string;
+  verb?: string;
+  group?: string;
+  resource?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+}
+
+export const TOKEN_REVIEWS_KEY = 'tokenreviews.authentication.k8s.io';
+export const SUBJECT_ACCESS_REVIEWS_KEY = 'subjectaccessreviews.authorization.k8s.io';
+
+interface ResourceAttributes {
+  verb?: string;
+  group?: string;
+  resource?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+}
+
+function invalidReview(kind: string, message: string): KubeError {
+  return new KubeError(422, 'Invalid', `${kind} is invalid: ${message}`);
+}
+
+function specOf(body: unknown, kind: string): Record<string, unknown> {
+  if (!isPlainObject(body) || !isPlainObject(body.spec)) throw invalidReview(kind, 'spec is required');
+  return body.spec;
+}
+
+function matches(ruleValue: string | undefined, actual: string | undefined): boolean {
+  return ruleValue === undefined || ruleValue === '*' || ruleValue === (actual ?? '');
+}
+
+export class AuthReviews {
+  readonly tokens = new Map<string, TokenIdentity>();
+  private readonly rules: AccessRule[] = [];
+
+  allow(rule: AccessRule): void {
+    this.rules.push({ ...rule });
+  }
+
+  /** The answer to a review POSTed to the resource `key`, or undefined if `key` is not a review. */
+  answer(key: string, body: unknown): object | undefined {
+    if (key === TOKEN_REVIEWS_KEY) return this.tokenReview(body);
+    if (key === SUBJECT_ACCESS_REVIEWS_KEY) return this.subjectAccessReview(body);
+    return undefined;
+  }
+
+  private tokenReview(body: unknown): object {
+    const spec = specOf(body, 'TokenReview');
+    if (typeof spec.token !== 'string' || spec.token === '') throw invalidReview('TokenReview', 'spec.token is required');
+    const wanted = Array.isArray(spec.audiences) ? spec.audiences.map(String) : [];
+    const identity = this.tokens.get(spec.token);
+    const audiences = identity?.audiences === undefined || wanted.length === 0
+      ? wanted
+      : wanted.filter((audience) => identity.audiences!.includes(audience));
+    let status: object;
+    if (identity === undefined) {
+      status = { authenticated: false, user: {}, error: 'token not recognised (not issued by the test)' };
+    } else if (wanted.length > 0 && audiences.length === 0) {
+      status = { authenticated: false, user: {}, error: `token audiences ${JSON.stringify(identity.audiences)} do not include ${JSON.stringify(wanted)}` };
+    } else {
+      const { audiences: _tokenAudiences, ...user } = identity;
+      status = { authenticated: true, user: { groups: [], ...user }, audiences };
+    }
+    return { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', metadata: {}, spec, status };
+  }
+
+  private subjectAccessReview(body: unknown): object {
+    const spec = specOf(body, 'SubjectAccessReview');
+    const user = typeof spec.user === 'string' ? spec.user : undefined;
+    const groups = Array.isArray(spec.groups) ? spec.groups.map(String) : [];
+    if (user === undefined && groups.length === 0) {
+      throw invalidReview('SubjectAccessReview', 'at least one of user or group must be specified');
+    }
+    const review = (status: object): object => ({
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      metadata: {},
+      spec,
+      status,
+    });
+    if (!isPlainObject(spec.resourceAttributes)) {
+      return review({ allowed: false, reason: 'only resourceAttributes are answered by the fake API server' });
+    }
+    const attributes = spec.resourceAttributes as ResourceAttributes;
+    const granted = this.rules.find(
+      (rule) =>
+        matches(rule.user, user) &&
+        (rule.userGroup === undefined || rule.userGroup === '*' || groups.includes(rule.userGroup)) &&
+        matches(rule.verb, attributes.verb) &&
+        matches(rule.group, attributes.group) &&
+        matches(rule.resource, attributes.resource) &&
+        matches(rule.subresource, attributes.subresource) &&
+        matches(rule.namespace, attributes.namespace) &&
+        matches(rule.name, attributes.name),
+    );
+    return granted === undefined
+      ? review({ allowed: false, reason: 'no rule set by the test allows this' })
+      : review({ allowed: true, reason: `allowed by the test rule ${JSON.stringify(granted)}` });
+  }
+}
