@@ -1,0 +1,297 @@
+// The fake API server's transport and test controls: a plain-HTTP node:http server on 127.0.0.1 that
+// accepts any bearer token (or none), logs every request, and lets a test inject failures, cut watches,
+// compact history and make the server unreachable for a while.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { handleApiRequest, type ApiContext } from './api.ts';
+import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews.ts';
+import { FaultInjector, type FailureRule } from './faults.ts';
+import { kubeConfigFor, writeKubeconfigFile, type ClientOptions } from './kubeconfig.ts';
+import { ObjectLifecycle } from './lifecycle.ts';
+import { ResourceRegistry } from './resources.ts';
+import { KubeError } from './status.ts';
+import { ObjectStore } from './store.ts';
+import { WatchHub, type WatchCounters } from './watch.ts';
+
+export interface KubeApiServerOptions {
+  /** Change events kept for watches to resume from; older versions answer 410. Default 1000. */
+  historySize?: number;
+  /** Interval of BOOKMARK events on watches that allow them. Default 1000 ms. */
+  bookmarkIntervalMs?: number;
+  /** End every watch after this long, as real servers do (client-node then re-watches). Default: never. */
+  maxWatchSeconds?: number;
+  /** Refuse objects in namespaces that do not exist (404), as the real server does. Default true. */
+  requireNamespaces?: boolean;
+  /** Namespaces that exist at start. Default: default, kube-system, kube-public, kube-node-lease. */
+  namespaces?: string[];
+}
+
+export interface RequestRecord {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  contentType: string | undefined;
+  watch: boolean;
+  /** Response status once answered (200 for watches once the stream started). */
+  status: number | undefined;
+  /** Answered by a failNext rule rather than served. */
+  injected: boolean;
+}
+
+export interface RequestFilter {
+  method?: string;
+  /** RegExp or substring matched against the path. */
+  pathPattern?: RegExp | string;
+  watch?: boolean;
+}
+
+/** `refuse`: connections are reset (ECONNRESET). `hang`: requests wait unanswered until resume(). */
+export type PauseMode = 'refuse' | 'hang';
+
+export interface ServerCounters {
+  requests: number;
+  injectedFailures: number;
+  heldRequests: number;
+  openWatches: number;
+  watches: Readonly<WatchCounters>;
+}
+
+const MAX_BODY_BYTES = 3 * 1024 * 1024;
+const DEFAULT_NAMESPACES = ['default', 'kube-system', 'kube-public', 'kube-node-lease'];
+
+function isWatchRequest(url: URL): boolean {
+  const watch = url.searchParams.get('watch');
+  return watch === 'true' || watch === '1' || /\/watch\//.test(url.pathname);
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new KubeError(413, 'RequestEntityTooLarge', `request body larger than ${MAX_BODY_BYTES} bytes`));
+        req.destroy();
+      } else {
+        chunks.push(chunk);
+      }
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export class KubeApiServer {
+  readonly tokens: Map<string, TokenIdentity>;
+  readonly requests: RequestRecord[] = [];
+  private readonly http: Server;
+  private readonly store: ObjectStore;
+  private readonly watches: WatchHub;
+  private readonly reviews = new AuthReviews();
+  private readonly faults = new FaultInjector();
+  private readonly context: ApiContext;
+  private readonly sockets = new Set<Socket>();
+  private readonly held: (() => void)[] = [];
+  private pauseMode: PauseMode | undefined;
+  private injectedFailures = 0;
+  private address: AddressInfo | undefined;
+
+  constructor(options: KubeApiServerOptions = {}) {
+    const registry = new ResourceRegistry();
+    this.store = new ObjectStore(options.historySize ?? 1000);
+    this.watches = new WatchHub(this.store, options.bookmarkIntervalMs ?? 1000);
+    const lifecycle = new ObjectLifecycle(this.store, registry, { requireNamespaces: options.requireNamespaces ?? true });
+    this.tokens = this.reviews.tokens;
+    this.context = {
+      registry,
+      store: this.store,
+      lifecycle,
+      watches: this.watches,
+      reviews: this.reviews,
+      serverAddress: '127.0.0.1',
+      maxWatchSeconds: options.maxWatchSeconds,
+    };
+    const namespaceType = registry.find('', 'v1', 'namespaces')!;
+    for (const name of options.namespaces ?? DEFAULT_NAMESPACES) {
+      lifecycle.create(namespaceType, undefined, { metadata: { name } });
+    }
+    this.http = createServer((req, res) => this.onRequest(req, res));
+    this.http.on('connection', (socket) => this.onConnection(socket));
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.http.once('error', reject);
+      this.http.listen(0, '127.0.0.1', () => resolve());
+    });
+    this.address = this.http.address() as AddressInfo;
+    this.context.serverAddress = `127.0.0.1:${this.address.port}`;
+  }
+
+  get url(): string {
+    if (this.address === undefined) throw new Error('the fake API server is not listening yet');
+    return `http://127.0.0.1:${this.address.port}`;
+  }
+
+  /** The store's current resourceVersion (the last write's). */
+  get resourceVersion(): string {
+    return String(this.store.currentRevision);
+  }
+
+  get counters(): ServerCounters {
+    return {
+      requests: this.requests.length,
+      injectedFailures: this.injectedFailures,
+      heldRequests: this.held.length,
+      openWatches: this.watches.openCount,
+      watches: { ...this.watches.counters },
+    };
+  }
+
+  kubeConfig(options?: ClientOptions): KubeConfig {
+    return kubeConfigFor(this.url, options);
+  }
+
+  /** Writes a kubeconfig file for child processes (point KUBECONFIG at it). */
+  async writeKubeconfig(path: string, options?: ClientOptions): Promise<void> {
+    await writeKubeconfigFile(path, this.url, options);
+  }
+
+  /** Grants access that SubjectAccessReviews will report as allowed. */
+  allow(rule: AccessRule): void {
+    this.reviews.allow(rule);
+  }
+
+  failNext(rule: FailureRule): void {
+    this.faults.failNext(rule);
+  }
+
+  /** Ends every open watch cleanly (clients re-watch from their last resourceVersion). Returns how many. */
+  cutWatches(): number {
+    return this.watches.cutAll();
+  }
+
+  /** Drops all watch history, as an etcd compaction: any watch from an older resourceVersion gets 410. */
+  compact(): void {
+    this.store.compact();
+  }
+
+  /**
+   * Makes the server unreachable until resume(). `refuse` resets every connection, open watches included;
+   * `hang` ends open watches and leaves every new request unanswered until resume() serves it.
+   */
+  pause(mode: PauseMode = 'refuse'): void {
+    this.pauseMode = mode;
+    if (mode === 'refuse') {
+      for (const socket of this.sockets) socket.destroy();
+    } else {
+      this.watches.cutAll();
+    }
+  }
+
+  resume(): void {
+    this.pauseMode = undefined;
+    for (const serve of this.held.splice(0)) serve();
+  }
+
+  countRequests(filter: RequestFilter = {}): number {
+    return this.requests.filter((record) => {
+      if (filter.method !== undefined && record.method !== filter.method.toUpperCase()) return false;
+      if (filter.watch !== undefined && record.watch !== filter.watch) return false;
+      const pattern = filter.pathPattern;
+      if (pattern === undefined) return true;
+      return typeof pattern === 'string' ? record.path.includes(pattern) : pattern.test(record.path);
+    }).length;
+  }
+
+  clearRequests(): void {
+    this.requests.length = 0;
+  }
+
+  async close(): Promise<void> {
+    this.pauseMode = 'refuse';
+    this.held.length = 0;
+    this.faults.clear();
+    this.watches.cutAll();
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    this.http.closeAllConnections();
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
+  }
+
+  private onConnection(socket: Socket): void {
+    if (this.pauseMode === 'refuse') {
+      socket.destroy();
+      return;
+    }
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    if (this.pauseMode === 'hang') {
+      this.held.push(() => this.onRequest(req, res));
+      return;
+    }
+    if (this.pauseMode === 'refuse') {
+      req.socket.destroy();
+      return;
+    }
+    void this.serve(req, res);
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const method = req.method ?? 'GET';
+    const url = new URL(req.url ?? '/', 'http://fake-kube-api');
+    const contentType = req.headers['content-type'];
+    const record: RequestRecord = {
+      method,
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      contentType,
+      watch: method === 'GET' && isWatchRequest(url),
+      status: undefined,
+      injected: false,
+    };
+    this.requests.push(record);
+    const injected = this.faults.take(method, url.pathname + url.search);
+    if (injected !== undefined) {
+      record.injected = true;
+      this.injectedFailures += 1;
+      req.resume(); // discard the body
+      this.respond(res, record, injected.code, injected.toStatus(), injected.details?.retryAfterSeconds);
+      return;
+    }
+    try {
+      const body = await readBody(req);
+      const reply = handleApiRequest(this.context, { method, url, contentType: contentType ?? '', body }, res);
+      if ('streamed' in reply) record.status = 200;
+      else this.respond(res, record, reply.status, reply.body);
+    } catch (error) {
+      const failure =
+        error instanceof KubeError
+          ? error
+          : new KubeError(500, 'InternalError', `fake API server bug: ${(error as Error).stack ?? String(error)}`);
+      this.respond(res, record, failure.code, failure.toStatus(), failure.details?.retryAfterSeconds);
+    }
+  }
+
+  private respond(res: ServerResponse, record: RequestRecord, status: number, body: unknown, retryAfter?: number): void {
+    record.status = status;
+    if (res.headersSent || res.destroyed) return;
+    const text = typeof body === 'string';
+    const headers: Record<string, string> = { 'content-type': text ? 'text/plain' : 'application/json' };
+    if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
+    res.writeHead(status, headers);
+    res.end(text ? body : JSON.stringify(body));
+  }
+}
+
+export async function startKubeApiServer(options: KubeApiServerOptions = {}): Promise<KubeApiServer> {
+  const server = new KubeApiServer(options);
+  await server.listen();
+  return server;
+}
