@@ -128,6 +128,7 @@ describe('SqliteRunStore writes', () => {
     const store = openStore();
     await store.close();
     expect(() => store.save(runRecord())).toThrow(/is closed: cannot save run/);
+    await expect(store.saveDurably(runRecord())).rejects.toThrow(/is closed: cannot save run/);
   });
 });
 

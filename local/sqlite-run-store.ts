@@ -89,9 +89,14 @@ export class SqliteRunStore implements RunStore, RunSource {
     // process crash — exit, uncaught exception, SIGKILL right after an async run's 202 — loses nothing; only an
     // OS crash or power loss can roll back the last commits, never corrupt the file. That is the durability
     // local mode promises: the runs of a `runlet dev` session outlive the process, not the machine.
-    this.#db.exec('PRAGMA journal_mode = WAL');
-    this.#db.exec('PRAGMA synchronous = NORMAL');
-    migrate(this.#db, this.path);
+    try {
+      this.#db.exec('PRAGMA journal_mode = WAL');
+      this.#db.exec('PRAGMA synchronous = NORMAL');
+      migrate(this.#db, this.path);
+    } catch (error) {
+      this.#db.close();
+      throw error;
+    }
     this.#begin = this.#db.prepare('BEGIN IMMEDIATE');
     this.#commit = this.#db.prepare('COMMIT');
     this.#rollback = this.#db.prepare('ROLLBACK');
@@ -114,6 +119,8 @@ export class SqliteRunStore implements RunStore, RunSource {
 
   saveDurably(record: RunRecord): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      // Thrown here, a closed store rejects the promise before a waiter is registered that nothing would settle.
+      this.#assertOpen(record);
       // The waiter is registered before the record is queued: queueing may flush at once (a full batch).
       this.#durableWaiters.push({ resolve, reject });
       this.#enqueue(record);
@@ -162,10 +169,12 @@ export class SqliteRunStore implements RunStore, RunSource {
     return row === undefined ? undefined : parseRecord(row.record);
   }
 
+  #assertOpen(record: RunRecord): void {
+    if (this.#closed) throw new Error(`run store ${this.path} is closed: cannot save run ${record.id}`);
+  }
+
   #enqueue(record: RunRecord): void {
-    if (this.#closed) {
-      throw new Error(`run store ${this.path} is closed: cannot save run ${record.id}`);
-    }
+    this.#assertOpen(record);
     this.#pending.set(record.id, record);
     if (this.#pending.size >= this.#maxBatchSize) {
       this.#writeQuietly();

@@ -1,0 +1,251 @@
+// The management API (list runs) as a fastify plugin: one handler over any RunSource — SQLite in `runlet dev`,
+// the RunLog cache in the operator. Register it without fastify-plugin: its validator, error handler and 404
+// handler are meant to stay inside it, whatever the host server does with its own routes.
+import type { ErrorObject } from 'ajv';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { PROBLEM_CONTENT_TYPE, ProblemError } from '../sidecar/problem.ts';
+import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
+import type { RunSource } from '../sidecar/runs/store.ts';
+import { resolveAppName, type AppDirectory } from './app-directory.ts';
+import { ManagementProblems, requestRejectedProblem } from './errors.ts';
+import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
+import {
+  BEARER_SECURITY_SCHEME_NAME,
+  appParamsSchema,
+  jsonResponse,
+  listRunsQuerySchema,
+  noQuerySchema,
+  problemResponse,
+  runItemSchema,
+  runPageSchema,
+  runParamsSchema,
+  type AsyncOnlyValue,
+} from './schemas.ts';
+import { createValidatorCompiler, validationProblem } from './validation.ts';
+
+export interface ManagementApiOptions {
+  runs: RunSource;
+  apps: AppDirectory;
+  /**
+   * Cluster mode: checks the caller's bearer token for the project and throws a ProblemError (401
+   * `unauthorized`, 403 `forbidden`) to refuse. Runs before anything else of the request. Absent in local mode,
+   * which binds to loopback; its presence also marks the operations as requiring the bearer scheme.
+   */
+  authenticate?: (request: FastifyRequest, projectId: string) => Promise<void>;
+}
+
+/** Version prefix of the management interface (interface section 9). */
+const API_PREFIX = '/v2';
+const RUNS_PATH = '/projects/:project_id/apps/:app_id/runs';
+const RUN_PATH = `${RUNS_PATH}/:run_id`;
+const ALLOWED_METHODS = 'GET, HEAD';
+const REFUSED_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT'];
+
+interface AppParams {
+  project_id: string;
+  app_id: string;
+}
+
+interface RunParams extends AppParams {
+  run_id: string;
+}
+
+/** After validation: defaults applied, `pageSize` coerced to a number. */
+interface ListRunsQuerystring {
+  pageSize: number;
+  nextToken?: string;
+  asyncOnly: AsyncOnlyValue;
+  status?: RunStatus;
+}
+
+interface RunPageBody {
+  items: RunRecord[];
+  nextToken: string | null;
+}
+
+export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fastify, options) => {
+  fastify.setValidatorCompiler(createValidatorCompiler());
+  fastify.setErrorHandler(renderError);
+  // A prefixed child, so that the 404 handler covers `/v2/…` only and leaves the host's other paths alone.
+  await fastify.register(async (v2) => registerRoutes(v2, options), { prefix: API_PREFIX });
+};
+
+async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
+  const { runs, apps, authenticate } = options;
+  const authHook =
+    authenticate === undefined
+      ? undefined
+      : async (request: FastifyRequest<{ Params: AppParams }>) => authenticate(request, request.params.project_id);
+  const security = authenticate === undefined ? {} : { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
+  const authResponses =
+    authenticate === undefined
+      ? {}
+      : {
+          401: problemResponse('No valid bearer token.'),
+          403: problemResponse('The token may not list runs of this project.'),
+        };
+
+  // Documentation keywords (operationId, summary, tags, security) are for @fastify/swagger, which fastify's
+  // FastifySchema type does not know: the schemas are declared apart from the route options for that reason.
+  const listRunsSchema = {
+    operationId: 'listRuns',
+    summary: 'List the runs of an app, newest first',
+    tags: ['runs'],
+    ...security,
+    params: appParamsSchema,
+    querystring: listRunsQuerySchema,
+    response: {
+      200: jsonResponse('A page of runs, newest first.', runPageSchema),
+      400: problemResponse('A query parameter is unknown or invalid, or nextToken does not fit the request.'),
+      ...authResponses,
+      404: problemResponse('No such project or app.'),
+      500: problemResponse('The runs could not be read; the server log has the cause.'),
+    },
+  };
+  const getRunSchema = {
+    operationId: 'getRun',
+    summary: 'Get one run of an app',
+    tags: ['runs'],
+    ...security,
+    params: runParamsSchema,
+    querystring: noQuerySchema,
+    response: {
+      200: jsonResponse('The run.', runItemSchema),
+      400: problemResponse('A query parameter was given; this operation takes none.'),
+      ...authResponses,
+      404: problemResponse('No such project, app or run.'),
+      500: problemResponse('The run could not be read; the server log has the cause.'),
+    },
+  };
+
+  v2.get<{ Params: AppParams; Querystring: ListRunsQuerystring }>(
+    RUNS_PATH,
+    {
+      exposeHeadRoute: true,
+      onRequest: authHook,
+      schema: listRunsSchema,
+    },
+    async (request): Promise<RunPageBody> => {
+      const { project_id: projectId, app_id: appId } = request.params;
+      const appName = requireApp(apps, projectId, appId);
+      const { pageSize, nextToken, asyncOnly, status } = request.query;
+      const scope: PageScope = {
+        projectId,
+        appName,
+        asyncOnly: asyncOnly === 'true' || asyncOnly === '1',
+        status: status ?? null,
+      };
+      const beforeId = nextToken === undefined ? null : beforeIdOf(nextToken, scope);
+      const page = await runs.listRuns({ ...scope, pageSize, beforeId });
+      const last = page.items.at(-1);
+      const next = page.hasMore && last !== undefined ? encodePageToken(last.id, scope) : null;
+      return { items: page.items, nextToken: next };
+    },
+  );
+
+  v2.get<{ Params: RunParams }>(
+    RUN_PATH,
+    {
+      exposeHeadRoute: true,
+      onRequest: authHook,
+      schema: getRunSchema,
+    },
+    async (request): Promise<{ item: RunRecord }> => {
+      const { project_id: projectId, app_id: appId, run_id: runId } = request.params;
+      const appName = requireApp(apps, projectId, appId);
+      const item = await runs.getRun(projectId, appName, runId);
+      if (item === undefined) {
+        throw new ProblemError(ManagementProblems.runNotFound, `no run ${runId} in app ${projectId}/${appName}`);
+      }
+      return { item };
+    },
+  );
+
+  // Fastify answers a known path with an unrouted method as 404; the resource exists, so 405 with `Allow`.
+  // Hidden from the OpenAPI document: these are refusals, not operations.
+  const refusedMethodSchema = { hide: true, response: { 405: problemResponse('Only GET and HEAD are allowed.') } };
+  for (const url of [RUNS_PATH, RUN_PATH]) {
+    v2.route({
+      method: REFUSED_METHODS,
+      url,
+      schema: refusedMethodSchema,
+      // Refused in onRequest, before any request body is read or parsed; the handler is required by fastify
+      // and never reached.
+      onRequest: refuseMethod,
+      handler: refuseMethod,
+    });
+  }
+
+  const servedPaths = [RUNS_PATH, RUN_PATH].map((path) => `GET ${v2.prefix}${path.replaceAll(/:(\w+)/g, '{$1}')}`);
+  v2.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?', 1)[0];
+    const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(' and ')}`;
+    return sendProblem(reply, new ProblemError(ManagementProblems.routeNotFound, detail));
+  });
+}
+
+function requireApp(apps: AppDirectory, projectId: string, appId: string): string {
+  const appName = resolveAppName(apps, projectId, appId);
+  if (appName === undefined) {
+    throw new ProblemError(
+      ManagementProblems.appNotFound,
+      `no app ${appId} in project ${projectId} (app_id is an app name or {project_id}-{app_name})`,
+    );
+  }
+  return appName;
+}
+
+function beforeIdOf(nextToken: string, scope: PageScope): string {
+  const decoded = decodePageToken(nextToken, scope);
+  if (!decoded.ok) {
+    throw new ProblemError(ManagementProblems.invalidPageToken, `nextToken ${decoded.reason}`, {
+      extensions: { parameter: 'nextToken' },
+    });
+  }
+  return decoded.beforeId;
+}
+
+async function refuseMethod(request: FastifyRequest): Promise<never> {
+  throw new ProblemError(
+    ManagementProblems.methodNotAllowed,
+    `${request.method} is not allowed on runs; they are read with ${ALLOWED_METHODS}`,
+    { headers: { allow: ALLOWED_METHODS } },
+  );
+}
+
+/** What fastify attaches to the errors it raises itself (validation, parsing, routing). */
+interface FrameworkError extends Error {
+  statusCode?: number;
+  validation?: unknown;
+  validationContext?: string;
+}
+
+function renderError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const problem = toProblem(error);
+  if (problem.status >= 500) request.log.error({ err: error }, 'management API request failed');
+  return sendProblem(reply, problem);
+}
+
+function toProblem(error: unknown): ProblemError {
+  if (error instanceof ProblemError) return error;
+  if (error instanceof Error) {
+    const { statusCode, validation, validationContext } = error as FrameworkError;
+    if (Array.isArray(validation)) {
+      // Raised by the validator of createValidatorCompiler: verbose Ajv errors.
+      return validationProblem(validation as ErrorObject[], validationContext);
+    }
+    if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
+      return new ProblemError(requestRejectedProblem(statusCode), error.message);
+    }
+  }
+  return new ProblemError(
+    ManagementProblems.internalError,
+    'the management API could not answer this request; the server log has the cause',
+    { cause: error },
+  );
+}
+
+function sendProblem(reply: FastifyReply, problem: ProblemError): FastifyReply {
+  if (problem.headers !== undefined) reply.headers(problem.headers);
+  return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problem.toBody());
+}
