@@ -1,0 +1,206 @@
+import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, type V1Deployment } from '@kubernetes/client-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startKubeApiServer, type KubeApiServer } from './index.ts';
+import { failureOf } from './test-helpers.ts';
+
+let server: KubeApiServer;
+let core: CoreV1Api;
+let apps: AppsV1Api;
+
+beforeEach(async () => {
+  server = await startKubeApiServer();
+  core = server.kubeConfig().makeApiClient(CoreV1Api);
+  apps = server.kubeConfig().makeApiClient(AppsV1Api);
+});
+
+afterEach(async () => {
+  await server.close();
+});
+
+function deployment(name: string, replicas = 1): V1Deployment {
+  return {
+    metadata: { name, labels: { app: name } },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: name } },
+      template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } },
+    },
+  };
+}
+
+describe('CRUD', () => {
+  it('creates, reads, replaces and deletes with server-owned metadata', async () => {
+    const created = await core.createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'settings' }, data: { a: '1' } },
+    });
+    expect(created.metadata?.uid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(created.metadata?.namespace).toBe('default');
+    expect(created.metadata?.creationTimestamp).toBeInstanceOf(Date);
+    expect(Number(created.metadata?.resourceVersion)).toBeGreaterThan(0);
+
+    const read = await core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' });
+    expect(read.data).toEqual({ a: '1' });
+
+    const replaced = await core.replaceNamespacedConfigMap({
+      name: 'settings',
+      namespace: 'default',
+      body: { ...read, data: { a: '2' } },
+    });
+    expect(replaced.data).toEqual({ a: '2' });
+    expect(replaced.metadata?.uid).toBe(created.metadata?.uid);
+    expect(Number(replaced.metadata?.resourceVersion)).toBeGreaterThan(Number(read.metadata?.resourceVersion));
+
+    await core.deleteNamespacedConfigMap({ name: 'settings', namespace: 'default' });
+    const gone = await failureOf(core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' }));
+    expect(gone.code).toBe(404);
+    expect(gone.status).toMatchObject({
+      kind: 'Status',
+      reason: 'NotFound',
+      code: 404,
+      message: 'configmaps "settings" not found',
+      details: { name: 'settings', kind: 'configmaps' },
+    });
+  });
+
+  it('answers 409 AlreadyExists for a duplicate name', async () => {
+    await core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' } } });
+    const duplicate = await failureOf(core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' } } }));
+    expect(duplicate.code).toBe(409);
+    expect(duplicate.status).toMatchObject({ reason: 'AlreadyExists', message: 'secrets "s" already exists' });
+  });
+
+  it('answers 409 Conflict for an update with a stale resourceVersion', async () => {
+    const first = await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'c' } } });
+    await core.replaceNamespacedConfigMap({ name: 'c', namespace: 'default', body: { ...first, data: { x: '1' } } });
+    const stale = await failureOf(
+      core.replaceNamespacedConfigMap({ name: 'c', namespace: 'default', body: { ...first, data: { x: '2' } } }),
+    );
+    expect(stale.code).toBe(409);
+    expect(stale.status.reason).toBe('Conflict');
+    expect(stale.status.message).toContain('the object has been modified');
+  });
+
+  it('does not bump resourceVersion for an update that changes nothing', async () => {
+    const created = await core.createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'same' }, data: { a: '1' } },
+    });
+    const again = await core.replaceNamespacedConfigMap({ name: 'same', namespace: 'default', body: created });
+    expect(again.metadata?.resourceVersion).toBe(created.metadata?.resourceVersion);
+  });
+
+  it('refuses objects in namespaces that do not exist, and invalid names and labels', async () => {
+    const missing = await failureOf(core.createNamespacedConfigMap({ namespace: 'nope', body: { metadata: { name: 'c' } } }));
+    expect(missing.code).toBe(404);
+    expect(missing.status.message).toBe('namespaces "nope" not found');
+
+    const badName = await failureOf(core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'Bad_Name' } } }));
+    expect(badName.code).toBe(422);
+    expect(badName.status.reason).toBe('Invalid');
+
+    const longLabel = { app: 'x'.repeat(64) };
+    const badLabel = await failureOf(
+      core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'c', labels: longLabel } } }),
+    );
+    expect(badLabel.code).toBe(422);
+  });
+
+  it('generates names from generateName', async () => {
+    const created = await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { generateName: 'run-' } } });
+    expect(created.metadata?.name).toMatch(/^run-[a-z0-9]{5}$/);
+  });
+
+  it('turns secret stringData into base64 data', async () => {
+    const secret = await core.createNamespacedSecret({
+      namespace: 'default',
+      body: { metadata: { name: 'token' }, stringData: { key: 'value' } },
+    });
+    expect(secret.data).toEqual({ key: Buffer.from('value').toString('base64') });
+    expect(secret.stringData).toBeUndefined();
+  });
+});
+
+describe('generation', () => {
+  it('is bumped by spec changes only, not by metadata or status changes', async () => {
+    const created = await apps.createNamespacedDeployment({ namespace: 'default', body: deployment('web') });
+    expect(created.metadata?.generation).toBe(1);
+
+    const labelled = await apps.patchNamespacedDeployment(
+      { name: 'web', namespace: 'default', body: { metadata: { labels: { tier: 'front' } } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    expect(labelled.metadata?.generation).toBe(1);
+
+    const withStatus = await apps.replaceNamespacedDeploymentStatus({
+      name: 'web',
+      namespace: 'default',
+      body: { ...labelled, status: { observedGeneration: 1, replicas: 1 } },
+    });
+    expect(withStatus.metadata?.generation).toBe(1);
+
+    const scaled = await apps.patchNamespacedDeployment(
+      { name: 'web', namespace: 'default', body: { spec: { replicas: 3 } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    expect(scaled.metadata?.generation).toBe(2);
+  });
+});
+
+describe('status subresource', () => {
+  it('ignores status on main-resource writes and everything but status on /status writes', async () => {
+    const created = await apps.createNamespacedDeployment({
+      namespace: 'default',
+      body: { ...deployment('api'), status: { replicas: 9 } },
+    });
+    expect(created.status).toBeUndefined();
+
+    const statusWrite = await apps.replaceNamespacedDeploymentStatus({
+      name: 'api',
+      namespace: 'default',
+      body: { ...created, spec: { ...created.spec!, replicas: 5 }, status: { readyReplicas: 1 } },
+    });
+    expect(statusWrite.status).toEqual({ readyReplicas: 1 });
+    expect(statusWrite.spec?.replicas).toBe(1);
+
+    const mainWrite = await apps.replaceNamespacedDeployment({
+      name: 'api',
+      namespace: 'default',
+      body: { ...statusWrite, spec: { ...statusWrite.spec!, replicas: 2 }, status: { readyReplicas: 7 } },
+    });
+    expect(mainWrite.spec?.replicas).toBe(2);
+    expect(mainWrite.status).toEqual({ readyReplicas: 1 });
+
+    const patched = await apps.patchNamespacedDeploymentStatus(
+      { name: 'api', namespace: 'default', body: { status: { availableReplicas: 1 } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    expect(patched.status).toEqual({ readyReplicas: 1, availableReplicas: 1 });
+  });
+});
+
+describe('finalizers', () => {
+  it('keeps a deleted object with finalizers until the last finalizer is removed', async () => {
+    await core.createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'held', finalizers: ['runlet.dev/cleanup'] } },
+    });
+    await core.deleteNamespacedConfigMap({ name: 'held', namespace: 'default' });
+    const marked = await core.readNamespacedConfigMap({ name: 'held', namespace: 'default' });
+    expect(marked.metadata?.deletionTimestamp).toBeInstanceOf(Date);
+
+    const addFinalizer = await failureOf(
+      core.patchNamespacedConfigMap(
+        { name: 'held', namespace: 'default', body: { metadata: { finalizers: ['runlet.dev/cleanup', 'other/x'] } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      ),
+    );
+    expect(addFinalizer.code).toBe(422);
+
+    await core.patchNamespacedConfigMap(
+      { name: 'held', namespace: 'default', body: { metadata: { finalizers: null } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    expect((await failureOf(core.readNamespacedConfigMap({ name: 'held', namespace: 'default' }))).code).toBe(404);
+  });
+});
