@@ -1,0 +1,260 @@
+// The App resource: the cluster form of an app folder's service.toml (crds/service-toml.ts converts).
+//
+// The static types describe an App as the apiserver stores it, after defaulting: a property with a
+// `default` is required here and optional in the CRD (crds/structural-schema.ts drops it from `required`).
+// Build a complete object from a partial one with `applyAppDefaults` (crds/validate.ts).
+import { Type, type Static } from '@sinclair/typebox';
+import { APP_KIND, RUNLET_API_VERSION } from './api-group.ts';
+import { objectMetaSchema } from './object-meta-schema.ts';
+import { DateTime, DnsLabel, DnsSubdomain, Quantity, StringEnum, Struct, withRules } from './schema-kit.ts';
+
+/** App names become Service and Deployment names and a path segment of the run interface. */
+export const AppNameSchema = DnsLabel({ description: 'The app name: a DNS-1123 label.' });
+
+export const CodeSourceSchema = Struct(
+  {
+    configMap: Type.Optional(
+      Struct(
+        { name: DnsSubdomain({ description: 'ConfigMap in the App namespace whose keys are the files of the app folder.' }) },
+        { description: 'The code is mounted from a ConfigMap.' },
+      ),
+    ),
+    baked: Type.Optional(Type.Literal(true, { description: 'The code is baked into the runtime image.' })),
+  },
+  {
+    description: 'Where the Python code comes from: exactly one of configMap or baked.',
+    ...withRules<{ configMap?: unknown; baked?: unknown }>({
+      rule: 'has(self.configMap) != has(self.baked)',
+      message: 'exactly one of {configMap} or {baked} must be set',
+      holds: (code) => (code.configMap === undefined) !== (code.baked === undefined),
+    }),
+  },
+);
+
+export const PythonRuntimeSchema = Struct(
+  {
+    image: Type.Optional(
+      Type.String({ minLength: 1, description: 'The Python runtime image; the operator has a default.' }),
+    ),
+    module: Type.String({
+      default: 'main',
+      pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$',
+      expected: 'a Python module name such as "main" or "pkg.app"',
+      description: 'The module whose functions are the app.',
+    }),
+    code: CodeSourceSchema,
+  },
+  { description: 'Run the functions of a Python module with the Runlet Python runtime.' },
+);
+
+const HttpPath = (description: string) =>
+  Type.String({ pattern: '^/', expected: 'an HTTP path starting with "/"', description });
+
+export const CustomRuntimeSchema = Struct(
+  {
+    image: Type.String({ minLength: 1, description: 'The image of the app server.' }),
+    entrypoint: Type.Optional(
+      Type.Array(Type.String(), { minItems: 1, description: "Command and arguments; default: the image's entrypoint." }),
+    ),
+    port: Type.Integer({ minimum: 1, maximum: 65535, description: 'The port the app server listens on.' }),
+    healthcheckEndpoint: Type.Optional(HttpPath('Liveness: a path answering 2xx while the server is alive.')),
+    readycheckEndpoint: Type.Optional(HttpPath('Readiness: a path answering 2xx when the server takes requests.')),
+  },
+  { description: 'Run any HTTP server image; calls are forwarded to it unchanged.' },
+);
+
+export const RuntimeSchema = Struct(
+  {
+    python: Type.Optional(PythonRuntimeSchema),
+    custom: Type.Optional(CustomRuntimeSchema),
+  },
+  {
+    description: 'Exactly one of python or custom.',
+    ...withRules<{ python?: unknown; custom?: unknown }>({
+      rule: 'has(self.python) != has(self.custom)',
+      message: 'exactly one of {python} or {custom} must be set',
+      holds: (runtime) => (runtime.python === undefined) !== (runtime.custom === undefined),
+    }),
+  },
+);
+
+export const ResourcesSchema = Struct(
+  {
+    cpu: Type.Optional(Quantity({ description: 'CPU request and limit of the app container, e.g. 500m.' })),
+    memory: Type.Optional(Quantity({ description: 'Memory request and limit of the app container, e.g. 512Mi.' })),
+    gpu: Type.Optional(Type.Integer({ minimum: 0, description: 'GPUs (nvidia.com/gpu) of the app container.' })),
+  },
+  { description: 'Hardware of each replica ([hardware] in service.toml).' },
+);
+
+export const ScalingSchema = Struct(
+  {
+    minReplicas: Type.Integer({ minimum: 0, maximum: 100, default: 1 }),
+    maxReplicas: Type.Integer({ minimum: 1, maximum: 100, default: 1 }),
+    replicaConcurrency: Type.Integer({
+      minimum: 1,
+      maximum: 1000,
+      default: 4,
+      description: 'Calls in flight per replica; more wait in a bounded queue.',
+    }),
+    responseGracePeriod: Type.Integer({
+      minimum: 1,
+      maximum: 43200,
+      default: 900,
+      unit: 'seconds',
+      description: 'Longest a run may take (seconds, at most 12 h); also bounds the drain on shutdown.',
+    }),
+  },
+  {
+    default: {},
+    description: 'Replicas and per-replica admission ([scaling] in service.toml).',
+    ...withRules<{ minReplicas?: number; maxReplicas?: number }>({
+      rule: '!has(self.minReplicas) || !has(self.maxReplicas) || self.maxReplicas >= self.minReplicas',
+      message: '{maxReplicas} must be greater than or equal to {minReplicas}',
+      field: 'maxReplicas',
+      holds: (scaling) =>
+        scaling.minReplicas === undefined ||
+        scaling.maxReplicas === undefined ||
+        scaling.maxReplicas >= scaling.minReplicas,
+    }),
+  },
+);
+
+export const EnvVarSchema = Struct(
+  {
+    name: Type.String({
+      pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+      expected: 'an environment variable name (letters, digits and "_", not starting with a digit)',
+    }),
+    value: Type.Optional(Type.String()),
+    valueFrom: Type.Optional(
+      Struct({
+        secretKeyRef: Struct({
+          name: DnsSubdomain({ description: 'Secret in the App namespace.' }),
+          key: Type.String({
+            pattern: '^[-._a-zA-Z0-9]+$',
+            expected: 'a Secret key (letters, digits, "-", "_" and ".")',
+          }),
+        }),
+      }),
+    ),
+  },
+  withRules<{ value?: unknown; valueFrom?: unknown }>({
+    rule: '!(has(self.value) && has(self.valueFrom))',
+    message: '{value} and {valueFrom} are mutually exclusive',
+    holds: (env) => !(env.value !== undefined && env.valueFrom !== undefined),
+  }),
+);
+
+export const AuthSchema = Struct(
+  {
+    enabled: Type.Boolean({ default: true, description: 'Require a bearer token on the run interface.' }),
+  },
+  { default: {}, description: 'Authentication of the run interface (auth in [deployment] of service.toml).' },
+);
+
+export const RunsSchema = Struct(
+  {
+    keepFinished: Type.Integer({
+      minimum: 1,
+      maximum: 10000,
+      default: 200,
+      description: 'Finished runs each replica keeps in its RunLog.',
+    }),
+    retention: Type.Integer({
+      minimum: 60,
+      maximum: 2592000,
+      default: 86400,
+      unit: 'seconds',
+      description: 'How long the RunLog of a vanished replica is kept (seconds, at most 30 days).',
+    }),
+  },
+  { default: {}, description: 'Run history kept in RunLogs ([runs] in service.toml).' },
+);
+
+export const AppSpecSchema = Struct({
+  runtime: RuntimeSchema,
+  resources: Type.Optional(ResourcesSchema),
+  scaling: ScalingSchema,
+  env: Type.Optional(
+    Type.Array(EnvVarSchema, {
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['name'],
+      description: 'Environment of the app container.',
+    }),
+  ),
+  auth: AuthSchema,
+  runs: RunsSchema,
+  pip: Type.Optional(
+    Type.Array(Type.String({ minLength: 1 }), {
+      description: 'pip requirement specifiers installed when an image is built ([dependencies.pip] packages).',
+    }),
+  ),
+});
+
+export const CONDITION_STATUS_VALUES = ['True', 'False', 'Unknown'] as const;
+
+/** metav1.Condition, with the same validation as the Kubernetes type. */
+export const ConditionSchema = Struct({
+  type: Type.String({
+    maxLength: 316,
+    pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$',
+    expected: 'a condition type in CamelCase, e.g. "Ready"',
+  }),
+  status: StringEnum(CONDITION_STATUS_VALUES),
+  observedGeneration: Type.Optional(Type.Integer({ minimum: 0, format: 'int64' })),
+  lastTransitionTime: DateTime(),
+  reason: Type.String({
+    minLength: 1,
+    maxLength: 1024,
+    pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$',
+    expected: 'a reason in CamelCase, e.g. "ImagePullFailed"',
+  }),
+  message: Type.String({ maxLength: 32768 }),
+});
+
+export const AppRunCountsSchema = Struct(
+  {
+    total: Type.Integer({ minimum: 0 }),
+    success: Type.Integer({ minimum: 0 }),
+    failure: Type.Integer({ minimum: 0 }),
+    inFlight: Type.Integer({ minimum: 0 }),
+    lastRunTime: Type.Optional(DateTime()),
+  },
+  { description: "Counters rolled up from the replicas' RunLogs." },
+);
+
+export const AppStatusSchema = Struct({
+  observedGeneration: Type.Optional(Type.Integer({ minimum: 0, format: 'int64' })),
+  conditions: Type.Optional(
+    Type.Array(ConditionSchema, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] }),
+  ),
+  replicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32' })),
+  readyReplicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32' })),
+  url: Type.Optional(Type.String({ description: 'Base URL of the run interface for this app.' })),
+  runs: Type.Optional(AppRunCountsSchema),
+});
+
+export const AppSchema = Struct({
+  apiVersion: Type.Literal(RUNLET_API_VERSION),
+  kind: Type.Literal(APP_KIND),
+  metadata: objectMetaSchema(AppNameSchema),
+  spec: AppSpecSchema,
+  status: Type.Optional(AppStatusSchema),
+});
+
+export type App = Static<typeof AppSchema>;
+export type AppSpec = Static<typeof AppSpecSchema>;
+export type AppStatus = Static<typeof AppStatusSchema>;
+export type AppRuntime = Static<typeof RuntimeSchema>;
+export type PythonRuntime = Static<typeof PythonRuntimeSchema>;
+export type CustomRuntime = Static<typeof CustomRuntimeSchema>;
+export type CodeSource = Static<typeof CodeSourceSchema>;
+export type AppResources = Static<typeof ResourcesSchema>;
+export type AppScaling = Static<typeof ScalingSchema>;
+export type EnvVar = Static<typeof EnvVarSchema>;
+export type AppAuth = Static<typeof AuthSchema>;
+export type AppRuns = Static<typeof RunsSchema>;
+export type Condition = Static<typeof ConditionSchema>;
+export type ConditionStatus = (typeof CONDITION_STATUS_VALUES)[number];
+export type AppRunCounts = Static<typeof AppRunCountsSchema>;

@@ -1,0 +1,90 @@
+// Valid objects for the crds tests, each a fresh copy so a test may change it.
+import type { App } from './app-schema.ts';
+import type { RunRecordResource } from './run-record-schema.ts';
+import type { RunLog } from './runlog-schema.ts';
+
+export function pythonApp(): App {
+  return {
+    apiVersion: 'runlet.dev/v1alpha1',
+    kind: 'App',
+    metadata: { name: 'hello', namespace: 'team-a' },
+    spec: {
+      runtime: { python: { module: 'main', code: { configMap: { name: 'hello-code' } } } },
+      scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 900 },
+      auth: { enabled: true },
+      runs: { keepFinished: 200, retention: 86400 },
+    },
+  };
+}
+
+export function customApp(): App {
+  return {
+    apiVersion: 'runlet.dev/v1alpha1',
+    kind: 'App',
+    metadata: { name: 'web', namespace: 'team-a' },
+    spec: {
+      runtime: {
+        custom: {
+          image: 'ghcr.io/acme/web:1',
+          entrypoint: ['node', 'server.js'],
+          port: 8080,
+          healthcheckEndpoint: '/health',
+          readycheckEndpoint: '/ready',
+        },
+      },
+      resources: { cpu: '500m', memory: '512Mi', gpu: 0 },
+      scaling: { minReplicas: 0, maxReplicas: 3, replicaConcurrency: 8, responseGracePeriod: 43200 },
+      env: [
+        { name: 'GREETING', value: 'hi' },
+        { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
+      ],
+      auth: { enabled: false },
+      runs: { keepFinished: 10000, retention: 60 },
+      pip: ['numpy==2.1.0'],
+    },
+    status: {
+      observedGeneration: 3,
+      conditions: [
+        { type: 'Ready', status: 'True', reason: 'ReplicasReady', message: '', lastTransitionTime: '2025-01-31T12:00:00Z', observedGeneration: 3 },
+      ],
+      replicas: 2,
+      readyReplicas: 2,
+      url: 'https://runlet.example/v4/team-a/web',
+      runs: { total: 10, success: 8, failure: 1, inFlight: 1, lastRunTime: '2025-01-31T12:00:00.123Z' },
+    },
+  };
+}
+
+export function runRecord(): RunRecordResource {
+  return {
+    id: '0194b6e2-4d1c-7c3e-9a51-0f2f3c4d5e6f',
+    projectId: 'team-a',
+    appName: 'hello',
+    functionName: 'run',
+    method: 'POST',
+    mode: 'async',
+    async: true,
+    status: 'failure',
+    statusCode: 500,
+    error: { type: 'ValueError', message: 'bad input' },
+    reason: null,
+    createdAt: '2025-01-31T12:00:00.000Z',
+    startedAt: '2025-01-31T12:00:00.010Z',
+    completedAt: '2025-01-31T12:00:01.010Z',
+    queueTimeMs: 10,
+    runtimeMs: 1000,
+    responseTimeMs: 1010.5,
+    replica: 'hello-7d9c-abcde',
+    webhook: { endpoint: 'https://hooks.example/x', state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null },
+  };
+}
+
+export function runLog(): RunLog {
+  return {
+    apiVersion: 'runlet.dev/v1alpha1',
+    kind: 'RunLog',
+    metadata: { name: 'hello-7d9c-abcde', namespace: 'team-a', labels: { 'runlet.dev/app': 'hello' } },
+    spec: { appName: 'hello' },
+    status: { runs: [runRecord()], counts: { total: 1, success: 0, failure: 1, inFlight: 0 } },
+  };
+}
