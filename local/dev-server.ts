@@ -8,6 +8,7 @@ import { managementApi } from '../management/routes.ts';
 import { adminInterface } from '../sidecar/admin-interface.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
+import { markAbandoned } from '../sidecar/runs/recorder.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
@@ -55,6 +56,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   for (const app of loaded) for (const warning of app.warnings) logger.warn({ app: app.name }, warning);
 
   const store = new SqliteRunStore({ dataDir: options.dataDir, logger });
+  closeAbandonedRuns(store, logger);
   const registry = new AppRegistry();
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({
@@ -110,6 +112,16 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       return closing;
     },
   };
+}
+
+/** Runs a previous `runlet dev` accepted but never completed (it was killed) are failures, not forever pending. */
+function closeAbandonedRuns(store: SqliteRunStore, logger: Logger): void {
+  const abandoned = store.unfinishedRuns();
+  for (const record of abandoned) {
+    markAbandoned(record, 'replica_lost', 'runlet dev stopped before the run completed (the process was killed)');
+    store.save(record);
+  }
+  if (abandoned.length > 0) logger.warn({ runs: abandoned.length }, 'runs left unfinished by a previous run of runlet dev are recorded as failures');
 }
 
 function launchOf(app: LoadedApp): RuntimeLaunch {

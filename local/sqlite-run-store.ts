@@ -169,6 +169,15 @@ export class SqliteRunStore implements RunStore, RunSource {
     return row === undefined ? undefined : parseRecord(row.record);
   }
 
+  /** Runs left `pending` or `running` by a process that was killed: nothing will ever complete them. */
+  unfinishedRuns(): RunRecord[] {
+    this.#writePending();
+    return this.#db
+      .prepare(`SELECT record FROM runs WHERE status IN ('pending', 'running') ORDER BY id`)
+      .all()
+      .map((row) => parseRecord(row.record));
+  }
+
   #assertOpen(record: RunRecord): void {
     if (this.#closed) throw new Error(`run store ${this.path} is closed: cannot save run ${record.id}`);
   }

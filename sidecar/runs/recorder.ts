@@ -107,6 +107,21 @@ export class RunRecorder {
   }
 }
 
+/**
+ * Closes a run its replica can no longer complete (the replica was killed or lost): `failure` with the reason,
+ * and a webhook that will never be sent marked failed. Used on records read back from a store.
+ */
+export function markAbandoned(record: RunRecord, reason: FailureReason, message: string): void {
+  record.status = 'failure';
+  record.reason = reason;
+  record.error = { type: 'ReplicaLost', message };
+  record.completedAt = new Date().toISOString();
+  if (record.webhook && record.webhook.state === 'pending') {
+    record.webhook.state = 'failed';
+    record.webhook.lastError = `not delivered: ${message}`;
+  }
+}
+
 function roundMs(ms: number): number {
   return Math.round(ms * 1000) / 1000;
 }

@@ -77,7 +77,8 @@ describe('drain', () => {
     const again = await started(dataDir);
     const record = await runOf(again.url, runId);
     expect(record).not.toBeNull();
-    expect(record).toMatchObject({ id: runId, async: true });
+    // Listed, and not left pending forever: the restarted process knows nothing will complete it.
+    expect(record).toMatchObject({ id: runId, async: true, status: 'failure', reason: 'replica_lost' });
   });
 
   it('drains through the admin endpoint, which answers once drained', async () => {
