@@ -1,9 +1,11 @@
 // `runlet`: one entry point, one module per command.
 import { runDevCommand, DEV_USAGE } from './dev-command.ts';
+import { runSidecarCommand, SIDECAR_USAGE } from './sidecar-command.ts';
 import { CliError } from './cli-error.ts';
 
 const COMMANDS: Record<string, { summary: string; usage: string; run: (args: string[]) => Promise<number> }> = {
   dev: { summary: 'Run apps locally: run interface, runtime and runs API on one port', usage: DEV_USAGE, run: runDevCommand },
+  sidecar: { summary: "Serve the run interface in front of one app's runtime (the pod sidecar)", usage: SIDECAR_USAGE, run: runSidecarCommand },
 };
 
 const USAGE = `Usage: runlet <command> [options]

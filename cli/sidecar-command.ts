@@ -1,0 +1,132 @@
+// `runlet sidecar`: the sidecar container of an app's pod. The operator renders these flags; every one also
+// reads an environment variable so a pod template can set them either way.
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import Fastify from 'fastify';
+import { SqliteRunStore } from '../local/sqlite-run-store.ts';
+import { adminInterface } from '../sidecar/admin-interface.ts';
+import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
+import { createLogger } from '../sidecar/logger.ts';
+import { Replica } from '../sidecar/replica.ts';
+import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
+import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
+import { CliError } from './cli-error.ts';
+
+export const SIDECAR_USAGE = `Usage: runlet sidecar --project ID --app NAME [options]
+
+The run interface in front of one app's runtime container (in a pod, beside it).
+
+Options (environment variable in brackets):
+  --project ID                project id, the namespace [RUNLET_PROJECT, POD_NAMESPACE]
+  --app NAME                  app name [RUNLET_APP]
+  --runtime python|custom     the app container's runtime (default python) [RUNLET_RUNTIME]
+  --app-port N                port of the app container (default 8192) [RUNLET_APP_PORT]
+  --ready-path PATH           runtime readiness path (python: /healthz) [RUNLET_READY_PATH]
+  --port N                    run interface port (default 8000) [RUNLET_PORT]
+  --admin-port N              probes, metrics, drain (default 8001) [RUNLET_ADMIN_PORT]
+  --concurrency N             calls in flight to the app (default 4) [RUNLET_CONCURRENCY]
+  --queue-depth N             calls waiting for a slot (default 10 x concurrency) [RUNLET_QUEUE_DEPTH]
+  --response-grace-period S   run time limit in seconds (default 900) [RUNLET_RESPONSE_GRACE_PERIOD]
+  --data-dir DIR              where runs are recorded (default /var/run/runlet) [RUNLET_DATA_DIR]
+  --replica NAME              this replica's name on run records [POD_NAME]
+  --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
+  --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
+  --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]`;
+
+const OPTIONS = {
+  project: { env: ['RUNLET_PROJECT', 'POD_NAMESPACE'] },
+  app: { env: ['RUNLET_APP'] },
+  runtime: { env: ['RUNLET_RUNTIME'], default: 'python' },
+  'app-port': { env: ['RUNLET_APP_PORT'], default: '8192' },
+  'ready-path': { env: ['RUNLET_READY_PATH'] },
+  port: { env: ['RUNLET_PORT'], default: '8000' },
+  'admin-port': { env: ['RUNLET_ADMIN_PORT'], default: '8001' },
+  concurrency: { env: ['RUNLET_CONCURRENCY'], default: '4' },
+  'queue-depth': { env: ['RUNLET_QUEUE_DEPTH'] },
+  'response-grace-period': { env: ['RUNLET_RESPONSE_GRACE_PERIOD'], default: '900' },
+  'data-dir': { env: ['RUNLET_DATA_DIR'], default: '/var/run/runlet' },
+  replica: { env: ['POD_NAME'] },
+  'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
+  'body-limit-bytes': { env: ['RUNLET_BODY_LIMIT_BYTES'], default: String(DEFAULT_BODY_LIMIT_BYTES) },
+  'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
+} as const satisfies Record<string, { env: readonly string[]; default?: string }>;
+
+type OptionName = keyof typeof OPTIONS;
+
+export async function runSidecarCommand(args: string[]): Promise<number> {
+  const option = readOptions(args);
+  const required = (name: OptionName): string => {
+    const value = option(name);
+    if (!value) throw new CliError(`--${name} is required (or ${OPTIONS[name].env.join(' / ')})\n\n${SIDECAR_USAGE}`, 2);
+    return value;
+  };
+  const integer = (name: OptionName, min: number, max: number): number => {
+    const value = Number(required(name));
+    if (!Number.isInteger(value) || value < min || value > max) throw new CliError(`--${name} must be an integer from ${min} to ${max}, got "${option(name)}"`, 2);
+    return value;
+  };
+  const runtime = required('runtime');
+  if (runtime !== 'python' && runtime !== 'custom') throw new CliError(`--runtime must be python or custom, got "${runtime}"`, 2);
+  const concurrency = integer('concurrency', 1, 1000);
+  const logger = createLogger({ name: 'runlet-sidecar', level: option('log-level') });
+
+  const target = new AppTarget({
+    projectId: required('project'),
+    appName: required('app'),
+    runtime,
+    replicaConcurrency: concurrency,
+    responseGracePeriodSeconds: integer('response-grace-period', 1, 43200),
+    queueDepth: option('queue-depth') ? integer('queue-depth', 0, 1_000_000) : undefined,
+  });
+  const bodyLimitBytes = integer('body-limit-bytes', 1, 1 << 30);
+  const allowCidrs = (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean);
+  const runtimeOrigin = `http://127.0.0.1:${integer('app-port', 1, 65535)}`;
+  const readyPath = option('ready-path') || (runtime === 'python' ? '/healthz' : null);
+  const runPort = integer('port', 0, 65535);
+  const adminPort = integer('admin-port', 0, 65535);
+  const dataDir = resolve(required('data-dir'));
+
+  const apps = new AppRegistry();
+  apps.add(target);
+  const store = new SqliteRunStore({ dataDir, logger });
+  const replica = new Replica({ apps, store, replicaName: option('replica') || hostname(), logger, bodyLimitBytes, webhooks: { allowCidrs } });
+  const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
+
+  const runServer = Fastify({ logger: false, bodyLimit: replica.bodyLimitBytes });
+  await runServer.register(runInterface(replica));
+  const adminServer = Fastify({ logger: false });
+  await adminServer.register(adminInterface(replica));
+  await runServer.listen({ host: '0.0.0.0', port: runPort });
+  await adminServer.listen({ host: '0.0.0.0', port: adminPort });
+  watcher.start();
+  logger.info({ app: `${target.projectId}/${target.appName}`, runPort, adminPort }, 'sidecar listening');
+
+  await new Promise<void>((resolveSignal) => {
+    process.once('SIGTERM', () => resolveSignal());
+    process.once('SIGINT', () => resolveSignal());
+  });
+  await replica.drain();
+  watcher.stop();
+  await runServer.close();
+  await adminServer.close();
+  await apps.close();
+  await store.close();
+  return 0;
+}
+
+function readOptions(args: string[]): (name: OptionName) => string | undefined {
+  let values: Record<string, string | undefined>;
+  try {
+    values = parseArgs({
+      args,
+      options: Object.fromEntries(Object.keys(OPTIONS).map((name) => [name, { type: 'string' as const }])),
+    }).values as Record<string, string | undefined>;
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${SIDECAR_USAGE}`, 2);
+  }
+  return (name) => {
+    const spec: { env: readonly string[]; default?: string } = OPTIONS[name];
+    return values[name] ?? spec.env.map((variable) => process.env[variable]).find((value) => value !== undefined && value !== '') ?? spec.default;
+  };
+}

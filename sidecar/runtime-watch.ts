@@ -1,0 +1,65 @@
+// In a pod, the runtime is another container the kubelet starts and restarts: the sidecar watches its health
+// endpoint, attaching the app while it answers and detaching it while it does not (calls then get 503).
+import { request } from 'undici';
+import type { Logger } from 'pino';
+import type { AppTarget } from './apps.ts';
+
+export interface RuntimeWatchOptions {
+  origin: string;
+  /** A path answering 2xx while the runtime can take calls; null: any HTTP answer counts. */
+  readyPath: string | null;
+  intervalMs?: number;
+}
+
+const PROBE_TIMEOUT_MS = 2_000;
+
+export class RuntimeWatcher {
+  readonly #target: AppTarget;
+  readonly #options: Required<RuntimeWatchOptions>;
+  readonly #logger: Logger;
+  #timer: NodeJS.Timeout | null = null;
+  #stopped = false;
+
+  constructor(target: AppTarget, options: RuntimeWatchOptions, logger: Logger) {
+    this.#target = target;
+    this.#options = { intervalMs: 500, ...options };
+    this.#logger = logger;
+  }
+
+  start(): void {
+    void this.#probe();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+  }
+
+  async #probe(): Promise<void> {
+    const healthy = await this.#isHealthy();
+    if (this.#stopped) return;
+    if (healthy && !this.#target.ready) {
+      this.#target.attach(this.#options.origin);
+      this.#logger.info({ origin: this.#options.origin }, 'runtime ready');
+    } else if (!healthy && this.#target.ready) {
+      await this.#target.detach();
+      this.#logger.warn({ origin: this.#options.origin }, 'runtime stopped answering its health check');
+    }
+    this.#timer = setTimeout(() => void this.#probe(), this.#options.intervalMs);
+    this.#timer.unref();
+  }
+
+  async #isHealthy(): Promise<boolean> {
+    try {
+      const response = await request(this.#options.origin + (this.#options.readyPath ?? '/'), {
+        method: 'GET',
+        headersTimeout: PROBE_TIMEOUT_MS,
+        bodyTimeout: PROBE_TIMEOUT_MS,
+      });
+      await response.body.dump();
+      return this.#options.readyPath === null || (response.statusCode >= 200 && response.statusCode < 300);
+    } catch {
+      return false;
+    }
+  }
+}
