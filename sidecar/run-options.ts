@@ -44,7 +44,8 @@ function single(name: string, value: string | string[] | undefined): string | nu
  * parameters keep their exact bytes (no re-encoding), so the app sees what the caller sent.
  */
 export function forwardedQuery(rawQuery: string): string {
-  if (!rawQuery.includes('async') && !rawQuery.includes('webhookEndpoint')) return rawQuery;
+  // Percent-encoded names may spell a reserved one (`%61sync`): only a query without either can pass as is.
+  if (!rawQuery.includes('async') && !rawQuery.includes('webhookEndpoint') && !rawQuery.includes('%')) return rawQuery;
   return rawQuery
     .split('&')
     .filter((pair) => !isReserved(pair.split('=', 1)[0]!))

@@ -204,7 +204,8 @@ describe('delivery and the retry table', () => {
 
   it('is delivered when a hanging attempt is followed by an answer', async () => {
     const receiver = await ScriptedReceiver.start(['hang', { status: 200 }]);
-    const outcome = await deliverer({ attemptTimeoutMs: 300 }).deliver(delivery(receiver.url()));
+    // Long enough for the answering attempt to complete on a loaded machine.
+    const outcome = await deliverer({ attemptTimeoutMs: 2_000 }).deliver(delivery(receiver.url()));
 
     expect(outcome).toEqual({ state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null });
   });
@@ -325,6 +326,19 @@ describe('waiting between attempts', () => {
   });
 });
 
+/** Rejects when `promise` has not settled within EVENT_BOUND_MS, so a broken expectation fails instead of hanging. */
+async function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`not within ${EVENT_BOUND_MS} ms: ${what}`)), EVENT_BOUND_MS);
+  });
+  try {
+    return await Promise.race([promise, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A clock whose waits between attempts last until the test releases them. */
 function heldClock(): DeliveryClock & { waiting: Promise<void>; release: () => void } {
   let markWaiting!: () => void;
@@ -354,7 +368,7 @@ describe('pending deliveries, idle and close', () => {
     await webhooks.idle();
 
     const delivered = webhooks.deliver(delivery(receiver.url()));
-    await clock.waiting;
+    await within(clock.waiting, 'the deliverer waits to retry');
     expect(webhooks.pendingCount).toBe(1);
     let idle = false;
     const idled = webhooks.idle().then(() => (idle = true));
@@ -362,7 +376,7 @@ describe('pending deliveries, idle and close', () => {
     expect(idle).toBe(false);
 
     clock.release();
-    await idled;
+    await within(idled, 'idle() resolves');
     expect(webhooks.pendingCount).toBe(0);
     expect((await delivered).state).toBe('delivered');
   });
@@ -373,7 +387,7 @@ describe('pending deliveries, idle and close', () => {
     const webhooks = new WebhookDeliverer({ allowCidrs: LOOPBACK_CIDRS, clock });
 
     const abandoned = webhooks.deliver(delivery(receiver.url()));
-    await clock.waiting;
+    await within(clock.waiting, 'the deliverer waits to retry');
     await webhooks.close();
 
     expect(await abandoned).toEqual({

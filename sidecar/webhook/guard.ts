@@ -126,7 +126,7 @@ export function guardedConnector(options: GuardedConnectorOptions): buildConnect
     lookup: guardedLookup(options.policy, options.resolve),
   });
   return (target, callback) => {
-    if (false && isIP(target.hostname) !== 0) {
+    if (isIP(target.hostname) !== 0) {
       const verdict = options.policy.check(target.hostname);
       if (!verdict.admitted) {
         callback(new DestinationRefusedError(target.hostname, [verdict.reason]), null);

@@ -31,7 +31,7 @@ export const RETRY_TABLE: readonly RetryRule[] = [
   { rule: 'timeout', matches: (o) => o.kind === 'timeout', retry: true },
   // The guard's verdict will not change on the next attempt; repeating would only delay the failure.
   { rule: 'destination refused by the SSRF guard', matches: (o) => o.kind === 'refused', retry: false },
-  { rule: '404', matches: statusIn(404, 404), retry: false },
+  { rule: '404', matches: statusIn(404, 404), retry: true },
   { rule: 'other 4xx: permanent failure', matches: statusIn(400, 499), retry: false },
   { rule: '5xx: not repeated, avoids duplicate side effects', matches: statusIn(500, 599), retry: false },
   { rule: 'any other non-2xx (1xx, 3xx; redirects are never followed)', matches: (o) => o.kind === 'response', retry: true },
