@@ -1,0 +1,54 @@
+// The README's webhook receivers (examples/webhook-receiver), run for real against signed deliveries.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { waitFor } from '../support/wait.ts';
+
+const EXAMPLES = resolve(import.meta.dirname, '../../examples/webhook-receiver');
+const SECRET = 'readme-secret';
+let dev: TestDevServer;
+
+beforeAll(async () => {
+  dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`] });
+});
+afterAll(async () => dev?.dispose());
+
+/** Starts a receiver on a free port and collects its output lines. */
+async function startReceiver(command: string, file: string): Promise<{ url: string; lines: string[]; child: ChildProcess }> {
+  const child = spawn(command, [resolve(EXAMPLES, file), '--port', '0', '--secret', SECRET], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines: string[] = [];
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      lines.push(...chunk.split('\n').filter(Boolean));
+      const listening = lines.find((line) => line.startsWith('listening on '));
+      if (listening) resolveUrl(listening.slice('listening on '.length));
+    });
+    child.once('exit', (code) => reject(new Error(`${file} exited with ${code}`)));
+  });
+  return { url, lines, child };
+}
+
+describe.each([
+  ['python3', 'receiver.py'],
+  [process.execPath, 'receiver.mjs'],
+])('%s %s', (command, file) => {
+  it('verifies a signed delivery and rejects one signed with another secret', async () => {
+    const receiver = await startReceiver(command, file);
+    try {
+      const signed = await postJson(`${dev.url}/v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent(receiver.url)}`, { name: 'R' }, { 'x-webhook-secret': SECRET });
+      const runId = signed.headers.get('x-request-id');
+      const forged = await postJson(`${dev.url}/v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent(receiver.url)}`, { name: 'F' }, { 'x-webhook-secret': 'wrong' });
+      const forgedId = forged.headers.get('x-request-id')!;
+      const record = async (id: string) => ((await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs/${id}`)).json()) as { item: { webhook: { state: string; lastStatusCode: number } } }).item;
+      await waitFor(async () => (await record(forgedId)).webhook.state === 'failed', { what: 'the forged delivery to be refused' });
+      expect((await record(forgedId)).webhook.lastStatusCode).toBe(401);
+      await waitFor(() => receiver.lines.includes(`verified run ${runId} success`), { what: 'the receiver to verify the run' });
+      expect(receiver.lines.filter((line) => line.startsWith('verified'))).toEqual([`verified run ${runId} success`]);
+    } finally {
+      receiver.child.kill();
+      await once(receiver.child, 'exit');
+    }
+  });
+});
