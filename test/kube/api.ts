@@ -169,13 +169,24 @@ function deleteOptions(request: ApiRequest, query: URLSearchParams): DeleteOptio
   };
 }
 
-function deleteOne(ctx: ApiContext, type: ResourceType, namespace: string | undefined, name: string, options: DeleteOptions): unknown {
+function deleteOne(
+  ctx: ApiContext,
+  type: ResourceType,
+  namespace: string | undefined,
+  name: string,
+  options: DeleteOptions,
+): unknown {
   const outcome = ctx.lifecycle.delete(type, namespace, name, options);
   if (!outcome.removed) return render(type, outcome.object);
   return successStatus({ name, group: type.group, kind: type.plural, uid: outcome.object.metadata.uid });
 }
 
-function deleteCollection(ctx: ApiContext, { type, path }: Target, request: ApiRequest, query: URLSearchParams): ApiReply {
+function deleteCollection(
+  ctx: ApiContext,
+  { type, path }: Target,
+  request: ApiRequest,
+  query: URLSearchParams,
+): ApiReply {
   const options = deleteOptions(request, query);
   const deleted: KubeObject[] = [];
   for (const object of ctx.lifecycle.list(type, path.namespace).filter(filterOf(query))) {

@@ -141,17 +141,20 @@ export function serverSideApply(request: ApplyRequest): KubeObject {
   };
   if (subresource !== undefined) entry.subresource = subresource;
   const kept = entries.filter((e) => e === previous || e.operation !== 'Apply' || Object.keys(e.fieldsV1).length > 0);
-  result.metadata.managedFields = previous === undefined ? [...kept, entry] : kept.map((e) => (e === previous ? entry : e));
+  result.metadata.managedFields =
+    previous === undefined ? [...kept, entry] : kept.map((e) => (e === previous ? entry : e));
   return result;
 }
 
 /** Why an applied configuration cannot be applied at this URL, or undefined when it can. */
 export function appliedIdentityProblem(applied: KubeObject, type: ResourceType, name: string): string | undefined {
   if (applied.apiVersion !== apiVersionOf(type) || applied.kind !== type.kind) {
-    return `apply of ${applied.apiVersion}/${applied.kind} sent to the ${resourceKey(type)} endpoint (${apiVersionOf(type)} ${type.kind})`;
+    const endpoint = `${resourceKey(type)} endpoint (${apiVersionOf(type)} ${type.kind})`;
+    return `apply of ${applied.apiVersion}/${applied.kind} sent to the ${endpoint}`;
   }
   if (applied.metadata.name !== name) {
-    return `the name of the applied object (${String(applied.metadata.name)}) does not match the name on the URL (${name})`;
+    const appliedName = String(applied.metadata.name);
+    return `the name of the applied object (${appliedName}) does not match the name on the URL (${name})`;
   }
   return undefined;
 }

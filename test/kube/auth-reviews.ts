@@ -68,7 +68,9 @@ export class AuthReviews {
 
   private tokenReview(body: unknown): object {
     const spec = specOf(body, 'TokenReview');
-    if (typeof spec.token !== 'string' || spec.token === '') throw invalidReview('TokenReview', 'spec.token is required');
+    if (typeof spec.token !== 'string' || spec.token === '') {
+      throw invalidReview('TokenReview', 'spec.token is required');
+    }
     const wanted = Array.isArray(spec.audiences) ? spec.audiences.map(String) : [];
     const identity = this.tokens.get(spec.token);
     const audiences = identity?.audiences === undefined || wanted.length === 0
@@ -78,7 +80,8 @@ export class AuthReviews {
     if (identity === undefined) {
       status = { authenticated: false, user: {}, error: 'token not recognised (not issued by the test)' };
     } else if (wanted.length > 0 && audiences.length === 0) {
-      status = { authenticated: false, user: {}, error: `token audiences ${JSON.stringify(identity.audiences)} do not include ${JSON.stringify(wanted)}` };
+      const error = `token audiences ${JSON.stringify(identity.audiences)} do not include ${JSON.stringify(wanted)}`;
+      status = { authenticated: false, user: {}, error };
     } else {
       const { audiences: _tokenAudiences, ...user } = identity;
       status = { authenticated: true, user: { groups: [], ...user }, audiences };

@@ -1,6 +1,15 @@
-import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, type V1Deployment } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  KubernetesObjectApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1Deployment,
+} from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from './index.ts';
+import { BUILTIN_RESOURCES, apiVersionOf } from './resources.ts';
 import { failureOf } from './test-helpers.ts';
 
 let server: KubeApiServer;
@@ -61,6 +70,35 @@ describe('CRUD', () => {
       message: 'configmaps "settings" not found',
       details: { name: 'settings', kind: 'configmaps' },
     });
+  });
+
+  it('serves every stored built-in kind through discovery-driven KubernetesObjectApi', async () => {
+    const objects = KubernetesObjectApi.makeApiClient(server.kubeConfig());
+    const storedKinds = BUILTIN_RESOURCES.filter((t) => t.verbs.includes('get') && t.kind !== 'CustomResourceDefinition');
+    for (const type of storedKinds) {
+      const name = `x-${type.singular}`;
+      const spec = {
+        apiVersion: apiVersionOf(type),
+        kind: type.kind,
+        metadata: { name, ...(type.namespaced ? { namespace: 'default' } : {}) },
+      };
+      const created = await objects.create<KubernetesObject>(spec);
+      expect(created.metadata?.uid, type.kind).toBeDefined();
+      expect((await objects.read(spec)).metadata?.name).toBe(name);
+      const list = await objects.list(apiVersionOf(type), type.kind, type.namespaced ? 'default' : undefined);
+      expect(list.items.map((i) => i.metadata?.name)).toContain(name);
+      await objects.delete(spec);
+      expect((await failureOf(objects.read(spec))).code, type.kind).toBe(404);
+    }
+  });
+
+  it('deletes collections by label selector', async () => {
+    for (const [name, app] of [['a', 'x'], ['b', 'x'], ['c', 'y']]) {
+      await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name, labels: { app } } } });
+    }
+    await core.deleteCollectionNamespacedConfigMap({ namespace: 'default', labelSelector: 'app=x' });
+    const left = await core.listNamespacedConfigMap({ namespace: 'default' });
+    expect(left.items.map((i) => i.metadata?.name)).toEqual(['c']);
   });
 
   it('answers 409 AlreadyExists for a duplicate name', async () => {

@@ -41,7 +41,9 @@ export class FaultInjector {
 
   failNext(rule: FailureRule): void {
     const times = rule.times ?? 1;
-    if (!Number.isInteger(times) || times < 1) throw new Error(`failNext: times must be a positive integer, got ${times}`);
+    if (!Number.isInteger(times) || times < 1) {
+      throw new Error(`failNext: times must be a positive integer, got ${times}`);
+    }
     this.armed.push({ rule, remaining: times });
   }
 

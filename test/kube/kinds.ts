@@ -49,7 +49,8 @@ function customResourceDefinitions(
       if (causes.length > 0) return causes;
       const { group, names } = next.spec as { group: string; names: { plural: string } };
       if (registry.isBuiltin(group, names.plural)) {
-        return [{ reason: 'FieldValueInvalid', field: 'spec.names.plural', message: 'conflicts with a built-in resource' }];
+        const message = 'conflicts with a built-in resource';
+        return [{ reason: 'FieldValueInvalid', field: 'spec.names.plural', message }];
       }
       next.status ??= establishedStatus(next);
       return [];

@@ -8,7 +8,15 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { appliedIdentityProblem, serverSideApply } from './apply.ts';
 import { kindBehaviors, type KindBehavior } from './kinds.ts';
-import { APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
+import {
+  APPLY_PATCH,
+  JSON_PATCH,
+  MERGE_PATCH,
+  STRATEGIC_MERGE_PATCH,
+  jsonPatch,
+  mergePatch,
+  strategicMergePatch,
+} from './patch.ts';
 import { apiVersionOf, resourceKey, type ResourceRegistry, type ResourceType } from './resources.ts';
 import {
   STALE_OBJECT,
@@ -49,6 +57,16 @@ export interface DeleteOutcome {
 type Subresource = 'status' | undefined;
 
 const NAMESPACES_KEY = 'namespaces';
+/** Metadata a main-resource write cannot change (name is checked separately). */
+const SERVER_OWNED_METADATA = [
+  'namespace',
+  'uid',
+  'creationTimestamp',
+  'deletionTimestamp',
+  'deletionGracePeriodSeconds',
+  'generation',
+  'managedFields',
+];
 const GENERATE_NAME_ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
 
 function generatedName(prefix: string): string {
@@ -127,9 +145,16 @@ export class ObjectLifecycle {
     return stored;
   }
 
-  replace(type: ResourceType, namespace: string | undefined, name: string, body: KubeObject, subresource: Subresource): KubeObject {
+  replace(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    body: KubeObject,
+    subresource: Subresource,
+  ): KubeObject {
     if (body.metadata.name !== name) {
-      throw badRequest(`the name of the object (${String(body.metadata.name)}) does not match the name on the URL (${name})`);
+      const bodyName = String(body.metadata.name);
+      throw badRequest(`the name of the object (${bodyName}) does not match the name on the URL (${name})`);
     }
     const candidate = structuredClone(body);
     this.placeInNamespace(type, candidate, namespace);
@@ -159,7 +184,8 @@ export class ObjectLifecycle {
     const existing = this.get(type, namespace, name);
     const { uid, resourceVersion } = options.preconditions ?? {};
     if (uid !== undefined && uid !== existing.metadata.uid) {
-      throw conflict(type, name, `Precondition failed: UID in precondition: ${uid}, UID in object meta: ${existing.metadata.uid}`);
+      const why = `Precondition failed: UID in precondition: ${uid}, UID in object meta: ${existing.metadata.uid}`;
+      throw conflict(type, name, why);
     }
     if (resourceVersion !== undefined && resourceVersion !== existing.metadata.resourceVersion) {
       throw conflict(type, name, STALE_OBJECT);
@@ -205,7 +231,9 @@ export class ObjectLifecycle {
       subresource,
       now: timestamp(),
     });
-    if (live === undefined) return { object: this.create(type, namespace, next, next.metadata.managedFields), created: true };
+    if (live === undefined) {
+      return { object: this.create(type, namespace, next, next.metadata.managedFields), created: true };
+    }
     const object = this.commitUpdate(type, live, next, subresource, next.metadata.managedFields);
     return { object, created: false };
   }
@@ -226,7 +254,10 @@ export class ObjectLifecycle {
       throw conflict(type, name, STALE_OBJECT);
     }
 
-    const next = subresource === 'status' ? this.withStatusOf(existing, candidate) : this.withServerFields(type, existing, candidate);
+    const next =
+      subresource === 'status'
+        ? this.withStatusOf(existing, candidate)
+        : this.withServerFields(type, existing, candidate);
     if (managedFields !== undefined) next.metadata.managedFields = managedFields;
     this.prepareAndValidate(type, next, existing);
     if (!deepEqual(generationRelevant(type, next), generationRelevant(type, existing))) {
@@ -238,7 +269,8 @@ export class ObjectLifecycle {
 
     const stored = this.store.update(resourceKey(type), next);
     this.behaviorOf(type)?.stored?.(stored);
-    const finalized = stored.metadata.deletionTimestamp !== undefined && (stored.metadata.finalizers ?? []).length === 0;
+    const { deletionTimestamp, finalizers } = stored.metadata;
+    const finalized = deletionTimestamp !== undefined && (finalizers ?? []).length === 0;
     return finalized ? this.removeObject(type, stored) : stored;
   }
 
@@ -255,8 +287,7 @@ export class ObjectLifecycle {
     const next = structuredClone(candidate);
     next.apiVersion = apiVersionOf(type);
     next.kind = type.kind;
-    const serverOwned = ['namespace', 'uid', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'generation', 'managedFields'];
-    for (const field of serverOwned) {
+    for (const field of SERVER_OWNED_METADATA) {
       if (existing.metadata[field] === undefined) delete next.metadata[field];
       else next.metadata[field] = structuredClone(existing.metadata[field]);
     }
@@ -362,7 +393,8 @@ export class ObjectLifecycle {
 
   private checkKind(type: ResourceType, object: KubeObject): void {
     const apiVersion = apiVersionOf(type);
-    if ((object.kind !== undefined && object.kind !== type.kind) || (object.apiVersion !== undefined && object.apiVersion !== apiVersion)) {
+    const kindMismatch = object.kind !== undefined && object.kind !== type.kind;
+    if (kindMismatch || (object.apiVersion !== undefined && object.apiVersion !== apiVersion)) {
       throw badRequest(
         `the body is ${String(object.apiVersion)} ${String(object.kind)} but the URL is for ${apiVersion} ${type.kind}`,
       );
@@ -388,7 +420,8 @@ export class ObjectLifecycle {
     if (owner === undefined) throw notFound(this.typeForKey(NAMESPACES_KEY), namespace);
     if (owner.metadata.deletionTimestamp !== undefined) {
       throw forbidden(
-        `${resourceKey(type)} "${name}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`,
+        `${resourceKey(type)} "${name}" is forbidden: ` +
+          `unable to create new content in namespace ${namespace} because it is being terminated`,
       );
     }
   }

@@ -28,13 +28,14 @@ export interface KubeApiServerOptions {
   namespaces?: string[];
 }
 
+/** One request, logged when it arrives (requests held by pause('hang') included). */
 export interface RequestRecord {
   method: string;
   path: string;
   query: Record<string, string>;
   contentType: string | undefined;
   watch: boolean;
-  /** Response status once answered (200 for watches once the stream started). */
+  /** Response status once answered (200 for watches once the stream started); undefined until then. */
   status: number | undefined;
   /** Answered by a failNext rule rather than served. */
   injected: boolean;
@@ -66,6 +67,14 @@ function isWatchRequest(url: URL): boolean {
   return watch === 'true' || watch === '1' || /\/watch\//.test(url.pathname);
 }
 
+function matchesFilter(record: RequestRecord, filter: RequestFilter): boolean {
+  if (filter.method !== undefined && record.method !== filter.method.toUpperCase()) return false;
+  if (filter.watch !== undefined && record.watch !== filter.watch) return false;
+  const pattern = filter.pathPattern;
+  if (pattern === undefined) return true;
+  return typeof pattern === 'string' ? record.path.includes(pattern) : pattern.test(record.path);
+}
+
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -95,6 +104,7 @@ export class KubeApiServer {
   private readonly context: ApiContext;
   private readonly sockets = new Set<Socket>();
   private readonly held: (() => void)[] = [];
+  private readonly requestWaiters = new Set<(record: RequestRecord) => void>();
   private pauseMode: PauseMode | undefined;
   private injectedFailures = 0;
   private address: AddressInfo | undefined;
@@ -103,7 +113,8 @@ export class KubeApiServer {
     const registry = new ResourceRegistry();
     this.store = new ObjectStore(options.historySize ?? 1000);
     this.watches = new WatchHub(this.store, options.bookmarkIntervalMs ?? 1000);
-    const lifecycle = new ObjectLifecycle(this.store, registry, { requireNamespaces: options.requireNamespaces ?? true });
+    const requireNamespaces = options.requireNamespaces ?? true;
+    const lifecycle = new ObjectLifecycle(this.store, registry, { requireNamespaces });
     this.tokens = this.reviews.tokens;
     this.context = {
       registry,
@@ -198,13 +209,26 @@ export class KubeApiServer {
   }
 
   countRequests(filter: RequestFilter = {}): number {
-    return this.requests.filter((record) => {
-      if (filter.method !== undefined && record.method !== filter.method.toUpperCase()) return false;
-      if (filter.watch !== undefined && record.watch !== filter.watch) return false;
-      const pattern = filter.pathPattern;
-      if (pattern === undefined) return true;
-      return typeof pattern === 'string' ? record.path.includes(pattern) : pattern.test(record.path);
-    }).length;
+    return this.requests.filter((record) => matchesFilter(record, filter)).length;
+  }
+
+  /** The first logged request (already arrived, or the next to arrive) matching `filter`. */
+  waitForRequest(filter: RequestFilter = {}, timeoutMs = 15_000): Promise<RequestRecord> {
+    const logged = this.requests.find((record) => matchesFilter(record, filter));
+    if (logged !== undefined) return Promise.resolve(logged);
+    return new Promise((resolve, reject) => {
+      const waiter = (record: RequestRecord): void => {
+        if (!matchesFilter(record, filter)) return;
+        this.requestWaiters.delete(waiter);
+        clearTimeout(timer);
+        resolve(record);
+      };
+      const timer = setTimeout(() => {
+        this.requestWaiters.delete(waiter);
+        reject(new Error(`no request matching ${JSON.stringify(filter)} arrived within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.requestWaiters.add(waiter);
+    });
   }
 
   clearRequests(): void {
@@ -232,31 +256,29 @@ export class KubeApiServer {
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
-    if (this.pauseMode === 'hang') {
-      this.held.push(() => this.onRequest(req, res));
-      return;
-    }
     if (this.pauseMode === 'refuse') {
       req.socket.destroy();
       return;
     }
-    void this.serve(req, res);
-  }
-
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const method = req.method ?? 'GET';
     const url = new URL(req.url ?? '/', 'http://fake-kube-api');
-    const contentType = req.headers['content-type'];
+    const method = req.method ?? 'GET';
     const record: RequestRecord = {
       method,
       path: url.pathname,
       query: Object.fromEntries(url.searchParams),
-      contentType,
+      contentType: req.headers['content-type'],
       watch: method === 'GET' && isWatchRequest(url),
       status: undefined,
       injected: false,
     };
     this.requests.push(record);
+    for (const waiter of this.requestWaiters) waiter(record);
+    if (this.pauseMode === 'hang') this.held.push(() => void this.serve(req, res, url, record));
+    else void this.serve(req, res, url, record);
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse, url: URL, record: RequestRecord): Promise<void> {
+    const { method, contentType } = record;
     const injected = this.faults.take(method, url.pathname + url.search);
     if (injected !== undefined) {
       record.injected = true;
@@ -279,7 +301,13 @@ export class KubeApiServer {
     }
   }
 
-  private respond(res: ServerResponse, record: RequestRecord, status: number, body: unknown, retryAfter?: number): void {
+  private respond(
+    res: ServerResponse,
+    record: RequestRecord,
+    status: number,
+    body: unknown,
+    retryAfter?: number,
+  ): void {
     record.status = status;
     if (res.headersSent || res.destroyed) return;
     const text = typeof body === 'string';

@@ -14,7 +14,8 @@ const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 function nameProblem(type: ResourceType, name: string): string | undefined {
   if (type.group === 'rbac.authorization.k8s.io') {
     // RBAC names are path segments: `system:controller:foo` is valid.
-    return name === '.' || name === '..' || /[/%]/.test(name) ? 'may not be "." or ".." or contain "/" or "%"' : undefined;
+    const invalidSegment = name === '.' || name === '..' || /[/%]/.test(name);
+    return invalidSegment ? 'may not be "." or ".." or contain "/" or "%"' : undefined;
   }
   if (type.group === '' && type.plural === 'namespaces') {
     return name.length <= 63 && DNS_LABEL.test(name) ? undefined : 'must be a lowercase RFC 1123 label';
@@ -83,7 +84,9 @@ export function validateUpdate(previous: KubeObject, next: KubeObject): StatusCa
         {
           reason: 'FieldValueForbidden',
           field: 'metadata.finalizers',
-          message: `no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`,
+          message:
+            'no new finalizers can be added if the object is being deleted, ' +
+            `found new finalizers ${JSON.stringify(added)}`,
         },
       ];
 }

@@ -61,7 +61,10 @@ function deliveryFor(request: WatchRequest, event: StoreEvent): ObjectDelivery |
       // Left the filter: the watcher sees it deleted, in its last visible state at this revision.
       return {
         type: 'DELETED',
-        object: { ...event.previous!, metadata: { ...event.previous!.metadata, resourceVersion: String(event.revision) } },
+        object: {
+          ...event.previous!,
+          metadata: { ...event.previous!.metadata, resourceVersion: String(event.revision) },
+        },
       };
   }
 }
@@ -109,7 +112,8 @@ export class WatchHub {
       if (backlog === undefined) {
         this.counters.expired += 1;
         const oldest = this.store.oldestWatchableRevision;
-        send({ type: 'ERROR', object: failureStatus(410, 'Expired', `too old resource version: ${since} (${oldest})`) });
+        const message = `too old resource version: ${since} (${oldest})`;
+        send({ type: 'ERROR', object: failureStatus(410, 'Expired', message) });
         res.end();
         return;
       }
