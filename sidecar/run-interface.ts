@@ -2,6 +2,7 @@
 // request id → app → options (async, webhook) → body → admission → mode (sync | stream | async | custom)
 // → record → webhook.
 import type { Readable } from 'node:stream';
+import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ActiveRun } from './active-runs.ts';
 import type { AppTarget } from './apps.ts';
@@ -16,6 +17,7 @@ import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
 import { readJsonObjectBody, readLimitedBody } from './request-body.ts';
+import { customAppSchema, documentSchema, runFunctionSchema, runInterfaceDocument, WEBHOOK_CALLBACK_PARAMETERS } from './run-interface-schemas.ts';
 import { forwardedQuery, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
@@ -25,8 +27,11 @@ import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from '
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 
 interface RunParams {
-  projectId: string;
-  appName: string;
+  project_id: string;
+  app_name: string;
+  /** One path segment: a Python function, or a custom app's path. */
+  function?: string;
+  /** Deeper custom-app paths. */
   '*'?: string;
 }
 
@@ -62,12 +67,12 @@ export function runInterface(replica: Replica) {
       metrics.refused.labels('draining').inc();
       throw new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
     }
-    const { projectId, appName } = request.params;
+    const { project_id: projectId, app_name: appName } = request.params;
     const target = apps.find(projectId, appName);
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const options = parseRunOptions(request.query as Record<string, string | string[] | undefined>);
     const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, request.headers['x-webhook-secret']);
-    const rest = request.params['*'] ?? '';
+    const rest = request.params.function ?? request.params['*'] ?? '';
     const call: Call = { target, runId, functionName: rest, method: request.method, receivedAt, webhook };
 
     if (target.runtime === 'custom') return handleCustom(call, request, reply, options.async);
@@ -247,15 +252,51 @@ export function runInterface(replica: Replica) {
     app.removeAllContentTypeParsers();
     // The body stays a stream: Python calls read it with a limit, custom apps get it streamed through.
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    // The schemas are the documented contract; the pipeline validates (see run-interface-schemas.ts).
+    app.setValidatorCompiler(() => () => true);
     app.setErrorHandler((error, request, reply) => sendProblem(request, reply, toProblem(error, logger)));
     app.setNotFoundHandler((request, reply) => {
       request.runId = newRunId();
       const path = request.url.split('?', 1)[0];
       sendProblem(request, reply, new ProblemError(Problems.routeNotFound, `${request.method} ${path} is not a route of the run interface`));
     });
-    app.all('/v4/:projectId/:appName', handleRun);
-    app.all('/v4/:projectId/:appName/*', handleRun);
+    await app.register(swagger, {
+      openapi: runInterfaceDocument,
+      exposeHeadRoutes: true,
+      transformObject: (document) => ('openapiObject' in document ? withCallbackHeaders(document.openapiObject) : document.swaggerObject),
+    });
+
+    app.get('/v4/openapi.json', { schema: documentSchema }, (_request, reply) => {
+      reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(app.swagger()));
+    });
+    app.post('/v4/:project_id/:app_name/:function', { schema: runFunctionSchema }, handleRun);
+    for (const method of CUSTOM_APP_METHODS) {
+      app.route({ method, url: '/v4/:project_id/:app_name/:function', schema: customAppSchema(method, 'path'), handler: handleRun, exposeHeadRoute: false });
+    }
+    for (const method of ['POST', ...CUSTOM_APP_METHODS] as const) {
+      app.route({ method, url: '/v4/:project_id/:app_name', schema: customAppSchema(method, 'root'), handler: handleRun, exposeHeadRoute: false });
+    }
+    // Deeper custom-app paths: the same operations as /{function}, which OpenAPI 3.0 paths cannot template.
+    app.all('/v4/:project_id/:app_name/*', { schema: { hide: true } }, handleRun);
   };
+}
+
+/** Methods a custom app answers besides POST (POST on /{function} is runFunction, shared with Python apps). */
+const CUSTOM_APP_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
+
+/** Adds the webhook's header parameters to every callback operation (see WEBHOOK_CALLBACK_PARAMETERS). */
+function withCallbackHeaders<T>(document: T): T {
+  const paths = (document as { paths?: Record<string, Record<string, { callbacks?: Record<string, Record<string, Record<string, object>>> }>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      for (const callback of Object.values(operation.callbacks ?? {})) {
+        for (const expression of Object.values(callback)) {
+          for (const callbackOperation of Object.values(expression)) Object.assign(callbackOperation, { parameters: WEBHOOK_CALLBACK_PARAMETERS });
+        }
+      }
+    }
+  }
+  return document;
 }
 
 /** The outcome of a run that ended in a recorded failure (the mode threw after recording it). */
