@@ -1,6 +1,7 @@
 // The management API (list runs) as a fastify plugin: one handler over any RunSource — SQLite in `runlet dev`,
 // the RunLog cache in the operator. Register it without fastify-plugin: its validator, error handler and 404
 // handler are meant to stay inside it, whatever the host server does with its own routes.
+import swagger from '@fastify/swagger';
 import type { ErrorObject } from 'ajv';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../sidecar/problem.ts';
@@ -14,6 +15,7 @@ import {
   appParamsSchema,
   jsonResponse,
   listRunsQuerySchema,
+  managementDocument,
   noQuerySchema,
   problemResponse,
   runItemSchema,
@@ -66,6 +68,7 @@ interface RunPageBody {
 export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fastify, options) => {
   fastify.setValidatorCompiler(createValidatorCompiler());
   fastify.setErrorHandler(renderError);
+  await fastify.register(swagger, { openapi: managementDocument, exposeHeadRoutes: true });
   // A prefixed child, so that the 404 handler covers `/v2/…` only and leaves the host's other paths alone.
   await fastify.register(async (v2) => registerRoutes(v2, options), { prefix: API_PREFIX });
 };
@@ -76,14 +79,13 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     authenticate === undefined
       ? undefined
       : async (request: FastifyRequest<{ Params: AppParams }>) => authenticate(request, request.params.project_id);
-  const security = authenticate === undefined ? {} : { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
-  const authResponses =
-    authenticate === undefined
-      ? {}
-      : {
-          401: problemResponse('No valid bearer token.'),
-          403: problemResponse('The token may not list runs of this project.'),
-        };
+  // Interface section 5.5: no security at the document level, the bearer scheme on each operation. The
+  // contract holds in every mode; `runlet dev` (loopback only) simply does not enforce it.
+  const security = { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
+  const authResponses = {
+    401: problemResponse('No valid bearer token (cluster mode).'),
+    403: problemResponse('The token may not list runs of this project (cluster mode).'),
+  };
 
   // Documentation keywords (operationId, summary, tags, security) are for @fastify/swagger, which fastify's
   // FastifySchema type does not know: the schemas are declared apart from the route options for that reason.
@@ -158,6 +160,22 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
         throw new ProblemError(ManagementProblems.runNotFound, `no run ${runId} in app ${projectId}/${appName}`);
       }
       return { item };
+    },
+  );
+
+  v2.get(
+    '/openapi.json',
+    {
+      schema: {
+        operationId: 'getManagementDocument',
+        summary: 'This OpenAPI document',
+        tags: ['meta'],
+        querystring: noQuerySchema,
+        response: { 200: { description: 'The OpenAPI 3.0.0 description of the management interface.', content: { 'application/json': { schema: { type: 'object' } } } } },
+      },
+    },
+    (_request, reply) => {
+      reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(v2.swagger()));
     },
   );
 

@@ -37,6 +37,17 @@ const FAILURE_REASONS = Object.keys({
 } satisfies Record<FailureReason, true>);
 const WEBHOOK_STATES = Object.keys({ pending: true, delivered: true, failed: true } satisfies Record<WebhookState, true>);
 
+/** The management interface's OpenAPI document (interface section 9: version 1.0.0, OpenAPI 3.0.0). */
+export const managementDocument = {
+  openapi: '3.0.0',
+  info: {
+    title: 'Runlet management interface',
+    version: '1.0.0',
+    description: 'Lists the runs of an app, newest first, with pagination and filters.',
+  },
+  components: { securitySchemes: { [BEARER_SECURITY_SCHEME_NAME]: bearerSecurityScheme } },
+} as const;
+
 const timestamp = (description: string) => ({ type: 'string', format: 'date-time', description }) as const;
 const nullableTimestamp = (description: string) => ({ ...timestamp(description), nullable: true }) as const;
 const nullableDuration = (description: string) =>

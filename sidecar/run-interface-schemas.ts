@@ -6,6 +6,7 @@
 export const BEARER_AUTH = 'bearerAuth';
 
 const problem = {
+  $id: 'Problem',
   type: 'object',
   description: 'RFC 9457 problem details (application/problem+json).',
   required: ['type', 'title', 'status', 'detail'],
@@ -22,6 +23,7 @@ const problem = {
 } as const;
 
 const runError = {
+  $id: 'RunError',
   type: 'object',
   required: ['type', 'message'],
   additionalProperties: false,
@@ -35,6 +37,7 @@ const runId = { type: 'string', format: 'uuid', description: 'The run id (UUID v
 const runTimeMs = { type: 'number', description: 'Milliseconds the function ran.' } as const;
 
 const syncResult = {
+  $id: 'SyncResult',
   type: 'object',
   required: ['run_id', 'result', 'run_time_ms'],
   additionalProperties: false,
@@ -46,13 +49,15 @@ const syncResult = {
 } as const;
 
 const functionFailure = {
+  $id: 'FunctionFailure',
   type: 'object',
   required: ['run_id', 'error', 'run_time_ms'],
   additionalProperties: false,
-  properties: { run_id: runId, error: runError, run_time_ms: runTimeMs },
+  properties: { run_id: runId, error: { $ref: 'RunError#' }, run_time_ms: runTimeMs },
 } as const;
 
 const asyncAccepted = {
+  $id: 'AsyncAccepted',
   type: 'object',
   required: ['run_id'],
   additionalProperties: false,
@@ -60,6 +65,7 @@ const asyncAccepted = {
 } as const;
 
 export const webhookDeliverySchema = {
+  $id: 'WebhookDelivery',
   type: 'object',
   required: ['run_id', 'status', 'status_code', 'run_time_ms', 'timestamp'],
   additionalProperties: false,
@@ -69,18 +75,19 @@ export const webhookDeliverySchema = {
     status: { type: 'string', enum: ['success', 'failure'] },
     status_code: { type: 'integer', description: 'The HTTP status the run ended with.' },
     result: { description: "The function's result; a stream's items as a list; a custom app's response (JSON, else text).", nullable: true },
-    error: runError,
+    error: { $ref: 'RunError#' },
     run_time_ms: { type: 'number', nullable: true },
     timestamp: { type: 'string', format: 'date-time', description: 'When the run completed.' },
   },
 } as const;
 
-const xRequestId = { 'X-Request-Id': { description: 'The run id.', schema: { type: 'string' } } };
+/** Response headers are given as JSON schemas: @fastify/swagger wraps them into OpenAPI header objects. */
+const xRequestId = { 'X-Request-Id': { type: 'string', description: 'The run id.' } };
 
-const json = (description: string, schema: object) => ({ description, content: { 'application/json': { schema } }, headers: xRequestId });
+const json = (description: string, schema: { $id: string }) => ({ description, content: { 'application/json': { schema: ref(schema) } }, headers: xRequestId });
 const problemAnswer = (description: string) => ({
   description,
-  content: { 'application/problem+json': { schema: problem } },
+  content: { 'application/problem+json': { schema: ref(problem) } },
   headers: xRequestId,
 });
 
@@ -135,6 +142,11 @@ const WEBHOOK_DESCRIPTION =
   'X-Service-Webhook-Signature: v1,<lowercase hex HMAC-SHA256(secret, "<run_id>.<timestamp>.<raw body>")>, fresh for every attempt. ' +
   'At most 3 attempts, at most 5 s apart; retried on connection failure, timeout, 404, 1xx and 3xx; not on other 4xx nor 5xx; redirects are not followed.';
 
+/** Schemas the operations share, registered with `addSchema` so the document references them as components. */
+export const SHARED_SCHEMAS = [problem, runError, syncResult, functionFailure, asyncAccepted, webhookDeliverySchema];
+
+const ref = (schema: { $id: string }) => ({ $ref: `${schema.$id}#` });
+
 /** Header parameters of the webhook callback: @fastify/swagger keeps only bodies and responses of callbacks. */
 export const WEBHOOK_CALLBACK_PARAMETERS = [
   { name: 'X-Request-Id', in: 'header', required: true, schema: { type: 'string' }, description: 'The run id.' },
@@ -147,7 +159,7 @@ const webhookCallback = {
     '{$request.query.webhookEndpoint}': {
       post: {
         description: WEBHOOK_DESCRIPTION,
-        requestBody: { required: true, content: { 'application/json': { schema: webhookDeliverySchema } } },
+        requestBody: { required: true, content: { 'application/json': { schema: ref(webhookDeliverySchema) } } },
         responses: {
           '2XX': { description: 'Delivered.' },
           '404': { description: 'Retried.' },
@@ -186,7 +198,7 @@ export const runFunctionSchema = {
       description: 'Sync: the envelope. Streaming: one SSE event per yielded item ("data: <item>" and a blank line), ending with "event: error" if the generator raises.',
       headers: xRequestId,
       content: {
-        'application/json': { schema: syncResult },
+        'application/json': { schema: ref(syncResult) },
         'text/event-stream': { schema: { type: 'string' } },
       },
     },
@@ -197,7 +209,7 @@ export const runFunctionSchema = {
     500: {
       description: 'The function raised, or its result cannot be encoded as JSON.',
       headers: xRequestId,
-      content: { 'application/json': { schema: functionFailure }, 'application/problem+json': { schema: problem } },
+      content: { 'application/json': { schema: ref(functionFailure) }, 'application/problem+json': { schema: ref(problem) } },
     },
   },
   callbacks: webhookCallback,

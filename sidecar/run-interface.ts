@@ -17,7 +17,14 @@ import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
 import { readJsonObjectBody, readLimitedBody } from './request-body.ts';
-import { customAppSchema, documentSchema, runFunctionSchema, runInterfaceDocument, WEBHOOK_CALLBACK_PARAMETERS } from './run-interface-schemas.ts';
+import {
+  customAppSchema,
+  documentSchema,
+  runFunctionSchema,
+  runInterfaceDocument,
+  SHARED_SCHEMAS,
+  WEBHOOK_CALLBACK_PARAMETERS,
+} from './run-interface-schemas.ts';
 import { forwardedQuery, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
@@ -260,9 +267,12 @@ export function runInterface(replica: Replica) {
       const path = request.url.split('?', 1)[0];
       sendProblem(request, reply, new ProblemError(Problems.routeNotFound, `${request.method} ${path} is not a route of the run interface`));
     });
+    for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
     await app.register(swagger, {
       openapi: runInterfaceDocument,
       exposeHeadRoutes: true,
+      // Components named after the shared schemas' ids (Problem, SyncResult, ...) rather than def-N.
+      refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
       transformObject: (document) => ('openapiObject' in document ? withCallbackHeaders(document.openapiObject) : document.swaggerObject),
     });
 

@@ -217,7 +217,7 @@ export class WebhookDeliverer {
 
 function classifyRequestError(error: unknown): AttemptOutcome {
   if (error instanceof DestinationRefusedError) return { kind: 'refused', message: error.message };
-  const code = (error as { code?: unknown }).code;
+  const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
   const message = error instanceof Error ? error.message : String(error);
   if (code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'timeout', message: `connect: ${message}` };
   return { kind: 'network-error', message: typeof code === 'string' ? `${code}: ${message}` : message };

@@ -29,6 +29,10 @@ const REFUSED_BY_DEFAULT: readonly (readonly [address: string, why: RegExp])[] =
   ['::ffff:169.254.169.254', /IPv4-mapped 169\.254\.169\.254\) is link-local/],
   ['::ffff:10.0.0.1', /private/],
   ['64:ff9b::7f00:1', /rfc6052/],
+  ['::7f00:1', /outside global unicast 2000::\/3/],
+  ['::a9fe:a9fe', /outside global unicast/],
+  ['fec0::1', /deprecatedSiteLocal/],
+  ['100::1', /discard/],
 ];
 
 const PUBLIC = ['8.8.8.8', '1.1.1.1', '100.128.0.1', '172.32.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8'];
@@ -51,6 +55,9 @@ const ALLOW_ALL_INTERNAL = [
   'ff00::/8',
   '2001:db8::/32',
   '64:ff9b::/96',
+  '::/96',
+  'fec0::/10',
+  '100::/64',
 ];
 
 describe('DestinationPolicy', () => {

@@ -16,8 +16,8 @@ export const LOOPBACK_CIDRS: readonly string[] = ['127.0.0.0/8', '::1/128'];
 
 export type AddressVerdict = { readonly admitted: true } | { readonly admitted: false; readonly reason: string };
 
-// ipaddr.js range names → why an address there is refused. Only `unicast` (public) addresses pass; any range not
-// named here (reserved, 6to4, teredo, NAT64, …) is refused with its ipaddr.js name.
+// ipaddr.js range names → why an address there is refused. Only public unicast addresses pass; any range not
+// named here (6to4, teredo, NAT64 rfc6052, discard, …) is refused under its ipaddr.js name.
 const RANGE_REASONS: Readonly<Record<string, string>> = {
   unspecified: 'unspecified',
   loopback: 'loopback',
@@ -31,6 +31,11 @@ const RANGE_REASONS: Readonly<Record<string, string>> = {
 };
 
 type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number];
+
+// IANA's global unicast block. ipaddr.js calls every IPv6 address outside its named ranges `unicast`, including
+// the deprecated IPv4-compatible ::a.b.c.d (::7f00:1 is 127.0.0.1 on stacks that still honour it), so IPv6
+// must also fall inside this block.
+const IPV6_GLOBAL_UNICAST: Cidr = ipaddr.parseCIDR('2000::/3');
 
 /** Decides which destination addresses webhook deliveries may connect to. */
 export class DestinationPolicy {
@@ -56,9 +61,11 @@ export class DestinationPolicy {
       return { admitted: true };
     }
     const range = effective.range();
-    if (range === 'unicast') return { admitted: true };
+    const global = effective.kind() === 'ipv4' || effective.match(IPV6_GLOBAL_UNICAST);
+    if (range === 'unicast' && global) return { admitted: true };
+    const why = range === 'unicast' ? 'outside global unicast 2000::/3' : (RANGE_REASONS[range] ?? range);
     const mapped = effective.kind() === 'ipv4' && isIP(address) === 6 ? ` (IPv4-mapped ${effective.toString()})` : '';
-    return { admitted: false, reason: `${address}${mapped} is ${RANGE_REASONS[range] ?? range} and not in the allow-list` };
+    return { admitted: false, reason: `${address}${mapped} is ${why} and not in the allow-list` };
   }
 }
 

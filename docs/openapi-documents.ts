@@ -1,0 +1,42 @@
+// Builds the two OpenAPI documents exactly as the servers serve them: the run interface's and the management
+// interface's plugins on a server without apps, asked over HTTP (inject). `npm run openapi` writes them to
+// docs/; a test fails when the committed copies are stale.
+import Fastify from 'fastify';
+import pino from 'pino';
+import { managementApi } from '../management/routes.ts';
+import { AppRegistry } from '../sidecar/apps.ts';
+import { Replica } from '../sidecar/replica.ts';
+import { runInterface } from '../sidecar/run-interface.ts';
+import type { RunSource, RunStore } from '../sidecar/runs/store.ts';
+
+export const DOCUMENT_FILES = { run: 'docs/openapi-run.json', management: 'docs/openapi-management.json' } as const;
+
+/** Nothing is stored or read while documents are generated. */
+const noRuns: RunStore & RunSource = {
+  save: () => undefined,
+  saveDurably: async () => undefined,
+  flush: async () => undefined,
+  close: async () => undefined,
+  listRuns: async () => ({ items: [], hasMore: false }),
+  getRun: async () => undefined,
+};
+
+export async function buildOpenApiDocuments(): Promise<{ run: object; management: object }> {
+  const apps = new AppRegistry();
+  const replica = new Replica({ apps, store: noRuns, replicaName: 'openapi', logger: pino({ level: 'silent' }) });
+  const server = Fastify({ logger: false });
+  try {
+    await server.register(runInterface(replica));
+    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false } });
+    const run = await server.inject({ method: 'GET', url: '/v4/openapi.json' });
+    const management = await server.inject({ method: 'GET', url: '/v2/openapi.json' });
+    return { run: run.json(), management: management.json() };
+  } finally {
+    await server.close();
+    await replica.deliverer.close();
+  }
+}
+
+export function serialise(document: object): string {
+  return JSON.stringify(document, null, 2) + '\n';
+}

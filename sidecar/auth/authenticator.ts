@@ -1,0 +1,144 @@
+// Who may call the run interface: a bearer JWT, verified once and then remembered until it expires, whose
+// project is the app's. The repeat caller's path is one cache lookup, synchronous and allocation-free; only a
+// token not seen yet goes through signature verification.
+import type { Logger } from 'pino';
+import { ProblemError } from '../problem.ts';
+import { bearerToken, otherProject } from './bearer.ts';
+import type { RunAuthConfig } from './config.ts';
+import { IssuerKeySet } from './jwks.ts';
+import { TokenCache } from './token-cache.ts';
+import type { VerifiedToken } from './token-cache.ts';
+import { TokenVerifier, keySetUnavailable } from './verify.ts';
+
+export interface RunAuthenticatorOptions {
+  /** Epoch milliseconds; tests move it to expire cached tokens. */
+  now?: () => number;
+  /** Told why the issuer's keys could not be fetched; callers only learn that they could not. */
+  logger?: Pick<Logger, 'warn'>;
+}
+
+/** Counters since start, e.g. for metrics. */
+export interface RunAuthStats {
+  /** Requests admitted from the cache, without verification. */
+  cacheHits: number;
+  /** Tokens put through signature verification (concurrent requests with one new token count once). */
+  verifications: number;
+  /** Requests refused (401 / 403 / 503). */
+  rejections: number;
+}
+
+const DEFAULTS = {
+  jwksCooldownMs: 30_000,
+  jwksMaxAgeMs: 10 * 60_000,
+  jwksTimeoutMs: 5_000,
+  clockToleranceSeconds: 5,
+  cacheMaxEntries: 10_000,
+  cacheMaxChars: 16 * 1024 * 1024,
+  cacheMaxAgeMs: 10 * 60_000,
+} as const;
+
+export class RunAuthenticator {
+  readonly #now: () => number;
+  readonly #logger: Pick<Logger, 'warn'> | undefined;
+  readonly #keySet: IssuerKeySet | null;
+  readonly #verifier: TokenVerifier;
+  readonly #cache: TokenCache;
+  readonly #cacheMaxAgeMs: number;
+  /** Verifications in flight by credential, so a burst of requests with one new token verifies it once. */
+  readonly #verifying = new Map<string, Promise<VerifiedToken>>();
+  #cacheHits = 0;
+  #verifications = 0;
+  #rejections = 0;
+
+  constructor(config: RunAuthConfig, options: RunAuthenticatorOptions = {}) {
+    const hasIssuer = config.jwksUrl !== undefined || config.issuer !== undefined;
+    const sharedKeys = new Map(Object.entries(config.hs256Keys ?? {}));
+    if (!hasIssuer && sharedKeys.size === 0) throw new Error('run-interface auth needs a token issuer (jwksUrl or issuer) or a shared key (hs256Keys)');
+    this.#now = options.now ?? (() => Date.now());
+    this.#logger = options.logger;
+    this.#keySet = hasIssuer
+      ? new IssuerKeySet({
+          jwksUrl: config.jwksUrl,
+          issuer: config.issuer,
+          caFile: config.jwksCaFile,
+          tokenFile: config.jwksTokenFile,
+          cooldownMs: config.jwksCooldownMs ?? DEFAULTS.jwksCooldownMs,
+          maxAgeMs: config.jwksMaxAgeMs ?? DEFAULTS.jwksMaxAgeMs,
+          timeoutMs: config.jwksTimeoutMs ?? DEFAULTS.jwksTimeoutMs,
+        })
+      : null;
+    this.#verifier = new TokenVerifier({
+      audience: config.audience,
+      issuer: config.issuer,
+      keySet: this.#keySet,
+      sharedKeys,
+      clockToleranceSeconds: config.clockToleranceSeconds ?? DEFAULTS.clockToleranceSeconds,
+    });
+    this.#cache = new TokenCache({
+      maxEntries: config.cacheMaxEntries ?? DEFAULTS.cacheMaxEntries,
+      maxChars: config.cacheMaxChars ?? DEFAULTS.cacheMaxChars,
+    });
+    this.#cacheMaxAgeMs = config.cacheMaxAgeMs ?? DEFAULTS.cacheMaxAgeMs;
+  }
+
+  /**
+   * Admits a call to an app of `projectId`, or throws a ProblemError: 401 `unauthorized` (with its
+   * `WWW-Authenticate` challenge), 403 `forbidden` for another project's token, 503 when the issuer's keys are
+   * unreachable. Returns nothing — synchronously — for a token verified before; a promise otherwise. Call it as
+   * `const pending = auth.authenticate(header, projectId); if (pending) await pending;`.
+   */
+  authenticate(authorization: string | undefined, projectId: string): Promise<void> | void {
+    if (authorization !== undefined) {
+      const cached = this.#cache.get(authorization, this.#now());
+      if (cached !== undefined && cached.projectId === projectId) {
+        this.#cacheHits++;
+        return;
+      }
+    }
+    return this.#authenticateAnew(authorization, projectId).catch((err: unknown) => {
+      this.#rejections++;
+      throw err;
+    });
+  }
+
+  get stats(): RunAuthStats {
+    return { cacheHits: this.#cacheHits, verifications: this.#verifications, rejections: this.#rejections };
+  }
+
+  /** Releases the key-set connections. */
+  async close(): Promise<void> {
+    await this.#keySet?.close();
+  }
+
+  async #authenticateAnew(authorization: string | undefined, projectId: string): Promise<void> {
+    const token = bearerToken(authorization);
+    const credential = authorization!;
+    const verified = this.#cache.get(credential, this.#now()) ?? (await this.#verifyOnce(credential, token));
+    if (verified.projectId !== projectId) throw otherProject(verified.projectId, projectId);
+  }
+
+  #verifyOnce(credential: string, token: string): Promise<VerifiedToken> {
+    let pending = this.#verifying.get(credential);
+    if (pending === undefined) {
+      pending = this.#verify(credential, token).finally(() => this.#verifying.delete(credential));
+      this.#verifying.set(credential, pending);
+    }
+    return pending;
+  }
+
+  async #verify(credential: string, token: string): Promise<VerifiedToken> {
+    this.#verifications++;
+    const verifiedAt = this.#now();
+    let verified: VerifiedToken;
+    try {
+      verified = await this.#verifier.verify(token, verifiedAt);
+    } catch (err) {
+      if (err instanceof ProblemError && err.spec === keySetUnavailable) this.#logger?.warn({ err: err.cause }, 'run auth: the token issuer key set is unavailable');
+      throw err;
+    }
+    // Re-verified after the max age even when `exp` is later, so a removed key stops admitting its tokens.
+    const expiresAtMs = Math.min(verified.expiresAtMs, verifiedAt + this.#cacheMaxAgeMs);
+    this.#cache.set(credential, { projectId: verified.projectId, expiresAtMs }, verifiedAt);
+    return verified;
+  }
+}

@@ -1,0 +1,144 @@
+// The Kubernetes calls behind a replica's RunLog: read its App (owner uid, how many finished runs to keep),
+// read or create the RunLog, and write its status with the resourceVersion as precondition.
+import { APP_KIND, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../../crds/api-group.ts';
+import { DEFAULT_KEEP_FINISHED, type RemoteStatus } from './runlog-window.ts';
+import { KubeRequestError, type KubeJsonClient } from './runlog-kube-client.ts';
+
+/** Label every object of an App carries (the operator selects RunLogs by it). */
+export const APP_LABEL = 'runlet.dev/app';
+
+export interface AppFacts {
+  uid: string;
+  keepFinished: number;
+}
+
+export interface RunLogState {
+  resourceVersion: string;
+  status: RemoteStatus;
+}
+
+export interface RunLogRef {
+  namespace: string;
+  /** The pod's name. */
+  name: string;
+  appName: string;
+}
+
+export function isConflict(error: unknown): boolean {
+  return error instanceof KubeRequestError && error.status === 409;
+}
+
+export function isNotFound(error: unknown): boolean {
+  return error instanceof KubeRequestError && error.status === 404;
+}
+
+export class RunLogApi {
+  readonly #client: KubeJsonClient;
+  readonly #ref: RunLogRef;
+  readonly #appPath: string;
+  readonly #runLogsPath: string;
+  readonly #runLogPath: string;
+
+  constructor(client: KubeJsonClient, ref: RunLogRef) {
+    this.#client = client;
+    this.#ref = ref;
+    const namespace = `/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(ref.namespace)}`;
+    this.#appPath = `${namespace}/${APP_PLURAL}/${encodeURIComponent(ref.appName)}`;
+    this.#runLogsPath = `${namespace}/${RUNLOG_PLURAL}`;
+    this.#runLogPath = `${this.#runLogsPath}/${encodeURIComponent(ref.name)}`;
+  }
+
+  get ref(): Readonly<RunLogRef> {
+    return this.#ref;
+  }
+
+  async readApp(): Promise<AppFacts> {
+    const app = objectOf(await this.#client.request('GET', this.#appPath), this.#appPath);
+    const uid = app.metadata.uid;
+    if (typeof uid !== 'string') throw new Error(`GET ${this.#appPath}: the App has no metadata.uid`);
+    // The API server defaults keepFinished from the CRD schema; a missing value still means the default.
+    const keepFinished = pathOf(app, ['spec', 'runs', 'keepFinished']);
+    return { uid, keepFinished: typeof keepFinished === 'number' && keepFinished >= 1 ? keepFinished : DEFAULT_KEEP_FINISHED };
+  }
+
+  /** The RunLog, or undefined when it does not exist. */
+  async readRunLog(): Promise<RunLogState | undefined> {
+    try {
+      return stateOf(await this.#client.request('GET', this.#runLogPath), this.#runLogPath);
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /** Creates the RunLog owned by the App (garbage-collected with it); reads it if another writer was first. */
+  async createRunLog(appUid: string): Promise<RunLogState> {
+    const { name, namespace, appName } = this.#ref;
+    const body = {
+      apiVersion: RUNLET_API_VERSION,
+      kind: RUNLOG_KIND,
+      metadata: {
+        name,
+        namespace,
+        labels: { [APP_LABEL]: appName },
+        ownerReferences: [{ apiVersion: RUNLET_API_VERSION, kind: APP_KIND, name: appName, uid: appUid, controller: true }],
+      },
+      spec: { appName },
+    };
+    try {
+      return stateOf(await this.#client.request('POST', this.#runLogsPath, { body: JSON.stringify(body) }), this.#runLogsPath);
+    } catch (error) {
+      if (!isConflict(error)) throw error;
+      const existing = await this.readRunLog();
+      if (existing === undefined) throw new Error(`RunLog ${namespace}/${name} already existed, then vanished`, { cause: error });
+      return existing;
+    }
+  }
+
+  /**
+   * Replaces `status.runs` and `status.counts` (a JSON merge patch replaces arrays whole), only if the RunLog
+   * is still at `resourceVersion` (409 otherwise). Returns the new resourceVersion.
+   */
+  async writeStatus(resourceVersion: string, statusJson: string): Promise<string> {
+    const path = `${this.#runLogPath}/status`;
+    const body = `{"metadata":{"resourceVersion":${JSON.stringify(resourceVersion)}},"status":${statusJson}}`;
+    const answer = await this.#client.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
+    return objectOf(answer, path).metadata.resourceVersion;
+  }
+}
+
+interface ObjectShape {
+  metadata: { uid?: unknown; resourceVersion: string };
+  [field: string]: unknown;
+}
+
+function objectOf(answer: unknown, path: string): ObjectShape {
+  const metadata = pathOf(answer, ['metadata']);
+  if (typeof metadata !== 'object' || metadata === null || typeof pathOf(metadata, ['resourceVersion']) !== 'string') {
+    throw new Error(`${path}: the answer is not an object with metadata.resourceVersion`);
+  }
+  return answer as ObjectShape; // metadata.resourceVersion checked just above
+}
+
+function stateOf(answer: unknown, path: string): RunLogState {
+  const object = objectOf(answer, path);
+  const runs = pathOf(object, ['status', 'runs']);
+  const counts = pathOf(object, ['status', 'counts']);
+  return {
+    resourceVersion: object.metadata.resourceVersion,
+    // The API server validated both against the RunLog schema, whose run record is field for field RunRecord.
+    status: {
+      runs: Array.isArray(runs) ? (runs as RemoteStatus['runs']) : undefined,
+      counts: typeof counts === 'object' && counts !== null ? (counts as RemoteStatus['counts']) : undefined,
+    },
+  };
+}
+
+function pathOf(value: unknown, path: readonly string[]): unknown {
+  let current = value;
+  for (const key of path) {
+    if (typeof current !== 'object' || current === null) return undefined;
+    current = (current as Record<string, unknown>)[key];
+  }
+  return current;
+}
