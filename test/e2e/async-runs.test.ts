@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makePythonApp } from '../support/app-dir.ts';
+import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
 import type { RunRecord } from '../../sidecar/runs/record.ts';
@@ -41,6 +42,7 @@ describe('async runs', () => {
     const response = await postJson(`${dev.url}/v4/dev/e2e/gated?async=true`, { gate, result: { ok: 1 } });
     expect(response.status).toBe(202);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    await new ContractChecker('run').expectDescribed('POST', '/v4/{project_id}/{app_name}/{function}', response);
     const body = (await response.json()) as Record<string, unknown>;
     expect(Object.keys(body)).toEqual(['run_id']);
     expect(response.headers.get('x-request-id')).toBe(body.run_id);

@@ -1,6 +1,9 @@
 // The runs API of `runlet dev` over real runs: newest first, pagination, filters, and survival of a restart.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+
+const contract = new ContractChecker('management');
 import type { RunRecord } from '../../sidecar/runs/record.ts';
 
 let dev: TestDevServer;
@@ -19,6 +22,7 @@ afterAll(async () => dev?.dispose());
 async function page(query: string): Promise<{ items: RunRecord[]; nextToken: string | null }> {
   const response = await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs${query}`);
   expect(response.status).toBe(200);
+  await contract.expectDescribed('GET', '/v2/projects/{project_id}/apps/{app_id}/runs', response);
   return (await response.json()) as { items: RunRecord[]; nextToken: string | null };
 }
 
@@ -49,6 +53,7 @@ describe('runs API over real runs', () => {
     const { items } = await page('');
     const response = await fetch(`${dev.url}/v2/projects/dev/apps/dev-e2e/runs/${runIds[1]}`);
     expect(response.status).toBe(200);
+    await contract.expectDescribed('GET', '/v2/projects/{project_id}/apps/{app_id}/runs/{run_id}', response);
     expect(await response.json()).toEqual({ item: items.find((run) => run.id === runIds[1]) });
   });
 

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGunzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
@@ -42,6 +43,7 @@ describe('streaming runs', () => {
     expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     expect(response.headers.get('cache-control')).toBe('no-cache');
     expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    await new ContractChecker('run').expectDescribed('POST', '/v4/{project_id}/{app_name}/{function}', response);
     const events = await new EventReader(response.body!).rest();
     expect(events.map((event) => event.data)).toEqual(['plain', 'line one\nline two\nline three', '', '42', '["a",{"b":null}]']);
     expect(events.every((event) => event.event === undefined)).toBe(true);

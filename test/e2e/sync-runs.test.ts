@@ -1,7 +1,11 @@
 // Sync runs through the sidecar to a real Python runtime, and every platform error of the run interface.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { version as uuidVersion, validate as uuidValidate } from 'uuid';
+import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+
+const contract = new ContractChecker('run');
+const RUN_OPERATION = '/v4/{project_id}/{app_name}/{function}';
 
 let dev: TestDevServer;
 let base: string;
@@ -20,8 +24,9 @@ function expectRunId(response: Response): string {
   return runId!;
 }
 
-async function expectProblem(response: Response, status: number, code: string, detail: RegExp): Promise<Record<string, unknown>> {
+async function expectProblem(response: Response, status: number, code: string, detail: RegExp, method = 'POST'): Promise<Record<string, unknown>> {
   expect(response.status).toBe(status);
+  if (code !== 'route-not-found') await contract.expectDescribed(method, RUN_OPERATION, response);
   expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json(; charset=utf-8)?$/);
   expectRunId(response);
   const problem = (await response.json()) as Record<string, unknown>;
@@ -37,6 +42,7 @@ describe('sync runs', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
     const runId = expectRunId(response);
+    await contract.expectDescribed('POST', RUN_OPERATION, response);
     const body = (await response.json()) as Record<string, unknown>;
     expect(Object.keys(body)).toEqual(['run_id', 'result', 'run_time_ms']);
     expect(body).toMatchObject({ run_id: runId, result: { greeting: 'Hello, Ada!' } });
@@ -66,6 +72,7 @@ describe('sync runs', () => {
     const response = await postJson(`${base}/boom`, { message: 'it broke' });
     expect(response.status).toBe(500);
     const runId = expectRunId(response);
+    await contract.expectDescribed('POST', RUN_OPERATION, response);
     const body = (await response.json()) as Record<string, unknown>;
     expect(Object.keys(body)).toEqual(['run_id', 'error', 'run_time_ms']);
     expect(body).toMatchObject({ run_id: runId, error: { type: 'ValueError', message: 'it broke' } });
@@ -121,7 +128,7 @@ describe('platform errors answer problem+json and run nothing', () => {
 
   it('a method other than POST → 405 with Allow', async () => {
     const response = await fetch(`${base}/echo`, { method: 'GET' });
-    await expectProblem(response, 405, 'method-not-allowed', /POST/);
+    await expectProblem(response, 405, 'method-not-allowed', /POST/, 'GET');
     expect(response.headers.get('allow')).toBe('POST');
   });
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ContractChecker } from '../support/contract.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { EventReader } from '../support/sse.ts';
@@ -34,7 +35,12 @@ afterAll(async () => dev?.dispose());
 beforeEach(async () => {
   receiver = await WebhookReceiver.start();
 });
-afterEach(async () => receiver?.close());
+afterEach(async () => {
+  // Every delivery of every test fits the documented webhook callback body.
+  for (const delivery of receiver?.deliveries ?? []) contract.expectComponent('WebhookDelivery', JSON.parse(delivery.body));
+  await receiver?.close();
+});
+const contract = new ContractChecker('run');
 
 function hook(path = '/hook'): string {
   return encodeURIComponent(`${receiver.url}${path}`);

@@ -62,6 +62,12 @@ export class ContractChecker {
     }
   }
 
+  /** Asserts that a body fits a named component schema (e.g. the webhook delivery). */
+  expectComponent(name: string, value: unknown): void {
+    const validate = this.#validator({ $ref: `#/components/schemas/${name}` });
+    expect(validate(value), `${name}: ${this.#ajv.errorsText(validate.errors)}`).toBe(true);
+  }
+
   #validator(schema: object): ValidateFunction {
     const key = JSON.stringify(schema);
     let validate = this.#validators.get(key);

@@ -1,0 +1,68 @@
+// There are no images here: the test says, per image name, which local programs stand for the
+// executables its containers run. A container's argv is its `command` (or the image's entrypoint)
+// followed by its `args`; the first element is then looked up in the image's `commands`.
+import { basename } from 'node:path';
+import type { V1Container } from '@kubernetes/client-node';
+import { PodSetupError } from './setup-error.ts';
+
+export interface LocalImage {
+  /**
+   * Executable name (as a container's command names it: full path or basename) → the local argv prefix
+   * that runs it, e.g. `{ runlet: [process.execPath, '/repo/cli/runlet.ts'] }`.
+   */
+  commands: Record<string, readonly string[]>;
+  /** What a container that sets no `command` runs (the image's ENTRYPOINT; with CMD when it sets no args). */
+  entrypoint?: readonly string[];
+  /** Variables the image would carry (e.g. PYTHONPATH); the container's own env overrides them. */
+  env?: Readonly<Record<string, string>>;
+  /** Working directory when the container sets none; default the pod's own directory. */
+  workingDir?: string;
+}
+
+/** Image name (exactly as in the pod spec, or without its tag/digest to match every tag) → local stand-in. */
+export type ImageTable = Readonly<Record<string, LocalImage>>;
+
+function withoutTag(image: string): string {
+  const digest = image.indexOf('@');
+  const untagged = digest >= 0 ? image.slice(0, digest) : image;
+  const lastSlash = untagged.lastIndexOf('/');
+  const colon = untagged.lastIndexOf(':');
+  return colon > lastSlash ? untagged.slice(0, colon) : untagged;
+}
+
+export function localImage(images: ImageTable, image: string | undefined): LocalImage {
+  const found = image === undefined ? undefined : (images[image] ?? images[withoutTag(image)]);
+  if (found === undefined) {
+    throw new PodSetupError(
+      'ErrImageNeverPull',
+      `image "${image ?? ''}" has no local stand-in; the test's image table knows: ${Object.keys(images).join(', ') || 'nothing'}`,
+    );
+  }
+  return found;
+}
+
+/** The container's argv as written in the pod spec (before local commands are substituted). */
+export function declaredArgv(container: V1Container, image: LocalImage): string[] {
+  const command = container.command ?? image.entrypoint ?? [];
+  const argv = [...command, ...(container.args ?? [])];
+  if (argv.length === 0) {
+    throw new PodSetupError(
+      'CreateContainerConfigError',
+      `container "${container.name}" sets no command and image "${container.image ?? ''}" has no entrypoint in the image table`,
+    );
+  }
+  return argv;
+}
+
+/** The argv to spawn: the executable replaced by its local stand-in. */
+export function localArgv(argv: readonly string[], image: LocalImage, imageName: string | undefined): string[] {
+  const [executable, ...rest] = argv;
+  const prefix = image.commands[executable!] ?? image.commands[basename(executable!)];
+  if (prefix === undefined || prefix.length === 0) {
+    throw new PodSetupError(
+      'CreateContainerConfigError',
+      `image "${imageName ?? ''}" has no local command for "${executable}"; it maps: ${Object.keys(image.commands).join(', ') || 'nothing'}`,
+    );
+  }
+  return [...prefix, ...rest];
+}

@@ -1,0 +1,320 @@
+// The kubelet harness against the fake API server, with the fixture HTTP server as both containers of a pod.
+import { join } from 'node:path';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+  type V1Deployment,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
+import { waitFor } from '../support/wait.ts';
+import { HELPER_PORT, MAIN_PORT, TEST_IMAGES, serverDeployment } from './fixtures/server-deployment.ts';
+import { KUBELET_FINALIZER, startKubelet, type Kubelet } from './index.ts';
+
+let server: KubeApiServer;
+let kubelet: Kubelet;
+let core: CoreV1Api;
+let apps: AppsV1Api;
+let namespaceCount = 0;
+
+const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+beforeAll(async () => {
+  server = await startKubeApiServer();
+  core = server.kubeConfig().makeApiClient(CoreV1Api);
+  apps = server.kubeConfig().makeApiClient(AppsV1Api);
+  kubelet = await startKubelet({ kubeConfig: server.kubeConfig(), images: TEST_IMAGES });
+});
+
+afterAll(async () => {
+  await kubelet?.stop();
+  await server?.close();
+});
+
+beforeEach((context) => {
+  context.onTestFailed(() => console.log(kubelet.diagnostics()));
+});
+
+async function freshNamespace(): Promise<string> {
+  namespaceCount += 1;
+  const name = `kubelet-test-${namespaceCount}`;
+  await core.createNamespace({ body: { metadata: { name } } });
+  return name;
+}
+
+async function createConfig(namespace: string, name: string): Promise<void> {
+  await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: `${name}-config` }, data: { 'greeting.txt': 'hello' } } });
+}
+
+async function createApp(namespace: string, deployment: V1Deployment, options: { withConfig?: boolean } = {}): Promise<void> {
+  const name = deployment.metadata!.name!;
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name: `${name}-secret` }, stringData: { token: 's3cret' } } });
+  if (options.withConfig ?? true) await createConfig(namespace, name);
+  await apps.createNamespacedDeployment({ namespace, body: deployment });
+}
+
+/** The Deployment once it has observed its latest generation and all its replicas are updated and ready. */
+function rolledOut(namespace: string, name: string, replicas = 1): Promise<V1Deployment> {
+  return waitFor(
+    async () => {
+      const deployment = await apps.readNamespacedDeployment({ namespace, name });
+      const status = deployment.status;
+      const done =
+        status?.observedGeneration === deployment.metadata?.generation &&
+        status?.replicas === replicas &&
+        status?.updatedReplicas === replicas &&
+        status?.readyReplicas === replicas;
+      return done && deployment;
+    },
+    { what: `deployment ${namespace}/${name} rolled out with ${replicas} ready replicas`, intervalMs: 50 },
+  );
+}
+
+async function podsOf(namespace: string, app: string): Promise<V1Pod[]> {
+  return (await core.listNamespacedPod({ namespace, labelSelector: `app=${app}` })).items;
+}
+
+function isReady(pod: V1Pod): boolean {
+  return pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function getJson(url: string): Promise<Record<string, unknown>> {
+  const response = await fetch(url);
+  expect(response.status, url).toBe(200);
+  return (await response.json()) as Record<string, unknown>;
+}
+
+/** Positions of kubelet log lines, to check the order things happened in. */
+function lineIndex(log: string, text: string): number {
+  const index = log.split('\n').findIndex((line) => line.includes(text));
+  if (index < 0) throw new Error(`the pod log has no line containing "${text}":\n${log}`);
+  return index;
+}
+
+describe('the test kubelet', () => {
+  it('runs a Deployment pod as local processes: sidecar first, env, volumes and ports mapped; Pod and Deployment status', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('web'));
+    const deployment = await rolledOut(namespace, 'web');
+    expect(deployment.status).toMatchObject({ replicas: 1, readyReplicas: 1, availableReplicas: 1, updatedReplicas: 1, observedGeneration: 1 });
+    expect(deployment.status?.conditions?.find((c) => c.type === 'Available')?.status).toBe('True');
+
+    const [pod, ...others] = await podsOf(namespace, 'web');
+    expect(others).toEqual([]);
+    const hash = pod!.metadata!.labels!['pod-template-hash']!;
+    expect(pod!.metadata!.name).toMatch(new RegExp(`^web-${hash}-[a-z0-9]{5}$`));
+    expect(pod!.metadata!.ownerReferences).toMatchObject([{ kind: 'Deployment', name: 'web', uid: deployment.metadata!.uid, controller: true }]);
+    expect(pod!.metadata!.finalizers).toEqual([KUBELET_FINALIZER]);
+    expect(pod!.status).toMatchObject({ phase: 'Running', podIP: '127.0.0.1' });
+    expect(isReady(pod!)).toBe(true);
+    expect(pod!.status!.initContainerStatuses).toMatchObject([{ name: 'helper', ready: true, started: true, restartCount: 0 }]);
+    expect(pod!.status!.containerStatuses).toMatchObject([{ name: 'main', ready: true, started: true, restartCount: 0 }]);
+    expect(pod!.status!.containerStatuses![0]!.state?.running).toBeDefined();
+
+    const local = kubelet.pod(pod!.metadata!.name!, namespace)!;
+    const volumes = join(local.dir, 'volumes');
+    const info = await getJson(`${local.url(MAIN_PORT)}/info`);
+    expect(info.argv).toEqual([
+      '--port',
+      String(local.localPort(MAIN_PORT)),
+      `--peer-port=${local.localPort(HELPER_PORT)}`,
+      '--file',
+      join(volumes, 'config', 'greeting.txt'),
+    ]);
+    expect(info.file).toBe('hello');
+    const env = info.env as Record<string, string>;
+    expect(env).toMatchObject({
+      POD_NAME: pod!.metadata!.name,
+      POD_NAMESPACE: namespace,
+      HOSTNAME: pod!.metadata!.name,
+      GREETING: 'hello',
+      TOKEN: 's3cret',
+      LOUD_GREETING: 'hello!',
+      DATA_DIR: join(volumes, 'scratch', 'data'),
+      HELPER_URL: `http://localhost:${local.localPort(HELPER_PORT)}/info`,
+    });
+    expect(env.VITEST, "the test's own environment does not leak into containers").toBeUndefined();
+    // The main container reaches its sidecar through the pod port, rewritten to the sidecar's local port.
+    const peer = await getJson(`${local.url(MAIN_PORT)}/peer`);
+    expect(peer.argv).toEqual(['--port', String(local.localPort(HELPER_PORT))]);
+
+    const log = await waitFor(() => local.log.read().includes('[main stdout] listening on') && local.log.read(), { what: 'main output in the pod log' });
+    expect(lineIndex(log, 'helper: startup probe succeeded')).toBeLessThan(lineIndex(log, 'main: started'));
+    expect(local.log.path.startsWith(kubelet.workDir)).toBe(true);
+  });
+
+  it('restarts a container that exits and reports restartCount and lastState', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('crashy'));
+    await rolledOut(namespace, 'crashy');
+    const [pod] = await podsOf(namespace, 'crashy');
+    const local = kubelet.pod(pod!.metadata!.name!, namespace)!;
+    const main = local.container('main');
+    const firstPid = main.pid!;
+
+    main.kill('SIGKILL');
+    const restarted = await waitFor(
+      async () => {
+        const current = await core.readNamespacedPod({ namespace, name: pod!.metadata!.name! });
+        const status = current.status?.containerStatuses?.[0];
+        return status?.restartCount === 1 && status.ready && isReady(current) && status;
+      },
+      { what: 'the main container restarted and ready again', intervalMs: 50 },
+    );
+    expect(restarted.lastState?.terminated).toMatchObject({ exitCode: 137, signal: 9, reason: 'Error' });
+    expect(main.pid).not.toBe(firstPid);
+    expect(isAlive(firstPid)).toBe(false);
+    await rolledOut(namespace, 'crashy');
+  });
+
+  it('rolls out a template change: the new pod is ready before the old one is deleted and stopped', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('roll'));
+    await rolledOut(namespace, 'roll');
+    const [old] = await podsOf(namespace, 'roll');
+    const oldName = old!.metadata!.name!;
+    const oldLocal = kubelet.pod(oldName, namespace)!;
+    const oldPids = oldLocal.processes().map((p) => p.pid);
+    expect(oldPids).toHaveLength(2);
+
+    const events: { name: string; ready: boolean; deleting: boolean }[] = [];
+    const watch = await new Watch(server.kubeConfig()).watch(`/api/v1/namespaces/${namespace}/pods`, {}, (_type, pod: V1Pod) =>
+      events.push({ name: pod.metadata!.name!, ready: isReady(pod), deleting: pod.metadata?.deletionTimestamp != null }),
+      () => {},
+    );
+    try {
+      await apps.patchNamespacedDeployment(
+        { namespace, name: 'roll', body: { spec: { template: { metadata: { annotations: { revision: '2' } } } } } },
+        MERGE_PATCH,
+      );
+      const deployment = await rolledOut(namespace, 'roll');
+      expect(deployment.status?.observedGeneration).toBe(2);
+      const [current, ...rest] = await waitFor(
+        async () => {
+          const pods = await podsOf(namespace, 'roll');
+          return pods.length === 1 && pods[0]!.metadata!.name !== oldName && pods;
+        },
+        { what: 'the old pod gone from the API server', intervalMs: 50 },
+      );
+      expect(rest).toEqual([]);
+      expect(current!.metadata!.annotations).toMatchObject({ revision: '2' });
+      expect(current!.metadata!.labels!['pod-template-hash']).not.toBe(old!.metadata!.labels!['pod-template-hash']);
+
+      const newReadyAt = events.findIndex((e) => e.name === current!.metadata!.name && e.ready);
+      const oldDeletedAt = events.findIndex((e) => e.name === oldName && e.deleting);
+      expect(newReadyAt).toBeGreaterThanOrEqual(0);
+      expect(oldDeletedAt).toBeGreaterThan(newReadyAt);
+    } finally {
+      watch.abort();
+    }
+    for (const pid of oldPids) expect(isAlive(pid), `old pod process ${pid}`).toBe(false);
+    expect(kubelet.pod(oldName, namespace)).toBeUndefined();
+  });
+
+  it('stops a deleted Deployment gracefully: preStop hook, SIGTERM to the main container, then the sidecar', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('doomed'));
+    await rolledOut(namespace, 'doomed');
+    const [pod] = await podsOf(namespace, 'doomed');
+    const local = kubelet.pod(pod!.metadata!.name!, namespace)!;
+    const pids = local.processes().map((p) => p.pid);
+
+    await apps.deleteNamespacedDeployment({ namespace, name: 'doomed' });
+    await waitFor(async () => (await podsOf(namespace, 'doomed')).length === 0, { what: 'the pod deleted', intervalMs: 50 });
+    for (const pid of pids) expect(isAlive(pid), `process ${pid}`).toBe(false);
+
+    const log = local.log.read();
+    const order = [
+      'main: preStop hook',
+      'main: preStop hook succeeded',
+      'main: SIGTERM',
+      'main: exited with code 0',
+      'helper: SIGTERM',
+      'helper: exited with code 0',
+      'stopped: every container has exited',
+    ].map((text) => lineIndex(log, text));
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(log).toContain('[main stdout] drain requested');
+    expect(log).toContain('[main stdout] SIGTERM received');
+  });
+
+  it('kills a container that ignores SIGTERM once terminationGracePeriodSeconds are over', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('stubborn', { graceSeconds: 1, mainArgs: ['--ignore-sigterm'] }));
+    await rolledOut(namespace, 'stubborn');
+    const [pod] = await podsOf(namespace, 'stubborn');
+    const local = kubelet.pod(pod!.metadata!.name!, namespace)!;
+
+    await core.deleteNamespacedPod({ namespace, name: pod!.metadata!.name! });
+    await waitFor(async () => !(await podsOf(namespace, 'stubborn')).some((p) => p.metadata!.name === local.name), {
+      what: 'the deleted pod gone',
+      intervalMs: 50,
+    });
+    const log = local.log.read();
+    expect(log).toContain('[main stdout] SIGTERM received');
+    expect(lineIndex(log, 'main: still running at the end of the grace period: SIGKILL')).toBeLessThan(lineIndex(log, 'main: exited with SIGKILL'));
+    // The Deployment replaces the deleted pod.
+    await rolledOut(namespace, 'stubborn');
+  });
+
+  it('keeps a pod waiting while its ConfigMap is missing, and starts it once it exists', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('late'), { withConfig: false });
+    const waiting = await waitFor(
+      async () => {
+        const [pod] = await podsOf(namespace, 'late');
+        const state = pod?.status?.containerStatuses?.[0]?.state?.waiting;
+        return state?.reason === 'ContainerCreating' && state;
+      },
+      { what: 'the pod waiting for its ConfigMap', intervalMs: 50 },
+    );
+    expect(waiting.message).toMatch(/ConfigMap "late-config" .*not found/);
+
+    await createConfig(namespace, 'late');
+    await rolledOut(namespace, 'late');
+  });
+
+  it('reports an image it cannot run as ErrImageNeverPull', async () => {
+    const namespace = await freshNamespace();
+    const deployment = serverDeployment('unknown');
+    deployment.spec!.template.spec!.containers[0]!.image = 'registry.test/nobody-knows:2';
+    await createApp(namespace, deployment);
+    const waiting = await waitFor(
+      async () => {
+        const [pod] = await podsOf(namespace, 'unknown');
+        const state = pod?.status?.containerStatuses?.[0]?.state?.waiting;
+        return state?.reason === 'ErrImageNeverPull' && state;
+      },
+      { what: 'the pod reporting its unknown image', intervalMs: 50 },
+    );
+    expect(waiting.message).toContain('registry.test/nobody-knows:2');
+  });
+
+  it('scales: every replica gets ports of its own; scaling down deletes the surplus', async () => {
+    const namespace = await freshNamespace();
+    await createApp(namespace, serverDeployment('many', { replicas: 2 }));
+    await rolledOut(namespace, 'many', 2);
+    const locals = kubelet.pods({ namespace, labels: { app: 'many' } });
+    expect(locals).toHaveLength(2);
+    expect(new Set(locals.map((l) => l.localPort(MAIN_PORT))).size).toBe(2);
+    const names = await Promise.all(locals.map(async (l) => ((await getJson(`${l.url(MAIN_PORT)}/info`)).env as Record<string, string>).POD_NAME));
+    expect(names.sort()).toEqual(locals.map((l) => l.name).sort());
+
+    await apps.patchNamespacedDeployment({ namespace, name: 'many', body: { spec: { replicas: 1 } } }, MERGE_PATCH);
+    await rolledOut(namespace, 'many', 1);
+    await waitFor(async () => (await podsOf(namespace, 'many')).length === 1, { what: 'one pod left', intervalMs: 50 });
+  });
+});

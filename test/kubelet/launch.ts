@@ -1,0 +1,50 @@
+// From a container of the pod spec to the local process that stands for it: argv, environment and
+// working directory, with the image's local commands substituted and the pod's paths and ports rewritten.
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import type { ObjectSource } from './cluster-objects.ts';
+import { containerEnv, expandReferences } from './env.ts';
+import { declaredArgv, localArgv, localImage, type ImageTable } from './images.ts';
+import { rewriteArgv, rewriteEnvValue, rewritePathValue, type Rewrites } from './rewrite.ts';
+import { containerMounts } from './volumes.ts';
+
+export interface ContainerLaunch {
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+}
+
+/** What a container gets from the machine: enough to find programs, nothing else of the test's environment. */
+const HOST_VARIABLES = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'LC_ALL', 'TZ'];
+
+export interface LaunchContext {
+  pod: V1Pod;
+  images: ImageTable;
+  source: ObjectSource;
+  volumeDirs: ReadonlyMap<string, string>;
+  ports: ReadonlyMap<number, number>;
+  /** Working directory when neither the container nor its image names one. */
+  podDir: string;
+}
+
+export async function containerLaunch(container: V1Container, context: LaunchContext): Promise<ContainerLaunch> {
+  const image = localImage(context.images, container.image);
+  const rewrites: Rewrites = { ports: context.ports, mounts: containerMounts(container, context.volumeDirs) };
+  const own = await containerEnv(container, context.pod, context.source);
+  const [executable, ...args] = declaredArgv(container, image).map((arg) => expandReferences(arg, own));
+
+  const env: Record<string, string> = {};
+  for (const name of HOST_VARIABLES) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  env.HOSTNAME = context.pod.metadata?.name ?? '';
+  Object.assign(env, image.env);
+  for (const [name, value] of own) env[name] = rewriteEnvValue(name, value, rewrites);
+
+  const workingDir = container.workingDir === undefined ? undefined : rewritePathValue(container.workingDir, rewrites);
+  return {
+    argv: localArgv([executable!, ...rewriteArgv(args, rewrites)], image, container.image),
+    env,
+    cwd: workingDir ?? image.workingDir ?? context.podDir,
+  };
+}
