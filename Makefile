@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM := npm --silent
 PYTHON ?= python3
 
-.PHONY: install dev test typecheck test-ts test-python build bench clean
+.PHONY: install dev test typecheck test-ts test-python build bench images clean
 
 node_modules/.install-stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -30,6 +30,13 @@ build: install
 
 bench: install
 	$(NPM) run bench
+
+# Container images (needs a Docker engine; these development machines have none).
+VERSION ?= $(shell node -p "require('./package.json').version")
+IMAGE_REPO ?= runlet
+images:
+	docker build -t $(IMAGE_REPO)/runlet:$(VERSION) .
+	docker build -t $(IMAGE_REPO)/python-runtime:$(VERSION) runtime/python
 
 clean:
 	rm -rf dist .runlet
