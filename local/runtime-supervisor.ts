@@ -4,14 +4,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { watch } from 'node:fs';
+import { existsSync, watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { AppTarget } from '../sidecar/apps.ts';
 
-const PYTHON_RUNTIME_PATH = fileURLToPath(new URL('../runtime/python', import.meta.url));
+/** The runtime package beside the sources (local/) or beside the compiled output (dist/local/). */
+const PYTHON_RUNTIME_PATH = [new URL('../runtime/python', import.meta.url), new URL('../../runtime/python', import.meta.url)]
+  .map((url) => fileURLToPath(url))
+  .find((path) => existsSync(join(path, 'runlet_runtime')))!;
 const FIRST_BACKOFF_MS = 250;
 const MAX_BACKOFF_MS = 30_000;
 /** A runtime that stayed up this long is healthy again: its next crash restarts it at the first backoff. */
