@@ -1,0 +1,84 @@
+// Sync runs of the trivial function through the sidecar, against the same runtime behind nginx and called
+// directly. wrk for all three (microsecond latencies). At 32 connections the load is closed-loop, so a p50 there
+// is mostly queueing (connections ÷ throughput); the latency the sidecar adds is read at 1 connection.
+import { runWrk } from '../load/wrk.ts';
+import type { LoadResult } from '../load/result.ts';
+import type { BenchProcess } from '../processes.ts';
+import type { FigureSpec, RoundFigures } from '../report.ts';
+import { runUrl, type Stack } from '../stack.ts';
+import { inTurn, type Settings } from './settings.ts';
+
+const SCENARIO = 'sync run, trivial function';
+export const BODY = '{"name":"bench"}';
+
+export const SYNC_FIGURES: FigureSpec[] = [
+  { key: 'sync.throughputRatio', scenario: SCENARIO, label: 'sidecar ÷ nginx throughput, 32 connections', unit: '×', decimals: 2, target: { op: '>=', value: 0.6 } },
+  { key: 'sync.p50AddedMs', scenario: SCENARIO, label: 'p50 added over direct, 1 connection (sidecar − direct)', unit: 'ms', decimals: 3, target: { op: '<=', value: 0.5 } },
+  { key: 'sync.p99Ratio', scenario: SCENARIO, label: 'sidecar ÷ nginx p99, 32 connections', unit: '×', decimals: 2, target: { op: '<=', value: 2 } },
+  { key: 'sync.sidecarRps', scenario: SCENARIO, label: 'sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.nginxRps', scenario: SCENARIO, label: 'nginx requests/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.directRps', scenario: SCENARIO, label: 'direct requests/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.sidecarP99Ms', scenario: SCENARIO, label: 'sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
+  { key: 'sync.nginxP99Ms', scenario: SCENARIO, label: 'nginx p99, 32 connections', unit: 'ms', decimals: 2 },
+  { key: 'sync.sidecarP50OneMs', scenario: SCENARIO, label: 'sidecar p50, 1 connection', unit: 'ms', decimals: 3 },
+  { key: 'sync.nginxP50OneMs', scenario: SCENARIO, label: 'nginx p50, 1 connection', unit: 'ms', decimals: 3 },
+  { key: 'sync.directP50OneMs', scenario: SCENARIO, label: 'direct p50, 1 connection', unit: 'ms', decimals: 3 },
+  { key: 'sync.sidecarCpuUs', scenario: SCENARIO, label: 'sidecar CPU per run, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.nginxCpuUs', scenario: SCENARIO, label: 'nginx CPU per request, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.runtimeCpuUs', scenario: SCENARIO, label: 'runtime CPU per call, direct, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.errors', scenario: SCENARIO, label: 'errors and non-2xx answers', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
+];
+
+export async function measureSync(stack: Stack, settings: Settings, round: number): Promise<RoundFigures> {
+  const targets = {
+    direct: { url: `${stack.runtime.url}/run`, proxy: null },
+    nginx: { url: runUrl(stack.nginx, 'run'), proxy: stack.nginx.process },
+    sidecar: { url: runUrl(stack.sidecar, 'run'), proxy: stack.sidecar.process },
+  };
+  const loaded: Partial<Record<keyof typeof targets, { result: LoadResult; proxyCpuUs: number; runtimeCpuUs: number }>> = {};
+  const unloaded: Partial<Record<keyof typeof targets, LoadResult>> = {};
+  for (const name of inTurn(['direct', 'nginx', 'sidecar'] as const, round)) {
+    const { url, proxy } = targets[name];
+    const cpu = cpuMeter(proxy, stack.runtime.process);
+    const result = await runWrk({ url, connections: 32, durationS: settings.durationS, body: BODY });
+    loaded[name] = { result, ...cpu.perRequestUs(result.requests) };
+  }
+  for (const name of inTurn(['direct', 'nginx', 'sidecar'] as const, round)) {
+    unloaded[name] = await runWrk({ url: targets[name].url, connections: 1, durationS: settings.latencyDurationS, body: BODY });
+  }
+  const { direct, nginx, sidecar } = loaded as Required<typeof loaded>;
+  const one = unloaded as Required<typeof unloaded>;
+  const p50 = (result: LoadResult): number => result.latencyMs!.p50;
+  const p99 = (result: LoadResult): number => result.latencyMs!.p99;
+  return {
+    'sync.throughputRatio': sidecar.result.perSecond / nginx.result.perSecond,
+    'sync.p50AddedMs': p50(one.sidecar) - p50(one.direct),
+    'sync.p99Ratio': p99(sidecar.result) / p99(nginx.result),
+    'sync.sidecarRps': sidecar.result.perSecond,
+    'sync.nginxRps': nginx.result.perSecond,
+    'sync.directRps': direct.result.perSecond,
+    'sync.sidecarP99Ms': p99(sidecar.result),
+    'sync.nginxP99Ms': p99(nginx.result),
+    'sync.sidecarP50OneMs': p50(one.sidecar),
+    'sync.nginxP50OneMs': p50(one.nginx),
+    'sync.directP50OneMs': p50(one.direct),
+    'sync.sidecarCpuUs': sidecar.proxyCpuUs,
+    'sync.nginxCpuUs': nginx.proxyCpuUs,
+    'sync.runtimeCpuUs': direct.runtimeCpuUs,
+    'sync.errors': [direct, nginx, sidecar].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
+  };
+}
+
+/** CPU the proxy (if any) and the runtime spend during a load, per request. */
+function cpuMeter(proxy: BenchProcess | null, runtime: BenchProcess) {
+  const proxyStart = proxy?.cpuMs() ?? 0;
+  const runtimeStart = runtime.cpuMs();
+  return {
+    perRequestUs(requests: number) {
+      return {
+        proxyCpuUs: proxy ? ((proxy.cpuMs() - proxyStart) * 1000) / requests : Number.NaN,
+        runtimeCpuUs: ((runtime.cpuMs() - runtimeStart) * 1000) / requests,
+      };
+    },
+  };
+}

@@ -1,0 +1,160 @@
+// Every server the scenarios measure, started once and kept for all rounds so each round runs every scenario
+// against the same processes. All listen on loopback (the sidecar binds 0.0.0.0, as in a pod).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, waitForHttp, type BenchProcess, type ProcessGroup } from './processes.ts';
+import { PYTHON } from './tools.ts';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+const CLI = join(REPO, 'cli/runlet.ts');
+const SERVERS = join(REPO, 'bench/servers');
+const APP_DIR = join(SERVERS, 'trivial');
+
+export const PROJECT = 'bench';
+export const APP = 'trivial';
+/**
+ * Calls in flight, on the sidecar and in the runtime's thread pool alike: as many as the load generators'
+ * connections, so nginx (which passes every call through) and the sidecar put the same load on the runtime.
+ */
+export const CONCURRENCY = 32;
+export const WEBHOOK_SECRET = 'bench-secret';
+const STARTUP_TIMEOUT_MS = 60_000;
+
+export interface Server {
+  process: BenchProcess;
+  /** Origin, `http://127.0.0.1:PORT`. */
+  url: string;
+}
+
+export interface Stack {
+  /** The Python runtime of the trivial app, called directly and fronted by nginx and both sidecars. */
+  runtime: Server;
+  /** Its RSS before any call, in MB. */
+  runtimeIdleRssMb: number;
+  /** `runlet sidecar` for the sync and stream scenarios. */
+  sidecar: Server & { adminUrl: string };
+  /** `runlet sidecar` for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
+  asyncSidecar: Server & { adminUrl: string };
+  nginx: Server;
+  /** The same function in FastAPI under uvicorn. */
+  uvicorn: Server;
+  /** `runlet dev` of the trivial app (its own runtime). */
+  dev: Server;
+  receiver: Server;
+}
+
+export async function startStack(group: ProcessGroup, workDir: string): Promise<Stack> {
+  const runtime = await startRuntime(group, workDir);
+  const runtimeIdleRssMb = runtime.process.rssMb();
+  const [sidecar, asyncSidecar, nginx, uvicorn, dev, receiver] = await Promise.all([
+    startSidecar(group, 'sidecar', runtime, workDir, []),
+    startSidecar(group, 'async-sidecar', runtime, workDir, ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8']),
+    startNginx(group, runtime, workDir),
+    startUvicorn(group),
+    startDev(group, workDir),
+    startReceiver(group),
+  ]);
+  return { runtime, runtimeIdleRssMb, sidecar, asyncSidecar, nginx, uvicorn, dev, receiver };
+}
+
+/** `python3 -m runlet_runtime`, as the pod's app container runs it. */
+async function startRuntime(group: ProcessGroup, workDir: string): Promise<Server> {
+  const portFile = join(workDir, 'runtime.port');
+  const started = group.start({
+    name: 'runtime',
+    command: PYTHON,
+    args: ['-m', 'runlet_runtime', '--app-dir', APP_DIR, '--port', '0', '--port-file', portFile, '--concurrency', String(CONCURRENCY)],
+    env: { ...process.env, PYTHONPATH: join(REPO, 'runtime/python'), PYTHONDONTWRITEBYTECODE: '1' },
+  });
+  const deadline = performance.now() + STARTUP_TIMEOUT_MS;
+  while (!existsSync(portFile)) {
+    if (!started.running) throw new Error(`the runtime exited before listening; its output:\n${started.output()}`);
+    if (performance.now() > deadline) throw new Error(`the runtime wrote no port file in ${STARTUP_TIMEOUT_MS} ms; its output:\n${started.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return { process: started, url: `http://127.0.0.1:${readFileSync(portFile, 'utf8').trim()}` };
+}
+
+/** `runlet sidecar`, as the pod's sidecar container runs it, in front of the runtime. */
+async function startSidecar(group: ProcessGroup, name: string, runtime: Server, workDir: string, extraArgs: string[]): Promise<Server & { adminUrl: string }> {
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const started = group.start({
+    name,
+    command: process.execPath,
+    args: [
+      CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
+      '--port', String(port), '--admin-port', String(adminPort), '--concurrency', String(CONCURRENCY),
+      '--data-dir', join(workDir, `${name}-data`), '--replica', name, '--log-level', 'warn', ...extraArgs,
+    ],
+  });
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  // Ready once its watcher has seen the runtime answer its health check.
+  await waitForHttp(`${adminUrl}/ready`, started, { timeoutMs: STARTUP_TIMEOUT_MS });
+  return { process: started, url: `http://127.0.0.1:${port}`, adminUrl };
+}
+
+async function startNginx(group: ProcessGroup, runtime: Server, workDir: string): Promise<Server> {
+  const dir = join(workDir, 'nginx');
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const values: Record<string, string> = { WORK_DIR: dir, PORT: String(port), RUNTIME_PORT: new URL(runtime.url).port, PROJECT, APP };
+  const config = readFileSync(join(SERVERS, 'nginx.conf.template'), 'utf8').replace(/\{\{(\w+)\}\}/g, (_match, name: string) => {
+    const value = values[name];
+    if (value === undefined) throw new Error(`nginx.conf.template: no value for {{${name}}}`);
+    return value;
+  });
+  writeFileSync(join(dir, 'nginx.conf'), config);
+  // -p and -e keep every path nginx opens, even before it reads the configuration, inside the work folder.
+  const started = group.start({ name: 'nginx', command: 'nginx', args: ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'] });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/v4/${PROJECT}/${APP}/run`, started, { method: 'POST', timeoutMs: STARTUP_TIMEOUT_MS });
+  return { process: started, url };
+}
+
+/**
+ * FastAPI under uvicorn, one worker process (one process against the runtime's one process), with uvicorn's
+ * pure-Python defaults pinned: the asyncio loop and h11 (Debian's python3-uvicorn does not pull in uvloop or
+ * httptools).
+ */
+async function startUvicorn(group: ProcessGroup): Promise<Server> {
+  const port = await freePort();
+  const started = group.start({
+    name: 'uvicorn',
+    command: PYTHON,
+    args: ['-m', 'uvicorn', 'fastapi_app:app', '--host', '127.0.0.1', '--port', String(port), '--workers', '1', '--loop', 'asyncio', '--http', 'h11', '--no-access-log', '--log-level', 'warning'],
+    cwd: SERVERS,
+    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/openapi.json`, started, { timeoutMs: STARTUP_TIMEOUT_MS });
+  return { process: started, url };
+}
+
+/** `runlet dev` of the trivial app; its runtime runs on the same interpreter as the others. */
+async function startDev(group: ProcessGroup, workDir: string): Promise<Server> {
+  const started = group.start({
+    name: 'runlet dev',
+    command: process.execPath,
+    args: [CLI, 'dev', APP_DIR, '--port', '0', '--project', PROJECT, '--data-dir', join(workDir, 'dev-data'), '--log-level', 'warn'],
+    env: { ...process.env, RUNLET_PYTHON: PYTHON, PYTHONDONTWRITEBYTECODE: '1' },
+  });
+  // The banner ends with its hints once every runtime is ready.
+  const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)[\s\S]*Try:/, STARTUP_TIMEOUT_MS);
+  return { process: started, url: match[1]! };
+}
+
+async function startReceiver(group: ProcessGroup): Promise<Server> {
+  const started = group.start({
+    name: 'webhook receiver',
+    command: process.execPath,
+    args: [join(SERVERS, 'webhook-receiver.ts'), '--secret', WEBHOOK_SECRET],
+  });
+  const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
+  return { process: started, url: match[1]! };
+}
+
+/** The run-interface URL of a function on a sidecar or `runlet dev`. */
+export function runUrl(server: Server, functionName: string, query = ''): string {
+  return `${server.url}/v4/${PROJECT}/${APP}/${functionName}${query ? '?' + query : ''}`;
+}
