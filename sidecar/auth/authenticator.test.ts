@@ -1,6 +1,8 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,6 +129,15 @@ async function token(options: TokenOptions = {}): Promise<string> {
   if (options.issuer !== null) jwt.setIssuer(options.issuer ?? issuer.url);
   if (options.exp !== null) jwt.setExpirationTime(options.exp ?? Math.floor(Date.now() / 1000) + 3600);
   return jwt.sign(key.privateKey);
+}
+
+function hasOpenssl(): boolean {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 async function refusal(outcome: Promise<void> | void): Promise<ProblemError> {
@@ -393,6 +404,31 @@ describe('RunAuthenticator with a token issuer (JWKS)', () => {
       await auth.authenticate(`Bearer ${await token({ key: rotated })}`, PROJECT);
       expect(issuer.jwksFetches).toBe(2);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(!hasOpenssl())('fetches a key set over HTTPS trusting the configured CA file, and only it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runlet-auth-tls-'));
+    const server = createTlsServer();
+    try {
+      // A self-signed certificate for 127.0.0.1 is its own CA, like a cluster's API server certificate.
+      const certificate = ['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1'];
+      const files = ['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'ca.crt')];
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', ...certificate, ...files], { stdio: 'ignore' });
+      server.setSecureContext({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'ca.crt')) });
+      server.on('request', (_request, response) => response.end(JSON.stringify({ keys: [primary.publicJwk] })));
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const jwksUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}/openid/v1/jwks`;
+      const header = `Bearer ${await token()}`;
+
+      await authenticator({ jwksUrl, jwksCaFile: join(dir, 'ca.crt') }).authenticate(header, PROJECT);
+      const problem = await refusal(authenticator({ jwksUrl }).authenticate(header, PROJECT));
+      expect(problem.status).toBe(503);
+      expect((problem.cause as Error).message).toContain('self-signed certificate');
+    } finally {
+      server.closeAllConnections();
+      server.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -11,7 +11,10 @@ import type { VerifiedToken } from './token-cache.ts';
 import { TokenVerifier, keySetUnavailable } from './verify.ts';
 
 export interface RunAuthenticatorOptions {
-  /** Epoch milliseconds; tests move it to expire cached tokens. */
+  /**
+   * One clock in milliseconds for both token times and cache ages, replacing the defaults below; tests move it to
+   * expire cached tokens.
+   */
   now?: () => number;
   /** Told why the issuer's keys could not be fetched; callers only learn that they could not. */
   logger?: Pick<Logger, 'warn'>;
@@ -38,7 +41,13 @@ const DEFAULTS = {
 } as const;
 
 export class RunAuthenticator {
-  readonly #now: () => number;
+  /** Epoch ms, for `exp` and `nbf`: read only when verifying. */
+  readonly #wallNow: () => number;
+  /**
+   * Ms on a monotonic clock, for cache expiry: read on every call, and `performance.now()` (unlike `Date.now()`,
+   * which boxes its result) allocates nothing; nor does it jump when the wall clock is stepped.
+   */
+  readonly #monotonicNow: () => number;
   readonly #logger: Pick<Logger, 'warn'> | undefined;
   readonly #keySet: IssuerKeySet | null;
   readonly #verifier: TokenVerifier;
@@ -54,7 +63,8 @@ export class RunAuthenticator {
     const hasIssuer = config.jwksUrl !== undefined || config.issuer !== undefined;
     const sharedKeys = new Map(Object.entries(config.hs256Keys ?? {}));
     if (!hasIssuer && sharedKeys.size === 0) throw new Error('run-interface auth needs a token issuer (jwksUrl or issuer) or a shared key (hs256Keys)');
-    this.#now = options.now ?? (() => Date.now());
+    this.#wallNow = options.now ?? (() => Date.now());
+    this.#monotonicNow = options.now ?? (() => performance.now());
     this.#logger = options.logger;
     this.#keySet = hasIssuer
       ? new IssuerKeySet({
@@ -89,16 +99,14 @@ export class RunAuthenticator {
    */
   authenticate(authorization: string | undefined, projectId: string): Promise<void> | void {
     if (authorization !== undefined) {
-      const cached = this.#cache.get(authorization, this.#now());
+      const cached = this.#cache.get(authorization, this.#monotonicNow());
       if (cached !== undefined && cached.projectId === projectId) {
         this.#cacheHits++;
         return;
       }
     }
-    return this.#authenticateAnew(authorization, projectId).catch((err: unknown) => {
-      this.#rejections++;
-      throw err;
-    });
+    // No closure may be created in this method: one capturing `this` would allocate a context on every call.
+    return this.#authenticateAnew(authorization, projectId);
   }
 
   get stats(): RunAuthStats {
@@ -111,10 +119,15 @@ export class RunAuthenticator {
   }
 
   async #authenticateAnew(authorization: string | undefined, projectId: string): Promise<void> {
-    const token = bearerToken(authorization);
-    const credential = authorization!;
-    const verified = this.#cache.get(credential, this.#now()) ?? (await this.#verifyOnce(credential, token));
-    if (verified.projectId !== projectId) throw otherProject(verified.projectId, projectId);
+    try {
+      const token = bearerToken(authorization);
+      const credential = authorization!;
+      const verified = this.#cache.get(credential, this.#monotonicNow()) ?? (await this.#verifyOnce(credential, token));
+      if (verified.projectId !== projectId) throw otherProject(verified.projectId, projectId);
+    } catch (err) {
+      this.#rejections++;
+      throw err;
+    }
   }
 
   #verifyOnce(credential: string, token: string): Promise<VerifiedToken> {
@@ -128,17 +141,21 @@ export class RunAuthenticator {
 
   async #verify(credential: string, token: string): Promise<VerifiedToken> {
     this.#verifications++;
-    const verifiedAt = this.#now();
+    const verifiedAtWall = this.#wallNow();
+    const verifiedAtMonotonic = this.#monotonicNow();
     let verified: VerifiedToken;
     try {
-      verified = await this.#verifier.verify(token, verifiedAt);
+      verified = await this.#verifier.verify(token, verifiedAtWall);
     } catch (err) {
-      if (err instanceof ProblemError && err.spec === keySetUnavailable) this.#logger?.warn({ err: err.cause }, 'run auth: the token issuer key set is unavailable');
+      if (err instanceof ProblemError && err.spec === keySetUnavailable) {
+        this.#logger?.warn({ err: err.cause }, 'run auth: the token issuer key set is unavailable');
+      }
       throw err;
     }
-    // Re-verified after the max age even when `exp` is later, so a removed key stops admitting its tokens.
-    const expiresAtMs = Math.min(verified.expiresAtMs, verifiedAt + this.#cacheMaxAgeMs);
-    this.#cache.set(credential, { projectId: verified.projectId, expiresAtMs }, verifiedAt);
+    // The token's remaining lifetime, moved onto the monotonic clock; capped so that a long-lived token is
+    // re-verified after the max age, and one whose key left the key set stops being admitted.
+    const lifetimeMs = Math.min(verified.expiresAtMs - verifiedAtWall, this.#cacheMaxAgeMs);
+    this.#cache.set(credential, { projectId: verified.projectId, expiresAtMs: verifiedAtMonotonic + lifetimeMs }, verifiedAtMonotonic);
     return verified;
   }
 }

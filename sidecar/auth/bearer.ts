@@ -3,7 +3,7 @@
 import { Problems } from '../errors.ts';
 import { ProblemError } from '../problem.ts';
 
-export const REALM = 'runlet';
+const REALM = 'runlet';
 
 /** RFC 7235 token68 with the JWS compact shape: three base64url parts separated by dots. */
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
@@ -31,7 +31,7 @@ export function bearerToken(authorization: string | undefined): string {
  * 401 for a request without usable credentials: no header, or another scheme. RFC 6750 §3.1: no error code then,
  * only the challenge.
  */
-export function missingCredentials(detail: string): ProblemError {
+function missingCredentials(detail: string): ProblemError {
   return new ProblemError(Problems.unauthorized, detail, { headers: { 'www-authenticate': `Bearer realm="${REALM}"` } });
 }
 

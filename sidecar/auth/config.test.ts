@@ -78,7 +78,7 @@ describe('local dev auth', () => {
     try {
       const token = await signLocalToken({ projectId: 'dev', key: KEY, expiresIn: '5m' });
       await auth.authenticate(`Bearer ${token}`, 'dev');
-      expect((await auth.authenticate(`Bearer ${token}`, 'other').catch((err: unknown) => err)) as { status: number }).toMatchObject({ status: 403 });
+      await expect(Promise.resolve(auth.authenticate(`Bearer ${token}`, 'other'))).rejects.toMatchObject({ status: 403 });
     } finally {
       await auth.close();
     }

@@ -5,7 +5,10 @@ import { LRUCache } from 'lru-cache';
 /** What verification established about a token: all a later request needs. */
 export interface VerifiedToken {
   readonly projectId: string;
-  /** Epoch ms after which the token must be verified again; never later than its `exp`. */
+  /**
+   * When the token must be verified again, never later than its `exp`: in epoch ms as verification reports it,
+   * on the cache's own clock once cached.
+   */
   readonly expiresAtMs: number;
 }
 
