@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDevServer } from '../local/dev-server.ts';
+import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { CliError } from './cli-error.ts';
 
@@ -15,6 +16,8 @@ Options:
   --project NAME    project id in the URLs (default dev)
   --data-dir DIR    where runs are stored (default .runlet)
   --log-level LVL   trace|debug|info|warn|error (default info)
+  --auth-key-file F require bearer tokens signed (HS256) with the key in F, as a cluster would
+                    (make a key: openssl rand -hex 32 > dev.key)
   -h, --help        this help`;
 
 const READY_TIMEOUT_MS = 60_000;
@@ -28,7 +31,9 @@ export async function runDevCommand(args: string[]): Promise<number> {
 
   let server;
   try {
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger });
+    const keyFile = values['auth-key-file'];
+    const auth = keyFile === undefined ? undefined : localDevAuth(resolve(keyFile), values.project);
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth });
   } catch (err) {
     throw new CliError((err as Error).message);
   }
@@ -64,6 +69,7 @@ function parseDevArgs(args: string[]) {
         project: { type: 'string', default: 'dev' },
         'data-dir': { type: 'string', default: '.runlet' },
         'log-level': { type: 'string', default: 'info' },
+        'auth-key-file': { type: 'string' },
       },
     });
   } catch (err) {

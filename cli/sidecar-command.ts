@@ -6,6 +6,8 @@ import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 import { SqliteRunStore } from '../local/sqlite-run-store.ts';
 import { adminInterface } from '../sidecar/admin-interface.ts';
+import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
+import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { Replica } from '../sidecar/replica.ts';
@@ -32,7 +34,9 @@ Options (environment variable in brackets):
   --replica NAME              this replica's name on run records [POD_NAME]
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
-  --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]`;
+  --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]
+  --auth on|off               verify callers' bearer tokens (default on; off exposes the app to anyone who reaches the pod) [RUNLET_AUTH]
+${RUN_AUTH_USAGE}`;
 
 const OPTIONS = {
   project: { env: ['RUNLET_PROJECT', 'POD_NAMESPACE'] },
@@ -50,6 +54,8 @@ const OPTIONS = {
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
   'body-limit-bytes': { env: ['RUNLET_BODY_LIMIT_BYTES'], default: String(DEFAULT_BODY_LIMIT_BYTES) },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
+  auth: { env: ['RUNLET_AUTH'], default: 'on' },
+  ...RUN_AUTH_OPTIONS,
 } as const satisfies Record<string, { env: readonly string[]; default?: string }>;
 
 type OptionName = keyof typeof OPTIONS;
@@ -86,11 +92,21 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const runPort = integer('port', 0, 65535);
   const adminPort = integer('admin-port', 0, 65535);
   const dataDir = resolve(required('data-dir'));
+  const authSwitch = required('auth');
+  if (authSwitch !== 'on' && authSwitch !== 'off') throw new CliError(`--auth must be on or off, got "${authSwitch}"`, 2);
+  let auth: RunAuthenticator | undefined;
+  if (authSwitch === 'on') {
+    try {
+      auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), target.projectId), { logger });
+    } catch (err) {
+      throw new CliError(`${(err as Error).message} (or --auth off)`, 2);
+    }
+  }
 
   const apps = new AppRegistry();
   apps.add(target);
   const store = new SqliteRunStore({ dataDir, logger });
-  const replica = new Replica({ apps, store, replicaName: option('replica') || hostname(), logger, bodyLimitBytes, webhooks: { allowCidrs } });
+  const replica = new Replica({ apps, store, replicaName: option('replica') || hostname(), logger, bodyLimitBytes, webhooks: { allowCidrs }, auth });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
   const runServer = Fastify({ logger: false, bodyLimit: replica.bodyLimitBytes });

@@ -6,6 +6,8 @@ import type { Logger } from 'pino';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import { managementApi } from '../management/routes.ts';
 import { adminInterface } from '../sidecar/admin-interface.ts';
+import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
+import type { RunAuthConfig } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { markAbandoned } from '../sidecar/runs/recorder.ts';
@@ -26,6 +28,8 @@ export interface DevServerOptions {
   webhookAllowCidrs?: readonly string[];
   /** Overrides of the webhook deliverer (tests shorten retry delays). */
   webhooks?: DelivererOptions;
+  /** Require bearer tokens on the run interface, as in a cluster (`runlet dev --auth-key-file`). */
+  auth?: RunAuthConfig;
 }
 
 export interface DevApp {
@@ -77,6 +81,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     logger,
     bodyLimitBytes: options.bodyLimitBytes,
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
+    auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });
   const server: FastifyInstance = Fastify({ logger: false, bodyLimit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES });
   await server.register(runInterface(replica));

@@ -20,6 +20,7 @@ export const Problems = {
   appUnavailable: { code: 'app-unavailable', status: 503, title: 'App not ready' },
   overCapacity: { code: 'over-capacity', status: 503, title: 'App at capacity' },
   draining: { code: 'draining', status: 503, title: 'Replica is shutting down' },
+  authKeysUnavailable: { code: 'auth-keys-unavailable', status: 503, title: 'Token signing keys unavailable' },
   runStoreUnavailable: { code: 'run-store-unavailable', status: 503, title: 'Run store unavailable' },
   timeout: { code: 'timeout', status: 504, title: 'Run exceeded its time limit' },
 } as const satisfies Record<string, ProblemSpec>;

@@ -2,6 +2,7 @@
 // pod sidecar (sidecar/main.ts) and `runlet dev` compose this; only the run store and the apps differ.
 import type { Logger } from 'pino';
 import { ActiveRuns } from './active-runs.ts';
+import type { RunAuthenticator } from './auth/authenticator.ts';
 import type { AppRegistry, AppTarget } from './apps.ts';
 import { SidecarMetrics } from './metrics.ts';
 import type { RunStore } from './runs/store.ts';
@@ -17,6 +18,8 @@ export interface ReplicaOptions {
   logger: Logger;
   bodyLimitBytes?: number;
   webhooks?: DelivererOptions;
+  /** Verifies callers' bearer tokens; absent: the run interface is open (loopback `runlet dev`, auth off). */
+  auth?: RunAuthenticator;
 }
 
 /** Deliveries still pending when drain's bound passes get this much more before they are abandoned. */
@@ -27,6 +30,7 @@ export class Replica {
   readonly store: RunStore;
   readonly logger: Logger;
   readonly bodyLimitBytes: number | undefined;
+  readonly auth: RunAuthenticator | null;
   readonly recorder: RunRecorder;
   readonly activeRuns = new ActiveRuns();
   readonly metrics: SidecarMetrics;
@@ -39,6 +43,7 @@ export class Replica {
     this.store = options.store;
     this.logger = options.logger;
     this.bodyLimitBytes = options.bodyLimitBytes;
+    this.auth = options.auth ?? null;
     this.recorder = new RunRecorder(options.store, options.replicaName);
     this.metrics = new SidecarMetrics({
       inFlight: () => this.#sumOverApps((app) => app.admission.inFlight),
@@ -81,6 +86,7 @@ export class Replica {
       this.logger.warn({ pending: this.deliverer.pendingCount }, 'webhook deliveries still pending at the drain bound: abandoning them');
     }
     await this.deliverer.close();
+    await this.auth?.close();
     await this.store.flush();
     this.logger.info('drained');
   }

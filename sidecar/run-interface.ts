@@ -61,7 +61,7 @@ declare module 'fastify' {
 
 /** Registers the run interface of a replica on a fastify instance (encapsulated: its own error handling). */
 export function runInterface(replica: Replica) {
-  const { apps, recorder, activeRuns, metrics, webhooks, logger } = replica;
+  const { apps, recorder, activeRuns, metrics, webhooks, logger, auth } = replica;
   const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 
   async function handleRun(request: FastifyRequest<{ Params: RunParams }>, reply: FastifyReply): Promise<void> {
@@ -75,6 +75,11 @@ export function runInterface(replica: Replica) {
       throw new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
     }
     const { project_id: projectId, app_name: appName } = request.params;
+    if (auth) {
+      // Before the app lookup: a caller without a valid token learns nothing about which apps exist.
+      const pending = auth.authenticate(request.headers.authorization, projectId);
+      if (pending) await pending;
+    }
     const target = apps.find(projectId, appName);
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const options = parseRunOptions(request.query as Record<string, string | string[] | undefined>);
@@ -115,13 +120,14 @@ export function runInterface(replica: Replica) {
     if (isAsync) {
       const body = request.body ? await readLimitedBody(request.body as Readable, request.headers['content-length'], bodyLimitBytes) : null;
       const run = await acceptAsync(call, reply);
-      const buffered = { method: request.method, forwardPath, headers: forwardedRequestHeaders(request, call.runId), body, answerLimitBytes: bodyLimitBytes };
+      const headers = forwardedRequestHeaders(request, call.runId, auth !== null);
+      const buffered = { method: request.method, forwardPath, headers, body, answerLimitBytes: bodyLimitBytes };
       void executeAsync(run, call, () => callCustomBuffered(run, target, recorder, buffered));
       return;
     }
     const run = await admit(call, 'sync');
     const captureBytes = call.webhook ? bodyLimitBytes : 0;
-    await complete(run, call, proxyCustom(run, target, recorder, request, reply, { forwardPath, captureBytes }));
+    await complete(run, call, proxyCustom(run, target, recorder, request, reply, { forwardPath, captureBytes, dropAuthorization: auth !== null }));
   }
 
   /** Sync and stream runs: a slot now, or a wait in the queue (recorded `pending`), or 503 when it is full. */

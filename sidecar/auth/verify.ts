@@ -3,7 +3,7 @@
 // every failure becomes a 401 that says which check failed without echoing the token.
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify } from 'jose';
 import type { JWTPayload, JWTVerifyOptions } from 'jose';
-import type { ProblemSpec } from '../problem.ts';
+import { Problems } from '../errors.ts';
 import { ProblemError } from '../problem.ts';
 import { invalidToken } from './bearer.ts';
 import { projectOfClaims } from './claims.ts';
@@ -16,7 +16,7 @@ import type { VerifiedToken } from './token-cache.ts';
  * 503 when the issuer's keys cannot be fetched: the token may be valid, so the caller should retry rather than
  * get a new token. (Belongs in the sidecar/errors.ts catalogue; declared here until it moves there.)
  */
-export const keySetUnavailable = { code: 'auth-keys-unavailable', status: 503, title: 'Token signing keys unavailable' } as const satisfies ProblemSpec;
+export const keySetUnavailable = Problems.authKeysUnavailable;
 
 const ACCEPTED_ALGORITHMS = [...JWKS_ALGORITHMS, SHARED_KEY_ALGORITHM].join(', ');
 

@@ -31,6 +31,8 @@ export interface CustomProxyOptions {
   forwardPath: string;
   /** Keep the app's response (up to this many bytes) for the webhook; 0 keeps nothing. */
   captureBytes: number;
+  /** The sidecar verified the caller's token: it is the platform's credential, not the app's to see. */
+  dropAuthorization: boolean;
 }
 
 export async function proxyCustom(
@@ -48,7 +50,7 @@ export async function proxyCustom(
     response = await pool.request({
       method: request.method as Dispatcher.HttpMethod,
       path: options.forwardPath,
-      headers: forwardedRequestHeaders(request, run.record.id),
+      headers: forwardedRequestHeaders(request, run.record.id, options.dropAuthorization),
       body: (request.body as Readable | undefined) ?? null,
       signal: run.signal,
     });
@@ -91,11 +93,12 @@ export async function proxyCustom(
   return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
 }
 
-export function forwardedRequestHeaders(request: FastifyRequest, runId: string): IncomingHttpHeaders {
+export function forwardedRequestHeaders(request: FastifyRequest, runId: string, dropAuthorization: boolean): IncomingHttpHeaders {
   const headers: IncomingHttpHeaders = {};
   for (const name in request.headers) {
     if (!HOP_BY_HOP.has(name)) headers[name] = request.headers[name];
   }
+  if (dropAuthorization) delete headers.authorization;
   // A chunked body is forwarded chunked; a sized one keeps its size.
   if (request.headers['content-length'] !== undefined) headers['content-length'] = request.headers['content-length'];
   headers['x-request-id'] = runId;
