@@ -19,7 +19,8 @@ export function expandReferences(text: string, defined: ReadonlyMap<string, stri
   });
 }
 
-function fieldValue(pod: V1Pod, fieldPath: string): string {
+/** A downward-API field of the pod (env `fieldRef` and downwardAPI volume items). */
+export function fieldValue(pod: V1Pod, fieldPath: string): string {
   const labelOrAnnotation = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(fieldPath);
   if (labelOrAnnotation !== null) {
     const map = labelOrAnnotation[1] === 'labels' ? pod.metadata?.labels : pod.metadata?.annotations;

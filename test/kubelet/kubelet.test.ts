@@ -133,8 +133,14 @@ describe('the test kubelet', () => {
       `--peer-port=${local.localPort(HELPER_PORT)}`,
       '--file',
       join(volumes, 'config', 'greeting.txt'),
+      `--file=${join(volumes, 'identity', 'token')}`,
+      `--file=${join(volumes, 'identity', 'namespace')}`,
     ]);
-    expect(info.file).toBe('hello');
+    expect(info.files).toEqual({
+      [join(volumes, 'config', 'greeting.txt')]: 'hello',
+      [join(volumes, 'identity', 'token')]: `test-kubelet-token.${namespace}.web-runner`,
+      [join(volumes, 'identity', 'namespace')]: namespace,
+    });
     const env = info.env as Record<string, string>;
     expect(env).toMatchObject({
       POD_NAME: pod!.metadata!.name,

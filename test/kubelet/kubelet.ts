@@ -38,6 +38,15 @@ export interface KubeletOptions {
   /** The node pods are bound to; default `runlet-test-node`. */
   nodeName?: string;
   timing?: Partial<KubeletTiming>;
+  /**
+   * The token projected serviceAccountToken volumes hold (register it with the fake server's TokenReview
+   * if something verifies it). Default `test-kubelet-token.<namespace>.<serviceAccountName>`.
+   */
+  serviceAccountToken?: (pod: V1Pod, audience: string | undefined) => string;
+}
+
+function defaultServiceAccountToken(pod: V1Pod): string {
+  return `test-kubelet-token.${pod.metadata?.namespace ?? 'default'}.${pod.spec?.serviceAccountName ?? 'default'}`;
 }
 
 export interface PodFilter {
@@ -203,6 +212,7 @@ export class Kubelet {
       pod,
       images: this.#options.images,
       source: this.#source,
+      serviceAccountToken: this.#options.serviceAccountToken ?? defaultServiceAccountToken,
       timing: this.#timing,
       dir,
       logPath: join(this.workDir, `${pod.metadata!.namespace}_${pod.metadata!.name}.log`),

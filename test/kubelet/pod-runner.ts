@@ -17,7 +17,7 @@ import { handlerPorts, probeAction } from './probe-action.ts';
 import { portFlagValues } from './rewrite.ts';
 import { PodSetupError } from './setup-error.ts';
 import type { KubeletTiming } from './timing.ts';
-import { materializeVolumes } from './volumes.ts';
+import { materializeVolumes, type VolumeContext } from './volumes.ts';
 
 /** Kubernetes gives sidecars at least this long to stop once the main containers are gone, even past the grace period. */
 const SIDECAR_MIN_GRACE_MS = 2_000;
@@ -27,6 +27,7 @@ export interface PodRunnerOptions {
   pod: V1Pod;
   images: ImageTable;
   source: ObjectSource;
+  serviceAccountToken: VolumeContext['serviceAccountToken'];
   timing: KubeletTiming;
   /** This pod's own directory (volumes live under it). */
   dir: string;
@@ -208,7 +209,11 @@ export class PodRunner {
       for (const port of podPorts(pod, images)) this.ports.set(port, await allocatePort());
       this.log.event(`ports (pod → local): ${[...this.ports].map(([p, l]) => `${p}→${l}`).join(', ') || 'none'}`);
     }
-    const volumeDirs = await materializeVolumes(pod, join(this.dir, 'volumes'), source);
+    const volumeDirs = await materializeVolumes(join(this.dir, 'volumes'), {
+      pod,
+      source,
+      serviceAccountToken: this.#options.serviceAccountToken,
+    });
     const context: LaunchContext = { pod, images, source, volumeDirs, ports: this.ports, podDir: this.dir };
     const specs = [
       ...(pod.spec?.initContainers ?? []).map((spec) => ({ spec, init: true })),
