@@ -48,10 +48,6 @@ export class RunLogApi {
     this.#runLogPath = `${this.#runLogsPath}/${encodeURIComponent(ref.name)}`;
   }
 
-  get ref(): Readonly<RunLogRef> {
-    return this.#ref;
-  }
-
   async readApp(): Promise<AppFacts> {
     const app = objectOf(await this.#client.request('GET', this.#appPath), this.#appPath);
     const uid = app.metadata.uid;
@@ -81,6 +77,8 @@ export class RunLogApi {
         name,
         namespace,
         labels: { [APP_LABEL]: appName },
+        // No blockOwnerDeletion: setting it needs update rights on the App's finalizers, which a sidecar has no
+        // business holding; the RunLog is collected with the App either way.
         ownerReferences: [{ apiVersion: RUNLET_API_VERSION, kind: APP_KIND, name: appName, uid: appUid, controller: true }],
       },
       spec: { appName },

@@ -20,6 +20,11 @@ interface Entry {
   owned: boolean;
   /** Some version of it reached the API server (so withdrawing it would no longer undo anything). */
   written: boolean;
+  /**
+   * Its JSON as of change `at`: unchanged runs (most of a large window) are not serialised every write. The
+   * recorder saves a run after every change to it, so its JSON changes only with a save.
+   */
+  serialized?: { at: number; json: string; bytes: number };
 }
 
 export interface StatusSnapshot {
@@ -43,7 +48,7 @@ export function isFinished(status: RunStatus): boolean {
   return status !== 'pending' && status !== 'running';
 }
 
-export function zeroCounts(): RunLogCounts {
+function zeroCounts(): RunLogCounts {
   return { total: 0, success: 0, failure: 0, inFlight: 0 };
 }
 
@@ -53,6 +58,14 @@ function count(counts: RunLogCounts, status: RunStatus, sign: 1 | -1): void {
   if (status === 'success') counts.success += sign;
   else if (status === 'failure') counts.failure += sign;
   else if (!isFinished(status)) counts.inFlight += sign;
+}
+
+function serialize(entry: Entry): { json: string; bytes: number } {
+  if (entry.serialized?.at !== entry.changedAt) {
+    const json = JSON.stringify(entry.record);
+    entry.serialized = { at: entry.changedAt, json, bytes: Buffer.byteLength(json) };
+  }
+  return entry.serialized;
 }
 
 export interface RunLogWindowOptions {
@@ -93,10 +106,6 @@ export class RunLogWindow {
 
   get counts(): Readonly<RunLogCounts> {
     return this.#counts;
-  }
-
-  get keepFinished(): number {
-    return this.#keepFinished;
   }
 
   setKeepFinished(keepFinished: number): void {
@@ -160,7 +169,8 @@ export class RunLogWindow {
       count(derived, record.status, 1);
       if (!isFinished(record.status)) unfinished.push(record);
     }
-    const base = status.counts ?? derived;
+    // In flight is a gauge of the runs held, not a running total: taken from the runs, so it can never go negative.
+    const base = status.counts === undefined ? derived : { ...status.counts, inFlight: derived.inFlight };
     for (const key of ['total', 'success', 'failure', 'inFlight'] as const) this.#counts[key] += base[key];
     this.#sortFinished();
     this.#trimFinished();
@@ -180,6 +190,7 @@ export class RunLogWindow {
         this.#addAdopted(record);
       } else if (!entry.owned) {
         entry.record = record;
+        entry.serialized = undefined;
         this.#place(entry);
       }
     }
@@ -200,21 +211,18 @@ export class RunLogWindow {
   snapshot(maxBytes: number): StatusSnapshot {
     const countsJson = JSON.stringify(this.#counts);
     const serialized = new Map<string, string>();
-    const sizes = new Map<string, number>();
     let bytes = STATUS_ENVELOPE_BYTES + countsJson.length;
     for (const map of [this.#inFlight, this.#finished]) {
       for (const [id, entry] of map) {
-        const json = JSON.stringify(entry.record);
-        const size = Buffer.byteLength(json) + 1; // and its comma
+        const { json, bytes: size } = serialize(entry);
         serialized.set(id, json);
-        sizes.set(id, size);
-        bytes += size;
+        bytes += size + 1; // and its comma
       }
     }
     let trimmedForBytes = 0;
     for (const [id, entry] of this.#finished) {
       if (bytes <= maxBytes) break;
-      bytes -= sizes.get(id)!;
+      bytes -= serialize(entry).bytes + 1;
       serialized.delete(id);
       this.#retire(id, entry);
       trimmedForBytes += 1;

@@ -1,0 +1,286 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RunRecord } from './record.ts';
+import {
+  APP_NAME,
+  ManualTimers,
+  WAIT_MS,
+  WARN,
+  createStore,
+  runIds,
+  runRecord,
+  startCluster,
+  waitFor,
+  yieldToIo,
+  type Cluster,
+  type TestStore,
+} from './runlog-test-kit.ts';
+
+/** Fast cadence and short bounds, so the tests that use real time take little of it. */
+const QUICK = { flushIntervalMs: 50, retryInitialMs: 20, retryMaxMs: 200, durableTimeoutMs: 500, closeTimeoutMs: 2000 };
+const STATUS_WRITES = { method: 'PATCH', pathPattern: '/status' };
+
+let cluster: Cluster;
+const stores: TestStore[] = [];
+
+async function open(options: Parameters<typeof createStore>[1] = {}): Promise<TestStore> {
+  const opened = createStore(cluster, options);
+  stores.push(opened);
+  opened.store.start();
+  if (options.timers instanceof ManualTimers) await options.timers.drive(opened.store.flush());
+  else await opened.store.flush();
+  return opened;
+}
+
+function finished(status: 'success' | 'failure' = 'success'): RunRecord {
+  return runRecord(status);
+}
+
+/** Every one of `records` is in the RunLog. */
+async function written(records: RunRecord[]): Promise<boolean> {
+  const ids = new Set(runIds(await cluster.readRunLog()));
+  return records.every((record) => ids.has(record.id));
+}
+
+async function droppedMetric(tested: TestStore, reason: string): Promise<number> {
+  const metric = await tested.registry.getSingleMetric('runlet_run_records_dropped_total')!.get();
+  return metric.values.find((value) => value.labels.reason === reason)?.value ?? 0;
+}
+
+afterEach(async () => {
+  cluster?.server.resume();
+  for (const { store } of stores.splice(0)) await store.close();
+  await cluster?.server.close();
+});
+
+describe('RunLogStore', () => {
+  it('creates the RunLog labelled with and owned by its App, and resolves a durable save once it is readable', async () => {
+    cluster = await startCluster();
+    const tested = createStore(cluster, QUICK);
+    stores.push(tested);
+    const { store } = tested;
+    const record = runRecord('pending', { mode: 'async', async: true });
+    await store.saveDurably(record);
+    const runLog = await cluster.readRunLog();
+    expect(runIds(runLog)).toEqual([record.id]);
+    expect(runLog?.metadata.labels).toEqual({ 'runlet.dev/app': APP_NAME });
+    expect(runLog?.metadata.ownerReferences).toEqual([
+      { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: APP_NAME, uid: cluster.appUid, controller: true },
+    ]);
+    expect(runLog?.spec).toEqual({ appName: APP_NAME });
+    expect(runLog?.status?.counts).toEqual({ total: 1, success: 0, failure: 0, inFlight: 1 });
+    expect(store.healthy).toBe(true);
+  });
+
+  it('batches saves into about one status write a second', async () => {
+    cluster = await startCluster({ keepFinished: 1000 });
+    const timers = new ManualTimers();
+    const { store } = await open({ timers });
+    cluster.server.clearRequests();
+    // 1,000 runs over two simulated seconds, five every 10 ms.
+    for (let step = 0; step < 200; step += 1) {
+      for (let i = 0; i < 5; i += 1) store.save(finished());
+      timers.advance(10);
+      await yieldToIo();
+    }
+    await timers.drive(store.flush());
+    const writes = cluster.server.countRequests(STATUS_WRITES);
+    expect(writes).toBeGreaterThanOrEqual(2);
+    expect(writes).toBeLessThanOrEqual(4);
+    const runLog = await cluster.readRunLog();
+    expect(runIds(runLog)).toHaveLength(1000);
+    expect(runLog?.status?.counts).toEqual({ total: 1000, success: 1000, failure: 0, inFlight: 0 });
+  });
+
+  it('writes the first save of a quiet period soon, not after a full interval', async () => {
+    cluster = await startCluster();
+    const timers = new ManualTimers();
+    const { store } = await open({ timers });
+    timers.advance(5000);
+    cluster.server.clearRequests();
+    const record = finished();
+    store.save(record);
+    timers.advance(10);
+    await cluster.server.waitForRequest(STATUS_WRITES, WAIT_MS);
+    await waitFor(async () => runIds(await cluster.readRunLog()).includes(record.id), 'the save to be written');
+  });
+
+  it('shares one status write among concurrent durable saves', async () => {
+    cluster = await startCluster();
+    const { store } = await open(QUICK);
+    cluster.server.clearRequests();
+    const records = Array.from({ length: 20 }, () => runRecord('pending', { mode: 'async', async: true }));
+    await Promise.all(records.map((record) => store.saveDurably(record)));
+    expect(cluster.server.countRequests(STATUS_WRITES)).toBe(1);
+    expect(runIds(await cluster.readRunLog()).sort()).toEqual(records.map((record) => record.id).sort());
+  });
+
+  it('keeps the runs in flight and the newest keepFinished finished runs, with running counts', async () => {
+    cluster = await startCluster({ keepFinished: 5 });
+    const { store } = await open(QUICK);
+    const inFlight = [runRecord('running'), runRecord('pending'), runRecord('running')];
+    for (const record of inFlight) store.save(record);
+    const done = Array.from({ length: 12 }, (_, i) => finished(i % 4 === 0 ? 'failure' : 'success'));
+    for (const record of done) store.save(record);
+    await store.flush();
+    const runLog = await cluster.readRunLog();
+    expect(new Set(runIds(runLog))).toEqual(new Set([...inFlight, ...done.slice(-5)].map((record) => record.id)));
+    expect(runLog?.status?.counts).toEqual({ total: 15, success: 9, failure: 3, inFlight: 3 });
+  });
+
+  it('retries a write that conflicts with another writer, losing neither side', async () => {
+    cluster = await startCluster();
+    const { store } = await open(QUICK);
+    const first = finished();
+    store.save(first);
+    await store.flush();
+    const theirs = runRecord('failure', { replica: 'someone-else' });
+    await cluster.patchStatusAsOther((status) => {
+      status.runs = [...(status.runs ?? []), theirs];
+    });
+    cluster.server.clearRequests();
+    const second = finished();
+    store.save(second);
+    await store.flush();
+    expect(cluster.server.requests.filter((request) => request.method === 'PATCH').map((request) => request.status)).toEqual([409, 200]);
+    expect(new Set(runIds(await cluster.readRunLog()))).toEqual(new Set([first.id, theirs.id, second.id]));
+
+    cluster.server.failNext({ method: 'PATCH', pathPattern: '/status', status: 409 });
+    const third = finished();
+    await store.saveDurably(third);
+    expect(runIds(await cluster.readRunLog())).toContain(third.id);
+    expect(store.healthy).toBe(true);
+  });
+
+  it('creates the RunLog again when it vanishes', async () => {
+    cluster = await startCluster();
+    const { store } = await open(QUICK);
+    const before = finished();
+    store.save(before);
+    await store.flush();
+    await cluster.deleteRunLog();
+    const after = finished();
+    store.save(after);
+    await store.flush();
+    const runLog = await cluster.readRunLog();
+    expect(runIds(runLog)).toContain(after.id);
+    expect(runLog?.metadata.ownerReferences?.[0]?.uid).toBe(cluster.appUid);
+  });
+
+  it('buffers saves and refuses durable saves within the bound while the API server is unreachable', async () => {
+    cluster = await startCluster();
+    const tested = await open(QUICK);
+    const { store } = tested;
+    cluster.server.pause('refuse');
+    const buffered = Array.from({ length: 10 }, () => finished());
+    for (const record of buffered) store.save(record);
+    const refused = runRecord('pending', { mode: 'async', async: true });
+    const startedAt = performance.now();
+    await expect(store.saveDurably(refused)).rejects.toThrow(/could not be recorded in RunLog team-a\/hello-7d9c-abcde/);
+    // 500 ms bound; the rest is slack for a loaded machine.
+    expect(performance.now() - startedAt).toBeLessThan(3000);
+    expect(store.healthy).toBe(false);
+    expect(store.lastError?.message).toMatch(/PATCH .*\/status: no answer/);
+
+    cluster.server.resume();
+    await waitFor(() => written(buffered), 'the buffered runs');
+    const runLog = await cluster.readRunLog();
+    expect(runIds(runLog)).not.toContain(refused.id);
+    expect(runLog?.status?.counts).toEqual({ total: 10, success: 10, failure: 0, inFlight: 0 });
+    await waitFor(() => store.healthy, 'the store to be healthy again');
+  });
+
+  it('refuses durable saves within the bound when requests hang, and loses nothing once they are answered', async () => {
+    cluster = await startCluster();
+    const { store } = await open({ ...QUICK, durableTimeoutMs: 300, requestTimeoutMs: 1000 });
+    cluster.server.pause('hang');
+    const buffered = Array.from({ length: 5 }, () => finished());
+    for (const record of buffered) store.save(record);
+    const startedAt = performance.now();
+    await expect(store.saveDurably(runRecord('pending', { async: true }))).rejects.toThrow(/within 300 ms/);
+    expect(performance.now() - startedAt).toBeLessThan(3000);
+    // Let a request time out on the client while the server still holds it.
+    await waitFor(() => store.lastError !== undefined, 'a request to time out');
+    const later = finished();
+    store.save(later);
+    cluster.server.resume();
+    await waitFor(() => written([...buffered, later]), 'every buffered run');
+  });
+
+  it('drops the oldest finished runs past the buffer bound, counting and logging them', async () => {
+    cluster = await startCluster();
+    const tested = await open({ ...QUICK, maxBufferedRuns: 10 });
+    const { store, lines } = tested;
+    cluster.server.pause('refuse');
+    const inFlight = runRecord('running');
+    store.save(inFlight);
+    const done = Array.from({ length: 25 }, () => finished());
+    for (const record of done) store.save(record);
+    expect(await droppedMetric(tested, 'buffer_full')).toBe(16);
+    cluster.server.resume();
+    await waitFor(async () => runIds(await cluster.readRunLog()).length === 10, 'the buffered runs');
+    const runLog = await cluster.readRunLog();
+    expect(new Set(runIds(runLog))).toEqual(new Set([inFlight, ...done.slice(-9)].map((record) => record.id)));
+    expect(runLog?.status?.counts).toEqual({ total: 26, success: 25, failure: 0, inFlight: 1 });
+    await waitFor(() => lines.some((line) => line.level === WARN && line.dropped === 16 && /buffer full/.test(line.msg)), 'the drop to be logged');
+  });
+
+  it('keeps the status within its byte budget, dropping the oldest finished runs first', async () => {
+    cluster = await startCluster();
+    const { store, lines } = await open({ ...QUICK, maxStatusBytes: 16 * 1024 });
+    const inFlight = [runRecord('running'), runRecord('pending')];
+    for (const record of inFlight) store.save(record);
+    const done = Array.from({ length: 60 }, () => runRecord('failure', { error: { type: 'ValueError', message: 'e'.repeat(400) } }));
+    for (const record of done) store.save(record);
+    await store.flush();
+    const runLog = await cluster.readRunLog();
+    expect(Buffer.byteLength(JSON.stringify(runLog?.status))).toBeLessThanOrEqual(16 * 1024);
+    const ids = runIds(runLog);
+    for (const record of inFlight) expect(ids).toContain(record.id);
+    expect(ids).toContain(done.at(-1)!.id);
+    expect(ids).not.toContain(done[0]!.id);
+    expect(runLog?.status?.counts?.total).toBe(62);
+    expect(lines.some((line) => line.level === WARN && /byte budget/.test(line.msg))).toBe(true);
+  });
+
+  it('takes over the RunLog a previous sidecar of the pod left, closing its runs in flight', async () => {
+    cluster = await startCluster();
+    const previous = await open(QUICK);
+    const abandoned = runRecord('running');
+    const done = [finished(), finished('failure')];
+    for (const record of [abandoned, ...done]) previous.store.save(record);
+    await previous.store.close();
+
+    const { store } = await open(QUICK);
+    const next = finished();
+    store.save(next);
+    await store.flush();
+    const runLog = await cluster.readRunLog();
+    expect(new Set(runIds(runLog))).toEqual(new Set([abandoned, ...done, next].map((record) => record.id)));
+    const closed = runLog?.status?.runs?.find((run) => run.id === abandoned.id);
+    expect(closed).toMatchObject({ status: 'failure', reason: 'replica_lost' });
+    expect(runLog?.status?.counts).toEqual({ total: 4, success: 2, failure: 2, inFlight: 0 });
+  });
+
+  it('writes what is left on close, then refuses saves', async () => {
+    cluster = await startCluster();
+    const tested = createStore(cluster, { ...QUICK, flushIntervalMs: 60_000 });
+    stores.push(tested);
+    const { store } = tested;
+    const records = [finished(), runRecord('running')];
+    for (const record of records) store.save(record);
+    await store.close();
+    expect(new Set(runIds(await cluster.readRunLog()))).toEqual(new Set(records.map((record) => record.id)));
+    expect(() => store.save(finished())).toThrow(/closed/);
+    await expect(store.saveDurably(finished())).rejects.toThrow(/closed/);
+  });
+
+  it('counts what it could not write before the close bound as dropped', async () => {
+    cluster = await startCluster();
+    const tested = await open({ ...QUICK, closeTimeoutMs: 300 });
+    cluster.server.pause('refuse');
+    for (let i = 0; i < 3; i += 1) tested.store.save(finished());
+    await tested.store.close();
+    expect(await droppedMetric(tested, 'closed')).toBe(3);
+    expect(tested.lines.some((line) => line.level === 50 && line.dropped === 3)).toBe(true);
+  });
+});

@@ -1,0 +1,421 @@
+// The run store of a pod's sidecar: run records in the status of the replica's RunLog (named after the pod,
+// labelled with and owned by its App). Saves are batched into about one status write a second; a durable
+// save (an async run's `pending` record, before its 202) gets a write within a few milliseconds, shared by
+// every durable save that arrives meanwhile. While the API server is unreachable, saves wait in a bounded
+// buffer and durable saves fail fast, so the sidecar answers 503 rather than accept a run it has not recorded.
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import type { RunRecord } from './record.ts';
+import { markAbandoned } from './recorder.ts';
+import { RunLogApi, isConflict, isNotFound, type RunLogState } from './runlog-api.ts';
+import { KubeJsonClient, KubeRequestError } from './runlog-kube-client.ts';
+import { RunLogMetrics } from './runlog-metrics.ts';
+import { realTimers, type RunLogTimers, type TimerHandle } from './runlog-timers.ts';
+import { RunLogWindow } from './runlog-window.ts';
+import type { RunStore } from './store.ts';
+
+export interface RunLogStoreOptions {
+  kubeConfig: KubeConfig;
+  /** The project: the pod's namespace, where its App and RunLog live. */
+  namespace: string;
+  /** The pod's name, which the RunLog is named after. */
+  podName: string;
+  appName: string;
+  /** Where `runlet_run_records_dropped_total` and `runlet_run_records_buffered` are registered. */
+  registry: Registry;
+  logger: Logger;
+  /** Least time between the starts of two batched writes. Default 1000 ms. */
+  flushIntervalMs?: number;
+  /** How long the first save of a quiet period waits for others to join its write. Default 2 ms. */
+  coalesceMs?: number;
+  /**
+   * Least time between the starts of two writes made for durable saves. Under a steady stream of async runs
+   * this caps the writes at 1000 / N a second, each shared by the runs accepted meanwhile. Default 50 ms.
+   */
+  durableMinIntervalMs?: number;
+  /** How long `saveDurably` waits before it rejects. Default 2000 ms. */
+  durableTimeoutMs?: number;
+  /** How long `flush` keeps retrying before it rejects. Default 5000 ms. */
+  flushTimeoutMs?: number;
+  /** Bound on each API request. Default 10 s. */
+  requestTimeoutMs?: number;
+  /** Runs saved and not yet written that the store holds; past it the oldest finished ones are dropped. Default 10,000. */
+  maxBufferedRuns?: number;
+  /** Bound on the status JSON; the oldest finished runs leave to fit. Default 1 MiB (etcd allows about 1.5 MiB per object). */
+  maxStatusBytes?: number;
+  /** First retry delay after a failed write, doubling up to `retryMaxMs`. Defaults 250 ms and 5 s. */
+  retryInitialMs?: number;
+  retryMaxMs?: number;
+  /** How long `close` keeps trying to write what is left. Default 5 s. */
+  closeTimeoutMs?: number;
+  timers?: RunLogTimers;
+}
+
+/** A caller of flush or saveDurably, resolved by the first write of a snapshot at or past `seq`. */
+interface Waiter {
+  seq: number;
+  resolve: () => void;
+  reject: (error: Error) => void;
+  /** When the wait gives up. */
+  deadline: number;
+  timer?: TimerHandle;
+  /** saveDurably's run: withdrawn when the wait fails, since its caller then refuses the run. */
+  record?: RunRecord;
+}
+
+/** `cadence`: batched saves. `durable`: a caller waits for the write. `now`: an explicit flush. */
+type Urgency = 'cadence' | 'durable' | 'now';
+
+/** Rounds of conflict (409: re-read and merge) or vanished RunLog (404: re-create) within one write. */
+const MAX_WRITE_ROUNDS = 5;
+
+export class RunLogStore implements RunStore {
+  readonly #logger: Logger;
+  readonly #timers: RunLogTimers;
+  readonly #client: KubeJsonClient;
+  readonly #api: RunLogApi;
+  readonly #window: RunLogWindow;
+  readonly #metrics: RunLogMetrics;
+  readonly #name: string;
+  readonly #flushIntervalMs: number;
+  readonly #coalesceMs: number;
+  readonly #durableMinIntervalMs: number;
+  readonly #durableTimeoutMs: number;
+  readonly #flushTimeoutMs: number;
+  readonly #maxBufferedRuns: number;
+  readonly #maxStatusBytes: number;
+  readonly #retryInitialMs: number;
+  readonly #retryMaxMs: number;
+  readonly #closeTimeoutMs: number;
+  readonly #waiters = new Set<Waiter>();
+  /** The RunLog's version as last read or written; undefined until it is known to exist. */
+  #resourceVersion: string | undefined;
+  /** The status a previous sidecar of this pod left has been taken over (done once, at the first read). */
+  #adopted = false;
+  #timer: TimerHandle | undefined;
+  #timerAt = Infinity;
+  #writing: Promise<void> | undefined;
+  #lastAttemptAt = -Infinity;
+  #failures = 0;
+  /** Set while backing off after a failed write: no batched or durable write starts before it. */
+  #retryAt: number | undefined;
+  #healthy = false;
+  #lastError: Error | undefined;
+  #droppedUnlogged = 0;
+  #closing: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: RunLogStoreOptions) {
+    const { namespace, podName, appName } = options;
+    this.#name = `${namespace}/${podName}`;
+    this.#logger = options.logger.child({ runLog: this.#name });
+    this.#timers = options.timers ?? realTimers;
+    this.#flushIntervalMs = options.flushIntervalMs ?? 1000;
+    this.#coalesceMs = options.coalesceMs ?? 2;
+    this.#durableMinIntervalMs = options.durableMinIntervalMs ?? 50;
+    this.#durableTimeoutMs = options.durableTimeoutMs ?? 2000;
+    this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
+    this.#maxBufferedRuns = options.maxBufferedRuns ?? 10_000;
+    this.#maxStatusBytes = options.maxStatusBytes ?? 1024 * 1024;
+    this.#retryInitialMs = options.retryInitialMs ?? 250;
+    this.#retryMaxMs = options.retryMaxMs ?? 5000;
+    this.#closeTimeoutMs = options.closeTimeoutMs ?? 5000;
+    this.#client = new KubeJsonClient(options.kubeConfig, { requestTimeoutMs: options.requestTimeoutMs ?? 10_000 });
+    this.#api = new RunLogApi(this.#client, { namespace, name: podName, appName });
+    this.#window = new RunLogWindow({ maxUnwritten: this.#maxBufferedRuns });
+    this.#metrics = new RunLogMetrics(options.registry, () => this.#window.unwritten);
+  }
+
+  /** The last write (or read) of the RunLog succeeded. False until the first one has. */
+  get healthy(): boolean {
+    return this.#healthy;
+  }
+
+  /** Why the last failed write failed (kept after writes succeed again, for diagnosis). */
+  get lastError(): Error | undefined {
+    return this.#lastError;
+  }
+
+  /**
+   * Reads or creates the RunLog now rather than at the first save, taking over the runs a previous sidecar of
+   * this pod left (its in-flight runs are recorded as failures: nothing will complete them).
+   */
+  start(): void {
+    this.#schedule('now');
+  }
+
+  save(record: RunRecord): void {
+    this.#assertOpen(record);
+    this.#upsert(record);
+    this.#schedule('cadence');
+  }
+
+  /** Rejects after `durableTimeoutMs`, or at once while backing off past it, taking the run back. */
+  saveDurably(record: RunRecord): Promise<void> {
+    try {
+      this.#assertOpen(record);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    this.#upsert(record);
+    return this.#waitForWrite('durable', this.#durableTimeoutMs, record);
+  }
+
+  /** Writes now (even while backing off), retrying for up to `flushTimeoutMs`. */
+  flush(): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error(`run store for RunLog ${this.#name} is closed`));
+    if (this.#window.unwritten === 0 && this.#resourceVersion !== undefined) return Promise.resolve();
+    return this.#waitForWrite('now', this.#flushTimeoutMs);
+  }
+
+  /** Writes what is left, retrying for at most `closeTimeoutMs`; what still is not written is counted dropped. */
+  close(): Promise<void> {
+    this.#closing ??= this.#closeOnce();
+    return this.#closing;
+  }
+
+  async #closeOnce(): Promise<void> {
+    if (this.#timer !== undefined) this.#timers.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const deadline = this.#timers.now() + this.#closeTimeoutMs;
+    if (this.#writing !== undefined) await this.#within(this.#writing, deadline);
+    while (this.#window.unwritten > 0 || this.#waiters.size > 0) {
+      if (!(await this.#within(this.#attempt(), deadline))) break;
+      if (this.#healthy) continue;
+      const retryIn = (this.#retryAt ?? 0) - this.#timers.now();
+      if (this.#timers.now() + retryIn >= deadline) break;
+      await new Promise<void>((resolve) => this.#timers.setTimeout(resolve, retryIn));
+    }
+    this.#closed = true;
+    this.#reportDrops();
+    const unwritten = this.#window.unwritten;
+    if (unwritten > 0) {
+      this.#metrics.dropped('closed', unwritten);
+      this.#logger.error({ err: this.#lastError, dropped: unwritten }, 'run store closed with run records it could not write to the RunLog');
+    }
+    const closedError = new Error(`run store for RunLog ${this.#name} closed before the write`, { cause: this.#lastError });
+    for (const waiter of this.#waiters) this.#fail(waiter, closedError);
+    await this.#client.close();
+    this.#logger.info({ counts: this.#window.counts }, 'run store closed');
+  }
+
+  #assertOpen(record: RunRecord): void {
+    if (this.#closed) throw new Error(`run store for RunLog ${this.#name} is closed: cannot save run ${record.id}`);
+  }
+
+  #waitForWrite(urgency: Urgency, timeoutMs: number, record?: RunRecord): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const deadline = this.#timers.now() + timeoutMs;
+      const waiter: Waiter = { seq: this.#window.seq, resolve, reject, deadline, record };
+      this.#waiters.add(waiter);
+      if (urgency !== 'now' && this.#retryAt !== undefined && this.#retryAt > deadline) {
+        // Backing off past the bound: waiting cannot help, and the caller should answer 503 at once.
+        this.#fail(waiter, this.#unavailable(waiter));
+        return;
+      }
+      waiter.timer = this.#timers.setTimeout(() => this.#fail(waiter, this.#unavailable(waiter)), timeoutMs);
+      this.#schedule(urgency);
+    });
+  }
+
+  #upsert(record: RunRecord): void {
+    const dropped = this.#window.upsert(record);
+    if (dropped > 0) {
+      this.#metrics.dropped('buffer_full', dropped);
+      this.#droppedUnlogged += dropped;
+    }
+  }
+
+  /** Arms the write timer for the earliest time `urgency` allows, unless it already fires sooner. */
+  #schedule(urgency: Urgency): void {
+    // A write in flight schedules the next when it ends (#followUp); close() does its own writing.
+    if (this.#writing !== undefined || this.#closing !== undefined) return;
+    const now = this.#timers.now();
+    let at: number;
+    if (urgency === 'now') at = now;
+    else if (this.#retryAt !== undefined) at = this.#retryAt;
+    else if (urgency === 'durable') at = Math.max(now + this.#coalesceMs, this.#lastAttemptAt + this.#durableMinIntervalMs);
+    else at = Math.max(now + this.#coalesceMs, this.#lastAttemptAt + this.#flushIntervalMs);
+    if (this.#timer !== undefined) {
+      if (this.#timerAt <= at) return;
+      this.#timers.clearTimeout(this.#timer);
+    }
+    this.#timerAt = at;
+    this.#timer = this.#timers.setTimeout(this.#onTimer, at - now);
+  }
+
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    this.#writing = this.#attempt().finally(() => {
+      this.#writing = undefined;
+      this.#followUp();
+    });
+  };
+
+  /** After a write: the next one, sooner when callers wait for it. */
+  #followUp(): void {
+    if (this.#waiters.size > 0) this.#schedule('durable');
+    else if (this.#window.unwritten > 0 || this.#resourceVersion === undefined) this.#schedule('cadence');
+  }
+
+  /** One write, with its outcome applied to health, backoff and the waiters. Never rejects. */
+  async #attempt(): Promise<void> {
+    this.#lastAttemptAt = this.#timers.now();
+    this.#reportDrops();
+    try {
+      await this.#write();
+    } catch (error) {
+      this.#failed(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    if (!this.#healthy && this.#lastError !== undefined) this.#logger.info({ buffered: this.#window.unwritten }, 'RunLog writes succeed again');
+    this.#healthy = true;
+    this.#failures = 0;
+    this.#retryAt = undefined;
+  }
+
+  /** Makes sure the RunLog exists, then writes the status snapshot, re-reading on conflicts. */
+  async #write(): Promise<void> {
+    for (let round = 1; ; round += 1) {
+      const resourceVersion = this.#resourceVersion ?? (await this.#ensureRunLog());
+      if (this.#window.unwritten === 0) {
+        // Nothing changed since the last write, or only runs that left again: all saved so far is as written as it will be.
+        this.#settle(this.#window.seq);
+        return;
+      }
+      const snapshot = this.#window.snapshot(this.#maxStatusBytes);
+      if (snapshot.trimmedForBytes > 0) {
+        this.#logger.warn(
+          { trimmed: snapshot.trimmedForBytes, kept: snapshot.runs, bytes: snapshot.bytes, maxStatusBytes: this.#maxStatusBytes },
+          'RunLog status over its byte budget: dropped the oldest finished runs',
+        );
+      }
+      try {
+        this.#resourceVersion = await this.#api.writeStatus(resourceVersion, snapshot.json);
+      } catch (error) {
+        if (round < MAX_WRITE_ROUNDS && isConflict(error)) {
+          await this.#rebase();
+          continue;
+        }
+        if (round < MAX_WRITE_ROUNDS && isNotFound(error)) {
+          this.#logger.warn('the RunLog vanished: creating it again');
+          this.#resourceVersion = undefined;
+          continue;
+        }
+        throw error;
+      }
+      this.#window.markWritten(snapshot.seq);
+      this.#settle(snapshot.seq);
+      return;
+    }
+  }
+
+  /** Reads the App (owner uid, keepFinished) and the RunLog, creating it when missing. Returns its version. */
+  async #ensureRunLog(): Promise<string> {
+    const app = await this.#api.readApp();
+    this.#window.setKeepFinished(app.keepFinished);
+    let state = await this.#api.readRunLog();
+    if (state === undefined) {
+      state = await this.#api.createRunLog(app.uid);
+      this.#logger.info({ keepFinished: app.keepFinished }, 'RunLog created');
+    }
+    if (this.#adopted) this.#window.merge(state.status.runs ?? []);
+    else this.#adopt(state);
+    this.#resourceVersion = state.resourceVersion;
+    return state.resourceVersion;
+  }
+
+  /** Takes over the status a previous sidecar of this pod (restarted since) left. */
+  #adopt(state: RunLogState): void {
+    const unfinished = this.#window.adopt(state.status);
+    for (const record of unfinished) {
+      markAbandoned(record, 'replica_lost', 'the sidecar restarted before the run completed');
+      this.#upsert(record);
+    }
+    this.#adopted = true;
+    const runs = state.status.runs?.length ?? 0;
+    if (unfinished.length > 0) {
+      this.#logger.warn({ runs: unfinished.length }, 'runs left in flight by a previous sidecar of this pod are recorded as failures');
+    }
+    if (runs > 0) this.#logger.info({ runs, counts: this.#window.counts }, 'took over the RunLog of a previous sidecar of this pod');
+  }
+
+  /** After a conflict: the RunLog as another writer left it, merged under the runs saved here. */
+  async #rebase(): Promise<void> {
+    const state = await this.#api.readRunLog();
+    if (state === undefined) {
+      this.#resourceVersion = undefined;
+      return;
+    }
+    this.#logger.debug({ resourceVersion: state.resourceVersion }, 'the RunLog changed under a write: merging and retrying');
+    this.#window.merge(state.status.runs ?? []);
+    this.#resourceVersion = state.resourceVersion;
+  }
+
+  #failed(error: Error): void {
+    this.#failures += 1;
+    const backoff = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** (this.#failures - 1));
+    const retryAfter = error instanceof KubeRequestError ? (error.retryAfterMs ?? 0) : 0;
+    // Jitter, so the replicas of an app do not all retry in step after an API server outage.
+    const delay = Math.min(this.#retryMaxMs, Math.max(retryAfter, backoff * (0.8 + Math.random() * 0.4)));
+    this.#retryAt = this.#timers.now() + delay;
+    this.#healthy = false;
+    this.#lastError = error;
+    this.#logger.warn(
+      { err: error, failures: this.#failures, retryInMs: Math.round(delay), buffered: this.#window.unwritten },
+      'writing the RunLog failed; saves are buffered until it succeeds',
+    );
+    // Callers whose bound passes before the retry are answered now rather than at their bound.
+    for (const waiter of this.#waiters) {
+      if (waiter.deadline < this.#retryAt) this.#fail(waiter, this.#unavailable(waiter));
+    }
+  }
+
+  #settle(seq: number): void {
+    for (const waiter of this.#waiters) {
+      if (waiter.seq > seq) continue;
+      this.#waiters.delete(waiter);
+      this.#timers.clearTimeout(waiter.timer);
+      waiter.resolve();
+    }
+  }
+
+  /** Rejects a waiter; a durable save's run is taken back, since its caller will refuse the run. */
+  #fail(waiter: Waiter, error: Error): void {
+    if (!this.#waiters.delete(waiter)) return;
+    this.#timers.clearTimeout(waiter.timer);
+    if (waiter.record !== undefined) this.#window.withdraw(waiter.record);
+    waiter.reject(error);
+  }
+
+  #unavailable(waiter: Waiter): Error {
+    const why = this.#lastError?.message ?? 'no write completed yet';
+    const what = waiter.record === undefined ? 'run records could not be flushed to' : `run ${waiter.record.id} could not be recorded in`;
+    const bound = waiter.record === undefined ? this.#flushTimeoutMs : this.#durableTimeoutMs;
+    return new Error(`${what} RunLog ${this.#name} within ${bound} ms: ${why}`, { cause: this.#lastError });
+  }
+
+  #reportDrops(): void {
+    if (this.#droppedUnlogged === 0) return;
+    this.#logger.warn(
+      { dropped: this.#droppedUnlogged, maxBufferedRuns: this.#maxBufferedRuns },
+      'run record buffer full: dropped the oldest finished runs not yet written to the RunLog',
+    );
+    this.#droppedUnlogged = 0;
+  }
+
+  /** Waits for `promise` until `deadline`; false when the deadline came first. */
+  async #within(promise: Promise<void>, deadline: number): Promise<boolean> {
+    let timer: TimerHandle | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = this.#timers.setTimeout(() => resolve(false), deadline - this.#timers.now());
+    });
+    try {
+      return await Promise.race([promise.then(() => true as const), timeout]);
+    } finally {
+      this.#timers.clearTimeout(timer);
+    }
+  }
+}
