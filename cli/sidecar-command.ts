@@ -3,7 +3,10 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
 import Fastify from 'fastify';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
 import { SqliteRunStore } from '../local/sqlite-run-store.ts';
 import { adminInterface } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
@@ -13,6 +16,7 @@ import { createLogger } from '../sidecar/logger.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
+import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
 import { CliError } from './cli-error.ts';
 
 export const SIDECAR_USAGE = `Usage: runlet sidecar --project ID --app NAME [options]
@@ -30,7 +34,9 @@ Options (environment variable in brackets):
   --concurrency N             calls in flight to the app (default 4) [RUNLET_CONCURRENCY]
   --queue-depth N             calls waiting for a slot (default 10 x concurrency) [RUNLET_QUEUE_DEPTH]
   --response-grace-period S   run time limit in seconds (default 900) [RUNLET_RESPONSE_GRACE_PERIOD]
-  --data-dir DIR              where runs are recorded (default /var/run/runlet) [RUNLET_DATA_DIR]
+  --run-store runlog|sqlite   where runs are recorded: the pod's RunLog (default in a cluster) or SQLite in
+                              --data-dir (default elsewhere) [RUNLET_RUN_STORE]
+  --data-dir DIR              the SQLite store's folder (default /var/run/runlet) [RUNLET_DATA_DIR]
   --replica NAME              this replica's name on run records [POD_NAME]
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
@@ -49,6 +55,7 @@ const OPTIONS = {
   concurrency: { env: ['RUNLET_CONCURRENCY'], default: '4' },
   'queue-depth': { env: ['RUNLET_QUEUE_DEPTH'] },
   'response-grace-period': { env: ['RUNLET_RESPONSE_GRACE_PERIOD'], default: '900' },
+  'run-store': { env: ['RUNLET_RUN_STORE'] },
   'data-dir': { env: ['RUNLET_DATA_DIR'], default: '/var/run/runlet' },
   replica: { env: ['POD_NAME'] },
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
@@ -91,7 +98,9 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const readyPath = option('ready-path') || (runtime === 'python' ? '/healthz' : null);
   const runPort = integer('port', 0, 65535);
   const adminPort = integer('admin-port', 0, 65535);
-  const dataDir = resolve(required('data-dir'));
+  const runStore = option('run-store') ?? (process.env.KUBERNETES_SERVICE_HOST ? 'runlog' : 'sqlite');
+  if (runStore !== 'runlog' && runStore !== 'sqlite') throw new CliError(`--run-store must be runlog or sqlite, got "${runStore}"`, 2);
+  const replicaName = option('replica') || hostname();
   const authSwitch = required('auth');
   if (authSwitch !== 'on' && authSwitch !== 'off') throw new CliError(`--auth must be on or off, got "${authSwitch}"`, 2);
   let auth: RunAuthenticator | undefined;
@@ -105,8 +114,9 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
 
   const apps = new AppRegistry();
   apps.add(target);
-  const store = new SqliteRunStore({ dataDir, logger });
-  const replica = new Replica({ apps, store, replicaName: option('replica') || hostname(), logger, bodyLimitBytes, webhooks: { allowCidrs }, auth });
+  const registry = new Registry();
+  const store = runStore === 'runlog' ? runLogStore(target, replicaName, registry, logger) : new SqliteRunStore({ dataDir: resolve(required('data-dir')), logger });
+  const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, webhooks: { allowCidrs }, auth, registry });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
   const runServer = Fastify({ logger: false, bodyLimit: replica.bodyLimitBytes });
@@ -122,13 +132,28 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     process.once('SIGTERM', () => resolveSignal());
     process.once('SIGINT', () => resolveSignal());
   });
-  await replica.drain();
-  watcher.stop();
-  await runServer.close();
-  await adminServer.close();
-  await apps.close();
-  await store.close();
+  try {
+    await replica.drain();
+  } catch (err) {
+    // The runs themselves finished; only their last records could not be written (the store says which).
+    logger.error({ err }, 'drain could not flush every run record');
+  } finally {
+    watcher.stop();
+    await runServer.close();
+    await adminServer.close();
+    await apps.close();
+    await store.close();
+  }
   return 0;
+}
+
+/** The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG). */
+function runLogStore(target: AppTarget, podName: string, registry: Registry, logger: Logger): RunLogStore {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  const store = new RunLogStore({ kubeConfig, namespace: target.projectId, podName, appName: target.appName, registry, logger });
+  store.start();
+  return store;
 }
 
 function readOptions(args: string[]): (name: OptionName) => string | undefined {

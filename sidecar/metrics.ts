@@ -8,7 +8,7 @@ const MODES: readonly RunMode[] = ['sync', 'async', 'stream'];
 const FINAL_STATUSES: readonly RunStatus[] = ['success', 'failure', 'cancelled'];
 
 export class SidecarMetrics {
-  readonly registry = new Registry();
+  readonly registry: Registry;
   readonly #runs: Record<string, Counter.Internal> = {};
   readonly #durations: Record<string, Histogram.Internal<'mode'>> = {};
   readonly #webhookAttempts: Counter<'outcome'>;
@@ -16,7 +16,8 @@ export class SidecarMetrics {
   readonly refused: Counter<'reason'>;
 
   /** Gauges are read at scrape time from the admissions, so the hot path never updates them. */
-  constructor(load: { inFlight: () => number; queued: () => number }) {
+  constructor(load: { inFlight: () => number; queued: () => number }, registry = new Registry()) {
+    this.registry = registry;
     const runs = new Counter({ name: 'runlet_runs_total', help: 'Runs completed, by mode and final status', labelNames: ['mode', 'status'], registers: [this.registry] });
     const durations = new Histogram({
       name: 'runlet_run_duration_seconds',

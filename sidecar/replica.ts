@@ -1,6 +1,7 @@
 // One sidecar replica: the apps it fronts, how runs are recorded, admitted, forwarded and drained. Both the
 // pod sidecar (sidecar/main.ts) and `runlet dev` compose this; only the run store and the apps differ.
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import { ActiveRuns } from './active-runs.ts';
 import type { RunAuthenticator } from './auth/authenticator.ts';
 import type { AppRegistry, AppTarget } from './apps.ts';
@@ -18,6 +19,8 @@ export interface ReplicaOptions {
   logger: Logger;
   bodyLimitBytes?: number;
   webhooks?: DelivererOptions;
+  /** Where the sidecar's metrics register; shared with the run store's own. Default: a new registry. */
+  registry?: Registry;
   /** Verifies callers' bearer tokens; absent: the run interface is open (loopback `runlet dev`, auth off). */
   auth?: RunAuthenticator;
 }
@@ -48,7 +51,7 @@ export class Replica {
     this.metrics = new SidecarMetrics({
       inFlight: () => this.#sumOverApps((app) => app.admission.inFlight),
       queued: () => this.#sumOverApps((app) => app.admission.queued),
-    });
+    }, options.registry);
     this.deliverer = new WebhookDeliverer(options.webhooks);
     this.webhooks = new WebhookForwarder(this.deliverer, this.recorder, this.metrics, options.logger);
   }
