@@ -1,11 +1,40 @@
 // `runlet`: one entry point, one module per command.
-import { runDevCommand, DEV_USAGE } from './dev-command.ts';
-import { runSidecarCommand, SIDECAR_USAGE } from './sidecar-command.ts';
 import { CliError } from './cli-error.ts';
 
-const COMMANDS: Record<string, { summary: string; usage: string; run: (args: string[]) => Promise<number> }> = {
-  dev: { summary: 'Run apps locally: run interface, runtime and runs API on one port', usage: DEV_USAGE, run: runDevCommand },
-  sidecar: { summary: "Serve the run interface in front of one app's runtime (the pod sidecar)", usage: SIDECAR_USAGE, run: runSidecarCommand },
+interface Command {
+  usage: string;
+  run: (args: string[]) => Promise<number>;
+}
+
+/**
+ * Commands load their module only when chosen: `runlet runs` should not pay for the operator's Kubernetes
+ * client or the sidecar's server at start-up.
+ */
+const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }> = {
+  dev: {
+    summary: 'Run apps locally: run interface, runtime and runs API on one port',
+    load: async () => import('./dev-command.ts').then((m) => ({ usage: m.DEV_USAGE, run: m.runDevCommand })),
+  },
+  runs: {
+    summary: 'List the runs of an app (runlet dev or a cluster)',
+    load: async () => import('./runs-command.ts').then((m) => ({ usage: m.RUNS_USAGE, run: m.runRunsCommand })),
+  },
+  manifest: {
+    summary: 'Print the App (and code ConfigMap) YAML of an app folder',
+    load: async () => import('./manifest-command.ts').then((m) => ({ usage: m.MANIFEST_USAGE, run: m.runManifestCommand })),
+  },
+  dockerfile: {
+    summary: "Write a Dockerfile that bakes an app's code into the runtime image",
+    load: async () => import('./dockerfile-command.ts').then((m) => ({ usage: m.DOCKERFILE_USAGE, run: m.runDockerfileCommand })),
+  },
+  sidecar: {
+    summary: "Serve the run interface in front of one app's runtime (the pod sidecar)",
+    load: async () => import('./sidecar-command.ts').then((m) => ({ usage: m.SIDECAR_USAGE, run: m.runSidecarCommand })),
+  },
+  operator: {
+    summary: 'Reconcile App resources into Deployments, Services and Ingresses (in a cluster)',
+    load: async () => import('./operator-command.ts').then((m) => ({ usage: m.OPERATOR_USAGE, run: m.runOperatorCommand })),
+  },
 };
 
 const USAGE = `Usage: runlet <command> [options]
@@ -21,15 +50,16 @@ async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     const topic = name === 'help' ? args[0] : undefined;
-    const command = topic === undefined ? undefined : COMMANDS[topic];
+    const command = topic === undefined ? undefined : await COMMANDS[topic]?.load();
     process.stdout.write((command?.usage ?? USAGE) + '\n');
     return name === undefined ? 2 : 0;
   }
-  const command = COMMANDS[name];
-  if (!command) {
+  const entry = COMMANDS[name];
+  if (!entry) {
     process.stderr.write(`runlet: unknown command "${name}"\n\n${USAGE}\n`);
     return 2;
   }
+  const command = await entry.load();
   if (args.includes('--help') || args.includes('-h')) {
     process.stdout.write(command.usage + '\n');
     return 0;

@@ -1,0 +1,130 @@
+// `runlet runs APP`: the runs of an app from the management API (of `runlet dev` or a cluster), as a table or
+// as JSON for scripts.
+import { parseArgs } from 'node:util';
+import type { RunRecord } from '../sidecar/runs/record.ts';
+import { CliError } from './cli-error.ts';
+
+export const RUNS_USAGE = `Usage: runlet runs APP [--project ID] [--status S] [--async-only] [--limit N] [--output table|json]
+
+Lists the runs of APP, newest first, from the management API.
+
+Options:
+  --project ID      the app's project (default dev, or RUNLET_PROJECT)
+  --status S        only runs in status S: pending, running, success, failure, cancelled
+  --async-only      only async runs
+  --limit N         at most N runs (default 20; pages are fetched as needed)
+  --output FORMAT   table (default) or json (one JSON array)
+  --api-url URL     the management API (default http://127.0.0.1:8080, or RUNLET_API_URL)
+  --token TOKEN     bearer token for a cluster (or RUNLET_TOKEN); make one with
+                    kubectl create token SERVICE_ACCOUNT --duration 24h`;
+
+const STATUSES = ['pending', 'running', 'success', 'failure', 'cancelled'];
+const MAX_PAGE_SIZE = 500;
+
+export async function runRunsCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parse(args);
+  const [app, ...extra] = positionals;
+  if (!app || extra.length > 0) throw new CliError(`runlet runs takes one APP\n\n${RUNS_USAGE}`, 2);
+  const limit = Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1) throw new CliError(`--limit must be a positive integer, got "${values.limit}"`, 2);
+  if (values.status !== undefined && !STATUSES.includes(values.status)) {
+    throw new CliError(`--status must be one of ${STATUSES.join(', ')}, got "${values.status}"`, 2);
+  }
+  if (values.output !== 'table' && values.output !== 'json') throw new CliError(`--output must be table or json, got "${values.output}"`, 2);
+
+  const apiUrl = (values['api-url'] ?? process.env.RUNLET_API_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  const project = values.project ?? process.env.RUNLET_PROJECT ?? 'dev';
+  const token = values.token ?? process.env.RUNLET_TOKEN;
+  const runs: RunRecord[] = [];
+  let nextToken: string | null = null;
+  do {
+    const query = new URLSearchParams({ pageSize: String(Math.min(limit - runs.length, MAX_PAGE_SIZE)) });
+    if (values.status) query.set('status', values.status);
+    if (values['async-only']) query.set('asyncOnly', 'true');
+    if (nextToken) query.set('nextToken', nextToken);
+    const url = `${apiUrl}/v2/projects/${encodeURIComponent(project)}/apps/${encodeURIComponent(app)}/runs?${query}`;
+    const page = await fetchPage(url, { project, app, apiUrl, token });
+    runs.push(...page.items);
+    nextToken = page.nextToken;
+  } while (nextToken && runs.length < limit);
+
+  process.stdout.write(values.output === 'json' ? JSON.stringify(runs, null, 2) + '\n' : runsTable(runs));
+  return 0;
+}
+
+async function fetchPage(
+  url: string,
+  context: { project: string; app: string; apiUrl: string; token: string | undefined },
+): Promise<{ items: RunRecord[]; nextToken: string | null }> {
+  let response: Response;
+  try {
+    response = await fetch(url, { headers: context.token ? { authorization: `Bearer ${context.token}` } : {} });
+  } catch (err) {
+    throw new CliError(
+      `cannot reach the management API at ${context.apiUrl} (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}): ` +
+        'is runlet dev running, or is --api-url (RUNLET_API_URL) the operator\'s address?',
+    );
+  }
+  if (response.ok) return (await response.json()) as { items: RunRecord[]; nextToken: string | null };
+  const detail = await problemDetail(response);
+  if (response.status === 401) {
+    throw new CliError(
+      `the management API needs a valid token (${detail}): pass --token or set RUNLET_TOKEN, e.g. RUNLET_TOKEN=$(kubectl create token runs-reader --duration 24h)`,
+    );
+  }
+  if (response.status === 403) {
+    throw new CliError(
+      `the token may not list runs in project ${context.project} (${detail}): bind the ClusterRole runlet-runs-viewer to its service account in namespace ${context.project}`,
+    );
+  }
+  if (response.status === 404) throw new CliError(`${detail} (check the app name and --project)`);
+  throw new CliError(`the management API answered ${response.status}: ${detail}`);
+}
+
+async function problemDetail(response: Response): Promise<string> {
+  const text = await response.text();
+  try {
+    const problem = JSON.parse(text) as { detail?: string; title?: string };
+    return problem.detail ?? problem.title ?? text;
+  } catch {
+    return text.slice(0, 200) || response.statusText;
+  }
+}
+
+function runsTable(runs: RunRecord[]): string {
+  if (runs.length === 0) return 'No runs.\n';
+  const rows = runs.map((run) => [
+    run.id,
+    run.functionName || '/',
+    run.mode,
+    run.status + (run.reason ? ` (${run.reason})` : ''),
+    run.statusCode === null ? '-' : String(run.statusCode),
+    run.createdAt.replace('T', ' ').replace(/\.\d+Z$/, 'Z'),
+    run.runtimeMs === null ? '-' : `${Math.round(run.runtimeMs)}ms`,
+    run.webhook ? `${run.webhook.state}/${run.webhook.attempts}` : '-',
+  ]);
+  const header = ['RUN ID', 'FUNCTION', 'MODE', 'STATUS', 'CODE', 'CREATED', 'RUN TIME', 'WEBHOOK'];
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]): string => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+function parse(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        project: { type: 'string' },
+        status: { type: 'string' },
+        'async-only': { type: 'boolean', default: false },
+        limit: { type: 'string', default: '20' },
+        output: { type: 'string', default: 'table' },
+        'api-url': { type: 'string' },
+        token: { type: 'string' },
+      },
+    });
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${RUNS_USAGE}`, 2);
+  }
+}
