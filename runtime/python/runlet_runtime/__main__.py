@@ -1,0 +1,102 @@
+"""`python3 -m runlet_runtime`: import the user's module once, then serve its functions until SIGTERM."""
+
+import argparse
+import asyncio
+import gc
+import importlib
+import logging
+import os
+import signal
+import sys
+import traceback
+
+from .dispatch import Dispatcher
+from .pool import WorkerPool
+from .server import Server
+
+log = logging.getLogger("runlet_runtime")
+
+
+def parse_options(argv):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m runlet_runtime", description="Serve the functions of a Python module over HTTP.",
+    )
+    parser.add_argument("--app-dir", required=True, help="folder holding the user's module")
+    parser.add_argument("--module", default="main", help="module to import (default: main)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, required=True, help="port to listen on; 0 picks a free one")
+    parser.add_argument("--port-file", help="file that receives the bound port once the runtime listens")
+    parser.add_argument("--concurrency", type=_positive, default=4,
+                        help="worker threads for plain functions and generator steps (default: 4)")
+    parser.add_argument("--max-body-bytes", type=_positive, default=16 * 1024 * 1024,
+                        help="largest accepted request body (default: 16 MiB)")
+    return parser.parse_args(argv)
+
+
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def import_user_module(app_dir, module_name):
+    sys.path.insert(0, os.path.abspath(app_dir))
+    return importlib.import_module(module_name)
+
+
+def write_port_file(path, port):
+    """Written whole or not at all, so a supervisor polling the path never reads a partial number."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as file:
+        file.write(str(port))
+    os.replace(temporary, path)
+
+
+async def serve(module, options):
+    loop = asyncio.get_running_loop()
+    pool = WorkerPool(loop, options.concurrency)
+    server = Server(Dispatcher(module, pool), options.max_body_bytes)
+    try:
+        port = await server.listen(options.host, options.port)
+    except OSError as error:
+        log.error("cannot listen on %s:%d: %s", options.host, options.port, error)
+        pool.shutdown()
+        return 1
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, server.drain)
+    if options.port_file:
+        write_port_file(options.port_file, port)
+    log.info("listening on %s:%d (module %s, concurrency %d)",
+             options.host, port, options.module, options.concurrency)
+    await server.wait_drained()
+    pool.shutdown()
+    log.info("drained; exiting")
+    return 0
+
+
+def _configure_logging():
+    # Only the runtime's own logger: the root logger stays the user's to configure.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s runlet-runtime: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def main(argv=None):
+    options = parse_options(argv)
+    _configure_logging()
+    try:
+        module = import_user_module(options.app_dir, options.module)
+    except BaseException:  # SystemExit and KeyboardInterrupt during import are failures to start, too
+        traceback.print_exc()
+        log.error("importing module %r from %s failed", options.module, options.app_dir)
+        return 1
+    # The module (often a large model) lives as long as the process: keep the collector from rescanning it.
+    gc.freeze()
+    return asyncio.run(serve(module, options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""From a call request to a running function: lookup, argument binding, calling, result encoding."""
+
+import asyncio
+import functools
+import inspect
+import json
+import logging
+
+from . import problems
+from .encoding import ENCODING_ERRORS, encode_value, error_body
+from .streaming import stream_async_iterator, stream_iterator
+
+log = logging.getLogger("runlet_runtime")
+
+# Results of these types need no look at iterator or awaitable protocols before encoding.
+_PLAIN_RESULT_TYPES = frozenset({dict, list, str, int, float, bool, type(None), tuple})
+
+_KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+class Function:
+    """A public callable of the user's module, with what argument checking needs worked out once."""
+
+    __slots__ = ("name", "target", "runs_on_loop", "accepted", "required", "takes_any_keyword")
+
+    def __init__(self, name, target):
+        self.name = name
+        self.target = target
+        # Calling these only creates a coroutine or generator object: no user code runs, so no worker is needed.
+        self.runs_on_loop = (
+            inspect.iscoroutinefunction(target)
+            or inspect.isasyncgenfunction(target)
+            or inspect.isgeneratorfunction(target)
+        )
+        try:
+            parameters = inspect.signature(target).parameters.values()
+        except (TypeError, ValueError):  # no introspectable signature (some builtins): the call itself decides
+            self.accepted, self.required, self.takes_any_keyword = frozenset(), (), True
+            return
+        # The same outcome as inspect.signature(target).bind(**arguments), without building a BoundArguments
+        # per call. Positional-only parameters cannot be given by keyword, so they are never "accepted".
+        self.accepted = frozenset(p.name for p in parameters if p.kind in _KEYWORD_KINDS)
+        self.required = tuple(
+            p.name for p in parameters
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+        self.takes_any_keyword = any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+    def check_arguments(self, arguments):
+        """Raises the 422 problem when the keyword arguments do not bind to the signature."""
+        given = arguments.keys()
+        missing = [name for name in self.required if name not in given or name not in self.accepted]
+        unexpected = [] if self.takes_any_keyword else [name for name in given if name not in self.accepted]
+        if missing or unexpected:
+            raise problems.invalid_arguments(self.name, missing, unexpected)
+
+
+class Dispatcher:
+    """Finds and runs the functions of one imported module."""
+
+    def __init__(self, module, pool):
+        self._module = module
+        self.pool = pool
+        self._functions = {}
+        self._tasks = set()  # strong references to running call tasks, which the loop only holds weakly
+
+    def find(self, name):
+        """The public function called `name`, or the 404 problem."""
+        target = None if name.startswith("_") else getattr(self._module, name, None)
+        function = self._functions.get(name)
+        # Checked against the module each time: a module may rebind its names while it runs.
+        if function is not None and function.target is target:
+            return function
+        if not self._is_public_function(name, target):
+            raise problems.function_not_found(self._module.__name__, name)
+        function = self._functions[name] = Function(name, target)
+        return function
+
+    def _is_public_function(self, name, target):
+        if not callable(target) or isinstance(target, type):
+            return False  # classes are callable but are not the module's functions
+        exported = getattr(self._module, "__all__", None)
+        return exported is None or name in exported
+
+    def prepare(self, name, body):
+        """The function and keyword arguments of a call, or raises its 404/400/422 problem."""
+        function = self.find(name)
+        arguments = _decode_arguments(body)
+        function.check_arguments(arguments)
+        return function, arguments
+
+    def start(self, connection, function, arguments, request_id, stream):
+        """Runs the call; it ends with connection.finish_call() or, for a stream, connection.end_stream()."""
+        call = _Call(self, connection, function, arguments, request_id, stream)
+        if function.runs_on_loop:
+            self.spawn(call.run_on_loop())
+        else:
+            self.pool.submit(call.run_in_worker, call.worker_done)
+
+    def spawn(self, coroutine):
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _decode_arguments(body):
+    if not body:
+        return {}
+    try:
+        arguments = json.loads(body.decode())
+    except UnicodeDecodeError as error:
+        raise problems.invalid_json(f"not UTF-8 ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise problems.invalid_json(f"{error.msg} at line {error.lineno} column {error.colno}") from None
+    if type(arguments) is not dict:
+        raise problems.body_not_object(arguments)
+    return arguments
+
+
+class _Unfinished:
+    """What a worker hands back when the rest of the call belongs on the loop (awaiting, streaming)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _Call:
+    """One call in flight."""
+
+    __slots__ = ("dispatcher", "connection", "function", "arguments", "request_id", "stream")
+
+    def __init__(self, dispatcher, connection, function, arguments, request_id, stream):
+        self.dispatcher = dispatcher
+        self.connection = connection
+        self.function = function
+        self.arguments = arguments
+        self.request_id = request_id
+        self.stream = stream
+
+    # Plain functions: called and, in the common case, encoded on a worker thread.
+
+    def run_in_worker(self):
+        result = self.function.target(**self.arguments)
+        if type(result) not in _PLAIN_RESULT_TYPES:
+            if _needs_loop(result, self.stream):
+                return _Unfinished(result)
+            if _is_iterator(result):
+                result = list(result)  # a generator not streamed answers the list of its items
+        return self.encode_result(result)
+
+    def worker_done(self, outcome, error):
+        if error is not None:
+            self.fail(error)
+        elif type(outcome) is _Unfinished:
+            self.dispatcher.spawn(self.complete_on_loop(outcome.value))
+        else:
+            self.connection.finish_call(*outcome)
+
+    # Coroutines, generators, and whatever a worker handed back unfinished.
+
+    async def run_on_loop(self):
+        try:
+            value = self.function.target(**self.arguments)
+        except Exception as error:
+            self.fail(error)
+            return
+        await self.complete_on_loop(value)
+
+    async def complete_on_loop(self, value):
+        context = (self.function.name, self.request_id)
+        try:
+            if inspect.isawaitable(value):
+                value = await value
+            if _is_async_iterator(value):
+                if self.stream:
+                    await stream_async_iterator(self.connection, value, context)
+                    return
+                value = [item async for item in value]
+            elif _is_iterator(value):
+                if self.stream:
+                    await stream_iterator(self.connection, value, self.dispatcher.pool, context)
+                    return
+                value = await self.dispatcher.pool.run(functools.partial(list, value))
+        # CancelledError too: only user code raises it here (plain calls are never cancelled by the runtime).
+        except (Exception, asyncio.CancelledError) as error:
+            self.fail(error)
+            return
+        self.connection.finish_call(*self.encode_result(value))
+
+    # Both paths.
+
+    def encode_result(self, value):
+        """(status, body) of a finished call; a result that cannot be encoded is the call's 500."""
+        try:
+            return 200, encode_value(value, "result")
+        except ENCODING_ERRORS as error:
+            log.warning("%s() returned a result that cannot be encoded (request %s): %s",
+                        self.function.name, self.request_id, error)
+            return 500, error_body(error)
+
+    def fail(self, error):
+        log.error("%s() raised (request %s)", self.function.name, self.request_id, exc_info=error)
+        self.connection.finish_call(500, error_body(error))
+
+
+def _is_iterator(value):
+    return hasattr(value, "__next__")
+
+
+def _is_async_iterator(value):
+    return hasattr(value, "__anext__")
+
+
+def _needs_loop(value, stream):
+    return inspect.isawaitable(value) or _is_async_iterator(value) or (stream and _is_iterator(value))
