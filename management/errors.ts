@@ -16,6 +16,11 @@ export const ManagementProblems = {
   routeNotFound: { code: 'route-not-found', status: 404, title: 'No such route' },
   methodNotAllowed: { code: 'method-not-allowed', status: 405, title: 'Method not allowed' },
   internalError: { code: 'internal-error', status: 500, title: 'Internal error' },
+  /**
+   * For the `authenticate` hook of cluster mode: the Kubernetes API could not review the token (TokenReview or
+   * SubjectAccessReview failed), so the request is refused rather than let through unchecked.
+   */
+  authUnavailable: { code: 'auth-unavailable', status: 503, title: 'Authentication unavailable' },
 } as const satisfies Record<string, ProblemSpec>;
 
 /**

@@ -1,0 +1,188 @@
+// Who may read runs through the management API in a cluster: the caller's bearer service-account token, judged
+// by the Kubernetes API server itself — TokenReview (a valid token? whose?), then SubjectAccessReview (may that
+// user `list` `runs` of group `runlet.dev` in the project's namespace?). Access is the cluster's RBAC: a Role
+// in the project's namespace granting that verb on that resource (no such kind exists; RBAC checks it all the
+// same), bound to the caller's service account.
+//
+//   authenticate: kubeAuthenticator({ api, logger })   // ManagementApiOptions.authenticate
+//
+// Decisions are cached briefly per token and namespace, so a client paging through runs costs the API server
+// two reviews per token every half minute, not two per request; a revoked grant takes effect within that TTL.
+// When a review cannot be made the request is refused (503), never let through, and nothing is cached.
+import { createHash } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import { LRUCache } from 'lru-cache';
+import type { Logger } from 'pino';
+import { RUNLET_GROUP } from '../crds/api-group.ts';
+import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
+import { ProblemError } from '../sidecar/problem.ts';
+import { ManagementProblems } from './errors.ts';
+
+export interface KubeAuthOptions {
+  /** The operator's client: its credentials need `create` on tokenreviews and subjectaccessreviews. */
+  api: KubeApi;
+  /** Told why a token was refused (the TokenReview's error); callers only learn that it was. */
+  logger?: Pick<Logger, 'debug'>;
+  /** How long an allowed token is admitted without asking again. Default 30 s. */
+  allowedTtlMs?: number;
+  /** How long a refused token (401 or 403) is refused without asking again. Default 5 s. */
+  deniedTtlMs?: number;
+  /** Decisions remembered at most (least recently used go first). Default 10,000. */
+  maxEntries?: number;
+  /** Milliseconds on a monotonic clock for cache ages; tests move it. Default `performance.now()`. */
+  now?: () => number;
+}
+
+export type ManagementAuthenticate = (request: FastifyRequest, projectId: string) => Promise<void>;
+
+/** What the SubjectAccessReview asks, the namespace being the project. */
+export const RUNS_ACCESS = { verb: 'list', group: RUNLET_GROUP, resource: 'runs' } as const;
+
+const TOKEN_REVIEWS_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';
+const SUBJECT_ACCESS_REVIEWS_PATH = '/apis/authorization.k8s.io/v1/subjectaccessreviews';
+const REALM = 'runlet-management';
+/** RFC 6750 §2.1: the characters of a bearer token (token68). */
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
+const BEARER_SCHEME = /^bearer$/i;
+const RETRY_AFTER_SECONDS = '5';
+
+const DEFAULTS = { allowedTtlMs: 30_000, deniedTtlMs: 5_000, maxEntries: 10_000 } as const;
+
+type Decision = { outcome: 'allowed' } | { outcome: 'unauthenticated' } | { outcome: 'forbidden'; username: string };
+
+interface UserInfo {
+  username?: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+}
+
+interface TokenReview extends KubeObject {
+  spec: { token: string };
+  status?: { authenticated?: boolean; user?: UserInfo; error?: string };
+}
+
+interface SubjectAccessReview extends KubeObject {
+  spec: Omit<UserInfo, 'username'> & { user: string; resourceAttributes: typeof RUNS_ACCESS & { namespace: string } };
+  status?: { allowed?: boolean; denied?: boolean };
+}
+
+/** The `authenticate` hook of the management API for cluster mode. */
+export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthenticate {
+  const { api, logger } = options;
+  const allowedTtlMs = options.allowedTtlMs ?? DEFAULTS.allowedTtlMs;
+  const deniedTtlMs = options.deniedTtlMs ?? DEFAULTS.deniedTtlMs;
+  const now = options.now;
+  const decisions = new LRUCache<string, Decision>({
+    max: options.maxEntries ?? DEFAULTS.maxEntries,
+    ttl: allowedTtlMs,
+    // Read the clock on every lookup rather than reuse a reading for 1 ms (and arm a timer to forget it).
+    ttlResolution: 0,
+    perf: now === undefined ? undefined : { now },
+  });
+  /** Reviews in flight by cache key, so a burst of requests with one new token is reviewed once. */
+  const reviewing = new Map<string, Promise<Decision>>();
+
+  async function review(token: string, namespace: string): Promise<Decision> {
+    const tokenReview = await create<TokenReview>(api, TOKEN_REVIEWS_PATH, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenReview',
+      spec: { token },
+    });
+    const user = tokenReview.status?.user;
+    if (tokenReview.status?.authenticated !== true || !user?.username) {
+      logger?.debug({ reason: tokenReview.status?.error }, 'management API: bearer token not authenticated by TokenReview');
+      return { outcome: 'unauthenticated' };
+    }
+    const access = await create<SubjectAccessReview>(api, SUBJECT_ACCESS_REVIEWS_PATH, {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: {
+        user: user.username,
+        uid: user.uid,
+        groups: user.groups,
+        extra: user.extra,
+        resourceAttributes: { ...RUNS_ACCESS, namespace },
+      },
+    });
+    const { allowed, denied } = access.status ?? {};
+    return allowed === true && denied !== true ? { outcome: 'allowed' } : { outcome: 'forbidden', username: user.username };
+  }
+
+  function reviewOnce(key: string, token: string, namespace: string): Promise<Decision> {
+    let pending = reviewing.get(key);
+    if (pending === undefined) {
+      pending = review(token, namespace)
+        .then((decision) => {
+          // Only answers are remembered: a failed review throws past this, and the next request asks again.
+          decisions.set(key, decision, { ttl: decision.outcome === 'allowed' ? allowedTtlMs : deniedTtlMs });
+          return decision;
+        })
+        .finally(() => reviewing.delete(key));
+      reviewing.set(key, pending);
+    }
+    return pending;
+  }
+
+  return async (request, projectId) => {
+    const token = bearerToken(request.headers.authorization);
+    const key = cacheKey(token, projectId);
+    const decision = decisions.get(key) ?? (await reviewOnce(key, token, projectId));
+    if (decision.outcome === 'unauthenticated') {
+      throw invalidToken('The bearer token was not accepted by the cluster: expired, revoked, or not a token of this cluster');
+    }
+    if (decision.outcome === 'forbidden') {
+      throw new ProblemError(
+        ManagementProblems.forbidden,
+        `User "${decision.username}" may not list runs in project "${projectId}": it needs verb "${RUNS_ACCESS.verb}" ` +
+          `on resource "${RUNS_ACCESS.resource}" of API group "${RUNS_ACCESS.group}" in namespace "${projectId}" (a Role or ` +
+          'ClusterRole bound there)',
+        { headers: { 'www-authenticate': `Bearer realm="${REALM}", error="insufficient_scope"` } },
+      );
+    }
+  };
+}
+
+/** The token of an `Authorization: Bearer <token>` value; throws the 401 to answer when there is none. */
+function bearerToken(authorization: string | undefined): string {
+  const value = authorization?.trim() ?? '';
+  const space = value.indexOf(' ');
+  const scheme = space === -1 ? value : value.slice(0, space);
+  // RFC 6750 §3.1: a request without credentials (or with another scheme) gets the bare challenge, no error code.
+  if (value === '' || !BEARER_SCHEME.test(scheme)) {
+    throw new ProblemError(
+      ManagementProblems.unauthorized,
+      'The management API requires an Authorization: Bearer <service-account token> header',
+      { headers: { 'www-authenticate': `Bearer realm="${REALM}"` } },
+    );
+  }
+  const token = space === -1 ? '' : value.slice(space + 1).trimStart();
+  if (!TOKEN68.test(token)) throw invalidToken('The bearer token is empty or has characters a bearer token cannot have');
+  return token;
+}
+
+/** 401 with RFC 6750's `invalid_token`. `detail` must never contain the token. */
+function invalidToken(detail: string): ProblemError {
+  const challenge = `Bearer realm="${REALM}", error="invalid_token", error_description="${detail}"`;
+  return new ProblemError(ManagementProblems.unauthorized, detail, { headers: { 'www-authenticate': challenge } });
+}
+
+/** The token is hashed: the cache holds no usable credential, and its keys have a fixed length. */
+function cacheKey(token: string, namespace: string): string {
+  return `${createHash('sha256').update(token).digest('base64url')} ${namespace}`;
+}
+
+/** POSTs a review; any failure to get an answer becomes the 503 that refuses the request. */
+async function create<T extends KubeObject>(api: KubeApi, path: string, review: T): Promise<T> {
+  try {
+    return await api.create(path, review);
+  } catch (error) {
+    const answer =
+      error instanceof KubeApiError && error.status !== 0 ? `answered ${error.status} ${error.reason ?? ''}`.trimEnd() : 'did not answer';
+    throw new ProblemError(
+      ManagementProblems.authUnavailable,
+      `The bearer token could not be checked: the Kubernetes API server ${answer} to a ${review.kind}; retry shortly`,
+      { headers: { 'retry-after': RETRY_AFTER_SECONDS }, cause: error },
+    );
+  }
+}

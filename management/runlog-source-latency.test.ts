@@ -1,0 +1,141 @@
+// How fast the list API answers from the RunLog cache: 10,000 runs of one app in 5 RunLogs (2,000 each, about
+// the 1 MiB a RunLog status may hold), paged through the real plugin over HTTP on 127.0.0.1 with a cached
+// token. Prints p50/p99; the bounds are only sanity checks (timings belong in benchmarks, and this may run on a
+// loaded 2-core machine).
+import type { AddressInfo } from 'node:net';
+import { loadavg } from 'node:os';
+import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { KubeApi } from '../operator/kube-api.ts';
+import type { RunRecord } from '../sidecar/runs/record.ts';
+import { RUNS_ACCESS, kubeAuthenticator } from './kube-auth.ts';
+import { managementApi } from './routes.ts';
+import { RunLogIndex, appKey } from './runlog-source-index.ts';
+import type { RunLogSource } from './runlog-source.ts';
+import { PROJECT, appRuns, createApp, newestFirst, onReplica, startSource, startTestCluster, testLogger, writeRunLog, type TestCluster } from './runlog-source-test-kit.ts';
+
+const APP = 'hello';
+const REPLICAS = ['a', 'b', 'c', 'd', 'e'].map((suffix) => `hello-7d9c-${suffix.repeat(5)}`);
+const RUNS = 10_000;
+const TOKEN = 'bench.eyJ0b2tlbiI6ImJlbmNoIn0.sig';
+/**
+ * Sanity bounds on medians (tails on a loaded machine are the scheduler's): far above what the cache takes,
+ * though a sort of the 10,000 runs per page (about 14 ms) would fail the in-process one.
+ */
+const SANITY_HTTP_P50_MS = 100;
+const SANITY_IN_PROCESS_P50_MS = 2;
+
+let cluster: TestCluster;
+let source: RunLogSource & { api: KubeApi };
+let server: FastifyInstance;
+let base: string;
+let runs: RunRecord[];
+let syncMs: number;
+
+beforeAll(async () => {
+  cluster = await startTestCluster();
+  await createApp(cluster.api, PROJECT, APP);
+  cluster.server.tokens.set(TOKEN, { username: 'system:serviceaccount:team-a:bench' });
+  cluster.server.allow({ user: 'system:serviceaccount:team-a:bench', namespace: PROJECT, ...RUNS_ACCESS });
+  runs = appRuns({ appName: APP, count: RUNS, replicas: REPLICAS });
+  for (const replica of REPLICAS) await writeRunLog(cluster.api, PROJECT, replica, APP, onReplica(runs, replica));
+  const started = performance.now();
+  source = await startSource(cluster);
+  syncMs = performance.now() - started;
+  server = fastify({ loggerInstance: testLogger() as FastifyBaseLogger });
+  await server.register(managementApi, { runs: source, apps: source, authenticate: kubeAuthenticator({ api: source.api }) });
+  await server.listen({ host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}/v2/projects/${PROJECT}/apps/${APP}/runs`;
+});
+
+afterAll(async () => {
+  await server.close();
+  await source.stop();
+  await source.api.close();
+  await cluster.close();
+});
+
+interface Walk {
+  ids: string[];
+  latenciesMs: number[];
+}
+
+/** Every page of a listing, following nextToken; each request timed from send to the last byte of the body. */
+async function walk(query: string): Promise<Walk> {
+  const ids: string[] = [];
+  const latenciesMs: number[] = [];
+  let nextToken: string | null = null;
+  do {
+    const url: string = `${base}?${query}${nextToken === null ? '' : `&nextToken=${nextToken}`}`;
+    const started = performance.now();
+    const response = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const body = (await response.json()) as { items: RunRecord[]; nextToken: string | null };
+    latenciesMs.push(performance.now() - started);
+    expect(response.status).toBe(200);
+    ids.push(...body.items.map((run) => run.id));
+    nextToken = body.nextToken;
+  } while (nextToken !== null);
+  return { ids, latenciesMs };
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+function summary(label: string, latenciesMs: number[]): string {
+  const format = (ms: number): string => `${ms.toFixed(2)} ms`;
+  return `${label.padEnd(46)} n=${String(latenciesMs.length).padStart(4)}  p50 ${format(percentile(latenciesMs, 50))}  p99 ${format(percentile(latenciesMs, 99))}`;
+}
+
+it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async () => {
+  const newest = newestFirst(runs).map((run) => run.id);
+  await walk('pageSize=50'); // warm-up: JIT, connections, the token's decision cached
+
+  const lines: string[] = [];
+  const defaultPages: number[] = [];
+  for (const [label, query, expected] of [
+    ['pageSize=50, every page, 3 walks', 'pageSize=50', newest],
+    ['pageSize=500, every page, 3 walks', 'pageSize=500', newest],
+    ['status=failure, pageSize=50, 3 walks', 'status=failure&pageSize=50', newestFirst(runs.filter((run) => run.status === 'failure')).map((run) => run.id)],
+  ] as const) {
+    const latencies: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const result = await walk(query);
+      expect(result.ids).toEqual(expected);
+      latencies.push(...result.latenciesMs);
+    }
+    if (query === 'pageSize=50') defaultPages.push(...latencies);
+    lines.push(summary(`HTTP ${label}`, latencies));
+  }
+
+  // The cache's own share, without HTTP: listRuns at random depths of the list.
+  const direct: number[] = [];
+  for (let i = 0; i < 2_000; i++) {
+    const beforeId = i % 10 === 0 ? null : newest[Math.floor(Math.random() * newest.length)]!;
+    const started = performance.now();
+    await source.listRuns({ projectId: PROJECT, appName: APP, pageSize: 50, beforeId, asyncOnly: i % 2 === 0, status: null });
+    direct.push(performance.now() - started);
+  }
+  lines.push(summary('listRuns in process, pageSize=50, random cursor', direct));
+
+  // A replica's write as the watch delivers it: 10 new runs in, its 10 oldest out, the other 1,990 rewritten.
+  const index = new RunLogIndex();
+  for (const replica of REPLICAS) index.putRunLog(`${PROJECT}/${replica}`, appKey(PROJECT, APP), newestFirst(onReplica(runs, replica)));
+  const writer = REPLICAS[0]!;
+  let held = newestFirst(onReplica(runs, writer));
+  const updates: number[] = [];
+  for (let i = 0; i < 50; i++) {
+    const fresh = appRuns({ appName: APP, count: 10, replicas: [writer] });
+    held = [...newestFirst(fresh), ...held.slice(0, -10)].map((run) => ({ ...run }));
+    const started = performance.now();
+    index.putRunLog(`${PROJECT}/${writer}`, appKey(PROJECT, APP), held);
+    updates.push(performance.now() - started);
+  }
+  expect(index.size).toBe(RUNS);
+  lines.push(summary('index update: one RunLog of 2,000 runs rewritten', updates));
+
+  process.stdout.write(`\nlist API latency, ${RUNS} runs in ${REPLICAS.length} RunLogs (initial list and index: ${syncMs.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
+  expect(percentile(defaultPages, 50)).toBeLessThan(SANITY_HTTP_P50_MS);
+  expect(percentile(direct, 50)).toBeLessThan(SANITY_IN_PROCESS_P50_MS);
+});

@@ -1,0 +1,141 @@
+// What the tests of the management API in cluster mode share: the in-memory API server with the Runlet CRDs
+// (crds/*.yaml) installed, Apps and RunLogs written as the operator and the sidecars write them, run records
+// in creation order, and a RunLogSource on the server.
+import { readdir, readFile } from 'node:fs/promises';
+import pino, { type Logger } from 'pino';
+import { v7 as uuidv7 } from 'uuid';
+import { parse } from 'yaml';
+import { pythonApp } from '../crds/fixtures.ts';
+import { KubeApi, type KubeObject } from '../operator/kube-api.ts';
+import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
+import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
+import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
+import { RunLogSource, type RunLogSourceOptions } from './runlog-source.ts';
+
+export const PROJECT = 'team-a';
+export const OTHER_PROJECT = 'team-b';
+/** Generous for a loaded 2-core machine: only a failing test waits this long. */
+export const STATE_TIMEOUT_MS = 20_000;
+
+const CRDS_DIR = new URL('../crds/', import.meta.url);
+const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
+
+export interface TestCluster {
+  server: KubeApiServer;
+  /** The tests' own client, apart from the source's. */
+  api: KubeApi;
+  close(): Promise<void>;
+}
+
+/** Tests log nothing unless RUNLET_TEST_LOG names a level. */
+export function testLogger(): Logger {
+  return pino({ name: 'runlet-management-test', level: process.env.RUNLET_TEST_LOG ?? 'silent' });
+}
+
+export async function startTestCluster(options: KubeApiServerOptions = {}): Promise<TestCluster> {
+  const server = await startKubeApiServer({ namespaces: [PROJECT, OTHER_PROJECT], ...options });
+  const api = new KubeApi(server.kubeConfig());
+  for (const file of (await readdir(CRDS_DIR)).filter((name) => name.endsWith('.yaml')).sort()) {
+    const crd = parse(await readFile(new URL(file, CRDS_DIR), 'utf8')) as KubeObject;
+    await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
+  }
+  return {
+    server,
+    api,
+    async close() {
+      await api.close();
+      await server.close();
+    },
+  };
+}
+
+/** A source on the test server with quick retries; started, and synced before it is returned. */
+export async function startSource(cluster: { server: KubeApiServer }, options: Partial<RunLogSourceOptions> = {}): Promise<RunLogSource & { api: KubeApi }> {
+  const api = options.api ?? new KubeApi(cluster.server.kubeConfig());
+  const source = new RunLogSource({ api, logger: testLogger(), backoff: { initialMs: 20, maxMs: 200 }, ...options });
+  source.start();
+  await source.ready();
+  return Object.assign(source, { api });
+}
+
+export async function createApp(api: KubeApi, namespace: string, name: string): Promise<void> {
+  const app = pythonApp();
+  app.metadata = { name, namespace };
+  await api.create(`${GROUP_PATH}/namespaces/${namespace}/apps`, app as KubeObject);
+}
+
+/**
+ * Writes a RunLog as a replica's sidecar does: created labelled with its app, its runs in `status`. Creates it
+ * when it does not exist yet.
+ */
+export async function writeRunLog(api: KubeApi, namespace: string, name: string, appName: string, runs: RunRecord[]): Promise<void> {
+  const collection = `${GROUP_PATH}/namespaces/${namespace}/runlogs`;
+  if ((await api.find(`${collection}/${name}`)) === undefined) {
+    await api.create(collection, {
+      apiVersion: 'runlet.dev/v1alpha1',
+      kind: 'RunLog',
+      metadata: { name, namespace, labels: { [APP_LABEL]: appName } },
+      spec: { appName },
+    } as KubeObject);
+  }
+  // Newest first, as the sidecar writes them.
+  const ordered = [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
+  await api.mergePatch(`${collection}/${name}/status`, { status: { runs: ordered } });
+}
+
+export async function deleteRunLog(api: KubeApi, namespace: string, name: string): Promise<void> {
+  await api.delete(`${GROUP_PATH}/namespaces/${namespace}/runlogs/${name}`);
+}
+
+const STATUSES: RunStatus[] = ['success', 'failure', 'success', 'running', 'cancelled', 'success', 'pending'];
+
+/**
+ * `count` runs of an app in creation order (oldest first), as `replicas` replicas would have run them turn by
+ * turn: run i on replica i % replicas. Statuses cycle through every status; every third run is async.
+ */
+export function appRuns(options: { namespace?: string; appName: string; count: number; replicas: string[] }): RunRecord[] {
+  const { namespace = PROJECT, appName, count, replicas } = options;
+  const runs: RunRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    const status = STATUSES[i % STATUSES.length]!;
+    const async = i % 3 === 0;
+    runs.push(runRecord({ projectId: namespace, appName, replica: replicas[i % replicas.length]!, status, async, mode: async ? 'async' : 'sync' }));
+  }
+  return runs;
+}
+
+/** One run record with a fresh id (UUID v7: newer than every id made before in this process). */
+export function runRecord(overrides: Partial<RunRecord> & Pick<RunRecord, 'appName' | 'replica'>): RunRecord {
+  const status = overrides.status ?? 'success';
+  const finished = status !== 'pending' && status !== 'running';
+  const now = new Date().toISOString();
+  return {
+    id: uuidv7(),
+    projectId: PROJECT,
+    functionName: 'run',
+    method: 'POST',
+    mode: 'sync',
+    async: false,
+    status,
+    statusCode: finished ? (status === 'failure' ? 500 : 200) : null,
+    error: status === 'failure' ? { type: 'ValueError', message: 'bad input' } : null,
+    reason: null,
+    createdAt: now,
+    startedAt: status === 'pending' ? null : now,
+    completedAt: finished ? now : null,
+    queueTimeMs: status === 'pending' ? null : 1,
+    runtimeMs: finished ? 12 : null,
+    responseTimeMs: finished ? 13.5 : null,
+    webhook: null,
+    ...overrides,
+  };
+}
+
+export function onReplica(runs: RunRecord[], replica: string): RunRecord[] {
+  return runs.filter((run) => run.replica === replica);
+}
+
+/** Newest first, as the list API answers. */
+export function newestFirst(runs: RunRecord[]): RunRecord[] {
+  return [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
+}

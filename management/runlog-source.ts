@@ -1,0 +1,129 @@
+// The management API's runs in a cluster: a watch-fed cache of the RunLogs (every replica's runs in flight and
+// last finished runs), merged per app, and of the Apps (which apps exist, for the 404 of an unknown one). The
+// same RunSource and AppDirectory `runlet dev` serves from SQLite, so the one plugin serves both modes.
+//
+//   const source = new RunLogSource({ api, logger });
+//   source.start();
+//   await fastify.register(managementApi, { runs: source, apps: source, authenticate });
+//
+// Answers come from memory, never from the API server: a list is as fresh as the last watch event (RunLogs
+// are written about once a second per replica). The watches relist on 410 Gone, resume after errors with a
+// backoff, and restart when silent (operator/watch.ts).
+import type { Logger } from 'pino';
+import { APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
+import type { App } from '../crds/app-schema.ts';
+import type { RunLog } from '../crds/runlog-schema.ts';
+import type { KubeApi, KubeObject } from '../operator/kube-api.ts';
+import { ResourceWatch, objectKey, type RestartReason } from '../operator/watch.ts';
+import type { RunRecord } from '../sidecar/runs/record.ts';
+import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
+import type { ListRunsQuery, RunPage, RunSource } from '../sidecar/runs/store.ts';
+import type { AppDirectory } from './app-directory.ts';
+import { RunLogIndex, appKey } from './runlog-source-index.ts';
+
+export interface RunLogSourceOptions {
+  /** The operator's client (its credentials need list and watch on runlogs and apps). */
+  api: KubeApi;
+  /** Cache one namespace (project) only; default every namespace. */
+  namespace?: string;
+  logger: Logger;
+  /** Restart a watch that delivered no event and no bookmark for this long. Default 120 s (as the operator). */
+  watchdogMs?: number;
+  /** Each watch restart and why: for the operator's `watchRestarted` metric. */
+  onRestart?(resource: typeof RUNLOG_PLURAL | typeof APP_PLURAL, reason: RestartReason): void;
+  /** Retry delays after failed lists and watches; default operator/watch.ts's (250 ms doubling to 30 s). */
+  backoff?: { initialMs: number; maxMs: number };
+}
+
+type RunLogObject = RunLog & KubeObject;
+type AppObject = App & KubeObject;
+
+const DEFAULT_WATCHDOG_MS = 120_000;
+
+export class RunLogSource implements RunSource, AppDirectory {
+  readonly #index = new RunLogIndex();
+  readonly #runLogs: ResourceWatch<RunLogObject>;
+  readonly #apps: ResourceWatch<AppObject>;
+  readonly #logger: Logger;
+
+  constructor(options: RunLogSourceOptions) {
+    const { api, namespace, logger, onRestart, backoff } = options;
+    this.#logger = logger;
+    const scope = namespace === undefined ? '' : `/namespaces/${encodeURIComponent(namespace)}`;
+    const collection = (plural: string): string => `/apis/${RUNLET_API_VERSION}${scope}/${plural}`;
+    const common = { api, logger, backoff, watchdogMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS };
+    this.#runLogs = new ResourceWatch<RunLogObject>({
+      ...common,
+      name: RUNLOG_PLURAL,
+      path: collection(RUNLOG_PLURAL),
+      onRestart: (reason) => onRestart?.(RUNLOG_PLURAL, reason),
+      handlers: {
+        onUpsert: (runLog) => this.#put(runLog),
+        onDelete: (runLog) => this.#index.deleteRunLog(keyOf(runLog)),
+      },
+    });
+    this.#apps = new ResourceWatch<AppObject>({
+      ...common,
+      name: APP_PLURAL,
+      path: collection(APP_PLURAL),
+      onRestart: (reason) => onRestart?.(APP_PLURAL, reason),
+      handlers: {},
+    });
+  }
+
+  /** Starts both watches; returns at once (see `ready`). */
+  start(): void {
+    this.#runLogs.start();
+    this.#apps.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.#runLogs.stop(), this.#apps.stop()]);
+  }
+
+  /**
+   * Resolves once the first lists of RunLogs and Apps have filled the cache. Until then apps are unknown (404)
+   * and lists empty: the operator's readiness should include `synced`, so no request arrives before.
+   */
+  async ready(): Promise<void> {
+    await Promise.all([this.#runLogs.whenSynced(), this.#apps.whenSynced()]);
+  }
+
+  get synced(): boolean {
+    return this.#runLogs.synced && this.#apps.synced;
+  }
+
+  /** Runs cached across every app (a run held by several RunLogs counts once): for a gauge. */
+  get runs(): number {
+    return this.#index.size;
+  }
+
+  hasApp(projectId: string, appName: string): boolean {
+    return this.#apps.get(projectId, appName) !== undefined;
+  }
+
+  async listRuns(query: ListRunsQuery): Promise<RunPage> {
+    return this.#index.page(appKey(query.projectId, query.appName), query, query.beforeId, query.pageSize);
+  }
+
+  async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {
+    return this.#index.get(appKey(projectId, appName), runId);
+  }
+
+  #put(runLog: RunLogObject): void {
+    const key = keyOf(runLog);
+    const { namespace } = runLog.metadata;
+    // spec.appName is required by the CRD; the label (set by the sidecar too) covers objects written without it.
+    const appName = runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL];
+    if (namespace === undefined || appName === undefined) {
+      this.#logger.warn({ runLog: key }, 'RunLog names no app (spec.appName or the runlet.dev/app label); its runs are not listed');
+      this.#index.deleteRunLog(key);
+      return;
+    }
+    this.#index.putRunLog(key, appKey(namespace, appName), runLog.status?.runs ?? []);
+  }
+}
+
+function keyOf(runLog: RunLogObject): string {
+  return objectKey(runLog.metadata.namespace, runLog.metadata.name);
+}
