@@ -234,3 +234,20 @@ def read_response(file):
         name, _, value = line.decode("latin-1").partition(":")
         headers[name.strip().lower()] = value.strip()
     return status, headers, file.read(int(headers.get("content-length", 0)))
+
+
+class ValidateOnlyTests(RuntimeTestCase):
+    """`x-runlet-validate: 1`: the sidecar's check of an async call before its 202; nothing runs."""
+
+    def test_a_call_that_would_run_is_valid_and_does_not_run(self):
+        # fail() raises when it runs: a 200 proves it did not.
+        status, _, body = self.call("fail", {"message": "x"}, headers={"x-runlet-validate": "1"})
+        self.assertEqual((status, body), (200, {"valid": True}))
+
+    def test_a_call_that_would_be_refused_gets_its_problem(self):
+        status, _, body = self.call("nope", {}, headers={"x-runlet-validate": "1"})
+        self.assertEqual(status, 404)
+        self.assertEqual(body["type"], "https://runlet.dev/problems/function-not-found")
+        status, _, body = self.call("add", {"c": 1}, headers={"x-runlet-validate": "1"})
+        self.assertEqual(status, 422)
+        self.assertEqual(body["unexpected"], ["c"])
