@@ -1,0 +1,116 @@
+{{/*
+Named templates shared by the chart's templates. Keep to the template subset test/chart/render.ts implements
+(its header lists it): the chart is rendered by that renderer in the tests, since no helm binary is at hand.
+*/}}
+
+{{/*
+The base of every object's name: the release name when it already says "runlet", else "<release>-runlet".
+At most 63 characters: Service names are DNS labels.
+*/}}
+{{- define "runlet.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* The operator's Deployment, ServiceAccount, Service, Lease and RBAC share this name. */}}
+{{- define "runlet.operatorName" -}}
+{{- printf "%s-operator" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The ClusterRole users bind for read access to runs. */}}
+{{- define "runlet.runsViewerName" -}}
+{{- printf "%s-runs-viewer" (include "runlet.fullname" .) }}
+{{- end }}
+
+{{/* Labels on every object of the release. */}}
+{{- define "runlet.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: runlet
+{{- end }}
+
+{{/*
+The operator pods' selector. Fixed for the life of the Deployment (a selector cannot change), so it holds
+neither the chart version nor the app version.
+*/}}
+{{- define "runlet.operatorSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "runlet.operatorLabels" -}}
+{{ include "runlet.labels" . }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* Image tags default to the chart's appVersion: chart and images are released together. */}}
+{{- define "runlet.operatorTag" -}}
+{{- .Values.operator.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{- define "runlet.operatorImage" -}}
+{{- printf "%s:%s" .Values.operator.image.repository (include "runlet.operatorTag" .) }}
+{{- end }}
+
+{{/* The sidecar is the runlet image too: operator.image unless apps.sidecar.image names another. */}}
+{{- define "runlet.sidecarImage" -}}
+{{- printf "%s:%s" (.Values.apps.sidecar.image.repository | default .Values.operator.image.repository) (.Values.apps.sidecar.image.tag | default (include "runlet.operatorTag" .)) }}
+{{- end }}
+
+{{- define "runlet.pythonRuntimeImage" -}}
+{{- printf "%s:%s" .Values.apps.pythonRuntime.image.repository (.Values.apps.pythonRuntime.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+The operator's configuration file (the schema is OperatorConfigSchema in operator/config.ts). The
+ConfigMap holds it, and its checksum on the pod template rolls the pods when it changes: the operator
+reads it once, at start. Settings left out keep the operator's defaults; the leader-election identity comes
+from POD_NAME.
+*/}}
+{{- define "runlet.operatorConfig" -}}
+sidecarImage: {{ include "runlet.sidecarImage" . | quote }}
+pythonRuntimeImage: {{ include "runlet.pythonRuntimeImage" . | quote }}
+{{- if .Values.apps.ingress.enabled }}
+ingress:
+  {{- with .Values.apps.ingress.className }}
+  className: {{ . | quote }}
+  {{- end }}
+  {{- if .Values.apps.ingress.tls }}
+  host: {{ required "apps.ingress.tls needs apps.ingress.host: a certificate is for a host" .Values.apps.ingress.host | quote }}
+  tls: true
+  {{- with .Values.apps.ingress.tlsSecretName }}
+  tlsSecretName: {{ . | quote }}
+  {{- end }}
+  {{- else if .Values.apps.ingress.host }}
+  host: {{ .Values.apps.ingress.host | quote }}
+  {{- end }}
+  {{- with .Values.apps.ingress.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- else }}
+ingress: null
+{{- end }}
+nativeSidecars: {{ .Values.apps.nativeSidecars }}
+{{- with .Values.apps.webhookAllowCidrs }}
+webhookAllowCidrs:
+  {{- toYaml . | nindent 2 }}
+{{- else }}
+webhookAllowCidrs: []
+{{- end }}
+leaderElection:
+  # The Role of the chart grants access to this one Lease, in the release namespace.
+  namespace: {{ .Release.Namespace | quote }}
+  leaseName: {{ include "runlet.operatorName" . | quote }}
+server:
+  host: 0.0.0.0
+  port: {{ .Values.operator.port }}
+logLevel: {{ .Values.operator.logLevel | quote }}
+{{- end }}

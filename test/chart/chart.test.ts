@@ -1,0 +1,205 @@
+// The chart rendered with its default values and with ci/production-values.yaml: every object valid for
+// Kubernetes, and the properties the chart promises (security, high availability, probes, configuration).
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1PodDisruptionBudget, V1Role, V1Service } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { readConfigFile, resolveConfig, type OperatorConfig } from '../../operator/config.ts';
+import { kubernetesProblems } from './kube-validate.ts';
+import { RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
+
+const NAME = 'runlet-operator';
+const CONFIG_PATH = '/etc/runlet/operator.yaml';
+
+/** The operator's configuration as it would start with it: the file read by the operator's own reader. */
+async function operatorConfigOf(configMap: V1ConfigMap): Promise<OperatorConfig> {
+  const dir = await mkdtemp(join(tmpdir(), 'runlet-chart-'));
+  try {
+    const file = join(dir, 'operator.yaml');
+    await writeFile(file, configMap.data!['operator.yaml']!);
+    return resolveConfig(await readConfigFile(file), { leaderElection: { identity: 'runlet-operator-7d9f-abcde' } });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const operatorContainer = (deployment: V1Deployment): V1Container => deployment.spec!.template.spec!.containers.find((c) => c.name === 'operator')!;
+
+describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, valuesFiles) => {
+  const chart = renderWith(valuesFiles);
+  const deployment = objectOf<V1Deployment>(chart, 'Deployment', NAME);
+  const container = operatorContainer(deployment);
+  const configMap = objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`);
+
+  it('renders valid Kubernetes objects, CRDs included, without unknown fields', () => {
+    const objects = [...chart.manifests.map((m) => ({ source: m.source, object: m.object })), ...chart.crds.map((c) => ({ source: c.source, object: parseYaml(c.text, { version: '1.1' }) }))];
+    const problems = objects.flatMap(({ source, object }) => kubernetesProblems(object).map((problem) => `${source} ${object.kind}/${object.metadata.name}: ${problem}`));
+    expect(problems).toEqual([]);
+  });
+
+  it('renders the operator, its RBAC, the API Service and the runs viewer, namespaced in the release namespace', () => {
+    const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
+    const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
+    expect(names).toEqual(
+      [
+        'ClusterRole/runlet-operator',
+        'ClusterRole/runlet-runs-viewer',
+        'ClusterRoleBinding/runlet-operator',
+        'ConfigMap/runlet-operator-config',
+        'Deployment/runlet-operator',
+        ...ingress,
+        'PodDisruptionBudget/runlet-operator',
+        'Role/runlet-operator-leader-election',
+        'RoleBinding/runlet-operator-leader-election',
+        'Service/runlet-operator',
+        'ServiceAccount/runlet-operator',
+      ].sort(),
+    );
+    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
+    for (const { object } of chart.manifests) {
+      expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe(clusterScoped.has(object.kind) ? undefined : RELEASE.namespace);
+    }
+    expect(chart.crds.map((crd) => crd.source)).toEqual(['crds/apps.runlet.dev.yaml', 'crds/runlogs.runlet.dev.yaml']);
+  });
+
+  it('runs two replicas as a non-root user with a read-only root filesystem', () => {
+    expect(deployment.spec!.replicas).toBe(2);
+    const pod = deployment.spec!.template.spec!;
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(pod.serviceAccountName).toBe(NAME);
+    expect(container.resources?.requests).toEqual(expect.objectContaining({ cpu: expect.any(String), memory: expect.any(String) }));
+    expect(container.resources?.limits?.memory).toEqual(expect.any(String));
+    // A standby is up while the new replica starts, and they spread over nodes.
+    expect(deployment.spec!.strategy?.rollingUpdate).toEqual({ maxSurge: 1, maxUnavailable: 0 });
+    expect(pod.topologySpreadConstraints?.[0]).toMatchObject({ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: deployment.spec!.selector.matchLabels } });
+  });
+
+  it('probes start-up, readiness and liveness on the health port the configuration serves', async () => {
+    const config = await operatorConfigOf(configMap);
+    expect(container.ports).toEqual([{ name: 'http', containerPort: config.server.port, protocol: 'TCP' }]);
+    expect(config.server.host).toBe('0.0.0.0');
+    expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    // Start-up may take a minute (30 × 2 s) before liveness takes over.
+    expect(container.startupProbe!.periodSeconds! * container.startupProbe!.failureThreshold!).toBeGreaterThanOrEqual(60);
+  });
+
+  it('gives the pods their name and namespace, and the configuration file from the ConfigMap', () => {
+    expect(container.args).toEqual(['operator', '--config', CONFIG_PATH]);
+    expect(container.env).toEqual([
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ]);
+    const mount = container.volumeMounts!.find((m) => CONFIG_PATH.startsWith(`${m.mountPath}/`))!;
+    expect(mount.readOnly).toBe(true);
+    const volume = deployment.spec!.template.spec!.volumes!.find((v) => v.name === mount.name)!;
+    expect(volume.configMap?.name).toBe(configMap.metadata!.name);
+    expect(Object.keys(configMap.data!)).toEqual([CONFIG_PATH.slice(mount.mountPath!.length + 1)]);
+  });
+
+  it('rolls the pods when the configuration changes: its checksum is on the pod template', () => {
+    const checksum = createHash('sha256').update(configMap.data!['operator.yaml']!.replace(/\n$/, '')).digest('hex');
+    expect(deployment.spec!.template.metadata!.annotations!['checksum/config']).toBe(checksum);
+  });
+
+  it('limits voluntary disruptions to one replica of the operator pods', () => {
+    const pdb = objectOf<V1PodDisruptionBudget>(chart, 'PodDisruptionBudget', NAME);
+    expect(pdb.spec).toEqual({ maxUnavailable: 1, selector: { matchLabels: deployment.spec!.selector.matchLabels } });
+  });
+
+  it('selects the operator pods, and only them, in the Deployment, the Service and the PDB', () => {
+    const selector = deployment.spec!.selector.matchLabels!;
+    expect(deployment.spec!.template.metadata!.labels).toMatchObject(selector);
+    expect(selector['app.kubernetes.io/component']).toBe('operator');
+    const service = objectOf<V1Service>(chart, 'Service', NAME);
+    expect(service.spec!.selector).toEqual(selector);
+    expect(service.spec!.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+  });
+
+  it('elects the leader on the one Lease its Role may renew, in the release namespace', async () => {
+    const config = await operatorConfigOf(configMap);
+    const role = objectOf<V1Role>(chart, 'Role', `${NAME}-leader-election`);
+    expect(config.leaderElection).toMatchObject({ namespace: RELEASE.namespace, leaseName: NAME, identity: 'runlet-operator-7d9f-abcde' });
+    expect(role.rules!.find((rule) => rule.resourceNames !== undefined)?.resourceNames).toEqual([config.leaderElection.leaseName]);
+  });
+
+  it('writes images, ingress, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
+    const config = await operatorConfigOf(configMap);
+    const { leaderElection: _election, ...settings } = config;
+    const expected =
+      label === 'default'
+        ? {
+            sidecarImage: 'runlet/runlet:0.1.0',
+            pythonRuntimeImage: 'runlet/python-runtime:0.1.0',
+            ingress: null,
+            nativeSidecars: true,
+            webhookAllowCidrs: [],
+            logLevel: 'info',
+          }
+        : {
+            sidecarImage: 'registry.example.com/platform/runlet:0.1.0',
+            pythonRuntimeImage: 'registry.example.com/platform/python-runtime:0.1.0-cuda12',
+            ingress: {
+              className: 'nginx',
+              host: 'apps.example.com',
+              tls: true,
+              tlsSecretName: 'apps-example-com-tls',
+              annotations: { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '43200', 'nginx.ingress.kubernetes.io/proxy-buffering': 'off' },
+            },
+            nativeSidecars: false,
+            webhookAllowCidrs: ['10.20.0.0/16', '192.168.100.0/24'],
+            logLevel: 'debug',
+          };
+    expect(settings).toMatchObject(expected);
+    expect(container.image).toBe(config.sidecarImage);
+  });
+
+  it('says in the notes how to reach the operator and grant read access to runs', () => {
+    expect(chart.notes).toContain(`logs deployment/${NAME}`);
+    expect(chart.notes).toContain('--clusterrole runlet-runs-viewer');
+    expect(chart.notes).toContain(label === 'default' ? `port-forward service/${NAME} 8080:80` : 'https://runlet-api.example.com/v2/projects/');
+  });
+});
+
+describe('the management API Ingress', () => {
+  it('is rendered only when api.ingress.enabled, for /v2 on the host with TLS', () => {
+    expect(renderWith(VALUE_SETS.default).manifests.some((m) => m.object.kind === 'Ingress')).toBe(false);
+    const ingress = objectOf<V1Ingress>(renderWith(VALUE_SETS.production), 'Ingress', NAME);
+    expect(ingress.metadata!.annotations).toEqual({ 'cert-manager.io/cluster-issuer': 'letsencrypt' });
+    expect(ingress.spec).toEqual({
+      ingressClassName: 'nginx',
+      tls: [{ hosts: ['runlet-api.example.com'], secretName: 'runlet-api-example-com-tls' }],
+      rules: [
+        {
+          host: 'runlet-api.example.com',
+          http: { paths: [{ path: '/v2', pathType: 'Prefix', backend: { service: { name: NAME, port: { name: 'http' } } } }] },
+        },
+      ],
+    });
+  });
+
+  it('refuses TLS without a host, for the API and for the apps', () => {
+    expect(() => renderWith([], { api: { ingress: { enabled: true, tls: true } } })).toThrow(/api\.ingress\.tls needs api\.ingress\.host/);
+    expect(() => renderWith([], { apps: { ingress: { enabled: true, tls: true } } })).toThrow(/apps\.ingress\.tls needs apps\.ingress\.host/);
+  });
+});
+
+describe('names and images', () => {
+  it('prefixes names with the release name unless it already says runlet', () => {
+    const names = renderWith([], undefined, { ...RELEASE, name: 'platform' }).manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
+    expect(names).toContain('Deployment/platform-runlet-operator');
+    expect(names).toContain('ClusterRole/platform-runlet-runs-viewer');
+    expect(renderWith([], undefined, { ...RELEASE, name: 'runlet-eu' }).manifests.map((m) => m.object.metadata.name)).toContain('runlet-eu-operator');
+  });
+
+  it('takes the sidecar image from the operator image unless apps.sidecar.image says otherwise', async () => {
+    const configOf = (values: Record<string, unknown>) => operatorConfigOf(objectOf<V1ConfigMap>(renderWith([], values), 'ConfigMap', `${NAME}-config`));
+    expect((await configOf({ operator: { image: { repository: 'r.example/runlet', tag: '9.9.9' } } })).sidecarImage).toBe('r.example/runlet:9.9.9');
+    expect((await configOf({ apps: { sidecar: { image: { repository: 'r.example/sidecar' } } } })).sidecarImage).toBe('r.example/sidecar:0.1.0');
+  });
+});

@@ -1,0 +1,127 @@
+// The chart's RBAC: its rules are the README's tables row for row, the runs viewer grants what the
+// management API asks for, and the operator, run against the in-memory API server with the chart's
+// configuration, makes no request its roles would refuse.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { V1ClusterRole, V1ConfigMap, V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import pino from 'pino';
+import { parse as parseYaml } from 'yaml';
+import { afterEach, describe, expect, it } from 'vitest';
+import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
+import { KubeApi, resourcePath, type KubeObject } from '../../operator/kube-api.ts';
+import { createOperator, type Operator } from '../../operator/main.ts';
+import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
+import { kubernetesProblems } from './kube-validate.ts';
+import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes } from './rbac.ts';
+import type { RenderedChart } from './render.ts';
+import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
+
+const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
+const OPERATOR_TABLE = "## The operator's permissions";
+const VIEWER_TABLE = '## Read access to runs';
+
+/** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
+function plain(rule: PolicyRule): PolicyRule {
+  return { apiGroups: rule.apiGroups, resources: rule.resources, verbs: rule.verbs, ...(rule.resourceNames === undefined ? {} : { resourceNames: rule.resourceNames }) };
+}
+
+function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[] } {
+  return {
+    cluster: objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-operator').rules!,
+    leaderElection: objectOf<V1Role>(chart, 'Role', 'runlet-operator-leader-election').rules!,
+  };
+}
+
+describe('the RBAC tables of charts/runlet/README.md', () => {
+  const chart = renderWith(VALUE_SETS.default);
+
+  it("are the operator's ClusterRole and leader-election Role, row for row", () => {
+    const table = rulesFromTable(README, OPERATOR_TABLE);
+    const { cluster, leaderElection } = operatorRoles(chart);
+    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'release namespace']));
+    expect(cluster.map(plain)).toEqual(table.filter((row) => row.scope === 'cluster').map(plain));
+    expect(leaderElection.map(plain)).toEqual(table.filter((row) => row.scope === 'release namespace').map(plain));
+    for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
+  });
+
+  it('are the runs viewer ClusterRole, which grants the SubjectAccessReview the management API asks', () => {
+    const viewer = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-runs-viewer').rules!;
+    expect(viewer.map(plain)).toEqual(rulesFromTable(README, VIEWER_TABLE).map(plain));
+    expect(allows(viewer, { verb: 'list', apiGroup: 'runlet.dev', resource: 'runs', namespace: 'team-a', name: undefined })).toBe(true);
+    expect(allows(viewer, { verb: 'create', apiGroup: 'runlet.dev', resource: 'apps', namespace: 'team-a', name: undefined })).toBe(false);
+  });
+
+  it('come with a RoleBinding example that is valid and binds the runs viewer', () => {
+    const section = README.slice(README.indexOf(VIEWER_TABLE));
+    const example = section.match(/```yaml\n([\s\S]*?)```/)?.[1];
+    const binding = parseYaml(example ?? '', { version: '1.1' }) as V1RoleBinding & { metadata: { name: string } };
+    expect(kubernetesProblems(binding)).toEqual([]);
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-runs-viewer' });
+  });
+});
+
+describe('the operator under the chart’s RBAC', () => {
+  let server: KubeApiServer | undefined;
+  let operator: Operator | undefined;
+
+  afterEach(async () => {
+    await operator?.stop();
+    await server?.close();
+    operator = server = undefined;
+  });
+
+  /** The configuration the chart gives the operator, made to run here: a loopback port and quick elections. */
+  function chartConfig(chart: RenderedChart): ConfigLayer[] {
+    const file = parseYaml(objectOf<V1ConfigMap>(chart, 'ConfigMap', 'runlet-operator-config').data!['operator.yaml']!) as ConfigLayer;
+    return [file, { server: { host: '127.0.0.1', port: 0 }, leaderElection: { identity: 'runlet-operator-0', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 } }];
+  }
+
+  /** Runs an operator with that configuration until `done` is logged; the requests it made meanwhile. */
+  async function requestsOfOperator(chart: RenderedChart, done: { method: string; pathPattern: RegExp }): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
+    const from = server!.requests.length;
+    operator = createOperator({ kubeConfig: server!.kubeConfig(), config: resolveConfig(...chartConfig(chart)), logger: pino({ level: 'silent' }), processMetrics: false });
+    operator.start();
+    await server!.waitForRequest(done, 20_000);
+    // Stopping releases the Lease: those requests count too.
+    await operator.stop();
+    operator = undefined;
+    return server!.requests.slice(from);
+  }
+
+  it('makes only requests the ClusterRole and the leader-election Role allow, and holds what the sidecar Role grants', async () => {
+    server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, 'team-a'] });
+    const api = new KubeApi(server.kubeConfig());
+    try {
+      const production = renderWith(VALUE_SETS.production);
+      for (const crd of production.crds) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', parseYaml(crd.text) as KubeObject);
+      const configMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'hello-code', namespace: 'team-a', labels: { 'runlet.dev/app': 'hello' } }, data: { 'main.py': 'def run():\n    return 1\n' } };
+      await api.create(resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'team-a' }), configMap);
+      const app = { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name: 'hello', namespace: 'team-a' }, spec: { runtime: { python: { code: { configMap: { name: 'hello-code' } } } } } };
+      await api.create(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a' }), app);
+
+      // With the app ingress on (production values), then off (defaults): the second removes the Ingress.
+      const requests = [
+        ...(await requestsOfOperator(production, { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ })),
+        ...(await requestsOfOperator(renderWith(VALUE_SETS.default), { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ })),
+      ];
+
+      const { cluster, leaderElection } = operatorRoles(production);
+      const permitted = (request: RequestAttributes) => allows(cluster, request) || (request.namespace === RELEASE.namespace && allows(leaderElection, request));
+      const attributes = requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, ...attrs })));
+      expect(attributes.filter((attrs) => !permitted(attrs))).toEqual([]);
+      // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
+      const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
+      for (const expected of ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch roles', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses']) {
+        expect(seen, expected).toContain(expected);
+      }
+
+      // RBAC escalation prevention: the operator may create the sidecar's Role only while holding all it grants.
+      const sidecarRole = await api.get<V1Role & KubeObject>(resourcePath({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', namespace: 'team-a', name: 'runlet-sidecar' }));
+      const granted = sidecarRole.rules!.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
+      expect(granted.length).toBeGreaterThan(0);
+      expect(granted.filter((request) => !allows(cluster, request))).toEqual([]);
+    } finally {
+      await api.close();
+    }
+  });
+});
