@@ -11,7 +11,6 @@ class Problem(Exception):
     def __init__(self, status, code, title, detail, *, extra=None, headers=b""):
         super().__init__(detail)
         self.status = status
-        self.code = code
         # Raw header lines the response needs besides content-type/length, e.g. b"allow: POST\r\n".
         self.headers = headers
         document = {"type": _TYPE_BASE + code, "title": title, "status": status, "detail": detail}

@@ -8,7 +8,7 @@ from .problems import Problem
 
 log = logging.getLogger("runlet_runtime")
 
-MAX_HEAD_BYTES = 64 * 1024
+_MAX_HEAD_BYTES = 64 * 1024
 # Pipelined requests buffered while a call runs, beyond which the connection stops reading.
 _PIPELINE_BUFFER_BYTES = 256 * 1024
 _CLOSE_TIMEOUT_SECONDS = 5.0
@@ -230,10 +230,10 @@ class HttpConnection(asyncio.Protocol):
         buffer = self._buffer
         head = self._pending_head
         if head is None:
-            end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
+            end = buffer.find(b"\r\n\r\n", 0, _MAX_HEAD_BYTES)
             if end < 0:
-                if len(buffer) >= MAX_HEAD_BYTES:
-                    raise problems.headers_too_large(MAX_HEAD_BYTES)
+                if len(buffer) >= _MAX_HEAD_BYTES:
+                    raise problems.headers_too_large(_MAX_HEAD_BYTES)
                 return None
             head = self._parse_head(bytes(buffer[:end]), end + 4)
             if head is None:

@@ -66,20 +66,18 @@ class RuntimeProcess:
         with self._output_changed:
             return "".join(self._lines)
 
-    def count_output(self, text):
-        with self._output_changed:
-            return sum(text in line for line in self._lines)
-
     def wait_for_output(self, text, count=1, timeout=WAIT_SECONDS):
         """Waits until `text` appeared on `count` stderr lines; fails with the output so far otherwise."""
         if not self.output_appears(text, count, timeout):
             raise AssertionError(f"runtime never printed {text!r} ({count}x); its stderr:\n{self.output}")
 
     def output_appears(self, text, count=1, timeout=WAIT_SECONDS):
+        """Whether `text` appears on `count` stderr lines within `timeout`."""
+        def appeared():
+            return sum(text in line for line in self._lines) >= count
+
         with self._output_changed:
-            return self._output_changed.wait_for(
-                lambda: sum(text in line for line in self._lines) >= count or self._output_ended, timeout,
-            ) and sum(text in line for line in self._lines) >= count
+            return self._output_changed.wait_for(lambda: appeared() or self._output_ended, timeout) and appeared()
 
     def wait_for_exit(self, timeout=WAIT_SECONDS):
         try:
