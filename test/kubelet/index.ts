@@ -7,4 +7,4 @@ export type { ContainerRunner } from './container-runner.ts';
 export type { ImageTable, LocalImage } from './images.ts';
 export type { KubeletTiming } from './timing.ts';
 export { KUBELET_FINALIZER, TEMPLATE_HASH_LABEL } from './pod-factory.ts';
-export { sidecarUrls, type SidecarUrls } from './sidecar-urls.ts';
+export { sidecarPorts, sidecarUrls, type SidecarPorts, type SidecarUrls } from './sidecar-urls.ts';

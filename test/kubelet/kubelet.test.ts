@@ -22,6 +22,9 @@ let apps: AppsV1Api;
 let namespaceCount = 0;
 
 const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** Bound of each wait on API state: pods start real processes on a loaded 2-core machine. */
+const STATE_TIMEOUT_MS = 30_000;
+const WAIT = { timeoutMs: STATE_TIMEOUT_MS, intervalMs: 50 };
 
 beforeAll(async () => {
   server = await startKubeApiServer();
@@ -70,7 +73,7 @@ function rolledOut(namespace: string, name: string, replicas = 1): Promise<V1Dep
         status?.readyReplicas === replicas;
       return done && deployment;
     },
-    { what: `deployment ${namespace}/${name} rolled out with ${replicas} ready replicas`, intervalMs: 50 },
+    { what: `deployment ${namespace}/${name} rolled out with ${replicas} ready replicas`, ...WAIT },
   );
 }
 
@@ -104,7 +107,7 @@ function lineIndex(log: string, text: string): number {
   return index;
 }
 
-describe('the test kubelet', () => {
+describe('the test kubelet', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
   it('runs a Deployment pod as local processes: sidecar first, env, volumes and ports mapped; Pod and Deployment status', async () => {
     const namespace = await freshNamespace();
     await createApp(namespace, serverDeployment('web'));
@@ -157,7 +160,7 @@ describe('the test kubelet', () => {
     const peer = await getJson(`${local.url(MAIN_PORT)}/peer`);
     expect(peer.argv).toEqual(['--port', String(local.localPort(HELPER_PORT))]);
 
-    const log = await waitFor(() => local.log.read().includes('[main stdout] listening on') && local.log.read(), { what: 'main output in the pod log' });
+    const log = await waitFor(() => local.log.read().includes('[main stdout] listening on') && local.log.read(), { what: 'main output in the pod log', ...WAIT });
     expect(lineIndex(log, 'helper: startup probe succeeded')).toBeLessThan(lineIndex(log, 'main: started'));
     expect(local.log.path.startsWith(kubelet.workDir)).toBe(true);
   });
@@ -178,7 +181,7 @@ describe('the test kubelet', () => {
         const status = current.status?.containerStatuses?.[0];
         return status?.restartCount === 1 && status.ready && isReady(current) && status;
       },
-      { what: 'the main container restarted and ready again', intervalMs: 50 },
+      { what: 'the main container restarted and ready again', ...WAIT },
     );
     expect(restarted.lastState?.terminated).toMatchObject({ exitCode: 137, signal: 9, reason: 'Error' });
     expect(main.pid).not.toBe(firstPid);
@@ -213,7 +216,7 @@ describe('the test kubelet', () => {
           const pods = await podsOf(namespace, 'roll');
           return pods.length === 1 && pods[0]!.metadata!.name !== oldName && pods;
         },
-        { what: 'the old pod gone from the API server', intervalMs: 50 },
+        { what: 'the old pod gone from the API server', ...WAIT },
       );
       expect(rest).toEqual([]);
       expect(current!.metadata!.annotations).toMatchObject({ revision: '2' });
@@ -239,7 +242,7 @@ describe('the test kubelet', () => {
     const pids = local.processes().map((p) => p.pid);
 
     await apps.deleteNamespacedDeployment({ namespace, name: 'doomed' });
-    await waitFor(async () => (await podsOf(namespace, 'doomed')).length === 0, { what: 'the pod deleted', intervalMs: 50 });
+    await waitFor(async () => (await podsOf(namespace, 'doomed')).length === 0, { what: 'the pod deleted', ...WAIT });
     for (const pid of pids) expect(isAlive(pid), `process ${pid}`).toBe(false);
 
     const log = local.log.read();
@@ -267,7 +270,7 @@ describe('the test kubelet', () => {
     await core.deleteNamespacedPod({ namespace, name: pod!.metadata!.name! });
     await waitFor(async () => !(await podsOf(namespace, 'stubborn')).some((p) => p.metadata!.name === local.name), {
       what: 'the deleted pod gone',
-      intervalMs: 50,
+      ...WAIT,
     });
     const log = local.log.read();
     expect(log).toContain('[main stdout] SIGTERM received');
@@ -285,7 +288,7 @@ describe('the test kubelet', () => {
         const state = pod?.status?.containerStatuses?.[0]?.state?.waiting;
         return state?.reason === 'ContainerCreating' && state;
       },
-      { what: 'the pod waiting for its ConfigMap', intervalMs: 50 },
+      { what: 'the pod waiting for its ConfigMap', ...WAIT },
     );
     expect(waiting.message).toMatch(/ConfigMap "late-config" .*not found/);
 
@@ -304,7 +307,7 @@ describe('the test kubelet', () => {
         const state = pod?.status?.containerStatuses?.[0]?.state?.waiting;
         return state?.reason === 'ErrImageNeverPull' && state;
       },
-      { what: 'the pod reporting its unknown image', intervalMs: 50 },
+      { what: 'the pod reporting its unknown image', ...WAIT },
     );
     expect(waiting.message).toContain('registry.test/nobody-knows:2');
   });
@@ -321,6 +324,6 @@ describe('the test kubelet', () => {
 
     await apps.patchNamespacedDeployment({ namespace, name: 'many', body: { spec: { replicas: 1 } } }, MERGE_PATCH);
     await rolledOut(namespace, 'many', 1);
-    await waitFor(async () => (await podsOf(namespace, 'many')).length === 1, { what: 'one pod left', intervalMs: 50 });
+    await waitFor(async () => (await podsOf(namespace, 'many')).length === 1, { what: 'one pod left', ...WAIT });
   });
 });

@@ -170,17 +170,22 @@ export class Kubelet {
       this.#apps.listDeploymentForAllNamespaces(),
       this.#core.listPodForAllNamespaces(),
     ]);
-    await this.#syncLocalPods(pods.items.filter((pod) => pod.spec?.nodeName === this.nodeName));
+    const ready = await this.#syncLocalPods(pods.items.filter((pod) => pod.spec?.nodeName === this.nodeName));
     for (const deployment of deployments.items) {
       if (this.#stopped) return;
       if (deployment.metadata?.deletionTimestamp !== undefined) continue;
-      await this.#syncDeployment(deployment, pods.items.filter((pod) => controllerUid(pod) === deployment.metadata?.uid));
+      await this.#syncDeployment(deployment, pods.items.filter((pod) => controllerUid(pod) === deployment.metadata?.uid), ready);
     }
   }
 
-  /** Starts pods bound here, stops deleted ones (then lets them go), and publishes their status. */
-  async #syncLocalPods(pods: V1Pod[]): Promise<void> {
+  /**
+   * Starts pods bound here, stops deleted ones (then lets them go), and publishes their status. Returns
+   * which pods were published Ready: the rollout decides on exactly that, so a pod is never deleted for a
+   * replacement whose readiness the API server does not show yet.
+   */
+  async #syncLocalPods(pods: V1Pod[]): Promise<Map<string, boolean>> {
     const present = new Set<string>();
+    const ready = new Map<string, boolean>();
     for (const pod of pods) {
       const uid = pod.metadata!.uid!;
       present.add(uid);
@@ -195,7 +200,7 @@ export class Kubelet {
           continue;
         }
       }
-      await this.#publishPodStatus(runner!);
+      ready.set(uid, await this.#publishPodStatus(runner!));
     }
     // Pods that vanished without passing through deletion (their finalizer was removed by someone else).
     for (const [uid, runner] of this.#runners) {
@@ -203,6 +208,7 @@ export class Kubelet {
       if (this.#stoppedRunners.has(runner)) this.#forget(runner);
       else this.#stopPod(runner, 'gone from the API server');
     }
+    return ready;
   }
 
   async #startPod(pod: V1Pod): Promise<PodRunner> {
@@ -270,19 +276,23 @@ export class Kubelet {
     this.#writtenStatus.delete(runner.uid);
   }
 
-  async #publishPodStatus(runner: PodRunner): Promise<void> {
+  /** Writes the pod's status if it changed; returns whether it says Ready. */
+  async #publishPodStatus(runner: PodRunner): Promise<boolean> {
     const status = runner.status();
+    const ready = status.conditions.some((condition) => condition.type === 'Ready' && condition.status === 'True');
     const text = JSON.stringify(status);
-    if (this.#writtenStatus.get(runner.uid) === text) return;
+    if (this.#writtenStatus.get(runner.uid) === text) return ready;
     try {
       await this.#core.patchNamespacedPodStatus({ name: runner.name, namespace: runner.namespace, body: { status } }, MERGE_PATCH);
       this.#writtenStatus.set(runner.uid, text);
+      return ready;
     } catch (error) {
       if (!isNotFound(error)) throw error;
+      return false;
     }
   }
 
-  async #syncDeployment(deployment: V1Deployment, pods: V1Pod[]): Promise<void> {
+  async #syncDeployment(deployment: V1Deployment, pods: V1Pod[], publishedReady: ReadonlyMap<string, boolean>): Promise<void> {
     const meta = deployment.metadata!;
     const hash = templateHash(deployment.spec?.template);
     const spec = rolloutSpec(deployment);
@@ -290,7 +300,7 @@ export class Kubelet {
       name: pod.metadata!.name!,
       templateHash: pod.metadata?.labels?.[TEMPLATE_HASH_LABEL],
       terminating: pod.metadata?.deletionTimestamp !== undefined,
-      ready: this.#runners.get(pod.metadata!.uid!)?.ready ?? false,
+      ready: publishedReady.get(pod.metadata!.uid!) ?? false,
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).toISOString(),
     }));
     const plan = planRollout(spec, hash, owned);

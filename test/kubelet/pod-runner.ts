@@ -11,7 +11,7 @@ import { ContainerRunner, type ContainerRole, type ContainerSetup, type ProbeSpe
 import { localImage, type ImageTable } from './images.ts';
 import { containerLaunch, type LaunchContext } from './launch.ts';
 import { LogFile } from './log-file.ts';
-import { podReady, podStatus, type PodStatusInput, type PodStatusView } from './pod-status.ts';
+import { podStatus, type PodStatusInput, type PodStatusView } from './pod-status.ts';
 import { allocatePort, releasePorts } from './ports.ts';
 import { handlerPorts, probeAction } from './probe-action.ts';
 import { portFlagValues } from './rewrite.ts';
@@ -122,11 +122,6 @@ export class PodRunner {
   /** The processes running now, by container. */
   processes(): { container: string; pid: number }[] {
     return [...this.containers.values()].flatMap((container) => (container.pid === undefined ? [] : [{ container: container.name, pid: container.pid }]));
-  }
-
-  /** Every container is ready (the pod's Ready condition). */
-  get ready(): boolean {
-    return podReady(this.#statusInput());
   }
 
   start(): void {

@@ -76,7 +76,7 @@ function podCondition(clock: ConditionClock, type: string, holds: boolean, reaso
 }
 
 /** Every main container and native sidecar is ready, and the pod is neither initializing nor terminating. */
-export function podReady(input: PodStatusInput): boolean {
+function podReady(input: PodStatusInput): boolean {
   if (input.terminating || !input.initialized) return false;
   const sidecarsReady = input.initContainers.every(
     (spec) => spec.restartPolicy !== 'Always' || input.runners.get(spec.name)?.ready === true,

@@ -1,35 +1,50 @@
-// Pods share 127.0.0.1 here, so every port a pod declares gets a free local port of its own. The kernel
-// picks it (bind to 0, read it, release it); ports handed out are remembered so two pods started at the
-// same moment never receive the same number before either has bound it.
+// Pods share 127.0.0.1 here, so every port a pod declares gets a free local port of its own. Ports come from
+// below the kernel's ephemeral range: a port chosen now is bound by the pod's process only later, and in
+// between every `listen(0)` and outgoing connection on the machine (other tests' servers and clients) takes
+// its number from the ephemeral range, never from here. A candidate is checked free by binding it, and
+// ports handed out are remembered so two pods of this process never share one.
+import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+
+const LOWEST_PORT = 10_000;
+const LINUX_DEFAULT_EPHEMERAL_START = 32_768;
+const ATTEMPTS = 200;
 
 const handedOut = new Set<number>();
 
-async function kernelPickedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('a TCP listener on 127.0.0.1 reported no port');
-  return address.port;
-}
-
-/** A free port on 127.0.0.1 not yet handed out by this process. */
-export async function allocatePort(): Promise<number> {
-  for (let attempt = 0; attempt < 100; attempt += 1) {
-    const port = await kernelPickedPort();
-    if (!handedOut.has(port)) {
-      handedOut.add(port);
-      return port;
-    }
+function ephemeralRangeStart(): number {
+  try {
+    const [start] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/);
+    const value = Number(start);
+    return Number.isInteger(value) && value > LOWEST_PORT + 1000 ? value : LINUX_DEFAULT_EPHEMERAL_START;
+  } catch {
+    return LINUX_DEFAULT_EPHEMERAL_START;
   }
-  throw new Error('could not find a free port on 127.0.0.1 that was not handed out already (100 attempts)');
 }
 
-/** Returns ports of a stopped pod, so a long run of tests does not exhaust the set. */
+const highestPort = ephemeralRangeStart() - 1;
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A free port on 127.0.0.1, below the ephemeral range, not yet handed out by this process. */
+export async function allocatePort(): Promise<number> {
+  for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+    const port = randomInt(LOWEST_PORT, highestPort + 1);
+    if (handedOut.has(port) || !(await isFree(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port on 127.0.0.1 between ${LOWEST_PORT} and ${highestPort} after ${ATTEMPTS} attempts`);
+}
+
+/** Returns a stopped pod's ports, so a long run of tests does not exhaust the set. */
 export function releasePorts(ports: Iterable<number>): void {
   for (const port of ports) handedOut.delete(port);
 }

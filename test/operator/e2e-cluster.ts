@@ -1,0 +1,65 @@
+// What the operator end-to-end suite needs from a cluster, whichever kind runs it: the API server, a way to
+// reach a pod's sidecar, a bearer token its run interface accepts, and whether a pod's processes are gone.
+// Shared here: installing the CRDs from crds/*.yaml and running the operator in-process.
+import { readdir, readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { ApiException, ApiextensionsV1Api, type KubeConfig, type V1CustomResourceDefinition, type V1Pod } from '@kubernetes/client-node';
+import pino from 'pino';
+import { parse as parseYaml } from 'yaml';
+import { resolveConfig } from '../../operator/config.ts';
+import { startOperator, type Operator } from '../../operator/main.ts';
+import type { SidecarUrls } from '../kubelet/index.ts';
+
+export const REPO = resolve(import.meta.dirname, '../..');
+
+export interface E2eCluster {
+  /** Which cluster this is, for test names and messages. */
+  readonly description: string;
+  readonly kubeConfig: KubeConfig;
+  /** Where the test reaches the sidecar of a running pod. */
+  sidecar(pod: V1Pod): Promise<SidecarUrls>;
+  /** A bearer token the sidecars of apps in `namespace` (the project) accept. */
+  token(namespace: string): Promise<string>;
+  /** Taken while the pod runs: then resolves to whether every one of its processes has stopped since. */
+  stopCheck(pod: V1Pod): () => Promise<boolean>;
+  /** Logs for a failing test to print. */
+  diagnostics(): string;
+  close(): Promise<void>;
+}
+
+/** Creates every CustomResourceDefinition in crds/*.yaml (an existing one is left as it is). */
+export async function installCrds(kubeConfig: KubeConfig): Promise<void> {
+  const extensions = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  const dir = join(REPO, 'crds');
+  for (const file of (await readdir(dir)).filter((name) => name.endsWith('.yaml')).sort()) {
+    const crd = parseYaml(await readFile(join(dir, file), 'utf8')) as V1CustomResourceDefinition;
+    try {
+      await extensions.createCustomResourceDefinition({ body: crd });
+    } catch (error) {
+      if (!(error instanceof ApiException && error.code === 409)) throw new Error(`installing ${file} failed`, { cause: error });
+    }
+  }
+}
+
+export interface TestOperatorOptions {
+  kubeConfig: KubeConfig;
+  sidecarImage: string;
+  pythonRuntimeImage: string;
+  /** The operator's log goes here, not to the test's output. */
+  logPath: string;
+  /** Namespace of the leader-election Lease. */
+  leaseNamespace: string;
+}
+
+/** The operator in this process, as its main() would run it, with a short leader-election retry. */
+export async function startTestOperator(options: TestOperatorOptions): Promise<Operator> {
+  const config = resolveConfig({
+    sidecarImage: options.sidecarImage,
+    pythonRuntimeImage: options.pythonRuntimeImage,
+    server: { host: '127.0.0.1', port: 0 },
+    leaderElection: { namespace: options.leaseNamespace, leaseName: 'runlet-operator-e2e', identity: `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
+    logLevel: 'debug',
+  });
+  const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
+  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: false });
+}

@@ -1,0 +1,114 @@
+// The App the end-to-end suite applies: examples/hello, its files in a code ConfigMap, in a namespace of
+// its own; and reads of what the operator made of it.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1Deployment,
+  type V1Pod,
+  type V1Service,
+} from '@kubernetes/client-node';
+import type { App } from '../../crds/app-schema.ts';
+import { REPO } from './e2e-cluster.ts';
+
+export const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const APPS = { group: 'runlet.dev', version: 'v1alpha1', plural: 'apps' };
+/** The label the operator's code-ConfigMap watch selects on. */
+const APP_LABEL = 'runlet.dev/app';
+
+export interface RunLogView {
+  status?: { runs?: { id: string; status: string; functionName: string }[] };
+}
+
+export class HelloApp {
+  readonly namespace: string;
+  readonly name = 'hello';
+  readonly codeConfigMap = 'hello-code';
+  readonly #core: CoreV1Api;
+  readonly #apps: AppsV1Api;
+  readonly #custom: CustomObjectsApi;
+
+  constructor(kubeConfig: KubeConfig, namespace: string) {
+    this.namespace = namespace;
+    this.#core = kubeConfig.makeApiClient(CoreV1Api);
+    this.#apps = kubeConfig.makeApiClient(AppsV1Api);
+    this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  /** Namespace, code ConfigMap (examples/hello) and the App, every field of its spec stated. */
+  async apply(): Promise<void> {
+    await this.#core.createNamespace({ body: { metadata: { name: this.namespace } } });
+    const files = ['main.py', 'service.toml'];
+    const data = Object.fromEntries(await Promise.all(files.map(async (file) => [file, await readFile(join(REPO, 'examples/hello', file), 'utf8')])));
+    await this.#core.createNamespacedConfigMap({
+      namespace: this.namespace,
+      body: { metadata: { name: this.codeConfigMap, labels: { [APP_LABEL]: this.name } }, data },
+    });
+    await this.#custom.createNamespacedCustomObject({
+      ...APPS,
+      namespace: this.namespace,
+      body: {
+        apiVersion: 'runlet.dev/v1alpha1',
+        kind: 'App',
+        metadata: { name: this.name },
+        spec: {
+          runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } } } },
+          scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 60 },
+          auth: { enabled: true },
+          runs: { keepFinished: 200, retention: 86400 },
+        },
+      },
+    });
+  }
+
+  async read(): Promise<App> {
+    return (await this.#custom.getNamespacedCustomObject({ ...APPS, namespace: this.namespace, name: this.name })) as App;
+  }
+
+  async patchSpec(spec: Record<string, unknown>): Promise<void> {
+    await this.#custom.patchNamespacedCustomObject({ ...APPS, namespace: this.namespace, name: this.name, body: { spec } }, MERGE_PATCH);
+  }
+
+  async replaceCode(file: string, content: string): Promise<void> {
+    await this.#core.patchNamespacedConfigMap({ namespace: this.namespace, name: this.codeConfigMap, body: { data: { [file]: content } } }, MERGE_PATCH);
+  }
+
+  /** Removes the namespace and everything in it (the suite's cleanup on a real cluster). */
+  async deleteNamespace(): Promise<void> {
+    await this.#core.deleteNamespace({ name: this.namespace });
+  }
+
+  async delete(): Promise<void> {
+    await this.#custom.deleteNamespacedCustomObject({ ...APPS, namespace: this.namespace, name: this.name });
+  }
+
+  /** The App's pods, by the label the operator selects them with. */
+  async pods(): Promise<V1Pod[]> {
+    return (await this.#core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${APP_LABEL}=${this.name}` })).items;
+  }
+
+  async deployment(): Promise<V1Deployment | undefined> {
+    return (await this.#apps.listNamespacedDeployment({ namespace: this.namespace, labelSelector: `${APP_LABEL}=${this.name}` })).items[0];
+  }
+
+  async services(): Promise<V1Service[]> {
+    return (await this.#core.listNamespacedService({ namespace: this.namespace, labelSelector: `${APP_LABEL}=${this.name}` })).items;
+  }
+
+  /** The RunLog a pod's sidecar records its runs in; undefined until it exists. */
+  async runLog(podName: string): Promise<RunLogView | undefined> {
+    try {
+      const runLogs = { group: 'runlet.dev', version: 'v1alpha1', plural: 'runlogs' };
+      return (await this.#custom.getNamespacedCustomObject({ ...runLogs, namespace: this.namespace, name: podName })) as RunLogView;
+    } catch (error) {
+      if (error instanceof ApiException && error.code === 404) return undefined;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,84 @@
+// The cluster of this machine: the in-memory API server (test/kube) with the test kubelet (test/kubelet)
+// running each pod as local processes — `runlet sidecar` from cli/runlet.ts and the Python runtime from
+// runtime/python — and the operator in-process. Sidecars verify tokens with a shared HS256 key and record
+// runs in their pod's RunLog through the fake API server, as in a cluster.
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import { signLocalToken } from '../../sidecar/auth/local-key.ts';
+import { startKubeApiServer } from '../kube/index.ts';
+import { sidecarUrls, startKubelet, type ImageTable } from '../kubelet/index.ts';
+import { waitFor } from '../support/wait.ts';
+import { REPO, installCrds, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+
+const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
+const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+export async function startLocalCluster(): Promise<E2eCluster> {
+  const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
+  const server = await startKubeApiServer();
+  const kubeConfig = server.kubeConfig();
+  const kubeconfigPath = join(workDir, 'kubeconfig');
+  await server.writeKubeconfig(kubeconfigPath);
+  await installCrds(kubeConfig);
+
+  const authKey = randomBytes(32).toString('hex');
+  const images: ImageTable = {
+    [SIDECAR_IMAGE]: {
+      commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
+      // What the sidecar would find in a cluster: API access (here through KUBECONFIG) and a token verifier.
+      env: { KUBECONFIG: kubeconfigPath, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey },
+    },
+    [PYTHON_IMAGE]: {
+      commands: { python: ['python3'], python3: ['python3'] },
+      env: { PYTHONPATH: join(REPO, 'runtime/python'), PYTHONUNBUFFERED: '1' },
+    },
+  };
+  const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
+  const operatorLog = join(workDir, 'operator.log');
+  const operator = await startTestOperator({ kubeConfig, sidecarImage: SIDECAR_IMAGE, pythonRuntimeImage: PYTHON_IMAGE, logPath: operatorLog, leaseNamespace: 'default' });
+
+  const localPod = (pod: V1Pod) =>
+    waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
+
+  return {
+    description: 'the in-memory API server with the test kubelet',
+    kubeConfig,
+    async sidecar(pod) {
+      return sidecarUrls(await localPod(pod));
+    },
+    token: (namespace) => signLocalToken({ projectId: namespace, key: authKey }),
+    stopCheck(pod) {
+      const local = kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace);
+      if (local === undefined) throw new Error(`pod ${pod.metadata!.name} does not run in the test kubelet`);
+      const pids = local.processes().map((p) => p.pid);
+      return async () => pids.every((pid) => !isAlive(pid));
+    },
+    diagnostics: () => `== ${operatorLog}\n${readOrEmpty(operatorLog)}\n${kubelet.diagnostics()}`,
+    async close() {
+      await operator.stop();
+      await kubelet.stop();
+      await server.close();
+    },
+  };
+}
