@@ -1,6 +1,7 @@
 // `make bench` / `npm run bench`: installs the tools it needs, starts every server once, runs every scenario
 // in each of several rounds, and writes bench/results.md and bench/results.json.
-//   npm run bench -- [--rounds 3] [--duration 3]
+//   npm run bench -- [--rounds 3] [--duration 3] [--scenarios sync,memory,...]
+// With --scenarios (for profiling one scenario), the report goes to bench/.work/ instead.
 import { mkdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -17,13 +18,28 @@ import type { Settings } from './scenarios/settings.ts';
 import { measureStream, STREAM_FIGURES } from './scenarios/stream.ts';
 import { measureSync, SYNC_FIGURES } from './scenarios/sync.ts';
 import { measureWebhook, WEBHOOK_FIGURES } from './scenarios/webhook.ts';
-import { CONCURRENCY, startStack } from './stack.ts';
+import { CONCURRENCY, startStack, type Stack } from './stack.ts';
 import { ensureTools, toolVersions } from './tools.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const WORK_DIR = join(BENCH_DIR, '.work');
 
-const FIGURES: FigureSpec[] = [...SYNC_FIGURES, ...MEMORY_FIGURES, ...PYTHON_RUNTIME_FIGURES, ...STREAM_FIGURES, ...ASYNC_FIGURES, ...WEBHOOK_FIGURES, ...DEV_FIGURES];
+interface Scenario {
+  name: string;
+  figures: FigureSpec[];
+  measure: (stack: Stack, settings: Settings, round: number) => Promise<RoundFigures> | RoundFigures;
+}
+
+/** In the order of a round; memory reads the sidecar right after the sync scenario's loads. */
+const SCENARIOS: Scenario[] = [
+  { name: 'sync', figures: SYNC_FIGURES, measure: measureSync },
+  { name: 'memory', figures: MEMORY_FIGURES, measure: measureMemory },
+  { name: 'python', figures: PYTHON_RUNTIME_FIGURES, measure: measurePythonRuntime },
+  { name: 'stream', figures: STREAM_FIGURES, measure: measureStream },
+  { name: 'async', figures: ASYNC_FIGURES, measure: measureAsync },
+  { name: 'webhook', figures: WEBHOOK_FIGURES, measure: measureWebhook },
+  { name: 'dev', figures: DEV_FIGURES, measure: measureDev },
+];
 
 const NOT_MEASURED: NotMeasured[] = [
   { scenario: 'operator', label: '500 Apps reconciled to steady state on the in-memory API server; operator RSS', target: '≤ 30 s; ≤ 250 MB', reason: 'operator not available' },
@@ -34,8 +50,12 @@ function log(line: string): void {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, duration: { type: 'string', default: '3' } } });
+  const { values } = parseArgs({
+    options: { rounds: { type: 'string', default: '3' }, duration: { type: 'string', default: '3' }, scenarios: { type: 'string' } },
+  });
   const rounds = positiveInteger(values.rounds, '--rounds');
+  const scenarios = selectScenarios(values.scenarios);
+  const reportDir = values.scenarios === undefined ? BENCH_DIR : WORK_DIR;
   const durationS = positiveInteger(values.duration, '--duration');
   const settings: Settings = { durationS, latencyDurationS: Math.max(1, Math.round(durationS * 0.67)) };
   const startedAt = new Date();
@@ -61,18 +81,11 @@ async function main(): Promise<void> {
     for (let round = 0; round < rounds; round++) {
       log(`round ${round + 1} of ${rounds}`);
       const figures: RoundFigures = {};
-      const step = async (name: string, measure: () => Promise<RoundFigures> | RoundFigures): Promise<void> => {
+      for (const scenario of scenarios) {
         const began = performance.now();
-        Object.assign(figures, await measure());
-        log(`  ${name} (${((performance.now() - began) / 1000).toFixed(1)} s)`);
-      };
-      await step('sync', () => measureSync(stack, settings, round));
-      await step('memory', () => measureMemory(stack));
-      await step('python runtime vs uvicorn', () => measurePythonRuntime(stack, settings, round));
-      await step('stream', () => measureStream(stack, settings));
-      await step('async', () => measureAsync(stack, settings, round));
-      await step('webhook', () => measureWebhook(stack));
-      await step('runlet dev', () => measureDev(stack, settings, round));
+        Object.assign(figures, await scenario.measure(stack, settings, round));
+        log(`  ${scenario.name} (${((performance.now() - began) / 1000).toFixed(1)} s)`);
+      }
       measured.push(figures);
     }
   } finally {
@@ -80,10 +93,11 @@ async function main(): Promise<void> {
     await group.stopAll();
   }
 
-  const results = summarise(FIGURES, measured);
+  const figures = scenarios.flatMap((scenario) => scenario.figures);
+  const results = summarise(figures, measured);
   const finishedAt = new Date();
   writeReport(
-    { markdown: join(BENCH_DIR, 'results.md'), json: join(BENCH_DIR, 'results.json') },
+    { markdown: join(reportDir, 'results.md'), json: join(reportDir, 'results.json') },
     {
       startedAt,
       finishedAt,
@@ -95,20 +109,20 @@ async function main(): Promise<void> {
       durationS,
       method: methodNotes(settings),
     },
-    FIGURES,
+    figures,
     results,
-    NOT_MEASURED,
+    values.scenarios === undefined ? NOT_MEASURED : [],
     [],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);
   }
-  log(`wrote bench/results.md and bench/results.json (${Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000)} s)`);
+  log(`wrote ${join(reportDir, 'results.md')} and results.json (${Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000)} s)`);
 }
 
 function methodNotes(settings: Settings): string[] {
   return [
-    'Every server is a real process on loopback, started as a user would: `python3 -m runlet_runtime` (the trivial app of bench/servers/trivial), `runlet sidecar` (Node, `--log-level warn`, runs recorded in SQLite in a temp data dir), `runlet dev`, nginx with a generated config (bench/servers/nginx.conf.template: one worker, upstream keep-alive), uvicorn + FastAPI (bench/servers/fastapi_app.py).',
+    'Every server is a real process on loopback, started as a user would: `python3 -m runlet_runtime` (the trivial app of bench/servers/trivial), `runlet sidecar` (Node, `--log-level warn`, `--auth off`, runs recorded in SQLite in a temp data dir), `runlet dev`, nginx with a generated config (bench/servers/nginx.conf.template: one worker, upstream keep-alive), uvicorn + FastAPI (bench/servers/fastapi_app.py).',
     `Calls in flight: ${CONCURRENCY} on the sidecars and ${CONCURRENCY} worker threads in the runtimes, so nginx (which passes every call through) and the sidecar load the runtime alike.`,
     'uvicorn runs one worker process (one process against the runtime\'s one process), with its pure-Python asyncio loop and h11 parser: Debian\'s python3-uvicorn does not bring uvloop or httptools. Every Python process runs on Debian\'s python3.',
     `Throughput loads last ${settings.durationS} s at 32 connections; latency loads ${settings.latencyDurationS} s at 1 connection. wrk (one thread) wherever a figure is a latency or a ratio of latencies; autocannon (whole-millisecond latencies) only for throughput-only figures (\`runlet dev\`, the webhook burst). A ratio's two sides always use the same tool.`,
@@ -117,6 +131,14 @@ function methodNotes(settings: Settings): string[] {
     'Async: the async sidecar\'s queue is raised to 100,000 so a burst is not refused; each load waits for the backlog to finish before the next starts.',
     'Nothing is pinned to a core: the load generator, the servers and the machine\'s other tenants share both cores.',
   ];
+}
+
+function selectScenarios(list: string | undefined): Scenario[] {
+  if (list === undefined) return SCENARIOS;
+  const names = list.split(',').map((name) => name.trim());
+  const unknown = names.filter((name) => !SCENARIOS.some((scenario) => scenario.name === name));
+  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((scenario) => scenario.name).join(', ')}`);
+  return SCENARIOS.filter((scenario) => names.includes(scenario.name));
 }
 
 function positiveInteger(text: string, name: string): number {

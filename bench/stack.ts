@@ -85,7 +85,9 @@ async function startSidecar(group: ProcessGroup, name: string, runtime: Server, 
     args: [
       CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
       '--port', String(port), '--admin-port', String(adminPort), '--concurrency', String(CONCURRENCY),
-      '--data-dir', join(workDir, `${name}-data`), '--replica', name, '--log-level', 'warn', ...extraArgs,
+      '--data-dir', join(workDir, `${name}-data`), '--replica', name, '--log-level', 'warn',
+      // The load generators send no bearer token: the run path is measured without caller authentication.
+      '--auth', 'off', ...extraArgs,
     ],
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
