@@ -2,6 +2,7 @@
 // is attached (ready); the supervisor attaches and detaches it as the runtime starts, crashes and restarts.
 import { Pool } from 'undici';
 import { Admission } from './admission.ts';
+import { RuntimeConnections } from './runtime-connections.ts';
 
 export type RuntimeKind = 'python' | 'custom';
 
@@ -27,6 +28,7 @@ export class AppTarget {
   readonly runTimeLimitMs: number;
   readonly admission: Admission;
   #pool: Pool | null = null;
+  #connections: RuntimeConnections | null = null;
   #origin: string | null = null;
 
   constructor(options: AppTargetOptions) {
@@ -39,26 +41,36 @@ export class AppTarget {
   }
 
   get ready(): boolean {
-    return this.#pool !== null;
+    return this.#pool !== null || this.#connections !== null;
   }
 
   get origin(): string | null {
     return this.#origin;
   }
 
-  /** The keep-alive connection pool to the runtime; null while it is not ready. */
+  /** The keep-alive connection pool to a custom runtime; null while it is not ready. */
   get pool(): Pool | null {
     return this.#pool;
   }
 
+  /** The keep-alive connections to a Python runtime; null while it is not ready. */
+  get connections(): RuntimeConnections | null {
+    return this.#connections;
+  }
+
   /** The runtime answers at `origin` (e.g. `http://127.0.0.1:8192`). */
   attach(origin: string): void {
-    if (this.#origin === origin && this.#pool) return;
+    if (this.#origin === origin && this.ready) return;
     void this.detach();
     this.#origin = origin;
+    // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
+    const maxConnections = this.replicaConcurrency * 2 + 2;
+    if (this.runtime === 'python') {
+      this.#connections = new RuntimeConnections(origin, { maxConnections });
+      return;
+    }
     this.#pool = new Pool(origin, {
-      // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
-      connections: this.replicaConcurrency * 2 + 2,
+      connections: maxConnections,
       pipelining: 1,
       // Runs are bounded by the app's run time limit, not by undici's 300 s defaults.
       headersTimeout: 0,
@@ -71,6 +83,8 @@ export class AppTarget {
   async detach(): Promise<void> {
     const pool = this.#pool;
     this.#pool = null;
+    this.#connections?.destroy();
+    this.#connections = null;
     this.#origin = null;
     if (pool) await pool.destroy().catch(() => undefined);
   }

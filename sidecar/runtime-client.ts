@@ -1,5 +1,5 @@
-// The sidecar's side of runtime/python/PROTOCOL.md: one call of a function over the app's keep-alive pool.
-import type { Dispatcher } from 'undici';
+// The sidecar's side of runtime/python/PROTOCOL.md: one call of a function over the app's keep-alive connections.
+import type { Readable } from 'node:stream';
 import type { AppTarget } from './apps.ts';
 import { Problems } from './errors.ts';
 import { ProblemError } from './problem.ts';
@@ -10,7 +10,7 @@ export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
 /** How the runtime answered, in the terms the modes act on. */
 export type RuntimeAnswer =
   | { kind: 'result'; json: string }
-  | { kind: 'stream'; body: Dispatcher.ResponseData['body'] }
+  | { kind: 'stream'; body: Readable }
   | { kind: 'function-error'; statusCode: number; error: RunError; json: string }
   | { kind: 'problem'; statusCode: number; error: RunError; body: string; headers: Record<string, string> };
 
@@ -22,28 +22,21 @@ export async function callFunction(
   stream: boolean,
   signal: AbortSignal,
 ): Promise<RuntimeAnswer> {
-  const pool = target.pool;
-  if (!pool) throw appUnavailable(target);
-  const response = await pool.request({
-    method: 'POST',
-    path: '/' + functionName,
-    headers: stream
-      ? { 'content-type': 'application/json', 'x-request-id': runId, 'x-runlet-stream': '1' }
-      : { 'content-type': 'application/json', 'x-request-id': runId },
-    body,
-    signal,
-  });
-  const contentType = String(response.headers['content-type'] ?? '');
-  if (response.statusCode === 200 && contentType.startsWith(RUNTIME_STREAM_TYPE)) {
-    return { kind: 'stream', body: response.body };
+  const connections = target.connections;
+  if (!connections) throw appUnavailable(target);
+  const response = await connections.request({ path: '/' + functionName, runId, stream, body, signal });
+  const contentType = response.contentType;
+  if (response.stream) {
+    if (response.statusCode === 200 && contentType.startsWith(RUNTIME_STREAM_TYPE)) return { kind: 'stream', body: response.stream };
+    // Only a stream is ever chunked; anything else is read whole like any answer.
+    response.body = Buffer.concat(await response.stream.toArray());
   }
-  const text = await response.body.text();
+  const text = response.body!.toString('utf8');
   if (response.statusCode === 200) return { kind: 'result', json: text };
   if (contentType.startsWith('application/problem+json')) {
     const problem = parseObject(text);
     const headers: Record<string, string> = {};
-    const allow = response.headers.allow;
-    if (typeof allow === 'string') headers.allow = allow;
+    if (response.allow !== null) headers.allow = response.allow;
     return {
       kind: 'problem',
       statusCode: response.statusCode,
@@ -69,11 +62,14 @@ export function appUnavailable(target: AppTarget): ProblemError {
   );
 }
 
+/** Errors of a connection to the runtime that mean it went away (exited, crashed, or was detached). */
+const CRASH_CODES = new Set(['RUNTIME_CONNECTION_CLOSED', 'RUNTIME_DETACHED', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE']);
+
 /** Maps a failed exchange with the runtime to the reason recorded on the run. */
 export function upstreamFailureReason(err: unknown, aborted: FailureReason | null): FailureReason {
   if (aborted) return aborted;
   const code = (err as { code?: string }).code ?? '';
-  if (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'UND_ERR_DESTROYED') {
+  if (CRASH_CODES.has(code)) {
     return 'runtime_crashed';
   }
   return 'upstream_error';
