@@ -1,0 +1,129 @@
+// `runlet operator`: reconciles App resources in every namespace. Settings come from --config (YAML or JSON),
+// then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
+import { createOperator } from '../operator/main.ts';
+import { createLogger } from '../sidecar/logger.ts';
+import { CliError } from './cli-error.ts';
+
+export const OPERATOR_USAGE = `Usage: runlet operator [options]
+
+Reconciles App resources (all namespaces) into Deployments, Services, Ingresses and the sidecar's RBAC,
+and keeps their status. Replicas elect a leader through a Lease; standbys serve health and metrics.
+Kubernetes access: the in-cluster service account, else KUBECONFIG or ~/.kube/config.
+
+Options (environment variable in brackets); flags override the environment, which overrides --config:
+  --config FILE                   YAML or JSON file with any settings (see docs/operator.md) [RUNLET_OPERATOR_CONFIG]
+  --sidecar-image IMAGE           image with the runlet command, run as each pod's sidecar [RUNLET_SIDECAR_IMAGE]
+  --python-runtime-image IMAGE    Python runtime image for apps that name none [RUNLET_PYTHON_RUNTIME_IMAGE]
+  --ingress-class NAME            create an Ingress per app, of this class [RUNLET_INGRESS_CLASS]
+  --ingress-host HOST             create an Ingress per app, on this host [RUNLET_INGRESS_HOST]
+  --ingress-tls true|false        the ingress host serves HTTPS [RUNLET_INGRESS_TLS]
+  --ingress-tls-secret NAME       certificate Secret for the host [RUNLET_INGRESS_TLS_SECRET]
+  --native-sidecars true|false    sidecar as a native sidecar (default true; Kubernetes >= 1.29) [RUNLET_NATIVE_SIDECARS]
+  --webhook-allow-cidrs LIST      comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
+  --leader-election-namespace NS  namespace of the Lease (default: POD_NAMESPACE, else default) [RUNLET_LEADER_ELECTION_NAMESPACE]
+  --lease-name NAME               (default runlet-operator) [RUNLET_LEASE_NAME]
+  --identity NAME                 this replica in the Lease (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
+  --host ADDRESS                  address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
+  --port N                        port of /healthz, /ready, /metrics (default 8080) [RUNLET_METRICS_PORT]
+  --workers N                     Apps reconciled concurrently (default 4) [RUNLET_OPERATOR_WORKERS]
+  --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]`;
+
+const OPTIONS = {
+  config: 'RUNLET_OPERATOR_CONFIG',
+  'sidecar-image': 'RUNLET_SIDECAR_IMAGE',
+  'python-runtime-image': 'RUNLET_PYTHON_RUNTIME_IMAGE',
+  'ingress-class': 'RUNLET_INGRESS_CLASS',
+  'ingress-host': 'RUNLET_INGRESS_HOST',
+  'ingress-tls': 'RUNLET_INGRESS_TLS',
+  'ingress-tls-secret': 'RUNLET_INGRESS_TLS_SECRET',
+  'native-sidecars': 'RUNLET_NATIVE_SIDECARS',
+  'webhook-allow-cidrs': 'RUNLET_WEBHOOK_ALLOW_CIDRS',
+  'leader-election-namespace': 'RUNLET_LEADER_ELECTION_NAMESPACE',
+  'lease-name': 'RUNLET_LEASE_NAME',
+  identity: 'RUNLET_IDENTITY',
+  host: 'RUNLET_OPERATOR_HOST',
+  port: 'RUNLET_METRICS_PORT',
+  workers: 'RUNLET_OPERATOR_WORKERS',
+  'log-level': 'RUNLET_LOG_LEVEL',
+} as const;
+
+type OptionName = keyof typeof OPTIONS;
+
+export async function runOperatorCommand(args: string[]): Promise<number> {
+  const config = await loadConfig(readOptions(args));
+  const logger = createLogger({ name: 'runlet-operator', level: config.logLevel });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+
+  const operator = createOperator({ kubeConfig, config, logger });
+  // Listening first: probes get answers while the caches fill.
+  const address = await operator.listen();
+  operator.start();
+  logger.info({ address, identity: config.leaderElection.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'operator listening');
+
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await operator.stop();
+  return 0;
+}
+
+async function loadConfig(option: (name: OptionName) => string | undefined): Promise<OperatorConfig> {
+  const integer = (name: OptionName): number | undefined => {
+    const value = option(name);
+    if (value === undefined) return undefined;
+    if (!/^\d+$/.test(value)) throw new CliError(`--${name} must be a whole number, got "${value}"`, 2);
+    return Number(value);
+  };
+  const boolean = (name: OptionName): boolean | undefined => {
+    const value = option(name);
+    if (value === undefined) return undefined;
+    if (value === 'true' || value === '1') return true;
+    if (value === 'false' || value === '0') return false;
+    throw new CliError(`--${name} must be true or false, got "${value}"`, 2);
+  };
+  const ingress = {
+    className: option('ingress-class'),
+    host: option('ingress-host'),
+    tls: boolean('ingress-tls'),
+    tlsSecretName: option('ingress-tls-secret'),
+  };
+  const cidrs = option('webhook-allow-cidrs');
+  const overrides: ConfigLayer = {
+    sidecarImage: option('sidecar-image'),
+    pythonRuntimeImage: option('python-runtime-image'),
+    // Any ingress setting turns the Ingress on.
+    ingress: Object.values(ingress).some((value) => value !== undefined) ? ingress : undefined,
+    nativeSidecars: boolean('native-sidecars'),
+    webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
+    leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
+    server: { host: option('host'), port: integer('port') },
+    workers: integer('workers'),
+    // Checked against the known levels by resolveConfig.
+    logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,
+  };
+  try {
+    const file = option('config');
+    return resolveConfig(file === undefined ? {} : await readConfigFile(file), overrides);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new CliError(`${error.message}\n\nRun "runlet operator --help" for the options.`, 2);
+    throw error;
+  }
+}
+
+function readOptions(args: string[]): (name: OptionName) => string | undefined {
+  let values: Record<string, string | undefined>;
+  try {
+    values = parseArgs({
+      args,
+      options: Object.fromEntries(Object.keys(OPTIONS).map((name) => [name, { type: 'string' as const }])),
+    }).values as Record<string, string | undefined>;
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}\n\n${OPERATOR_USAGE}`, 2);
+  }
+  return (name) => values[name] ?? (process.env[OPTIONS[name]] || undefined);
+}

@@ -1,0 +1,151 @@
+// The operator's configuration: what it renders into every pod (images, ingress, sidecar mode), how it elects
+// a leader, and where it serves health and metrics. Layers merge in order — defaults, the --config file
+// (YAML or JSON), environment, flags — and the result is validated once, with every problem listed.
+import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { parse as parseYaml } from 'yaml';
+
+const Seconds = (description: string) => Type.Number({ exclusiveMinimum: 0, description });
+const Image = (description: string) => Type.String({ minLength: 1, description });
+const StrictObject = <T extends Record<string, TSchema>>(properties: T) => Type.Object(properties, { additionalProperties: false });
+
+export const IngressConfigSchema = StrictObject({
+  className: Type.Optional(Type.String({ minLength: 1, description: 'spec.ingressClassName of every Ingress.' })),
+  host: Type.Optional(Type.String({ minLength: 1, description: 'The host every app is reached on (path /v4/<namespace>/<app>).' })),
+  tls: Type.Optional(Type.Boolean({ description: 'Serve the host over HTTPS (URLs say https).' })),
+  tlsSecretName: Type.Optional(Type.String({ minLength: 1, description: 'Certificate Secret in each app namespace; default: the controller default.' })),
+  annotations: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Copied onto every Ingress (controller settings such as read timeouts).' })),
+});
+
+export const LeaderElectionConfigSchema = StrictObject({
+  namespace: Type.String({ minLength: 1, description: 'Namespace of the Lease.' }),
+  leaseName: Type.String({ minLength: 1 }),
+  identity: Type.String({ minLength: 1, description: 'This replica’s name in the Lease; unique per replica.' }),
+  leaseDurationSeconds: Seconds('How long a lease holds without renewal before another replica takes over.'),
+  renewDeadlineSeconds: Seconds('The leader steps down when it could not renew for this long.'),
+  retryPeriodSeconds: Seconds('How often replicas try to acquire or renew.'),
+});
+
+export const OperatorConfigSchema = StrictObject({
+  sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
+  pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
+  ingress: Type.Union([IngressConfigSchema, Type.Null()], { description: 'null: no Ingress objects; URLs are cluster-local.' }),
+  nativeSidecars: Type.Boolean({ description: 'Sidecar as an init container with restartPolicy Always (Kubernetes ≥ 1.29).' }),
+  webhookAllowCidrs: Type.Array(Type.String({ minLength: 1 }), { description: 'CIDRs webhooks may reach despite the SSRF guard.' }),
+  leaderElection: LeaderElectionConfigSchema,
+  server: StrictObject({
+    host: Type.String({ minLength: 1 }),
+    port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready and /metrics.' }),
+  }),
+  workers: Type.Integer({ minimum: 1, maximum: 64, description: 'Apps reconciled concurrently.' }),
+  watchdogSeconds: Seconds('Restart a watch that delivered no event and no bookmark for this long.'),
+  resyncSeconds: Seconds('Reconcile every App this often even without events (repairs drift).'),
+  requestTimeoutSeconds: Seconds('Bound on every API call.'),
+  logLevel: Type.Union([Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'), Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent')]),
+});
+
+export type OperatorConfig = Static<typeof OperatorConfigSchema>;
+export type IngressConfig = Static<typeof IngressConfigSchema>;
+export type LeaderElectionConfig = Static<typeof LeaderElectionConfigSchema>;
+
+/** One layer of configuration: any subset, nested objects merged field by field. */
+export type ConfigLayer = {
+  [K in keyof OperatorConfig]?: OperatorConfig[K] extends readonly unknown[] | null
+    ? OperatorConfig[K]
+    : OperatorConfig[K] extends object
+      ? Partial<OperatorConfig[K]> | (null extends OperatorConfig[K] ? null : never)
+      : OperatorConfig[K];
+};
+
+/** Everything but the images has a default: a wrong default image is worse than a clear start-up error. */
+export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): ConfigLayer {
+  return {
+    ingress: null,
+    nativeSidecars: true,
+    webhookAllowCidrs: [],
+    leaderElection: {
+      namespace: env.POD_NAMESPACE || 'default',
+      leaseName: 'runlet-operator',
+      identity: env.POD_NAME || `${hostname()}-${process.pid}`,
+      // client-go's defaults: a crashed leader is replaced within about 15 s.
+      leaseDurationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retryPeriodSeconds: 2,
+    },
+    server: { host: '0.0.0.0', port: 8080 },
+    workers: 4,
+    // Real API servers send a bookmark about once a minute on quiet watches.
+    watchdogSeconds: 120,
+    resyncSeconds: 600,
+    requestTimeoutSeconds: 30,
+    logLevel: 'info',
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Later layers win; nested objects merge field by field; `undefined` never overrides. */
+export function mergeConfigLayers(...layers: ConfigLayer[]): ConfigLayer {
+  const merged: Record<string, unknown> = {};
+  for (const layer of layers) {
+    for (const [key, value] of Object.entries(layer)) {
+      if (value === undefined) continue;
+      const current = merged[key];
+      merged[key] = isPlainObject(value) && isPlainObject(current) ? { ...current, ...withoutUndefined(value) } : value;
+    }
+  }
+  return merged as ConfigLayer;
+}
+
+/** The complete configuration, or a ConfigError naming every missing or invalid setting. */
+export function resolveConfig(...layers: ConfigLayer[]): OperatorConfig {
+  const merged = mergeConfigLayers(defaultConfigLayer(), ...layers);
+  const problems = [...Value.Errors(OperatorConfigSchema, merged)].map((error) => {
+    const field = error.path.slice(1).replace(/\//g, '.') || '(root)';
+    return error.value === undefined ? `${field} is required` : `${field}: ${error.message} (got ${JSON.stringify(error.value)})`;
+  });
+  if (problems.length > 0) throw new ConfigError(`invalid operator configuration:\n${[...new Set(problems)].map((p) => `  - ${p}`).join('\n')}`);
+  const config = merged as OperatorConfig;
+  const election = config.leaderElection;
+  if (!(election.retryPeriodSeconds < election.renewDeadlineSeconds && election.renewDeadlineSeconds < election.leaseDurationSeconds)) {
+    throw new ConfigError('invalid operator configuration: leaderElection needs retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds');
+  }
+  return config;
+}
+
+/** A --config file: YAML or JSON (JSON is YAML), holding any subset of the configuration. */
+export async function readConfigFile(path: string): Promise<ConfigLayer> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read the operator configuration ${path}: ${(error as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`${path} is not valid YAML or JSON: ${(error as Error).message}`);
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (!isPlainObject(parsed)) throw new ConfigError(`${path} must hold a mapping of settings`);
+  return parsed as ConfigLayer;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function withoutUndefined(value: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined));
+}
+
+/** What rendering child objects needs from the configuration. */
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'nativeSidecars' | 'webhookAllowCidrs' | 'ingress'>;

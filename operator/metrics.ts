@@ -1,0 +1,57 @@
+// The operator's Prometheus metrics, in a registry of its own (several operators can live in one test
+// process, and the management API mounted later adds to the same registry).
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RestartReason } from './watch.ts';
+
+export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';
+
+export class OperatorMetrics {
+  readonly registry = new Registry();
+
+  readonly reconciles = new Counter({
+    name: 'runlet_operator_reconciles_total',
+    help: 'App reconciles by outcome (reconciled, invalid spec, App gone, error).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly reconcileErrors = new Counter({
+    name: 'runlet_operator_reconcile_errors_total',
+    help: 'App reconciles that failed and were scheduled for a retry.',
+    registers: [this.registry],
+  });
+
+  readonly reconcileDuration = new Histogram({
+    name: 'runlet_operator_reconcile_duration_seconds',
+    help: 'Time to reconcile one App: read, render, apply, status.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly queueDepth = new Gauge({
+    name: 'runlet_operator_queue_depth',
+    help: 'Apps waiting to be reconciled (not counting those in a retry backoff).',
+    registers: [this.registry],
+  });
+
+  readonly watchRestarts = new Counter({
+    name: 'runlet_operator_watch_restarts_total',
+    help: 'Watches restarted, by resource and reason (closed, expired, silent, idle, error, list-error).',
+    labelNames: ['resource', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly leader = new Gauge({
+    name: 'runlet_operator_leader',
+    help: '1 while this replica holds the leader lease and reconciles.',
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'runlet_operator_' });
+  }
+
+  watchRestarted(resource: string, reason: RestartReason): void {
+    this.watchRestarts.inc({ resource, reason });
+  }
+}

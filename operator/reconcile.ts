@@ -1,0 +1,113 @@
+// Reconciling one App: read it (from the watch cache), check it, render its children, apply them, and
+// write what happened into its status. What the children look like is render/'s business; how often this
+// runs and what happens when it throws is the work queue's.
+import type { Logger } from 'pino';
+import type { App } from '../crds/app-schema.ts';
+import { applyAppDefaults, validateApp } from '../crds/validate.ts';
+import { nextAppStatus, ownedStatusDiffers, type DeploymentReplicas, type Observation } from './app-status.ts';
+import type { RenderConfig } from './config.ts';
+import { isNotFound, refOf, resourcePath, type KubeApi, type KubeObject, type ObjectRef } from './kube-api.ts';
+import { renderAppChildren } from './render/app-children.ts';
+import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
+import { owningAppName } from './render/labels.ts';
+import { appUrl } from './render/names.ts';
+import type { SidecarRbacApplier } from './sidecar-rbac.ts';
+
+export interface ReconcilerDeps {
+  api: KubeApi;
+  config: RenderConfig;
+  /** The App watch's cache. */
+  apps: { get(namespace: string, name: string): App | undefined };
+  rbac: SidecarRbacApplier;
+  logger: Logger;
+  now?: () => Date;
+}
+
+/** `reconciled`: children applied; `invalid`: spec refused, status says why; `gone`: nothing to do. Throws to be retried. */
+export type ReconcileResult = 'reconciled' | 'invalid' | 'gone';
+
+export function createReconciler(deps: ReconcilerDeps): (namespace: string, name: string) => Promise<ReconcileResult> {
+  const { api, config, logger } = deps;
+  const now = deps.now ?? (() => new Date());
+  /** `<uid>/<kind>` of stale children already removed: looked for once per App, not on every reconcile. */
+  const pruned = new Set<string>();
+
+  async function writeStatus(app: App, observation: Observation): Promise<void> {
+    const next = nextAppStatus(app, observation, appUrl(app, config.ingress), now());
+    if (!ownedStatusDiffers(app.status, next)) return;
+    const path = resourcePath({ apiVersion: app.apiVersion, kind: app.kind, namespace: app.metadata.namespace, name: app.metadata.name }, 'status');
+    try {
+      await api.mergePatch(path, { status: next });
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
+  /** The code ConfigMap's digest, or its name when it does not exist (yet). */
+  async function readCode(app: App): Promise<{ hash?: string; missing?: string }> {
+    const configMap = app.spec.runtime.python?.code.configMap;
+    if (configMap === undefined) return {};
+    const path = resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace: app.metadata.namespace, name: configMap.name });
+    const found = await api.find<KubeObject & CodeConfigMap>(path);
+    return found === undefined ? { missing: configMap.name } : { hash: codeHash(found) };
+  }
+
+  async function applyAll(children: KubeObject[]): Promise<KubeObject[]> {
+    const results = await Promise.allSettled(children.map((child) => api.apply(child)));
+    const failures = results.flatMap((result, i) =>
+      result.status === 'rejected' ? [`applying ${children[i]!.kind} "${children[i]!.metadata?.name}": ${(result.reason as Error).message}`] : [],
+    );
+    if (failures.length > 0) throw new Error(failures.join('; '));
+    return results.map((result) => (result as PromiseFulfilledResult<KubeObject>).value);
+  }
+
+  /** Deletes a child the configuration no longer wants — only if this App controls it. */
+  async function removeStale(app: App, ref: ObjectRef): Promise<void> {
+    const memo = `${app.metadata.uid}/${ref.kind}`;
+    if (pruned.has(memo)) return;
+    const path = resourcePath(ref);
+    const child = await api.find(path);
+    const uid = child?.metadata?.uid;
+    if (child !== undefined && uid !== undefined && owningAppName(child) === app.metadata.name && child.metadata?.ownerReferences?.some((owner) => owner.uid === app.metadata.uid)) {
+      await api.delete(path, { uid }).catch((error: unknown) => {
+        if (!isNotFound(error)) throw error;
+      });
+      logger.info({ app: `${ref.namespace}/${app.metadata.name}`, child: `${ref.kind}/${ref.name}` }, 'removed a child the configuration no longer wants');
+    }
+    pruned.add(memo);
+  }
+
+  return async function reconcile(namespace: string, name: string): Promise<ReconcileResult> {
+    const stored = deps.apps.get(namespace, name);
+    // Deleted: the API server's garbage collector removes the children through their owner references.
+    if (stored === undefined || stored.metadata.deletionTimestamp !== undefined) return 'gone';
+
+    // The API server may not enforce the CRD schema (older clusters, the test server): check it here. Status is ours to rewrite.
+    const problems = validateApp({ ...stored, status: undefined }).map((issue) => issue.message);
+    if (problems.length > 0) {
+      await writeStatus(stored, { kind: 'invalid', problems });
+      return 'invalid';
+    }
+    const app = applyAppDefaults(stored) as App;
+    try {
+      const code = await readCode(app);
+      await deps.rbac.ensure(namespace);
+      const children = renderAppChildren(app, config, code.hash);
+      const applied = await applyAll(children.apply);
+      for (const ref of children.remove) await removeStale(app, ref);
+      const deployment = applied.find((child) => child.kind === 'Deployment') as { status?: DeploymentReplicas } | undefined;
+      await writeStatus(app, {
+        kind: 'applied',
+        children: applied.map((child) => refOf(child).kind),
+        deployment: deployment?.status,
+        missingCodeConfigMap: code.missing,
+      });
+      return 'reconciled';
+    } catch (error) {
+      await writeStatus(app, { kind: 'apply-failed', message: (error as Error).message }).catch((statusError: unknown) =>
+        logger.warn({ app: `${namespace}/${name}`, err: statusError }, 'could not record the failure in the App status'),
+      );
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,27 @@
+// Everything one App owns, as the reconciler applies it: the Deployment, the Service and (when the operator
+// has an ingress) the Ingress; and what must go because the configuration no longer wants it.
+import type { App } from '../../crds/app-schema.ts';
+import type { RenderConfig } from '../config.ts';
+import type { KubeObject, ObjectRef } from '../kube-api.ts';
+import { renderDeployment } from './deployment.ts';
+import { renderIngress } from './ingress.ts';
+import { childName, namespaceOf } from './names.ts';
+import { renderService } from './service.ts';
+
+export interface AppChildren {
+  apply: KubeObject[];
+  /** Children an earlier configuration created that this one does not: deleted when owned by the App. */
+  remove: ObjectRef[];
+}
+
+export function renderAppChildren(app: App, config: RenderConfig, codeHash: string | undefined): AppChildren {
+  const ingressRef: ObjectRef = { apiVersion: 'networking.k8s.io/v1', kind: 'Ingress', namespace: namespaceOf(app), name: childName(app) };
+  return {
+    apply: [
+      renderDeployment(app, config, codeHash),
+      renderService(app),
+      ...(config.ingress === null ? [] : [renderIngress(app, config.ingress)]),
+    ],
+    remove: config.ingress === null ? [ingressRef] : [],
+  };
+}

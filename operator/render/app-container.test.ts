@@ -1,0 +1,92 @@
+import type { V1Container } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../test-support/apps.ts';
+import { renderAppContainer } from './app-container.ts';
+
+const render = (spec: Record<string, unknown>): V1Container => renderAppContainer(storedApp(spec), renderConfig());
+const custom = (fields: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  runtime: { custom: { image: 'ghcr.io/acme/web:1', port: 8080, ...fields } },
+  ...extra,
+});
+
+describe('renderAppContainer', () => {
+  it.each<[string, Record<string, unknown>, Partial<V1Container>]>([
+    [
+      'python, code from a ConfigMap: the default runtime image, code mounted at /app',
+      { runtime: { python: { module: 'pkg.app', code: { configMap: { name: 'hello-code' } } } }, scaling: { replicaConcurrency: 6 } },
+      {
+        image: PYTHON_IMAGE,
+        command: ['python', '-m', 'runlet_runtime', '--app-dir', '/app', '--module', 'pkg.app', '--port', '8192', '--concurrency', '6'],
+        workingDir: '/app',
+        volumeMounts: [{ name: 'code', mountPath: '/app', readOnly: true }],
+      },
+    ],
+    [
+      'python, baked code in its own image: no volume',
+      { runtime: { python: { image: 'ghcr.io/acme/model:3', code: { baked: true } } } },
+      {
+        image: 'ghcr.io/acme/model:3',
+        command: ['python', '-m', 'runlet_runtime', '--app-dir', '/app', '--module', 'main', '--port', '8192', '--concurrency', '4'],
+        workingDir: '/app',
+        volumeMounts: undefined,
+      },
+    ],
+    [
+      'custom with entrypoint, port and probes',
+      custom({ entrypoint: ['node', 'server.js', '--quiet'], healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' }),
+      {
+        image: 'ghcr.io/acme/web:1',
+        command: ['node', 'server.js', '--quiet'],
+        env: [{ name: 'PORT', value: '8080' }],
+        ports: [{ name: 'app', containerPort: 8080, protocol: 'TCP' }],
+        livenessProbe: { httpGet: { path: '/health', port: 8080 }, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 },
+        readinessProbe: { httpGet: { path: '/ready', port: 8080 }, periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 },
+      },
+    ],
+    [
+      "custom without entrypoint: the image's own, no probes",
+      custom({}),
+      { command: undefined, livenessProbe: undefined, readinessProbe: undefined, workingDir: undefined },
+    ],
+    [
+      'env values and secret references, in order',
+      pythonSpec({
+        env: [
+          { name: 'GREETING', value: 'hi' },
+          { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
+        ],
+      }),
+      {
+        env: [
+          { name: 'GREETING', value: 'hi' },
+          { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
+        ],
+      },
+    ],
+    [
+      "custom: the platform's PORT wins over the App's",
+      custom({}, { env: [{ name: 'PORT', value: '1' }, { name: 'MODE', value: 'prod' }] }),
+      { env: [{ name: 'PORT', value: '8080' }, { name: 'MODE', value: 'prod' }] },
+    ],
+    [
+      'CPU and memory as request and limit, GPUs as limit',
+      pythonSpec({ resources: { cpu: '2', memory: '8Gi', gpu: 1 } }),
+      { resources: { requests: { cpu: '2', memory: '8Gi' }, limits: { cpu: '2', memory: '8Gi', 'nvidia.com/gpu': '1' } } },
+    ],
+    ['GPUs only', pythonSpec({ resources: { gpu: 2 } }), { resources: { limits: { 'nvidia.com/gpu': '2' } } }],
+    ['zero GPUs and nothing else: no resources', pythonSpec({ resources: { gpu: 0 } }), { resources: undefined }],
+    ['no resources', pythonSpec(), { resources: undefined, env: undefined }],
+  ])('%s', (_case, spec, expected) => {
+    const container = render(spec);
+    for (const [field, value] of Object.entries(expected)) expect(container[field as keyof V1Container], field).toEqual(value);
+  });
+
+  it.each([
+    ['python', pythonSpec()],
+    ['custom', custom({})],
+  ])('%s: named app, stopped only after the sidecar drained (preStop GET /drain on 8001)', (_case, spec) => {
+    const container = render(spec);
+    expect(container.name).toBe('app');
+    expect(container.lifecycle).toEqual({ preStop: { httpGet: { path: '/drain', port: 8001 } } });
+  });
+});

@@ -1,0 +1,80 @@
+// The app container: the Runlet Python runtime importing the user's module, or the user's own HTTP server
+// image. Either way it takes calls only from the sidecar, stops only after the sidecar drained it, and gets
+// the App's environment and hardware.
+import type { V1Container, V1EnvVar, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { App, AppResources, CustomRuntime, EnvVar, PythonRuntime } from '../../crds/app-schema.ts';
+import type { RenderConfig } from '../config.ts';
+import { APP_CONTAINER, APP_DIR, CODE_VOLUME, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT } from './names.ts';
+
+export const GPU_RESOURCE = 'nvidia.com/gpu';
+
+export function renderAppContainer(app: App, config: RenderConfig): V1Container {
+  const { custom, python } = app.spec.runtime;
+  const specific = custom !== undefined ? customRuntime(custom, app.spec.env) : pythonRuntime(app, python!, config); // validated: exactly one runtime
+  const resources = resourcesOf(app.spec.resources);
+  return {
+    name: APP_CONTAINER,
+    ...specific,
+    ...(resources === undefined ? {} : { resources }),
+    // The kubelet runs this before SIGTERM; the sidecar answers once in-flight runs and webhooks are done,
+    // so the app is stopped only after nothing depends on it.
+    lifecycle: { preStop: { httpGet: { path: '/drain', port: SIDECAR_ADMIN_PORT } } },
+  };
+}
+
+type RuntimeFields = Omit<V1Container, 'name'>;
+
+function pythonRuntime(app: App, python: PythonRuntime, config: RenderConfig): RuntimeFields {
+  const { replicaConcurrency } = app.spec.scaling;
+  const env = userEnv(app.spec.env);
+  return {
+    image: python.image ?? config.pythonRuntimeImage,
+    // The runtime binds 127.0.0.1: only the sidecar in the same pod can call it.
+    command: ['python', '-m', 'runlet_runtime', '--app-dir', APP_DIR, '--module', python.module, '--port', String(PYTHON_RUNTIME_PORT), '--concurrency', String(replicaConcurrency)],
+    // Baked code lives at /app in the image; mounted code is put there.
+    workingDir: APP_DIR,
+    ...(env.length === 0 ? {} : { env }),
+    ...(python.code.configMap === undefined ? {} : { volumeMounts: [{ name: CODE_VOLUME, mountPath: APP_DIR, readOnly: true }] }),
+  };
+}
+
+function customRuntime(custom: CustomRuntime, env: EnvVar[] | undefined): RuntimeFields {
+  const httpGet = (path: string) => ({ httpGet: { path, port: custom.port } });
+  return {
+    image: custom.image,
+    // The entrypoint is the whole command line; without one the image's ENTRYPOINT and CMD run.
+    ...(custom.entrypoint === undefined ? {} : { command: custom.entrypoint }),
+    // PORT is the platform's: the sidecar forwards to this port, so a PORT in the App's env cannot move it.
+    env: [{ name: 'PORT', value: String(custom.port) }, ...userEnv(env).filter((variable) => variable.name !== 'PORT')],
+    ports: [{ name: 'app', containerPort: custom.port, protocol: 'TCP' }],
+    ...(custom.healthcheckEndpoint === undefined
+      ? {}
+      : { livenessProbe: { ...httpGet(custom.healthcheckEndpoint), periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 } }),
+    ...(custom.readycheckEndpoint === undefined
+      ? {}
+      : { readinessProbe: { ...httpGet(custom.readycheckEndpoint), periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 } }),
+  };
+}
+
+/** The App's env has the Kubernetes EnvVar shape already (values and secretKeyRefs). */
+function userEnv(env: EnvVar[] | undefined): V1EnvVar[] {
+  return (env ?? []).map((variable) =>
+    variable.valueFrom === undefined
+      ? { name: variable.name, value: variable.value ?? '' }
+      : { name: variable.name, valueFrom: { secretKeyRef: { name: variable.valueFrom.secretKeyRef.name, key: variable.valueFrom.secretKeyRef.key } } },
+  );
+}
+
+/** CPU and memory are request and limit at once (guaranteed, predictable latency); GPUs are limits only. */
+function resourcesOf(resources: AppResources | undefined): V1ResourceRequirements | undefined {
+  if (resources === undefined) return undefined;
+  const amounts: Record<string, string> = {};
+  if (resources.cpu !== undefined) amounts.cpu = resources.cpu;
+  if (resources.memory !== undefined) amounts.memory = resources.memory;
+  const gpus: Record<string, string> = resources.gpu !== undefined && resources.gpu > 0 ? { [GPU_RESOURCE]: String(resources.gpu) } : {};
+  if (Object.keys(amounts).length === 0 && Object.keys(gpus).length === 0) return undefined;
+  return {
+    ...(Object.keys(amounts).length === 0 ? {} : { requests: amounts }),
+    limits: { ...amounts, ...gpus },
+  };
+}

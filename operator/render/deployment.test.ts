@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { pythonSpec, renderConfig, storedApp } from '../test-support/apps.ts';
+import { renderDeployment } from './deployment.ts';
+
+const customSpec = { runtime: { custom: { image: 'web:1', port: 8080 } } };
+
+describe('renderDeployment', () => {
+  it('names, labels and owns the Deployment like the App; runs minReplicas', () => {
+    const app = storedApp(pythonSpec({ scaling: { minReplicas: 3, maxReplicas: 5 } }), { name: 'hello', namespace: 'team-a', uid: 'u-1' });
+    const deployment = renderDeployment(app, renderConfig(), undefined);
+    expect(deployment.apiVersion).toBe('apps/v1');
+    expect(deployment.kind).toBe('Deployment');
+    expect(deployment.metadata?.name).toBe('hello');
+    expect(deployment.metadata?.namespace).toBe('team-a');
+    expect(deployment.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'App', name: 'hello', uid: 'u-1', controller: true });
+    expect(deployment.spec?.replicas).toBe(3);
+    expect(deployment.spec?.selector).toEqual({ matchLabels: { 'runlet.dev/app': 'hello' } });
+    expect(deployment.spec?.template.metadata?.labels).toMatchObject({ 'runlet.dev/app': 'hello', 'app.kubernetes.io/managed-by': 'runlet' });
+    const pod = deployment.spec!.template.spec!;
+    expect(pod.serviceAccountName).toBe('runlet-sidecar');
+    expect(pod.automountServiceAccountToken).toBe(false);
+  });
+
+  it.each([
+    ['native sidecar: an init container beside the app container', true, ['sidecar'], ['app']],
+    ['no native sidecars: a second plain container', false, undefined, ['app', 'sidecar']],
+  ])('%s', (_case, nativeSidecars, initContainers, containers) => {
+    const pod = renderDeployment(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), undefined).spec!.template.spec!;
+    expect(pod.initContainers?.map((c) => c.name)).toEqual(initContainers);
+    expect(pod.containers.map((c) => c.name)).toEqual(containers);
+  });
+
+  it.each([
+    [1, 31],
+    [900, 930],
+    [43200, 43230],
+  ])('a %i s response grace period gives %i s to terminate', (responseGracePeriod, seconds) => {
+    const pod = renderDeployment(storedApp(pythonSpec({ scaling: { responseGracePeriod } })), renderConfig(), undefined).spec!.template.spec!;
+    expect(pod.terminationGracePeriodSeconds).toBe(seconds);
+  });
+
+  it.each([
+    ['code ConfigMap: mounted, its hash on the template', pythonSpec(), 'abc123', ['runlet-data', 'sidecar-token', 'code'], 'abc123'],
+    ['code ConfigMap not there yet: no hash', pythonSpec(), undefined, ['runlet-data', 'sidecar-token', 'code'], undefined],
+    ['baked code: no code volume', { runtime: { python: { code: { baked: true } } } }, undefined, ['runlet-data', 'sidecar-token'], undefined],
+    ['custom runtime: no code volume', customSpec, undefined, ['runlet-data', 'sidecar-token'], undefined],
+  ])('%s', (_case, spec, codeHash, volumes, annotation) => {
+    const template = renderDeployment(storedApp(spec), renderConfig(), codeHash).spec!.template;
+    expect(template.spec!.volumes!.map((volume) => volume.name)).toEqual(volumes);
+    expect(template.metadata?.annotations?.['runlet.dev/code-hash']).toBe(annotation);
+  });
+
+  it('mounts the code ConfigMap by its name', () => {
+    const volumes = renderDeployment(storedApp(pythonSpec({}, 'my-code')), renderConfig(), 'h').spec!.template.spec!.volumes!;
+    expect(volumes.find((volume) => volume.name === 'code')?.configMap).toEqual({ name: 'my-code' });
+  });
+
+  it('projects the service-account token for the sidecar alone', () => {
+    const volumes = renderDeployment(storedApp(pythonSpec()), renderConfig(), undefined).spec!.template.spec!.volumes!;
+    const token = volumes.find((volume) => volume.name === 'sidecar-token')!;
+    expect(token.projected?.sources?.map((source) => Object.keys(source)[0])).toEqual(['serviceAccountToken', 'configMap', 'downwardAPI']);
+  });
+});

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../test-support/apps.ts';
+import { renderSidecarContainer } from './sidecar-container.ts';
+
+const customSpec = (extra: Record<string, unknown> = {}) => ({ runtime: { custom: { image: 'web:1', port: 3000, ...extra } } });
+
+describe('renderSidecarContainer', () => {
+  it('runs `runlet sidecar` with the flags of a Python app', () => {
+    const app = storedApp(pythonSpec({ scaling: { replicaConcurrency: 8, responseGracePeriod: 120 } }), { name: 'hello', namespace: 'team-a' });
+    const container = renderSidecarContainer(app, renderConfig());
+    expect(container.image).toBe(SIDECAR_IMAGE);
+    expect(container.command).toEqual(['runlet']);
+    expect(container.args).toEqual([
+      'sidecar',
+      '--project', 'team-a',
+      '--app', 'hello',
+      '--runtime', 'python',
+      '--app-port', '8192',
+      '--port', '8000',
+      '--admin-port', '8001',
+      '--concurrency', '8',
+      '--response-grace-period', '120',
+      '--data-dir', '/var/run/runlet',
+    ]);
+  });
+
+  it.each([
+    ['custom port, no health paths', customSpec(), ['--runtime', 'custom', '--app-port', '3000'], undefined],
+    ['readiness path preferred', customSpec({ healthcheckEndpoint: '/live', readycheckEndpoint: '/ready' }), ['--runtime', 'custom'], '/ready'],
+    ['health path when there is no readiness path', customSpec({ healthcheckEndpoint: '/live' }), ['--runtime', 'custom'], '/live'],
+  ])('custom runtime: %s', (_case, spec, expectedArgs, readyPath) => {
+    const args = renderSidecarContainer(storedApp(spec), renderConfig()).args!;
+    expect(args.join(' ')).toContain(expectedArgs.join(' '));
+    expect(args.includes('--ready-path') ? args[args.indexOf('--ready-path') + 1] : undefined).toBe(readyPath);
+  });
+
+  it.each([
+    ['native sidecar: restartPolicy Always and a startup probe on /healthz', true],
+    ['plain container: neither', false],
+  ])('%s', (_case, nativeSidecars) => {
+    const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ nativeSidecars }));
+    expect(container.restartPolicy).toBe(nativeSidecars ? 'Always' : undefined);
+    expect(container.startupProbe?.httpGet).toEqual(nativeSidecars ? { path: '/healthz', port: 8001 } : undefined);
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 8001 });
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 8001 });
+  });
+
+  it.each([
+    ['no allow-list: no variable', [], undefined],
+    ['allow-list joined by commas', ['10.0.0.0/8', '192.168.1.0/24'], '10.0.0.0/8,192.168.1.0/24'],
+  ])('webhook CIDRs: %s', (_case, webhookAllowCidrs, value) => {
+    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ webhookAllowCidrs })).env!;
+    expect(env.slice(0, 2)).toEqual([
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ]);
+    expect(env.find((variable) => variable.name === 'RUNLET_WEBHOOK_ALLOW_CIDRS')?.value).toBe(value);
+  });
+
+  it('mounts the run-record directory and the RunLog token, with modest resources', () => {
+    const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig());
+    expect(container.volumeMounts).toEqual([
+      { name: 'runlet-data', mountPath: '/var/run/runlet' },
+      { name: 'sidecar-token', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true },
+    ]);
+    expect(container.resources).toEqual({ requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } });
+    expect(container.ports?.map((port) => [port.name, port.containerPort])).toEqual([['http', 8000], ['admin', 8001]]);
+  });
+});

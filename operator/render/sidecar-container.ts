@@ -1,0 +1,71 @@
+// The sidecar container: `runlet sidecar` in front of the app container, serving the run interface on
+// :8000 and probes, metrics and drain on :8001. As a native sidecar (an init container that keeps running)
+// it starts before the app container and stops after it, so a draining app never loses its front door.
+import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
+import type { App } from '../../crds/app-schema.ts';
+import type { RenderConfig } from '../config.ts';
+import {
+  DATA_DIR,
+  DATA_VOLUME,
+  SERVICE_ACCOUNT_DIR,
+  SIDECAR_ADMIN_PORT,
+  SIDECAR_CONTAINER,
+  SIDECAR_RUN_PORT,
+  SIDECAR_TOKEN_VOLUME,
+  appPort,
+  namespaceOf,
+} from './names.ts';
+
+const adminGet = (path: string, probe: Omit<V1Probe, 'httpGet'>): V1Probe => ({
+  httpGet: { path, port: SIDECAR_ADMIN_PORT },
+  ...probe,
+});
+
+export function renderSidecarContainer(app: App, config: RenderConfig): V1Container {
+  const { spec } = app;
+  const custom = spec.runtime.custom;
+  const readyPath = custom?.readycheckEndpoint ?? custom?.healthcheckEndpoint;
+  const args = [
+    'sidecar',
+    '--project', namespaceOf(app),
+    '--app', app.metadata.name,
+    '--runtime', custom === undefined ? 'python' : 'custom',
+    '--app-port', String(appPort(spec)),
+    '--port', String(SIDECAR_RUN_PORT),
+    '--admin-port', String(SIDECAR_ADMIN_PORT),
+    '--concurrency', String(spec.scaling.replicaConcurrency),
+    '--response-grace-period', String(spec.scaling.responseGracePeriod),
+    '--data-dir', DATA_DIR,
+    ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
+  ];
+  const env: V1EnvVar[] = [
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ...(config.webhookAllowCidrs.length === 0 ? [] : [{ name: 'RUNLET_WEBHOOK_ALLOW_CIDRS', value: config.webhookAllowCidrs.join(',') }]),
+  ];
+  return {
+    name: SIDECAR_CONTAINER,
+    image: config.sidecarImage,
+    command: ['runlet'],
+    args,
+    env,
+    ports: [
+      { name: 'http', containerPort: SIDECAR_RUN_PORT, protocol: 'TCP' },
+      { name: 'admin', containerPort: SIDECAR_ADMIN_PORT, protocol: 'TCP' },
+    ],
+    // The kubelet starts the app container only once this startup probe passes, so it asks /healthz:
+    // /ready waits for the app container and would never pass.
+    ...(config.nativeSidecars
+      ? { restartPolicy: 'Always', startupProbe: adminGet('/healthz', { periodSeconds: 1, failureThreshold: 60, timeoutSeconds: 2 }) }
+      : {}),
+    // Fails at once while draining, so the endpoint leaves the Service before the pod stops taking runs.
+    readinessProbe: adminGet('/ready', { periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 }),
+    livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 }),
+    resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+    volumeMounts: [
+      { name: DATA_VOLUME, mountPath: DATA_DIR },
+      // Only the sidecar gets the token that may write RunLogs; the app's code never sees it.
+      { name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
+    ],
+  };
+}
