@@ -20,8 +20,15 @@ describe('renderSidecarContainer', () => {
       '--admin-port', '8001',
       '--concurrency', '8',
       '--response-grace-period', '120',
+      '--auth', 'on',
+      '--run-store', 'runlog',
       '--data-dir', '/var/run/runlet',
     ]);
+  });
+
+  it('turns caller auth off only when the App says so', () => {
+    const open = renderSidecarContainer(storedApp(pythonSpec({ auth: { enabled: false } })), renderConfig()).args!;
+    expect(open[open.indexOf('--auth') + 1]).toBe('off');
   });
 
   it.each([

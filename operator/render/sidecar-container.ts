@@ -35,6 +35,9 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     '--admin-port', String(SIDECAR_ADMIN_PORT),
     '--concurrency', String(spec.scaling.replicaConcurrency),
     '--response-grace-period', String(spec.scaling.responseGracePeriod),
+    // Callers' tokens are checked unless the App turns auth off (spec.auth.enabled: false).
+    '--auth', spec.auth.enabled ? 'on' : 'off',
+    '--run-store', 'runlog',
     '--data-dir', DATA_DIR,
     ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
   ];
