@@ -23,6 +23,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'Print the App (and code ConfigMap) YAML of an app folder',
     load: async () => import('./manifest-command.ts').then((m) => ({ usage: m.MANIFEST_USAGE, run: m.runManifestCommand })),
   },
+  deploy: {
+    summary: 'Apply an app folder to the current kube context and wait until it is available',
+    load: async () => import('./deploy-command.ts').then((m) => ({ usage: m.DEPLOY_USAGE, run: m.runDeployCommand })),
+  },
   dockerfile: {
     summary: "Write a Dockerfile that bakes an app's code into the runtime image",
     load: async () => import('./dockerfile-command.ts').then((m) => ({ usage: m.DOCKERFILE_USAGE, run: m.runDockerfileCommand })),

@@ -109,6 +109,8 @@ export function isConflict(error: unknown): boolean {
 export interface KubeApiOptions {
   /** Bound on every call, so a hung connection cannot stall a reconcile worker forever. Default 30 s. */
   requestTimeoutMs?: number;
+  /** Who owns the fields this client applies and patches. Default the operator's (FIELD_MANAGER). */
+  fieldManager?: string;
 }
 
 interface RequestSpec {
@@ -121,6 +123,7 @@ export class KubeApi {
   readonly kubeConfig: KubeConfig;
   readonly #server: string;
   readonly #timeoutMs: number;
+  readonly #fieldManager: string;
   #agent: Promise<Dispatcher> | undefined;
 
   constructor(kubeConfig: KubeConfig, options: KubeApiOptions = {}) {
@@ -129,6 +132,7 @@ export class KubeApi {
     this.kubeConfig = kubeConfig;
     this.#server = cluster.server.replace(/\/+$/, '');
     this.#timeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.#fieldManager = options.fieldManager ?? FIELD_MANAGER;
   }
 
   get<T extends KubeObject>(path: string): Promise<T> {
@@ -158,18 +162,18 @@ export class KubeApi {
     return this.#request<T>('PUT', path, { body });
   }
 
-  /** Server-side apply as the operator's field manager, taking over fields others changed (force). */
+  /** Server-side apply as this client's field manager, taking over fields others changed (force). */
   apply<T extends KubeObject>(object: T): Promise<T> {
     return this.#request<T>('PATCH', resourcePath(refOf(object)), {
       // JSON is YAML: the apply content type accepts it as is.
       contentType: 'application/apply-patch+yaml',
-      query: { fieldManager: FIELD_MANAGER, force: true },
+      query: { fieldManager: this.#fieldManager, force: true },
       body: object,
     });
   }
 
   mergePatch<T extends KubeObject>(path: string, patch: unknown): Promise<T> {
-    return this.#request<T>('PATCH', path, { contentType: 'application/merge-patch+json', query: { fieldManager: FIELD_MANAGER }, body: patch });
+    return this.#request<T>('PATCH', path, { contentType: 'application/merge-patch+json', query: { fieldManager: this.#fieldManager }, body: patch });
   }
 
   delete(path: string, preconditions?: { uid?: string; resourceVersion?: string }): Promise<unknown> {
