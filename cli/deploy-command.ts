@@ -1,11 +1,11 @@
 // `runlet deploy APP_DIR`: applies the App (and its code ConfigMap) to the current kube context, then follows
 // the App's conditions until it is Available, or says why it is not.
-import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { App, Condition } from '../crds/app-schema.ts';
 import { resourcePath, KubeApi, KubeApiError } from '../operator/kube-api.ts';
 import { validateApp } from '../crds/validate.ts';
 import { appManifests } from './app-folder.ts';
+import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const DEPLOY_USAGE = `Usage: runlet deploy APP_DIR [--namespace NS] [--image IMAGE] [--timeout SECONDS] [--no-wait]
@@ -124,18 +124,14 @@ function say(line: string): void {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        namespace: { type: 'string' },
-        image: { type: 'string' },
-        timeout: { type: 'string', default: '300' },
-        'no-wait': { type: 'boolean', default: false },
-      },
-    });
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${DEPLOY_USAGE}`, 2);
-  }
+  return parseCommandArgs(
+    args,
+    {
+      namespace: { type: 'string' },
+      image: { type: 'string' },
+      timeout: { type: 'string', default: '300' },
+      'no-wait': { type: 'boolean', default: false },
+    },
+    DEPLOY_USAGE,
+  );
 }

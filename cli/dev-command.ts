@@ -1,9 +1,9 @@
 // `runlet dev [APP_DIR ...]`: serve apps from folders on this machine until Ctrl-C.
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { startDevServer } from '../local/dev-server.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
+import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
@@ -60,21 +60,17 @@ export async function runDevCommand(args: string[]): Promise<number> {
 }
 
 function parseDevArgs(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        port: { type: 'string', default: '8080' },
-        project: { type: 'string', default: 'dev' },
-        'data-dir': { type: 'string', default: '.runlet' },
-        'log-level': { type: 'string', default: 'info' },
-        'auth-key-file': { type: 'string' },
-      },
-    });
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${DEV_USAGE}`, 2);
-  }
+  return parseCommandArgs(
+    args,
+    {
+      port: { type: 'string', default: '8080' },
+      project: { type: 'string', default: 'dev' },
+      'data-dir': { type: 'string', default: '.runlet' },
+      'log-level': { type: 'string', default: 'info' },
+      'auth-key-file': { type: 'string' },
+    },
+    DEV_USAGE,
+  );
 }
 
 function banner(url: string, project: string, appNames: string[], ready: boolean): string {

@@ -2,8 +2,8 @@
 // runtime image, with its [dependencies.pip] packages installed.
 import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { loadAppDir } from '../crds/service-toml.ts';
+import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 import { DEFAULT_PYTHON_RUNTIME_IMAGE } from './images.ts';
 
@@ -57,13 +57,9 @@ function shellQuote(value: string): string {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      options: { 'base-image': { type: 'string', default: DEFAULT_PYTHON_RUNTIME_IMAGE }, output: { type: 'string' } },
-    });
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${DOCKERFILE_USAGE}`, 2);
-  }
+  return parseCommandArgs(
+    args,
+    { 'base-image': { type: 'string', default: DEFAULT_PYTHON_RUNTIME_IMAGE }, output: { type: 'string' } },
+    DOCKERFILE_USAGE,
+  );
 }

@@ -1,7 +1,7 @@
 // `runlet manifest APP_DIR`: the YAML `runlet deploy` would apply, for review or for `kubectl apply -f -`.
-import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { appManifests } from './app-folder.ts';
+import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const MANIFEST_USAGE = `Usage: runlet manifest APP_DIR [--namespace NS] [--image IMAGE]
@@ -23,13 +23,9 @@ export async function runManifestCommand(args: string[]): Promise<number> {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      options: { namespace: { type: 'string', default: 'default' }, image: { type: 'string' } },
-    });
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${MANIFEST_USAGE}`, 2);
-  }
+  return parseCommandArgs(
+    args,
+    { namespace: { type: 'string', default: 'default' }, image: { type: 'string' } },
+    MANIFEST_USAGE,
+  );
 }

@@ -1,10 +1,10 @@
 // `runlet operator`: reconciles App resources in every namespace. Settings come from --config (YAML or JSON),
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
-import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
 import { createOperator } from '../operator/main.ts';
 import { createLogger } from '../sidecar/logger.ts';
+import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const OPERATOR_USAGE = `Usage: runlet operator [options]
@@ -32,23 +32,23 @@ Options (environment variable in brackets); flags override the environment, whic
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]`;
 
 const OPTIONS = {
-  config: 'RUNLET_OPERATOR_CONFIG',
-  'sidecar-image': 'RUNLET_SIDECAR_IMAGE',
-  'python-runtime-image': 'RUNLET_PYTHON_RUNTIME_IMAGE',
-  'ingress-class': 'RUNLET_INGRESS_CLASS',
-  'ingress-host': 'RUNLET_INGRESS_HOST',
-  'ingress-tls': 'RUNLET_INGRESS_TLS',
-  'ingress-tls-secret': 'RUNLET_INGRESS_TLS_SECRET',
-  'native-sidecars': 'RUNLET_NATIVE_SIDECARS',
-  'webhook-allow-cidrs': 'RUNLET_WEBHOOK_ALLOW_CIDRS',
-  'leader-election-namespace': 'RUNLET_LEADER_ELECTION_NAMESPACE',
-  'lease-name': 'RUNLET_LEASE_NAME',
-  identity: 'RUNLET_IDENTITY',
-  host: 'RUNLET_OPERATOR_HOST',
-  port: 'RUNLET_METRICS_PORT',
-  workers: 'RUNLET_OPERATOR_WORKERS',
-  'log-level': 'RUNLET_LOG_LEVEL',
-} as const;
+  config: { env: ['RUNLET_OPERATOR_CONFIG'] },
+  'sidecar-image': { env: ['RUNLET_SIDECAR_IMAGE'] },
+  'python-runtime-image': { env: ['RUNLET_PYTHON_RUNTIME_IMAGE'] },
+  'ingress-class': { env: ['RUNLET_INGRESS_CLASS'] },
+  'ingress-host': { env: ['RUNLET_INGRESS_HOST'] },
+  'ingress-tls': { env: ['RUNLET_INGRESS_TLS'] },
+  'ingress-tls-secret': { env: ['RUNLET_INGRESS_TLS_SECRET'] },
+  'native-sidecars': { env: ['RUNLET_NATIVE_SIDECARS'] },
+  'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'] },
+  'leader-election-namespace': { env: ['RUNLET_LEADER_ELECTION_NAMESPACE'] },
+  'lease-name': { env: ['RUNLET_LEASE_NAME'] },
+  identity: { env: ['RUNLET_IDENTITY'] },
+  host: { env: ['RUNLET_OPERATOR_HOST'] },
+  port: { env: ['RUNLET_METRICS_PORT'] },
+  workers: { env: ['RUNLET_OPERATOR_WORKERS'] },
+  'log-level': { env: ['RUNLET_LOG_LEVEL'] },
+} as const satisfies Record<string, EnvBackedOption>;
 
 type OptionName = keyof typeof OPTIONS;
 
@@ -116,14 +116,5 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
 }
 
 function readOptions(args: string[]): (name: OptionName) => string | undefined {
-  let values: Record<string, string | undefined>;
-  try {
-    values = parseArgs({
-      args,
-      options: Object.fromEntries(Object.keys(OPTIONS).map((name) => [name, { type: 'string' as const }])),
-    }).values as Record<string, string | undefined>;
-  } catch (error) {
-    throw new CliError(`${(error as Error).message}\n\n${OPERATOR_USAGE}`, 2);
-  }
-  return (name) => values[name] ?? (process.env[OPTIONS[name]] || undefined);
+  return readEnvBackedOptions(args, OPTIONS, OPERATOR_USAGE);
 }

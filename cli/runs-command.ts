@@ -1,7 +1,7 @@
 // `runlet runs APP`: the runs of an app from the management API (of `runlet dev` or a cluster), as a table or
 // as JSON for scripts.
-import { parseArgs } from 'node:util';
 import type { RunRecord } from '../sidecar/runs/record.ts';
+import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const RUNS_USAGE = `Usage: runlet runs APP [--project ID] [--status S] [--async-only] [--limit N] [--output table|json]
@@ -110,21 +110,17 @@ function runsTable(runs: RunRecord[]): string {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        project: { type: 'string' },
-        status: { type: 'string' },
-        'async-only': { type: 'boolean', default: false },
-        limit: { type: 'string', default: '20' },
-        output: { type: 'string', default: 'table' },
-        'api-url': { type: 'string' },
-        token: { type: 'string' },
-      },
-    });
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${RUNS_USAGE}`, 2);
-  }
+  return parseCommandArgs(
+    args,
+    {
+      project: { type: 'string' },
+      status: { type: 'string' },
+      'async-only': { type: 'boolean', default: false },
+      limit: { type: 'string', default: '20' },
+      output: { type: 'string', default: 'table' },
+      'api-url': { type: 'string' },
+      token: { type: 'string' },
+    },
+    RUNS_USAGE,
+  );
 }

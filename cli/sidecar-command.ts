@@ -2,7 +2,6 @@
 // reads an environment variable so a pod template can set them either way.
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import Fastify from 'fastify';
 import type { Logger } from 'pino';
@@ -17,6 +16,7 @@ import { Replica } from '../sidecar/replica.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
+import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const SIDECAR_USAGE = `Usage: runlet sidecar --project ID --app NAME [options]
@@ -63,7 +63,7 @@ const OPTIONS = {
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   auth: { env: ['RUNLET_AUTH'], default: 'on' },
   ...RUN_AUTH_OPTIONS,
-} as const satisfies Record<string, { env: readonly string[]; default?: string }>;
+} as const satisfies Record<string, EnvBackedOption>;
 
 type OptionName = keyof typeof OPTIONS;
 
@@ -157,17 +157,5 @@ function runLogStore(target: AppTarget, podName: string, registry: Registry, log
 }
 
 function readOptions(args: string[]): (name: OptionName) => string | undefined {
-  let values: Record<string, string | undefined>;
-  try {
-    values = parseArgs({
-      args,
-      options: Object.fromEntries(Object.keys(OPTIONS).map((name) => [name, { type: 'string' as const }])),
-    }).values as Record<string, string | undefined>;
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${SIDECAR_USAGE}`, 2);
-  }
-  return (name) => {
-    const spec: { env: readonly string[]; default?: string } = OPTIONS[name];
-    return values[name] ?? spec.env.map((variable) => process.env[variable]).find((value) => value !== undefined && value !== '') ?? spec.default;
-  };
+  return readEnvBackedOptions(args, OPTIONS, SIDECAR_USAGE);
 }

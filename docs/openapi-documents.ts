@@ -11,8 +11,8 @@ import type { RunSource, RunStore } from '../sidecar/runs/store.ts';
 
 export const DOCUMENT_FILES = { run: 'docs/openapi-run.json', management: 'docs/openapi-management.json' } as const;
 
-/** Nothing is stored or read while documents are generated. */
-const noRuns: RunStore & RunSource = {
+/** A run store that stores and finds nothing: for building the servers only to describe them. */
+export const noRuns: RunStore & RunSource = {
   save: () => undefined,
   saveDurably: async () => undefined,
   flush: async () => undefined,

@@ -6,12 +6,11 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import Fastify, { type RouteOptions } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildOpenApiDocuments, DOCUMENT_FILES, serialise } from '../../docs/openapi-documents.ts';
+import { buildOpenApiDocuments, DOCUMENT_FILES, noRuns, serialise } from '../../docs/openapi-documents.ts';
 import { managementApi } from '../../management/routes.ts';
 import { AppRegistry } from '../../sidecar/apps.ts';
 import { Replica } from '../../sidecar/replica.ts';
 import { runInterface } from '../../sidecar/run-interface.ts';
-import type { RunSource, RunStore } from '../../sidecar/runs/store.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 type Document = {
@@ -65,14 +64,6 @@ describe('OpenAPI documents', () => {
 describe('routes and operations', () => {
   const routes: RouteOptions[] = [];
   const server = Fastify({ logger: false });
-  const noRuns: RunStore & RunSource = {
-    save: () => undefined,
-    saveDurably: async () => undefined,
-    flush: async () => undefined,
-    close: async () => undefined,
-    listRuns: async () => ({ items: [], hasMore: false }),
-    getRun: async () => undefined,
-  };
   const replica = new Replica({ apps: new AppRegistry(), store: noRuns, replicaName: 'contract', logger: pino({ level: 'silent' }) });
 
   beforeAll(async () => {
