@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RUN_STATUSES, type RunRecord } from '../sidecar/runs/record.ts';
 import type { ListRunsQuery } from '../sidecar/runs/store.ts';
 import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-store.ts';
+import { waitFor } from '../test/support/wait.ts';
 import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from './sqlite-run-store.fixtures.ts';
 
 const CRASH_CHILD = join(import.meta.dirname, 'sqlite-run-store.crash-child.ts');
@@ -26,7 +27,7 @@ afterEach(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-function openStore(options: { logger?: Logger; maxBatchSize?: number } = {}): SqliteRunStore {
+function openStore(options: { logger?: Logger; maxBatchSize?: number; minWriteIntervalMs?: number } = {}): SqliteRunStore {
   const store = new SqliteRunStore({ dataDir, logger: options.logger ?? pino({ level: 'silent' }), ...options });
   openStores.push(store);
   return store;
@@ -102,6 +103,30 @@ describe('SqliteRunStore writes', () => {
     await new Promise((resolve) => setImmediate(resolve));
     await new Promise((resolve) => setImmediate(resolve));
     expect(store.stats()).toEqual({ batches: 1, recordsWritten: 100, pending: 0 });
+  });
+
+  it('writes saves that follow a write closely together, once per window; durable saves do not wait for it', async () => {
+    // A window long enough that no stall of a loaded machine ends it between two lines of this test.
+    const store = openStore({ minWriteIntervalMs: 300 });
+    const run = runRecord({ status: 'running' });
+    store.save(run);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.stats()).toEqual({ batches: 1, recordsWritten: 1, pending: 0 });
+
+    // A run finishing right after, and another starting: both wait for the window, then go in one batch.
+    run.status = 'success';
+    store.save(run);
+    store.save(runRecord({ status: 'running' }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.stats().pending).toBe(2);
+    await waitFor(() => store.stats().pending === 0, { what: 'the window to end' });
+    expect(store.stats()).toEqual({ batches: 2, recordsWritten: 3, pending: 0 });
+    expect(readFromFile(run.id)?.status).toBe('success');
+
+    // Within the next window, a durable save is committed on the next turn, with what is pending.
+    store.save(runRecord());
+    await store.saveDurably(pendingAsyncRunRecord());
+    expect(store.stats()).toEqual({ batches: 3, recordsWritten: 5, pending: 0 });
   });
 
   it('rejects the durable waiters of a failed batch, logs the error, and retries the records later', async () => {

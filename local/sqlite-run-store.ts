@@ -30,8 +30,16 @@ const MIGRATIONS: readonly string[] = [
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** A batch larger than this is written at once instead of waiting for the next turn of the event loop. */
+/** A batch larger than this is written at once instead of waiting for its turn. */
 const DEFAULT_MAX_BATCH_SIZE = 512;
+/**
+ * Plain saves are written at most this often. A commit costs ~40 us of CPU and a dozen syscalls (WAL frames,
+ * locks) with the event loop blocked, and every run is saved at least twice (running, then finished): under
+ * load, a window lets a short run's states collapse into one row written once, in a transaction shared with
+ * many others. Durable saves (an async run's 202) never wait for the window; a store idle for longer than it
+ * writes on the next turn, as before. What a killed process can lose is the plain saves of the last window.
+ */
+const DEFAULT_MIN_WRITE_INTERVAL_MS = 10;
 /** How long a write waits for a lock held by another connection (a reader checkpointing, a second tool). */
 const BUSY_TIMEOUT_MS = 5_000;
 
@@ -40,6 +48,8 @@ export interface SqliteRunStoreOptions {
   dataDir: string;
   logger: Logger;
   maxBatchSize?: number;
+  /** Plain saves are written at most this often (see DEFAULT_MIN_WRITE_INTERVAL_MS). */
+  minWriteIntervalMs?: number;
 }
 
 export interface RunStoreStats {
@@ -61,6 +71,7 @@ export class SqliteRunStore implements RunStore, RunSource {
   readonly #db: DatabaseSync;
   readonly #logger: Logger;
   readonly #maxBatchSize: number;
+  readonly #minWriteIntervalMs: number;
   readonly #begin: StatementSync;
   readonly #commit: StatementSync;
   readonly #rollback: StatementSync;
@@ -72,7 +83,10 @@ export class SqliteRunStore implements RunStore, RunSource {
   #pending = new Map<string, RunRecord>();
   /** Callers of saveDurably waiting for the next commit. */
   #durableWaiters: DurableWaiter[] = [];
-  #flushScheduled = false;
+  /** The write to come: on the next turn (`soon`), at the end of the current window (`later`), or none. */
+  #scheduled: { kind: 'soon'; handle: NodeJS.Immediate } | { kind: 'later'; handle: NodeJS.Timeout } | null = null;
+  /** When the last batch was written (performance.now()). */
+  #lastWriteAt = Number.NEGATIVE_INFINITY;
   #closed = false;
   #batches = 0;
   #recordsWritten = 0;
@@ -82,6 +96,7 @@ export class SqliteRunStore implements RunStore, RunSource {
     this.path = join(options.dataDir, RUNS_DB_FILE_NAME);
     this.#logger = options.logger;
     this.#maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
+    this.#minWriteIntervalMs = options.minWriteIntervalMs ?? DEFAULT_MIN_WRITE_INTERVAL_MS;
     this.#db = new DatabaseSync(this.path, { timeout: BUSY_TIMEOUT_MS });
     // WAL: readers (the management API, a second `runlet` process) never block the writer, and a commit is one
     // sequential append to the -wal file. synchronous=NORMAL: a commit is not fsynced; the WAL is synced at
@@ -114,7 +129,7 @@ export class SqliteRunStore implements RunStore, RunSource {
   }
 
   save(record: RunRecord): void {
-    this.#enqueue(record);
+    this.#enqueue(record, false);
   }
 
   saveDurably(record: RunRecord): Promise<void> {
@@ -123,7 +138,7 @@ export class SqliteRunStore implements RunStore, RunSource {
       this.#assertOpen(record);
       // The waiter is registered before the record is queued: queueing may flush at once (a full batch).
       this.#durableWaiters.push({ resolve, reject });
-      this.#enqueue(record);
+      this.#enqueue(record, true);
     });
   }
 
@@ -133,6 +148,7 @@ export class SqliteRunStore implements RunStore, RunSource {
 
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#cancelScheduled();
     try {
       this.#writePending();
     } finally {
@@ -182,20 +198,32 @@ export class SqliteRunStore implements RunStore, RunSource {
     if (this.#closed) throw new Error(`run store ${this.path} is closed: cannot save run ${record.id}`);
   }
 
-  #enqueue(record: RunRecord): void {
+  #enqueue(record: RunRecord, durable: boolean): void {
     this.#assertOpen(record);
     this.#pending.set(record.id, record);
     if (this.#pending.size >= this.#maxBatchSize) {
       this.#writeQuietly();
-    } else if (!this.#flushScheduled) {
-      this.#flushScheduled = true;
+      return;
+    }
+    if (this.#scheduled?.kind === 'soon') return;
+    const sinceLastWrite = performance.now() - this.#lastWriteAt;
+    if (durable || sinceLastWrite >= this.#minWriteIntervalMs) {
+      this.#cancelScheduled();
       // After the current turn of the event loop: every save of this turn joins one transaction.
-      setImmediate(this.#flushFromSchedule);
+      this.#scheduled = { kind: 'soon', handle: setImmediate(this.#flushFromSchedule) };
+    } else if (!this.#scheduled) {
+      this.#scheduled = { kind: 'later', handle: setTimeout(this.#flushFromSchedule, this.#minWriteIntervalMs - sinceLastWrite) };
     }
   }
 
+  #cancelScheduled(): void {
+    if (this.#scheduled?.kind === 'soon') clearImmediate(this.#scheduled.handle);
+    else if (this.#scheduled?.kind === 'later') clearTimeout(this.#scheduled.handle);
+    this.#scheduled = null;
+  }
+
   readonly #flushFromSchedule = (): void => {
-    this.#flushScheduled = false;
+    this.#scheduled = null;
     if (!this.#closed) this.#writeQuietly();
   };
 
@@ -219,6 +247,7 @@ export class SqliteRunStore implements RunStore, RunSource {
     const waiters = this.#durableWaiters;
     this.#pending = new Map();
     this.#durableWaiters = [];
+    this.#lastWriteAt = performance.now();
     try {
       this.#begin.run();
       try {
