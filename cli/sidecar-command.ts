@@ -2,7 +2,6 @@
 // reads an environment variable so a pod template can set them either way.
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import Fastify from 'fastify';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
@@ -115,7 +114,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const apps = new AppRegistry();
   apps.add(target);
   const registry = new Registry();
-  const store = runStore === 'runlog' ? runLogStore(target, replicaName, registry, logger) : new SqliteRunStore({ dataDir: resolve(required('data-dir')), logger });
+  const store = runStore === 'runlog' ? await runLogStore(target, replicaName, registry, logger) : new SqliteRunStore({ dataDir: resolve(required('data-dir')), logger });
   const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, webhooks: { allowCidrs }, auth, registry });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
@@ -148,7 +147,9 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
 }
 
 /** The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG). */
-function runLogStore(target: AppTarget, podName: string, registry: Registry, logger: Logger): RunLogStore {
+async function runLogStore(target: AppTarget, podName: string, registry: Registry, logger: Logger): Promise<RunLogStore> {
+  // Imported here only: @kubernetes/client-node adds ~50 MB to the process's RSS, which a SQLite sidecar never needs.
+  const { KubeConfig } = await import('@kubernetes/client-node');
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
   const store = new RunLogStore({ kubeConfig, namespace: target.projectId, podName, appName: target.appName, registry, logger });
