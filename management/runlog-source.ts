@@ -14,7 +14,7 @@ import { APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group
 import type { App } from '../crds/app-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeApi, KubeObject } from '../operator/kube-api.ts';
-import { ResourceWatch, objectKey, type RestartReason } from '../operator/watch.ts';
+import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../operator/watch.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../sidecar/runs/store.ts';
@@ -33,9 +33,16 @@ export interface RunLogSourceOptions {
   onRestart?(resource: typeof RUNLOG_PLURAL | typeof APP_PLURAL, reason: RestartReason): void;
   /** Retry delays after failed lists and watches; default operator/watch.ts's (250 ms doubling to 30 s). */
   backoff?: { initialMs: number; maxMs: number };
+  /**
+   * Which apps exist, when the caller watches Apps already (the operator): the source then watches no Apps of
+   * its own, and `ready()` waits for the RunLogs only.
+   */
+  apps?: AppDirectory;
+  /** Told of every RunLog the cache takes in or lets go, after the index: the operator's RunLog upkeep shares this watch. */
+  onRunLog?: ResourceWatchHandlers<RunLogObject>;
 }
 
-type RunLogObject = RunLog & KubeObject;
+export type RunLogObject = RunLog & KubeObject;
 type AppObject = App & KubeObject;
 
 const DEFAULT_WATCHDOG_MS = 120_000;
@@ -43,11 +50,13 @@ const DEFAULT_WATCHDOG_MS = 120_000;
 export class RunLogSource implements RunSource, AppDirectory {
   readonly #index = new RunLogIndex();
   readonly #runLogs: ResourceWatch<RunLogObject>;
-  readonly #apps: ResourceWatch<AppObject>;
+  /** Undefined when the caller gave its own directory of Apps. */
+  readonly #apps: ResourceWatch<AppObject> | undefined;
+  readonly #directory: AppDirectory;
   readonly #logger: Logger;
 
   constructor(options: RunLogSourceOptions) {
-    const { api, namespace, logger, onRestart, backoff } = options;
+    const { api, namespace, logger, onRestart, backoff, onRunLog } = options;
     this.#logger = logger;
     const scope = namespace === undefined ? '' : `/namespaces/${encodeURIComponent(namespace)}`;
     const collection = (plural: string): string => `/apis/${RUNLET_API_VERSION}${scope}/${plural}`;
@@ -58,27 +67,38 @@ export class RunLogSource implements RunSource, AppDirectory {
       path: collection(RUNLOG_PLURAL),
       onRestart: (reason) => onRestart?.(RUNLOG_PLURAL, reason),
       handlers: {
-        onUpsert: (runLog) => this.#put(runLog),
-        onDelete: (runLog) => this.#index.deleteRunLog(keyOf(runLog)),
+        onUpsert: (runLog, previous) => {
+          this.#put(runLog);
+          onRunLog?.onUpsert?.(runLog, previous);
+        },
+        onDelete: (runLog) => {
+          this.#index.deleteRunLog(keyOf(runLog));
+          onRunLog?.onDelete?.(runLog);
+        },
       },
     });
-    this.#apps = new ResourceWatch<AppObject>({
-      ...common,
-      name: APP_PLURAL,
-      path: collection(APP_PLURAL),
-      onRestart: (reason) => onRestart?.(APP_PLURAL, reason),
-      handlers: {},
-    });
+    const apps =
+      options.apps === undefined
+        ? new ResourceWatch<AppObject>({
+            ...common,
+            name: APP_PLURAL,
+            path: collection(APP_PLURAL),
+            onRestart: (reason) => onRestart?.(APP_PLURAL, reason),
+            handlers: {},
+          })
+        : undefined;
+    this.#apps = apps;
+    this.#directory = options.apps ?? { hasApp: (projectId, appName) => apps!.get(projectId, appName) !== undefined };
   }
 
-  /** Starts both watches; returns at once (see `ready`). */
+  /** Starts the watches; returns at once (see `ready`). */
   start(): void {
     this.#runLogs.start();
-    this.#apps.start();
+    this.#apps?.start();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.#runLogs.stop(), this.#apps.stop()]);
+    await Promise.all([this.#runLogs.stop(), this.#apps?.stop()]);
   }
 
   /**
@@ -86,11 +106,21 @@ export class RunLogSource implements RunSource, AppDirectory {
    * and lists empty: the operator's readiness should include `synced`, so no request arrives before.
    */
   async ready(): Promise<void> {
-    await Promise.all([this.#runLogs.whenSynced(), this.#apps.whenSynced()]);
+    await Promise.all([this.#runLogs.whenSynced(), this.#apps?.whenSynced()]);
   }
 
   get synced(): boolean {
-    return this.#runLogs.synced && this.#apps.synced;
+    return this.#runLogs.synced && (this.#apps?.synced ?? true);
+  }
+
+  /** A RunLog as last heard of (the watch cache: do not modify it), or undefined. */
+  runLog(namespace: string, name: string): RunLogObject | undefined {
+    return this.#runLogs.get(namespace, name);
+  }
+
+  /** Every RunLog cached. */
+  runLogs(): RunLogObject[] {
+    return this.#runLogs.list();
   }
 
   /** Runs cached across every app (a run held by several RunLogs counts once): for a gauge. */
@@ -99,7 +129,7 @@ export class RunLogSource implements RunSource, AppDirectory {
   }
 
   hasApp(projectId: string, appName: string): boolean {
-    return this.#apps.get(projectId, appName) !== undefined;
+    return this.#directory.hasApp(projectId, appName);
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
