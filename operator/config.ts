@@ -1,5 +1,5 @@
 // The operator's configuration: what it renders into every pod (images, ingress, sidecar mode), how it elects
-// a leader, and where it serves health and metrics. Layers merge in order — defaults, the --config file
+// a leader, how it looks after RunLogs, and where it serves health, metrics and the management API. Layers merge in order — defaults, the --config file
 // (YAML or JSON), environment, flags — and the result is validated once, with every problem listed.
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
@@ -28,6 +28,11 @@ export const LeaderElectionConfigSchema = StrictObject({
   retryPeriodSeconds: Seconds('How often replicas try to acquire or renew.'),
 });
 
+export const RunLogsConfigSchema = StrictObject({
+  sweepSeconds: Seconds('How often the leader looks over every RunLog whose pod is gone: runs left in flight, retention.'),
+  countersIntervalSeconds: Seconds('Least time between two writes of one App’s status.runs counters.'),
+});
+
 export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
@@ -37,8 +42,9 @@ export const OperatorConfigSchema = StrictObject({
   leaderElection: LeaderElectionConfigSchema,
   server: StrictObject({
     host: Type.String({ minLength: 1 }),
-    port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready and /metrics.' }),
+    port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready, /metrics and the management API (/v2).' }),
   }),
+  runLogs: RunLogsConfigSchema,
   workers: Type.Integer({ minimum: 1, maximum: 64, description: 'Apps reconciled concurrently.' }),
   watchdogSeconds: Seconds('Restart a watch that delivered no event and no bookmark for this long.'),
   resyncSeconds: Seconds('Reconcile every App this often even without events (repairs drift).'),
@@ -49,6 +55,7 @@ export const OperatorConfigSchema = StrictObject({
 export type OperatorConfig = Static<typeof OperatorConfigSchema>;
 export type IngressConfig = Static<typeof IngressConfigSchema>;
 export type LeaderElectionConfig = Static<typeof LeaderElectionConfigSchema>;
+export type RunLogsConfig = Static<typeof RunLogsConfigSchema>;
 
 /** One layer of configuration: any subset, nested objects merged field by field. */
 export type ConfigLayer = {
@@ -75,6 +82,8 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
       retryPeriodSeconds: 2,
     },
     server: { host: '0.0.0.0', port: 8080 },
+    // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
+    runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,

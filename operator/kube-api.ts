@@ -106,6 +106,11 @@ export function isConflict(error: unknown): boolean {
   return error instanceof KubeApiError && error.status === 409;
 }
 
+/** 403 to a write into a namespace being deleted: nothing to retry, since everything in it goes anyway. */
+export function isNamespaceTerminating(error: unknown): boolean {
+  return error instanceof KubeApiError && error.status === 403 && error.message.includes('being terminated');
+}
+
 export interface KubeApiOptions {
   /** Bound on every call, so a hung connection cannot stall a reconcile worker forever. Default 30 s. */
   requestTimeoutMs?: number;

@@ -1,19 +1,26 @@
-// The operator, composed: watches fill caches on every replica; the elected leader alone runs the work
-// queue that reconciles Apps; the HTTP server serves health and metrics on every replica (and, mounted by
-// the composition that owns it, the management API).
+// The operator, composed: watches fill caches on every replica; the elected leader alone reconciles Apps and
+// looks after RunLogs; the HTTP server serves health, metrics and the management API on every replica.
 //
 //   App / Deployment / code ConfigMap events ─▶ work queue (dedup, backoff) ─▶ reconcile ─▶ apply + status
+//   RunLog events ─▶ RunLog cache ─▶ management API (every replica)
+//                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
+//   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
+import { RunLogSource } from '../management/runlog-source.ts';
 import type { OperatorConfig } from './config.ts';
 import { KubeApi, type KubeObject } from './kube-api.ts';
 import { LeaderElector } from './leader.ts';
+import { mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
 import { createReconciler } from './reconcile.ts';
 import { APP_LABEL, MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
+import { RunCounters } from './run-counters.ts';
+import { RunLogJanitor } from './runlog-janitor.ts';
+import type { PodObject } from './runlog-verdict.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
 import { ResourceWatch, metadataOnly, objectKey } from './watch.ts';
@@ -28,6 +35,8 @@ export interface OperatorOptions {
   logger?: Logger;
   /** Node process metrics in /metrics (default true; several operators in one test process may skip them). */
   processMetrics?: boolean;
+  /** Wall clock for RunLog retention and the completion time of lost runs; tests move it. Default the system's. */
+  clock?: () => Date;
 }
 
 /** The Apps the operator knows, as the management API asks: without I/O (it is the watch cache). */
@@ -38,12 +47,12 @@ export interface AppCache {
 }
 
 export interface Operator {
-  /** Health, readiness and metrics; register more routes before `listen()`. */
+  /** Health, readiness, metrics and the management API (/v2); register more routes before `listen()`. */
   readonly server: FastifyInstance;
   readonly metrics: OperatorMetrics;
   readonly apps: AppCache;
   readonly isLeader: boolean;
-  /** Every watch has filled its cache. */
+  /** Every watch has filled its cache (the RunLog cache of the management API too). */
   readonly ready: boolean;
   /** Starts the watches and the campaign for leadership; returns at once. */
   start(): void;
@@ -63,6 +72,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const api = new KubeApi(options.kubeConfig, { requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
   const rbac = new SidecarRbacApplier(api);
+  const clock = options.clock ?? (() => new Date());
   const watchOptions = { api, logger, watchdogMs: config.watchdogSeconds * 1000 };
 
   const apps: ResourceWatch<App & KubeObject> = new ResourceWatch<App & KubeObject>({
@@ -75,7 +85,10 @@ export function createOperator(options: OperatorOptions): Operator {
       onUpsert: (app, previous) => {
         if (previous?.metadata.generation !== app.metadata.generation) enqueue(app.metadata.namespace, app.metadata.name);
       },
-      onDelete: (app) => queue.forget(objectKey(app.metadata.namespace, app.metadata.name)),
+      onDelete: (app) => {
+        queue.forget(objectKey(app.metadata.namespace, app.metadata.name));
+        counters.appDeleted(objectKey(app.metadata.namespace, app.metadata.name));
+      },
     },
   });
   const deployments = new ResourceWatch<DeploymentObject>({
@@ -104,7 +117,56 @@ export function createOperator(options: OperatorOptions): Operator {
     transform: metadataOnly,
     handlers: { onUpsert: (configMap) => enqueueUsersOf(configMap), onDelete: (configMap) => enqueueUsersOf(configMap) },
   });
-  const watches = [apps, deployments, codeConfigMaps];
+  // The pods of Apps, to notice the ones that go: whether a pod exists and whether it has ended is all that matters.
+  const pods = new ResourceWatch<PodObject>({
+    ...watchOptions,
+    name: 'pods',
+    path: '/api/v1/pods',
+    labelSelector: APP_LABEL,
+    onRestart: (reason) => metrics.watchRestarted('pods', reason),
+    transform: (pod) => ({ ...metadataOnly(pod), status: { phase: pod.status?.phase } }),
+    handlers: { onUpsert: (pod) => janitor.podChanged(pod, false), onDelete: (pod) => janitor.podChanged(pod, true) },
+  });
+  const watches = [apps, deployments, codeConfigMaps, pods];
+
+  // RunLogs: one cache, for the management API, the counters and the janitor alike (RunLogs are large).
+  const runLogs = new RunLogSource({
+    api,
+    logger,
+    watchdogMs: watchOptions.watchdogMs,
+    apps: { hasApp: (namespace, name) => apps.get(namespace, name) !== undefined },
+    onRestart: (resource, reason) => metrics.watchRestarted(resource, reason),
+    onRunLog: {
+      onUpsert: (runLog) => {
+        counters.runLogChanged(runLog);
+        janitor.runLogChanged(runLog);
+      },
+      onDelete: (runLog) => counters.runLogDeleted(runLog),
+    },
+  });
+  const counters = new RunCounters({
+    api,
+    apps: { get: (namespace, name) => apps.get(namespace, name), list: () => apps.list() },
+    logger,
+    minIntervalMs: config.runLogs.countersIntervalSeconds * 1000,
+    onWrite: () => metrics.runCounterWrites.inc(),
+  });
+  const janitor = new RunLogJanitor({
+    api,
+    runLogs,
+    pods: { get: (namespace, name) => pods.get(namespace, name) },
+    apps: { get: (namespace, name) => apps.get(namespace, name) },
+    logger,
+    now: clock,
+    sweepIntervalMs: config.runLogs.sweepSeconds * 1000,
+    onRunsClosed: (lost, undelivered) => {
+      metrics.runsLost.inc(lost);
+      metrics.webhooksUndelivered.inc(undelivered);
+    },
+    onRunLogDeleted: () => metrics.runLogsDeleted.inc(),
+  });
+  metrics.observeRunsCached(() => runLogs.runs);
+  const cachesSynced = (): boolean => watches.every((watch) => watch.synced) && runLogs.synced;
 
   const reconcile = createReconciler({ api, config, apps: { get: (namespace, name) => apps.get(namespace, name) }, rbac, logger });
   const queue = new WorkQueue({
@@ -160,6 +222,9 @@ export function createOperator(options: OperatorOptions): Operator {
 
   let resyncTimer: NodeJS.Timeout | undefined;
   let queueStopped: Promise<void> = Promise.resolve();
+  let upkeepStopped: Promise<unknown> = Promise.resolve();
+  /** Counts leaderships, so that a start of the RunLog upkeep waiting for the caches knows it is still wanted. */
+  let term = 0;
   const elector = new LeaderElector({
     api,
     namespace: config.leaderElection.namespace,
@@ -182,23 +247,34 @@ export function createOperator(options: OperatorOptions): Operator {
         enqueueAll();
       }, config.resyncSeconds * 1000);
       resyncTimer.unref();
+      // The janitor judges pods gone by their absence from the cache: only a filled cache can say so.
+      const thisTerm = ++term;
+      void Promise.all([...watches.map((watch) => watch.whenSynced()), runLogs.ready()]).then(() => {
+        if (!elector.isLeader || thisTerm !== term) return;
+        janitor.start();
+        counters.start();
+      });
     },
     onStoppedLeading: () => {
+      term += 1;
       metrics.leader.set(0);
       clearInterval(resyncTimer);
       queueStopped = queue.stop();
+      upkeepStopped = Promise.all([janitor.stop(), counters.stop()]);
     },
   });
 
   const server = buildOperatorServer({
     metrics,
+    logger,
     health: {
       ready: () => ({
-        ready: watches.every((watch) => watch.synced),
+        ready: cachesSynced(),
         detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth },
       }),
     },
   });
+  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, logger });
 
   let started = false;
   return {
@@ -213,12 +289,13 @@ export function createOperator(options: OperatorOptions): Operator {
       return elector.isLeader;
     },
     get ready() {
-      return watches.every((watch) => watch.synced);
+      return cachesSynced();
     },
     start() {
       if (started) return;
       started = true;
       for (const watch of watches) watch.start();
+      runLogs.start();
       elector.start();
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
     },
@@ -228,7 +305,8 @@ export function createOperator(options: OperatorOptions): Operator {
     async stop() {
       await elector.stop();
       await queueStopped;
-      await Promise.all(watches.map((watch) => watch.stop()));
+      await upkeepStopped;
+      await Promise.all([...watches.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
       await api.close();
       logger.info('operator stopped');

@@ -41,6 +41,30 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly runsLost = new Counter({
+    name: 'runlet_operator_runs_lost_total',
+    help: 'Runs left in flight by a gone pod, recorded as failures (reason replica_lost).',
+    registers: [this.registry],
+  });
+
+  readonly webhooksUndelivered = new Counter({
+    name: 'runlet_operator_webhooks_undelivered_total',
+    help: 'Webhook deliveries a gone pod still owed, recorded as failed.',
+    registers: [this.registry],
+  });
+
+  readonly runLogsDeleted = new Counter({
+    name: 'runlet_operator_runlogs_deleted_total',
+    help: 'RunLogs of gone pods deleted after their App’s retention.',
+    registers: [this.registry],
+  });
+
+  readonly runCounterWrites = new Counter({
+    name: 'runlet_operator_run_counter_writes_total',
+    help: 'Writes of App.status.runs (rate-limited per App).',
+    registers: [this.registry],
+  });
+
   readonly leader = new Gauge({
     name: 'runlet_operator_leader',
     help: '1 while this replica holds the leader lease and reconciles.',
@@ -49,6 +73,18 @@ export class OperatorMetrics {
 
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'runlet_operator_' });
+  }
+
+  /** The runs held by the management API's RunLog cache, read at each scrape. */
+  observeRunsCached(read: () => number): void {
+    new Gauge({
+      name: 'runlet_operator_runs_cached',
+      help: 'Runs held by the management API’s RunLog cache (a run in several RunLogs counts once).',
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
   }
 
   watchRestarted(resource: string, reason: RestartReason): void {

@@ -53,9 +53,12 @@ async function start(serverOptions: KubeApiServerOptions = {}, watchdogSeconds =
   await waitForApp(cluster.api, 'team', 'before', isReadyAtGeneration, 'the first App Ready');
 }
 
-/** All three watches (Apps, Deployments, code ConfigMaps) are open. */
+/** The operator's watches: Apps, Deployments, code ConfigMaps, pods, RunLogs. */
+const WATCHES = 5;
+
+/** All the watches are open. */
 async function watching(): Promise<void> {
-  await waitFor(() => cluster.server.counters.openWatches === 3, { timeoutMs: STATE_TIMEOUT_MS, what: 'the operator’s three watches' });
+  await waitFor(() => cluster.server.counters.openWatches === WATCHES, { timeoutMs: STATE_TIMEOUT_MS, what: `the operator’s ${WATCHES} watches` });
 }
 
 async function restartsOf(reason: string): Promise<number> {
@@ -67,7 +70,7 @@ describe('operator resilience', () => {
   it('an App created after the server cut every watch is reconciled', async () => {
     await start();
     await watching();
-    expect(cluster.server.cutWatches()).toBe(3);
+    expect(cluster.server.cutWatches()).toBe(WATCHES);
     await createApp(cluster.api, 'team', 'after-cut', pythonSpec());
     await waitForApp(cluster.api, 'team', 'after-cut', isReadyAtGeneration, 'Ready after the cut');
   });
@@ -78,7 +81,7 @@ describe('operator resilience', () => {
     await watching();
     proxy!.holdWatches();
     cluster.server.cutWatches();
-    await waitFor(() => proxy!.heldWatches === 3, { timeoutMs: STATE_TIMEOUT_MS, what: 'the watches to come back' });
+    await waitFor(() => proxy!.heldWatches === WATCHES, { timeoutMs: STATE_TIMEOUT_MS, what: 'the watches to come back' });
     await createApp(cluster.api, 'team', 'in-gap', pythonSpec());
     await cluster.api.create('/api/v1/namespaces/team/secrets', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'moves-history-on' } });
     cluster.server.compact();
@@ -94,7 +97,7 @@ describe('operator resilience', () => {
   it('restarts watches that went silent, and reconciles what it missed', async () => {
     await start({ bookmarkIntervalMs: 100 }, 1);
     await watching();
-    expect(proxy!.silenceOpenWatches()).toBe(3);
+    expect(proxy!.silenceOpenWatches()).toBe(WATCHES);
     await createApp(cluster.api, 'team', 'while-silent', pythonSpec());
     await waitForApp(cluster.api, 'team', 'while-silent', isReadyAtGeneration, 'Ready after the watchdog');
     expect(await restartsOf('silent')).toBeGreaterThanOrEqual(1);
@@ -104,7 +107,7 @@ describe('operator resilience', () => {
     await start();
     await watching();
     cluster.server.pause('refuse');
-    await waitFor(async () => (await restartsOf('error')) + (await restartsOf('closed')) >= 3, { timeoutMs: STATE_TIMEOUT_MS, what: 'the watches to notice' });
+    await waitFor(async () => (await restartsOf('error')) + (await restartsOf('closed')) >= WATCHES, { timeoutMs: STATE_TIMEOUT_MS, what: 'the watches to notice' });
     cluster.server.resume();
     await createApp(cluster.api, 'team', 'after-outage', pythonSpec());
     await waitForApp(cluster.api, 'team', 'after-outage', isReadyAtGeneration, 'Ready after the outage');

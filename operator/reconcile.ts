@@ -6,7 +6,7 @@ import type { App } from '../crds/app-schema.ts';
 import { applyAppDefaults, validateApp } from '../crds/validate.ts';
 import { nextAppStatus, ownedStatusDiffers, type DeploymentReplicas, type Observation } from './app-status.ts';
 import type { RenderConfig } from './config.ts';
-import { isNotFound, refOf, resourcePath, type KubeApi, type KubeObject, type ObjectRef } from './kube-api.ts';
+import { isNamespaceTerminating, isNotFound, refOf, resourcePath, type KubeApi, type KubeObject, type ObjectRef } from './kube-api.ts';
 import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
 import { owningAppName } from './render/labels.ts';
@@ -23,7 +23,10 @@ export interface ReconcilerDeps {
   now?: () => Date;
 }
 
-/** `reconciled`: children applied; `invalid`: spec refused, status says why; `gone`: nothing to do. Throws to be retried. */
+/**
+ * `reconciled`: children applied; `invalid`: spec refused, status says why; `gone`: nothing to do (the App, or
+ * its namespace, is being deleted). Throws to be retried.
+ */
 export type ReconcileResult = 'reconciled' | 'invalid' | 'gone';
 
 export function createReconciler(deps: ReconcilerDeps): (namespace: string, name: string) => Promise<ReconcileResult> {
@@ -54,9 +57,10 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
 
   async function applyAll(children: KubeObject[]): Promise<KubeObject[]> {
     const results = await Promise.allSettled(children.map((child) => api.apply(child)));
-    const failures = results.flatMap((result, i) =>
-      result.status === 'rejected' ? [`applying ${children[i]!.kind} "${children[i]!.metadata?.name}": ${(result.reason as Error).message}`] : [],
-    );
+    const rejected = results.flatMap((result, i) => (result.status === 'rejected' ? [{ child: children[i]!, reason: result.reason as Error }] : []));
+    // Refused because the namespace is going: the caller gives up quietly rather than retry and report.
+    if (rejected.length > 0 && rejected.every(({ reason }) => isNamespaceTerminating(reason))) throw rejected[0]!.reason;
+    const failures = rejected.map(({ child, reason }) => `applying ${child.kind} "${child.metadata?.name}": ${reason.message}`);
     if (failures.length > 0) throw new Error(failures.join('; '));
     return results.map((result) => (result as PromiseFulfilledResult<KubeObject>).value);
   }
@@ -104,6 +108,10 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       });
       return 'reconciled';
     } catch (error) {
+      if (isNamespaceTerminating(error)) {
+        logger.debug({ app: `${namespace}/${name}` }, 'the namespace is being deleted: nothing to apply');
+        return 'gone';
+      }
       await writeStatus(app, { kind: 'apply-failed', message: (error as Error).message }).catch((statusError: unknown) =>
         logger.warn({ app: `${namespace}/${name}`, err: statusError }, 'could not record the failure in the App status'),
       );

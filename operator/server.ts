@@ -1,6 +1,7 @@
-// The operator's HTTP server: liveness, readiness and metrics. Built, not started: the composition (or the
-// management API, which mounts its routes here) registers more before listening.
-import Fastify, { type FastifyInstance } from 'fastify';
+// The operator's HTTP server: liveness, readiness and metrics. Built, not started: the composition registers
+// more (the management API) before listening.
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import type { OperatorMetrics } from './metrics.ts';
 
 export interface OperatorHealth {
@@ -8,9 +9,11 @@ export interface OperatorHealth {
   ready(): { ready: boolean; detail: Record<string, unknown> };
 }
 
-export function buildOperatorServer(options: { metrics: OperatorMetrics; health: OperatorHealth }): FastifyInstance {
+export function buildOperatorServer(options: { metrics: OperatorMetrics; health: OperatorHealth; logger: Logger }): FastifyInstance {
   const { metrics, health } = options;
-  const server = Fastify({ logger: false });
+  // Requests are not logged (probes and scrapes would drown the rest); what routes log, such as a 500 of the
+  // management API, goes to the operator's log. pino's Logger is fastify's logger type with more methods.
+  const server = Fastify({ loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger, disableRequestLogging: true });
   // Liveness: the event loop answers. Stuck watches restart themselves (the watchdog), so they need no probe.
   server.get('/healthz', async () => ({ status: 'ok' }));
   server.get('/ready', async (_request, reply) => {

@@ -1,8 +1,8 @@
 // A fake cluster for the operator's tests: an API server (the in-memory one of test/kube, started by the
-// test file) with the App CRD installed, a plain JSON client, and bounded waits on API state.
+// test file) with the App and RunLog CRDs installed, a plain JSON client, and bounded waits on API state.
 // Nothing here imports test/: see eventually.ts.
 import type { KubeConfig } from '@kubernetes/client-node';
-import { appCrd } from '../../crds/crd.ts';
+import { appCrd, runLogCrd } from '../../crds/crd.ts';
 import type { App } from '../../crds/app-schema.ts';
 import { resolveConfig, type ConfigLayer, type OperatorConfig } from '../config.ts';
 import { KubeApi, resourcePath, type KubeObject } from '../kube-api.ts';
@@ -26,10 +26,10 @@ export interface TestCluster<Server extends ApiServer = ApiServer> {
   close(): Promise<void>;
 }
 
-/** Installs the App CRD on a freshly started server; close() closes the client and the server. */
+/** Installs the CRDs on a freshly started server; close() closes the client and the server. */
 export async function prepareCluster<Server extends ApiServer>(server: Server): Promise<TestCluster<Server>> {
   const api = new KubeApi(server.kubeConfig());
-  await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', appCrd() as unknown as KubeObject);
+  for (const crd of [appCrd(), runLogCrd()]) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd as unknown as KubeObject);
   return {
     server,
     api,

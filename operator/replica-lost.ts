@@ -1,0 +1,52 @@
+// What a vanished pod left unfinished, recorded as what it has become: its runs in flight are failures that
+// nothing will complete, and webhook deliveries it still owed will never be made. Pure: the RunLog janitor
+// decides when (the pod is gone) and writes the result; this says what the status becomes. The same record a
+// sidecar writes when it restarts in its pod and finds its predecessor's runs (markAbandoned in
+// sidecar/runs/recorder.ts), with the operator's message.
+import type { RunLogCounts, RunLogStatus } from '../crds/runlog-schema.ts';
+import type { RunRecord } from '../sidecar/runs/record.ts';
+
+export interface ClosedRuns {
+  /** The whole status to write: every run (a merge patch replaces the list whole), the counts moved along. */
+  status: RunLogStatus;
+  /** Ids of the runs in flight now recorded as `failure`, reason `replica_lost`. */
+  lost: string[];
+  /** Ids of finished runs whose pending webhook delivery is now recorded as failed. */
+  undelivered: string[];
+}
+
+export function isInFlight(run: RunRecord): boolean {
+  return run.status === 'pending' || run.status === 'running';
+}
+
+/** Something only the run's pod could have finished: the run itself, or its webhook delivery. */
+export function isUnfinished(run: RunRecord): boolean {
+  return isInFlight(run) || run.webhook?.state === 'pending';
+}
+
+/** The status with everything unfinished closed at `now`; undefined when nothing is unfinished. */
+export function closeUnfinishedRuns(status: RunLogStatus | undefined, podName: string, now: Date): ClosedRuns | undefined {
+  const runs = status?.runs ?? [];
+  if (!runs.some(isUnfinished)) return undefined;
+  const message = `the pod ${podName} went away before the run completed`;
+  const completedAt = now.toISOString();
+  const lost: string[] = [];
+  const undelivered: string[] = [];
+  const closed = runs.map((run): RunRecord => {
+    if (!isUnfinished(run)) return run;
+    const webhook = run.webhook?.state === 'pending' ? { ...run.webhook, state: 'failed' as const, lastError: `not delivered: ${message}` } : run.webhook;
+    if (!isInFlight(run)) {
+      undelivered.push(run.id);
+      return { ...run, webhook };
+    }
+    lost.push(run.id);
+    return { ...run, status: 'failure', reason: 'replica_lost', error: { type: 'ReplicaLost', message }, completedAt, webhook };
+  });
+  const counts = status?.counts === undefined ? {} : { counts: movedToFailure(status.counts, lost.length) };
+  return { status: { ...status, runs: closed, ...counts }, lost, undelivered };
+}
+
+/** The sidecar counts a run in flight until it ends: `n` of them have now ended as failures. */
+function movedToFailure(counts: RunLogCounts, n: number): RunLogCounts {
+  return { ...counts, inFlight: Math.max(0, counts.inFlight - n), failure: counts.failure + n };
+}

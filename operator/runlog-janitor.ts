@@ -1,0 +1,144 @@
+// The leader's upkeep of RunLogs whose pod is gone: what the pod left unfinished is recorded as failed (its
+// runs `replica_lost`), and the RunLog is deleted once it has been kept for its App's retention. Which of the
+// two a RunLog needs is runlog-verdict.ts's call; this module gathers the facts, asks, and writes.
+//
+// It looks at a RunLog when its pod goes (deleted, or ended), when a RunLog of a gone pod is written, and in a
+// sweep every `sweepIntervalMs` (retention comes due with time, not with events; and a leader that just took
+// over finds what happened while nobody led). Work goes through a work queue: one look per RunLog at a time,
+// retried with backoff when the API server fails.
+import type { Logger } from 'pino';
+import type { App } from '../crds/app-schema.ts';
+import { RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
+import type { RunLogObject } from '../management/runlog-source.ts';
+import { isConflict, isNamespaceTerminating, isNotFound, type KubeApi } from './kube-api.ts';
+import { closeUnfinishedRuns } from './replica-lost.ts';
+import { DEFAULT_RETENTION_SECONDS, judgeRunLog, podRuns, type PodObject } from './runlog-verdict.ts';
+import { objectKey } from './watch.ts';
+import { WorkQueue } from './work-queue.ts';
+
+export interface RunLogJanitorOptions {
+  api: KubeApi;
+  /** The RunLog cache (the management API's): never modified here. */
+  runLogs: { runLog(namespace: string, name: string): RunLogObject | undefined; runLogs(): RunLogObject[] };
+  /** The pod cache. */
+  pods: { get(namespace: string, name: string): PodObject | undefined };
+  /** The App cache, for each App's retention. */
+  apps: { get(namespace: string, name: string): App | undefined };
+  logger: Logger;
+  /** Wall clock: RunLog ages and the completion time of lost runs. */
+  now: () => Date;
+  sweepIntervalMs: number;
+  /** Told what was done, for metrics. */
+  onRunsClosed?(lost: number, undelivered: number): void;
+  onRunLogDeleted?(): void;
+}
+
+/** Rounds of 409 Conflict (someone wrote the RunLog meanwhile: read it again, decide again) within one look. */
+const MAX_WRITE_ROUNDS = 5;
+const BACKOFF = { initialMs: 500, maxMs: 60_000 };
+
+export class RunLogJanitor {
+  readonly #options: RunLogJanitorOptions;
+  readonly #queue: WorkQueue;
+  #sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: RunLogJanitorOptions) {
+    this.#options = options;
+    this.#queue = new WorkQueue({
+      workers: 2,
+      backoff: BACKOFF,
+      handle: (key) => this.#look(key),
+      onFailure: (key, error, failures, retryInMs) => options.logger.warn({ runLog: key, err: error, failures, retryInMs }, 'RunLog upkeep failed; retrying'),
+    });
+  }
+
+  /** Starts the upkeep (leader only), with a sweep now: call it once the RunLog, pod and App caches are synced. */
+  start(): void {
+    this.#queue.start();
+    this.sweep();
+    this.#sweepTimer = setInterval(() => this.sweep(), this.#options.sweepIntervalMs);
+    this.#sweepTimer.unref();
+  }
+
+  /** Stops sweeping and finishes the looks in hand. */
+  async stop(): Promise<void> {
+    clearInterval(this.#sweepTimer);
+    this.#sweepTimer = undefined;
+    await this.#queue.stop();
+  }
+
+  /** Queues every RunLog whose pod the cache does not show running. Ignored while stopped. */
+  sweep(): void {
+    for (const runLog of this.#options.runLogs.runLogs()) this.runLogChanged(runLog);
+  }
+
+  /** A RunLog was written: only one whose pod is gone needs a look. */
+  runLogChanged(runLog: RunLogObject): void {
+    const { namespace, name } = runLog.metadata;
+    if (namespace !== undefined && !podRuns(this.#options.pods.get(namespace, name))) this.#queue.add(objectKey(namespace, name));
+  }
+
+  /** A pod changed or went: its RunLog needs a look once the pod no longer runs. */
+  podChanged(pod: PodObject, deleted: boolean): void {
+    const namespace = pod.metadata?.namespace;
+    const name = pod.metadata?.name;
+    if (namespace === undefined || name === undefined || (!deleted && podRuns(pod))) return;
+    if (this.#options.runLogs.runLog(namespace, name) !== undefined) this.#queue.add(objectKey(namespace, name));
+  }
+
+  async #look(key: string): Promise<void> {
+    const slash = key.indexOf('/');
+    const namespace = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    const { runLogs, pods, apps, now } = this.#options;
+    let runLog = runLogs.runLog(namespace, name);
+    for (let round = 1; runLog !== undefined; round += 1) {
+      const app = apps.get(namespace, runLog.spec?.appName ?? '');
+      const retentionSeconds = app?.spec.runs?.retention ?? DEFAULT_RETENTION_SECONDS;
+      const verdict = judgeRunLog(runLog, { pod: pods.get(namespace, name), retentionSeconds, now: now() });
+      if (verdict.action === 'keep') return;
+      // The pod and RunLog caches are fed by separate watches: before acting on a pod's absence, ask.
+      if (await this.#podRunsOnServer(namespace, name)) return;
+      try {
+        if (verdict.action === 'close-runs') await this.#closeRuns(runLog);
+        else await this.#delete(runLog, verdict.lastWrite, retentionSeconds);
+        return;
+      } catch (error) {
+        if (isNotFound(error) || isNamespaceTerminating(error)) return;
+        if (!isConflict(error) || round >= MAX_WRITE_ROUNDS) throw error;
+      }
+      runLog = await this.#options.api.find<RunLogObject>(runLogPath(namespace, name));
+    }
+  }
+
+  async #podRunsOnServer(namespace: string, name: string): Promise<boolean> {
+    const pods = await this.#options.api.list<PodObject>(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, {
+      fieldSelector: `metadata.name=${name}`,
+    });
+    return pods.items.some(podRuns);
+  }
+
+  /** Merge-patches the status only if the RunLog is still the version judged (409 otherwise). */
+  async #closeRuns(runLog: RunLogObject): Promise<void> {
+    const { namespace = '', name = '', resourceVersion } = runLog.metadata;
+    const closed = closeUnfinishedRuns(runLog.status, name, this.#options.now());
+    if (closed === undefined) return;
+    await this.#options.api.mergePatch(`${runLogPath(namespace, name)}/status`, { metadata: { resourceVersion }, status: closed.status });
+    this.#options.onRunsClosed?.(closed.lost.length, closed.undelivered.length);
+    this.#options.logger.info(
+      { runLog: `${namespace}/${name}`, lost: closed.lost, undelivered: closed.undelivered },
+      'the pod is gone: its runs in flight are recorded as failures (replica_lost), its pending webhooks as not delivered',
+    );
+  }
+
+  async #delete(runLog: RunLogObject, lastWrite: Date, retentionSeconds: number): Promise<void> {
+    const { namespace = '', name = '', uid, resourceVersion } = runLog.metadata;
+    await this.#options.api.delete(runLogPath(namespace, name), { uid, resourceVersion });
+    this.#options.onRunLogDeleted?.();
+    this.#options.logger.info({ runLog: `${namespace}/${name}`, lastWrite: lastWrite.toISOString(), retentionSeconds }, 'deleted the RunLog of a gone pod after its retention');
+  }
+}
+
+function runLogPath(namespace: string, name: string): string {
+  return `/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(namespace)}/${RUNLOG_PLURAL}/${encodeURIComponent(name)}`;
+}

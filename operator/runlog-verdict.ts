@@ -1,0 +1,66 @@
+// What becomes of a RunLog, judged from what the operator knows: whether its pod still runs, the runs it
+// holds, and its App's retention. Pure, so that every case is a unit test; the janitor (runlog-janitor.ts)
+// gathers the facts and carries the verdict out.
+//
+// A pod "runs" until it is gone from the API server or has ended (phase Failed or Succeeded). A pod being
+// deleted still runs: its sidecar is draining, finishing its runs and writing them down.
+import type { RunLog } from '../crds/runlog-schema.ts';
+import type { KubeObject } from './kube-api.ts';
+import { isUnfinished } from './replica-lost.ts';
+
+/** What the janitor keeps of a pod: its identity and its phase. */
+export interface PodObject extends KubeObject {
+  status?: { phase?: string };
+}
+
+export type Verdict =
+  /** Its pod runs: the sidecar owns the RunLog. */
+  | { action: 'keep'; why: 'pod-runs' }
+  /** Its pod is gone, its history is kept until `until`. */
+  | { action: 'keep'; why: 'retained'; until: Date }
+  /** Its pod is gone with runs in flight (or webhooks owed): they can only be failures now. */
+  | { action: 'close-runs'; runs: number }
+  /** Its pod is gone and it was last written longer ago than the retention. */
+  | { action: 'delete'; lastWrite: Date };
+
+export interface RunLogFacts {
+  /** The pod the RunLog is named after (same namespace), if the API server has it. */
+  pod: PodObject | undefined;
+  /** The App's `spec.runs.retention`, in seconds. */
+  retentionSeconds: number;
+  now: Date;
+}
+
+/** `App.spec.runs.retention` when the App does not say (or is gone): the CRD's default, a day. */
+export const DEFAULT_RETENTION_SECONDS = 86_400;
+
+const ENDED_PHASES = new Set(['Failed', 'Succeeded']);
+
+export function podRuns(pod: PodObject | undefined): boolean {
+  return pod !== undefined && !ENDED_PHASES.has(pod.status?.phase ?? '');
+}
+
+export function judgeRunLog(runLog: RunLog & KubeObject, facts: RunLogFacts): Verdict {
+  if (podRuns(facts.pod)) return { action: 'keep', why: 'pod-runs' };
+  const unfinished = (runLog.status?.runs ?? []).filter(isUnfinished).length;
+  if (unfinished > 0) return { action: 'close-runs', runs: unfinished };
+  const lastWrite = lastWriteTime(runLog);
+  const until = new Date(lastWrite.getTime() + facts.retentionSeconds * 1000);
+  return until.getTime() <= facts.now.getTime() ? { action: 'delete', lastWrite } : { action: 'keep', why: 'retained', until };
+}
+
+/**
+ * When the RunLog was last written. The status carries no write time, but every write changes a run (a new
+ * run, one starting or ending — also the operator marking runs lost): the latest of its runs' times. A RunLog
+ * without runs counts from its creation.
+ */
+export function lastWriteTime(runLog: RunLog & KubeObject): Date {
+  let latest = Date.parse(runLog.metadata?.creationTimestamp ?? '') || 0;
+  for (const run of runLog.status?.runs ?? []) {
+    for (const time of [run.createdAt, run.startedAt, run.completedAt]) {
+      const parsed = time === null ? NaN : Date.parse(time);
+      if (parsed > latest) latest = parsed;
+    }
+  }
+  return new Date(latest);
+}
