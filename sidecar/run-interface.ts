@@ -142,7 +142,12 @@ export function runInterface(replica: Replica) {
     }
     const run = track(call, mode, false);
     recorder.store.save(run.record);
-    await waitForSlot(run, call);
+    try {
+      await waitForSlot(run, call);
+    } catch (err) {
+      finalize(run, call, outcomeOf(run.record));
+      throw err;
+    }
     return start(run);
   }
 
@@ -201,6 +206,7 @@ export function runInterface(replica: Replica) {
     return run;
   }
 
+  /** Waits in the queue; a run stopped while waiting is recorded, and the caller finalizes it. */
   async function waitForSlot(run: ActiveRun, call: Call): Promise<void> {
     try {
       await call.target.admission.acquire(run.signal, true);
@@ -211,8 +217,6 @@ export function runInterface(replica: Replica) {
           ? new ProblemError(Problems.timeout, 'The run waited for a slot past its time limit')
           : new ProblemError(Problems.draining, 'The replica shut down before the run started', { headers: { 'retry-after': '1' } });
       recorder.finish(run.record, { statusCode: problem.status, error: { type: problem.spec.title, message: problem.detail }, reason });
-      activeRuns.delete(run);
-      logRun(run.record);
       throw err instanceof ProblemError ? err : problem;
     }
   }
