@@ -64,6 +64,11 @@ export async function proxyCustom(
   const captured: Buffer[] = [];
   let answerBytes = 0;
   let cut: unknown = null;
+  // A caller that goes away stops the run: the upstream request is aborted and no write waits on it.
+  const callerGone = (): void => {
+    if (!raw.writableFinished) run.stop('client_closed');
+  };
+  raw.once('close', callerGone);
   try {
     for await (const chunk of response.body) {
       answerBytes += (chunk as Buffer).length;
@@ -74,8 +79,14 @@ export async function proxyCustom(
   } catch (err) {
     cut = err;
     raw.destroy();
+  } finally {
+    raw.off('close', callerGone);
   }
 
+  if (cut && run.stoppedFor === 'client_closed') {
+    const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, cancelled: true, reason: 'client_closed' });
+    return { statusCode: response.statusCode, success: false, resultJson: null, error: null, runTimeMs };
+  }
   if (cut) {
     // Headers are gone already: the caller sees a cut body; the run records why.
     recordFailedExchange(run, recorder, cut);

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
+import { waitFor } from '../support/wait.ts';
 
 let dev: TestDevServer;
 let base: string;
@@ -46,6 +47,20 @@ describe('custom runtime', () => {
     const teapot = await fetch(`${base}/status?code=418`);
     expect(teapot.status).toBe(418);
     expect(await teapot.json()).toEqual({ code: 418 });
+  });
+
+  it('records a call whose caller leaves mid-response as cancelled', async () => {
+    const controller = new AbortController();
+    const response = await fetch(`${base}/endless`, { signal: controller.signal });
+    const runId = response.headers.get('x-request-id');
+    const reader = response.body!.getReader();
+    await reader.read();
+    controller.abort();
+    const record = await waitFor(async () => {
+      const item = ((await (await fetch(`${dev.url}/v2/projects/dev/apps/web/runs/${runId}`)).json()) as { item: { status: string } }).item;
+      return item.status !== 'running' ? item : null;
+    }, { what: 'the abandoned proxy run to end' });
+    expect(record).toMatchObject({ status: 'cancelled', reason: 'client_closed' });
   });
 
   it('records each call with the status the app answered', async () => {
