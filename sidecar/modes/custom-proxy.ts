@@ -85,7 +85,8 @@ export async function proxyCustom(
 
   if (cut && run.stoppedFor === 'client_closed') {
     const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, cancelled: true, reason: 'client_closed' });
-    return { statusCode: response.statusCode, success: false, resultJson: null, error: null, runTimeMs };
+    const error = { type: 'Cancelled', message: 'the caller closed the connection before the answer ended' };
+    return { statusCode: response.statusCode, success: false, resultJson: null, error, runTimeMs };
   }
   if (cut) {
     // Headers are gone already: the caller sees a cut body; the run records why.

@@ -62,7 +62,8 @@ export async function runStream(
   const resultJson = decoder.items ? '[' + decoder.items.join(',') + ']' : null;
   if (run.stoppedFor === 'client_closed') {
     const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: 'client_closed' });
-    return { statusCode: 200, success: false, resultJson, error: null, runTimeMs };
+    const error = { type: 'Cancelled', message: `the caller closed the stream after ${decoder.itemCount} items` };
+    return { statusCode: 200, success: false, resultJson, error, runTimeMs };
   }
   if (decoder.state === 'done') {
     await sink.end('');
