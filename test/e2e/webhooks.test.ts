@@ -1,5 +1,6 @@
 // Webhook forwarding end to end: every mode, signed and verified independently, never delaying the caller.
-import { readFile, readdir } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -109,6 +110,17 @@ describe('webhook forwarding', () => {
       status: 'success',
       result: ['plain', 'line one\nline two\r\nline three', '', 42, ['a', { b: null }]],
     });
+  });
+
+  it('forwards a stream the caller abandons as a failure of type Cancelled', async () => {
+    const gate = join(await mkdtemp(join(tmpdir(), 'runlet-hook-gate-')), 'gate');
+    const response = await postJson(`${dev.url}/v4/dev/e2e/stepped?webhookEndpoint=${hook()}`, { gate }, { accept: 'text/event-stream' });
+    const reader = new EventReader(response.body!);
+    expect((await reader.next())?.data).toBe('first');
+    await reader.cancel();
+    await receiver.received(1);
+    expect(JSON.parse(receiver.deliveries[0]!.body)).toMatchObject({ status: 'failure', error: { type: 'Cancelled' } });
+    await writeFile(gate, ''); // lets the runtime's generator finish
   });
 
   it("forwards a custom app's response, parsed when it is JSON", async () => {
