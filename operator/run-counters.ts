@@ -83,7 +83,12 @@ export class RunCounters {
   readonly #appOf = new Map<string, string>();
   readonly #timers = new Map<string, NodeJS.Timeout>();
   readonly #lastWriteAt = new Map<string, number>();
-  #writing = new Set<Promise<void>>();
+  /**
+   * What this leader last wrote per App. The App cache shows a write only once its watch event is in: compared
+   * with this too, a write is not repeated while that event is late. (The operator alone writes status.runs.)
+   */
+  readonly #written = new Map<string, AppRunCounts>();
+  readonly #writing = new Set<Promise<void>>();
   #running = false;
 
   constructor(options: RunCountersOptions) {
@@ -102,6 +107,7 @@ export class RunCounters {
     this.#running = false;
     for (const timer of this.#timers.values()) clearTimeout(timer);
     this.#timers.clear();
+    this.#written.clear();
     await Promise.allSettled([...this.#writing]);
   }
 
@@ -138,6 +144,7 @@ export class RunCounters {
     clearTimeout(this.#timers.get(appKey));
     this.#timers.delete(appKey);
     this.#lastWriteAt.delete(appKey);
+    this.#written.delete(appKey);
   }
 
   /** A write of the App's counters as soon as its rate limit allows (one timer per App, however many changes). */
@@ -164,11 +171,12 @@ export class RunCounters {
     // An App that never ran anything has nothing to show yet.
     if (shown === undefined && summaries === undefined) return;
     const next = rollUpRunCounts(summaries?.values() ?? [], shown);
-    if (isDeepStrictEqual(withoutUndefined(shown), next)) return;
+    if (isDeepStrictEqual(withoutUndefined(shown), next) || isDeepStrictEqual(this.#written.get(appKey), next)) return;
     this.#lastWriteAt.set(appKey, this.#now());
     const path = resourcePath({ apiVersion: app.apiVersion, kind: app.kind, namespace, name }, 'status');
     try {
       await this.#options.api.mergePatch(path, { status: { runs: next } });
+      this.#written.set(appKey, next);
       this.#options.onWrite?.();
     } catch (error) {
       if (isNotFound(error) || isNamespaceTerminating(error)) return;

@@ -1,6 +1,6 @@
 // The operator's HTTP server: liveness, readiness and metrics. Built, not started: the composition registers
 // more (the management API) before listening.
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { OperatorMetrics } from './metrics.ts';
 
@@ -13,7 +13,10 @@ export function buildOperatorServer(options: { metrics: OperatorMetrics; health:
   const { metrics, health } = options;
   // Requests are not logged (probes and scrapes would drown the rest); what routes log, such as a 500 of the
   // management API, goes to the operator's log. pino's Logger is fastify's logger type with more methods.
-  const server = Fastify({ loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger, disableRequestLogging: true });
+  const server = Fastify({
+    loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+  });
   // Liveness: the event loop answers. Stuck watches restart themselves (the watchdog), so they need no probe.
   server.get('/healthz', async () => ({ status: 'ok' }));
   server.get('/ready', async (_request, reply) => {

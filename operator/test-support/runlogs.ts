@@ -1,0 +1,55 @@
+// Pods and RunLogs for the operator's tests, written as the kubelet and the sidecars write them, without
+// running anything: a pod is an object with a phase, a RunLog an object with runs and counts in its status.
+import type { RunLogCounts } from '../../crds/runlog-schema.ts';
+import type { RunLogObject } from '../../management/runlog-source.ts';
+import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { KubeApi, KubeObject } from '../kube-api.ts';
+
+const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
+
+export const runLogPath = (namespace: string, name: string) => `${GROUP_PATH}/namespaces/${namespace}/runlogs/${name}`;
+export const podPath = (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/pods/${name}`;
+
+/** A pod of `app` (labelled as the operator's Deployment labels them), in phase `phase`. */
+export async function createPod(api: KubeApi, namespace: string, name: string, app: string, phase = 'Running'): Promise<void> {
+  await api.create(`/api/v1/namespaces/${namespace}/pods`, {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, labels: { 'runlet.dev/app': app } },
+    spec: { containers: [{ name: 'app', image: 'registry.test/app:1' }] },
+  } as KubeObject);
+  await setPodPhase(api, namespace, name, phase);
+}
+
+export async function setPodPhase(api: KubeApi, namespace: string, name: string, phase: string): Promise<void> {
+  await api.mergePatch(`${podPath(namespace, name)}/status`, { status: { phase } });
+}
+
+/** Counts as the sidecar keeps them for `runs` alone (a fresh replica). */
+export function countsOf(runs: RunRecord[]): RunLogCounts {
+  const counts = { total: runs.length, success: 0, failure: 0, inFlight: 0 };
+  for (const run of runs) {
+    if (run.status === 'success') counts.success += 1;
+    else if (run.status === 'failure') counts.failure += 1;
+    else if (run.status === 'pending' || run.status === 'running') counts.inFlight += 1;
+  }
+  return counts;
+}
+
+/** Creates the RunLog named after a pod (if missing) and writes `runs` (newest first) and `counts` into its status. */
+export async function writeRunLog(api: KubeApi, namespace: string, name: string, app: string, runs: RunRecord[], counts: RunLogCounts = countsOf(runs)): Promise<void> {
+  if ((await api.find(runLogPath(namespace, name))) === undefined) {
+    await api.create(`${GROUP_PATH}/namespaces/${namespace}/runlogs`, {
+      apiVersion: 'runlet.dev/v1alpha1',
+      kind: 'RunLog',
+      metadata: { name, labels: { 'runlet.dev/app': app } },
+      spec: { appName: app },
+    } as KubeObject);
+  }
+  const newestFirst = [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
+  await api.mergePatch(`${runLogPath(namespace, name)}/status`, { status: { runs: newestFirst, counts } });
+}
+
+export async function readRunLog(api: KubeApi, namespace: string, name: string): Promise<RunLogObject | undefined> {
+  return api.find<RunLogObject>(runLogPath(namespace, name));
+}
