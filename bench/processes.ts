@@ -85,10 +85,19 @@ export class BenchProcess {
 
   /** Resident set size, in MB (MiB), from /proc. */
   rssMb(): number {
+    return this.#statusKb('VmRSS') / 1024;
+  }
+
+  /** The highest resident set size so far, in MB. */
+  peakRssMb(): number {
+    return this.#statusKb('VmHWM') / 1024;
+  }
+
+  #statusKb(field: string): number {
     const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
-    const match = /^VmRSS:\s+(\d+) kB/m.exec(status);
-    if (!match) throw new Error(`no VmRSS in /proc/${this.pid}/status of ${this.name}`);
-    return Number(match[1]) / 1024;
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+    if (!match) throw new Error(`no ${field} in /proc/${this.pid}/status of ${this.name}`);
+    return Number(match[1]);
   }
 
   /**

@@ -21,14 +21,6 @@ export interface FigureSpec {
 
 export type RoundFigures = Record<string, number>;
 
-/** A row the report must show even though nothing was measured for it. */
-export interface NotMeasured {
-  scenario: string;
-  label: string;
-  target: string;
-  reason: string;
-}
-
 export interface RunInfo {
   startedAt: Date;
   finishedAt: Date;
@@ -81,10 +73,10 @@ function meets(value: number, target: Target): boolean {
   return value < target.value;
 }
 
-export function writeReport(paths: { markdown: string; json: string }, info: RunInfo, specs: FigureSpec[], results: FigureResult[], notMeasured: NotMeasured[], notes: string[]): void {
+export function writeReport(paths: { markdown: string; json: string }, info: RunInfo, specs: FigureSpec[], results: FigureResult[], notes: string[]): void {
   const decimalsOf = new Map(specs.map((spec) => [spec.key, spec.decimals]));
-  writeFileSync(paths.json, JSON.stringify({ ...runInfoJson(info), figures: results, notMeasured, notes }, null, 2) + '\n');
-  writeFileSync(paths.markdown, markdown(info, results, notMeasured, notes, (key) => decimalsOf.get(key) ?? 2));
+  writeFileSync(paths.json, JSON.stringify({ ...runInfoJson(info), figures: results, notes }, null, 2) + '\n');
+  writeFileSync(paths.markdown, markdown(info, results, notes, (key) => decimalsOf.get(key) ?? 2));
 }
 
 function runInfoJson(info: RunInfo) {
@@ -100,7 +92,7 @@ function runInfoJson(info: RunInfo) {
   };
 }
 
-function markdown(info: RunInfo, results: FigureResult[], notMeasured: NotMeasured[], notes: string[], decimalsOf: (key: string) => number): string {
+function markdown(info: RunInfo, results: FigureResult[], notes: string[], decimalsOf: (key: string) => number): string {
   const v = info.versions;
   const tookS = Math.round((info.finishedAt.getTime() - info.startedAt.getTime()) / 1000);
   const lines = [
@@ -124,7 +116,6 @@ function markdown(info: RunInfo, results: FigureResult[], notMeasured: NotMeasur
     const met = result.met === null ? '' : result.met ? 'yes' : '**no**';
     lines.push(`| ${result.scenario} | ${result.label} | ${value(result.median)}${unit} | ${value(result.min)}–${value(result.max)} | ${target} | ${met} |`);
   }
-  for (const row of notMeasured) lines.push(`| ${row.scenario} | ${row.label} | **not measured: ${row.reason}** | | ${row.target} | |`);
   lines.push('', '## How it is measured', '', ...info.method.map((sentence) => `- ${sentence}`));
   if (notes.length > 0) lines.push('', '## Notes', '', ...notes.map((note) => `- ${note}`));
   return lines.join('\n') + '\n';

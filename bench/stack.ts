@@ -34,9 +34,13 @@ export interface Stack {
   runtimeIdleRssMb: number;
   /** `runlet sidecar` for the sync and stream scenarios. */
   sidecar: Server & { adminUrl: string };
+  /** Its RSS right after start, before any call, in MB. */
+  sidecarIdleRssMb: number;
   /** `runlet sidecar` for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
   asyncSidecar: Server & { adminUrl: string };
   nginx: Server;
+  /** fastify + the sidecar's runtime client and nothing else (bench/servers/floor-proxy.ts). */
+  floorProxy: Server;
   /** The same function in FastAPI under uvicorn. */
   uvicorn: Server;
   /** `runlet dev` of the trivial app (its own runtime). */
@@ -47,15 +51,16 @@ export interface Stack {
 export async function startStack(group: ProcessGroup, workDir: string): Promise<Stack> {
   const runtime = await startRuntime(group, workDir);
   const runtimeIdleRssMb = runtime.process.rssMb();
-  const [sidecar, asyncSidecar, nginx, uvicorn, dev, receiver] = await Promise.all([
+  const [sidecar, asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver] = await Promise.all([
     startSidecar(group, 'sidecar', runtime, workDir, []),
     startSidecar(group, 'async-sidecar', runtime, workDir, ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8']),
     startNginx(group, runtime, workDir),
+    startFloorProxy(group, runtime),
     startUvicorn(group),
     startDev(group, workDir),
     startReceiver(group),
   ]);
-  return { runtime, runtimeIdleRssMb, sidecar, asyncSidecar, nginx, uvicorn, dev, receiver };
+  return { runtime, runtimeIdleRssMb, sidecar, sidecarIdleRssMb: sidecar.process.rssMb(), asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver };
 }
 
 /** `python3 -m runlet_runtime`, as the pod's app container runs it. */
@@ -85,7 +90,7 @@ async function startSidecar(group: ProcessGroup, name: string, runtime: Server, 
     args: [
       CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
       '--port', String(port), '--admin-port', String(adminPort), '--concurrency', String(CONCURRENCY),
-      '--data-dir', join(workDir, `${name}-data`), '--replica', name, '--log-level', 'warn',
+      '--run-store', 'sqlite', '--data-dir', join(workDir, `${name}-data`), '--replica', name, '--log-level', 'warn',
       // The load generators send no bearer token: the run path is measured without caller authentication.
       '--auth', 'off', ...extraArgs,
     ],
@@ -112,6 +117,16 @@ async function startNginx(group: ProcessGroup, runtime: Server, workDir: string)
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(`${url}/v4/${PROJECT}/${APP}/run`, started, { method: 'POST', timeoutMs: STARTUP_TIMEOUT_MS });
   return { process: started, url };
+}
+
+async function startFloorProxy(group: ProcessGroup, runtime: Server): Promise<Server> {
+  const started = group.start({
+    name: 'floor proxy',
+    command: process.execPath,
+    args: [join(SERVERS, 'floor-proxy.ts'), '--app-port', new URL(runtime.url).port],
+  });
+  const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
+  return { process: started, url: match[1]! };
 }
 
 /**

@@ -18,6 +18,8 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.sidecarRps', scenario: SCENARIO, label: 'sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.nginxRps', scenario: SCENARIO, label: 'nginx requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.directRps', scenario: SCENARIO, label: 'direct requests/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.floorRatio', scenario: SCENARIO, label: 'floor ÷ nginx throughput: fastify + the same runtime client, nothing else', unit: '×', decimals: 2 },
+  { key: 'sync.floorRps', scenario: SCENARIO, label: 'floor requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.sidecarP99Ms', scenario: SCENARIO, label: 'sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
   { key: 'sync.nginxP99Ms', scenario: SCENARIO, label: 'nginx p99, 32 connections', unit: 'ms', decimals: 2 },
   { key: 'sync.sidecarP50OneMs', scenario: SCENARIO, label: 'sidecar p50, 1 connection', unit: 'ms', decimals: 3 },
@@ -25,6 +27,7 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.directP50OneMs', scenario: SCENARIO, label: 'direct p50, 1 connection', unit: 'ms', decimals: 3 },
   { key: 'sync.sidecarCpuUs', scenario: SCENARIO, label: 'sidecar CPU per run, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.nginxCpuUs', scenario: SCENARIO, label: 'nginx CPU per request, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.floorCpuUs', scenario: SCENARIO, label: 'floor CPU per request, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.runtimeCpuUs', scenario: SCENARIO, label: 'runtime CPU per call, direct, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.errors', scenario: SCENARIO, label: 'errors and non-2xx answers', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
 ];
@@ -34,10 +37,11 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     direct: { url: `${stack.runtime.url}/run`, proxy: null },
     nginx: { url: runUrl(stack.nginx, 'run'), proxy: stack.nginx.process },
     sidecar: { url: runUrl(stack.sidecar, 'run'), proxy: stack.sidecar.process },
+    floor: { url: runUrl(stack.floorProxy, 'run'), proxy: stack.floorProxy.process },
   };
   const loaded: Partial<Record<keyof typeof targets, { result: LoadResult; proxyCpuUs: number; runtimeCpuUs: number }>> = {};
   const unloaded: Partial<Record<keyof typeof targets, LoadResult>> = {};
-  for (const name of inTurn(['direct', 'nginx', 'sidecar'] as const, round)) {
+  for (const name of inTurn(['direct', 'nginx', 'sidecar', 'floor'] as const, round)) {
     const { url, proxy } = targets[name];
     const cpu = cpuMeter(proxy, stack.runtime.process);
     const result = await runWrk({ url, connections: 32, durationS: settings.durationS, body: BODY });
@@ -46,7 +50,7 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
   for (const name of inTurn(['direct', 'nginx', 'sidecar'] as const, round)) {
     unloaded[name] = await runWrk({ url: targets[name].url, connections: 1, durationS: settings.latencyDurationS, body: BODY });
   }
-  const { direct, nginx, sidecar } = loaded as Required<typeof loaded>;
+  const { direct, nginx, sidecar, floor } = loaded as Required<typeof loaded>;
   const one = unloaded as Required<typeof unloaded>;
   const p50 = (result: LoadResult): number => result.latencyMs!.p50;
   const p99 = (result: LoadResult): number => result.latencyMs!.p99;
@@ -57,6 +61,8 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.sidecarRps': sidecar.result.perSecond,
     'sync.nginxRps': nginx.result.perSecond,
     'sync.directRps': direct.result.perSecond,
+    'sync.floorRatio': floor.result.perSecond / nginx.result.perSecond,
+    'sync.floorRps': floor.result.perSecond,
     'sync.sidecarP99Ms': p99(sidecar.result),
     'sync.nginxP99Ms': p99(nginx.result),
     'sync.sidecarP50OneMs': p50(one.sidecar),
@@ -64,8 +70,9 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.directP50OneMs': p50(one.direct),
     'sync.sidecarCpuUs': sidecar.proxyCpuUs,
     'sync.nginxCpuUs': nginx.proxyCpuUs,
+    'sync.floorCpuUs': floor.proxyCpuUs,
     'sync.runtimeCpuUs': direct.runtimeCpuUs,
-    'sync.errors': [direct, nginx, sidecar].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
+    'sync.errors': [direct, nginx, sidecar, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
   };
 }
 

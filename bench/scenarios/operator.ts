@@ -1,0 +1,95 @@
+// The operator reconciling 500 Apps in 50 namespaces, as `runlet operator` in its own process (so its memory is
+// its own), against the in-memory Kubernetes API server of test/kube running in this process: the time from
+// the first App created to every App Ready at its generation with the operator's queue empty, and the
+// operator's peak RSS. Measured once per run, after the rounds: it is the slowest scenario and shares no
+// server with the others. The cluster helpers are the operator's own test support (operator/scale.test.ts).
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { App } from '../../crds/app-schema.ts';
+import type { KubeObject } from '../../operator/kube-api.ts';
+import { PYTHON_IMAGE, SIDECAR_IMAGE, pythonSpec } from '../../operator/test-support/apps.ts';
+import { createCodeConfigMap, createNamespace, isReadyAtGeneration, paths, prepareCluster } from '../../operator/test-support/cluster.ts';
+import { startKubeApiServer } from '../../test/kube/index.ts';
+import type { ProcessGroup } from '../processes.ts';
+import type { FigureSpec, RoundFigures } from '../report.ts';
+
+const SCENARIO = 'operator';
+const NAMESPACES = 50;
+const APPS = 500;
+const CLI = fileURLToPath(new URL('../../cli/runlet.ts', import.meta.url));
+const STEADY_TIMEOUT_MS = 240_000;
+
+export const OPERATOR_FIGURES: FigureSpec[] = [
+  { key: 'operator.steadySeconds', scenario: SCENARIO, label: `${APPS} Apps (${NAMESPACES} namespaces) created to steady state, in-memory API server (one run)`, unit: 's', decimals: 1, target: { op: '<=', value: 30 } },
+  { key: 'operator.peakRssMb', scenario: SCENARIO, label: 'operator peak RSS meanwhile', unit: 'MB', decimals: 0, target: { op: '<=', value: 250 } },
+];
+
+export async function measureOperator(group: ProcessGroup, workDir: string): Promise<RoundFigures> {
+  const cluster = await prepareCluster(await startKubeApiServer({ historySize: 10_000 }));
+  try {
+    const kubeconfig = join(workDir, 'operator-kubeconfig');
+    await cluster.server.writeKubeconfig(kubeconfig);
+    const config = join(workDir, 'operator.yaml');
+    writeFileSync(config, [`sidecarImage: ${SIDECAR_IMAGE}`, `pythonRuntimeImage: ${PYTHON_IMAGE}`, 'ingress: { className: nginx, host: apps.example }', 'server: { host: 127.0.0.1, port: 0 }', 'logLevel: info'].join('\n'));
+    for (let n = 0; n < NAMESPACES; n++) await createNamespace(cluster.api, `bench-${n}`);
+
+    const operator = group.start({
+      name: 'operator',
+      command: process.execPath,
+      args: [CLI, 'operator', '--config', config, '--identity', 'bench', '--leader-election-namespace', 'default'],
+      env: { ...process.env, KUBECONFIG: kubeconfig },
+    });
+    // pino writes `address` before `msg` on the line that says where /metrics is.
+    const metricsUrl = (await operator.waitForOutput(/"address":"([^"]+)"[^\n]*"operator listening"/, 60_000))[1]!;
+    await until(async () => (await metric(metricsUrl, 'runlet_operator_leader')) === 1, 'the operator to lead');
+
+    const startedAt = performance.now();
+    await inParallel(Array.from({ length: APPS }, (_, i) => i), 16, async (i) => {
+      const namespace = `bench-${i % NAMESPACES}`;
+      const name = `app-${i}`;
+      await createCodeConfigMap(cluster.api, namespace, `${name}-code`, name, { 'main.py': `def run():\n    return ${JSON.stringify(name)}\n` });
+      await cluster.api.create(paths.app(namespace), { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name }, spec: pythonSpec({}, `${name}-code`) } as KubeObject);
+    });
+    await until(
+      async () => (await readyApps(cluster.api)) === APPS && (await metric(metricsUrl, 'runlet_operator_queue_depth')) === 0,
+      `all ${APPS} Apps Ready with the operator's queue empty`,
+    );
+    const steadySeconds = (performance.now() - startedAt) / 1000;
+    const peakRssMb = operator.peakRssMb();
+    await operator.stop();
+    return { 'operator.steadySeconds': steadySeconds, 'operator.peakRssMb': peakRssMb };
+  } finally {
+    await cluster.close();
+  }
+}
+
+async function readyApps(api: Awaited<ReturnType<typeof prepareCluster>>['api']): Promise<number> {
+  const list = await api.list<App & KubeObject>('/apis/runlet.dev/v1alpha1/apps');
+  return list.items.filter(isReadyAtGeneration).length;
+}
+
+async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith(name))
+    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+}
+
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = performance.now() + STEADY_TIMEOUT_MS;
+  while (!(await condition())) {
+    if (performance.now() > deadline) throw new Error(`operator scenario: timed out after ${STEADY_TIMEOUT_MS} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+async function inParallel<T>(items: T[], limit: number, run: (item: T) => Promise<unknown>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await run(item);
+    }),
+  );
+}
