@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { ApiException, ApiextensionsV1Api, type KubeConfig, type V1CustomResourceDefinition, type V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
-import { resolveConfig } from '../../operator/config.ts';
+import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { startOperator, type Operator } from '../../operator/main.ts';
 import type { SidecarUrls } from '../kubelet/index.ts';
 
@@ -49,17 +49,24 @@ export interface TestOperatorOptions {
   logPath: string;
   /** Namespace of the leader-election Lease. */
   leaseNamespace: string;
+  /** Serve health, metrics and the management API on 127.0.0.1 (an ephemeral port): `url`. Default false. */
+  listen?: boolean;
+  /** More settings, e.g. short RunLog upkeep intervals. */
+  config?: ConfigLayer;
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
-export async function startTestOperator(options: TestOperatorOptions): Promise<Operator> {
-  const config = resolveConfig({
-    sidecarImage: options.sidecarImage,
-    pythonRuntimeImage: options.pythonRuntimeImage,
-    server: { host: '127.0.0.1', port: 0 },
-    leaderElection: { namespace: options.leaseNamespace, leaseName: 'runlet-operator-e2e', identity: `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
-    logLevel: 'debug',
-  });
+export async function startTestOperator(options: TestOperatorOptions): Promise<Operator & { url: string | undefined }> {
+  const config = resolveConfig(
+    {
+      sidecarImage: options.sidecarImage,
+      pythonRuntimeImage: options.pythonRuntimeImage,
+      server: { host: '127.0.0.1', port: 0 },
+      leaderElection: { namespace: options.leaseNamespace, leaseName: 'runlet-operator-e2e', identity: `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
+      logLevel: 'debug',
+    },
+    options.config ?? {},
+  );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
-  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: false });
+  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false });
 }

@@ -30,12 +30,14 @@ export class HelloApp {
   readonly namespace: string;
   readonly name = 'hello';
   readonly codeConfigMap = 'hello-code';
+  readonly minReplicas: number;
   readonly #core: CoreV1Api;
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
 
-  constructor(kubeConfig: KubeConfig, namespace: string) {
+  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number } = {}) {
     this.namespace = namespace;
+    this.minReplicas = options.minReplicas ?? 1;
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
     this.#apps = kubeConfig.makeApiClient(AppsV1Api);
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -59,7 +61,7 @@ export class HelloApp {
         metadata: { name: this.name },
         spec: {
           runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } } } },
-          scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 60 },
+          scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60 },
           auth: { enabled: true },
           runs: { keepFinished: 200, retention: 86400 },
         },

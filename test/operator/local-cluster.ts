@@ -1,18 +1,21 @@
 // The cluster of this machine: the in-memory API server (test/kube) with the test kubelet (test/kubelet)
 // running each pod as local processes — `runlet sidecar` from cli/runlet.ts and the Python runtime from
-// runtime/python — and the operator in-process. Sidecars verify tokens with a shared HS256 key and record
-// runs in their pod's RunLog through the fake API server, as in a cluster.
+// runtime/python — and the operator in-process. Sidecars verify tokens with their project's HS256 key and
+// against a stand-in for the cluster's service-account issuer, and record runs in their pod's RunLog through
+// the fake API server, as in a cluster.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import type { ConfigLayer } from '../../operator/config.ts';
 import { signLocalToken } from '../../sidecar/auth/local-key.ts';
-import { startKubeApiServer } from '../kube/index.ts';
-import { sidecarUrls, startKubelet, type ImageTable } from '../kubelet/index.ts';
+import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
+import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO, installCrds, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -34,7 +37,19 @@ function readOrEmpty(path: string): string {
   }
 }
 
-export async function startLocalCluster(): Promise<E2eCluster> {
+/** What a test can do to this cluster beyond the shared suite: the API server's and kubelet's controls. */
+export interface LocalCluster extends E2eCluster {
+  readonly server: KubeApiServer;
+  readonly kubelet: Kubelet;
+  /** The operator's HTTP server: health, metrics and the management API (/v2). */
+  readonly operatorUrl: string;
+  /** The HS256 key every sidecar verifies run-interface tokens with (`signLocalToken`). */
+  readonly authKey: string;
+  /** The service-account token issuer every sidecar trusts, whatever the project. */
+  readonly issuer: ServiceAccountIssuer;
+}
+
+export async function startLocalCluster(options: { operatorConfig?: ConfigLayer } = {}): Promise<LocalCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
   const server = await startKubeApiServer();
   const kubeConfig = server.kubeConfig();
@@ -43,11 +58,12 @@ export async function startLocalCluster(): Promise<E2eCluster> {
   await installCrds(kubeConfig);
 
   const authKey = randomBytes(32).toString('hex');
+  const issuer = await startServiceAccountIssuer();
   const images: ImageTable = {
     [SIDECAR_IMAGE]: {
       commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (here through KUBECONFIG) and a token verifier.
-      env: { KUBECONFIG: kubeconfigPath, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey },
+      env: { KUBECONFIG: kubeconfigPath, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
     },
     [PYTHON_IMAGE]: {
       commands: { python: ['python3'], python3: ['python3'] },
@@ -56,7 +72,15 @@ export async function startLocalCluster(): Promise<E2eCluster> {
   };
   const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
   const operatorLog = join(workDir, 'operator.log');
-  const operator = await startTestOperator({ kubeConfig, sidecarImage: SIDECAR_IMAGE, pythonRuntimeImage: PYTHON_IMAGE, logPath: operatorLog, leaseNamespace: 'default' });
+  const operator = await startTestOperator({
+    kubeConfig,
+    sidecarImage: SIDECAR_IMAGE,
+    pythonRuntimeImage: PYTHON_IMAGE,
+    logPath: operatorLog,
+    leaseNamespace: 'default',
+    listen: true,
+    config: options.operatorConfig,
+  });
 
   const localPod = (pod: V1Pod) =>
     waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
@@ -64,6 +88,11 @@ export async function startLocalCluster(): Promise<E2eCluster> {
   return {
     description: 'the in-memory API server with the test kubelet',
     kubeConfig,
+    server,
+    kubelet,
+    operatorUrl: operator.url!,
+    authKey,
+    issuer,
     async sidecar(pod) {
       return sidecarUrls(await localPod(pod));
     },
@@ -79,6 +108,7 @@ export async function startLocalCluster(): Promise<E2eCluster> {
       await operator.stop();
       await kubelet.stop();
       await server.close();
+      await issuer.close();
     },
   };
 }
