@@ -28,7 +28,7 @@ import {
 import { forwardedQuery, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
-import { appUnavailable } from './runtime-client.ts';
+import { appUnavailable, validateCall } from './runtime-client.ts';
 import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
@@ -98,6 +98,14 @@ export function runInterface(replica: Replica) {
     if (!target.ready) throw appUnavailable(target);
 
     if (options.async) {
+      // Checked before the 202, so a bad call gets the same answer as sync: nothing is accepted that cannot run.
+      const refusal = await validateCall(target, rest, body, runId).catch((err: unknown) => {
+        throw new ProblemError(Problems.upstreamFailed, `The app's runtime could not check the call: ${(err as Error).message}`, { cause: err });
+      });
+      if (refusal) {
+        reply.code(refusal.statusCode).header('content-type', PROBLEM_CONTENT_TYPE).send(refusal.body);
+        return;
+      }
       // Async with `Accept: text/event-stream` runs as async: a generator's items become the result list.
       const run = await acceptAsync(call, reply);
       void executeAsync(run, call, () => callRecorded(run, target, recorder, body, false).then((answer) => settle(run, recorder, answer)));

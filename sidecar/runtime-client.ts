@@ -33,24 +33,52 @@ export async function callFunction(
   }
   const text = response.body!.toString('utf8');
   if (response.statusCode === 200) return { kind: 'result', json: text };
-  if (contentType.startsWith('application/problem+json')) {
-    const problem = parseObject(text);
-    const headers: Record<string, string> = {};
-    if (response.allow !== null) headers.allow = response.allow;
-    return {
-      kind: 'problem',
-      statusCode: response.statusCode,
-      error: { type: String(problem.title ?? 'Problem'), message: String(problem.detail ?? text) },
-      body: text,
-      headers,
-    };
-  }
+  if (contentType.startsWith('application/problem+json')) return problemAnswer(response.statusCode, text, response.allow);
   const failure = parseObject(text);
   return {
     kind: 'function-error',
     statusCode: response.statusCode,
     error: { type: String(failure.type ?? 'Error'), message: String(failure.message ?? text) },
     json: text,
+  };
+}
+
+/** How long the runtime may take to check an async call before its 202. */
+const VALIDATE_TIMEOUT_MS = 10_000;
+
+/**
+ * Asks the runtime whether the call would run (function, body, arguments) without running it: an async call is
+ * checked before its 202, so a bad one gets the same 404/422 as a sync call. Null when valid, else the
+ * runtime's problem to pass on.
+ */
+export async function validateCall(
+  target: AppTarget,
+  functionName: string,
+  body: Buffer,
+  runId: string,
+): Promise<(RuntimeAnswer & { kind: 'problem' }) | null> {
+  const connections = target.connections;
+  if (!connections) throw appUnavailable(target);
+  const signal = AbortSignal.timeout(VALIDATE_TIMEOUT_MS);
+  const response = await connections.request({ path: '/' + functionName, runId, stream: false, validateOnly: true, body, signal });
+  if (response.statusCode === 200) {
+    if (response.stream) response.stream.resume();
+    return null;
+  }
+  const text = response.body ? response.body.toString('utf8') : Buffer.concat(await response.stream!.toArray()).toString('utf8');
+  return problemAnswer(response.statusCode, text, response.allow);
+}
+
+function problemAnswer(statusCode: number, text: string, allow: string | null): RuntimeAnswer & { kind: 'problem' } {
+  const problem = parseObject(text);
+  const headers: Record<string, string> = {};
+  if (allow !== null) headers.allow = allow;
+  return {
+    kind: 'problem',
+    statusCode,
+    error: { type: String(problem.title ?? 'Problem'), message: String(problem.detail ?? text) },
+    body: text,
+    headers,
   };
 }
 

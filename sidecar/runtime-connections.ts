@@ -23,6 +23,8 @@ export interface RuntimeRequest {
   runId: string;
   /** Sends `x-runlet-stream: 1`: an iterator result is streamed. */
   stream: boolean;
+  /** Sends `x-runlet-validate: 1`: the runtime only checks the call (an async call, before its 202). */
+  validateOnly?: boolean;
   body: Buffer;
   /** Aborting it closes the connection (the runtime then closes a streaming generator). */
   signal: AbortSignal;
@@ -95,7 +97,14 @@ export class RuntimeConnections {
 
   #head(request: RuntimeRequest): string {
     return (
-      'POST ' + request.path + this.#headSuffix + request.runId + (request.stream ? '\r\nx-runlet-stream: 1' : '') + '\r\ncontent-length: ' + request.body.length + '\r\n\r\n'
+      'POST ' +
+      request.path +
+      this.#headSuffix +
+      request.runId +
+      (request.stream ? '\r\nx-runlet-stream: 1' : request.validateOnly ? '\r\nx-runlet-validate: 1' : '') +
+      '\r\ncontent-length: ' +
+      request.body.length +
+      '\r\n\r\n'
     );
   }
 

@@ -78,6 +78,15 @@ describe('async runs', () => {
     expect(badFlag.status).toBe(400);
     const unknownApp = await postJson(`${dev.url}/v4/dev/nope/echo?async=true`, {});
     expect(unknownApp.status).toBe(404);
+    const unknownFunction = await postJson(`${dev.url}/v4/dev/e2e/nope?async=true`, {});
+    expect(unknownFunction.status).toBe(404);
+    expect(((await unknownFunction.json()) as { type: string }).type).toBe('https://runlet.dev/problems/function-not-found');
+    const badArguments = await postJson(`${dev.url}/v4/dev/e2e/greet?async=true`, { nom: 'x' });
+    expect(badArguments.status).toBe(422);
+    expect(await badArguments.json()).toMatchObject({ missing: ['name'], unexpected: ['nom'] });
+    // None of the refused calls was recorded: nothing was accepted.
+    const listed = (await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs?asyncOnly=true`)).json()) as { items: Array<{ functionName: string }> };
+    expect(listed.items.filter((run) => run.functionName === 'nope' || run.functionName === 'greet')).toEqual([]);
   });
 
   it('records a function that raises as failure with its status code and error', async () => {
