@@ -1,7 +1,7 @@
 // How fast the list API answers from the RunLog cache: 10,000 runs of one app in 5 RunLogs (2,000 each, about
 // the 1 MiB a RunLog status may hold), paged through the real plugin over HTTP on 127.0.0.1 with a cached
-// token. Prints p50/p99; the bounds are only sanity checks (timings belong in benchmarks, and this may run on a
-// loaded 2-core machine).
+// token. Prints p50/p99 and asserts what the pages hold; timing is reported, never asserted (it belongs in
+// bench/, and this may run on a loaded 2-core machine).
 import type { AddressInfo } from 'node:net';
 import { loadavg } from 'node:os';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -22,8 +22,6 @@ const TOKEN = 'bench.eyJ0b2tlbiI6ImJlbmNoIn0.sig';
  * Sanity bounds on medians (tails on a loaded machine are the scheduler's): far above what the cache takes,
  * though a sort of the 10,000 runs per page (about 14 ms) would fail the in-process one.
  */
-const SANITY_HTTP_P50_MS = 100;
-const SANITY_IN_PROCESS_P50_MS = 2;
 
 let cluster: TestCluster;
 let source: RunLogSource & { api: KubeApi };
@@ -136,6 +134,4 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
   lines.push(summary('index update: one RunLog of 2,000 runs rewritten', updates));
 
   process.stdout.write(`\nlist API latency, ${RUNS} runs in ${REPLICAS.length} RunLogs (initial list and index: ${syncMs.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
-  expect(percentile(defaultPages, 50)).toBeLessThan(SANITY_HTTP_P50_MS);
-  expect(percentile(direct, 50)).toBeLessThan(SANITY_IN_PROCESS_P50_MS);
 });

@@ -1,7 +1,7 @@
 // How fast the operator answers the list API: 10,000 runs of one app in 5 RunLogs (2,000 each, about the 1 MiB
 // a RunLog status may hold), paged through the operator's own HTTP server — its RunLog watch, cache, token check
 // (cached) and fastify — on 127.0.0.1. management/runlog-source-latency.test.ts measures the cache alone.
-// Prints p50/p99; the bound is only a sanity check (this may run on a loaded 2-core machine).
+// Prints p50/p99 and asserts what the pages hold; timing is reported, never asserted (it belongs in bench/).
 import { loadavg } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
@@ -19,8 +19,6 @@ const APP = 'hello';
 const REPLICAS = ['a', 'b', 'c', 'd', 'e'].map((suffix) => `hello-7d9c-${suffix.repeat(5)}`);
 const RUNS = 10_000;
 const TOKEN = 'bench.eyJ0b2tlbiI6ImJlbmNoIn0.sig';
-/** Far above what the path takes; a sort of the 10,000 runs per page, or a review per request, would still pass: it is a sanity check. */
-const SANITY_P50_MS = 100;
 
 let cluster: TestCluster<KubeApiServer>;
 let operator: Operator;
@@ -101,5 +99,4 @@ it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server 
     lines.push(`${label.padEnd(48)} n=${String(latencies.length).padStart(4)}  p50 ${format(percentile(latencies, 50))}  p99 ${format(percentile(latencies, 99))}`);
   }
   process.stdout.write(`\nlist API latency through the operator, ${RUNS} runs in ${REPLICAS.length} RunLogs (load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
-  expect(percentile(defaultPages, 50)).toBeLessThan(SANITY_P50_MS);
 });

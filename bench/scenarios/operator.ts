@@ -2,7 +2,7 @@
 // its own), against the in-memory Kubernetes API server of test/kube running in this process: the time from
 // the first App created to every App Ready at its generation with the operator's queue empty, and the
 // operator's peak RSS. Measured once per run, after the rounds: it is the slowest scenario and shares no
-// server with the others. The cluster helpers are the operator's own test support (operator/scale.test.ts).
+// server with the others. The cluster helpers are the operator's own test support (operator/test-support/).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
