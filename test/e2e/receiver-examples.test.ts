@@ -1,6 +1,7 @@
 // The README's webhook receivers (examples/webhook-receiver), run for real against signed deliveries.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
@@ -29,6 +30,19 @@ async function startReceiver(command: string, file: string): Promise<{ url: stri
   });
   return { url, lines, child };
 }
+
+describe('the README shows the receivers\' verification code as it is in the files', () => {
+  it.each([
+    ['receiver.py', /def verify_signature[\s\S]*?return hmac\.compare_digest\(received, expected\)\n/],
+    ['receiver.mjs', /export function verifySignature[\s\S]*?\n\}\n/],
+  ])('%s', async (file, pattern) => {
+    const source = await readFile(resolve(EXAMPLES, file), 'utf8');
+    const readme = await readFile(resolve(EXAMPLES, '../../README.md'), 'utf8');
+    const code = pattern.exec(source)?.[0];
+    expect(code).toBeDefined();
+    expect(readme).toContain(code);
+  });
+});
 
 describe.each([
   ['python3', 'receiver.py'],
