@@ -1,8 +1,12 @@
-// Two operators, one lease: one reconciles, the other stands by (serving health and metrics) and takes
-// over when the first stops — at once when it released the lease, after the lease expired when it did not.
+// Two operators, one lease: one reconciles and looks after RunLogs, the other stands by (serving health, metrics
+// and the management API) and takes over when the first stops — at once when it released the lease, after the
+// lease expired when it did not.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
+import { RUNS_ACCESS } from '../management/kube-auth.ts';
+import { runRecord } from '../management/runlog-source-test-kit.ts';
+import type { RunRecord } from '../sidecar/runs/record.ts';
 import type { KubeObject } from './kube-api.ts';
 import type { Operator } from './main.ts';
 import { pythonSpec } from './test-support/apps.ts';
@@ -18,6 +22,7 @@ import {
   waitForApp,
   type TestCluster,
 } from './test-support/cluster.ts';
+import { readRunLog, writeRunLog } from './test-support/runlogs.ts';
 
 interface Lease extends KubeObject {
   spec: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string; leaseTransitions?: number };
@@ -36,6 +41,10 @@ function operatorNamed(identity: string): Operator {
   operators.push(operator);
   operator.start();
   return operator;
+}
+
+async function runsLost(operator: Operator): Promise<number> {
+  return (await operator.metrics.runsLost.get()).values.reduce((sum, value) => sum + value.value, 0);
 }
 
 async function reconcileCount(operator: Operator): Promise<number> {
@@ -66,6 +75,23 @@ describe('leader election', () => {
     expect(await reconcileCount(second)).toBe(0);
     expect(second.apps.hasApp('team', 'one')).toBe(true);
     expect((await lease())?.spec.holderIdentity).toBe('operator-a');
+
+    // RunLog upkeep is the leader's too: the runs of a pod that does not exist are closed by operator-a alone.
+    const orphan = runRecord({ projectId: 'team', appName: 'one', replica: 'one-7d9c-aaaaa', status: 'running' });
+    await writeRunLog(cluster.api, 'team', 'one-7d9c-aaaaa', 'one', [orphan]);
+    await waitFor(async () => (await readRunLog(cluster.api, 'team', 'one-7d9c-aaaaa'))?.status?.runs[0]?.status === 'failure', { timeoutMs: STATE_TIMEOUT_MS, what: 'the orphan run closed' });
+    await waitFor(async () => (await runsLost(first)) === 1, { timeoutMs: STATE_TIMEOUT_MS, what: 'operator-a to count the run it closed' });
+    expect(await runsLost(second)).toBe(0);
+    // The standby serves the management API from its own caches.
+    cluster.server.tokens.set('reader.x.y', { username: 'reader' });
+    cluster.server.allow({ user: 'reader', namespace: 'team', ...RUNS_ACCESS });
+    const standbyUrl = await second.listen();
+    const listed = await waitFor(async () => {
+      const response = await fetch(`${standbyUrl}/v2/projects/team/apps/one/runs`, { headers: { authorization: 'Bearer reader.x.y' } });
+      const items = response.status === 200 ? ((await response.json()) as { items: RunRecord[] }).items : [];
+      return items[0]?.status === 'failure' && items;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the closed run listed by the standby' });
+    expect(listed.map((run) => [run.id, run.reason])).toEqual([[orphan.id, 'replica_lost']]);
 
     await first.stop();
     operators.splice(operators.indexOf(first), 1);

@@ -197,8 +197,11 @@ describe('runs through the operator, on the in-memory API server with the test k
         error: { type: 'ReplicaLost', message: `the pod ${podName} went away before the run completed` },
       });
       expect(Date.parse(failed!.completedAt!)).toBeGreaterThanOrEqual(Date.parse(failed!.startedAt!));
-      // The operator wrote it: the pod's processes were frozen throughout.
-      expect(await (await fetch(`${cluster.operatorUrl}/metrics`)).text()).toMatch(/^runlet_operator_runs_lost_total [1-9]/m);
+      // The operator wrote it (the pod's processes were frozen throughout), and counted it once its write returned.
+      await waitFor(async () => /^runlet_operator_runs_lost_total [1-9]/m.test(await (await fetch(`${cluster.operatorUrl}/metrics`)).text()), {
+        what: 'the operator to count the lost run',
+        timeoutMs: STATE_TIMEOUT_MS,
+      });
     } finally {
       // The kubelet stops what is left of the pod; frozen processes would wait out its grace period.
       for (const pid of pids) {
