@@ -168,9 +168,10 @@ class HttpConnection(asyncio.Protocol):
         if not self.lost:
             self._transport.write(b"%s%s\r\n" % (_STREAM_HEAD, b"" if self._keep_alive else _CLOSE_HEADER))
 
-    def send_stream(self, line):
+    def send_stream(self, lines):
+        """Sends one or more whole lines as one chunk."""
         if not self.lost:
-            self._transport.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self._transport.write(b"%x\r\n%s\r\n" % (len(lines), lines))
 
     def end_stream(self, last_line):
         """Ends the stream in flight; last_line None when the client is gone."""

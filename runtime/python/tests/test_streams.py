@@ -46,6 +46,11 @@ class StreamTests(StreamTestCase):
         self.assertLines(response, b'i{"n":0}\n', b'i{"n":1}\n', b"d\n")
         self.assertStreamEnded(response)
 
+    def test_sync_generator_many_items_arrive_whole_and_in_order(self):
+        response = self.open_stream("count", {"n": 20000})
+        self.assertEqual(response.read().splitlines(), [b"i%d" % number for number in range(20000)] + [b"d"])
+        self.assertEqual(self.call("add", {"a": 7})[::2], (200, 7))
+
     def test_iterator_object(self):
         response = self.open_stream("countdown", {"start": 2})
         self.assertLines(response, b"i2\n", b"i1\n", b"d\n")
@@ -125,6 +130,18 @@ class DisconnectTests(StreamTestCase):
         key = str(uuid.uuid4())
         self.disconnect_after_first_line("stuck", {"key": key})
         self.release(key)
+        self.assertGeneratorClosed()
+
+    def test_sync_generator_waits_for_a_client_that_does_not_read(self):
+        response = self.open_stream("flood", {"marker": self.marker})
+        # Nothing is read: once the buffers on the way are full, the worker must stop pulling items. Without
+        # that it would make 64 MiB well within the bound.
+        self.assertFalse(self.runtime.output_appears(f"flood made 64 MiB {self.marker}", timeout=1))
+        # Reading lets it go on.
+        for _ in range(72):
+            self.assertEqual(len(response.readline()), (1 << 20) + 4)  # i"…"\n
+        self.runtime.wait_for_output(f"flood made 64 MiB {self.marker}")
+        self.connection.close()
         self.assertGeneratorClosed()
 
     def test_async_generator_producing(self):
