@@ -12,7 +12,20 @@ import { RUNS_ACCESS, kubeAuthenticator } from './kube-auth.ts';
 import { managementApi } from './routes.ts';
 import { RunLogIndex, appKey } from './runlog-source-index.ts';
 import type { RunLogSource } from './runlog-source.ts';
-import { PROJECT, appRuns, createApp, newestFirst, onReplica, startSource, startTestCluster, testLogger, writeRunLog, type TestCluster } from './runlog-source-test-kit.ts';
+import {
+  PROJECT,
+  appRuns,
+  createApp,
+  latencySummary,
+  newestFirst,
+  onReplica,
+  startSource,
+  startTestCluster,
+  testLogger,
+  walkRunPages,
+  writeRunLog,
+  type TestCluster,
+} from './runlog-source-test-kit.ts';
 
 const APP = 'hello';
 const REPLICAS = ['a', 'b', 'c', 'd', 'e'].map((suffix) => `hello-7d9c-${suffix.repeat(5)}`);
@@ -53,42 +66,9 @@ afterAll(async () => {
   await cluster.close();
 });
 
-interface Walk {
-  ids: string[];
-  latenciesMs: number[];
-}
-
-/** Every page of a listing, following nextToken; each request timed from send to the last byte of the body. */
-async function walk(query: string): Promise<Walk> {
-  const ids: string[] = [];
-  const latenciesMs: number[] = [];
-  let nextToken: string | null = null;
-  do {
-    const url: string = `${base}?${query}${nextToken === null ? '' : `&nextToken=${nextToken}`}`;
-    const started = performance.now();
-    const response = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
-    const body = (await response.json()) as { items: RunRecord[]; nextToken: string | null };
-    latenciesMs.push(performance.now() - started);
-    expect(response.status).toBe(200);
-    ids.push(...body.items.map((run) => run.id));
-    nextToken = body.nextToken;
-  } while (nextToken !== null);
-  return { ids, latenciesMs };
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-function summary(label: string, latenciesMs: number[]): string {
-  const format = (ms: number): string => `${ms.toFixed(2)} ms`;
-  return `${label.padEnd(46)} n=${String(latenciesMs.length).padStart(4)}  p50 ${format(percentile(latenciesMs, 50))}  p99 ${format(percentile(latenciesMs, 99))}`;
-}
-
 it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async () => {
   const newest = newestFirst(runs).map((run) => run.id);
-  await walk('pageSize=50'); // warm-up: JIT, connections, the token's decision cached
+  await walkRunPages(base, 'pageSize=50', TOKEN); // warm-up: JIT, connections, the token's decision cached
 
   const lines: string[] = [];
   const defaultPages: number[] = [];
@@ -99,12 +79,12 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
   ] as const) {
     const latencies: number[] = [];
     for (let round = 0; round < 3; round++) {
-      const result = await walk(query);
+      const result = await walkRunPages(base, query, TOKEN);
       expect(result.ids).toEqual(expected);
       latencies.push(...result.latenciesMs);
     }
     if (query === 'pageSize=50') defaultPages.push(...latencies);
-    lines.push(summary(`HTTP ${label}`, latencies));
+    lines.push(latencySummary(`HTTP ${label}`, latencies));
   }
 
   // The cache's own share, without HTTP: listRuns at random depths of the list.
@@ -115,7 +95,7 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
     await source.listRuns({ projectId: PROJECT, appName: APP, pageSize: 50, beforeId, asyncOnly: i % 2 === 0, status: null });
     direct.push(performance.now() - started);
   }
-  lines.push(summary('listRuns in process, pageSize=50, random cursor', direct));
+  lines.push(latencySummary('listRuns in process, pageSize=50, random cursor', direct));
 
   // A replica's write as the watch delivers it: 10 new runs in, its 10 oldest out, the other 1,990 rewritten.
   const index = new RunLogIndex();
@@ -131,7 +111,7 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
     updates.push(performance.now() - started);
   }
   expect(index.size).toBe(RUNS);
-  lines.push(summary('index update: one RunLog of 2,000 runs rewritten', updates));
+  lines.push(latencySummary('index update: one RunLog of 2,000 runs rewritten', updates));
 
   process.stdout.write(`\nlist API latency, ${RUNS} runs in ${REPLICAS.length} RunLogs (initial list and index: ${syncMs.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
 });

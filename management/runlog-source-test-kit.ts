@@ -139,3 +139,37 @@ export function onReplica(runs: RunRecord[], replica: string): RunRecord[] {
 export function newestFirst(runs: RunRecord[]): RunRecord[] {
   return [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
 }
+
+export interface PageWalk {
+  ids: string[];
+  latenciesMs: number[];
+}
+
+/** Every page of a listing at `runsUrl`, following nextToken; each request timed from send to the last byte. */
+export async function walkRunPages(runsUrl: string, query: string, token: string): Promise<PageWalk> {
+  const ids: string[] = [];
+  const latenciesMs: number[] = [];
+  let nextToken: string | null = null;
+  do {
+    const url: string = `${runsUrl}?${query}${nextToken === null ? '' : `&nextToken=${nextToken}`}`;
+    const started = performance.now();
+    const response = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+    const body = (await response.json()) as { items: RunRecord[]; nextToken: string | null };
+    latenciesMs.push(performance.now() - started);
+    if (response.status !== 200) throw new Error(`GET ${url} answered ${response.status}: ${JSON.stringify(body)}`);
+    ids.push(...body.items.map((run) => run.id));
+    nextToken = body.nextToken;
+  } while (nextToken !== null);
+  return { ids, latenciesMs };
+}
+
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** One printed line of a latency measurement: count, p50 and p99. */
+export function latencySummary(label: string, latenciesMs: number[]): string {
+  const format = (ms: number): string => `${ms.toFixed(2)} ms`;
+  return `${label.padEnd(48)} n=${String(latenciesMs.length).padStart(4)}  p50 ${format(percentile(latenciesMs, 50))}  p99 ${format(percentile(latenciesMs, 99))}`;
+}

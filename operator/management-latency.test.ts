@@ -5,7 +5,7 @@
 import { loadavg } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
-import { appRuns, newestFirst, onReplica } from '../management/runlog-source-test-kit.ts';
+import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages } from '../management/runlog-source-test-kit.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
@@ -48,38 +48,10 @@ afterAll(async () => {
   await cluster?.close();
 });
 
-interface Walk {
-  ids: string[];
-  latenciesMs: number[];
-}
-
-/** Every page of a listing, following nextToken; each request timed from send to the last byte of the body. */
-async function walk(query: string): Promise<Walk> {
-  const ids: string[] = [];
-  const latenciesMs: number[] = [];
-  let nextToken: string | null = null;
-  do {
-    const url: string = `${base}?${query}${nextToken === null ? '' : `&nextToken=${nextToken}`}`;
-    const started = performance.now();
-    const response = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
-    const body = (await response.json()) as { items: RunRecord[]; nextToken: string | null };
-    latenciesMs.push(performance.now() - started);
-    expect(response.status).toBe(200);
-    ids.push(...body.items.map((run) => run.id));
-    nextToken = body.nextToken;
-  } while (nextToken !== null);
-  return { ids, latenciesMs };
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
 it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server (prints p50/p99)', async () => {
   const newest = newestFirst(runs).map((run) => run.id);
   // The operator's cache is filled by its watch: wait until it holds every run.
-  await waitFor(async () => (await walk('pageSize=500')).ids.length === RUNS, { timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100, what: `the operator to cache all ${RUNS} runs` });
+  await waitFor(async () => (await walkRunPages(base, 'pageSize=500', TOKEN)).ids.length === RUNS, { timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100, what: `the operator to cache all ${RUNS} runs` });
 
   const lines: string[] = [];
   const defaultPages: number[] = [];
@@ -90,13 +62,12 @@ it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server 
   ] as const) {
     const latencies: number[] = [];
     for (let round = 0; round < 3; round++) {
-      const result = await walk(query);
+      const result = await walkRunPages(base, query, TOKEN);
       expect(result.ids).toEqual(expected);
       latencies.push(...result.latenciesMs);
     }
     if (query === 'pageSize=50') defaultPages.push(...latencies);
-    const format = (ms: number): string => `${ms.toFixed(2)} ms`;
-    lines.push(`${label.padEnd(48)} n=${String(latencies.length).padStart(4)}  p50 ${format(percentile(latencies, 50))}  p99 ${format(percentile(latencies, 99))}`);
+    lines.push(latencySummary(label, latencies));
   }
   process.stdout.write(`\nlist API latency through the operator, ${RUNS} runs in ${REPLICAS.length} RunLogs (load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
 });
