@@ -71,7 +71,6 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
   await walkRunPages(base, 'pageSize=50', TOKEN); // warm-up: JIT, connections, the token's decision cached
 
   const lines: string[] = [];
-  const defaultPages: number[] = [];
   for (const [label, query, expected] of [
     ['pageSize=50, every page, 3 walks', 'pageSize=50', newest],
     ['pageSize=500, every page, 3 walks', 'pageSize=500', newest],
@@ -83,7 +82,6 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
       expect(result.ids).toEqual(expected);
       latencies.push(...result.latenciesMs);
     }
-    if (query === 'pageSize=50') defaultPages.push(...latencies);
     lines.push(latencySummary(`HTTP ${label}`, latencies));
   }
 

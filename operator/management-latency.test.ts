@@ -54,7 +54,6 @@ it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server 
   await waitFor(async () => (await walkRunPages(base, 'pageSize=500', TOKEN)).ids.length === RUNS, { timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100, what: `the operator to cache all ${RUNS} runs` });
 
   const lines: string[] = [];
-  const defaultPages: number[] = [];
   for (const [label, query, expected] of [
     ['pageSize=50, every page, 3 walks', 'pageSize=50', newest],
     ['pageSize=500, every page, 3 walks', 'pageSize=500', newest],
@@ -66,7 +65,6 @@ it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server 
       expect(result.ids).toEqual(expected);
       latencies.push(...result.latenciesMs);
     }
-    if (query === 'pageSize=50') defaultPages.push(...latencies);
     lines.push(latencySummary(label, latencies));
   }
   process.stdout.write(`\nlist API latency through the operator, ${RUNS} runs in ${REPLICAS.length} RunLogs (load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
