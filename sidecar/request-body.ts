@@ -28,12 +28,17 @@ export async function readJsonObjectBody(
   return raw;
 }
 
-/** The whole body, refused with 413 as soon as it is known to exceed the limit. */
-export async function readLimitedBody(body: Readable, contentLength: string | undefined, limitBytes: number): Promise<Buffer> {
+/** Refuses (413) a body whose declared length is over the limit, before any of it is read or forwarded. */
+export function assertDeclaredLength(body: Readable | undefined, contentLength: string | undefined, limitBytes: number): void {
   if (contentLength !== undefined && Number(contentLength) > limitBytes) {
-    body.resume();
+    body?.resume();
     throw tooLarge(Number(contentLength), limitBytes);
   }
+}
+
+/** The whole body, refused with 413 as soon as it is known to exceed the limit. */
+export async function readLimitedBody(body: Readable, contentLength: string | undefined, limitBytes: number): Promise<Buffer> {
+  assertDeclaredLength(body, contentLength, limitBytes);
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of body) {

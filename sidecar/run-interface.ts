@@ -16,7 +16,7 @@ import { runStream } from './modes/stream.ts';
 import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
-import { readJsonObjectBody, readLimitedBody } from './request-body.ts';
+import { assertDeclaredLength, readJsonObjectBody, readLimitedBody } from './request-body.ts';
 import {
   customAppSchema,
   documentSchema,
@@ -133,6 +133,8 @@ export function runInterface(replica: Replica) {
       void executeAsync(run, call, () => callCustomBuffered(run, target, recorder, buffered));
       return;
     }
+    // A streamed body is forwarded as it comes; one declared too large is refused before anything runs.
+    assertDeclaredLength(request.body as Readable | undefined, request.headers['content-length'], bodyLimitBytes);
     const run = await admit(call, 'sync');
     const captureBytes = call.webhook ? bodyLimitBytes : 0;
     await complete(run, call, proxyCustom(run, target, recorder, request, reply, { forwardPath, captureBytes, dropAuthorization: auth !== null }));

@@ -8,7 +8,7 @@ let dev: TestDevServer;
 let base: string;
 
 beforeAll(async () => {
-  dev = await startTestDevServer({ appDirs: [await makeCustomApp('web')] });
+  dev = await startTestDevServer({ appDirs: [await makeCustomApp('web')], bodyLimitBytes: 64 * 1024 });
   base = `${dev.url}/v4/dev/web`;
 });
 afterAll(async () => dev?.dispose());
@@ -61,6 +61,12 @@ describe('custom runtime', () => {
       return item.status !== 'running' ? item : null;
     }, { what: 'the abandoned proxy run to end' });
     expect(record).toMatchObject({ status: 'cancelled', reason: 'client_closed' });
+  });
+
+  it('refuses a body declared over the limit with 413 before the app sees it', async () => {
+    const response = await fetch(`${base}/things`, { method: 'POST', body: 'x'.repeat(70 * 1024) });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems/body-too-large');
   });
 
   it('records each call with the status the app answered', async () => {

@@ -57,6 +57,15 @@ describe('runs API over real runs', () => {
     expect(await response.json()).toEqual({ item: items.find((run) => run.id === runIds[1]) });
   });
 
+  it('counts the runs in the sidecar metrics', async () => {
+    const metrics = await (await fetch(`${dev.url}/admin/metrics`)).text();
+    expect(metrics).toMatch(/^runlet_runs_total\{mode="sync",status="success"\} 4$/m);
+    expect(metrics).toMatch(/^runlet_runs_total\{mode="sync",status="failure"\} 3$/m);
+    expect(metrics).toMatch(/^runlet_run_duration_seconds_count\{mode="sync"\} 7$/m);
+    expect(metrics).toMatch(/^runlet_runs_in_flight 0$/m);
+    expect(metrics).toMatch(/^runlet_queue_depth 0$/m);
+  });
+
   it('keeps the runs across a restart of runlet dev', async () => {
     await dev.close();
     const again = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`], dataDir: dev.dataDir });
