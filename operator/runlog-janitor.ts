@@ -11,6 +11,7 @@ import type { App } from '../crds/app-schema.ts';
 import { RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
 import { isConflict, isNamespaceTerminating, isNotFound, type KubeApi } from './kube-api.ts';
+import { APP_LABEL } from './render/labels.ts';
 import { closeUnfinishedRuns } from './replica-lost.ts';
 import { DEFAULT_RETENTION_SECONDS, judgeRunLog, podRuns, type PodObject } from './runlog-verdict.ts';
 import { objectKey } from './watch.ts';
@@ -93,7 +94,7 @@ export class RunLogJanitor {
     const { runLogs, pods, apps, now } = this.#options;
     let runLog = runLogs.runLog(namespace, name);
     for (let round = 1; runLog !== undefined; round += 1) {
-      const app = apps.get(namespace, runLog.spec?.appName ?? '');
+      const app = apps.get(namespace, runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL] ?? '');
       const retentionSeconds = app?.spec.runs?.retention ?? DEFAULT_RETENTION_SECONDS;
       const verdict = judgeRunLog(runLog, { pod: pods.get(namespace, name), retentionSeconds, now: now() });
       if (verdict.action === 'keep') return;
