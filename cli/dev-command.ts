@@ -26,7 +26,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseDevArgs(args);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number from 0 to 65535, got "${values.port}"`, 2);
-  const logger = createLogger({ name: 'runlet-dev', level: values['log-level'] });
+  const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
 
   let server;
