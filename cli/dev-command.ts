@@ -35,6 +35,9 @@ export async function runDevCommand(args: string[]): Promise<number> {
     const auth = keyFile === undefined ? undefined : localDevAuth(resolve(keyFile), values.project);
     server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth });
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
+    }
     throw new CliError((err as Error).message);
   }
 
