@@ -1,18 +1,20 @@
 // `runlet sidecar`: the sidecar container of an app's pod. The operator renders these flags; every one also
 // reads an environment variable so a pod template can set them either way.
 import { hostname } from 'node:os';
+import { once } from 'node:events';
+import type { Server } from 'node:http';
 import { resolve } from 'node:path';
-import Fastify from 'fastify';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { SqliteRunStore } from '../local/sqlite-run-store.ts';
-import { adminInterface } from '../sidecar/admin-interface.ts';
+import { createAdminInterface, createAdminServer } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { Replica } from '../sidecar/replica.ts';
-import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
+import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
+import { createRunServer } from '../sidecar/run-server.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
@@ -118,12 +120,10 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, webhooks: { allowCidrs }, auth, registry });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
-  const runServer = Fastify({ logger: false, bodyLimit: replica.bodyLimitBytes });
-  await runServer.register(runInterface(replica));
-  const adminServer = Fastify({ logger: false });
-  await adminServer.register(adminInterface(replica));
-  await runServer.listen({ host: '0.0.0.0', port: runPort });
-  await adminServer.listen({ host: '0.0.0.0', port: adminPort });
+  const runServer = createRunServer(createRunInterface(replica), logger);
+  const adminServer = createAdminServer(createAdminInterface(replica));
+  await listen(runServer, runPort, 'run');
+  await listen(adminServer, adminPort, 'admin');
   watcher.start();
   logger.info({ app: `${target.projectId}/${target.appName}`, runPort, adminPort }, 'sidecar listening');
 
@@ -138,8 +138,8 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     logger.error({ err }, 'drain could not flush every run record');
   } finally {
     watcher.stop();
-    await runServer.close();
-    await adminServer.close();
+    await closeServer(runServer);
+    await closeServer(adminServer);
     await apps.close();
     await store.close();
   }
@@ -155,6 +155,22 @@ async function runLogStore(target: AppTarget, podName: string, registry: Registr
   const store = new RunLogStore({ kubeConfig, namespace: target.projectId, podName, appName: target.appName, registry, logger });
   store.start();
   return store;
+}
+
+async function listen(server: Server, port: number, name: string): Promise<void> {
+  server.listen(port, '0.0.0.0');
+  try {
+    await once(server, 'listening');
+  } catch (err) {
+    throw new CliError(`the ${name} port ${port} could not be opened: ${(err as Error).message}`, 1);
+  }
+}
+
+/** Stops accepting connections, closes the idle kept-alive ones, and waits for answers in progress. */
+async function closeServer(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolveClose) => server.close(() => resolveClose()));
+  server.closeIdleConnections();
+  await closed;
 }
 
 function readOptions(args: string[]): (name: OptionName) => string | undefined {

@@ -6,7 +6,8 @@ import pino from 'pino';
 import { managementApi } from '../management/routes.ts';
 import { AppRegistry } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
-import { runInterface } from '../sidecar/run-interface.ts';
+import { createRunInterface } from '../sidecar/run-interface.ts';
+import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
 import type { RunSource, RunStore } from '../sidecar/runs/store.ts';
 
 export const DOCUMENT_FILES = { run: 'docs/openapi-run.json', management: 'docs/openapi-management.json' } as const;
@@ -26,7 +27,7 @@ export async function buildOpenApiDocuments(): Promise<{ run: object; management
   const replica = new Replica({ apps, store: noRuns, replicaName: 'openapi', logger: pino({ level: 'silent' }) });
   const server = Fastify({ logger: false });
   try {
-    await server.register(runInterface(replica));
+    await server.register(runInterfaceRoutes(createRunInterface(replica)));
     await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false } });
     const run = await server.inject({ method: 'GET', url: '/v4/openapi.json' });
     const management = await server.inject({ method: 'GET', url: '/v2/openapi.json' });

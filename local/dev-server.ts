@@ -5,13 +5,14 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import { managementApi } from '../management/routes.ts';
-import { adminInterface } from '../sidecar/admin-interface.ts';
+import { createAdminInterface } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import type { RunAuthConfig } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { markAbandoned } from '../sidecar/runs/recorder.ts';
-import { DEFAULT_BODY_LIMIT_BYTES, runInterface } from '../sidecar/run-interface.ts';
+import { createRunInterface } from '../sidecar/run-interface.ts';
+import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from './sqlite-run-store.ts';
@@ -83,9 +84,13 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });
-  const server: FastifyInstance = Fastify({ logger: false, bodyLimit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES });
-  await server.register(runInterface(replica));
-  await server.register(adminInterface(replica), { prefix: '/admin' });
+  const server: FastifyInstance = Fastify({ logger: false });
+  await server.register(runInterfaceRoutes(createRunInterface(replica)));
+  const admin = createAdminInterface(replica);
+  server.all('/admin/*', (request, reply) => {
+    reply.hijack();
+    admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);
+  });
   await server.register(managementApi, { runs: store, apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) } });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();

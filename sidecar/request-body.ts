@@ -1,17 +1,13 @@
 // Reads and validates the JSON object body of a Python-runtime call. The raw bytes are forwarded unchanged:
 // parsing here only proves the body is a JSON object, so the runtime never sees a malformed call.
-import type { Readable } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
 import { Problems } from './errors.ts';
 import { ProblemError } from './problem.ts';
 
 const EMPTY_OBJECT = Buffer.from('{}');
 
-export async function readJsonObjectBody(
-  body: Readable | undefined,
-  contentLength: string | undefined,
-  limitBytes: number,
-): Promise<Buffer> {
-  const raw = body ? await readLimitedBody(body, contentLength, limitBytes) : EMPTY_OBJECT;
+export async function readJsonObjectBody(request: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  const raw = await readLimitedBody(request, limitBytes);
   if (raw.length === 0) return EMPTY_OBJECT;
   let value: unknown;
   try {
@@ -29,28 +25,60 @@ export async function readJsonObjectBody(
 }
 
 /** Refuses (413) a body whose declared length is over the limit, before any of it is read or forwarded. */
-export function assertDeclaredLength(body: Readable | undefined, contentLength: string | undefined, limitBytes: number): void {
+export function assertDeclaredLength(request: IncomingMessage, limitBytes: number): void {
+  const contentLength = request.headers['content-length'];
   if (contentLength !== undefined && Number(contentLength) > limitBytes) {
-    body?.resume();
+    request.resume();
     throw tooLarge(Number(contentLength), limitBytes);
   }
 }
 
-/** The whole body, refused with 413 as soon as it is known to exceed the limit. */
-export async function readLimitedBody(body: Readable, contentLength: string | undefined, limitBytes: number): Promise<Buffer> {
-  assertDeclaredLength(body, contentLength, limitBytes);
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of body) {
-    length += (chunk as Buffer).length;
-    if (length > limitBytes) {
-      body.destroy();
-      throw tooLarge(length, limitBytes);
+/**
+ * The whole body, refused with 413 as soon as it is known to exceed the limit. Read with listeners rather
+ * than `for await`: an async iterator per request measured ~2% of a sync run's CPU in the sidecar.
+ */
+export function readLimitedBody(request: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  assertDeclaredLength(request, limitBytes);
+  return new Promise((resolve, reject) => {
+    let first: Buffer | null = null;
+    let more: Buffer[] | null = null;
+    let length = 0;
+    const onData = (chunk: Buffer): void => {
+      length += chunk.length;
+      if (length > limitBytes) {
+        stop();
+        request.destroy();
+        reject(tooLarge(length, limitBytes));
+      } else if (first === null) {
+        first = chunk;
+      } else {
+        (more ??= [first]).push(chunk);
+      }
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve(more ? Buffer.concat(more, length) : (first ?? EMPTY_BODY));
+    };
+    const onError = (error: Error): void => {
+      stop();
+      reject(error);
+    };
+    // Before the end: the caller went away mid-body.
+    const onClose = (): void => onError(new Error(`the caller closed the connection after ${length} bytes of the body`));
+    function stop(): void {
+      request.off('data', onData);
+      request.off('end', onEnd);
+      request.off('error', onError);
+      request.off('close', onClose);
     }
-    chunks.push(chunk as Buffer);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
+    request.on('data', onData);
+    request.on('end', onEnd);
+    request.on('error', onError);
+    request.on('close', onClose);
+  });
 }
+
+const EMPTY_BODY = Buffer.alloc(0);
 
 function tooLarge(bytes: number, limitBytes: number): ProblemError {
   return new ProblemError(

@@ -1,15 +1,18 @@
 // The run interface, `/v4/{project_id}/{app_name}/{function}`, read top to bottom:
 // request id → app → options (async, webhook) → body → admission → mode (sync | stream | async | custom)
 // → record → webhook.
-import type { Readable } from 'node:stream';
-import swagger from '@fastify/swagger';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+//
+// It answers plain node:http requests: the pod sidecar serves it on its own server (run-server.ts), the hot
+// path of every call, with nothing between Node's parser and the pipeline; `runlet dev` and the OpenAPI
+// document reach it through fastify routes (run-interface-routes.ts).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parse as parseQuery } from 'node:querystring';
 import { ActiveRun } from './active-runs.ts';
 import type { AppTarget } from './apps.ts';
 import { Problems } from './errors.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
 import { callCustomBuffered } from './modes/custom-call.ts';
-import { forwardedRequestHeaders, proxyCustom } from './modes/custom-proxy.ts';
+import { forwardedRequestHeaders, hasBody, proxyCustom } from './modes/custom-proxy.ts';
 import type { RunOutcome } from './modes/outcome.ts';
 import { callRecorded } from './modes/python-call.ts';
 import { runStream } from './modes/stream.ts';
@@ -17,29 +20,23 @@ import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
 import { assertDeclaredLength, readJsonObjectBody, readLimitedBody } from './request-body.ts';
-import {
-  customAppSchema,
-  documentSchema,
-  runFunctionSchema,
-  runInterfaceDocument,
-  SHARED_SCHEMAS,
-  WEBHOOK_CALLBACK_PARAMETERS,
-} from './run-interface-schemas.ts';
-import { forwardedQuery, parseRunOptions } from './run-options.ts';
+import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
 import { appUnavailable, validateCall } from './runtime-client.ts';
 import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+export const RUN_PATH_PREFIX = '/v4/';
 
-interface RunParams {
-  project_id: string;
-  app_name: string;
-  /** One path segment: a Python function, or a custom app's path. */
-  function?: string;
-  /** Deeper custom-app paths. */
-  '*'?: string;
+/** Where a request of the run interface goes: `/v4/{project_id}/{app_name}[/{rest}]`, segments decoded. */
+export interface RunPath {
+  projectId: string;
+  appName: string;
+  /** A Python function's name, or a custom app's path after the app name (any depth; '' for none). */
+  rest: string;
+  /** `rest` as the caller sent it, percent-encoding kept: what a custom app is sent. */
+  rawRest: string;
 }
 
 /** What every mode needs to know about the call, decided before anything runs. */
@@ -52,29 +49,36 @@ interface Call {
   webhook: WebhookRequest | null;
 }
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The run id of a run-interface request; also its `X-Request-Id`. */
-    runId: string;
-  }
+export interface RunInterface {
+  /**
+   * Answers a request for a path of the run interface: a run, or a problem (404 for a path that is not a
+   * run's). Never throws; failures become problem answers, or a cut connection once an answer has begun.
+   */
+  handle(request: IncomingMessage, response: ServerResponse): void;
 }
 
-/** Registers the run interface of a replica on a fastify instance (encapsulated: its own error handling). */
-export function runInterface(replica: Replica) {
+export function createRunInterface(replica: Replica): RunInterface {
   const { apps, recorder, activeRuns, metrics, webhooks, logger, auth } = replica;
   const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 
-  async function handleRun(request: FastifyRequest<{ Params: RunParams }>, reply: FastifyReply): Promise<void> {
-    const receivedAt = performance.now();
+  function handle(request: IncomingMessage, response: ServerResponse): void {
     const runId = newRunId();
-    request.runId = runId;
-    reply.header('x-request-id', runId);
+    handleRun(request, response, runId).catch((error: unknown) => sendProblem(response, runId, toProblem(error)));
+  }
 
+  async function handleRun(request: IncomingMessage, response: ServerResponse, runId: string): Promise<void> {
+    const receivedAt = performance.now();
+    const url = request.url ?? '/';
+    const method = request.method ?? 'GET';
+    const queryStart = url.indexOf('?');
+    const path = queryStart === -1 ? url : url.slice(0, queryStart);
+    const route = parseRunPath(path);
+    if (route === null) throw new ProblemError(Problems.routeNotFound, `${method} ${path} is not a route of the run interface`);
     if (replica.draining) {
       metrics.refused.labels('draining').inc();
       throw new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
     }
-    const { project_id: projectId, app_name: appName } = request.params;
+    const { projectId, appName, rest } = route;
     if (auth) {
       // Before the app lookup: a caller without a valid token learns nothing about which apps exist.
       const pending = auth.authenticate(request.headers.authorization, projectId);
@@ -82,19 +86,21 @@ export function runInterface(replica: Replica) {
     }
     const target = apps.find(projectId, appName);
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
-    const options = parseRunOptions(request.query as Record<string, string | string[] | undefined>);
+    const options = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
     const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, request.headers['x-webhook-secret']);
-    const rest = request.params.function ?? request.params['*'] ?? '';
-    const call: Call = { target, runId, functionName: rest, method: request.method, receivedAt, webhook };
+    const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook };
 
-    if (target.runtime === 'custom') return handleCustom(call, request, reply, options.async);
+    if (target.runtime === 'custom') {
+      const forwardPath = '/' + route.rawRest + (queryStart === -1 ? '' : withQuery(forwardedQuery(url.slice(queryStart + 1))));
+      return handleCustom(call, request, response, forwardPath, options.async);
+    }
 
-    if (request.method !== 'POST') {
-      throw new ProblemError(Problems.methodNotAllowed, `Functions are called with POST, not ${request.method}`, { headers: { allow: 'POST' } });
+    if (method !== 'POST') {
+      throw new ProblemError(Problems.methodNotAllowed, `Functions are called with POST, not ${method}`, { headers: { allow: 'POST' } });
     }
     const nameProblem = functionNameProblem(rest);
     if (nameProblem) throw new ProblemError(Problems.functionNotFound, nameProblem);
-    const body = await readJsonObjectBody(request.body as Readable | undefined, request.headers['content-length'], bodyLimitBytes);
+    const body = await readJsonObjectBody(request, bodyLimitBytes);
     if (!target.ready) throw appUnavailable(target);
 
     if (options.async) {
@@ -103,41 +109,41 @@ export function runInterface(replica: Replica) {
         throw new ProblemError(Problems.upstreamFailed, `The app's runtime could not check the call: ${(err as Error).message}`, { cause: err });
       });
       if (refusal) {
-        reply.code(refusal.statusCode).header('content-type', PROBLEM_CONTENT_TYPE).send(refusal.body);
+        response.writeHead(refusal.statusCode, { ...refusal.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
+        response.end(refusal.body);
         return;
       }
       // Async with `Accept: text/event-stream` runs as async: a generator's items become the result list.
-      const run = await acceptAsync(call, reply);
+      const run = await acceptAsync(call, response);
       void executeAsync(run, call, () => callRecorded(run, target, recorder, body, false).then((answer) => settle(run, recorder, answer)));
       return;
     }
     if (acceptsEventStream(request.headers.accept)) {
       const gzip = acceptsGzip(request.headers['accept-encoding']);
       const run = await admit(call, 'stream');
-      await complete(run, call, runStream(run, target, recorder, body, reply, { gzip, keepItems: webhook !== null }));
+      await complete(run, call, runStream(run, target, recorder, body, response, { gzip, keepItems: webhook !== null }));
       return;
     }
     const run = await admit(call, 'sync');
-    await complete(run, call, runSync(run, target, recorder, body, reply));
+    await complete(run, call, runSync(run, target, recorder, body, response));
   }
 
-  async function handleCustom(call: Call, request: FastifyRequest, reply: FastifyReply, isAsync: boolean): Promise<void> {
+  async function handleCustom(call: Call, request: IncomingMessage, response: ServerResponse, forwardPath: string, isAsync: boolean): Promise<void> {
     const { target } = call;
     if (!target.ready) throw appUnavailable(target);
-    const forwardPath = customForwardPath(request.url, call.functionName);
     if (isAsync) {
-      const body = request.body ? await readLimitedBody(request.body as Readable, request.headers['content-length'], bodyLimitBytes) : null;
-      const run = await acceptAsync(call, reply);
+      const body = hasBody(request) ? await readLimitedBody(request, bodyLimitBytes) : null;
+      const run = await acceptAsync(call, response);
       const headers = forwardedRequestHeaders(request, call.runId, auth !== null);
-      const buffered = { method: request.method, forwardPath, headers, body, answerLimitBytes: bodyLimitBytes };
+      const buffered = { method: call.method, forwardPath, headers, body, answerLimitBytes: bodyLimitBytes };
       void executeAsync(run, call, () => callCustomBuffered(run, target, recorder, buffered));
       return;
     }
     // A streamed body is forwarded as it comes; one declared too large is refused before anything runs.
-    assertDeclaredLength(request.body as Readable | undefined, request.headers['content-length'], bodyLimitBytes);
+    assertDeclaredLength(request, bodyLimitBytes);
     const run = await admit(call, 'sync');
     const captureBytes = call.webhook ? bodyLimitBytes : 0;
-    await complete(run, call, proxyCustom(run, target, recorder, request, reply, { forwardPath, captureBytes, dropAuthorization: auth !== null }));
+    await complete(run, call, proxyCustom(run, target, recorder, request, response, { forwardPath, captureBytes, dropAuthorization: auth !== null }));
   }
 
   /** Sync and stream runs: a slot now, or a wait in the queue (recorded `pending`), or 503 when it is full. */
@@ -162,7 +168,7 @@ export function runInterface(replica: Replica) {
   }
 
   /** Async runs: a queue place, then the `pending` record made durable, then `202` — in that order. */
-  async function acceptAsync(call: Call, reply: FastifyReply): Promise<ActiveRun> {
+  async function acceptAsync(call: Call, response: ServerResponse): Promise<ActiveRun> {
     try {
       call.target.admission.reserve();
     } catch (err) {
@@ -181,7 +187,8 @@ export function runInterface(replica: Replica) {
         headers: { 'retry-after': '1' },
       });
     }
-    reply.code(202).header('content-type', JSON_CONTENT_TYPE).send('{"run_id":"' + call.runId + '"}');
+    response.writeHead(202, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', call.runId]);
+    response.end('{"run_id":"' + call.runId + '"}');
     return run;
   }
 
@@ -254,7 +261,8 @@ export function runInterface(replica: Replica) {
   function finalize(run: ActiveRun, call: Call, outcome: RunOutcome): void {
     activeRuns.delete(run);
     metrics.runCompleted(run.record.mode, run.record.status, run.record.runtimeMs);
-    logRun(run.record);
+    // Checked first: the log line's object would otherwise be built for every run and thrown away.
+    if (logger.isLevelEnabled('info')) logRun(run.record);
     if (call.webhook) webhooks.forward(run.record, call.webhook, outcome);
   }
 
@@ -274,59 +282,46 @@ export function runInterface(replica: Replica) {
     );
   }
 
-  return async function register(app: FastifyInstance): Promise<void> {
-    app.decorateRequest('runId', '');
-    app.removeAllContentTypeParsers();
-    // The body stays a stream: Python calls read it with a limit, custom apps get it streamed through.
-    app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-    // The schemas are the documented contract; the pipeline validates (see run-interface-schemas.ts).
-    app.setValidatorCompiler(() => () => true);
-    app.setErrorHandler((error, request, reply) => sendProblem(request, reply, toProblem(error, logger)));
-    app.setNotFoundHandler((request, reply) => {
-      request.runId = newRunId();
-      const path = request.url.split('?', 1)[0];
-      sendProblem(request, reply, new ProblemError(Problems.routeNotFound, `${request.method} ${path} is not a route of the run interface`));
-    });
-    for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
-    await app.register(swagger, {
-      openapi: runInterfaceDocument,
-      exposeHeadRoutes: true,
-      // Components named after the shared schemas' ids (Problem, SyncResult, ...) rather than def-N.
-      refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-      transformObject: (document) => ('openapiObject' in document ? withCallbackHeaders(document.openapiObject) : document.swaggerObject),
-    });
+  function toProblem(error: unknown): ProblemError {
+    if (error instanceof ProblemError) return error;
+    logger.error({ err: error }, 'run interface error');
+    return new ProblemError(Problems.internal, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
+  }
 
-    app.get('/v4/openapi.json', { schema: documentSchema }, (_request, reply) => {
-      reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(app.swagger()));
-    });
-    app.post('/v4/:project_id/:app_name/:function', { schema: runFunctionSchema }, handleRun);
-    for (const method of CUSTOM_APP_METHODS) {
-      app.route({ method, url: '/v4/:project_id/:app_name/:function', schema: customAppSchema(method, 'path'), handler: handleRun, exposeHeadRoute: false });
-    }
-    for (const method of ['POST', ...CUSTOM_APP_METHODS] as const) {
-      app.route({ method, url: '/v4/:project_id/:app_name', schema: customAppSchema(method, 'root'), handler: handleRun, exposeHeadRoute: false });
-    }
-    // Deeper custom-app paths: the same operations as /{function}, which OpenAPI 3.0 paths cannot template.
-    app.all('/v4/:project_id/:app_name/*', { schema: { hide: true } }, handleRun);
+  return { handle };
+}
+
+/**
+ * Splits `/v4/{project_id}/{app_name}[/{rest}]`; null for any other path (`/v4/openapi.json` among them, which
+ * its server answers). Segments are percent-decoded; a path that is not valid percent-encoding is refused.
+ */
+export function parseRunPath(path: string): RunPath | null {
+  if (!path.startsWith(RUN_PATH_PREFIX)) return null;
+  const projectEnd = path.indexOf('/', RUN_PATH_PREFIX.length);
+  if (projectEnd === -1 || projectEnd === RUN_PATH_PREFIX.length) return null;
+  const appEnd = path.indexOf('/', projectEnd + 1);
+  const rawApp = appEnd === -1 ? path.slice(projectEnd + 1) : path.slice(projectEnd + 1, appEnd);
+  if (rawApp === '') return null;
+  const rawRest = appEnd === -1 ? '' : path.slice(appEnd + 1);
+  return {
+    projectId: decodeSegment(path.slice(RUN_PATH_PREFIX.length, projectEnd), path),
+    appName: decodeSegment(rawApp, path),
+    rest: decodeSegment(rawRest, path),
+    rawRest,
   };
 }
 
-/** Methods a custom app answers besides POST (POST on /{function} is runFunction, shared with Python apps). */
-const CUSTOM_APP_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
-
-/** Adds the webhook's header parameters to every callback operation (see WEBHOOK_CALLBACK_PARAMETERS). */
-function withCallbackHeaders<T>(document: T): T {
-  const paths = (document as { paths?: Record<string, Record<string, { callbacks?: Record<string, Record<string, Record<string, object>>> }>> }).paths ?? {};
-  for (const operations of Object.values(paths)) {
-    for (const operation of Object.values(operations)) {
-      for (const callback of Object.values(operation.callbacks ?? {})) {
-        for (const expression of Object.values(callback)) {
-          for (const callbackOperation of Object.values(expression)) Object.assign(callbackOperation, { parameters: WEBHOOK_CALLBACK_PARAMETERS });
-        }
-      }
-    }
+function decodeSegment(segment: string, path: string): string {
+  if (!segment.includes('%')) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new ProblemError(Problems.routeNotFound, `${path} is not a valid path: it has a malformed percent-encoding`);
   }
-  return document;
+}
+
+function withQuery(query: string): string {
+  return query ? '?' + query : '';
 }
 
 /** The outcome of a run that ended in a recorded failure (the mode threw after recording it). */
@@ -334,26 +329,12 @@ function outcomeOf(record: RunRecord): RunOutcome {
   return { statusCode: record.statusCode ?? 500, success: false, resultJson: null, error: record.error, runTimeMs: record.runtimeMs ?? 0 };
 }
 
-function customForwardPath(url: string, rest: string): string {
-  const queryStart = url.indexOf('?');
-  const query = queryStart === -1 ? '' : forwardedQuery(url.slice(queryStart + 1));
-  return '/' + rest + (query ? '?' + query : '');
-}
-
-function toProblem(error: unknown, logger: Replica['logger']): ProblemError {
-  if (error instanceof ProblemError) return error;
-  const code = (error as { code?: string }).code;
-  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ProblemError(Problems.bodyTooLarge, (error as Error).message);
-  logger.error({ err: error }, 'run interface error');
-  return new ProblemError(Problems.internal, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
-}
-
-export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: ProblemError): void {
-  if (reply.sent || reply.raw.headersSent) {
-    reply.raw.destroy();
+/** Answers with a problem; once an answer has begun, the connection is cut instead (the body is torn). */
+export function sendProblem(response: ServerResponse, runId: string, problem: ProblemError): void {
+  if (response.headersSent || response.destroyed) {
+    response.destroy();
     return;
   }
-  if (request.runId) reply.header('x-request-id', request.runId);
-  if (problem.headers) reply.headers(problem.headers);
-  reply.code(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.toBody()));
+  response.writeHead(problem.status, { ...problem.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
+  response.end(JSON.stringify(problem.toBody()));
 }

@@ -10,7 +10,8 @@ export interface RunOptions {
   webhookEndpoint: string | null;
 }
 
-const NO_OPTIONS: RunOptions = Object.freeze({ async: false, webhookEndpoint: null });
+/** A call without reserved parameters. */
+export const NO_OPTIONS: RunOptions = Object.freeze({ async: false, webhookEndpoint: null });
 
 export function parseRunOptions(query: Record<string, string | string[] | undefined>): RunOptions {
   const asyncValue = query.async;

@@ -1,9 +1,7 @@
 // Custom runtime: any method and path after the app name goes to the app's own server unchanged (query minus
 // the reserved parameters), and its answer comes back as it comes: status, headers, streamed body.
 import { once } from 'node:events';
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Readable } from 'node:stream';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
@@ -39,8 +37,8 @@ export async function proxyCustom(
   run: ActiveRun,
   target: AppTarget,
   recorder: RunRecorder,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: IncomingMessage,
+  raw: ServerResponse,
   options: CustomProxyOptions,
 ): Promise<RunOutcome> {
   const pool = target.pool;
@@ -48,18 +46,16 @@ export async function proxyCustom(
   let response: Dispatcher.ResponseData;
   try {
     response = await pool.request({
-      method: request.method as Dispatcher.HttpMethod,
+      method: (request.method ?? 'GET') as Dispatcher.HttpMethod,
       path: options.forwardPath,
       headers: forwardedRequestHeaders(request, run.record.id, options.dropAuthorization),
-      body: (request.body as Readable | undefined) ?? null,
+      body: hasBody(request) ? request : null,
       signal: run.signal,
     });
   } catch (err) {
     throw recordFailedExchange(run, recorder, err);
   }
 
-  reply.hijack();
-  const raw = reply.raw;
   raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
   const captured: Buffer[] = [];
   let answerBytes = 0;
@@ -105,7 +101,13 @@ export async function proxyCustom(
   return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
 }
 
-export function forwardedRequestHeaders(request: FastifyRequest, runId: string, dropAuthorization: boolean): IncomingHttpHeaders {
+/** A request with a body to forward: a declared length over 0, or a chunked one. */
+export function hasBody(request: IncomingMessage): boolean {
+  const contentLength = request.headers['content-length'];
+  return contentLength !== undefined ? contentLength !== '0' : request.headers['transfer-encoding'] !== undefined;
+}
+
+export function forwardedRequestHeaders(request: IncomingMessage, runId: string, dropAuthorization: boolean): IncomingHttpHeaders {
   const headers: IncomingHttpHeaders = {};
   for (const name in request.headers) {
     if (!HOP_BY_HOP.has(name)) headers[name] = request.headers[name];
@@ -114,8 +116,9 @@ export function forwardedRequestHeaders(request: FastifyRequest, runId: string, 
   // A chunked body is forwarded chunked; a sized one keeps its size.
   if (request.headers['content-length'] !== undefined) headers['content-length'] = request.headers['content-length'];
   headers['x-request-id'] = runId;
-  headers['x-forwarded-for'] = request.ip;
-  headers['x-forwarded-proto'] = request.protocol;
+  // The peer as the sidecar sees it (the ingress controller, in a cluster); the sidecar's port has no TLS.
+  if (request.socket.remoteAddress) headers['x-forwarded-for'] = request.socket.remoteAddress;
+  headers['x-forwarded-proto'] = 'http';
   if (request.headers.host) headers['x-forwarded-host'] = request.headers.host;
   return headers;
 }

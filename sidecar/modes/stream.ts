@@ -3,7 +3,6 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { constants as zlibConstants, createGzip, type Gzip } from 'node:zlib';
-import type { FastifyReply } from 'fastify';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
@@ -18,19 +17,17 @@ export async function runStream(
   target: AppTarget,
   recorder: RunRecorder,
   body: Buffer,
-  reply: FastifyReply,
+  response: ServerResponse,
   options: { gzip: boolean; keepItems: boolean },
 ): Promise<RunOutcome> {
   const answer = await callRecorded(run, target, recorder, body, true);
   if (answer.kind !== 'stream') {
     // The function returned a value, not an iterator: it is answered like a sync call.
     const outcome = settle(run, recorder, answer);
-    sendPlainAnswer(reply, run.record.id, answer, outcome);
+    sendPlainAnswer(response, run.record.id, answer, outcome);
     return outcome;
   }
 
-  reply.hijack();
-  const response = reply.raw;
   response.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',

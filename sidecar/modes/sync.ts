@@ -1,6 +1,6 @@
 // Sync mode: the caller waits for `200 {"run_id","result","run_time_ms"}` or `500 {"run_id","error",...}`.
 // The envelope is concatenated around the runtime's JSON text, never parsed and re-serialised.
-import type { FastifyReply } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import { PROBLEM_CONTENT_TYPE } from '../problem.ts';
@@ -16,11 +16,11 @@ export async function runSync(
   target: AppTarget,
   recorder: RunRecorder,
   body: Buffer,
-  reply: FastifyReply,
+  response: ServerResponse,
 ): Promise<RunOutcome> {
   const answer = await callRecorded(run, target, recorder, body, false);
   const outcome = settle(run, recorder, answer);
-  sendPlainAnswer(reply, run.record.id, answer, outcome);
+  sendPlainAnswer(response, run.record.id, answer, outcome);
   return outcome;
 }
 
@@ -42,22 +42,20 @@ export function settle(run: ActiveRun, recorder: RunRecorder, answer: RuntimeAns
   }
 }
 
-export function sendPlainAnswer(reply: FastifyReply, runId: string, answer: RuntimeAnswer, outcome: RunOutcome): void {
+export function sendPlainAnswer(response: ServerResponse, runId: string, answer: RuntimeAnswer, outcome: RunOutcome): void {
   switch (answer.kind) {
     case 'result':
-      reply
-        .code(200)
-        .header('content-type', JSON_CONTENT_TYPE)
-        .send('{"run_id":"' + runId + '","result":' + answer.json + ',"run_time_ms":' + outcome.runTimeMs + '}');
+      // A flat header list: Node writes it as given, without building and walking a header object.
+      response.writeHead(200, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', runId]);
+      response.end('{"run_id":"' + runId + '","result":' + answer.json + ',"run_time_ms":' + outcome.runTimeMs + '}');
       return;
     case 'function-error':
-      reply
-        .code(answer.statusCode)
-        .header('content-type', JSON_CONTENT_TYPE)
-        .send('{"run_id":"' + runId + '","error":' + answer.json + ',"run_time_ms":' + outcome.runTimeMs + '}');
+      response.writeHead(answer.statusCode, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', runId]);
+      response.end('{"run_id":"' + runId + '","error":' + answer.json + ',"run_time_ms":' + outcome.runTimeMs + '}');
       return;
     case 'problem':
-      reply.code(answer.statusCode).headers(answer.headers).header('content-type', PROBLEM_CONTENT_TYPE).send(answer.body);
+      response.writeHead(answer.statusCode, { ...answer.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
+      response.end(answer.body);
       return;
     case 'stream':
       throw new Error('a streamed answer cannot be sent plainly');

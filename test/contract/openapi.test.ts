@@ -10,7 +10,8 @@ import { buildOpenApiDocuments, DOCUMENT_FILES, noRuns, serialise } from '../../
 import { managementApi } from '../../management/routes.ts';
 import { AppRegistry } from '../../sidecar/apps.ts';
 import { Replica } from '../../sidecar/replica.ts';
-import { runInterface } from '../../sidecar/run-interface.ts';
+import { createRunInterface } from '../../sidecar/run-interface.ts';
+import { runInterfaceRoutes } from '../../sidecar/run-interface-routes.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 type Document = {
@@ -70,7 +71,7 @@ describe('routes and operations', () => {
     server.addHook('onRoute', (route) => {
       routes.push(route);
     });
-    await server.register(runInterface(replica));
+    await server.register(runInterfaceRoutes(createRunInterface(replica)));
     await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false } });
     await server.ready();
   });

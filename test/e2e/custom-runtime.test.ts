@@ -1,79 +1,93 @@
 // Custom runtime: any method and path after the app name reach the app's own server unchanged.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { FRONT_DOORS, startRunServer, type TestRunServer } from '../support/run-server.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
 import { waitFor } from '../support/wait.ts';
 
 let dev: TestDevServer;
+let sidecar: TestRunServer;
+/** Origin of the front door under test. */
+let runOrigin: string;
 let base: string;
 
 beforeAll(async () => {
   dev = await startTestDevServer({ appDirs: [await makeCustomApp('web')], bodyLimitBytes: 64 * 1024 });
-  base = `${dev.url}/v4/dev/web`;
+  sidecar = await startRunServer(dev.replica);
 });
-afterAll(async () => dev?.dispose());
+afterAll(async () => {
+  await sidecar?.close();
+  await dev?.dispose();
+});
 
-describe('custom runtime', () => {
-  it('forwards method, path, query (minus reserved parameters), body and X-Request-Id', async () => {
-    const response = await fetch(`${base}/things/42?colour=red%20blue&async=false&x=1`, {
-      method: 'PUT',
-      headers: { 'content-type': 'text/plain' },
-      body: 'hello app',
+describe.each(FRONT_DOORS)('through %s', (door) => {
+  beforeAll(() => {
+    runOrigin = door === 'runlet dev' ? dev.url : sidecar.url;
+    base = `${runOrigin}/v4/dev/web`;
+  });
+
+  describe('custom runtime', () => {
+    it('forwards method, path, query (minus reserved parameters), body and X-Request-Id', async () => {
+      const response = await fetch(`${base}/things/42?colour=red%20blue&async=false&x=1`, {
+        method: 'PUT',
+        headers: { 'content-type': 'text/plain' },
+        body: 'hello app',
+      });
+      expect(response.status).toBe(200);
+      const runId = response.headers.get('x-request-id');
+      expect(runId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(await response.json()).toEqual({
+        method: 'PUT',
+        path: '/things/42',
+        query: '?colour=red%20blue&x=1',
+        requestId: runId,
+        contentType: 'text/plain',
+        body: 'hello app',
+      });
     });
-    expect(response.status).toBe(200);
-    const runId = response.headers.get('x-request-id');
-    expect(runId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(await response.json()).toEqual({
-      method: 'PUT',
-      path: '/things/42',
-      query: '?colour=red%20blue&x=1',
-      requestId: runId,
-      contentType: 'text/plain',
-      body: 'hello app',
+
+    it('forwards GET to the app root and passes the app headers back, multi-valued ones included', async () => {
+      const response = await fetch(base);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('x-app')).toBe('custom');
+      expect(response.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
+      expect(await response.json()).toMatchObject({ method: 'GET', path: '/' });
     });
-  });
 
-  it('forwards GET to the app root and passes the app headers back, multi-valued ones included', async () => {
-    const response = await fetch(base);
-    expect(response.status).toBe(200);
-    expect(response.headers.get('x-app')).toBe('custom');
-    expect(response.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
-    expect(await response.json()).toMatchObject({ method: 'GET', path: '/' });
-  });
+    it("passes the app's status and streamed body through", async () => {
+      const streamed = await fetch(`${base}/stream`);
+      expect(await streamed.text()).toBe('part 0\npart 1\npart 2\n');
+      const teapot = await fetch(`${base}/status?code=418`);
+      expect(teapot.status).toBe(418);
+      expect(await teapot.json()).toEqual({ code: 418 });
+    });
 
-  it("passes the app's status and streamed body through", async () => {
-    const streamed = await fetch(`${base}/stream`);
-    expect(await streamed.text()).toBe('part 0\npart 1\npart 2\n');
-    const teapot = await fetch(`${base}/status?code=418`);
-    expect(teapot.status).toBe(418);
-    expect(await teapot.json()).toEqual({ code: 418 });
-  });
+    it('records a call whose caller leaves mid-response as cancelled', async () => {
+      const controller = new AbortController();
+      const response = await fetch(`${base}/endless`, { signal: controller.signal });
+      const runId = response.headers.get('x-request-id');
+      const reader = response.body!.getReader();
+      await reader.read();
+      controller.abort();
+      const record = await waitFor(async () => {
+        const item = ((await (await fetch(`${dev.url}/v2/projects/dev/apps/web/runs/${runId}`)).json()) as { item: { status: string } }).item;
+        return item.status !== 'running' ? item : null;
+      }, { what: 'the abandoned proxy run to end' });
+      expect(record).toMatchObject({ status: 'cancelled', reason: 'client_closed' });
+    });
 
-  it('records a call whose caller leaves mid-response as cancelled', async () => {
-    const controller = new AbortController();
-    const response = await fetch(`${base}/endless`, { signal: controller.signal });
-    const runId = response.headers.get('x-request-id');
-    const reader = response.body!.getReader();
-    await reader.read();
-    controller.abort();
-    const record = await waitFor(async () => {
-      const item = ((await (await fetch(`${dev.url}/v2/projects/dev/apps/web/runs/${runId}`)).json()) as { item: { status: string } }).item;
-      return item.status !== 'running' ? item : null;
-    }, { what: 'the abandoned proxy run to end' });
-    expect(record).toMatchObject({ status: 'cancelled', reason: 'client_closed' });
-  });
+    it('refuses a body declared over the limit with 413 before the app sees it', async () => {
+      const response = await fetch(`${base}/things`, { method: 'POST', body: 'x'.repeat(70 * 1024) });
+      expect(response.status).toBe(413);
+      expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems/body-too-large');
+    });
 
-  it('refuses a body declared over the limit with 413 before the app sees it', async () => {
-    const response = await fetch(`${base}/things`, { method: 'POST', body: 'x'.repeat(70 * 1024) });
-    expect(response.status).toBe(413);
-    expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems/body-too-large');
-  });
-
-  it('records each call with the status the app answered', async () => {
-    const response = await fetch(`${base}/status?code=503`);
-    const runId = response.headers.get('x-request-id');
-    await response.text();
-    const record = await fetch(`${dev.url}/v2/projects/dev/apps/web/runs/${runId}`);
-    expect(((await record.json()) as { item: unknown }).item).toMatchObject({ status: 'failure', statusCode: 503, functionName: 'status' });
+    it('records each call with the status the app answered', async () => {
+      const response = await fetch(`${base}/status?code=503`);
+      const runId = response.headers.get('x-request-id');
+      await response.text();
+      const record = await fetch(`${dev.url}/v2/projects/dev/apps/web/runs/${runId}`);
+      expect(((await record.json()) as { item: unknown }).item).toMatchObject({ status: 'failure', statusCode: 503, functionName: 'status' });
+    });
   });
 });
