@@ -16,6 +16,7 @@ import { Replica } from '../sidecar/replica.ts';
 import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
 import { createRunServer } from '../sidecar/run-server.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
+import { loadKubeCredentials } from '../sidecar/runs/kube-credentials.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
@@ -148,11 +149,14 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
 
 /** The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG). */
 async function runLogStore(target: AppTarget, podName: string, registry: Registry, logger: Logger): Promise<RunLogStore> {
-  // Imported here only: @kubernetes/client-node adds ~50 MB to the process's RSS, which a SQLite sidecar never needs.
-  const { KubeConfig } = await import('@kubernetes/client-node');
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromDefault();
-  const store = new RunLogStore({ kubeConfig, namespace: target.projectId, podName, appName: target.appName, registry, logger });
+  let credentials;
+  try {
+    credentials = await loadKubeCredentials();
+  } catch (err) {
+    // A missing or broken kubeconfig or service account: the message names the file and what to fix.
+    throw new CliError(`--run-store runlog: ${(err as Error).message}`);
+  }
+  const store = new RunLogStore({ credentials, namespace: target.projectId, podName, appName: target.appName, registry, logger });
   store.start();
   return store;
 }

@@ -4,11 +4,10 @@
 // Why not client-node's generated CustomObjectsApi: client-node 2.0 builds a new undici Agent for every
 // request — a new connection, and in a cluster a new TLS handshake — which an async run's durable save would
 // pay on top of its one round trip; and it re-serialises bodies, while the RunLog status is sent as the exact
-// bytes measured against its budget. Authentication still comes from client-node's KubeConfig, per request
-// (service-account tokens are rotated on disk).
-import type { RequestOptions } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
+// bytes measured against its budget. Authentication headers are read per request (service-account tokens are
+// rotated on disk).
 import { Agent, ProxyAgent, fetch, type Dispatcher } from 'undici';
+import type { KubeCredentials } from './kube-credentials.ts';
 
 /** A failed API call: the HTTP status and the Status the server answered, or the transport error as `cause`. */
 export class KubeRequestError extends Error {
@@ -40,16 +39,12 @@ export interface KubeRequest {
 }
 
 export class KubeJsonClient {
-  readonly #kubeConfig: KubeConfig;
-  readonly #server: string;
+  readonly #credentials: KubeCredentials;
   readonly #timeoutMs: number;
   #dispatcher: Promise<Dispatcher> | undefined;
 
-  constructor(kubeConfig: KubeConfig, options: { requestTimeoutMs: number }) {
-    const cluster = kubeConfig.getCurrentCluster();
-    if (cluster === null) throw new Error('the kubeconfig has no current cluster');
-    this.#kubeConfig = kubeConfig;
-    this.#server = cluster.server.replace(/\/+$/, '');
+  constructor(credentials: KubeCredentials, options: { requestTimeoutMs: number }) {
+    this.#credentials = credentials;
     this.#timeoutMs = options.requestTimeoutMs;
   }
 
@@ -59,10 +54,10 @@ export class KubeJsonClient {
     let response;
     let text;
     try {
-      const headers = await this.#authHeaders();
+      const headers = await this.#credentials.authHeaders();
       headers.accept = 'application/json';
       if (request.body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
-      response = await fetch(this.#server + path, {
+      response = await fetch(this.#credentials.server + path, {
         method,
         headers,
         body: request.body,
@@ -92,18 +87,6 @@ export class KubeJsonClient {
     await dispatcher?.close();
   }
 
-  /** Fetched per request: tokens rotate (projected service-account tokens, exec plugins). */
-  async #authHeaders(): Promise<Record<string, string>> {
-    const options: RequestOptions = {};
-    await this.#kubeConfig.applyToHTTPSOptions(options);
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(options.headers ?? {})) {
-      if (value !== undefined) headers[name.toLowerCase()] = String(value);
-    }
-    if (typeof options.auth === 'string') headers.authorization = `Basic ${Buffer.from(options.auth).toString('base64')}`;
-    return headers;
-  }
-
   /** One keep-alive agent for the client's life, with the cluster's TLS settings. */
   #pooledDispatcher(): Promise<Dispatcher> {
     this.#dispatcher ??= this.#createDispatcher();
@@ -111,11 +94,8 @@ export class KubeJsonClient {
   }
 
   async #createDispatcher(): Promise<Dispatcher> {
-    const tls: RequestOptions = {};
-    await this.#kubeConfig.applyToHTTPSOptions(tls);
-    const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = tls;
-    const connect = { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername };
-    const proxyUrl = this.#kubeConfig.getCurrentCluster()?.proxyUrl;
+    const connect = await this.#credentials.tls();
+    const proxyUrl = this.#credentials.proxyUrl;
     if (proxyUrl === undefined) return new Agent({ connect: { ...connect, keepAlive: true, keepAliveInitialDelay: 30_000 } });
     if (!proxyUrl.startsWith('http')) throw new Error(`the sidecar supports HTTP(S) proxies to the API server only, not ${proxyUrl}`);
     return new ProxyAgent({ uri: proxyUrl, requestTls: connect });

@@ -3,9 +3,9 @@
 // save (an async run's `pending` record, before its 202) gets a write within a few milliseconds, shared by
 // every durable save that arrives meanwhile. While the API server is unreachable, saves wait in a bounded
 // buffer and durable saves fail fast, so the sidecar answers 503 rather than accept a run it has not recorded.
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { KubeCredentials } from './kube-credentials.ts';
 import type { RunRecord } from './record.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunLogApi, isConflict, isNotFound, type RunLogState } from './runlog-api.ts';
@@ -16,7 +16,8 @@ import { RunLogWindow } from './runlog-window.ts';
 import type { RunStore } from './store.ts';
 
 export interface RunLogStoreOptions {
-  kubeConfig: KubeConfig;
+  /** The API server and how to authenticate to it (loadKubeCredentials). */
+  credentials: KubeCredentials;
   /** The project: the pod's namespace, where its App and RunLog live. */
   namespace: string;
   /** The pod's name, which the RunLog is named after. */
@@ -121,7 +122,7 @@ export class RunLogStore implements RunStore {
     this.#retryInitialMs = options.retryInitialMs ?? 250;
     this.#retryMaxMs = options.retryMaxMs ?? 5000;
     this.#closeTimeoutMs = options.closeTimeoutMs ?? 5000;
-    this.#client = new KubeJsonClient(options.kubeConfig, { requestTimeoutMs: options.requestTimeoutMs ?? 10_000 });
+    this.#client = new KubeJsonClient(options.credentials, { requestTimeoutMs: options.requestTimeoutMs ?? 10_000 });
     this.#api = new RunLogApi(this.#client, { namespace, name: podName, appName });
     this.#window = new RunLogWindow({ maxUnwritten: this.#maxBufferedRuns });
     this.#metrics = new RunLogMetrics(options.registry, () => this.#window.unwritten);

@@ -7,6 +7,7 @@ import { Registry } from 'prom-client';
 import { parse } from 'yaml';
 import { pythonApp } from '../../crds/fixtures.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
+import { kubeConfigCredentials } from './kube-credentials-client-node.ts';
 import type { RunRecord, RunStatus } from './record.ts';
 import { newRunId } from './recorder.ts';
 import { isFinished } from './runlog-window.ts';
@@ -124,7 +125,7 @@ export function createStore(cluster: Cluster, options: Partial<RunLogStoreOption
   const { logger, lines } = captureLogger();
   const registry = new Registry();
   const store = new RunLogStore({
-    kubeConfig: cluster.server.kubeConfig(),
+    credentials: kubeConfigCredentials(cluster.server.kubeConfig()),
     namespace: NAMESPACE,
     podName: POD_NAME,
     appName: APP_NAME,
