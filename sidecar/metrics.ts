@@ -9,7 +9,7 @@ const FINAL_STATUSES: readonly RunStatus[] = ['success', 'failure', 'cancelled']
 
 export class SidecarMetrics {
   readonly registry: Registry;
-  readonly #runs: Record<string, Counter.Internal> = {};
+  readonly #runs: Record<string, Record<string, Counter.Internal>> = {};
   readonly #durations: Record<string, Histogram.Internal<'mode'>> = {};
   readonly #webhookAttempts: Counter<'outcome'>;
   readonly #webhookDeliveries: Counter<'state'>;
@@ -28,7 +28,8 @@ export class SidecarMetrics {
     });
     for (const mode of MODES) {
       this.#durations[mode] = durations.labels(mode);
-      for (const status of FINAL_STATUSES) this.#runs[mode + status] = runs.labels(mode, status);
+      const byStatus: Record<string, Counter.Internal> = (this.#runs[mode] = {});
+      for (const status of FINAL_STATUSES) byStatus[status] = runs.labels(mode, status);
     }
     new Gauge({
       name: 'runlet_runs_in_flight',
@@ -52,7 +53,7 @@ export class SidecarMetrics {
   }
 
   runCompleted(mode: RunMode, status: RunStatus, runtimeMs: number | null): void {
-    this.#runs[mode + status]?.inc();
+    this.#runs[mode]?.[status]?.inc();
     if (runtimeMs !== null) this.#durations[mode]?.observe(runtimeMs / 1000);
   }
 

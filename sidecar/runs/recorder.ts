@@ -83,7 +83,7 @@ export class RunRecorder {
       statusCode: null,
       error: null,
       reason: null,
-      createdAt: new Date().toISOString(),
+      createdAt: isoNow(),
       startedAt: null,
       completedAt: null,
       queueTimeMs: null,
@@ -101,7 +101,7 @@ export class RunRecorder {
     const clock = this.#clocks.get(record.id);
     const now = performance.now();
     record.status = 'running';
-    record.startedAt = new Date().toISOString();
+    record.startedAt = isoNow();
     if (clock) {
       clock.startedAt = now;
       record.queueTimeMs = roundMs(now - clock.receivedAt);
@@ -119,7 +119,7 @@ export class RunRecorder {
     record.statusCode = end.statusCode;
     record.error = end.error ?? null;
     record.reason = end.reason ?? null;
-    record.completedAt = new Date().toISOString();
+    record.completedAt = isoNow();
     record.runtimeMs = record.startedAt ? runtimeMs : null;
     record.responseTimeMs = clock ? roundMs(now - clock.receivedAt) : null;
     this.#store.save(record);
@@ -145,6 +145,20 @@ export function markAbandoned(record: RunRecord, reason: FailureReason, message:
     record.webhook.state = 'failed';
     record.webhook.lastError = `not delivered: ${message}`;
   }
+}
+
+/** The last wall-clock millisecond formatted, and its text: a run formats three, mostly in the same millisecond. */
+let isoMs = Number.NaN;
+let isoText = '';
+
+/** `new Date().toISOString()`, formatted once per millisecond: under load, many runs share each one. */
+function isoNow(): string {
+  const now = Date.now();
+  if (now !== isoMs) {
+    isoMs = now;
+    isoText = new Date(now).toISOString();
+  }
+  return isoText;
 }
 
 function roundMs(ms: number): number {
