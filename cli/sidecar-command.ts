@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { SqliteRunStore } from '../local/sqlite-run-store.ts';
 import { createAdminInterface, createAdminServer } from '../sidecar/admin-interface.ts';
-import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
+import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { createLogger } from '../sidecar/logger.ts';
@@ -107,6 +107,8 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   if (authSwitch !== 'on' && authSwitch !== 'off') throw new CliError(`--auth must be on or off, got "${authSwitch}"`, 2);
   let auth: RunAuthenticator | undefined;
   if (authSwitch === 'on') {
+    // Imported only when callers are authenticated: jose and its key-set client are ~9 MB of RSS.
+    const { RunAuthenticator } = await import('../sidecar/auth/authenticator.ts');
     try {
       auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), target.projectId), { logger });
     } catch (err) {

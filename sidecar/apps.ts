@@ -1,6 +1,7 @@
 // The apps a sidecar fronts: one in a pod, several in `runlet dev`. An app is reachable only while its runtime
 // is attached (ready); the supervisor attaches and detaches it as the runtime starts, crashes and restarts.
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
+import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
 import { RuntimeConnections } from './runtime-connections.ts';
 
@@ -69,7 +70,7 @@ export class AppTarget {
       this.#connections = new RuntimeConnections(origin, { maxConnections });
       return;
     }
-    this.#pool = new Pool(origin, {
+    this.#pool = new (undici().Pool)(origin, {
       connections: maxConnections,
       pipelining: 1,
       // Runs are bounded by the app's run time limit, not by undici's 300 s defaults.

@@ -1,6 +1,6 @@
 // In a pod, the runtime is another container the kubelet starts and restarts: the sidecar watches its health
 // endpoint, attaching the app while it answers and detaching it while it does not (calls then get 503).
-import { request } from 'undici';
+import { get } from 'node:http';
 import type { Logger } from 'pino';
 import type { AppTarget } from './apps.ts';
 
@@ -49,17 +49,18 @@ export class RuntimeWatcher {
     this.#timer.unref();
   }
 
-  async #isHealthy(): Promise<boolean> {
-    try {
-      const response = await request(this.#options.origin + (this.#options.readyPath ?? '/'), {
-        method: 'GET',
-        headersTimeout: PROBE_TIMEOUT_MS,
-        bodyTimeout: PROBE_TIMEOUT_MS,
+  /** One GET on a fresh connection (node:http, so a Python app's sidecar never loads undici for its probes). */
+  #isHealthy(): Promise<boolean> {
+    const anyAnswer = this.#options.readyPath === null;
+    return new Promise((resolve) => {
+      const probe = get(this.#options.origin + (this.#options.readyPath ?? '/'), { agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
+        const status = response.statusCode ?? 0;
+        response.resume();
+        response.on('end', () => resolve(anyAnswer || (status >= 200 && status < 300)));
+        response.on('error', () => resolve(false));
       });
-      await response.body.dump();
-      return this.#options.readyPath === null || (response.statusCode >= 200 && response.statusCode < 300);
-    } catch {
-      return false;
-    }
+      probe.on('timeout', () => probe.destroy(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)));
+      probe.on('error', () => resolve(false));
+    });
   }
 }

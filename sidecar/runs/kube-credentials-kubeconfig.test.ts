@@ -61,6 +61,18 @@ describe('kubeconfigCredentials', () => {
     expect(await credentials.authHeaders()).toEqual({ authorization: 'Bearer abc' });
   });
 
+  it('reads a kubeconfig written as JSON, and a YAML flow mapping that is not JSON', async () => {
+    const document = { clusters: [{ name: 'c', cluster: { server: 'https://json.example' } }], users: [{ name: 'u', user: { token: 'j' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], 'current-context': 'x' };
+    const json = join(dir, 'json-config');
+    writeFileSync(json, JSON.stringify(document));
+    const fromJson = await kubeconfigCredentials([json]);
+    expect([fromJson.server, await fromJson.authHeaders()]).toEqual(['https://json.example', { authorization: 'Bearer j' }]);
+    const flow = join(dir, 'flow-config');
+    writeFileSync(flow, "{clusters: [{name: c, cluster: {server: 'https://flow.example'}}], users: [{name: u, user: {token: f}}], contexts: [{name: x, context: {cluster: c, user: u}}], current-context: x}");
+    const fromFlow = await kubeconfigCredentials([flow]);
+    expect([fromFlow.server, await fromFlow.authHeaders()]).toEqual(['https://flow.example', { authorization: 'Bearer f' }]);
+  });
+
   it('returns headers the caller may add to without changing the next call', async () => {
     const credentials = await kubeconfigCredentials([writeKubeconfig()]);
     const first = await credentials.authHeaders();

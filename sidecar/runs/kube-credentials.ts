@@ -6,7 +6,6 @@ import { access } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import type { ConnectionOptions } from 'node:tls';
 import { inClusterCredentials, SERVICE_ACCOUNT_DIR } from './kube-credentials-in-cluster.ts';
-import { kubeconfigCredentials } from './kube-credentials-kubeconfig.ts';
 
 /** TLS options of the connections to the API server. */
 export type KubeTls = Pick<ConnectionOptions, 'ca' | 'cert' | 'key' | 'servername'> & { rejectUnauthorized: boolean };
@@ -46,6 +45,12 @@ export async function loadKubeCredentials(sources: CredentialSources = {}): Prom
     `no Kubernetes API credentials: KUBECONFIG is not set, ${home === undefined ? 'HOME is not set' : `${home} does not exist`}, ` +
       `and there is no service-account token at ${join(serviceAccountDir, 'token')}`,
   );
+}
+
+/** Loaded only for a kubeconfig: its YAML parser is ~8 MB of RSS that a pod (service account) never needs. */
+async function kubeconfigCredentials(paths: string[]): Promise<KubeCredentials> {
+  const { kubeconfigCredentials: fromFiles } = await import('./kube-credentials-kubeconfig.ts');
+  return fromFiles(paths);
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -3,7 +3,8 @@
 // its lifetime; drain waits on `idle()` and then calls `close()`.
 
 import { setTimeout as sleepFor } from 'node:timers/promises';
-import { Agent } from 'undici';
+import type { Agent } from 'undici';
+import { undici } from '../lazy-undici.ts';
 import type { WebhookRecord } from '../runs/record.ts';
 import { DestinationPolicy, DestinationRefusedError, guardedConnector, systemResolve } from './guard.ts';
 import type { Resolve } from './guard.ts';
@@ -75,7 +76,9 @@ export interface DelivererOptions {
 const SHUTDOWN_MESSAGE = 'delivery abandoned: the sidecar is shutting down';
 
 export class WebhookDeliverer {
-  readonly #agent: Agent;
+  readonly #createAgent: () => Agent;
+  /** Created with the first delivery: a sidecar whose runs have no webhook never loads undici. */
+  #agent: Agent | null = null;
   readonly #clock: DeliveryClock;
   readonly #schedule: RetrySchedule;
   readonly #attemptTimeoutMs: number;
@@ -89,14 +92,16 @@ export class WebhookDeliverer {
     this.#schedule = options.schedule ?? DEFAULT_RETRY_SCHEDULE;
     this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 10_000;
     this.#responseBodyLimitBytes = options.responseBodyLimitBytes ?? 64 * 1024;
-    this.#agent = new Agent({
-      connect: guardedConnector({
-        policy: new DestinationPolicy(options.allowCidrs),
-        resolve: options.resolve ?? systemResolve,
-        connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
-      }),
-      connections: options.connectionsPerOrigin ?? 128,
-    });
+    const policy = new DestinationPolicy(options.allowCidrs);
+    this.#createAgent = () =>
+      new (undici().Agent)({
+        connect: guardedConnector({
+          policy,
+          resolve: options.resolve ?? systemResolve,
+          connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
+        }),
+        connections: options.connectionsPerOrigin ?? 128,
+      });
   }
 
   /** Deliveries started and not yet finished. */
@@ -127,6 +132,11 @@ export class WebhookDeliverer {
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
+  #pooledAgent(): Agent {
+    this.#agent ??= this.#createAgent();
+    return this.#agent;
+  }
+
   /**
    * Abandons what is still pending (waits between attempts and attempts in flight end at once, recorded as
    * failed) and closes the connection pool. Call `idle()` first, bounded by the drain deadline, to let
@@ -135,7 +145,7 @@ export class WebhookDeliverer {
   async close(): Promise<void> {
     this.#shutdown.abort();
     await this.idle();
-    await this.#agent.close();
+    await this.#agent?.close();
   }
 
   async #deliverWithRetries(delivery: WebhookDelivery): Promise<DeliveryOutcome> {
@@ -187,7 +197,7 @@ export class WebhookDeliverer {
     this.#shutdown.signal.addEventListener('abort', abandon, { once: true });
     try {
       // undici's dispatcher does not follow redirects: a 3xx is an answer like any other.
-      const response = await this.#agent.request({
+      const response = await this.#pooledAgent().request({
         origin: endpoint.origin,
         path: endpoint.pathname + endpoint.search,
         method: 'POST',

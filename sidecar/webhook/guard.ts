@@ -9,7 +9,8 @@ import type { LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 import type { LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { buildConnector } from 'undici';
+import type { buildConnector } from 'undici';
+import { undici } from '../lazy-undici.ts';
 
 /** The allow-list `runlet dev` uses: receivers on the developer's own machine. */
 export const LOOPBACK_CIDRS: readonly string[] = ['127.0.0.0/8', '::1/128'];
@@ -128,7 +129,7 @@ export interface GuardedConnectorOptions {
  * guarded lookup. net.connect skips `lookup` for an IP literal, so literals are checked here first.
  */
 export function guardedConnector(options: GuardedConnectorOptions): buildConnector.connector {
-  const connect = buildConnector({
+  const connect = undici().buildConnector({
     timeout: options.connectTimeoutMs,
     lookup: guardedLookup(options.policy, options.resolve),
   });

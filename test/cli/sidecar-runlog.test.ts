@@ -6,13 +6,15 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { parse } from 'yaml';
 import { APP_NAME, NAMESPACE, POD_NAME, startCluster, type Cluster } from '../../sidecar/runs/runlog-test-kit.ts';
 import { waitFor } from '../support/wait.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 const RECORD_MODULES = resolve(import.meta.dirname, '../support/record-modules.ts');
 const CLIENT_NODE = /\/node_modules\/@kubernetes\/client-node\//;
+/** What a sidecar without webhooks, auth or custom apps never needs (each is megabytes of RSS): loaded on use. */
+const LOADED_ON_USE = /\/node_modules\/(undici|jose|fastify|@fastify\/swagger|pino-pretty|yaml)\//;
 
 let dir: string | undefined;
 let cluster: Cluster | undefined;
@@ -41,7 +43,8 @@ async function modulesOfSidecar(edit: (kubeconfig: KubeconfigDocument) => void =
   await cluster.server.writeKubeconfig(kubeconfig);
   const document = parse(readFileSync(kubeconfig, 'utf8')) as KubeconfigDocument;
   edit(document);
-  writeFileSync(kubeconfig, stringify(document));
+  // Written as JSON (which is YAML): the sidecar then reads it without loading its YAML parser.
+  writeFileSync(kubeconfig, JSON.stringify(document));
   const moduleLog = join(dir, 'modules.log');
 
   const child = spawn(
@@ -78,11 +81,12 @@ interface KubeconfigDocument {
 }
 
 describe('runlet sidecar --run-store runlog', () => {
-  it('writes its RunLog with the kubeconfig read without loading @kubernetes/client-node', async () => {
+  it('writes its RunLog without loading @kubernetes/client-node, nor undici, jose, fastify, pino-pretty or the YAML parser', async () => {
     const modules = await modulesOfSidecar();
     // The list is of this run's modules: it holds the credentials path the RunLog was written with.
     expect(modules.some((url) => url.endsWith('/sidecar/runs/kube-credentials-kubeconfig.ts'))).toBe(true);
     expect(modules.filter((url) => CLIENT_NODE.test(url))).toEqual([]);
+    expect(modules.filter((url) => LOADED_ON_USE.test(url))).toEqual([]);
   });
 
   it('loads client-node for a kubeconfig user with an exec plugin, and still writes its RunLog', async () => {
