@@ -6,14 +6,15 @@ const SWEEP_INTERVAL_MS = 250;
 
 export class ActiveRun {
   readonly record: RunRecord;
+  /** When the run's time limit passes, on the `performance.now()` clock. */
   readonly deadline: number;
   readonly #abort = new AbortController();
   /** Set when the platform stopped the run; distinguishes timeout/shutdown from a runtime failure. */
   stoppedFor: FailureReason | null = null;
 
-  constructor(record: RunRecord, timeLimitMs: number) {
+  constructor(record: RunRecord, deadline: number) {
     this.record = record;
-    this.deadline = performance.now() + timeLimitMs;
+    this.deadline = deadline;
   }
 
   get signal(): AbortSignal {

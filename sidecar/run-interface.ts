@@ -218,7 +218,8 @@ export function createRunInterface(replica: Replica): RunInterface {
       webhook: call.webhook ? pendingWebhookRecord(call.webhook) : null,
       receivedAt: call.receivedAt,
     });
-    const run = new ActiveRun(record, call.target.runTimeLimitMs);
+    // The time limit counts from the request's arrival, read once for both.
+    const run = new ActiveRun(record, call.receivedAt + call.target.runTimeLimitMs);
     activeRuns.add(run);
     return run;
   }
