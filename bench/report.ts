@@ -21,6 +21,12 @@ export interface FigureSpec {
 
 export type RoundFigures = Record<string, number>;
 
+/** A section of the report after the Notes: Markdown lines under a heading. */
+export interface ReportSection {
+  title: string;
+  lines: string[];
+}
+
 export interface RunInfo {
   startedAt: Date;
   finishedAt: Date;
@@ -73,10 +79,17 @@ function meets(value: number, target: Target): boolean {
   return value < target.value;
 }
 
-export function writeReport(paths: { markdown: string; json: string }, info: RunInfo, specs: FigureSpec[], results: FigureResult[], notes: string[]): void {
+export function writeReport(
+  paths: { markdown: string; json: string },
+  info: RunInfo,
+  specs: FigureSpec[],
+  results: FigureResult[],
+  notes: string[],
+  sections: ReportSection[],
+): void {
   const decimalsOf = new Map(specs.map((spec) => [spec.key, spec.decimals]));
   writeFileSync(paths.json, JSON.stringify({ ...runInfoJson(info), figures: results, notes }, null, 2) + '\n');
-  writeFileSync(paths.markdown, markdown(info, results, notes, (key) => decimalsOf.get(key) ?? 2));
+  writeFileSync(paths.markdown, markdown(info, results, notes, sections, (key) => decimalsOf.get(key) ?? 2));
 }
 
 function runInfoJson(info: RunInfo) {
@@ -92,7 +105,7 @@ function runInfoJson(info: RunInfo) {
   };
 }
 
-function markdown(info: RunInfo, results: FigureResult[], notes: string[], decimalsOf: (key: string) => number): string {
+function markdown(info: RunInfo, results: FigureResult[], notes: string[], sections: ReportSection[], decimalsOf: (key: string) => number): string {
   const v = info.versions;
   const tookS = Math.round((info.finishedAt.getTime() - info.startedAt.getTime()) / 1000);
   const lines = [
@@ -118,6 +131,7 @@ function markdown(info: RunInfo, results: FigureResult[], notes: string[], decim
   }
   lines.push('', '## How it is measured', '', ...info.method.map((sentence) => `- ${sentence}`));
   if (notes.length > 0) lines.push('', '## Notes', '', ...notes.map((note) => `- ${note}`));
+  for (const section of sections) lines.push('', `## ${section.title}`, '', ...section.lines);
   return lines.join('\n') + '\n';
 }
 

@@ -1,13 +1,19 @@
-// `make bench` / `npm run bench`: installs the tools it needs, starts every server once, runs every scenario
-// in each of several rounds, and writes bench/results.md and bench/results.json.
-//   npm run bench -- [--rounds 3] [--duration 3] [--scenarios sync,memory,...]
-// With --scenarios (for profiling one scenario), the report goes to bench/.work/ instead.
+// `make bench` / `npm run bench`: installs the tools it needs, builds dist/, starts every server once, runs every
+// scenario in each of several rounds, and writes bench/results.md and bench/results.json.
+//   npm run bench -- [--rounds 3] [--duration 3] [--scenarios sync,memory,...] [--sidecar-node-options=FLAGS]
+// With --scenarios (for profiling one scenario), the report goes to bench/.work/ instead. Only then may
+// --sidecar-node-options start the sidecars with other Node flags than the pod's (to measure alternatives;
+// `--sidecar-node-options=` for Node's defaults).
 import { mkdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { SIDECAR_NODE_OPTIONS } from '../operator/render/sidecar-container.ts';
+import { buildProject } from './build.ts';
 import { closeStreamClient } from './load/stream-client.ts';
+import { methodNotes } from './method.ts';
+import { NODE_FLAGS_SECTION } from './node-flags.ts';
 import { explainMisses } from './notes.ts';
 import { ProcessGroup } from './processes.ts';
 import { summarise, writeReport, type FigureSpec, type RoundFigures } from './report.ts';
@@ -20,7 +26,7 @@ import type { Settings } from './scenarios/settings.ts';
 import { measureStream, STREAM_FIGURES } from './scenarios/stream.ts';
 import { measureSync, SYNC_FIGURES } from './scenarios/sync.ts';
 import { measureWebhook, WEBHOOK_FIGURES } from './scenarios/webhook.ts';
-import { CONCURRENCY, startStack, type Stack } from './stack.ts';
+import { startStack, type Stack } from './stack.ts';
 import { ensureTools, toolVersions } from './tools.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
@@ -53,8 +59,17 @@ function log(line: string): void {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { rounds: { type: 'string', default: '3' }, duration: { type: 'string', default: '3' }, scenarios: { type: 'string' } },
+    options: {
+      rounds: { type: 'string', default: '3' },
+      duration: { type: 'string', default: '3' },
+      scenarios: { type: 'string' },
+      'sidecar-node-options': { type: 'string' },
+    },
   });
+  const sidecarNodeOptions = values['sidecar-node-options'] ?? SIDECAR_NODE_OPTIONS;
+  if (values['sidecar-node-options'] !== undefined && values.scenarios === undefined) {
+    throw new Error('--sidecar-node-options needs --scenarios: bench/results.md reports the sidecar as the pod starts it');
+  }
   const rounds = positiveInteger(values.rounds, '--rounds');
   const scenarios = selectScenarios(values.scenarios);
   const runOperator = values.scenarios === undefined || values.scenarios.split(',').includes(OPERATOR);
@@ -66,6 +81,8 @@ async function main(): Promise<void> {
 
   ensureTools(log);
   const versions = toolVersions();
+  log('building dist/ (npm run build)');
+  buildProject();
   rmSync(WORK_DIR, { recursive: true, force: true });
   mkdirSync(WORK_DIR, { recursive: true });
 
@@ -80,7 +97,7 @@ async function main(): Promise<void> {
   const measured: RoundFigures[] = [];
   try {
     log('starting the servers');
-    const stack = await startStack(group, WORK_DIR);
+    const stack = await startStack(group, WORK_DIR, { sidecarNodeOptions });
     // Node compiles its hot paths during the first seconds of load: a short unreported round first, so every
     // reported round measures warm servers.
     log('warm-up round (not reported)');
@@ -118,32 +135,17 @@ async function main(): Promise<void> {
       versions,
       rounds,
       durationS,
-      method: methodNotes(settings),
+      method: methodNotes(settings, sidecarNodeOptions),
     },
     figures,
     results,
     explainMisses(results, cpus().length),
+    [NODE_FLAGS_SECTION],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);
   }
   log(`wrote ${join(reportDir, 'results.md')} and results.json (${Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000)} s)`);
-}
-
-function methodNotes(settings: Settings): string[] {
-  return [
-    'Every server is a real process on loopback, started as a user would: `python3 -m runlet_runtime` (the trivial app of bench/servers/trivial), `runlet sidecar` (Node, `--log-level warn`, `--auth off`, runs recorded in SQLite in a temp data dir), `runlet dev`, nginx with a generated config (bench/servers/nginx.conf.template: one worker, upstream keep-alive), uvicorn + FastAPI (bench/servers/fastapi_app.py).',
-    `Calls in flight: ${CONCURRENCY} on the sidecars and ${CONCURRENCY} worker threads in the runtimes, so nginx (which passes every call through) and the sidecar load the runtime alike.`,
-    'uvicorn runs one worker process (one process against the runtime\'s one process), with its pure-Python asyncio loop and h11 parser: Debian\'s python3-uvicorn does not bring uvloop or httptools. Every Python process runs on Debian\'s python3.',
-    `Throughput loads last ${settings.durationS} s at 32 connections; latency loads ${settings.latencyDurationS} s at 1 connection. wrk (one thread) wherever a figure is a latency or a ratio of latencies; autocannon (whole-millisecond latencies) only for throughput-only figures (\`runlet dev\`, the webhook burst). A ratio's two sides always use the same tool.`,
-    'At 32 closed-loop connections a p50 is mostly queueing (connections ÷ throughput), so the latency the sidecar adds is read at 1 connection.',
-    'Streams: one at a time, alternating between the sidecar (SSE) and the runtime read directly; first-event latency is the client\'s wall clock at arrival minus the wall-clock time the generator stamped on the item at its yield.',
-    'Async: the async sidecar\'s queue is raised to 100,000 so a burst is not refused; each load waits for the backlog to finish before the next starts.',
-    'A warm-up round (1 s loads) runs before the reported rounds and is not reported: Node compiles its hot paths under load.',
-    'The floor proxy (bench/servers/floor-proxy.ts) is fastify with the sidecar\'s own runtime client and nothing else: what a Node proxy of this design costs before any of the sidecar\'s work.',
-    'Operator: measured once per run, after the rounds: 500 Apps created in 50 namespaces (16 at a time) against the in-memory API server of test/kube, `runlet operator` in its own process; the time until every App is Ready at its generation with the operator\'s queue empty, and the operator\'s peak RSS (VmHWM).',
-    'Nothing is pinned to a core: the load generator, the servers and the machine\'s other tenants share both cores.',
-  ];
 }
 
 function selectScenarios(list: string | undefined): Scenario[] {

@@ -3,11 +3,11 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { COMPILED_CLI, IMAGE_ENV } from './build.ts';
 import { freePort, waitForHttp, type BenchProcess, type ProcessGroup } from './processes.ts';
 import { PYTHON } from './tools.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-const CLI = join(REPO, 'cli/runlet.ts');
 const SERVERS = join(REPO, 'bench/servers');
 const APP_DIR = join(SERVERS, 'trivial');
 
@@ -27,16 +27,25 @@ export interface Server {
   url: string;
 }
 
+/** How the sidecars' Node starts: the pod's flags unless a run measures others (`--sidecar-node-options`). */
+export interface StackOptions {
+  sidecarNodeOptions: string;
+}
+
 export interface Stack {
-  /** The Python runtime of the trivial app, called directly and fronted by nginx and both sidecars. */
+  /** The Python runtime of the trivial app, called directly and fronted by nginx and the sidecars. */
   runtime: Server;
   /** Its RSS before any call, in MB. */
   runtimeIdleRssMb: number;
-  /** `runlet sidecar` for the sync and stream scenarios. */
+  /** The in-memory Kubernetes API server (bench/servers/kube-api-server.ts) the pod's sidecars write RunLogs to. */
+  kubeApi: Server;
+  /** `runlet sidecar` as in a pod, runs recorded in its RunLog: for the sync and stream scenarios. */
   sidecar: Server & { adminUrl: string };
   /** Its RSS right after start, before any call, in MB. */
   sidecarIdleRssMb: number;
-  /** `runlet sidecar` for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
+  /** `runlet sidecar` as outside a cluster, runs recorded in SQLite: measured beside the pod's in the sync and async scenarios. */
+  sqliteSidecar: Server & { adminUrl: string };
+  /** `runlet sidecar` as in a pod for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
   asyncSidecar: Server & { adminUrl: string };
   nginx: Server;
   /** fastify + the sidecar's runtime client and nothing else (bench/servers/floor-proxy.ts). */
@@ -48,19 +57,38 @@ export interface Stack {
   receiver: Server;
 }
 
-export async function startStack(group: ProcessGroup, workDir: string): Promise<Stack> {
-  const runtime = await startRuntime(group, workDir);
+export async function startStack(group: ProcessGroup, workDir: string, options: StackOptions): Promise<Stack> {
+  const [runtime, kubeApi] = await Promise.all([startRuntime(group, workDir), startKubeApi(group, workDir)]);
   const runtimeIdleRssMb = runtime.process.rssMb();
-  const [sidecar, asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver] = await Promise.all([
-    startSidecar(group, 'sidecar', runtime, workDir, []),
-    startSidecar(group, 'async-sidecar', runtime, workDir, ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8']),
+  const runLog: RunStore = { kind: 'runlog', kubeconfig: kubeApi.kubeconfig };
+  const node = options.sidecarNodeOptions;
+  // For bursts of async runs: a queue no burst fills, and webhooks to the loopback receiver admitted.
+  const asyncArgs = ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8'];
+  const [sidecar, sqliteSidecar, asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver] = await Promise.all([
+    startSidecar(group, { name: 'sidecar', runtime, workDir, store: runLog, nodeOptions: node }),
+    // Takes sync loads (never queued at 32 connections, its concurrency) and async ones.
+    startSidecar(group, { name: 'sqlite-sidecar', runtime, workDir, store: { kind: 'sqlite' }, nodeOptions: node, extraArgs: asyncArgs }),
+    startSidecar(group, { name: 'async-sidecar', runtime, workDir, store: runLog, nodeOptions: node, extraArgs: asyncArgs }),
     startNginx(group, runtime, workDir),
-    startFloorProxy(group, runtime),
+    startFloorProxy(group, runtime, node),
     startUvicorn(group),
     startDev(group, workDir),
     startReceiver(group),
   ]);
-  return { runtime, runtimeIdleRssMb, sidecar, sidecarIdleRssMb: sidecar.process.rssMb(), asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver };
+  return {
+    runtime,
+    runtimeIdleRssMb,
+    kubeApi: kubeApi.server,
+    sidecar,
+    sidecarIdleRssMb: sidecar.process.rssMb(),
+    sqliteSidecar,
+    asyncSidecar,
+    nginx,
+    floorProxy,
+    uvicorn,
+    dev,
+    receiver,
+  };
 }
 
 /** `python3 -m runlet_runtime`, as the pod's app container runs it. */
@@ -81,19 +109,57 @@ async function startRuntime(group: ProcessGroup, workDir: string): Promise<Serve
   return { process: started, url: `http://127.0.0.1:${readFileSync(portFile, 'utf8').trim()}` };
 }
 
-/** `runlet sidecar`, as the pod's sidecar container runs it, in front of the runtime. */
-async function startSidecar(group: ProcessGroup, name: string, runtime: Server, workDir: string, extraArgs: string[]): Promise<Server & { adminUrl: string }> {
+/** The in-memory API server with the App the pod's sidecars belong to, and the kubeconfig that reaches it. */
+async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ server: Server; kubeconfig: string }> {
+  const kubeconfig = join(workDir, 'sidecar-kubeconfig');
+  const started = group.start({
+    name: 'kube API server',
+    command: process.execPath,
+    args: [join(SERVERS, 'kube-api-server.ts'), '--kubeconfig', kubeconfig, '--namespace', PROJECT, '--app', APP],
+  });
+  const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
+  return { server: { process: started, url: match[1]! }, kubeconfig };
+}
+
+/** Where a sidecar records its runs: the pod's RunLog through the API server, or SQLite in its data dir. */
+type RunStore = { kind: 'runlog'; kubeconfig: string } | { kind: 'sqlite' };
+
+interface SidecarSpec {
+  /** Process name, also its POD_NAME (the RunLog is named after the pod). */
+  name: string;
+  runtime: Server;
+  workDir: string;
+  store: RunStore;
+  nodeOptions: string;
+  extraArgs?: string[];
+}
+
+/**
+ * `runlet sidecar` from the compiled CLI, in front of the runtime, with the flags and environment the operator
+ * renders for the pod's sidecar container (operator/render/sidecar-container.ts): NODE_OPTIONS, POD_NAME, and
+ * for the RunLog the API server's address (KUBECONFIG here, the service account in a pod).
+ */
+async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Promise<Server & { adminUrl: string }> {
+  const { name, runtime, workDir, store } = spec;
   const [port, adminPort] = [await freePort(), await freePort()];
   const started = group.start({
     name,
     command: process.execPath,
     args: [
-      CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
+      COMPILED_CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
       '--port', String(port), '--admin-port', String(adminPort), '--concurrency', String(CONCURRENCY),
-      '--run-store', 'sqlite', '--data-dir', join(workDir, `${name}-data`), '--replica', name, '--log-level', 'warn',
+      '--run-store', store.kind, '--data-dir', join(workDir, `${name}-data`), '--log-level', 'warn',
       // The load generators send no bearer token: the run path is measured without caller authentication.
-      '--auth', 'off', ...extraArgs,
+      '--auth', 'off', ...(spec.extraArgs ?? []),
     ],
+    env: {
+      ...process.env,
+      ...IMAGE_ENV,
+      // Replaces any NODE_OPTIONS of the shell that started the benchmarks: the pod's flags are what is measured.
+      NODE_OPTIONS: spec.nodeOptions,
+      POD_NAME: name,
+      ...(store.kind === 'runlog' ? { KUBECONFIG: store.kubeconfig } : {}),
+    },
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   // Ready once its watcher has seen the runtime answer its health check.
@@ -119,11 +185,13 @@ async function startNginx(group: ProcessGroup, runtime: Server, workDir: string)
   return { process: started, url };
 }
 
-async function startFloorProxy(group: ProcessGroup, runtime: Server): Promise<Server> {
+/** With the sidecars' Node flags: the floor is what a Node proxy of the sidecar's design costs, under the same V8 settings. */
+async function startFloorProxy(group: ProcessGroup, runtime: Server, nodeOptions: string): Promise<Server> {
   const started = group.start({
     name: 'floor proxy',
     command: process.execPath,
     args: [join(SERVERS, 'floor-proxy.ts'), '--app-port', new URL(runtime.url).port],
+    env: { ...process.env, NODE_OPTIONS: nodeOptions },
   });
   const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
   return { process: started, url: match[1]! };
@@ -148,12 +216,12 @@ async function startUvicorn(group: ProcessGroup): Promise<Server> {
   return { process: started, url };
 }
 
-/** `runlet dev` of the trivial app; its runtime runs on the same interpreter as the others. */
+/** `runlet dev` of the trivial app, compiled as the npm package ships it; its runtime runs on the same interpreter as the others. */
 async function startDev(group: ProcessGroup, workDir: string): Promise<Server> {
   const started = group.start({
     name: 'runlet dev',
     command: process.execPath,
-    args: [CLI, 'dev', APP_DIR, '--port', '0', '--project', PROJECT, '--data-dir', join(workDir, 'dev-data'), '--log-level', 'warn'],
+    args: [COMPILED_CLI, 'dev', APP_DIR, '--port', '0', '--project', PROJECT, '--data-dir', join(workDir, 'dev-data'), '--log-level', 'warn'],
     env: { ...process.env, RUNLET_PYTHON: PYTHON, PYTHONDONTWRITEBYTECODE: '1' },
   });
   // The banner ends with its hints once every runtime is ready.

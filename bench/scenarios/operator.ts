@@ -1,23 +1,23 @@
-// The operator reconciling 500 Apps in 50 namespaces, as `runlet operator` in its own process (so its memory is
-// its own), against the in-memory Kubernetes API server of test/kube running in this process: the time from
+// The operator reconciling 500 Apps in 50 namespaces, as the compiled `runlet operator` in its own process (so
+// its memory is its own), against an in-memory Kubernetes API server of test/kube running in this process (no
+// load is generated here meanwhile, and its Apps stay apart from the sidecars' API server): the time from
 // the first App created to every App Ready at its generation with the operator's queue empty, and the
 // operator's peak RSS. Measured once per run, after the rounds: it is the slowest scenario and shares no
 // server with the others. The cluster helpers are the operator's own test support (operator/test-support/).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { App } from '../../crds/app-schema.ts';
 import type { KubeObject } from '../../operator/kube-api.ts';
 import { PYTHON_IMAGE, SIDECAR_IMAGE, pythonSpec } from '../../operator/test-support/apps.ts';
 import { createCodeConfigMap, createNamespace, isReadyAtGeneration, paths, prepareCluster } from '../../operator/test-support/cluster.ts';
 import { startKubeApiServer } from '../../test/kube/index.ts';
+import { COMPILED_CLI, IMAGE_ENV } from '../build.ts';
 import type { ProcessGroup } from '../processes.ts';
 import type { FigureSpec, RoundFigures } from '../report.ts';
 
 const SCENARIO = 'operator';
 const NAMESPACES = 50;
 const APPS = 500;
-const CLI = fileURLToPath(new URL('../../cli/runlet.ts', import.meta.url));
 const STEADY_TIMEOUT_MS = 240_000;
 
 export const OPERATOR_FIGURES: FigureSpec[] = [
@@ -37,8 +37,8 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
     const operator = group.start({
       name: 'operator',
       command: process.execPath,
-      args: [CLI, 'operator', '--config', config, '--identity', 'bench', '--leader-election-namespace', 'default'],
-      env: { ...process.env, KUBECONFIG: kubeconfig },
+      args: [COMPILED_CLI, 'operator', '--config', config, '--identity', 'bench', '--leader-election-namespace', 'default'],
+      env: { ...process.env, ...IMAGE_ENV, KUBECONFIG: kubeconfig },
     });
     // pino writes `address` before `msg` on the line that says where /metrics is.
     const metricsUrl = (await operator.waitForOutput(/"address":"([^"]+)"[^\n]*"operator listening"/, 60_000))[1]!;

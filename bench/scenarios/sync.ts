@@ -1,5 +1,5 @@
-// Sync runs of the trivial function through the sidecar, against the same runtime behind nginx and called
-// directly. wrk for all three (microsecond latencies). At 32 connections the load is closed-loop, so a p50 there
+// Sync runs of the trivial function through the sidecar as in a pod (runs recorded in its RunLog), against the
+// same runtime behind nginx and called directly; the SQLite sidecar (as outside a cluster) beside them. wrk for all three (microsecond latencies). At 32 connections the load is closed-loop, so a p50 there
 // is mostly queueing (connections ÷ throughput); the latency the sidecar adds is read at 1 connection.
 import { runWrk } from '../load/wrk.ts';
 import type { LoadResult } from '../load/result.ts';
@@ -18,6 +18,8 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.sidecarRps', scenario: SCENARIO, label: 'sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.nginxRps', scenario: SCENARIO, label: 'nginx requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.directRps', scenario: SCENARIO, label: 'direct requests/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.sqliteRatio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx throughput, 32 connections (`--run-store sqlite`, as outside a cluster)', unit: '×', decimals: 2 },
+  { key: 'sync.sqliteRps', scenario: SCENARIO, label: 'SQLite sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.floorRatio', scenario: SCENARIO, label: 'floor ÷ nginx throughput: fastify + the same runtime client, nothing else', unit: '×', decimals: 2 },
   { key: 'sync.floorRps', scenario: SCENARIO, label: 'floor requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.sidecarP99Ms', scenario: SCENARIO, label: 'sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
@@ -26,6 +28,8 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.nginxP50OneMs', scenario: SCENARIO, label: 'nginx p50, 1 connection', unit: 'ms', decimals: 3 },
   { key: 'sync.directP50OneMs', scenario: SCENARIO, label: 'direct p50, 1 connection', unit: 'ms', decimals: 3 },
   { key: 'sync.sidecarCpuUs', scenario: SCENARIO, label: 'sidecar CPU per run, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.sqliteCpuUs', scenario: SCENARIO, label: 'SQLite sidecar CPU per run, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.kubeApiCpuUs', scenario: SCENARIO, label: 'in-memory API server CPU per sidecar run (its RunLog writes; elsewhere in a cluster), 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.nginxCpuUs', scenario: SCENARIO, label: 'nginx CPU per request, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.floorCpuUs', scenario: SCENARIO, label: 'floor CPU per request, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.runtimeCpuUs', scenario: SCENARIO, label: 'runtime CPU per call, direct, 32 connections', unit: 'µs', decimals: 0 },
@@ -37,20 +41,21 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     direct: { url: `${stack.runtime.url}/run`, proxy: null },
     nginx: { url: runUrl(stack.nginx, 'run'), proxy: stack.nginx.process },
     sidecar: { url: runUrl(stack.sidecar, 'run'), proxy: stack.sidecar.process },
+    sqlite: { url: runUrl(stack.sqliteSidecar, 'run'), proxy: stack.sqliteSidecar.process },
     floor: { url: runUrl(stack.floorProxy, 'run'), proxy: stack.floorProxy.process },
   };
-  const loaded: Partial<Record<keyof typeof targets, { result: LoadResult; proxyCpuUs: number; runtimeCpuUs: number }>> = {};
+  const loaded: Partial<Record<keyof typeof targets, { result: LoadResult; proxyCpuUs: number; runtimeCpuUs: number; kubeApiCpuUs: number }>> = {};
   const unloaded: Partial<Record<keyof typeof targets, LoadResult>> = {};
-  for (const name of inTurn(['direct', 'nginx', 'sidecar', 'floor'] as const, round)) {
+  for (const name of inTurn(['direct', 'nginx', 'sidecar', 'sqlite', 'floor'] as const, round)) {
     const { url, proxy } = targets[name];
-    const cpu = cpuMeter(proxy, stack.runtime.process);
+    const cpu = cpuMeter(proxy, stack.runtime.process, stack.kubeApi.process);
     const result = await runWrk({ url, connections: 32, durationS: settings.durationS, body: BODY });
     loaded[name] = { result, ...cpu.perRequestUs(result.requests) };
   }
   for (const name of inTurn(['direct', 'nginx', 'sidecar'] as const, round)) {
     unloaded[name] = await runWrk({ url: targets[name].url, connections: 1, durationS: settings.latencyDurationS, body: BODY });
   }
-  const { direct, nginx, sidecar, floor } = loaded as Required<typeof loaded>;
+  const { direct, nginx, sidecar, sqlite, floor } = loaded as Required<typeof loaded>;
   const one = unloaded as Required<typeof unloaded>;
   const p50 = (result: LoadResult): number => result.latencyMs!.p50;
   const p99 = (result: LoadResult): number => result.latencyMs!.p99;
@@ -61,6 +66,8 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.sidecarRps': sidecar.result.perSecond,
     'sync.nginxRps': nginx.result.perSecond,
     'sync.directRps': direct.result.perSecond,
+    'sync.sqliteRatio': sqlite.result.perSecond / nginx.result.perSecond,
+    'sync.sqliteRps': sqlite.result.perSecond,
     'sync.floorRatio': floor.result.perSecond / nginx.result.perSecond,
     'sync.floorRps': floor.result.perSecond,
     'sync.sidecarP99Ms': p99(sidecar.result),
@@ -69,22 +76,26 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.nginxP50OneMs': p50(one.nginx),
     'sync.directP50OneMs': p50(one.direct),
     'sync.sidecarCpuUs': sidecar.proxyCpuUs,
+    'sync.sqliteCpuUs': sqlite.proxyCpuUs,
+    'sync.kubeApiCpuUs': sidecar.kubeApiCpuUs,
     'sync.nginxCpuUs': nginx.proxyCpuUs,
     'sync.floorCpuUs': floor.proxyCpuUs,
     'sync.runtimeCpuUs': direct.runtimeCpuUs,
-    'sync.errors': [direct, nginx, sidecar, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
+    'sync.errors': [direct, nginx, sidecar, sqlite, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
   };
 }
 
-/** CPU the proxy (if any) and the runtime spend during a load, per request. */
-function cpuMeter(proxy: BenchProcess | null, runtime: BenchProcess) {
+/** CPU the proxy (if any), the runtime and the API server (the RunLog's writes) spend during a load, per request. */
+function cpuMeter(proxy: BenchProcess | null, runtime: BenchProcess, kubeApi: BenchProcess) {
   const proxyStart = proxy?.cpuMs() ?? 0;
   const runtimeStart = runtime.cpuMs();
+  const kubeApiStart = kubeApi.cpuMs();
   return {
     perRequestUs(requests: number) {
       return {
         proxyCpuUs: proxy ? ((proxy.cpuMs() - proxyStart) * 1000) / requests : Number.NaN,
         runtimeCpuUs: ((runtime.cpuMs() - runtimeStart) * 1000) / requests,
+        kubeApiCpuUs: ((kubeApi.cpuMs() - kubeApiStart) * 1000) / requests,
       };
     },
   };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../test-support/apps.ts';
-import { renderSidecarContainer } from './sidecar-container.ts';
+import { renderSidecarContainer, SIDECAR_NODE_OPTIONS } from './sidecar-container.ts';
 
 const customSpec = (extra: Record<string, unknown> = {}) => ({ runtime: { custom: { image: 'web:1', port: 3000, ...extra } } });
 
@@ -57,9 +57,10 @@ describe('renderSidecarContainer', () => {
     ['allow-list joined by commas', ['10.0.0.0/8', '192.168.1.0/24'], '10.0.0.0/8,192.168.1.0/24'],
   ])('webhook CIDRs: %s', (_case, webhookAllowCidrs, value) => {
     const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ webhookAllowCidrs })).env!;
-    expect(env.slice(0, 2)).toEqual([
+    expect(env.slice(0, 3)).toEqual([
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'NODE_OPTIONS', value: SIDECAR_NODE_OPTIONS },
     ]);
     expect(env.find((variable) => variable.name === 'RUNLET_WEBHOOK_ALLOW_CIDRS')?.value).toBe(value);
   });

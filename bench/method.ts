@@ -1,0 +1,23 @@
+// How a run is set up, one sentence each: the "How it is measured" section of bench/results.md.
+import type { Settings } from './scenarios/settings.ts';
+import { CONCURRENCY } from './stack.ts';
+
+export function methodNotes(settings: Settings, sidecarNodeOptions: string): string[] {
+  const nodeOptions = sidecarNodeOptions === '' ? 'none (Node\'s defaults)' : `\`${sidecarNodeOptions}\``;
+  return [
+    'Runlet\'s own Node servers run as the image ships them: every run first builds dist/ (`npm run build`), so no output of older sources is measured, then starts `runlet sidecar`, `runlet dev` and `runlet operator` from the compiled CLI (dist/cli/runlet.js, what bin/runlet.js loads) with the image\'s NODE_ENV=production. The bench\'s own helpers (floor proxy, webhook receiver, in-memory API server) run from TypeScript source.',
+    'Every server is a real process on loopback: `python3 -m runlet_runtime` (the trivial app of bench/servers/trivial), the sidecars, `runlet dev`, nginx with a generated config (bench/servers/nginx.conf.template: one worker, upstream keep-alive), uvicorn + FastAPI (bench/servers/fastapi_app.py).',
+    `The sidecar runs as in a pod: \`--run-store runlog\` (runs recorded in the status of its RunLog, batched into about one write a second), POD_NAME, KUBECONFIG to the in-memory API server of test/kube (the pod's service account in a cluster), NODE_OPTIONS ${nodeOptions} as the operator renders it for the sidecar container, \`--log-level warn\` and \`--auth off\` (the load carries no tokens). A second sidecar with \`--run-store sqlite\` (what \`runlet sidecar\` uses outside a cluster; the same otherwise) is measured beside it in the sync scenario, for comparison only.`,
+    'The in-memory API server (bench/servers/kube-api-server.ts: the CRDs, the namespace, and the App that owns the RunLogs) runs in its own process: the runner generates load in-process (autocannon for the `runlet dev` and webhook figures, the stream client for the stream timings), and serving RunLog writes on that event loop would slow those loads and delay the stream client\'s arrival stamps. Apart, its CPU is measured on its own: in a cluster it is spent on the control plane, here it shares the two cores.',
+    `Calls in flight: ${CONCURRENCY} on the sidecars and ${CONCURRENCY} worker threads in the runtimes, so nginx (which passes every call through) and the sidecar load the runtime alike.`,
+    'uvicorn runs one worker process (one process against the runtime\'s one process), with its pure-Python asyncio loop and h11 parser: Debian\'s python3-uvicorn does not bring uvloop or httptools. Every Python process runs on Debian\'s python3.',
+    `Throughput loads last ${settings.durationS} s at 32 connections; latency loads ${settings.latencyDurationS} s at 1 connection. wrk (one thread) wherever a figure is a latency or a ratio of latencies; autocannon (whole-millisecond latencies) only for throughput-only figures (\`runlet dev\`, the webhook burst). A ratio's two sides always use the same tool.`,
+    'At 32 closed-loop connections a p50 is mostly queueing (connections ÷ throughput), so the latency the sidecar adds is read at 1 connection.',
+    'Streams: one at a time, alternating between the sidecar (SSE) and the runtime read directly; first-event latency is the client\'s wall clock at arrival minus the wall-clock time the generator stamped on the item at its yield.',
+    'Async and webhooks: measured on a second pod-like sidecar (`--run-store runlog`), since "202 p50 including the durable record" is about that record and in a pod it is a write of the RunLog (SQLite is what `runlet sidecar` uses outside a cluster); the SQLite sidecar\'s accepts are measured beside it for comparison. Both sidecars\' queues are raised to 100,000 so a burst is not refused; each load waits for the backlog to finish before the next starts.',
+    'A warm-up round (1 s loads) runs before the reported rounds and is not reported: Node compiles its hot paths under load.',
+    'The floor proxy (bench/servers/floor-proxy.ts) is fastify with the sidecar\'s own runtime client and nothing else, with the sidecar\'s NODE_OPTIONS: what a Node proxy of this design costs before any of the sidecar\'s work.',
+    'Operator: measured once per run, after the rounds: 500 Apps created in 50 namespaces (16 at a time) against an in-memory API server of test/kube of its own (in the runner\'s process, which generates no load meanwhile), `runlet operator` in its own process; the time until every App is Ready at its generation with the operator\'s queue empty, and the operator\'s peak RSS (VmHWM).',
+    'Nothing is pinned to a core: the load generator, the servers and the machine\'s other tenants share both cores.',
+  ];
+}
