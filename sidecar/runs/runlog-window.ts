@@ -2,34 +2,70 @@
 // counts of every run it has seen. Pure bookkeeping, no I/O: the RunLog store saves into it and snapshots it
 // into status patches; what a snapshot leaves out (trimmed for the byte budget) leaves the window too, so the
 // window is always what the next patch will write.
+//
+// Cost: the sidecar saves every run about three times (pending, running, finished), thousands of times a
+// second, so a save is a Map lookup, a few flags and array pushes (runlog-queue.ts), and at most once a run
+// leaving. A snapshot serialises only runs changed since they were last serialised, and of the finished runs
+// only the newest that fit the byte budget: older ones leave unserialised, and a status of many new runs can
+// be serialised ahead in slices (prepare). Runs leave in two steps, the second (freeing the id, remembering
+// the record) spread over later saves, so trimming thousands at a snapshot costs it little.
 import type { RunLogCounts } from '../../crds/runlog-schema.ts';
 import type { RunRecord, RunStatus } from './record.ts';
+import { LazyQueue } from './runlog-queue.ts';
 
 export const DEFAULT_KEEP_FINISHED = 200;
 
-/** Bytes around the runs in `{"counts":…,"runs":[…]}` beyond the counts themselves: keys, brackets, commas. */
+/**
+ * Retired runs whose leaving each save finishes. A run retires once and is saved at least once, so two a save
+ * outpace the retiring: after a snapshot trims thousands at once, the next few thousand saves take them away.
+ */
+const LEAVING_PER_SAVE = 2;
+
+/** Bytes around the runs in `{"counts":…,"runs":[…]}` beyond the counts themselves: keys, brackets. */
 const STATUS_ENVELOPE_BYTES = '{"counts":,"runs":[]}'.length;
 
-interface Entry {
+class Entry {
+  readonly id: string;
   record: RunRecord;
   /** The status this run is counted under in `counts`; its contribution moves when the status changes. */
   countedAs: RunStatus;
+  /** Filed among the finished runs rather than those in flight. */
+  finished: boolean;
   /** Sequence number of the entry's last change: a snapshot taken at or after it contains that change. */
   changedAt: number;
   /** Saved through this store, so its state wins over the API server's on a merge; adopted entries mirror it. */
   owned: boolean;
   /** Some version of it reached the API server (so withdrawing it would no longer undo anything). */
   written: boolean;
+  /** Changed since the last snapshot that was written: counted in `unwritten`, and in the unwritten queue. */
+  unwritten = false;
+  /** Still in the window; false for good once it leaves (trimmed, dropped, withdrawn, or gone remotely). */
+  present = true;
+  /** Retired, and still in the window's map until its leaving is finished (in the leaving queue). */
+  leaving = false;
   /**
-   * Its JSON as of change `at`: unchanged runs (most of a large window) are not serialised every write. The
-   * recorder saves a run after every change to it, so its JSON changes only with a save.
+   * Its JSON as of change `jsonAt`: unchanged runs (most of a large window) are not serialised every write.
+   * The recorder saves a run after every change to it, so its JSON changes only with a save.
    */
-  serialized?: { at: number; json: string; bytes: number };
+  json = '';
+  bytes = 0;
+  jsonAt = -1;
+
+  constructor(record: RunRecord, changedAt: number, owned: boolean) {
+    this.id = record.id;
+    this.record = record;
+    this.countedAs = record.status;
+    this.finished = isFinished(record.status);
+    this.changedAt = changedAt;
+    this.owned = owned;
+    this.written = !owned;
+  }
 }
 
 export interface StatusSnapshot {
   /** `{"counts":…,"runs":[…]}`, runs newest first (by id: UUID v7 sorts by creation). */
   json: string;
+  /** UTF-8 bytes of `json`. */
   bytes: number;
   runs: number;
   /** Every change up to this sequence number is in the snapshot. */
@@ -60,12 +96,48 @@ function count(counts: RunLogCounts, status: RunStatus, sign: 1 | -1): void {
   else if (!isFinished(status)) counts.inFlight += sign;
 }
 
-function serialize(entry: Entry): { json: string; bytes: number } {
-  if (entry.serialized?.at !== entry.changedAt) {
-    const json = JSON.stringify(entry.record);
-    entry.serialized = { at: entry.changedAt, json, bytes: Buffer.byteLength(json) };
+/** Serialises the entry's record unless its JSON is as of its last change already. */
+function serialize(entry: Entry): void {
+  if (entry.jsonAt === entry.changedAt) return;
+  entry.json = JSON.stringify(entry.record);
+  entry.bytes = Buffer.byteLength(entry.json);
+  entry.jsonAt = entry.changedAt;
+}
+
+/** The UTF-8 bytes of a status JSON as runs join it, against its budget. */
+class ByteBudget {
+  readonly countsJson: string;
+  bytes: number;
+  readonly #maxBytes: number;
+  #runs = 0;
+
+  constructor(maxBytes: number, counts: RunLogCounts) {
+    this.#maxBytes = maxBytes;
+    this.countsJson = JSON.stringify(counts);
+    // Keys and digits only: as many bytes as characters.
+    this.bytes = STATUS_ENVELOPE_BYTES + this.countsJson.length;
   }
-  return entry.serialized;
+
+  /** The serialised entry joins the runs within the budget, with the comma before it. */
+  fits(entry: Entry): boolean {
+    return this.bytes + entry.bytes + (this.#runs > 0 ? 1 : 0) <= this.#maxBytes;
+  }
+
+  add(entry: Entry): void {
+    this.bytes += entry.bytes + (this.#runs > 0 ? 1 : 0);
+    this.#runs += 1;
+  }
+}
+
+/** Newest first, as the status lists runs. Ids are unique within a window. */
+function byIdDescending(a: Entry, b: Entry): number {
+  return a.id < b.id ? 1 : -1;
+}
+
+/** Completion order, for runs adopted with their own completion times among this replica's. */
+function byCompletion(a: Entry, b: Entry): number {
+  const completion = (entry: Entry): number => Date.parse(entry.record.completedAt ?? entry.record.createdAt) || 0;
+  return completion(a) - completion(b) || (a.id < b.id ? -1 : 1);
 }
 
 export interface RunLogWindowOptions {
@@ -77,11 +149,23 @@ export interface RunLogWindowOptions {
 export class RunLogWindow {
   #keepFinished: number;
   readonly #maxUnwritten: number;
-  readonly #inFlight = new Map<string, Entry>();
+  /** Every run in the window by id, and the retired ones whose leaving is not yet finished (`leaving`). */
+  readonly #entries = new Map<string, Entry>();
+  readonly #inFlight = new LazyQueue<Entry>((entry) => entry.present && !entry.finished);
   /** Oldest finished first (completion order), so trimming takes from the front. */
-  #finished = new Map<string, Entry>();
-  /** Ids changed since the last written snapshot, in the order they were first changed. */
-  readonly #unwritten = new Set<string>();
+  readonly #finished = new LazyQueue<Entry>((entry) => entry.present && entry.finished);
+  /** Entries changed since the last written snapshot, in the order they were first changed. */
+  readonly #unwritten = new LazyQueue<Entry>((entry) => entry.unwritten);
+  /**
+   * Retired entries still in `#entries`, oldest first. Retiring a run only marks it; the rest (freeing its id,
+   * remembering its record in `#retired`) is done a few at a time by later saves, so a snapshot that trims
+   * thousands of runs for the byte budget does not spend milliseconds on it in one go.
+   */
+  readonly #leaving = new LazyQueue<Entry>((entry) => entry.leaving);
+  #inFlightCount = 0;
+  #finishedCount = 0;
+  #unwrittenCount = 0;
+  #leavingCount = 0;
   /**
    * Records that left the window (trimmed or dropped). A later save of one (a webhook outcome arriving after
    * the run was trimmed) must not count it again, and does not bring it back: it is no longer among the newest.
@@ -101,7 +185,7 @@ export class RunLogWindow {
   }
 
   get unwritten(): number {
-    return this.#unwritten.size;
+    return this.#unwrittenCount;
   }
 
   get counts(): Readonly<RunLogCounts> {
@@ -118,15 +202,23 @@ export class RunLogWindow {
    * runs not yet written were dropped because the unwritten bound was passed.
    */
   upsert(record: RunRecord): number {
-    const existing = this.#entry(record.id);
-    if (existing === undefined && this.#retired.has(record)) return 0;
+    if (this.#leavingCount > 0) this.#finishLeaving(LEAVING_PER_SAVE);
+    const finished = isFinished(record.status);
+    let entry = this.#entries.get(record.id);
+    if (entry?.leaving === true) {
+      // Retired and still leaving: once left, its record is known as retired, and its id free for another's.
+      this.#finishLeavingOf(entry);
+      entry = undefined;
+    }
+    // Only finished runs ever leave, and a run's status never goes back (RunRecorder moves it forward only).
+    if (entry === undefined && finished && this.#retired.has(record)) return 0;
     this.#seq += 1;
-    let entry: Entry;
-    if (existing === undefined) {
-      entry = { record, countedAs: record.status, changedAt: this.#seq, owned: true, written: false };
+    if (entry === undefined) {
+      entry = new Entry(record, this.#seq, true);
+      this.#entries.set(entry.id, entry);
       count(this.#counts, record.status, 1);
+      this.#file(entry);
     } else {
-      entry = existing;
       if (entry.countedAs !== record.status) {
         count(this.#counts, entry.countedAs, -1);
         count(this.#counts, record.status, 1);
@@ -135,11 +227,16 @@ export class RunLogWindow {
       entry.record = record;
       entry.owned = true;
       entry.changedAt = this.#seq;
+      // A finished run saved again (a webhook outcome) keeps its place among the finished.
+      if (finished !== entry.finished) this.#refile(entry, finished);
     }
-    this.#place(entry);
-    this.#unwritten.add(record.id);
-    this.#trimFinished();
-    return this.#dropOverflow();
+    if (!entry.unwritten) {
+      entry.unwritten = true;
+      this.#unwrittenCount += 1;
+      this.#unwritten.push(entry, this.#unwrittenCount);
+    }
+    if (this.#finishedCount > this.#keepFinished) this.#trimFinished();
+    return this.#unwrittenCount > this.#maxUnwritten ? this.#dropOverflow() : 0;
   }
 
   /**
@@ -147,11 +244,9 @@ export class RunLogWindow {
    * it leaves the window and the counts as if never saved. False when it can no longer be taken back.
    */
   withdraw(record: RunRecord): boolean {
-    const entry = this.#entry(record.id);
+    const entry = this.#present(record.id);
     if (entry === undefined || entry.record !== record || entry.written) return false;
-    this.#inFlight.delete(record.id);
-    this.#finished.delete(record.id);
-    this.#unwritten.delete(record.id);
+    this.#remove(entry);
     count(this.#counts, entry.countedAs, -1);
     return true;
   }
@@ -164,15 +259,15 @@ export class RunLogWindow {
     const unfinished: RunRecord[] = [];
     const derived = zeroCounts();
     for (const record of status.runs ?? []) {
-      if (this.#entry(record.id) !== undefined) continue;
-      this.#addAdopted(record);
+      if (this.#present(record.id) !== undefined) continue;
+      this.#entries.set(record.id, new Entry(record, 0, false));
       count(derived, record.status, 1);
       if (!isFinished(record.status)) unfinished.push(record);
     }
     // In flight is a gauge of the runs held, not a running total: taken from the runs, so it can never go negative.
     const base = status.counts === undefined ? derived : { ...status.counts, inFlight: derived.inFlight };
     for (const key of ['total', 'success', 'failure', 'inFlight'] as const) this.#counts[key] += base[key];
-    this.#sortFinished();
+    this.#refileAll();
     this.#trimFinished();
     return unfinished;
   }
@@ -185,22 +280,54 @@ export class RunLogWindow {
     const remoteIds = new Set<string>();
     for (const record of runs) {
       remoteIds.add(record.id);
-      const entry = this.#entry(record.id);
+      const entry = this.#present(record.id);
       if (entry === undefined) {
-        this.#addAdopted(record);
+        this.#entries.set(record.id, new Entry(record, 0, false));
       } else if (!entry.owned) {
         entry.record = record;
-        entry.serialized = undefined;
-        this.#place(entry);
+        entry.finished = isFinished(record.status);
+        entry.jsonAt = -1;
       }
     }
-    for (const map of [this.#inFlight, this.#finished]) {
-      for (const [id, entry] of map) {
-        if (!entry.owned && !remoteIds.has(id)) map.delete(id);
-      }
+    for (const entry of this.#entries.values()) {
+      if (entry.present && !entry.owned && !remoteIds.has(entry.id)) this.#remove(entry);
     }
-    this.#sortFinished();
+    this.#refileAll();
     this.#trimFinished();
+  }
+
+  /**
+   * Serialises up to `maxRecords` of the runs the next snapshot within `maxBytes` will hold, so that a large
+   * status can be serialised a slice at a time with other work in between. True while some remain; the
+   * snapshot serialises those, and any that change meanwhile, itself.
+   */
+  prepare(maxBytes: number, maxRecords: number): boolean {
+    let left = maxRecords;
+    let more = false;
+    const budget = new ByteBudget(maxBytes, this.#counts);
+    /** Serialises the entry unless the slice is full; false (and `more`) when it is. */
+    const serializeInSlice = (entry: Entry): boolean => {
+      if (entry.jsonAt === entry.changedAt) return true;
+      if (left === 0) {
+        more = true;
+        return false;
+      }
+      left -= 1;
+      serialize(entry);
+      return true;
+    };
+    this.#inFlight.visitNewestFirst((entry) => {
+      if (!serializeInSlice(entry)) return false;
+      budget.add(entry);
+      return true;
+    });
+    if (more) return true;
+    this.#finished.visitNewestFirst((entry) => {
+      if (!serializeInSlice(entry) || !budget.fits(entry)) return false;
+      budget.add(entry);
+      return true;
+    });
+    return more;
   }
 
   /**
@@ -209,90 +336,145 @@ export class RunLogWindow {
    * caller is still waiting on).
    */
   snapshot(maxBytes: number): StatusSnapshot {
-    const countsJson = JSON.stringify(this.#counts);
-    const serialized = new Map<string, string>();
-    let bytes = STATUS_ENVELOPE_BYTES + countsJson.length;
-    for (const map of [this.#inFlight, this.#finished]) {
-      for (const [id, entry] of map) {
-        const { json, bytes: size } = serialize(entry);
-        serialized.set(id, json);
-        bytes += size + 1; // and its comma
-      }
-    }
+    const budget = new ByteBudget(maxBytes, this.#counts);
+    const kept: Entry[] = [];
+    this.#inFlight.visitNewestFirst((entry) => {
+      serialize(entry);
+      budget.add(entry);
+      kept.push(entry);
+      return true;
+    });
+    // The newest finished runs that fit; the first that does not, and every older one, leave (unserialised).
     let trimmedForBytes = 0;
-    for (const [id, entry] of this.#finished) {
-      if (bytes <= maxBytes) break;
-      bytes -= serialize(entry).bytes + 1;
-      serialized.delete(id);
-      this.#retire(id, entry);
+    this.#finished.visitNewestFirst((entry) => {
+      if (trimmedForBytes === 0) {
+        serialize(entry);
+        if (budget.fits(entry)) {
+          budget.add(entry);
+          kept.push(entry);
+          return true;
+        }
+      }
+      this.#retire(entry);
       trimmedForBytes += 1;
-    }
-    const ids = [...serialized.keys()].sort().reverse();
-    const json = `{"counts":${countsJson},"runs":[${ids.map((id) => serialized.get(id)!).join(',')}]}`;
-    return { json, bytes: Buffer.byteLength(json), runs: ids.length, seq: this.#seq, trimmedForBytes };
+      return true;
+    });
+    kept.sort(byIdDescending);
+    const runs = kept.map((entry) => entry.json).join(',');
+    const json = `{"counts":${budget.countsJson},"runs":[${runs}]}`;
+    return { json, bytes: budget.bytes, runs: kept.length, seq: this.#seq, trimmedForBytes };
   }
 
   /** A snapshot taken at `seq` reached the API server. */
   markWritten(seq: number): void {
-    for (const id of this.#unwritten) {
-      const entry = this.#entry(id);
-      if (entry === undefined || entry.changedAt > seq) continue;
+    this.#unwritten.retain((entry) => {
+      if (entry.changedAt > seq) return true;
       entry.written = true;
-      this.#unwritten.delete(id);
-    }
+      entry.unwritten = false;
+      this.#unwrittenCount -= 1;
+      return false;
+    });
   }
 
-  #entry(id: string): Entry | undefined {
-    return this.#inFlight.get(id) ?? this.#finished.get(id);
-  }
-
-  #addAdopted(record: RunRecord): void {
-    this.#place({ record, countedAs: record.status, changedAt: 0, owned: false, written: true });
-  }
-
-  /** Files the entry by its record's status; a run that just finished goes to the end (the newest finished). */
-  #place(entry: Entry): void {
-    const { id, status } = entry.record;
-    if (isFinished(status)) {
-      this.#inFlight.delete(id);
-      // A finished run saved again (a webhook outcome) keeps its place: Map.set does not move an existing key.
-      this.#finished.set(id, entry);
+  /** Files a new entry among the runs in flight or the finished ones (as the newest). */
+  #file(entry: Entry): void {
+    if (entry.finished) {
+      this.#finishedCount += 1;
+      this.#finished.push(entry, this.#finishedCount);
     } else {
-      this.#finished.delete(id);
-      this.#inFlight.set(id, entry);
+      this.#inFlightCount += 1;
+      this.#inFlight.push(entry, this.#inFlightCount);
     }
+  }
+
+  /** A run in flight finished (as the newest finished), or — never from RunRecorder — a finished one reopened. */
+  #refile(entry: Entry, finished: boolean): void {
+    if (finished) {
+      entry.finished = true;
+      this.#inFlightCount -= 1;
+      this.#file(entry);
+      return;
+    }
+    // Its place among the finished would turn live again if it finished once more: file everything afresh.
+    entry.finished = false;
+    this.#refileAll();
+  }
+
+  /** Files every entry afresh, the finished ones in completion order (after adopting or merging remote runs). */
+  #refileAll(): void {
+    const inFlight: Entry[] = [];
+    const finished: Entry[] = [];
+    for (const entry of this.#entries.values()) {
+      if (entry.present) (entry.finished ? finished : inFlight).push(entry);
+    }
+    finished.sort(byCompletion);
+    this.#inFlight.reset(inFlight);
+    this.#finished.reset(finished);
+    this.#inFlightCount = inFlight.length;
+    this.#finishedCount = finished.length;
   }
 
   #trimFinished(): void {
-    for (const [id, entry] of this.#finished) {
-      if (this.#finished.size <= this.#keepFinished) break;
-      this.#retire(id, entry);
-    }
+    while (this.#finishedCount > this.#keepFinished) this.#retire(this.#finished.shift()!);
   }
 
   #dropOverflow(): number {
     let dropped = 0;
-    // First changed first: for finished runs that is close to completion order, and it skips the written ones.
-    for (const id of this.#unwritten) {
-      if (this.#unwritten.size <= this.#maxUnwritten) break;
-      const entry = this.#finished.get(id);
-      if (entry === undefined) continue; // in flight: never dropped
-      this.#retire(id, entry);
-      dropped += 1;
-    }
+    // First changed first: for finished runs that is close to completion order. Runs in flight are never dropped.
+    this.#unwritten.takeOldest(
+      (entry) => {
+        if (!entry.finished) return false;
+        this.#retire(entry);
+        dropped += 1;
+        return true;
+      },
+      () => this.#unwrittenCount > this.#maxUnwritten,
+    );
     return dropped;
   }
 
-  #retire(id: string, entry: Entry): void {
-    this.#finished.delete(id);
-    this.#unwritten.delete(id);
-    this.#retired.add(entry.record);
+  /** The entry of a run in the window. One retired under that id finishes leaving first: the id is free. */
+  #present(id: string): Entry | undefined {
+    const entry = this.#entries.get(id);
+    if (entry?.leaving !== true) return entry;
+    this.#finishLeavingOf(entry);
+    return undefined;
   }
 
-  /** Completion order, after runs with their own completion times were adopted among this replica's. */
-  #sortFinished(): void {
-    const completion = (entry: Entry): number => Date.parse(entry.record.completedAt ?? entry.record.createdAt) || 0;
-    const sorted = [...this.#finished].sort(([idA, a], [idB, b]) => completion(a) - completion(b) || (idA < idB ? -1 : 1));
-    this.#finished = new Map(sorted);
+  /** A finished run leaves for good: a later save of its record is ignored. */
+  #retire(entry: Entry): void {
+    this.#leave(entry);
+    entry.leaving = true;
+    this.#leavingCount += 1;
+    this.#leaving.push(entry, this.#leavingCount);
+  }
+
+  /** Finishes the leaving of up to `max` retired runs, oldest first. */
+  #finishLeaving(max: number): void {
+    for (let left = Math.min(max, this.#leavingCount); left > 0; left -= 1) this.#finishLeavingOf(this.#leaving.shift()!);
+  }
+
+  /** Frees a retired run's id, remembering its record as retired. */
+  #finishLeavingOf(entry: Entry): void {
+    entry.leaving = false;
+    this.#entries.delete(entry.id);
+    this.#retired.add(entry.record);
+    this.#leavingCount -= 1;
+  }
+
+  /** A run leaves without a trace: withdrawn, or gone from the API server's status. */
+  #remove(entry: Entry): void {
+    this.#leave(entry);
+    this.#entries.delete(entry.id);
+  }
+
+  #leave(entry: Entry): void {
+    entry.present = false;
+    if (entry.finished) this.#finishedCount -= 1;
+    else this.#inFlightCount -= 1;
+    if (entry.unwritten) {
+      entry.unwritten = false;
+      this.#unwrittenCount -= 1;
+    }
   }
 }
