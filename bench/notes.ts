@@ -16,13 +16,14 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
     notes.push(
       `Sync throughput is bounded by CPU on ${cores} cores shared by the load generator, the runtime and the proxy: per request the sidecar spent ` +
         `${n(value('sync.sidecarCpuUs'))} µs against nginx's ${n(nginx)} µs, the runtime ${n(runtime)} µs per call. 0.6× nginx's throughput needs ` +
-        `the proxy at about ${n(budget)} µs (load generator aside). fastify with the sidecar's runtime client and nothing else (no run id, record, ` +
-        `admission, metrics or envelope) spent ${n(value('sync.floorCpuUs'))} µs and reached ${n(value('sync.floorRatio'), 2)}× nginx: ` +
-        `that floor is Node's HTTP server and fastify, and leaves the sidecar's own work (${n(value('sync.sidecarCpuUs') - value('sync.floorCpuUs'))} µs) ` +
-        `little room. The sidecar reached ${n(value('sync.throughputRatio') / value('sync.floorRatio'), 2)}× the floor's throughput. ` +
-        `Recording runs in SQLite instead of the RunLog, the sidecar spent ${n(value('sync.sqliteCpuUs'))} µs per run and reached ` +
-        `${n(value('sync.sqliteRatio'), 2)}× nginx; the in-memory API server spent ${n(value('sync.kubeApiCpuUs'))} µs per run on the RunLog's writes, ` +
-        `on the same cores here and on the control plane in a cluster.`,
+        `the proxy at about ${n(budget)} µs (load generator aside). A node:http server with the sidecar's runtime client and nothing else (no run ` +
+        `id, record, admission, metrics or envelope) spent ${n(value('sync.floorCpuUs'))} µs and reached ${n(value('sync.floorRatio'), 2)}× nginx: ` +
+        `that floor is Node's HTTP server and its streams (the two socket writes of a call, the parser, IncomingMessage and ServerResponse, ` +
+        `their garbage), so a sidecar on node:http cannot pass it; the sidecar's own work added ` +
+        `${n(value('sync.sidecarCpuUs') - value('sync.floorCpuUs'))} µs and it reached ${n(value('sync.throughputRatio') / value('sync.floorRatio'), 2)}× ` +
+        `the floor's throughput. Recording runs in SQLite instead of the RunLog, the sidecar spent ${n(value('sync.sqliteCpuUs'))} µs per run and ` +
+        `reached ${n(value('sync.sqliteRatio'), 2)}× nginx; the in-memory API server spent ${n(value('sync.kubeApiCpuUs'))} µs per run on the ` +
+        `RunLog's writes, on the same cores here and on the control plane in a cluster.`,
     );
   }
   if (missed('sync.p99Ratio')) {
@@ -33,15 +34,14 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
     );
   }
   if (missed('memory.sidecarRssMb')) {
-    const sqlite = value('memory.sqliteSidecarRssMb');
     notes.push(
-      `Sidecar memory: an empty Node process is ${n(value('memory.nodeFloorRssMb'))} MB here; the pod's sidecar (compiled: fastify, undici, pino, ` +
-        `prom-client, @kubernetes/client-node for the RunLog, and its own code) ${n(value('memory.sidecarIdleRssMb'))} MB right after start and ` +
-        `${n(value('memory.sidecarRssMb'))} MB after the sync loads, the SQLite sidecar ${n(sqlite)} MB after the same loads: the ` +
-        `${n(value('memory.sidecarRssMb') - sqlite)} MB between them is mostly client-node and its dependencies, which only the RunLog store ` +
-        `imports. The sidecars' NODE_OPTIONS keep V8's young generation small (see "Sidecar Node flags" below; Node's default here takes ` +
-        `about 100 MB more); what remains is Node, those modules and ~38 MB of live heap after a full collection (no leak). 80 MB is below ` +
-        `what Node with these modules takes here.`,
+      `Sidecar memory: an empty Node process is ${n(value('memory.nodeFloorRssMb'))} MB here (most of it the node binary's pages), the pod's ` +
+        `sidecar ${n(value('memory.sidecarIdleRssMb'))} MB right after start and ${n(value('memory.sidecarRssMb'))} MB after the sync loads. The ` +
+        `floor proxy (node:http and the runtime client, nothing else, the same NODE_OPTIONS) was at ${n(value('memory.floorProxyRssMb'))} MB after ` +
+        `the same loads: under load V8's compilers page in more of the binary, and the young generation and the heap grow to their working ` +
+        `size. 80 MB is below what a Node HTTP server reaches here under this load; the sidecar's own share is the difference to the floor ` +
+        `(its modules, the RunLog window of recent runs, metrics). It loads no web framework, Kubernetes client, YAML parser, JWT library or ` +
+        `HTTP client library unless it needs one (fastify only to build the OpenAPI document on request).`,
     );
   }
   if (missed('async.acceptP50Ms') || missed('async.acceptedPerS')) {

@@ -48,7 +48,7 @@ export interface Stack {
   /** `runlet sidecar` as in a pod for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
   asyncSidecar: Server & { adminUrl: string };
   nginx: Server;
-  /** fastify + the sidecar's runtime client and nothing else (bench/servers/floor-proxy.ts). */
+  /** node:http + the sidecar's runtime client and nothing else (bench/servers/floor-proxy.ts). */
   floorProxy: Server;
   /** The same function in FastAPI under uvicorn. */
   uvicorn: Server;

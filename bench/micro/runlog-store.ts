@@ -33,6 +33,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { AppTarget } from '../../sidecar/apps.ts';
 import type { RunRecord, WebhookRecord } from '../../sidecar/runs/record.ts';
+import { kubeConfigCredentials } from '../../sidecar/runs/kube-credentials-client-node.ts';
 import { RunRecorder, newRunId } from '../../sidecar/runs/recorder.ts';
 import { RunLogStore } from '../../sidecar/runs/runlog-store.ts';
 import { RunLogWindow } from '../../sidecar/runs/runlog-window.ts';
@@ -154,7 +155,7 @@ async function openStore(url: string, warnings: Record<string, number>): Promise
       warnings[msg] = (warnings[msg] ?? 0) + 1;
     },
   });
-  const store = new RunLogStore({ kubeConfig: kubeConfigFor(url), namespace: NAMESPACE, podName: POD_NAME, appName: APP_NAME, registry: new Registry(), logger });
+  const store = new RunLogStore({ credentials: kubeConfigCredentials(kubeConfigFor(url)), namespace: NAMESPACE, podName: POD_NAME, appName: APP_NAME, registry: new Registry(), logger });
   store.start();
   await store.flush();
   return store;

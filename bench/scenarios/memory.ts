@@ -12,6 +12,7 @@ export const MEMORY_FIGURES: FigureSpec[] = [
   { key: 'memory.sqliteSidecarRssMb', scenario: SCENARIO, label: 'SQLite sidecar RSS after the sync scenario', unit: 'MB', decimals: 1 },
   { key: 'memory.runtimeIdleRssMb', scenario: SCENARIO, label: 'Python runtime RSS, idle (trivial app, before any call)', unit: 'MB', decimals: 1, target: { op: '<=', value: 30 } },
   { key: 'memory.sidecarIdleRssMb', scenario: SCENARIO, label: 'sidecar RSS right after start, before any call', unit: 'MB', decimals: 1 },
+  { key: 'memory.floorProxyRssMb', scenario: SCENARIO, label: 'floor proxy RSS after the same loads (node:http + the runtime client, same NODE_OPTIONS)', unit: 'MB', decimals: 1 },
   { key: 'memory.nodeFloorRssMb', scenario: SCENARIO, label: 'an empty Node process (`node -e`), same binary', unit: 'MB', decimals: 1 },
 ];
 
@@ -22,6 +23,7 @@ export function measureMemory(stack: Stack): RoundFigures {
     'memory.sqliteSidecarRssMb': stack.sqliteSidecar.process.rssMb(),
     'memory.runtimeIdleRssMb': stack.runtimeIdleRssMb,
     'memory.sidecarIdleRssMb': stack.sidecarIdleRssMb,
+    'memory.floorProxyRssMb': stack.floorProxy.process.rssMb(),
     'memory.nodeFloorRssMb': Number(execFileSync(process.execPath, ['-e', 'process.stdout.write(String(process.memoryUsage().rss))'], { encoding: 'utf8' })) / 1048576,
   };
 }

@@ -20,7 +20,7 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.directRps', scenario: SCENARIO, label: 'direct requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.sqliteRatio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx throughput, 32 connections (`--run-store sqlite`, as outside a cluster)', unit: '×', decimals: 2 },
   { key: 'sync.sqliteRps', scenario: SCENARIO, label: 'SQLite sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
-  { key: 'sync.floorRatio', scenario: SCENARIO, label: 'floor ÷ nginx throughput: fastify + the same runtime client, nothing else', unit: '×', decimals: 2 },
+  { key: 'sync.floorRatio', scenario: SCENARIO, label: 'floor ÷ nginx throughput: node:http + the same runtime client, nothing else', unit: '×', decimals: 2 },
   { key: 'sync.floorRps', scenario: SCENARIO, label: 'floor requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.sidecarP99Ms', scenario: SCENARIO, label: 'sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
   { key: 'sync.nginxP99Ms', scenario: SCENARIO, label: 'nginx p99, 32 connections', unit: 'ms', decimals: 2 },
