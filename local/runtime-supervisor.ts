@@ -78,11 +78,13 @@ export class RuntimeSupervisor {
         ? spawn(
             process.env.RUNLET_PYTHON ?? 'python3',
             ['-m', 'runlet_runtime', '--app-dir', launch.appDir, '--module', launch.module, '--port', '0',
-              '--port-file', join(portDir!, 'port'), '--concurrency', String(launch.concurrency)],
+              '--port-file', join(portDir!, 'port'), '--concurrency', String(launch.concurrency), '--exit-with-stdin'],
             {
               cwd: launch.appDir,
               env: { ...process.env, ...launch.env, PYTHONPATH: joinPath(PYTHON_RUNTIME_PATH, process.env.PYTHONPATH), PYTHONUNBUFFERED: '1' },
-              stdio: ['ignore', 'inherit', 'inherit'],
+              // Its standard input is a pipe this process holds open: should `runlet dev` be killed outright, the
+              // pipe closes and the runtime drains and exits instead of living on orphaned.
+              stdio: ['pipe', 'inherit', 'inherit'],
             },
           )
         : spawn(launch.entrypoint[0]!, launch.entrypoint.slice(1), {

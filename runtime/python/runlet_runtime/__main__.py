@@ -30,6 +30,8 @@ def parse_options(argv):
                         help="worker threads for plain functions and generator steps (default: 4)")
     parser.add_argument("--max-body-bytes", type=_positive, default=16 * 1024 * 1024,
                         help="largest accepted request body (default: 16 MiB)")
+    parser.add_argument("--exit-with-stdin", action="store_true",
+                        help="drain and exit when standard input closes (a supervisor holding its write end died)")
     return parser.parse_args(argv)
 
 
@@ -65,6 +67,8 @@ async def serve(module, options):
         return 1
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, server.drain)
+    if options.exit_with_stdin:
+        await loop.connect_read_pipe(lambda: _DrainOnClose(server.drain), sys.stdin)
     if options.port_file:
         write_port_file(options.port_file, port)
     log.info("listening on %s:%d (module %s, concurrency %d)",
@@ -73,6 +77,25 @@ async def serve(module, options):
     pool.shutdown()
     log.info("drained; exiting")
     return 0
+
+
+class _DrainOnClose(asyncio.Protocol):
+    """Watches standard input: its end means the process that started the runtime is gone (even killed with
+    SIGKILL, which leaves no chance to stop its children), so the runtime drains rather than live on orphaned."""
+
+    def __init__(self, drain):
+        self._drain = drain
+
+    def data_received(self, data):
+        pass  # Nothing is ever sent; only the end matters.
+
+    def eof_received(self):
+        log.info("standard input closed: the supervisor is gone; draining")
+        self._drain()
+        return False
+
+    def connection_lost(self, exc):
+        self._drain()
 
 
 def _configure_logging():

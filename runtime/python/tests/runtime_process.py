@@ -22,7 +22,8 @@ WAIT_SECONDS = 20
 class RuntimeProcess:
     """`python3 -m runlet_runtime` on an ephemeral port, its stderr collected line by line."""
 
-    def __init__(self, app, *options):
+    def __init__(self, app, *options, stdin=subprocess.DEVNULL):
+        self.stdin = stdin
         self.app_dir = os.path.join(FIXTURES_DIR, app)
         self.options = options
         self.workdir = tempfile.mkdtemp(prefix="runlet-runtime-test-")
@@ -38,7 +39,7 @@ class RuntimeProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "runlet_runtime", "--app-dir", self.app_dir, "--port", "0",
              "--port-file", self.port_file, *self.options],
-            cwd=RUNTIME_DIR, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=RUNTIME_DIR, stdin=self.stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         self._output_reader = threading.Thread(target=self._collect_output, daemon=True)
         self._output_reader.start()

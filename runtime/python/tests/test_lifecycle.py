@@ -3,6 +3,7 @@
 import json
 import os
 import socket
+import subprocess
 import threading
 import unittest
 import uuid
@@ -99,6 +100,14 @@ class ShutdownTests(RuntimeCase):
         runtime = self.start().start_serving()
         self.assertEqual(runtime.terminate(), 0)
         runtime.wait_for_output("drained")
+
+    def test_exit_with_stdin_drains_and_exits_0_when_stdin_closes(self):
+        runtime = RuntimeProcess("app", "--exit-with-stdin", stdin=subprocess.PIPE)
+        self.addCleanup(runtime.close)
+        runtime.start_serving()
+        runtime.process.stdin.close()
+        self.assertEqual(runtime.wait_for_exit(), 0)
+        runtime.wait_for_output("supervisor is gone")
 
     def test_sigint_exits_0(self):
         runtime = self.start().start_serving()
