@@ -27,7 +27,7 @@ import { appUnavailable, validateCall } from './runtime-client.ts';
 import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
-export const RUN_PATH_PREFIX = '/v4/';
+const RUN_PATH_PREFIX = '/v4/';
 
 /** Where a request of the run interface goes: `/v4/{project_id}/{app_name}[/{rest}]`, segments decoded. */
 export interface RunPath {
@@ -296,7 +296,7 @@ export function createRunInterface(replica: Replica): RunInterface {
  * Splits `/v4/{project_id}/{app_name}[/{rest}]`; null for any other path (`/v4/openapi.json` among them, which
  * its server answers). Segments are percent-decoded; a path that is not valid percent-encoding is refused.
  */
-export function parseRunPath(path: string): RunPath | null {
+function parseRunPath(path: string): RunPath | null {
   if (!path.startsWith(RUN_PATH_PREFIX)) return null;
   const projectEnd = path.indexOf('/', RUN_PATH_PREFIX.length);
   if (projectEnd === -1 || projectEnd === RUN_PATH_PREFIX.length) return null;

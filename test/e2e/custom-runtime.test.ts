@@ -46,6 +46,12 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       });
     });
 
+    it('forwards the path as the caller encoded it', async () => {
+      const response = await fetch(`${base}/files/a%2Fb/%C3%A9t%C3%A9`, { method: 'POST', body: '' });
+      expect(response.status).toBe(200);
+      expect(((await response.json()) as { path: string }).path).toBe('/files/a%2Fb/%C3%A9t%C3%A9');
+    });
+
     it('forwards GET to the app root and passes the app headers back, multi-valued ones included', async () => {
       const response = await fetch(base);
       expect(response.status).toBe(200);
