@@ -1,30 +1,46 @@
 // The runs this sidecar is executing: what drain waits for, and where run time limits are enforced.
 // One coarse sweep stops overdue runs, so the hot path arms no timer per request.
+import type { CallStopper } from './runtime-connections.ts';
 import type { FailureReason, RunRecord } from './runs/record.ts';
 
 const SWEEP_INTERVAL_MS = 250;
 
-export class ActiveRun {
+/** A run in flight; it stops its runtime call itself (CallStopper), and gives an AbortSignal to those that need one. */
+export class ActiveRun implements CallStopper {
   readonly record: RunRecord;
   /** When the run's time limit passes, on the `performance.now()` clock. */
   readonly deadline: number;
-  readonly #abort = new AbortController();
+  /** Made on first use: a Python sync run, the common one, never needs it. */
+  #abort: AbortController | null = null;
+  #stopReason: Error | null = null;
   /** Set when the platform stopped the run; distinguishes timeout/shutdown from a runtime failure. */
   stoppedFor: FailureReason | null = null;
+  onStop: ((reason: Error) => void) | null = null;
 
   constructor(record: RunRecord, deadline: number) {
     this.record = record;
     this.deadline = deadline;
   }
 
+  get stopReason(): Error | null {
+    return this.#stopReason;
+  }
+
+  /** Aborted when the run is stopped (the queue wait, a stream's writes, a custom app's request use it). */
   get signal(): AbortSignal {
+    if (this.#abort === null) {
+      this.#abort = new AbortController();
+      if (this.#stopReason) this.#abort.abort(this.#stopReason);
+    }
     return this.#abort.signal;
   }
 
   stop(reason: FailureReason): void {
     if (this.stoppedFor) return;
     this.stoppedFor = reason;
-    this.#abort.abort(new Error(`run ${this.record.id} stopped: ${reason}`));
+    this.#stopReason = new Error(`run ${this.record.id} stopped: ${reason}`);
+    this.#abort?.abort(this.#stopReason);
+    this.onStop?.(this.#stopReason);
   }
 }
 

@@ -1,6 +1,7 @@
 // The sidecar's side of runtime/python/PROTOCOL.md: one call of a function over the app's keep-alive connections.
 import type { Readable } from 'node:stream';
 import type { AppTarget } from './apps.ts';
+import { stopperOf, type CallStopper } from './runtime-connections.ts';
 import { Problems } from './errors.ts';
 import { ProblemError } from './problem.ts';
 import type { FailureReason, RunError } from './runs/record.ts';
@@ -20,11 +21,11 @@ export async function callFunction(
   body: Buffer,
   runId: string,
   stream: boolean,
-  signal: AbortSignal,
+  stopper: CallStopper,
 ): Promise<RuntimeAnswer> {
   const connections = target.connections;
   if (!connections) throw appUnavailable(target);
-  const response = await connections.request({ path: '/' + functionName, runId, stream, body, signal });
+  const response = await connections.request({ path: '/' + functionName, runId, stream, body, stopper });
   const contentType = response.contentType;
   if (response.stream) {
     if (response.statusCode === 200 && contentType.startsWith(RUNTIME_STREAM_TYPE)) return { kind: 'stream', body: response.stream };
@@ -59,8 +60,8 @@ export async function validateCall(
 ): Promise<(RuntimeAnswer & { kind: 'problem' }) | null> {
   const connections = target.connections;
   if (!connections) throw appUnavailable(target);
-  const signal = AbortSignal.timeout(VALIDATE_TIMEOUT_MS);
-  const response = await connections.request({ path: '/' + functionName, runId, stream: false, validateOnly: true, body, signal });
+  const stopper = stopperOf(AbortSignal.timeout(VALIDATE_TIMEOUT_MS));
+  const response = await connections.request({ path: '/' + functionName, runId, stream: false, validateOnly: true, body, stopper });
   if (response.statusCode === 200) {
     if (response.stream) response.stream.resume();
     return null;

@@ -3,7 +3,7 @@
 import { once } from 'node:events';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RuntimeConnectionError, RuntimeConnections, type RuntimeRequest } from './runtime-connections.ts';
+import { RuntimeConnectionError, RuntimeConnections, stopperOf, type CallStopper, type RuntimeRequest } from './runtime-connections.ts';
 
 interface Received {
   head: string;
@@ -48,7 +48,7 @@ async function dribble(socket: Socket, bytes: string): Promise<void> {
 }
 
 function call(overrides: Partial<RuntimeRequest> = {}): RuntimeRequest {
-  return { path: '/run', runId: '01a1fd47-de3c-732f-bf96-53ef207c3d83', stream: false, body: Buffer.from('{"name":"Ada"}'), signal: new AbortController().signal, ...overrides };
+  return { path: '/run', runId: '01a1fd47-de3c-732f-bf96-53ef207c3d83', stream: false, body: Buffer.from('{"name":"Ada"}'), stopper: { stopReason: null, onStop: null }, ...overrides };
 }
 
 const servers: Server[] = [];
@@ -150,11 +150,32 @@ describe('RuntimeConnections', () => {
     let serverSide: Socket | null = null;
     const { origin } = await scriptedServer((request) => (serverSide = request.socket));
     const abort = new AbortController();
-    const pending = connectionsTo(origin).request(call({ signal: abort.signal }));
+    const pending = connectionsTo(origin).request(call({ stopper: stopperOf(abort.signal) }));
     while (serverSide === null) await new Promise((resolve) => setImmediate(resolve));
     abort.abort(new Error('run stopped: timeout'));
     await expect(pending).rejects.toThrow('run stopped: timeout');
     await once(serverSide as Socket, 'close');
+  });
+
+  it('fails a call stopped while it waits for a connection, and leaves its stopper free once a call ends', async () => {
+    const { origin } = await scriptedServer(() => undefined);
+    const pool = connectionsTo(origin, 1);
+    const first: CallStopper = { stopReason: null, onStop: null };
+    const waiting: CallStopper = { stopReason: null, onStop: null };
+    const busy = pool.request(call({ stopper: first }));
+    const queued = pool.request(call({ stopper: waiting }));
+    while (waiting.onStop === null) await new Promise((resolve) => setImmediate(resolve));
+    waiting.onStop(new Error('run stopped: shutdown'));
+    await expect(queued).rejects.toThrow('run stopped: shutdown');
+    first.onStop!(new Error('run stopped: timeout'));
+    await expect(busy).rejects.toThrow('run stopped: timeout');
+    expect([first.onStop, waiting.onStop]).toEqual([null, null]);
+  });
+
+  it('refuses at once a call whose stopper has already stopped', async () => {
+    const { origin } = await scriptedServer(() => undefined);
+    const stopped: CallStopper = { stopReason: new Error('run stopped: timeout'), onStop: null };
+    await expect(connectionsTo(origin).request(call({ stopper: stopped }))).rejects.toThrow('run stopped: timeout');
   });
 
   it('closes the connection when a stream is destroyed before its end', async () => {

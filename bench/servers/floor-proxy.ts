@@ -6,12 +6,12 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { RuntimeConnections } from '../../sidecar/runtime-connections.ts';
+import { RuntimeConnections, type CallStopper } from '../../sidecar/runtime-connections.ts';
 
 const { values } = parseArgs({ options: { 'app-port': { type: 'string' } } });
 if (!values['app-port']) throw new Error('floor-proxy: --app-port is required');
 const connections = new RuntimeConnections(`http://127.0.0.1:${values['app-port']}`, { maxConnections: 66 });
-const neverAborted = new AbortController().signal;
+const neverStopped: CallStopper = { stopReason: null, onStop: null };
 
 const server = createServer((request, response) => {
   const url = request.url ?? '/';
@@ -19,7 +19,7 @@ const server = createServer((request, response) => {
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
   request.on('end', () => {
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    connections.request({ path: url.slice(url.lastIndexOf('/')), runId: '-', stream: false, body, signal: neverAborted }).then(
+    connections.request({ path: url.slice(url.lastIndexOf('/')), runId: '-', stream: false, body, stopper: neverStopped }).then(
       (answer) => {
         response.writeHead(answer.statusCode, ['content-type', answer.contentType]);
         response.end(answer.body);

@@ -21,7 +21,7 @@ export async function callRecorded(
   stream: boolean,
 ): Promise<RuntimeAnswer> {
   try {
-    return await callFunction(target, run.record.functionName, body, run.record.id, stream, run.signal);
+    return await callFunction(target, run.record.functionName, body, run.record.id, stream, run);
   } catch (err) {
     throw recordFailedExchange(run, recorder, err);
   }
