@@ -97,4 +97,15 @@ describe('the admin port', () => {
       expect(((await response.json()) as { error: string }).error).toMatch(/GET \/healthz, \/ready, \/metrics; GET or POST \/drain/);
     }
   });
+
+  // Last: the replica stays drained.
+  it('drains on POST or GET /drain, then reports draining and refuses runs', async () => {
+    const drained = await fetch(`${adminOrigin}/drain`, { method: 'POST' });
+    expect([drained.status, await drained.json()]).toEqual([200, { status: 'drained' }]);
+    const again = await fetch(`${adminOrigin}/drain`);
+    expect([again.status, await again.json()]).toEqual([200, { status: 'drained' }]);
+    const ready = await fetch(`${adminOrigin}/ready`);
+    expect([ready.status, await ready.json()]).toEqual([503, { status: 'draining' }]);
+    await expectProblem(await fetch(`${runOrigin}/v4/p/a/f`, { method: 'POST', body: '{}' }), 503, 'draining');
+  });
 });
