@@ -15,7 +15,6 @@ export interface TestRunServer {
 
 /** The ways a caller reaches the run interface in these suites. */
 export const FRONT_DOORS = ['runlet dev', 'the sidecar run server'] as const;
-export type FrontDoor = (typeof FRONT_DOORS)[number];
 
 export async function startRunServer(replica: Replica): Promise<TestRunServer> {
   const server = createRunServer(createRunInterface(replica), pino({ level: process.env.RUNLET_TEST_LOG_LEVEL ?? 'silent' }));
