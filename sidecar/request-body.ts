@@ -7,7 +7,11 @@ import { ProblemError } from './problem.ts';
 const EMPTY_OBJECT = Buffer.from('{}');
 
 export async function readJsonObjectBody(request: IncomingMessage, limitBytes: number): Promise<Buffer> {
-  const raw = await readLimitedBody(request, limitBytes);
+  return checkJsonObjectBody(await readLimitedBody(request, limitBytes));
+}
+
+/** The body to forward: the raw bytes, once they are known to be one JSON object (`{}` for none). */
+export function checkJsonObjectBody(raw: Buffer): Buffer {
   if (raw.length === 0) return EMPTY_OBJECT;
   let value: unknown;
   try {
@@ -31,6 +35,11 @@ export function assertDeclaredLength(request: IncomingMessage, limitBytes: numbe
     request.resume();
     throw tooLarge(Number(contentLength), limitBytes);
   }
+}
+
+/** Refuses (413) a body already read whole (by the run port's front) that is over the limit. */
+export function assertBodyWithinLimit(body: Buffer, limitBytes: number): void {
+  if (body.length > limitBytes) throw tooLarge(body.length, limitBytes);
 }
 
 /**

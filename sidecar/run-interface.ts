@@ -2,12 +2,15 @@
 // request id → app → options (async, webhook) → body → admission → mode (sync | stream | async | custom)
 // → record → webhook.
 //
-// It answers plain node:http requests: the pod sidecar serves it on its own server (run-server.ts), the hot
-// path of every call, with nothing between Node's parser and the pipeline; `runlet dev` and the OpenAPI
-// document reach it through fastify routes (run-interface-routes.ts).
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// It answers two kinds of request. The pod sidecar's run port (run-server.ts) reads the common call — a POST
+// with its whole body in hand — with its own front (run-front/) and hands it over as a `WholeRequest`, the
+// hot path of every call. Everything else arrives as node:http's request and response: on the run port
+// whatever the front passes on (streams, custom apps, anything unusual), and in `runlet dev` and for the
+// OpenAPI document everything, through fastify routes (run-interface-routes.ts).
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
 import { ActiveRun } from './active-runs.ts';
+import type { AnswerSink } from './answer-sink.ts';
 import type { AppTarget } from './apps.ts';
 import { Problems } from './errors.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
@@ -19,7 +22,7 @@ import { runStream } from './modes/stream.ts';
 import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
-import { assertDeclaredLength, readJsonObjectBody, readLimitedBody } from './request-body.ts';
+import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody } from './request-body.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
@@ -39,6 +42,27 @@ export interface RunPath {
   rawRest: string;
 }
 
+/** A POST the run port's front read whole: what it hands to `handleWhole`. */
+export interface WholeRequest {
+  method: string;
+  url: string;
+  /** Lower-case names, one value each (the front passes requests with a repeated header on to node:http). */
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/** A request as the pipeline sees it, whichever way it arrived. */
+interface Exchange {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  answer: AnswerSink;
+  /** The body, when the front read it whole; null when it is still to be read from `node.request`. */
+  body: Buffer | null;
+  /** node:http's request and response, for a body read as it comes and an answer streamed; null for a whole request. */
+  node: { request: IncomingMessage; response: ServerResponse } | null;
+}
+
 /** What every mode needs to know about the call, decided before anything runs. */
 interface Call {
   target: AppTarget;
@@ -55,6 +79,12 @@ export interface RunInterface {
    * run's). Never throws; failures become problem answers, or a cut connection once an answer has begun.
    */
   handle(request: IncomingMessage, response: ServerResponse): void;
+  /**
+   * Answers a request the run port's front read whole, as `handle` would, and returns true — unless it is one
+   * that needs node's streams (a custom app's call, `Accept: text/event-stream`, a path that is not a run's):
+   * then it returns false having done nothing, and the front passes the connection on to node:http.
+   */
+  handleWhole(request: WholeRequest, answer: AnswerSink): boolean;
 }
 
 export function createRunInterface(replica: Replica): RunInterface {
@@ -62,14 +92,33 @@ export function createRunInterface(replica: Replica): RunInterface {
   const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 
   function handle(request: IncomingMessage, response: ServerResponse): void {
-    const runId = newRunId();
-    handleRun(request, response, runId).catch((error: unknown) => sendProblem(response, runId, toProblem(error)));
+    const exchange: Exchange = {
+      method: request.method ?? 'GET',
+      url: request.url ?? '/',
+      headers: request.headers,
+      answer: response,
+      body: null,
+      node: { request, response },
+    };
+    serve(exchange);
   }
 
-  async function handleRun(request: IncomingMessage, response: ServerResponse, runId: string): Promise<void> {
+  function handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
+    if (acceptsEventStream(request.headers.accept)) return false;
+    const route = parseRunPathOrNull(pathOf(request.url));
+    if (route === null || apps.find(route.projectId, route.appName)?.runtime === 'custom') return false;
+    serve({ method: request.method, url: request.url, headers: request.headers, answer, body: request.body, node: null });
+    return true;
+  }
+
+  function serve(exchange: Exchange): void {
+    const runId = newRunId();
+    handleRun(exchange, runId).catch((error: unknown) => sendProblem(exchange.answer, runId, toProblem(error)));
+  }
+
+  async function handleRun(exchange: Exchange, runId: string): Promise<void> {
     const receivedAt = performance.now();
-    const url = request.url ?? '/';
-    const method = request.method ?? 'GET';
+    const { url, method, headers } = exchange;
     const queryStart = url.indexOf('?');
     const path = queryStart === -1 ? url : url.slice(0, queryStart);
     const route = parseRunPath(path);
@@ -81,17 +130,18 @@ export function createRunInterface(replica: Replica): RunInterface {
     const { projectId, appName, rest } = route;
     if (auth) {
       // Before the app lookup: a caller without a valid token learns nothing about which apps exist.
-      const pending = auth.authenticate(request.headers.authorization, projectId);
+      const pending = auth.authenticate(headers.authorization, projectId);
       if (pending) await pending;
     }
     const target = apps.find(projectId, appName);
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const options = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
-    const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, request.headers['x-webhook-secret']);
+    const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, headers['x-webhook-secret']);
     const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook };
 
     if (target.runtime === 'custom') {
       const forwardPath = '/' + route.rawRest + (queryStart === -1 ? '' : withQuery(forwardedQuery(url.slice(queryStart + 1))));
+      const { request, response } = nodeExchange(exchange, target);
       return handleCustom(call, request, response, forwardPath, options.async);
     }
 
@@ -100,7 +150,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     }
     const nameProblem = functionNameProblem(rest);
     if (nameProblem) throw new ProblemError(Problems.functionNotFound, nameProblem);
-    const body = await readJsonObjectBody(request, bodyLimitBytes);
+    const body = await readRunBody(exchange);
     if (!target.ready) throw appUnavailable(target);
 
     if (options.async) {
@@ -109,23 +159,32 @@ export function createRunInterface(replica: Replica): RunInterface {
         throw new ProblemError(Problems.upstreamFailed, `The app's runtime could not check the call: ${(err as Error).message}`, { cause: err });
       });
       if (refusal) {
-        response.writeHead(refusal.statusCode, { ...refusal.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
-        response.end(refusal.body);
+        exchange.answer.writeHead(refusal.statusCode, { ...refusal.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
+        exchange.answer.end(refusal.body);
         return;
       }
       // Async with `Accept: text/event-stream` runs as async: a generator's items become the result list.
-      const run = await acceptAsync(call, response);
+      const run = await acceptAsync(call, exchange.answer);
       void executeAsync(run, call, () => callRecorded(run, target, recorder, body, false).then((answer) => settle(run, recorder, answer)));
       return;
     }
-    if (acceptsEventStream(request.headers.accept)) {
-      const gzip = acceptsGzip(request.headers['accept-encoding']);
+    if (acceptsEventStream(headers.accept)) {
+      const { response } = nodeExchange(exchange, target);
+      const gzip = acceptsGzip(headers['accept-encoding']);
       const run = await admit(call, 'stream');
       await complete(run, call, runStream(run, target, recorder, body, response, { gzip, keepItems: webhook !== null }));
       return;
     }
     const run = await admit(call, 'sync');
-    await complete(run, call, runSync(run, target, recorder, body, response));
+    await complete(run, call, runSync(run, target, recorder, body, exchange.answer));
+  }
+
+  /** The body of a Python function's call, checked: read from node's request, or the one the front read. */
+  function readRunBody(exchange: Exchange): Promise<Buffer> {
+    if (exchange.node !== null) return readJsonObjectBody(exchange.node.request, bodyLimitBytes);
+    const body = exchange.body ?? EMPTY_BODY;
+    assertBodyWithinLimit(body, bodyLimitBytes);
+    return Promise.resolve(checkJsonObjectBody(body));
   }
 
   async function handleCustom(call: Call, request: IncomingMessage, response: ServerResponse, forwardPath: string, isAsync: boolean): Promise<void> {
@@ -168,7 +227,7 @@ export function createRunInterface(replica: Replica): RunInterface {
   }
 
   /** Async runs: a queue place, then the `pending` record made durable, then `202` — in that order. */
-  async function acceptAsync(call: Call, response: ServerResponse): Promise<ActiveRun> {
+  async function acceptAsync(call: Call, response: AnswerSink): Promise<ActiveRun> {
     try {
       call.target.admission.reserve();
     } catch (err) {
@@ -289,7 +348,35 @@ export function createRunInterface(replica: Replica): RunInterface {
     return new ProblemError(Problems.internal, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
   }
 
-  return { handle };
+  return { handle, handleWhole };
+}
+
+/**
+ * node:http's request and response of an exchange that needs them (a custom app's call, a stream). A whole
+ * request never gets here unless its app changed to a custom one after the front asked (`handleWhole`): the
+ * caller is told to retry, which the front then passes on to node:http.
+ */
+function nodeExchange(exchange: Exchange, target: AppTarget): { request: IncomingMessage; response: ServerResponse } {
+  if (exchange.node !== null) return exchange.node;
+  throw new ProblemError(Problems.appUnavailable, `App ${target.projectId}/${target.appName} changed while the call arrived; retry`, {
+    headers: { 'retry-after': '1' },
+  });
+}
+
+const EMPTY_BODY = Buffer.alloc(0);
+
+function pathOf(url: string): string {
+  const queryStart = url.indexOf('?');
+  return queryStart === -1 ? url : url.slice(0, queryStart);
+}
+
+/** As parseRunPath, with a path that is not valid percent-encoding as null too (node:http then answers it). */
+function parseRunPathOrNull(path: string): RunPath | null {
+  try {
+    return parseRunPath(path);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -331,7 +418,7 @@ function outcomeOf(record: RunRecord): RunOutcome {
 }
 
 /** Answers with a problem; once an answer has begun, the connection is cut instead (the body is torn). */
-export function sendProblem(response: ServerResponse, runId: string, problem: ProblemError): void {
+export function sendProblem(response: AnswerSink, runId: string, problem: ProblemError): void {
   if (response.headersSent || response.destroyed) {
     response.destroy();
     return;

@@ -1,7 +1,7 @@
 // Sync mode: the caller waits for `200 {"run_id","result","run_time_ms"}` or `500 {"run_id","error",...}`.
 // The envelope is concatenated around the runtime's JSON text, never parsed and re-serialised.
-import type { ServerResponse } from 'node:http';
 import type { ActiveRun } from '../active-runs.ts';
+import type { AnswerSink } from '../answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
 import { PROBLEM_CONTENT_TYPE } from '../problem.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
@@ -16,7 +16,7 @@ export async function runSync(
   target: AppTarget,
   recorder: RunRecorder,
   body: Buffer,
-  response: ServerResponse,
+  response: AnswerSink,
 ): Promise<RunOutcome> {
   const answer = await callRecorded(run, target, recorder, body, false);
   const outcome = settle(run, recorder, answer);
@@ -42,7 +42,7 @@ export function settle(run: ActiveRun, recorder: RunRecorder, answer: RuntimeAns
   }
 }
 
-export function sendPlainAnswer(response: ServerResponse, runId: string, answer: RuntimeAnswer, outcome: RunOutcome): void {
+export function sendPlainAnswer(response: AnswerSink, runId: string, answer: RuntimeAnswer, outcome: RunOutcome): void {
   switch (answer.kind) {
     case 'result':
       // A flat header list: Node writes it as given, without building and walking a header object.

@@ -1,0 +1,103 @@
+// The answer to one request the run port's front read: a head and a whole body, written to the socket at
+// once, with the headers node:http would add (Date, Content-Length, Connection, Keep-Alive).
+import { STATUS_CODES, type OutgoingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
+import type { AnswerSink } from '../answer-sink.ts';
+
+/** Told when the answer is written (or never will be), so the connection can read its next request. */
+export interface AnswerListener {
+  answered(closeAfter: boolean): void;
+}
+
+export class FrontAnswer implements AnswerSink {
+  readonly #socket: Socket;
+  readonly #listener: AnswerListener;
+  /** The caller asked for `Connection: close`, or the server is closing. */
+  readonly #keepAlive: boolean;
+  readonly #keepAliveSeconds: number;
+  #head: string | null = null;
+  #ended = false;
+
+  constructor(socket: Socket, listener: AnswerListener, keepAlive: boolean, keepAliveSeconds: number) {
+    this.#socket = socket;
+    this.#listener = listener;
+    this.#keepAlive = keepAlive;
+    this.#keepAliveSeconds = keepAliveSeconds;
+  }
+
+  get headersSent(): boolean {
+    return this.#head !== null;
+  }
+
+  get destroyed(): boolean {
+    return this.#socket.destroyed;
+  }
+
+  writeHead(statusCode: number, headers: OutgoingHttpHeaders | string[]): this {
+    if (this.#head !== null) throw new Error(`the answer's head was already written (status ${statusCode} came second)`);
+    let head = 'HTTP/1.1 ' + statusCode + ' ' + (STATUS_CODES[statusCode] ?? 'Unknown') + '\r\n';
+    if (Array.isArray(headers)) {
+      for (let i = 0; i + 1 < headers.length; i += 2) head += headerLine(headers[i]!, headers[i + 1]!);
+    } else {
+      for (const name in headers) {
+        const value = headers[name];
+        if (value === undefined) continue;
+        if (Array.isArray(value)) for (const each of value) head += headerLine(name, each);
+        else head += headerLine(name, String(value));
+      }
+    }
+    this.#head = head + 'date: ' + httpDate() + '\r\n';
+    return this;
+  }
+
+  end(body: string): this {
+    if (this.#ended) return this;
+    this.#ended = true;
+    if (this.#head === null) this.writeHead(200, []);
+    const connection = this.#keepAlive ? 'connection: keep-alive\r\nkeep-alive: timeout=' + this.#keepAliveSeconds + '\r\n' : 'connection: close\r\n';
+    const text = this.#head + connection + 'content-length: ' + Buffer.byteLength(body) + '\r\n\r\n' + body;
+    if (!this.#socket.destroyed) this.#socket.write(text);
+    this.#listener.answered(!this.#keepAlive);
+    return this;
+  }
+
+  destroy(): this {
+    this.#socket.destroy();
+    if (!this.#ended) {
+      this.#ended = true;
+      this.#listener.answered(true);
+    }
+    return this;
+  }
+}
+
+/**
+ * Refuses what would break the head (CR, LF, other control bytes), as node:http does, and anything outside
+ * ASCII too: the head is written as UTF-8 with the body, so it must be one byte a character.
+ */
+function headerLine(name: string, value: string): string {
+  if (!isHeaderText(name) || !isHeaderText(value)) throw new TypeError(`invalid character in header ${JSON.stringify(name)}: ${JSON.stringify(value)}`);
+  return name + ': ' + value + '\r\n';
+}
+
+function isHeaderText(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if ((code < 0x20 && code !== 0x09) || code > 0x7e) return false;
+  }
+  return true;
+}
+
+let dateSecond = -1;
+let dateText = '';
+
+/** The `Date` header's value, formatted once a second. */
+function httpDate(): string {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== dateSecond) {
+    dateSecond = second;
+    dateText = new Date(now).toUTCString();
+  }
+  return dateText;
+}
