@@ -9,7 +9,10 @@ import { readRequestHead, type RequestHead } from './request-head.ts';
 
 export interface FrontSettings {
   runInterface: RunInterface;
-  /** node:http's handling of a connection: where the front passes a socket on. */
+  /**
+   * node:http's handling of a connection: where the front passes a socket on. It must start reading at once,
+   * as node:http does: the bytes put back flow to the first 'data' listener, and only to it.
+   */
   passOn(socket: Socket): void;
   /** How long an idle kept-alive connection stays open. */
   keepAliveTimeoutMs: number;

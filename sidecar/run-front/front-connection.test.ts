@@ -1,0 +1,155 @@
+// The front's connection handling on its own, over real sockets: which requests it answers, and that a socket
+// passed on carries every byte it has not answered. The run interface here answers at once with what it got;
+// test/e2e/run-front.test.ts has the real pipeline behind it.
+import { once } from 'node:events';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { jsonPost, RawConnection } from '../../test/support/raw-http.ts';
+import type { AnswerSink } from '../answer-sink.ts';
+import type { RunInterface, WholeRequest } from '../run-interface.ts';
+import { FrontConnection, type FrontSettings } from './front-connection.ts';
+
+interface Harness {
+  origin: string;
+  /** Requests the front handed to the run interface. */
+  handled: WholeRequest[];
+  /** Resolves once the front passes a socket on: what is then read from it, as node:http would read it. */
+  passedOn: Promise<PassedOn>;
+}
+
+/** A socket passed on, read at once (as node:http's connection handling does) into `received`. */
+class PassedOn {
+  #received = Buffer.alloc(0);
+  #wake: (() => void) | null = null;
+
+  constructor(socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.#received = Buffer.concat([this.#received, chunk]);
+      this.#wake?.();
+    });
+    // As node:http would: a caller that has gone is let go, so the test's server can close.
+    socket.on('end', () => socket.end());
+  }
+
+  /** The bytes read, once there are at least `length` of them. */
+  async read(length: number): Promise<string> {
+    while (this.#received.length < length) await new Promise<void>((resolve) => (this.#wake = resolve));
+    return this.#received.toString('latin1');
+  }
+}
+
+const servers: Server[] = [];
+const connections: RawConnection[] = [];
+afterEach(async () => {
+  for (const connection of connections.splice(0)) connection.close();
+  for (const server of servers.splice(0)) {
+    server.close();
+    await once(server, 'close');
+  }
+});
+
+/** Answers every whole request with its body, unless its path says `pass`. */
+const echoing = (handled: WholeRequest[]): RunInterface => ({
+  handle() {
+    throw new Error('the front never calls handle');
+  },
+  handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
+    if (request.url.includes('pass')) return false;
+    handled.push(request);
+    answer.writeHead(200, ['content-type', 'text/plain', 'x-url', request.url]);
+    answer.end(request.body.toString('utf8'));
+    return true;
+  },
+});
+
+async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
+  const handled: WholeRequest[] = [];
+  let resolvePassedOn!: (passed: PassedOn) => void;
+  const passedOn = new Promise<PassedOn>((resolve) => (resolvePassedOn = resolve));
+  const passOn = (socket: Socket): void => resolvePassedOn(new PassedOn(socket));
+  const settings: FrontSettings = {
+    runInterface: echoing(handled),
+    passOn,
+    keepAliveTimeoutMs: 60_000,
+    maxBodyBytes: 1024,
+    incompleteRequestMs: 60_000,
+    ...overrides,
+  };
+  const server = createServer({ allowHalfOpen: true }, (socket) => new FrontConnection(socket, settings, () => undefined));
+  servers.push(server);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn };
+}
+
+async function open(origin: string): Promise<RawConnection> {
+  const connection = await RawConnection.open(origin);
+  connections.push(connection);
+  return connection;
+}
+
+describe('FrontConnection', () => {
+  it('answers whole POSTs itself, body and headers as read', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    connection.write(jsonPost('/v4/p/a/f?x=1', { a: 1 }, 'X-Webhook-Secret: s\r\n'));
+    const answer = await connection.next();
+    expect(answer).toMatchObject({ status: 200, body: '{"a":1}' });
+    expect(answer.headers['x-url']).toBe('/v4/p/a/f?x=1');
+    expect(harness.handled[0]!.headers['x-webhook-secret']).toBe('s');
+    expect(harness.handled[0]!.method).toBe('POST');
+  });
+
+  it('passes on a request it does not read, with it and everything after it unread', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    const rest = 'GET /v4/openapi.json HTTP/1.1\r\nHost: t\r\n\r\n' + jsonPost('/v4/p/a/f', { after: true });
+    connection.write(jsonPost('/v4/p/a/f', { first: true }) + rest);
+    expect((await connection.next()).body).toBe('{"first":true}');
+    expect(await (await harness.passedOn).read(rest.length)).toBe(rest);
+    expect(harness.handled).toHaveLength(1);
+  });
+
+  it('passes on a request the run interface declines, from its first byte', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    const request = jsonPost('/v4/p/a/pass', { stream: true });
+    connection.write(request);
+    expect(await (await harness.passedOn).read(request.length)).toBe(request);
+  });
+
+  it('passes on a body longer than it reads whole', async () => {
+    const harness = await start({ maxBodyBytes: 10 });
+    const connection = await open(harness.origin);
+    const request = jsonPost('/v4/p/a/f', { text: 'more than ten bytes' });
+    connection.write(request);
+    expect(await (await harness.passedOn).read(request.length)).toBe(request);
+  });
+
+  it('passes on a request still incomplete after its bound, with the bytes that came', async () => {
+    const harness = await start({ incompleteRequestMs: 50 });
+    const connection = await open(harness.origin);
+    const partial = 'POST /v4/p/a/f HTTP/1.1\r\nHost: t\r\nContent-Len';
+    connection.write(partial);
+    const passed = await harness.passedOn;
+    connection.write('gth: 2\r\n\r\n{}');
+    expect(await passed.read(partial.length + 12)).toBe(partial + 'gth: 2\r\n\r\n{}');
+    expect(harness.handled).toHaveLength(0);
+  });
+
+  it('passes on a head longer than it reads', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    const request = jsonPost('/v4/p/a/f', {}, `X-Long: ${'a'.repeat(9000)}\r\n`);
+    connection.write(request);
+    expect(await (await harness.passedOn).read(request.length)).toBe(request);
+  });
+
+  it('ends the connection after its answer when the caller half-closes', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    connection.socket.end(jsonPost('/v4/p/a/f', { last: true }));
+    expect((await connection.next()).body).toBe('{"last":true}');
+    await connection.closedByServer();
+  });
+});
