@@ -17,6 +17,7 @@ import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-int
 import { createRunServer } from '../sidecar/run-server.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
 import { loadKubeCredentials } from '../sidecar/runs/kube-credentials.ts';
+import { RunLogJournal } from '../sidecar/runs/runlog-journal.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
@@ -38,7 +39,8 @@ Options (environment variable in brackets):
   --response-grace-period S   run time limit in seconds (default 900) [RUNLET_RESPONSE_GRACE_PERIOD]
   --run-store runlog|sqlite   where runs are recorded: the pod's RunLog (default in a cluster) or SQLite in
                               --data-dir (default elsewhere) [RUNLET_RUN_STORE]
-  --data-dir DIR              the SQLite store's folder (default /var/run/runlet) [RUNLET_DATA_DIR]
+  --data-dir DIR              where async runs are made durable: the RunLog's journal, or the SQLite store
+                              (default /var/run/runlet, the pod's emptyDir) [RUNLET_DATA_DIR]
   --replica NAME              this replica's name on run records [POD_NAME]
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
@@ -119,7 +121,8 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const apps = new AppRegistry();
   apps.add(target);
   const registry = new Registry();
-  const store = runStore === 'runlog' ? await runLogStore(target, replicaName, registry, logger) : new SqliteRunStore({ dataDir: resolve(required('data-dir')), logger });
+  const dataDir = resolve(required('data-dir'));
+  const store = runStore === 'runlog' ? await runLogStore(target, replicaName, dataDir, registry, logger) : new SqliteRunStore({ dataDir, logger });
   const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, webhooks: { allowCidrs }, auth, registry });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
@@ -149,16 +152,26 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG). */
-async function runLogStore(target: AppTarget, podName: string, registry: Registry, logger: Logger): Promise<RunLogStore> {
+/**
+ * The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG), with its journal in
+ * `dataDir`: opened first, so a data dir that cannot be written fails the start rather than the first async run.
+ */
+async function runLogStore(target: AppTarget, podName: string, dataDir: string, registry: Registry, logger: Logger): Promise<RunLogStore> {
+  let journal;
+  try {
+    journal = await RunLogJournal.open({ dataDir, logger });
+  } catch (err) {
+    throw new CliError(`--data-dir: ${(err as Error).message}`);
+  }
   let credentials;
   try {
     credentials = await loadKubeCredentials();
   } catch (err) {
+    await journal.close();
     // A missing or broken kubeconfig or service account: the message names the file and what to fix.
     throw new CliError(`--run-store runlog: ${(err as Error).message}`);
   }
-  const store = new RunLogStore({ credentials, namespace: target.projectId, podName, appName: target.appName, registry, logger });
+  const store = new RunLogStore({ credentials, namespace: target.projectId, podName, appName: target.appName, journal, registry, logger });
   store.start();
   return store;
 }

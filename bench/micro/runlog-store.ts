@@ -25,6 +25,9 @@
 // Compare runs made side by side: the figures move with the machine's load.
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
@@ -35,6 +38,7 @@ import { AppTarget } from '../../sidecar/apps.ts';
 import type { RunRecord, WebhookRecord } from '../../sidecar/runs/record.ts';
 import { kubeConfigCredentials } from '../../sidecar/runs/kube-credentials-client-node.ts';
 import { RunRecorder, newRunId } from '../../sidecar/runs/recorder.ts';
+import { RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
 import { RunLogStore } from '../../sidecar/runs/runlog-store.ts';
 import { RunLogWindow } from '../../sidecar/runs/runlog-window.ts';
 import { APP_NAME, NAMESPACE, POD_NAME } from '../../sidecar/runs/runlog-test-kit.ts';
@@ -148,14 +152,16 @@ async function startApiServer(keepFinished: number): Promise<{ url: string; stop
   };
 }
 
-async function openStore(url: string, warnings: Record<string, number>): Promise<RunLogStore> {
+/** A store on the API server at `url`, its journal in `dataDir` (only durable saves use it; none are made here). */
+async function openStore(url: string, dataDir: string, warnings: Record<string, number>): Promise<RunLogStore> {
   const logger = pino({ level: 'warn' }, {
     write(line: string) {
       const { msg } = JSON.parse(line) as { msg: string };
       warnings[msg] = (warnings[msg] ?? 0) + 1;
     },
   });
-  const store = new RunLogStore({ credentials: kubeConfigCredentials(kubeConfigFor(url)), namespace: NAMESPACE, podName: POD_NAME, appName: APP_NAME, registry: new Registry(), logger });
+  const journal = await RunLogJournal.open({ dataDir, logger });
+  const store = new RunLogStore({ credentials: kubeConfigCredentials(kubeConfigFor(url)), namespace: NAMESPACE, podName: POD_NAME, appName: APP_NAME, journal, registry: new Registry(), logger });
   store.start();
   await store.flush();
   return store;
@@ -323,9 +329,10 @@ function spread(values: number[]): { median: number; max: number } {
 
 async function measure(keepFinished: number, takeStretches: () => number[]): Promise<Result> {
   const server = await startApiServer(keepFinished);
+  const dataDir = await mkdtemp(join(tmpdir(), 'runlet-micro-runlog-'));
   const warnings: Record<string, number> = {};
   try {
-    const burstStore = await openStore(server.url, warnings);
+    const burstStore = await openStore(server.url, dataDir, warnings);
     const bursts = await measureBursts(burstStore, takeStretches).finally(() => burstStore.close());
     const runLog = await readRunLog(server.url);
     const status = (JSON.parse(runLog) as { status: { runs: unknown[] } }).status;
@@ -345,7 +352,7 @@ async function measure(keepFinished: number, takeStretches: () => number[]): Pro
     };
     if (STREAM_SECONDS > 0) {
       const noop = await stream(new RunRecorder(noopStore, POD_NAME));
-      const store = await openStore(server.url, warnings);
+      const store = await openStore(server.url, dataDir, warnings);
       const streamed = await stream(new RunRecorder(store, POD_NAME)).finally(() => store.close());
       result.stream = {
         achievedRate: Math.round(streamed.achievedRate),
@@ -359,6 +366,7 @@ async function measure(keepFinished: number, takeStretches: () => number[]): Pro
     return result;
   } finally {
     await server.stop();
+    await rm(dataDir, { recursive: true, force: true });
   }
 }
 

@@ -20,7 +20,7 @@ export const WEBHOOK_FIGURES: FigureSpec[] = [
     decimals: 0,
     target: { op: '>=', value: 1000 },
   },
-  { key: 'webhook.podDeliveriesPerS', scenario: SCENARIO, label: `the same from the pod's sidecar (RunLog: its accepts are paced, see async accept)`, unit: 'deliveries/s', decimals: 0 },
+  { key: 'webhook.podDeliveriesPerS', scenario: SCENARIO, label: `the same from the pod's sidecar (\`--run-store runlog\`)`, unit: 'deliveries/s', decimals: 0 },
   { key: 'webhook.lost', scenario: SCENARIO, label: 'accepted runs not delivered (both sidecars)', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
   { key: 'webhook.badSignatures', scenario: SCENARIO, label: 'deliveries whose signature did not verify (both sidecars)', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
   { key: 'webhook.refused', scenario: SCENARIO, label: 'run calls not accepted (both sidecars)', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
@@ -37,7 +37,7 @@ interface ReceiverStats {
 
 /**
  * The same burst through both sidecars, one after the other: the SQLite one, whose accepts keep ahead of its
- * deliveries, measures the deliverer; the pod's is bounded by its RunLog's paced accepts (the async scenario).
+ * deliveries, measures the deliverer; the pod's is shown beside it.
  */
 export async function measureWebhook(stack: Stack): Promise<RoundFigures> {
   const direct = await deliverBurst(stack, stack.sqliteSidecar);

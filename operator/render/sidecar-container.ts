@@ -75,6 +75,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 }),
     resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
     volumeMounts: [
+      // The pod's emptyDir: the RunLog journal, where async runs are made durable before their 202, lives as
+      // long as the pod, so it outlives a crash or restart of this container.
       { name: DATA_VOLUME, mountPath: DATA_DIR },
       // Only the sidecar gets the token that may write RunLogs; the app's code never sees it.
       { name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },

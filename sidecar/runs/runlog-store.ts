@@ -1,14 +1,19 @@
 // The run store of a pod's sidecar: run records in the status of the replica's RunLog (named after the pod,
-// labelled with and owned by its App). Saves are batched into about one status write a second; a durable
-// save (an async run's `pending` record, before its 202) gets a write within a few milliseconds, shared by
-// every durable save that arrives meanwhile. While the API server is unreachable, saves wait in a bounded
-// buffer and durable saves fail fast, so the sidecar answers 503 rather than accept a run it has not recorded.
+// labelled with and owned by its App). Saves are batched into about one status write a second. A durable
+// save (an async run's `pending` record, before its 202) is made durable by an append to the journal in the
+// pod's emptyDir (runlog-journal.ts), which survives a crash or restart of the sidecar; it resolves then, and
+// asks for a RunLog write within `durableMinIntervalMs` (~50 ms), shared by every durable save meanwhile, which
+// replicates it off the node. A new sidecar of the pod merges what the journal holds and no RunLog write
+// replicated into the RunLog it adopts. While the RunLog cannot be written (writes failing, or durable saves
+// not replicated within `durableTimeoutMs`), saves wait in a bounded buffer and durable saves are refused, so
+// the sidecar answers 503 rather than accept a run it cannot replicate.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { KubeCredentials } from './kube-credentials.ts';
 import type { RunRecord } from './record.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunLogApi, isConflict, isNotFound, type RunLogState } from './runlog-api.ts';
+import type { RunLogJournal } from './runlog-journal.ts';
 import { KubeJsonClient, KubeRequestError } from './runlog-kube-client.ts';
 import { RunLogMetrics } from './runlog-metrics.ts';
 import { realTimers, type RunLogTimers, type TimerHandle } from './runlog-timers.ts';
@@ -23,6 +28,11 @@ export interface RunLogStoreOptions {
   /** The pod's name, which the RunLog is named after. */
   podName: string;
   appName: string;
+  /**
+   * Where durable saves are journaled before their RunLog write (RunLogJournal.open on the pod's data dir).
+   * The store takes it over: it hands its recovered runs to the adopted RunLog, and closes it on close.
+   */
+  journal: RunLogJournal;
   /** Where `runlet_run_records_dropped_total` and `runlet_run_records_buffered` are registered. */
   registry: Registry;
   logger: Logger;
@@ -35,7 +45,10 @@ export interface RunLogStoreOptions {
    * this caps the writes at 1000 / N a second, each shared by the runs accepted meanwhile. Default 50 ms.
    */
   durableMinIntervalMs?: number;
-  /** How long `saveDurably` waits before it rejects. Default 2000 ms. */
+  /**
+   * How long a durable save may wait for the RunLog write that replicates it: while one has waited longer,
+   * `saveDurably` refuses (writes hang, or cannot keep up). Default 2000 ms.
+   */
   durableTimeoutMs?: number;
   /** How long `flush` keeps retrying before it rejects. Default 5000 ms. */
   flushTimeoutMs?: number;
@@ -53,7 +66,7 @@ export interface RunLogStoreOptions {
   timers?: RunLogTimers;
 }
 
-/** A caller of flush or saveDurably, resolved by the first write of a snapshot at or past `seq`. */
+/** A caller of flush, resolved by the first write of a snapshot at or past `seq`. */
 interface Waiter {
   seq: number;
   resolve: () => void;
@@ -61,11 +74,9 @@ interface Waiter {
   /** When the wait gives up. */
   deadline: number;
   timer?: TimerHandle;
-  /** saveDurably's run: withdrawn when the wait fails, since its caller then refuses the run. */
-  record?: RunRecord;
 }
 
-/** `cadence`: batched saves. `durable`: a caller waits for the write. `now`: an explicit flush. */
+/** `cadence`: batched saves. `durable`: durable saves or flushes wait for replication. `now`: an explicit flush. */
 type Urgency = 'cadence' | 'durable' | 'now';
 
 /** Rounds of conflict (409: re-read and merge) or vanished RunLog (404: re-create) within one write. */
@@ -84,6 +95,7 @@ export class RunLogStore implements RunStore {
   readonly #client: KubeJsonClient;
   readonly #api: RunLogApi;
   readonly #window: RunLogWindow;
+  readonly #journal: RunLogJournal;
   readonly #metrics: RunLogMetrics;
   readonly #name: string;
   readonly #flushIntervalMs: number;
@@ -101,6 +113,12 @@ export class RunLogStore implements RunStore {
   #resourceVersion: string | undefined;
   /** The status a previous sidecar of this pod left has been taken over (done once, at the first read). */
   #adopted = false;
+  /** Runs the previous sidecar journaled and did not replicate: merged into the status it left when adopting it. */
+  #recovered: RunRecord[];
+  /** Window sequence number of the latest durable save. */
+  #lastDurableSeq = 0;
+  /** Since when (at the latest) a durable save has waited for its RunLog write; undefined when none waits. */
+  #unreplicatedSince: number | undefined;
   #timer: TimerHandle | undefined;
   #timerAt = Infinity;
   #writing: Promise<void> | undefined;
@@ -132,6 +150,8 @@ export class RunLogStore implements RunStore {
     this.#client = new KubeJsonClient(options.credentials, { requestTimeoutMs: options.requestTimeoutMs ?? 10_000 });
     this.#api = new RunLogApi(this.#client, { namespace, name: podName, appName });
     this.#window = new RunLogWindow({ maxUnwritten: this.#maxBufferedRuns });
+    this.#journal = options.journal;
+    this.#recovered = this.#journal.takeRecovered();
     this.#metrics = new RunLogMetrics(options.registry, () => this.#window.unwritten);
   }
 
@@ -159,22 +179,33 @@ export class RunLogStore implements RunStore {
     this.#schedule('cadence');
   }
 
-  /** Rejects after `durableTimeoutMs`, or at once while backing off past it, taking the run back. */
-  saveDurably(record: RunRecord): Promise<void> {
-    try {
-      this.#assertOpen(record);
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
+  /**
+   * Resolves once the record is in the journal, and asks for a prompt RunLog write to replicate it. Refuses at
+   * once while the RunLog cannot be written (see #refusal); a journal write that fails takes the run back and
+   * rejects too, unless a RunLog write has replicated the run meanwhile.
+   */
+  async saveDurably(record: RunRecord): Promise<void> {
+    this.#assertOpen(record);
+    const refusal = this.#refusal();
+    if (refusal !== undefined) throw new Error(`run ${record.id} could not be recorded in RunLog ${this.#name}: ${refusal}`, { cause: this.#lastError });
     this.#upsert(record);
-    return this.#waitForWrite('durable', this.#durableTimeoutMs, record);
+    this.#lastDurableSeq = this.#window.seq;
+    this.#unreplicatedSince ??= this.#timers.now();
+    const journaled = this.#journal.append(record);
+    this.#schedule('durable');
+    try {
+      await journaled;
+    } catch (error) {
+      // Its caller refuses the run: it leaves the window, unless a RunLog write already made it durable.
+      if (this.#window.withdraw(record)) throw error;
+    }
   }
 
   /** Writes now (even while backing off), retrying for up to `flushTimeoutMs`. */
   flush(): Promise<void> {
     if (this.#closed) return Promise.reject(new Error(`run store for RunLog ${this.#name} is closed`));
     if (this.#window.unwritten === 0 && this.#resourceVersion !== undefined) return Promise.resolve();
-    return this.#waitForWrite('now', this.#flushTimeoutMs);
+    return this.#waitForFlush();
   }
 
   /** Writes what is left, retrying for at most `closeTimeoutMs`; what still is not written is counted dropped. */
@@ -204,6 +235,8 @@ export class RunLogStore implements RunStore {
     }
     const closedError = new Error(`run store for RunLog ${this.#name} closed before the write`, { cause: this.#lastError });
     for (const waiter of this.#waiters) this.#fail(waiter, closedError);
+    // Emptied if everything journaled was replicated; otherwise the next sidecar of this pod recovers the rest.
+    await this.#journal.close();
     await this.#client.close();
     this.#logger.info({ counts: this.#window.counts }, 'run store closed');
   }
@@ -212,18 +245,31 @@ export class RunLogStore implements RunStore {
     if (this.#closed) throw new Error(`run store for RunLog ${this.#name} is closed: cannot save run ${record.id}`);
   }
 
-  #waitForWrite(urgency: Urgency, timeoutMs: number, record?: RunRecord): Promise<void> {
+  /**
+   * Why a durable save cannot be accepted now, if it cannot: it would wait in the journal, on this node only,
+   * for longer than the prompt write the caller's 202 stands for.
+   */
+  #refusal(): string | undefined {
+    if (this.#retryAt !== undefined) {
+      const retryInMs = Math.max(0, Math.round(this.#retryAt - this.#timers.now()));
+      return `writing it failed (${this.#lastError?.message ?? 'unknown error'}); the next try is in ${retryInMs} ms`;
+    }
+    if (this.#unreplicatedSince !== undefined && this.#timers.now() - this.#unreplicatedSince > this.#durableTimeoutMs) {
+      return `durable saves have waited more than ${this.#durableTimeoutMs} ms for a write${this.#writing === undefined ? '' : ' (one is under way)'}`;
+    }
+    if (this.#window.unwritten >= this.#maxBufferedRuns) {
+      return `${this.#window.unwritten} run records wait to be written, the most it buffers`;
+    }
+    return undefined;
+  }
+
+  #waitForFlush(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const deadline = this.#timers.now() + timeoutMs;
-      const waiter: Waiter = { seq: this.#window.seq, resolve, reject, deadline, record };
+      const deadline = this.#timers.now() + this.#flushTimeoutMs;
+      const waiter: Waiter = { seq: this.#window.seq, resolve, reject, deadline };
       this.#waiters.add(waiter);
-      if (urgency !== 'now' && this.#retryAt !== undefined && this.#retryAt > deadline) {
-        // Backing off past the bound: waiting cannot help, and the caller should answer 503 at once.
-        this.#fail(waiter, this.#unavailable(waiter));
-        return;
-      }
-      waiter.timer = this.#timers.setTimeout(() => this.#fail(waiter, this.#unavailable(waiter)), timeoutMs);
-      this.#schedule(urgency);
+      waiter.timer = this.#timers.setTimeout(() => this.#fail(waiter, this.#unavailable()), this.#flushTimeoutMs);
+      this.#schedule('now');
     });
   }
 
@@ -264,9 +310,9 @@ export class RunLogStore implements RunStore {
     });
   };
 
-  /** After a write: the next one, sooner when callers wait for it. */
+  /** After a write: the next one, sooner when callers or durable saves wait for it. */
   #followUp(): void {
-    if (this.#waiters.size > 0) this.#schedule('durable');
+    if (this.#waiters.size > 0 || this.#unreplicatedSince !== undefined) this.#schedule('durable');
     else if (this.#window.unwritten > 0 || this.#resourceVersion === undefined) this.#schedule('cadence');
   }
 
@@ -292,13 +338,16 @@ export class RunLogStore implements RunStore {
       const resourceVersion = this.#resourceVersion ?? (await this.#ensureRunLog());
       if (this.#window.unwritten === 0) {
         // Nothing changed since the last write, or only runs that left again: all saved so far is as written as it will be.
-        this.#settle(this.#window.seq);
+        this.#replicated(this.#window.seq, this.#journal.lastEntry, this.#timers.now());
         return;
       }
       // A status of many runs new since the last write is serialised a slice at a time, with requests
       // served in between, rather than in one block of milliseconds that would hold up every one in flight.
       while (this.#window.prepare(this.#maxStatusBytes, SERIALIZE_SLICE_RUNS)) await yieldToEventLoop();
       const snapshot = this.#window.snapshot(this.#maxStatusBytes);
+      // Every journal entry so far is of a run saved into the window before it, so in the snapshot.
+      const journaled = this.#journal.lastEntry;
+      const snapshotAt = this.#timers.now();
       if (snapshot.trimmedForBytes > 0) {
         this.#logger.warn(
           { trimmed: snapshot.trimmedForBytes, kept: snapshot.runs, bytes: snapshot.bytes, maxStatusBytes: this.#maxStatusBytes },
@@ -320,7 +369,7 @@ export class RunLogStore implements RunStore {
         throw error;
       }
       this.#window.markWritten(snapshot.seq);
-      this.#settle(snapshot.seq);
+      this.#replicated(snapshot.seq, journaled, snapshotAt);
       return;
     }
   }
@@ -340,9 +389,14 @@ export class RunLogStore implements RunStore {
     return state.resourceVersion;
   }
 
-  /** Takes over the status a previous sidecar of this pod (restarted since) left. */
+  /**
+   * Takes over the status a previous sidecar of this pod (restarted since) left, with the runs it journaled and
+   * did not replicate: all of them unfinished, so recorded as failures with the runs it left in flight.
+   */
   #adopt(state: RunLogState): void {
-    const unfinished = this.#window.adopt(state.status);
+    const journaled = new Set(this.#recovered);
+    const unfinished = this.#window.adopt(state.status, this.#recovered);
+    this.#recovered = [];
     for (const record of unfinished) {
       markAbandoned(record, 'replica_lost', 'the sidecar restarted before the run completed');
       this.#upsert(record);
@@ -350,7 +404,11 @@ export class RunLogStore implements RunStore {
     this.#adopted = true;
     const runs = state.status.runs?.length ?? 0;
     if (unfinished.length > 0) {
-      this.#logger.warn({ runs: unfinished.length }, 'runs left in flight by a previous sidecar of this pod are recorded as failures');
+      const fromJournal = unfinished.filter((record) => journaled.has(record)).length;
+      this.#logger.warn(
+        { runs: unfinished.length, fromJournal, journal: this.#journal.path },
+        'runs left in flight by a previous sidecar of this pod are recorded as failures',
+      );
     }
     if (runs > 0) this.#logger.info({ runs, counts: this.#window.counts }, 'took over the RunLog of a previous sidecar of this pod');
   }
@@ -382,8 +440,19 @@ export class RunLogStore implements RunStore {
     );
     // Callers whose bound passes before the retry are answered now rather than at their bound.
     for (const waiter of this.#waiters) {
-      if (waiter.deadline < this.#retryAt) this.#fail(waiter, this.#unavailable(waiter));
+      if (waiter.deadline < this.#retryAt) this.#fail(waiter, this.#unavailable());
     }
+  }
+
+  /**
+   * A write (or a check that nothing was left to write) covered every save up to window sequence `seq` and
+   * every journal entry up to `journalEntry`; it started at `startedAt`.
+   */
+  #replicated(seq: number, journalEntry: number, startedAt: number): void {
+    this.#settle(seq);
+    this.#journal.replicated(journalEntry);
+    // Durable saves made since `startedAt` may still wait; none of them waits from before it.
+    this.#unreplicatedSince = this.#lastDurableSeq > seq ? startedAt : undefined;
   }
 
   #settle(seq: number): void {
@@ -395,19 +464,15 @@ export class RunLogStore implements RunStore {
     }
   }
 
-  /** Rejects a waiter; a durable save's run is taken back, since its caller will refuse the run. */
   #fail(waiter: Waiter, error: Error): void {
     if (!this.#waiters.delete(waiter)) return;
     this.#timers.clearTimeout(waiter.timer);
-    if (waiter.record !== undefined) this.#window.withdraw(waiter.record);
     waiter.reject(error);
   }
 
-  #unavailable(waiter: Waiter): Error {
+  #unavailable(): Error {
     const why = this.#lastError?.message ?? 'no write completed yet';
-    const what = waiter.record === undefined ? 'run records could not be flushed to' : `run ${waiter.record.id} could not be recorded in`;
-    const bound = waiter.record === undefined ? this.#flushTimeoutMs : this.#durableTimeoutMs;
-    return new Error(`${what} RunLog ${this.#name} within ${bound} ms: ${why}`, { cause: this.#lastError });
+    return new Error(`run records could not be flushed to RunLog ${this.#name} within ${this.#flushTimeoutMs} ms: ${why}`, { cause: this.#lastError });
   }
 
   #reportDrops(): void {

@@ -1,6 +1,9 @@
-// What the RunLog store's tests share: the in-memory API server with the Runlet CRDs and an App, run records,
-// a log that can be read back, a clock the tests move by hand, and bounded waits on the API server's state.
-import { readFile } from 'node:fs/promises';
+// What the RunLog store's tests share: the in-memory API server with the Runlet CRDs and an App, stores with
+// their journal in a data dir of their own (or one a previous store left), run records, a log that can be read
+// back, a clock the tests move by hand, and bounded waits on the API server's state.
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import pino, { type Logger } from 'pino';
 import { Registry } from 'prom-client';
@@ -10,6 +13,7 @@ import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts
 import { kubeConfigCredentials } from './kube-credentials-client-node.ts';
 import type { RunRecord, RunStatus } from './record.ts';
 import { newRunId } from './recorder.ts';
+import { RunLogJournal } from './runlog-journal.ts';
 import { isFinished } from './runlog-window.ts';
 import { RunLogStore, type RunLogStoreOptions } from './runlog-store.ts';
 import type { RunLogTimers, TimerHandle } from './runlog-timers.ts';
@@ -119,21 +123,40 @@ export interface TestStore {
   store: RunLogStore;
   registry: Registry;
   lines: LogLine[];
+  /** The store's data dir, where its journal is. */
+  dataDir: string;
 }
 
-export function createStore(cluster: Cluster, options: Partial<RunLogStoreOptions> = {}): TestStore {
+/** A temporary data dir; the caller removes it (removeDataDir). */
+export function makeDataDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), 'runlet-runlog-'));
+}
+
+export function removeDataDir(dataDir: string): Promise<void> {
+  return rm(dataDir, { recursive: true, force: true });
+}
+
+export type TestStoreOptions = Partial<Omit<RunLogStoreOptions, 'journal'>> & {
+  /** The data dir of the store's journal: a new one when omitted (a previous store's to take over from it). */
+  dataDir?: string;
+};
+
+export async function createStore(cluster: Cluster, options: TestStoreOptions = {}): Promise<TestStore> {
+  const { dataDir = await makeDataDir(), ...storeOptions } = options;
   const { logger, lines } = captureLogger();
   const registry = new Registry();
+  const journal = await RunLogJournal.open({ dataDir, logger });
   const store = new RunLogStore({
     credentials: kubeConfigCredentials(cluster.server.kubeConfig()),
     namespace: NAMESPACE,
     podName: POD_NAME,
     appName: APP_NAME,
+    journal,
     registry,
     logger,
-    ...options,
+    ...storeOptions,
   });
-  return { store, registry, lines };
+  return { store, registry, lines, dataDir };
 }
 
 /** A run record in `status`, created now; finished runs are completed now too. */

@@ -123,6 +123,27 @@ describe('RunLogWindow', () => {
     expect(new Set(ids)).toEqual(new Set([mine.id, left.id, done[2]!.id]));
   });
 
+  it('adopts journaled runs the status lacks or holds at an earlier stage, counting those it did not count', () => {
+    const w = window();
+    const heldFurther = finish(runRecord('running'));
+    const heldEarlier = runRecord('pending');
+    const counts = { total: 2, success: 1, failure: 0, inFlight: 1 };
+    const missing = runRecord('pending');
+    const journaled = [{ ...heldFurther, status: 'pending' as const }, { ...heldEarlier, status: 'running' as const }, missing];
+    const unfinished = w.adopt({ runs: [heldFurther, heldEarlier], counts }, journaled);
+    // The status's finished run stands; the journal's later state of the other replaces it; the missing one joins.
+    expect(unfinished).toEqual([journaled[1], missing]);
+    expect(w.counts).toEqual({ total: 3, success: 1, failure: 0, inFlight: 2 });
+    const runs = written(w);
+    expect(new Map(runs.map((run) => [run.id, run.status]))).toEqual(
+      new Map([
+        [heldFurther.id, 'success'],
+        [heldEarlier.id, 'running'],
+        [missing.id, 'pending'],
+      ]),
+    );
+  });
+
   it('merges a status another writer changed: its runs are added, mine keep their state', () => {
     const w = window();
     const mine = runRecord('running');

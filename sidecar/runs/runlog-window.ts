@@ -84,6 +84,12 @@ export function isFinished(status: RunStatus): boolean {
   return status !== 'pending' && status !== 'running';
 }
 
+/** How far along a run is: a run's status only ever moves to a later stage. */
+function stage(status: RunStatus): number {
+  if (status === 'pending') return 0;
+  return status === 'running' ? 1 : 2;
+}
+
 function zeroCounts(): RunLogCounts {
   return { total: 0, success: 0, failure: 0, inFlight: 0 };
 }
@@ -253,19 +259,41 @@ export class RunLogWindow {
 
   /**
    * Takes over the status a previous sidecar of this replica left: its counts continue, its finished runs stay
-   * in the window. Returns the runs it left in flight, which nothing will complete.
+   * in the window. `journaled` are the runs that sidecar saved durably in its journal: each joins the status
+   * unless the status holds its run in the same or a later state, and is counted if the status did not count
+   * it. Returns the runs left in flight, which nothing will complete.
    */
-  adopt(status: RemoteStatus): RunRecord[] {
+  adopt(status: RemoteStatus, journaled: readonly RunRecord[] = []): RunRecord[] {
+    const runs = new Map<string, RunRecord>();
+    for (const record of status.runs ?? []) runs.set(record.id, record);
+    /** What the journaled runs add to the counts the status carries. */
+    const uncounted = zeroCounts();
+    for (const record of journaled) {
+      const held = runs.get(record.id);
+      if (held !== undefined && stage(held.status) >= stage(record.status)) continue;
+      if (held !== undefined) count(uncounted, held.status, -1);
+      count(uncounted, record.status, 1);
+      runs.set(record.id, record);
+    }
     const unfinished: RunRecord[] = [];
     const derived = zeroCounts();
-    for (const record of status.runs ?? []) {
+    for (const record of runs.values()) {
       if (this.#present(record.id) !== undefined) continue;
       this.#entries.set(record.id, new Entry(record, 0, false));
       count(derived, record.status, 1);
       if (!isFinished(record.status)) unfinished.push(record);
     }
     // In flight is a gauge of the runs held, not a running total: taken from the runs, so it can never go negative.
-    const base = status.counts === undefined ? derived : { ...status.counts, inFlight: derived.inFlight };
+    const { counts } = status;
+    const base =
+      counts === undefined
+        ? derived
+        : {
+            total: counts.total + uncounted.total,
+            success: counts.success + uncounted.success,
+            failure: counts.failure + uncounted.failure,
+            inFlight: derived.inFlight,
+          };
     for (const key of ['total', 'success', 'failure', 'inFlight'] as const) this.#counts[key] += base[key];
     this.#refileAll();
     this.#trimFinished();

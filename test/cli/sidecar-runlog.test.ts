@@ -1,6 +1,8 @@
 // `runlet sidecar --run-store runlog` as a process against the in-memory API server: it records runs in its
 // pod's RunLog without loading @kubernetes/client-node (~46 MB of RSS), except for a kubeconfig user whose
-// credentials come from a plugin, which client-node runs.
+// credentials come from a plugin, which client-node runs. An async run it answered from its journal while the
+// API server refused every write survives the sidecar being killed: the next sidecar on the same data dir
+// records it. A data dir it cannot write fails its start.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,6 +10,8 @@ import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { APP_NAME, NAMESPACE, POD_NAME, startCluster, type Cluster } from '../../sidecar/runs/runlog-test-kit.ts';
+import { freePort } from '../support/custom-app.ts';
+import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
@@ -18,14 +22,18 @@ const LOADED_ON_USE = /\/node_modules\/(undici|jose|fastify|@fastify\/swagger|pi
 
 let dir: string | undefined;
 let cluster: Cluster | undefined;
-let sidecar: ChildProcess | undefined;
+/** Processes a test started: sidecars and the app they front. */
+const children: ChildProcess[] = [];
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolveExit) => child.once('exit', resolveExit));
+  child.kill('SIGKILL');
+  await exited;
+}
 
 afterEach(async () => {
-  if (sidecar !== undefined && sidecar.exitCode === null && sidecar.signalCode === null) {
-    sidecar.kill('SIGKILL');
-    await new Promise((resolveExit) => sidecar!.once('exit', resolveExit));
-  }
-  sidecar = undefined;
+  for (const child of children.splice(0)) await kill(child);
   await cluster?.server.close();
   cluster = undefined;
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
@@ -47,37 +55,78 @@ async function modulesOfSidecar(edit: (kubeconfig: KubeconfigDocument) => void =
   writeFileSync(kubeconfig, JSON.stringify(document));
   const moduleLog = join(dir, 'modules.log');
 
-  const child = spawn(
-    process.execPath,
+  const { child, output: outputOf, exited } = startSidecar(
     [
-      '--import', RECORD_MODULES, CLI, 'sidecar', '--project', NAMESPACE, '--app', APP_NAME, '--replica', POD_NAME, '--run-store', 'runlog',
       // No runtime is needed: the RunLog is written at startup, whether or not the app is ready.
-      '--app-port', '9', '--port', '0', '--admin-port', '0', '--auth', 'off',
+      '--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(dir, 'data'),
     ],
-    { env: { ...process.env, KUBECONFIG: kubeconfig, RUNLET_TEST_MODULE_LOG: moduleLog }, stdio: ['ignore', 'pipe', 'pipe'] },
+    { KUBECONFIG: kubeconfig, RUNLET_TEST_MODULE_LOG: moduleLog },
+    ['--import', RECORD_MODULES],
   );
-  sidecar = child;
-  let output = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const exited = new Promise<number | null>((resolveExit) => child.once('exit', resolveExit));
 
   const running = cluster;
   try {
-    await waitFor(async () => child.exitCode === null && output.includes('sidecar listening') && (await running.readRunLog()) !== undefined, {
+    await waitFor(async () => child.exitCode === null && outputOf().includes('sidecar listening') && (await running.readRunLog()) !== undefined, {
       what: 'the sidecar to listen and create its RunLog',
     });
   } catch (error) {
-    throw new Error(`${(error as Error).message}; the sidecar's output:\n${output}`, { cause: error });
+    throw new Error(`${(error as Error).message}; the sidecar's output:\n${outputOf()}`, { cause: error });
   }
   child.kill('SIGTERM');
   // Bounded by the test's timeout; the store's close is bounded by its own.
-  expect(await exited, output).toBe(0);
+  expect(await exited, outputOf()).toBe(0);
   return readFileSync(moduleLog, 'utf8').split('\n').filter(Boolean);
 }
 
 interface KubeconfigDocument {
   users: { name: string; user: Record<string, unknown> }[];
+}
+
+interface StartedSidecar {
+  child: ChildProcess;
+  /** What it printed so far, stdout and stderr. */
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `runlet sidecar --run-store runlog` for the test pod of app `hello`, caller auth off, with `args`. */
+function startSidecar(args: string[], env: Record<string, string>, nodeArgs: string[] = []): StartedSidecar {
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, CLI, 'sidecar', '--project', NAMESPACE, '--app', APP_NAME, '--replica', POD_NAME, '--run-store', 'runlog', '--auth', 'off', ...args],
+    { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.push(child);
+  let output = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const exited = new Promise<number | null>((resolveExit) => child.once('exit', resolveExit));
+  return { child, output: () => output, exited };
+}
+
+/** The fixture custom-runtime app (it echoes what it is sent) on a free port. */
+async function startApp(): Promise<number> {
+  const port = await freePort();
+  const app = spawn(process.execPath, [join(FIXTURE_APPS, 'custom/server.mjs')], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
+  children.push(app);
+  return port;
+}
+
+/** A sidecar in front of the app on `appPort`, its journal in `dataDir`, once it is ready to take runs. */
+async function readySidecar(appPort: number, dataDir: string, kubeconfig: string): Promise<{ sidecar: StartedSidecar; runUrl: string }> {
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const sidecar = startSidecar(
+    ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', dataDir],
+    { KUBECONFIG: kubeconfig },
+  );
+  try {
+    await waitFor(async () => sidecar.child.exitCode === null && (await fetch(`http://127.0.0.1:${adminPort}/ready`).then((response) => response.ok, () => false)), {
+      what: 'the sidecar to be ready',
+    });
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; the sidecar's output:\n${sidecar.output()}`, { cause: error });
+  }
+  return { sidecar, runUrl: `http://127.0.0.1:${port}/v4/${NAMESPACE}/${APP_NAME}/run` };
 }
 
 describe('runlet sidecar --run-store runlog', () => {
@@ -101,5 +150,52 @@ describe('runlet sidecar --run-store runlog', () => {
       };
     });
     expect(modules.some((url) => CLIENT_NODE.test(url))).toBe(true);
+  });
+
+  it('answers an async run from its journal while writes fail; killed, its next sidecar records the run as replica_lost', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+    cluster = await startCluster();
+    const kubeconfig = join(dir, 'kubeconfig');
+    await cluster.server.writeKubeconfig(kubeconfig);
+    const dataDir = join(dir, 'data');
+    const appPort = await startApp();
+    const first = await readySidecar(appPort, dataDir, kubeconfig);
+    const running = cluster;
+    await waitFor(async () => (await running.readRunLog()) !== undefined, { what: 'the sidecar to create its RunLog' });
+
+    cluster.server.pause('refuse');
+    const accepted = await fetch(`${first.runUrl}?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(accepted.status, first.sidecar.output()).toBe(202);
+    const { run_id: runId } = (await accepted.json()) as { run_id: string };
+    // Its RunLog write fails; later async runs are refused until one succeeds.
+    await waitFor(
+      async () => {
+        const response = await fetch(`${first.runUrl}?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        await response.body?.cancel();
+        return response.status === 503;
+      },
+      { what: 'async runs to be refused while the RunLog cannot be written' },
+    );
+    await kill(first.sidecar.child);
+    cluster.server.resume();
+
+    await readySidecar(appPort, dataDir, kubeconfig);
+    const run = await waitFor(async () => (await running.readRunLog())?.status?.runs?.find((candidate) => candidate.id === runId), {
+      what: 'the journaled run in the RunLog',
+    });
+    expect(run).toMatchObject({ status: 'failure', reason: 'replica_lost', async: true });
+  });
+
+  it('fails at start, naming the data dir, when it cannot write there', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+    cluster = await startCluster();
+    const kubeconfig = join(dir, 'kubeconfig');
+    await cluster.server.writeKubeconfig(kubeconfig);
+    const notADir = join(dir, 'a-file');
+    writeFileSync(notADir, '');
+    const { output, exited } = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(notADir, 'data')], { KUBECONFIG: kubeconfig });
+    expect(await exited).toBe(1);
+    expect(output()).toContain(`--data-dir: the run journal's folder ${join(notADir, 'data')} is not writable`);
+    expect(output()).not.toContain('sidecar listening');
   });
 });
