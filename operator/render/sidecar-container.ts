@@ -19,10 +19,10 @@ import {
 /**
  * The sidecar's Node flags. Node sizes V8's young generation from the memory it sees (the node's, or the
  * container's limit): up to 64 MB semi-spaces on a large node, which the sidecar's short-lived request garbage
- * fills, ~100 MB of RSS more than with 8 MB. Smaller semi-spaces saved no more memory and cost more CPU per run
- * in collections. `make bench` starts its sidecars with this value; the measurement is in bench/results.md.
+ * fills, ~100 MB of RSS more. 4 MB semi-spaces measured the best of 2, 4 and 8 for throughput, p99 and RSS
+ * together. `make bench` starts its sidecars with this value; the measurement is in bench/results.md.
  */
-export const SIDECAR_NODE_OPTIONS = '--max-semi-space-size=8';
+export const SIDECAR_NODE_OPTIONS = '--max-semi-space-size=4';
 
 const adminGet = (path: string, probe: Omit<V1Probe, 'httpGet'>): V1Probe => ({
   httpGet: { path, port: SIDECAR_ADMIN_PORT },
