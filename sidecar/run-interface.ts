@@ -150,7 +150,8 @@ export function createRunInterface(replica: Replica): RunInterface {
     }
     const nameProblem = functionNameProblem(rest);
     if (nameProblem) throw new ProblemError(Problems.functionNotFound, nameProblem);
-    const body = await readRunBody(exchange);
+    // A whole request's body is checked at once; only node's request is read, and waited for.
+    const body = exchange.node === null ? checkWholeBody(exchange.body) : await readJsonObjectBody(exchange.node.request, bodyLimitBytes);
     if (!target.ready) throw appUnavailable(target);
 
     if (options.async) {
@@ -171,20 +172,19 @@ export function createRunInterface(replica: Replica): RunInterface {
     if (acceptsEventStream(headers.accept)) {
       const { response } = nodeExchange(exchange, target);
       const gzip = acceptsGzip(headers['accept-encoding']);
-      const run = await admit(call, 'stream');
+      const run = admitNow(call, 'stream') ?? (await admitQueued(call, 'stream'));
       await complete(run, call, runStream(run, target, recorder, body, response, { gzip, keepItems: webhook !== null }));
       return;
     }
-    const run = await admit(call, 'sync');
+    const run = admitNow(call, 'sync') ?? (await admitQueued(call, 'sync'));
     await complete(run, call, runSync(run, target, recorder, body, exchange.answer));
   }
 
-  /** The body of a Python function's call, checked: read from node's request, or the one the front read. */
-  function readRunBody(exchange: Exchange): Promise<Buffer> {
-    if (exchange.node !== null) return readJsonObjectBody(exchange.node.request, bodyLimitBytes);
-    const body = exchange.body ?? EMPTY_BODY;
-    assertBodyWithinLimit(body, bodyLimitBytes);
-    return Promise.resolve(checkJsonObjectBody(body));
+  /** The body of a Python function's call that the front read whole, checked. */
+  function checkWholeBody(body: Buffer | null): Buffer {
+    const whole = body ?? EMPTY_BODY;
+    assertBodyWithinLimit(whole, bodyLimitBytes);
+    return checkJsonObjectBody(whole);
   }
 
   async function handleCustom(call: Call, request: IncomingMessage, response: ServerResponse, forwardPath: string, isAsync: boolean): Promise<void> {
@@ -200,15 +200,22 @@ export function createRunInterface(replica: Replica): RunInterface {
     }
     // A streamed body is forwarded as it comes; one declared too large is refused before anything runs.
     assertDeclaredLength(request, bodyLimitBytes);
-    const run = await admit(call, 'sync');
+    const run = admitNow(call, 'sync') ?? (await admitQueued(call, 'sync'));
     const captureBytes = call.webhook ? bodyLimitBytes : 0;
     await complete(run, call, proxyCustom(run, target, recorder, request, response, { forwardPath, captureBytes, dropAuthorization: auth !== null }));
   }
 
-  /** Sync and stream runs: a slot now, or a wait in the queue (recorded `pending`), or 503 when it is full. */
-  async function admit(call: Call, mode: RunMode): Promise<ActiveRun> {
+  /**
+   * Sync and stream runs: a slot now, the common case, answered without a promise; null when there is none,
+   * and the run must wait in the queue (`admitQueued`).
+   */
+  function admitNow(call: Call, mode: RunMode): ActiveRun | null {
+    return call.target.admission.tryAcquire() ? start(track(call, mode, false)) : null;
+  }
+
+  /** A wait in the queue for a slot (recorded `pending`), or 503 when the queue is full. */
+  async function admitQueued(call: Call, mode: RunMode): Promise<ActiveRun> {
     const admission = call.target.admission;
-    if (admission.tryAcquire()) return start(track(call, mode, false));
     try {
       admission.reserve();
     } catch (err) {

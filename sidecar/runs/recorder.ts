@@ -31,7 +31,27 @@ export function newRunId(): string {
     sequence = (sequence + 1) | 0;
     if (sequence === 0) lastMs++;
   }
-  return uuidv7({ random, msecs: lastMs, seq: sequence });
+  uuidv7({ random, msecs: lastMs, seq: sequence }, idBytes, 0);
+  return formatUuid(idBytes);
+}
+
+const idBytes = new Uint8Array(16);
+const idText = Buffer.alloc(36);
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+
+/**
+ * The UUID's text form, written into one buffer and read out as one flat string: `uuid`'s own formatter joins
+ * 36 pieces, ~700 bytes of garbage per id (measured with the sampling heap profiler).
+ */
+function formatUuid(bytes: Uint8Array): string {
+  let at = 0;
+  for (let i = 0; i < 16; i++) {
+    if (i === 4 || i === 6 || i === 8 || i === 10) idText[at++] = 0x2d;
+    const byte = bytes[i]!;
+    idText[at++] = HEX_DIGITS[byte >> 4]!;
+    idText[at++] = HEX_DIGITS[byte & 0x0f]!;
+  }
+  return idText.toString('latin1', 0, 36);
 }
 
 export interface RunStart {
