@@ -15,6 +15,10 @@ interface Harness {
   handled: WholeRequest[];
   /** Resolves once the front passes a socket on: what is then read from it, as node:http would read it. */
   passedOn: Promise<PassedOn>;
+  /** Resolves once the server's end of the first connection has read the caller's half-close. */
+  halfClosed: Promise<void>;
+  /** Answers to requests whose path says `gated` wait for this. */
+  openGate(): void;
 }
 
 /** A socket passed on, read at once (as node:http's connection handling does) into `received`. */
@@ -48,16 +52,24 @@ afterEach(async () => {
   }
 });
 
-/** Answers every whole request with its body, unless its path says `pass`. */
-const echoing = (handled: WholeRequest[]): RunInterface => ({
+/**
+ * Answers every whole request with its body on a later turn of the event loop (once `gate` resolves, if its
+ * path says `gated`), unless its path says `pass`.
+ */
+const echoing = (handled: WholeRequest[], gate: Promise<void>): RunInterface => ({
   handle() {
     throw new Error('the front never calls handle');
   },
   handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
     if (request.url.includes('pass')) return false;
     handled.push(request);
-    answer.writeHead(200, ['content-type', 'text/plain', 'x-url', request.url]);
-    answer.end(request.body.toString('utf8'));
+    const ready = request.url.includes('gated') ? gate : Promise.resolve();
+    void ready.then(() =>
+      setImmediate(() => {
+        answer.writeHead(200, ['content-type', 'text/plain', 'x-url', request.url]);
+        answer.end(request.body.toString('utf8'));
+      }),
+    );
     return true;
   },
 });
@@ -67,19 +79,26 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   let resolvePassedOn!: (passed: PassedOn) => void;
   const passedOn = new Promise<PassedOn>((resolve) => (resolvePassedOn = resolve));
   const passOn = (socket: Socket): void => resolvePassedOn(new PassedOn(socket));
+  let openGate!: () => void;
+  const gate = new Promise<void>((resolve) => (openGate = resolve));
+  let resolveHalfClosed!: () => void;
+  const halfClosed = new Promise<void>((resolve) => (resolveHalfClosed = resolve));
   const settings: FrontSettings = {
-    runInterface: echoing(handled),
+    runInterface: echoing(handled, gate),
     passOn,
     keepAliveTimeoutMs: 60_000,
     maxBodyBytes: 1024,
     incompleteRequestMs: 60_000,
     ...overrides,
   };
-  const server = createServer({ allowHalfOpen: true }, (socket) => new FrontConnection(socket, settings, () => undefined));
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
+    new FrontConnection(socket, settings, () => undefined);
+    socket.once('end', resolveHalfClosed);
+  });
   servers.push(server);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn };
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn, halfClosed, openGate };
 }
 
 async function open(origin: string): Promise<RawConnection> {
@@ -145,10 +164,14 @@ describe('FrontConnection', () => {
     expect(await (await harness.passedOn).read(request.length)).toBe(request);
   });
 
-  it('ends the connection after its answer when the caller half-closes', async () => {
+  it('answers every request a caller sent before it half-closed, then ends the connection', async () => {
     const harness = await start();
     const connection = await open(harness.origin);
-    connection.socket.end(jsonPost('/v4/p/a/f', { last: true }));
+    connection.socket.end(jsonPost('/v4/p/a/gated', { first: true }) + jsonPost('/v4/p/a/f', { last: true }));
+    // The half-close arrives while the first is being answered, and the second waits its turn.
+    await harness.halfClosed;
+    harness.openGate();
+    expect((await connection.next()).body).toBe('{"first":true}');
     expect((await connection.next()).body).toBe('{"last":true}');
     await connection.closedByServer();
   });

@@ -46,12 +46,15 @@ export class FrontConnection implements AnswerListener {
   #closing = false;
   /** The caller has sent all it will (half-close). */
   #peerEnded = false;
+  /** node:http has the socket now. */
+  #passedOn = false;
   #incompleteTimer: NodeJS.Timeout | null = null;
 
   readonly #onData = (chunk: Buffer): void => this.#received(chunk);
   readonly #onEnd = (): void => {
     this.#peerEnded = true;
-    if (!this.#answering) this.#socket.end();
+    // Not answering means nothing whole is held: what is (an incomplete request) can never complete now.
+    if (!this.#answering) this.#finish();
   };
   readonly #onTimeout = (): void => {
     // A run in progress has its own time limit; only an idle connection times out.
@@ -90,13 +93,17 @@ export class FrontConnection implements AnswerListener {
   answered(closeAfter: boolean): void {
     this.#answering = false;
     if (this.#socket.destroyed) return;
-    if (closeAfter || this.#closing || this.#peerEnded) {
-      this.#stopReading();
-      this.#socket.end();
-      return;
-    }
+    if (closeAfter || this.#closing) return this.#finish();
     if (this.#socket.isPaused()) this.#socket.resume();
     this.#readNext();
+    // A caller that half-closed gets an answer to every request it sent before, then the end.
+    if (this.#peerEnded && !this.#answering && !this.#passedOn) this.#finish();
+  }
+
+  /** Ends the connection once what was written is sent; nothing more is read. */
+  #finish(): void {
+    this.#stopReading();
+    this.#socket.end();
   }
 
   #received(chunk: Buffer): void {
@@ -151,6 +158,7 @@ export class FrontConnection implements AnswerListener {
 
   /** node:http reads this connection from here on, starting at the first byte not yet answered. */
   #passOn(): void {
+    this.#passedOn = true;
     this.#stopReading();
     this.#socket.off('error', this.#onError);
     this.#socket.off('close', this.#onClose);
