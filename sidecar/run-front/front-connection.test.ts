@@ -17,6 +17,8 @@ interface Harness {
   passedOn: Promise<PassedOn>;
   /** Resolves once the server's end of the first connection has read the caller's half-close. */
   halfClosed: Promise<void>;
+  /** Resolves once the first connection has been idle for the keep-alive timeout (its socket's 'timeout'). */
+  timedOut: Promise<void>;
   /** Answers to requests whose path says `gated` wait for this. */
   openGate(): void;
 }
@@ -83,6 +85,8 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   const gate = new Promise<void>((resolve) => (openGate = resolve));
   let resolveHalfClosed!: () => void;
   const halfClosed = new Promise<void>((resolve) => (resolveHalfClosed = resolve));
+  let resolveTimedOut!: () => void;
+  const timedOut = new Promise<void>((resolve) => (resolveTimedOut = resolve));
   const settings: FrontSettings = {
     runInterface: echoing(handled, gate),
     passOn,
@@ -94,11 +98,12 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   const server = createServer({ allowHalfOpen: true }, (socket) => {
     new FrontConnection(socket, settings, () => undefined);
     socket.once('end', resolveHalfClosed);
+    socket.once('timeout', resolveTimedOut);
   });
   servers.push(server);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn, halfClosed, openGate };
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn, halfClosed, timedOut, openGate };
 }
 
 async function open(origin: string): Promise<RawConnection> {
@@ -162,6 +167,16 @@ describe('FrontConnection', () => {
     const request = jsonPost('/v4/p/a/f', {}, `X-Long: ${'a'.repeat(9000)}\r\n`);
     connection.write(request);
     expect(await (await harness.passedOn).read(request.length)).toBe(request);
+  });
+
+  it('keeps a connection open past its idle timeout while answering, and closes it once idle', async () => {
+    const harness = await start({ keepAliveTimeoutMs: 50 });
+    const connection = await open(harness.origin);
+    connection.write(jsonPost('/v4/p/a/gated', { slow: true }));
+    await harness.timedOut;
+    harness.openGate();
+    expect((await connection.next()).body).toBe('{"slow":true}');
+    await connection.closedByServer();
   });
 
   it('answers every request a caller sent before it half-closed, then ends the connection', async () => {

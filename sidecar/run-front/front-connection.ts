@@ -73,7 +73,10 @@ export class FrontConnection implements AnswerListener {
     this.#settings = settings;
     this.#keepAliveSeconds = Math.ceil(settings.keepAliveTimeoutMs / 1000);
     this.#gone = gone;
-    socket.setTimeout(settings.keepAliveTimeoutMs, this.#onTimeout);
+    // A listener of its own, not setTimeout's callback, which is called only once: a timeout during an answer
+    // is ignored, and the next idle one must still close the connection.
+    socket.setTimeout(settings.keepAliveTimeoutMs);
+    socket.on('timeout', this.#onTimeout);
     socket.on('data', this.#onData);
     socket.on('end', this.#onEnd);
     socket.on('error', this.#onError);
