@@ -55,8 +55,8 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
   }
   if (missed('webhook.deliveriesPerS')) {
     notes.push(
-      `Webhook deliveries are timed end to end from the first call: the SQLite sidecar delivered ${n(value('webhook.deliveriesPerS'))}/s ` +
-        `and the pod's ${n(value('webhook.podDeliveriesPerS'))}/s.`,
+      `Webhook deliveries are timed end to end from the first call: the pod's sidecar delivered ${n(value('webhook.deliveriesPerS'))}/s ` +
+        `and the SQLite sidecar, with the same deliverer, ${n(value('webhook.sqliteDeliveriesPerS'))}/s.`,
     );
   }
   if (missed('stream.sidecarEventsPerS')) {
