@@ -43,7 +43,7 @@ export interface Stack {
   sidecar: Server & { adminUrl: string };
   /** Its RSS right after start, before any call, in MB. */
   sidecarIdleRssMb: number;
-  /** `runlet sidecar` as outside a cluster, runs recorded in SQLite: measured beside the pod's in the sync and async scenarios. */
+  /** `runlet sidecar` as outside a cluster, runs recorded in SQLite: measured beside the pod's in the sync, memory, async and webhook scenarios. */
   sqliteSidecar: Server & { adminUrl: string };
   /** `runlet sidecar` as in a pod for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
   asyncSidecar: Server & { adminUrl: string };
