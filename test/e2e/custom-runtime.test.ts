@@ -1,29 +1,26 @@
 // Custom runtime: any method and path after the app name reach the app's own server unchanged.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
-import { FRONT_DOORS, startRunServer, type TestRunServer } from '../support/run-server.ts';
+import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
 import { waitFor } from '../support/wait.ts';
 
 let dev: TestDevServer;
-let sidecar: TestRunServer;
 /** Origin of the front door under test. */
 let runOrigin: string;
 let base: string;
 
 beforeAll(async () => {
   dev = await startTestDevServer({ appDirs: [await makeCustomApp('web')], bodyLimitBytes: 64 * 1024 });
-  sidecar = await startRunServer(dev.replica);
 });
-afterAll(async () => {
-  await sidecar?.close();
-  await dev?.dispose();
-});
+afterAll(async () => dev?.dispose());
 
 describe.each(FRONT_DOORS)('through %s', (door) => {
-  beforeAll(() => {
-    runOrigin = door === 'runlet dev' ? dev.url : sidecar.url;
+  beforeEach(async () => {
+    const front = await openFrontDoor(door, dev);
+    runOrigin = front.origin;
     base = `${runOrigin}/v4/dev/web`;
+    return front.close;
   });
 
   describe('custom runtime', () => {

@@ -1,8 +1,11 @@
 // Nothing lost: 2,000 async runs with webhooks, the receiver refusing the first attempt of every third run
 // with 404. Every run is recorded success, every run id is delivered at least once, also after a restart.
+// The senders take turns at the front doors: half call `runlet dev`, half the sidecar run server in front of
+// the same replica, so both are proven under the same load without running the 2,000 runs twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makePythonApp } from '../support/app-dir.ts';
 import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { FRONT_DOORS, openFrontDoor, type OpenFrontDoor } from '../support/run-server.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
@@ -12,6 +15,7 @@ import type { RunRecord } from '../../sidecar/runs/record.ts';
 const RUNS = 2000;
 const SENDERS = 32;
 let dev: TestDevServer;
+let doors: OpenFrontDoor[] = [];
 let receiver: WebhookReceiver;
 
 beforeAll(async () => {
@@ -20,8 +24,10 @@ beforeAll(async () => {
     appDirs: [await makePythonApp('bulk', '[scaling]\nreplica_concurrency = 8\nresponse_grace_period = 120')],
     webhooks: { schedule: { delaysMs: [300, 300], maxJitterMs: 100 } },
   });
+  doors = await Promise.all(FRONT_DOORS.map((door) => openFrontDoor(door, dev)));
 });
 afterAll(async () => {
+  for (const door of doors.splice(0)) await door.close();
   await dev?.dispose();
   await receiver?.close();
 });
@@ -44,11 +50,11 @@ describe('nothing lost', () => {
     const accepted: string[] = [];
     let refusals = 0;
     let next = 0;
-    async function sender(): Promise<void> {
+    async function sender(origin: string): Promise<void> {
       while (next < RUNS) {
         const index = next++;
         for (;;) {
-          const response = await fetch(`${dev.url}/v4/dev/bulk/echo?async=true&webhookEndpoint=${endpoint}`, {
+          const response = await fetch(`${origin}/v4/dev/bulk/echo?async=true&webhookEndpoint=${endpoint}`, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify({ index }),
@@ -68,7 +74,7 @@ describe('nothing lost', () => {
         }
       }
     }
-    await Promise.all(Array.from({ length: SENDERS }, sender));
+    await Promise.all(Array.from({ length: SENDERS }, (_, index) => sender(doors[index % doors.length]!.origin)));
     expect(new Set(accepted).size).toBe(RUNS);
 
     await waitFor(() => accepted.every((id) => attemptsByRun.has(id)), { timeoutMs: 120_000, what: 'a delivery for every run' });
@@ -83,6 +89,7 @@ describe('nothing lost', () => {
     expect(retried).toBe(Math.ceil(RUNS / 3));
     expect(accepted.every((id) => (acknowledgedByRun.get(id) ?? 0) >= 1)).toBe(true);
 
+    for (const door of doors.splice(0)) await door.close();
     await dev.close();
     const store = new SqliteRunStore({ dataDir: dev.dataDir, logger: pino({ level: 'silent' }) });
     try {

@@ -4,72 +4,83 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { localDevAuth, signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { ContractChecker } from '../support/contract.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 
 const contract = new ContractChecker('run');
 let dev: TestDevServer;
+/** Origin of the front door under test; the management API is always the dev server's. */
+let runOrigin: string;
 let key: string;
-
-beforeAll(async () => {
-  key = randomBytes(32).toString('hex');
-  const keyFile = join(await mkdtemp(join(tmpdir(), 'runlet-auth-')), 'dev.key');
-  await writeFile(keyFile, key + '\n');
-  dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`, await makeCustomApp('web')], auth: localDevAuth(keyFile, 'dev') });
-});
-afterAll(async () => dev?.dispose());
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-describe('run interface auth', () => {
-  it('refuses a call without a token with 401 and WWW-Authenticate, and runs nothing', async () => {
-    const response = await postJson(`${dev.url}/v4/dev/e2e/echo`, {});
-    expect(response.status).toBe(401);
-    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="runlet"');
-    expect(response.headers.get('x-request-id')).toBeTruthy();
-    await contract.expectDescribed('POST', '/v4/{project_id}/{app_name}/{function}', response);
-    const runs = await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs`)).json();
-    expect(runs).toEqual({ items: [], nextToken: null });
+describe.each(FRONT_DOORS)('through %s', (door) => {
+  // A dev server for each door: the first test asserts the app has no runs at all yet.
+  beforeAll(async () => {
+    key = randomBytes(32).toString('hex');
+    const keyFile = join(await mkdtemp(join(tmpdir(), 'runlet-auth-')), 'dev.key');
+    await writeFile(keyFile, key + '\n');
+    dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`, await makeCustomApp('web')], auth: localDevAuth(keyFile, 'dev') });
+  });
+  afterAll(async () => dev?.dispose());
+  beforeEach(async () => {
+    const front = await openFrontDoor(door, dev);
+    runOrigin = front.origin;
+    return front.close;
   });
 
-  it('runs a call with a valid token for the project', async () => {
-    const token = await signLocalToken({ projectId: 'dev', key });
-    const response = await postJson(`${dev.url}/v4/dev/e2e/greet`, { name: 'Ada' }, bearer(token));
-    expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ result: { greeting: 'Hello, Ada!' } });
-  });
-
-  it('answers 401 for an expired token and a token signed with another key', async () => {
-    const expired = await signLocalToken({ projectId: 'dev', key, expiresIn: -60 });
-    const forged = await signLocalToken({ projectId: 'dev', key: randomBytes(32).toString('hex') });
-    for (const token of [expired, forged]) {
-      const response = await postJson(`${dev.url}/v4/dev/e2e/echo`, {}, bearer(token));
+  describe('run interface auth', () => {
+    it('refuses a call without a token with 401 and WWW-Authenticate, and runs nothing', async () => {
+      const response = await postJson(`${runOrigin}/v4/dev/e2e/echo`, {});
       expect(response.status).toBe(401);
-      expect(response.headers.get('www-authenticate')).toMatch(/^Bearer realm="runlet", error="invalid_token"/);
-      const problem = (await response.json()) as { detail: string };
-      expect(problem.detail).not.toContain(token);
-    }
-  });
+      expect(response.headers.get('www-authenticate')).toBe('Bearer realm="runlet"');
+      expect(response.headers.get('x-request-id')).toBeTruthy();
+      await contract.expectDescribed('POST', '/v4/{project_id}/{app_name}/{function}', response);
+      const runs = await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs`)).json();
+      expect(runs).toEqual({ items: [], nextToken: null });
+    });
 
-  it('answers 403 for a token of another project', async () => {
-    const token = await signLocalToken({ projectId: 'other', key });
-    const response = await postJson(`${dev.url}/v4/dev/e2e/echo`, {}, bearer(token));
-    // Shared keys are per project: a token claiming project "other" has no key to verify it here.
-    expect(response.status).toBe(401);
-    const otherProject = await postJson(`${dev.url}/v4/other/e2e/echo`, {}, bearer(await signLocalToken({ projectId: 'dev', key })));
-    expect(otherProject.status).toBe(403);
-    expect(((await otherProject.json()) as { type: string }).type).toBe('https://runlet.dev/problems/forbidden');
-  });
+    it('runs a call with a valid token for the project', async () => {
+      const token = await signLocalToken({ projectId: 'dev', key });
+      const response = await postJson(`${runOrigin}/v4/dev/e2e/greet`, { name: 'Ada' }, bearer(token));
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ result: { greeting: 'Hello, Ada!' } });
+    });
 
-  it('does not forward the caller token to a custom app', async () => {
-    const token = await signLocalToken({ projectId: 'dev', key });
-    const response = await fetch(`${dev.url}/v4/dev/web/headers`, { headers: { ...bearer(token), 'x-probe': '1' } });
-    expect(response.status).toBe(200);
-    const seen = (await response.json()) as { headers?: Record<string, string> };
-    expect(seen.headers?.['x-probe']).toBe('1');
-    expect(seen.headers?.authorization).toBeUndefined();
+    it('answers 401 for an expired token and a token signed with another key', async () => {
+      const expired = await signLocalToken({ projectId: 'dev', key, expiresIn: -60 });
+      const forged = await signLocalToken({ projectId: 'dev', key: randomBytes(32).toString('hex') });
+      for (const token of [expired, forged]) {
+        const response = await postJson(`${runOrigin}/v4/dev/e2e/echo`, {}, bearer(token));
+        expect(response.status).toBe(401);
+        expect(response.headers.get('www-authenticate')).toMatch(/^Bearer realm="runlet", error="invalid_token"/);
+        const problem = (await response.json()) as { detail: string };
+        expect(problem.detail).not.toContain(token);
+      }
+    });
+
+    it('answers 403 for a token of another project', async () => {
+      const token = await signLocalToken({ projectId: 'other', key });
+      const response = await postJson(`${runOrigin}/v4/dev/e2e/echo`, {}, bearer(token));
+      // Shared keys are per project: a token claiming project "other" has no key to verify it here.
+      expect(response.status).toBe(401);
+      const otherProject = await postJson(`${runOrigin}/v4/other/e2e/echo`, {}, bearer(await signLocalToken({ projectId: 'dev', key })));
+      expect(otherProject.status).toBe(403);
+      expect(((await otherProject.json()) as { type: string }).type).toBe('https://runlet.dev/problems/forbidden');
+    });
+
+    it('does not forward the caller token to a custom app', async () => {
+      const token = await signLocalToken({ projectId: 'dev', key });
+      const response = await fetch(`${runOrigin}/v4/dev/web/headers`, { headers: { ...bearer(token), 'x-probe': '1' } });
+      expect(response.status).toBe(200);
+      const seen = (await response.json()) as { headers?: Record<string, string> };
+      expect(seen.headers?.['x-probe']).toBe('1');
+      expect(seen.headers?.authorization).toBeUndefined();
+    });
   });
 });

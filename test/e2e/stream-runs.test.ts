@@ -4,16 +4,15 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGunzip } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
-import { FRONT_DOORS, startRunServer, type TestRunServer } from '../support/run-server.ts';
+import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import type { RunRecord } from '../../sidecar/runs/record.ts';
 
 let dev: TestDevServer;
-let sidecar: TestRunServer;
 /** Origin of the front door under test. */
 let runOrigin: string;
 let base: string;
@@ -21,13 +20,9 @@ let gates: string;
 
 beforeAll(async () => {
   dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`] });
-  sidecar = await startRunServer(dev.replica);
   gates = await mkdtemp(join(tmpdir(), 'runlet-gates-'));
 });
-afterAll(async () => {
-  await sidecar?.close();
-  await dev?.dispose();
-});
+afterAll(async () => dev?.dispose());
 
 const SSE = { accept: 'text/event-stream' };
 
@@ -44,9 +39,11 @@ async function runRecord(runId: string, until: (record: RunRecord) => boolean): 
 }
 
 describe.each(FRONT_DOORS)('through %s', (door) => {
-  beforeAll(() => {
-    runOrigin = door === 'runlet dev' ? dev.url : sidecar.url;
+  beforeEach(async () => {
+    const front = await openFrontDoor(door, dev);
+    runOrigin = front.origin;
     base = `${runOrigin}/v4/dev/e2e`;
+    return front.close;
   });
 
   describe('streaming runs', () => {

@@ -1,27 +1,22 @@
 // Sync runs through the sidecar to a real Python runtime, and every platform error of the run interface.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { version as uuidVersion, validate as uuidValidate } from 'uuid';
 import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
-import { FRONT_DOORS, startRunServer, type TestRunServer } from '../support/run-server.ts';
+import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 
 const contract = new ContractChecker('run');
 const RUN_OPERATION = '/v4/{project_id}/{app_name}/{function}';
 
 let dev: TestDevServer;
-let sidecar: TestRunServer;
 /** Origin of the front door under test. */
 let runOrigin: string;
 let base: string;
 
 beforeAll(async () => {
   dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`], bodyLimitBytes: 64 * 1024 });
-  sidecar = await startRunServer(dev.replica);
 });
-afterAll(async () => {
-  await sidecar?.close();
-  await dev?.dispose();
-});
+afterAll(async () => dev?.dispose());
 
 function expectRunId(response: Response): string {
   const runId = response.headers.get('x-request-id');
@@ -44,9 +39,11 @@ async function expectProblem(response: Response, status: number, code: string, d
 }
 
 describe.each(FRONT_DOORS)('through %s', (door) => {
-  beforeAll(() => {
-    runOrigin = door === 'runlet dev' ? dev.url : sidecar.url;
+  beforeEach(async () => {
+    const front = await openFrontDoor(door, dev);
+    runOrigin = front.origin;
     base = `${runOrigin}/v4/dev/e2e`;
+    return front.close;
   });
 
   describe('sync runs', () => {

@@ -18,6 +18,28 @@ export interface TestRunServer {
 
 /** The ways a caller reaches the run interface in these suites. */
 export const FRONT_DOORS = ['runlet dev', 'the sidecar run server'] as const;
+export type FrontDoor = (typeof FRONT_DOORS)[number];
+
+export interface OpenFrontDoor {
+  /** Where run calls go: `http://127.0.0.1:<port>`. */
+  origin: string;
+  close(): Promise<void>;
+}
+
+/**
+ * `door` for one test (a `beforeEach` that returns `close`): the dev server's own origin, or a sidecar run
+ * server started for this test alone in front of the dev server's replica. Management calls stay on `dev.url`.
+ *
+ * A run server per test means new connections per test. The front passes a connection it does not answer
+ * itself (a stream, a custom app's call, a GET) to node:http for the rest of that connection's life, and
+ * fetch keeps connections alive from one test to the next: with one run server for a whole file, a test's
+ * calls reach node:http instead of the front whenever fetch reuses such a connection.
+ */
+export async function openFrontDoor(door: FrontDoor, dev: { url: string; replica: Replica }): Promise<OpenFrontDoor> {
+  if (door === 'runlet dev') return { origin: dev.url, close: async () => {} };
+  const sidecar = await startRunServer(dev.replica);
+  return { origin: sidecar.url, close: () => sidecar.close() };
+}
 
 export async function startRunServer(replica: Replica): Promise<TestRunServer> {
   const server = createRunServer(createRunInterface(replica), pino({ level: process.env.RUNLET_TEST_LOG_LEVEL ?? 'silent' }));
