@@ -1,4 +1,4 @@
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 /**
  * Where a plain (not streamed) answer is written: node's ServerResponse, or the run port's own front
@@ -15,4 +15,10 @@ export interface AnswerSink {
   end(body: string): unknown;
   /** Cuts the connection: how a torn answer is signalled once its head is out. */
   destroy(): unknown;
+}
+
+/** The run port front's answer: a plain one, or node:http's response on the same connection for a stream. */
+export interface StreamableAnswerSink extends AnswerSink {
+  /** A response to write the answer into as it comes; only before anything else was written. */
+  stream(requestHeaders: IncomingHttpHeaders): ServerResponse;
 }

@@ -2,15 +2,16 @@
 // request id → app → options (async, webhook) → body → admission → mode (sync | stream | async | custom)
 // → record → webhook.
 //
-// It answers two kinds of request. The pod sidecar's run port (run-server.ts) reads the common call — a POST
-// with its whole body in hand — with its own front (run-front/) and hands it over as a `WholeRequest`, the
-// hot path of every call. Everything else arrives as node:http's request and response: on the run port
-// whatever the front passes on (streams, custom apps, anything unusual), and in `runlet dev` and for the
-// OpenAPI document everything, through fastify routes (run-interface-routes.ts).
+// It answers two kinds of request. The pod sidecar's run port (run-server.ts) reads a Python app's call — a
+// POST with its whole body in hand — with its own front (run-front/) and hands it over as a `WholeRequest`,
+// the hot path of every call; a stream's answer is written through node:http's response, which the front
+// lends its connection. Everything else arrives as node:http's request and response: on the run port
+// whatever the front passes on (custom apps, anything unusual), and in `runlet dev` and for the OpenAPI
+// document everything, through fastify routes (run-interface-routes.ts).
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
 import { ActiveRun } from './active-runs.ts';
-import type { AnswerSink } from './answer-sink.ts';
+import type { AnswerSink, StreamableAnswerSink } from './answer-sink.ts';
 import type { AppTarget } from './apps.ts';
 import { Problems } from './errors.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
@@ -61,6 +62,8 @@ interface Exchange {
   body: Buffer | null;
   /** node:http's request and response, for a body read as it comes and an answer streamed; null for a whole request. */
   node: { request: IncomingMessage; response: ServerResponse } | null;
+  /** The front's answer to a whole request, which lends its connection to a node:http response for a stream. */
+  front: StreamableAnswerSink | null;
 }
 
 /** What every mode needs to know about the call, decided before anything runs. */
@@ -80,11 +83,11 @@ export interface RunInterface {
    */
   handle(request: IncomingMessage, response: ServerResponse): void;
   /**
-   * Answers a request the run port's front read whole, as `handle` would, and returns true — unless it is one
-   * that needs node's streams (a custom app's call, `Accept: text/event-stream`, a path that is not a run's):
-   * then it returns false having done nothing, and the front passes the connection on to node:http.
+   * Answers a request the run port's front read whole, as `handle` would, and returns true — unless it is a
+   * custom app's call (which streams the request's body to the app) or a path that is not a run's: then it
+   * returns false having done nothing, and the front passes the connection on to node:http.
    */
-  handleWhole(request: WholeRequest, answer: AnswerSink): boolean;
+  handleWhole(request: WholeRequest, answer: StreamableAnswerSink): boolean;
 }
 
 export function createRunInterface(replica: Replica): RunInterface {
@@ -99,15 +102,15 @@ export function createRunInterface(replica: Replica): RunInterface {
       answer: response,
       body: null,
       node: { request, response },
+      front: null,
     };
     serve(exchange);
   }
 
-  function handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
-    if (acceptsEventStream(request.headers.accept)) return false;
+  function handleWhole(request: WholeRequest, answer: StreamableAnswerSink): boolean {
     const route = parseRunPathOrNull(pathOf(request.url));
     if (route === null || apps.find(route.projectId, route.appName)?.runtime === 'custom') return false;
-    serve({ method: request.method, url: request.url, headers: request.headers, answer, body: request.body, node: null });
+    serve({ method: request.method, url: request.url, headers: request.headers, answer, body: request.body, node: null, front: answer });
     return true;
   }
 
@@ -170,7 +173,7 @@ export function createRunInterface(replica: Replica): RunInterface {
       return;
     }
     if (acceptsEventStream(headers.accept)) {
-      const { response } = nodeExchange(exchange, target);
+      const response = streamedResponse(exchange);
       const gzip = acceptsGzip(headers['accept-encoding']);
       const run = admitNow(call, 'stream') ?? (await admitQueued(call, 'stream'));
       await complete(run, call, runStream(run, target, recorder, body, response, { gzip, keepItems: webhook !== null }));
@@ -358,10 +361,17 @@ export function createRunInterface(replica: Replica): RunInterface {
   return { handle, handleWhole };
 }
 
+/** Where a stream is written: node's response, or the one the front lends its connection to. */
+function streamedResponse(exchange: Exchange): ServerResponse {
+  if (exchange.node !== null) return exchange.node.response;
+  if (exchange.front !== null) return exchange.front.stream(exchange.headers);
+  throw new Error('an exchange with neither node:http\'s response nor the front\'s answer');
+}
+
 /**
- * node:http's request and response of an exchange that needs them (a custom app's call, a stream). A whole
- * request never gets here unless its app changed to a custom one after the front asked (`handleWhole`): the
- * caller is told to retry, which the front then passes on to node:http.
+ * node:http's request and response of a custom app's call, which streams the request's body. A whole request
+ * never gets here unless its app changed to a custom one after the front asked (`handleWhole`): the caller is
+ * told to retry, which the front then passes on to node:http.
  */
 function nodeExchange(exchange: Exchange, target: AppTarget): { request: IncomingMessage; response: ServerResponse } {
   if (exchange.node !== null) return exchange.node;

@@ -1,15 +1,17 @@
 // The answer to one request the run port's front read: a head and a whole body, written to the socket at
-// once, with the headers node:http would add (Date, Content-Length, Connection, Keep-Alive).
-import { STATUS_CODES, type OutgoingHttpHeaders } from 'node:http';
+// once, with the headers node:http would add (Date, Content-Length, Connection, Keep-Alive). An answer that
+// is written as it comes (a stream) is node:http's own ServerResponse instead, lent the socket for that one
+// answer, as node:http's server does for each of its requests.
+import { IncomingMessage, ServerResponse, STATUS_CODES, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
-import type { AnswerSink } from '../answer-sink.ts';
+import type { StreamableAnswerSink } from '../answer-sink.ts';
 
 /** Told when the answer is written (or never will be), so the connection can read its next request. */
 export interface AnswerListener {
   answered(closeAfter: boolean): void;
 }
 
-export class FrontAnswer implements AnswerSink {
+export class FrontAnswer implements StreamableAnswerSink {
   readonly #socket: Socket;
   readonly #listener: AnswerListener;
   /** The caller asked for `Connection: close`, or the server is closing. */
@@ -17,6 +19,8 @@ export class FrontAnswer implements AnswerSink {
   readonly #keepAliveSeconds: number;
   #head: string | null = null;
   #ended = false;
+  /** The node:http response the connection is lent to (stream): everything written goes through it. */
+  #lent: ServerResponse | null = null;
 
   constructor(socket: Socket, listener: AnswerListener, keepAlive: boolean, keepAliveSeconds: number) {
     this.#socket = socket;
@@ -26,14 +30,19 @@ export class FrontAnswer implements AnswerSink {
   }
 
   get headersSent(): boolean {
-    return this.#head !== null;
+    return this.#lent !== null ? this.#lent.headersSent : this.#head !== null;
   }
 
+  /** True once nothing written reaches the caller: the connection is gone or ending. */
   get destroyed(): boolean {
-    return this.#socket.destroyed;
+    return !this.#socket.writable;
   }
 
   writeHead(statusCode: number, headers: OutgoingHttpHeaders | string[]): this {
+    if (this.#lent !== null) {
+      this.#lent.writeHead(statusCode, headers);
+      return this;
+    }
     if (this.#head !== null) throw new Error(`the answer's head was already written (status ${statusCode} came second)`);
     let head = 'HTTP/1.1 ' + statusCode + ' ' + (STATUS_CODES[statusCode] ?? 'Unknown') + '\r\n';
     if (Array.isArray(headers)) {
@@ -51,14 +60,47 @@ export class FrontAnswer implements AnswerSink {
   }
 
   end(body: string): this {
+    if (this.#lent !== null) {
+      this.#lent.end(body);
+      return this;
+    }
     if (this.#ended) return this;
     this.#ended = true;
     if (this.#head === null) this.writeHead(200, []);
     const connection = this.#keepAlive ? 'connection: keep-alive\r\nkeep-alive: timeout=' + this.#keepAliveSeconds + '\r\n' : 'connection: close\r\n';
     const text = this.#head + connection + 'content-length: ' + Buffer.byteLength(body) + '\r\n\r\n' + body;
-    if (!this.#socket.destroyed) this.#socket.write(text);
+    if (this.#socket.writable) this.#socket.write(text);
     this.#listener.answered(!this.#keepAlive);
     return this;
+  }
+
+  /**
+   * node:http's response on this connection, for an answer written as it comes (chunked); from then on this
+   * answer's own methods write through it too. The connection reads its next request once the response has
+   * finished; one that cannot finish (the caller went away) ends with the connection. Only before anything
+   * else was written.
+   */
+  stream(requestHeaders: IncomingHttpHeaders): ServerResponse {
+    if (this.#lent !== null) return this.#lent;
+    if (this.#head !== null || this.#ended) throw new Error('the answer was already begun: it cannot be streamed');
+    const socket = this.#socket;
+    // What ServerResponse reads of its request: an HTTP/1.1 POST (chunked answers, kept alive by default).
+    const request = new IncomingMessage(socket);
+    request.method = 'POST';
+    request.httpVersionMajor = 1;
+    request.httpVersionMinor = 1;
+    request.httpVersion = '1.1';
+    request.headers = requestHeaders;
+    const response = new ServerResponse(request);
+    response.shouldKeepAlive = this.#keepAlive;
+    response.once('finish', () => {
+      response.detachSocket(socket);
+      this.#ended = true;
+      this.#listener.answered(!response.shouldKeepAlive);
+    });
+    response.assignSocket(socket);
+    this.#lent = response;
+    return response;
   }
 
   destroy(): this {

@@ -15,8 +15,6 @@ interface Harness {
   handled: WholeRequest[];
   /** Resolves once the front passes a socket on: what is then read from it, as node:http would read it. */
   passedOn: Promise<PassedOn>;
-  /** Resolves once the server's end of the first connection has read the caller's half-close. */
-  halfClosed: Promise<void>;
   /** Resolves once the first connection has been idle for the keep-alive timeout (its socket's 'timeout'). */
   timedOut: Promise<void>;
   /** Answers to requests whose path says `gated` wait for this. */
@@ -83,8 +81,6 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   const passOn = (socket: Socket): void => resolvePassedOn(new PassedOn(socket));
   let openGate!: () => void;
   const gate = new Promise<void>((resolve) => (openGate = resolve));
-  let resolveHalfClosed!: () => void;
-  const halfClosed = new Promise<void>((resolve) => (resolveHalfClosed = resolve));
   let resolveTimedOut!: () => void;
   const timedOut = new Promise<void>((resolve) => (resolveTimedOut = resolve));
   const settings: FrontSettings = {
@@ -97,13 +93,12 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   };
   const server = createServer({ allowHalfOpen: true }, (socket) => {
     new FrontConnection(socket, settings, () => undefined);
-    socket.once('end', resolveHalfClosed);
     socket.once('timeout', resolveTimedOut);
   });
   servers.push(server);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn, halfClosed, timedOut, openGate };
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn, timedOut, openGate };
 }
 
 async function open(origin: string): Promise<RawConnection> {
@@ -179,15 +174,12 @@ describe('FrontConnection', () => {
     await connection.closedByServer();
   });
 
-  it('answers every request a caller sent before it half-closed, then ends the connection', async () => {
+  it('takes a half-close as the caller gone, as node:http does: the connection ends at once', async () => {
     const harness = await start();
     const connection = await open(harness.origin);
-    connection.socket.end(jsonPost('/v4/p/a/gated', { first: true }) + jsonPost('/v4/p/a/f', { last: true }));
-    // The half-close arrives while the first is being answered, and the second waits its turn.
-    await harness.halfClosed;
-    harness.openGate();
-    expect((await connection.next()).body).toBe('{"first":true}');
-    expect((await connection.next()).body).toBe('{"last":true}');
+    connection.socket.end(jsonPost('/v4/p/a/gated', { first: true }) + jsonPost('/v4/p/a/f', { second: true }));
     await connection.closedByServer();
+    harness.openGate();
+    expect(harness.handled.map((request) => request.url)).toEqual(['/v4/p/a/gated']);
   });
 });

@@ -44,18 +44,12 @@ export class FrontConnection implements AnswerListener {
   #answering = false;
   /** The server is closing: no more requests are read after the one being answered. */
   #closing = false;
-  /** The caller has sent all it will (half-close). */
-  #peerEnded = false;
-  /** node:http has the socket now. */
-  #passedOn = false;
   #incompleteTimer: NodeJS.Timeout | null = null;
 
   readonly #onData = (chunk: Buffer): void => this.#received(chunk);
-  readonly #onEnd = (): void => {
-    this.#peerEnded = true;
-    // Not answering means nothing whole is held: what is (an incomplete request) can never complete now.
-    if (!this.#answering) this.#finish();
-  };
+  // A caller that half-closes is taken as gone, as node:http takes it (its httpAllowHalfOpen is off): the
+  // connection ends at once, an answer in progress is not sent, and a stream's run sees its caller leave.
+  readonly #onEnd = (): void => this.#finish();
   readonly #onTimeout = (): void => {
     // A run in progress has its own time limit; only an idle connection times out.
     if (!this.#answering) this.#socket.destroy();
@@ -99,8 +93,6 @@ export class FrontConnection implements AnswerListener {
     if (closeAfter || this.#closing) return this.#finish();
     if (this.#socket.isPaused()) this.#socket.resume();
     this.#readNext();
-    // A caller that half-closed gets an answer to every request it sent before, then the end.
-    if (this.#peerEnded && !this.#answering && !this.#passedOn) this.#finish();
   }
 
   /** Ends the connection once what was written is sent; nothing more is read. */
@@ -161,7 +153,6 @@ export class FrontConnection implements AnswerListener {
 
   /** node:http reads this connection from here on, starting at the first byte not yet answered. */
   #passOn(): void {
-    this.#passedOn = true;
     this.#stopReading();
     this.#socket.off('error', this.#onError);
     this.#socket.off('close', this.#onClose);

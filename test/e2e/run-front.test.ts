@@ -104,6 +104,21 @@ describe("the run port's front", () => {
     expect(greeting((await connection.next()).body)).toEqual({ greeting: 'Hello, still here!' });
   });
 
+  it('streams through node:http\'s response on its own connection, then answers the next call itself', async () => {
+    const connection = await open();
+    connection.write(jsonPost('/v4/dev/e2e/items', { n: 3 }, 'Accept: text/event-stream\r\n'));
+    const stream = await connection.next();
+    expect(stream.status).toBe(200);
+    expect(stream.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(stream.headers['transfer-encoding']).toBe('chunked');
+    expect(stream.body).toContain('data: {"i":2}');
+    connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'next' }));
+    const next = await connection.next();
+    expect(greeting(next.body)).toEqual({ greeting: 'Hello, next!' });
+    // The front's own head (node:http writes `Date:`): the connection is still the front's.
+    expect(next.head).toContain('\r\ndate: ');
+  });
+
   it('passes a chunked request on to node:http, on the same connection, after answering one itself', async () => {
     const connection = await open();
     connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'front' }));
@@ -155,6 +170,7 @@ describe("the run port's front", () => {
       expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/);
       const events = await new EventReader(stream.body as ReadableStream<Uint8Array>).rest();
       expect(events.map((event) => event.data)).toEqual(expect.arrayContaining(['{"i":0}', '{"i":1}', '{"i":2}']));
+      // A custom app's call is node:http's (its body is streamed to the app); the connection stays with it.
       const custom = await call('/v4/dev/web/things/1', { method: 'DELETE' });
       expect(await custom.json()).toMatchObject({ method: 'DELETE', path: '/things/1' });
       expect(await (await post('/v4/dev/e2e/greet', { name: 'b' })).json()).toMatchObject({ result: { greeting: 'Hello, b!' } });

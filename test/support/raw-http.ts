@@ -7,6 +7,8 @@ export interface RawAnswer {
   /** Lower-case names; a repeated header's values joined with ", ". */
   headers: Record<string, string>;
   body: string;
+  /** The head as it came, status line and header lines with their case. */
+  head: string;
 }
 
 export class RawConnection {
@@ -69,7 +71,8 @@ export class RawConnection {
   #take(): RawAnswer | null {
     const headEnd = this.#buffer.indexOf('\r\n\r\n');
     if (headEnd === -1) return null;
-    const [statusLine, ...lines] = this.#buffer.toString('latin1', 0, headEnd).split('\r\n');
+    const head = this.#buffer.toString('latin1', 0, headEnd);
+    const [statusLine, ...lines] = head.split('\r\n');
     const headers: Record<string, string> = {};
     for (const line of lines) {
       const colon = line.indexOf(':');
@@ -102,7 +105,7 @@ export class RawConnection {
       end = bodyStart + length;
     }
     this.#buffer = this.#buffer.subarray(end);
-    return { status, headers, body: body.toString('utf8') };
+    return { status, headers, body: body.toString('utf8'), head };
   }
 }
 
