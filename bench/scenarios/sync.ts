@@ -33,6 +33,8 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.nginxCpuUs', scenario: SCENARIO, label: 'nginx CPU per request, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.floorCpuUs', scenario: SCENARIO, label: 'floor CPU per request, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.runtimeCpuUs', scenario: SCENARIO, label: 'runtime CPU per call, direct, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.runtimeBehindNginxCpuUs', scenario: SCENARIO, label: 'runtime CPU per call behind nginx, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.runtimeBehindSidecarCpuUs', scenario: SCENARIO, label: 'runtime CPU per call behind the sidecar, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.errors', scenario: SCENARIO, label: 'errors and non-2xx answers', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
 ];
 
@@ -81,6 +83,8 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.nginxCpuUs': nginx.proxyCpuUs,
     'sync.floorCpuUs': floor.proxyCpuUs,
     'sync.runtimeCpuUs': direct.runtimeCpuUs,
+    'sync.runtimeBehindNginxCpuUs': nginx.runtimeCpuUs,
+    'sync.runtimeBehindSidecarCpuUs': sidecar.runtimeCpuUs,
     'sync.errors': [direct, nginx, sidecar, sqlite, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
   };
 }
