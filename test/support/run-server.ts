@@ -31,7 +31,7 @@ export interface OpenFrontDoor {
  * server started for this test alone in front of the dev server's replica. Management calls stay on `dev.url`.
  *
  * A run server per test means new connections per test. The front passes a connection it does not answer
- * itself (a stream, a custom app's call, a GET) to node:http for the rest of that connection's life, and
+ * itself (a custom app's call, a GET) to node:http for the rest of that connection's life, and
  * fetch keeps connections alive from one test to the next: with one run server for a whole file, a test's
  * calls reach node:http instead of the front whenever fetch reuses such a connection.
  */
