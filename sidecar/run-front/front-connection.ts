@@ -1,7 +1,9 @@
 // One connection of the run port, read by the front. Requests are answered one at a time, in order (the
-// bytes of a pipelined next request wait for the answer before), by the run interface. The first request
-// the front does not answer itself (request-head.ts says which, and so does `RunInterface.handleWhole`)
-// hands the socket, with every byte not yet answered put back, to node:http for the rest of its life.
+// bytes of a pipelined next request wait for the answer before), by the run interface; a stream's answer
+// goes out through node:http's response, lent the socket until it finishes (front-answer.ts). The first
+// request the front does not answer itself (request-head.ts says which, and so does
+// `RunInterface.handleWhole`) hands the socket, with every byte not yet answered put back, to node:http for
+// the rest of its life.
 import type { Socket } from 'node:net';
 import type { RunInterface, WholeRequest } from '../run-interface.ts';
 import { FrontAnswer, type AnswerListener } from './front-answer.ts';
