@@ -16,8 +16,9 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
     notes.push(
       `Sync throughput is bounded by CPU on ${cores} cores shared by the load generator, the runtime and the proxy: per request the sidecar spent ` +
         `${n(value('sync.sidecarCpuUs'))} µs against nginx's ${n(nginx)} µs, and the runtime ${n(value('sync.runtimeBehindSidecarCpuUs'))} µs per call ` +
-        `behind the sidecar against ${n(runtime)} µs behind nginx (${n(value('sync.runtimeCpuUs'))} µs called directly: a runtime that is less busy ` +
-        `wakes its event loop and worker threads once per call rather than once per batch). 0.6× nginx's throughput needs the sidecar at about ` +
+        `behind the sidecar against ${n(runtime)} µs behind nginx (${n(value('sync.runtimeCpuUs'))} µs called directly, ` +
+        `${n(value('sync.runtimeBehindFloorCpuUs'))} µs behind the floor proxy below: the pace of the calls, not their content, sets it; a runtime ` +
+        `called at a slower pace wakes its event loop and worker threads for fewer calls at a time). 0.6× nginx's throughput needs the sidecar at about ` +
         `${n(budget)} µs (load generator aside). The sidecar reads the common call with its own HTTP/1.1 front, not node:http: a node:http server ` +
         `with the same runtime client and nothing else (the floor: no run id, record, admission, metrics or envelope) spent ` +
         `${n(value('sync.floorCpuUs'))} µs and reached ${n(value('sync.floorRatio'), 2)}× nginx. A CPU profile of the compiled sidecar under this ` +

@@ -35,6 +35,7 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.runtimeCpuUs', scenario: SCENARIO, label: 'runtime CPU per call, direct, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.runtimeBehindNginxCpuUs', scenario: SCENARIO, label: 'runtime CPU per call behind nginx, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.runtimeBehindSidecarCpuUs', scenario: SCENARIO, label: 'runtime CPU per call behind the sidecar, 32 connections', unit: 'µs', decimals: 0 },
+  { key: 'sync.runtimeBehindFloorCpuUs', scenario: SCENARIO, label: 'runtime CPU per call behind the floor proxy, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.errors', scenario: SCENARIO, label: 'errors and non-2xx answers', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
 ];
 
@@ -85,6 +86,7 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.runtimeCpuUs': direct.runtimeCpuUs,
     'sync.runtimeBehindNginxCpuUs': nginx.runtimeCpuUs,
     'sync.runtimeBehindSidecarCpuUs': sidecar.runtimeCpuUs,
+    'sync.runtimeBehindFloorCpuUs': floor.runtimeCpuUs,
     'sync.errors': [direct, nginx, sidecar, sqlite, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
   };
 }
