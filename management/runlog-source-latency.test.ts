@@ -23,6 +23,7 @@ import {
   startTestCluster,
   testLogger,
   walkRunPages,
+  walkRunPagesRepeatedly,
   writeRunLog,
   type TestCluster,
 } from './runlog-source-test-kit.ts';
@@ -76,13 +77,9 @@ it('pages through 10,000 runs in 5 RunLogs over HTTP (prints p50/p99)', async ()
     ['pageSize=500, every page, 3 walks', 'pageSize=500', newest],
     ['status=failure, pageSize=50, 3 walks', 'status=failure&pageSize=50', newestFirst(runs.filter((run) => run.status === 'failure')).map((run) => run.id)],
   ] as const) {
-    const latencies: number[] = [];
-    for (let round = 0; round < 3; round++) {
-      const result = await walkRunPages(base, query, TOKEN);
-      expect(result.ids).toEqual(expected);
-      latencies.push(...result.latenciesMs);
-    }
-    lines.push(latencySummary(`HTTP ${label}`, latencies));
+    const { walks, latenciesMs } = await walkRunPagesRepeatedly(base, query, TOKEN, 3);
+    for (const ids of walks) expect(ids).toEqual(expected);
+    lines.push(latencySummary(`HTTP ${label}`, latenciesMs));
   }
 
   // The cache's own share, without HTTP: listRuns at random depths of the list.

@@ -163,6 +163,18 @@ export async function walkRunPages(runsUrl: string, query: string, token: string
   return { ids, latenciesMs };
 }
 
+/** `rounds` walks of the same listing: the ids of each walk, and every request's latency. */
+export async function walkRunPagesRepeatedly(runsUrl: string, query: string, token: string, rounds: number): Promise<{ walks: string[][]; latenciesMs: number[] }> {
+  const walks: string[][] = [];
+  const latenciesMs: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const result = await walkRunPages(runsUrl, query, token);
+    walks.push(result.ids);
+    latenciesMs.push(...result.latenciesMs);
+  }
+  return { walks, latenciesMs };
+}
+
 export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;

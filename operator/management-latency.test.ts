@@ -5,7 +5,7 @@
 import { loadavg } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
-import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages } from '../management/runlog-source-test-kit.ts';
+import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../management/runlog-source-test-kit.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
@@ -59,13 +59,9 @@ it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server 
     ['pageSize=500, every page, 3 walks', 'pageSize=500', newest],
     ['asyncOnly, status=failure, pageSize=50, 3 walks', 'asyncOnly=true&status=failure&pageSize=50', newestFirst(runs.filter((run) => run.async && run.status === 'failure')).map((run) => run.id)],
   ] as const) {
-    const latencies: number[] = [];
-    for (let round = 0; round < 3; round++) {
-      const result = await walkRunPages(base, query, TOKEN);
-      expect(result.ids).toEqual(expected);
-      latencies.push(...result.latenciesMs);
-    }
-    lines.push(latencySummary(label, latencies));
+    const { walks, latenciesMs } = await walkRunPagesRepeatedly(base, query, TOKEN, 3);
+    for (const ids of walks) expect(ids).toEqual(expected);
+    lines.push(latencySummary(label, latenciesMs));
   }
   process.stdout.write(`\nlist API latency through the operator, ${RUNS} runs in ${REPLICAS.length} RunLogs (load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
 });

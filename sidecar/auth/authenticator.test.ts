@@ -14,6 +14,7 @@ import { RunAuthenticator } from './authenticator.ts';
 import type { RunAuthenticatorOptions } from './authenticator.ts';
 import type { RunAuthConfig } from './config.ts';
 import { signLocalToken } from './local-key.ts';
+import { hasOpenssl } from '../../test/support/openssl.ts';
 
 const PROJECT = 'team-a';
 const SHARED_KEY = 'k'.repeat(40);
@@ -129,15 +130,6 @@ async function token(options: TokenOptions = {}): Promise<string> {
   if (options.issuer !== null) jwt.setIssuer(options.issuer ?? issuer.url);
   if (options.exp !== null) jwt.setExpirationTime(options.exp ?? Math.floor(Date.now() / 1000) + 3600);
   return jwt.sign(key.privateKey);
-}
-
-function hasOpenssl(): boolean {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function refusal(outcome: Promise<void> | void): Promise<ProblemError> {

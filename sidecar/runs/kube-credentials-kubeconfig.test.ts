@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { kubeconfigCredentials } from './kube-credentials-kubeconfig.ts';
 import { KubeJsonClient } from './runlog-kube-client.ts';
+import { hasOpenssl } from '../../test/support/openssl.ts';
 
 let dir: string;
 
@@ -275,13 +276,4 @@ function selfSigned(name: string, subject: string[]): void {
   mkdirSync(join(dir, 'pki'), { recursive: true });
   const files = ['-keyout', join(dir, `pki/${name}.key`), '-out', join(dir, `pki/${name}.crt`)];
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', ...subject, ...files], { stdio: 'ignore' });
-}
-
-function hasOpenssl(): boolean {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
 }
