@@ -110,21 +110,22 @@ export function createRunInterface(replica: Replica): RunInterface {
   function handleWhole(request: WholeRequest, answer: StreamableAnswerSink): boolean {
     const route = parseRunPathOrNull(pathOf(request.url));
     if (route === null || apps.find(route.projectId, route.appName)?.runtime === 'custom') return false;
-    serve({ method: request.method, url: request.url, headers: request.headers, answer, body: request.body, node: null, front: answer });
+    serve({ method: request.method, url: request.url, headers: request.headers, answer, body: request.body, node: null, front: answer }, route);
     return true;
   }
 
-  function serve(exchange: Exchange): void {
+  /** `route`: the exchange's path, when the caller has parsed it already. */
+  function serve(exchange: Exchange, route?: RunPath): void {
     const runId = newRunId();
-    handleRun(exchange, runId).catch((error: unknown) => sendProblem(exchange.answer, runId, toProblem(error)));
+    handleRun(exchange, runId, route).catch((error: unknown) => sendProblem(exchange.answer, runId, toProblem(error)));
   }
 
-  async function handleRun(exchange: Exchange, runId: string): Promise<void> {
+  async function handleRun(exchange: Exchange, runId: string, parsedRoute: RunPath | undefined): Promise<void> {
     const receivedAt = performance.now();
     const { url, method, headers } = exchange;
     const queryStart = url.indexOf('?');
     const path = queryStart === -1 ? url : url.slice(0, queryStart);
-    const route = parseRunPath(path);
+    const route = parsedRoute ?? parseRunPath(path);
     if (route === null) throw new ProblemError(Problems.routeNotFound, `${method} ${path} is not a route of the run interface`);
     if (replica.draining) {
       metrics.refused.labels('draining').inc();
