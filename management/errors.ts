@@ -21,6 +21,12 @@ export const ManagementProblems = {
    * SubjectAccessReview failed), so the request is refused rather than let through unchecked.
    */
   authUnavailable: { code: 'auth-unavailable', status: 503, title: 'Authentication unavailable' },
+  /**
+   * For the `authenticate` hook of cluster mode: the token would need a review, and the reviews the API server is
+   * asked for are at their bound (management/review-limiter.ts). 503, not 429: the bound is shared by every
+   * caller, so this caller did not necessarily send too many requests; the server is busy.
+   */
+  authOverloaded: { code: 'auth-overloaded', status: 503, title: 'Authentication overloaded' },
 } as const satisfies Record<string, ProblemSpec>;
 
 /**

@@ -9,6 +9,8 @@
 // Decisions are cached briefly per token and namespace, so a client paging through runs costs the API server
 // two reviews per token every half minute, not two per request; a revoked grant takes effect within that TTL.
 // When a review cannot be made the request is refused (503), never let through, and nothing is cached.
+// A token that is not shaped as a service-account token (a JWT) is refused without a review, and the reviews
+// the rest cost are bounded (review-limiter.ts): past the bound the request is refused (503) unreviewed.
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
@@ -17,6 +19,7 @@ import { RUNLET_GROUP } from '../crds/api-group.ts';
 import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
 import { ProblemError } from '../sidecar/problem.ts';
 import { ManagementProblems } from './errors.ts';
+import { DEFAULT_REVIEW_LIMITS, ReviewLimiter, type ReviewLimits } from './review-limiter.ts';
 
 export interface KubeAuthOptions {
   /** The operator's client: its credentials need `create` on tokenreviews and subjectaccessreviews. */
@@ -27,8 +30,10 @@ export interface KubeAuthOptions {
   allowedTtlMs?: number;
   /** How long a refused token (401 or 403) is refused without asking again. Default 5 s. */
   deniedTtlMs?: number;
-  /** Decisions remembered at most (least recently used go first). Default 10,000. */
+  /** Decisions remembered at most (least recently used go first); as many known tokens. Default 10,000. */
   maxEntries?: number;
+  /** How many reviews the API server is asked for at once and per second. Defaults in DEFAULT_REVIEW_LIMITS. */
+  reviewLimits?: Partial<ReviewLimits>;
   /** Milliseconds on a monotonic clock for cache ages; tests move it. Default `performance.now()`. */
   now?: () => number;
 }
@@ -43,8 +48,16 @@ const SUBJECT_ACCESS_REVIEWS_PATH = '/apis/authorization.k8s.io/v1/subjectaccess
 const REALM = 'runlet-management';
 /** RFC 6750 §2.1: the characters of a bearer token (token68). */
 const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
+/** A JWS in compact form, as every service-account token is: three base64url parts, unpadded. */
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const BEARER_SCHEME = /^bearer$/i;
 const RETRY_AFTER_SECONDS = '5';
+
+/**
+ * How long a token the cluster allowed stays known once its decision has expired (review-limiter.ts): longer
+ * than `kubectl create token` issues tokens for by default.
+ */
+const KNOWN_TTL_MS = 2 * 60 * 60_000;
 
 const DEFAULTS = { allowedTtlMs: 30_000, deniedTtlMs: 5_000, maxEntries: 10_000 } as const;
 
@@ -73,13 +86,13 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
   const allowedTtlMs = options.allowedTtlMs ?? DEFAULTS.allowedTtlMs;
   const deniedTtlMs = options.deniedTtlMs ?? DEFAULTS.deniedTtlMs;
   const now = options.now;
-  const decisions = new LRUCache<string, Decision>({
-    max: options.maxEntries ?? DEFAULTS.maxEntries,
-    ttl: allowedTtlMs,
-    // Read the clock on every lookup rather than reuse a reading for 1 ms (and arm a timer to forget it).
-    ttlResolution: 0,
-    perf: now === undefined ? undefined : { now },
-  });
+  const maxEntries = options.maxEntries ?? DEFAULTS.maxEntries;
+  // Read the clock on every lookup rather than reuse a reading for 1 ms (and arm a timer to forget it).
+  const clock = { ttlResolution: 0, perf: now === undefined ? undefined : { now } };
+  const decisions = new LRUCache<string, Decision>({ max: maxEntries, ttl: allowedTtlMs, ...clock });
+  /** Cache keys the cluster allowed lately: their reviews are not held back by a flood of unknown tokens. */
+  const known = new LRUCache<string, true>({ max: maxEntries, ttl: KNOWN_TTL_MS, ...clock });
+  const limiter = new ReviewLimiter({ ...DEFAULT_REVIEW_LIMITS, ...options.reviewLimits }, now ?? (() => performance.now()));
   /** Reviews in flight by cache key, so a burst of requests with one new token is reviewed once. */
   const reviewing = new Map<string, Promise<Decision>>();
 
@@ -110,17 +123,22 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
   }
 
   function reviewOnce(key: string, token: string, namespace: string): Promise<Decision> {
-    let pending = reviewing.get(key);
-    if (pending === undefined) {
-      pending = review(token, namespace)
-        .then((decision) => {
-          // Only answers are remembered: a failed review throws past this, and the next request asks again.
-          decisions.set(key, decision, { ttl: decision.outcome === 'allowed' ? allowedTtlMs : deniedTtlMs });
-          return decision;
-        })
-        .finally(() => reviewing.delete(key));
-      reviewing.set(key, pending);
-    }
+    const joined = reviewing.get(key);
+    if (joined !== undefined) return joined;
+    const admission = limiter.tryStart(known.has(key));
+    if (!admission.admitted) throw tooManyReviews(admission.retryAfterSeconds);
+    const pending = review(token, namespace)
+      .then((decision) => {
+        // Only answers are remembered: a failed review throws past this, and the next request asks again.
+        decisions.set(key, decision, { ttl: decision.outcome === 'allowed' ? allowedTtlMs : deniedTtlMs });
+        if (decision.outcome === 'allowed') known.set(key, true);
+        return decision;
+      })
+      .finally(() => {
+        reviewing.delete(key);
+        limiter.finish();
+      });
+    reviewing.set(key, pending);
     return pending;
   }
 
@@ -158,6 +176,8 @@ function bearerToken(authorization: string | undefined): string {
   }
   const token = space === -1 ? '' : value.slice(space + 1).trimStart();
   if (!TOKEN68.test(token)) throw invalidToken('The bearer token is empty or has characters a bearer token cannot have');
+  // Only a service-account token can pass the review, so no other shape is worth one.
+  if (!JWT_SHAPE.test(token)) throw invalidToken('The bearer token is not a service-account token (a JWT: three base64url parts joined by dots)');
   return token;
 }
 
@@ -165,6 +185,15 @@ function bearerToken(authorization: string | undefined): string {
 function invalidToken(detail: string): ProblemError {
   const challenge = `Bearer realm="${REALM}", error="invalid_token", error_description="${detail}"`;
   return new ProblemError(ManagementProblems.unauthorized, detail, { headers: { 'www-authenticate': challenge } });
+}
+
+/** 503: more tokens are waiting to be checked than the API server is asked about; nothing is cached. */
+function tooManyReviews(retryAfterSeconds: number): ProblemError {
+  return new ProblemError(
+    ManagementProblems.authOverloaded,
+    `Too many bearer tokens are being checked with the Kubernetes API server at once; retry in ${retryAfterSeconds} s`,
+    { headers: { 'retry-after': String(retryAfterSeconds) } },
+  );
 }
 
 /** The token is hashed: the cache holds no usable credential, and its keys have a fixed length. */
