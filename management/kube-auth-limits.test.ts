@@ -10,7 +10,7 @@ import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../sidecar/problem.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { ManagementProblems } from './errors.ts';
 import { RUNS_ACCESS, kubeAuthenticator, type KubeAuthOptions } from './kube-auth.ts';
-import { DEFAULT_REVIEW_LIMITS } from './review-limiter.ts';
+import { REVIEW_LIMITS } from './review-limiter.ts';
 import { managementApi } from './routes.ts';
 import type { RunLogSource } from './runlog-source.ts';
 import { PROJECT, createApp, startSource, startTestCluster, testLogger, type TestCluster } from './runlog-source-test-kit.ts';
@@ -135,12 +135,12 @@ describe('management API in cluster mode under a flood of bogus tokens', () => {
     let settled = 0;
     const flood = bogusTokens(FLOOD).map((token) => get(port, token).finally(() => (settled += 1)));
     // Either every request is accounted for, or more reviews are held than the bound allows (fail at once).
-    await waitFor(() => settled + heldTokenReviews() === FLOOD || heldTokenReviews() > DEFAULT_REVIEW_LIMITS.maxInFlight, {
+    await waitFor(() => settled + heldTokenReviews() === FLOOD || heldTokenReviews() > REVIEW_LIMITS.maxInFlight, {
       what: 'every request of the flood answered or held in a review',
     });
     const inFlight = heldTokenReviews();
     expect(inFlight).toBeGreaterThan(0);
-    expect(inFlight).toBeLessThanOrEqual(DEFAULT_REVIEW_LIMITS.maxInFlight);
+    expect(inFlight).toBeLessThanOrEqual(REVIEW_LIMITS.maxInFlight);
     expect(tokenReviews() - before).toBe(inFlight);
 
     // A cached decision needs no review; a known caller's review takes a slot the flood cannot take.
@@ -158,7 +158,7 @@ describe('management API in cluster mode under a flood of bogus tokens', () => {
 
   it('starts at most `burst` reviews, then `perSecond`, caches refusals, and re-reviews known callers regardless', async () => {
     let now = 1_000_000;
-    const { burst, perSecond } = DEFAULT_REVIEW_LIMITS;
+    const { burst, perSecond } = REVIEW_LIMITS;
     const port = await startApi({ now: () => now, allowedTtlMs: 1_000 });
     expect((await get(port, READER)).status).toBe(200); // one review out of the bucket
     const start = tokenReviews();

@@ -19,7 +19,7 @@ import { RUNLET_GROUP } from '../crds/api-group.ts';
 import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
 import { ProblemError } from '../sidecar/problem.ts';
 import { ManagementProblems } from './errors.ts';
-import { DEFAULT_REVIEW_LIMITS, ReviewLimiter, type ReviewLimits } from './review-limiter.ts';
+import { REVIEW_LIMITS, ReviewLimiter } from './review-limiter.ts';
 
 export interface KubeAuthOptions {
   /** The operator's client: its credentials need `create` on tokenreviews and subjectaccessreviews. */
@@ -32,8 +32,6 @@ export interface KubeAuthOptions {
   deniedTtlMs?: number;
   /** Decisions remembered at most (least recently used go first); as many known tokens. Default 10,000. */
   maxEntries?: number;
-  /** How many reviews the API server is asked for at once and per second. Defaults in DEFAULT_REVIEW_LIMITS. */
-  reviewLimits?: Partial<ReviewLimits>;
   /** Milliseconds on a monotonic clock for cache ages; tests move it. Default `performance.now()`. */
   now?: () => number;
 }
@@ -92,7 +90,7 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
   const decisions = new LRUCache<string, Decision>({ max: maxEntries, ttl: allowedTtlMs, ...clock });
   /** Cache keys the cluster allowed lately: their reviews are not held back by a flood of unknown tokens. */
   const known = new LRUCache<string, true>({ max: maxEntries, ttl: KNOWN_TTL_MS, ...clock });
-  const limiter = new ReviewLimiter({ ...DEFAULT_REVIEW_LIMITS, ...options.reviewLimits }, now ?? (() => performance.now()));
+  const limiter = new ReviewLimiter(REVIEW_LIMITS, now ?? (() => performance.now()));
   /** Reviews in flight by cache key, so a burst of requests with one new token is reviewed once. */
   const reviewing = new Map<string, Promise<Decision>>();
 
@@ -176,7 +174,7 @@ function bearerToken(authorization: string | undefined): string {
   }
   const token = space === -1 ? '' : value.slice(space + 1).trimStart();
   if (!TOKEN68.test(token)) throw invalidToken('The bearer token is empty or has characters a bearer token cannot have');
-  // Only a service-account token can pass the review, so no other shape is worth one.
+  // The management API takes service-account tokens, which are JWTs: no other shape is worth a review.
   if (!JWT_SHAPE.test(token)) throw invalidToken('The bearer token is not a service-account token (a JWT: three base64url parts joined by dots)');
   return token;
 }

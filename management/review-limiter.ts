@@ -9,15 +9,19 @@
 // decision TTL, and only tokens the cluster allowed are known.
 
 export interface ReviewLimits {
-  /** Reviews in flight at most (a TokenReview, then maybe a SubjectAccessReview, each). Default 8. */
+  /** Reviews in flight at most (a TokenReview, then maybe a SubjectAccessReview, each). */
   maxInFlight: number;
-  /** Reviews of unknown tokens started per second on average. Default 20. */
+  /** Reviews of unknown tokens started per second on average. */
   perSecond: number;
-  /** Reviews of unknown tokens that may start at once after a quiet spell. Default 40. */
+  /** Reviews of unknown tokens that may start at once after a quiet spell. */
   burst: number;
 }
 
-export const DEFAULT_REVIEW_LIMITS: ReviewLimits = { maxInFlight: 8, perSecond: 20, burst: 40 };
+/**
+ * The management API's: a handful of API-server calls at a time, and enough reviews per second for some 600
+ * callers with distinct tokens each re-reviewed every 30 s.
+ */
+export const REVIEW_LIMITS: ReviewLimits = { maxInFlight: 8, perSecond: 20, burst: 40 };
 
 export type Admission = { admitted: true } | { admitted: false; retryAfterSeconds: number };
 
