@@ -85,7 +85,9 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
   const authResponses = {
     401: problemResponse('No valid bearer token (cluster mode).'),
     403: problemResponse('The token may not list runs of this project (cluster mode).'),
-    503: problemResponse('The token could not be reviewed (the Kubernetes API failed); retry after Retry-After.'),
+    503: problemResponse(
+      'The token could not be reviewed: the Kubernetes API failed (auth-unavailable), or too many tokens are being reviewed (auth-overloaded); retry after Retry-After.',
+    ),
   };
 
   // Documentation keywords (operationId, summary, tags, security) are for @fastify/swagger, which fastify's
