@@ -31,6 +31,7 @@ export class AppTarget {
   #pool: Pool | null = null;
   #connections: RuntimeConnections | null = null;
   #origin: string | null = null;
+  #paused = false;
 
   constructor(options: AppTargetOptions) {
     this.projectId = options.projectId;
@@ -42,7 +43,7 @@ export class AppTarget {
   }
 
   get ready(): boolean {
-    return this.#pool !== null || this.#connections !== null;
+    return (this.#pool !== null || this.#connections !== null) && !this.#paused;
   }
 
   get origin(): string | null {
@@ -64,6 +65,7 @@ export class AppTarget {
     if (this.#origin === origin && this.ready) return;
     void this.detach();
     this.#origin = origin;
+    this.#paused = false;
     // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
     const maxConnections = this.replicaConcurrency * 2 + 2;
     if (this.runtime === 'python') {
@@ -78,6 +80,14 @@ export class AppTarget {
       bodyTimeout: 0,
       keepAliveTimeout: 30_000,
     });
+  }
+
+  /**
+   * The runtime takes no new calls (it drains, or recycles itself) but finishes those in flight: new calls see
+   * the app as not ready, those in flight go on on their connections. Until the next attach.
+   */
+  pause(): void {
+    this.#paused = true;
   }
 
   /** The runtime went away: calls in flight on its connections fail, new ones see the app as not ready. */
