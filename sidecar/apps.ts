@@ -3,7 +3,7 @@
 import type { Pool } from 'undici';
 import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
-import { RuntimeConnections } from './runtime-connections.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtime-connections.ts';
 
 export type RuntimeKind = 'python' | 'custom';
 
@@ -16,6 +16,8 @@ export interface AppTargetOptions {
   responseGracePeriodSeconds: number;
   /** Runs that may wait for a slot; default 10 × the concurrency. */
   queueDepth?: number;
+  /** The largest result a Python function may return, in bytes; default DEFAULT_RESULT_LIMIT_BYTES. */
+  resultLimitBytes?: number;
 }
 
 /** Never more than 12 hours, whatever the app asks for (interface, section 8). */
@@ -27,6 +29,7 @@ export class AppTarget {
   readonly runtime: RuntimeKind;
   readonly replicaConcurrency: number;
   readonly runTimeLimitMs: number;
+  readonly resultLimitBytes: number;
   readonly admission: Admission;
   #pool: Pool | null = null;
   #connections: RuntimeConnections | null = null;
@@ -40,6 +43,7 @@ export class AppTarget {
     this.replicaConcurrency = options.replicaConcurrency;
     this.runTimeLimitMs = Math.min(options.responseGracePeriodSeconds, MAX_RUN_SECONDS) * 1000;
     this.admission = new Admission(options.replicaConcurrency, options.queueDepth);
+    this.resultLimitBytes = options.resultLimitBytes ?? DEFAULT_RESULT_LIMIT_BYTES;
   }
 
   get ready(): boolean {
@@ -69,7 +73,7 @@ export class AppTarget {
     // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
     const maxConnections = this.replicaConcurrency * 2 + 2;
     if (this.runtime === 'python') {
-      this.#connections = new RuntimeConnections(origin, { maxConnections });
+      this.#connections = new RuntimeConnections(origin, { maxConnections, resultLimitBytes: this.resultLimitBytes });
       return;
     }
     this.#pool = new (undici().Pool)(origin, {
