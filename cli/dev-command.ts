@@ -1,6 +1,7 @@
 // `runlet dev [APP_DIR ...]`: serve apps from folders on this machine until Ctrl-C.
 import { resolve } from 'node:path';
 import { startDevServer } from '../local/dev-server.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtime-connections.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { parseCommandArgs } from './arguments.ts';
@@ -16,6 +17,8 @@ Options:
   --project NAME    project id in the URLs (default dev)
   --data-dir DIR    where runs are stored (default .runlet)
   --log-level LVL   trace|debug|info|warn|error (default info)
+  --result-limit-bytes N
+                    the largest result a function may return (default 32 MiB); larger: 502 result-too-large
   --auth-key-file F require bearer tokens signed (HS256) with the key in F, as a cluster would
                     (make a key: openssl rand -hex 32 > dev.key)
   -h, --help        this help`;
@@ -33,7 +36,11 @@ export async function runDevCommand(args: string[]): Promise<number> {
   try {
     const keyFile = values['auth-key-file'];
     const auth = keyFile === undefined ? undefined : localDevAuth(resolve(keyFile), values.project);
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth });
+    const resultLimitBytes = Number(values['result-limit-bytes']);
+    if (!Number.isSafeInteger(resultLimitBytes) || resultLimitBytes < 1) {
+      throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
+    }
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -71,6 +78,7 @@ function parseDevArgs(args: string[]) {
       'data-dir': { type: 'string', default: '.runlet' },
       'log-level': { type: 'string', default: 'info' },
       'auth-key-file': { type: 'string' },
+      'result-limit-bytes': { type: 'string', default: String(DEFAULT_RESULT_LIMIT_BYTES) },
     },
     DEV_USAGE,
   );

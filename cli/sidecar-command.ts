@@ -15,6 +15,7 @@ import { createLogger } from '../sidecar/logger.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
 import { createRunServer } from '../sidecar/run-server.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtime-connections.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
 import { loadKubeCredentials } from '../sidecar/runs/kube-credentials.ts';
 import { RunLogJournal } from '../sidecar/runs/runlog-journal.ts';
@@ -44,6 +45,7 @@ Options (environment variable in brackets):
   --replica NAME              this replica's name on run records [POD_NAME]
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
+  --result-limit-bytes N      the largest result a Python function may return (default 32 MiB) [RUNLET_RESULT_LIMIT_BYTES]
   --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]
   --auth on|off               verify callers' bearer tokens (default on; off exposes the app to anyone who reaches the pod) [RUNLET_AUTH]
 ${RUN_AUTH_USAGE}`;
@@ -64,6 +66,7 @@ const OPTIONS = {
   replica: { env: ['POD_NAME'] },
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
   'body-limit-bytes': { env: ['RUNLET_BODY_LIMIT_BYTES'], default: String(DEFAULT_BODY_LIMIT_BYTES) },
+  'result-limit-bytes': { env: ['RUNLET_RESULT_LIMIT_BYTES'], default: String(DEFAULT_RESULT_LIMIT_BYTES) },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   auth: { env: ['RUNLET_AUTH'], default: 'on' },
   ...RUN_AUTH_OPTIONS,
@@ -95,6 +98,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     replicaConcurrency: concurrency,
     responseGracePeriodSeconds: integer('response-grace-period', 1, 43200),
     queueDepth: option('queue-depth') ? integer('queue-depth', 0, 1_000_000) : undefined,
+    resultLimitBytes: integer('result-limit-bytes', 1, 2 ** 31 - 1),
   });
   const bodyLimitBytes = integer('body-limit-bytes', 1, 1 << 30);
   const allowCidrs = (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean);

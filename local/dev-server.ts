@@ -25,6 +25,8 @@ export interface DevServerOptions {
   dataDir: string;
   logger: Logger;
   bodyLimitBytes?: number;
+  /** The largest result a Python function may return; default DEFAULT_RESULT_LIMIT_BYTES (32 MiB). */
+  resultLimitBytes?: number;
   /** CIDRs webhooks may target despite the SSRF guard; default loopback (local receivers are the point here). */
   webhookAllowCidrs?: readonly string[];
   /** Overrides of the webhook deliverer (tests shorten retry delays). */
@@ -70,6 +72,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       runtime: app.spec.runtime.custom ? 'custom' : 'python',
       replicaConcurrency: app.spec.scaling.replicaConcurrency,
       responseGracePeriodSeconds: app.spec.scaling.responseGracePeriod,
+      resultLimitBytes: options.resultLimitBytes,
     });
     registry.add(target);
     return { loaded: app, target, supervisor: new RuntimeSupervisor(target, launchOf(app), logger) };

@@ -1,10 +1,13 @@
 // Keeps one app's runtime process running in local mode: starts it, attaches the app once the runtime is
 // ready, detaches it when the process exits (its in-flight calls fail as `runtime_crashed`), and restarts it
-// with exponential backoff. Stopping sends SIGTERM so the runtime finishes its calls, then SIGKILL past a bound.
+// with exponential backoff. A Python runtime that recycles itself (too many calls still running past their
+// limit) removes its port file when it stops taking calls, which pauses the app (503 for new calls, those in
+// flight finish), and exits with RECYCLE_EXIT_STATUS: it is started again at once, and is not a crash.
+// Stopping sends SIGTERM so the runtime finishes its calls, then SIGKILL past a bound.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { existsSync, watch } from 'node:fs';
+import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +23,8 @@ const MAX_BACKOFF_MS = 30_000;
 /** A runtime that stayed up this long is healthy again: its next crash restarts it at the first backoff. */
 const STABLE_AFTER_MS = 30_000;
 const CUSTOM_READY_POLL_MS = 100;
+/** runtime/python/runlet_runtime/server.py: the runtime exited to be started afresh. */
+const RECYCLE_EXIT_STATUS = 75;
 
 export type RuntimeLaunch =
   | { kind: 'python'; appDir: string; module: string; concurrency: number; env: Record<string, string> }
@@ -36,6 +41,8 @@ export class RuntimeSupervisor {
   #firstReady: { promise: Promise<void>; resolve: () => void };
   /** Times the runtime exited unexpectedly; tests and the dev banner read it. */
   crashes = 0;
+  /** Times the runtime recycled itself. */
+  recycles = 0;
 
   constructor(target: AppTarget, launch: RuntimeLaunch, logger: Logger) {
     this.#target = target;
@@ -100,10 +107,13 @@ export class RuntimeSupervisor {
       launch.kind === 'python'
         ? waitForPortFile(join(portDir!, 'port'), exited).then((port) => `http://127.0.0.1:${port}`)
         : waitForHttpReady(`http://127.0.0.1:${launch.port}`, launch.readyPath, exited);
+    // Filled once the runtime is ready; a list so the exit below sees what the callback set.
+    const portWatches: FSWatcher[] = [];
     ready.then(
       (origin) => {
         if (this.#stopping || this.#child !== child) return;
         this.#target.attach(origin);
+        if (portDir) portWatches.push(this.#pauseWhenGone(join(portDir, 'port'), child));
         this.#logger.info({ origin, pid: child.pid }, 'runtime ready');
         this.#firstReady.resolve();
       },
@@ -111,14 +121,34 @@ export class RuntimeSupervisor {
     );
 
     const { code, signal } = await exited;
+    for (const watcher of portWatches) watcher.close();
     if (portDir) await rm(portDir, { recursive: true, force: true });
     if (this.#stopping || this.#child !== child) return;
-    this.crashes++;
     await this.#target.detach();
+    if (launch.kind === 'python' && code === RECYCLE_EXIT_STATUS) {
+      this.recycles++;
+      this.#logger.info({ pid: child.pid }, 'runtime recycled itself (calls still running past their time limit); starting a fresh one');
+      void this.#spawn();
+      return;
+    }
+    this.crashes++;
     if (Date.now() - startedAt > STABLE_AFTER_MS) this.#backoffMs = FIRST_BACKOFF_MS;
     this.#logger.error({ code, signal, restartInMs: this.#backoffMs }, 'runtime exited; restarting');
     this.#restartTimer = setTimeout(() => void this.#spawn(), this.#backoffMs);
     this.#backoffMs = Math.min(this.#backoffMs * 2, MAX_BACKOFF_MS);
+  }
+
+  /** The runtime removes its port file when it stops taking calls: the app is paused until the next runtime. */
+  #pauseWhenGone(portFile: string, child: ChildProcess): FSWatcher {
+    const watcher = watch(join(portFile, '..'));
+    watcher.on('change', () => {
+      if (this.#child === child && !existsSync(portFile)) {
+        this.#target.pause();
+        this.#logger.info({ pid: child.pid }, 'runtime takes no new calls (recycling or draining); those in flight go on');
+      }
+    });
+    watcher.on('error', (err) => this.#logger.warn({ err }, 'cannot watch the runtime port file'));
+    return watcher;
   }
 }
 

@@ -3,7 +3,7 @@
 import type { Pool } from 'undici';
 import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
-import { RuntimeConnections } from './runtime-connections.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtime-connections.ts';
 
 export type RuntimeKind = 'python' | 'custom';
 
@@ -16,6 +16,8 @@ export interface AppTargetOptions {
   responseGracePeriodSeconds: number;
   /** Runs that may wait for a slot; default 10 × the concurrency. */
   queueDepth?: number;
+  /** The largest result a Python function may return, in bytes; default DEFAULT_RESULT_LIMIT_BYTES. */
+  resultLimitBytes?: number;
 }
 
 /** Never more than 12 hours, whatever the app asks for (interface, section 8). */
@@ -27,10 +29,12 @@ export class AppTarget {
   readonly runtime: RuntimeKind;
   readonly replicaConcurrency: number;
   readonly runTimeLimitMs: number;
+  readonly resultLimitBytes: number;
   readonly admission: Admission;
   #pool: Pool | null = null;
   #connections: RuntimeConnections | null = null;
   #origin: string | null = null;
+  #paused = false;
 
   constructor(options: AppTargetOptions) {
     this.projectId = options.projectId;
@@ -39,10 +43,11 @@ export class AppTarget {
     this.replicaConcurrency = options.replicaConcurrency;
     this.runTimeLimitMs = Math.min(options.responseGracePeriodSeconds, MAX_RUN_SECONDS) * 1000;
     this.admission = new Admission(options.replicaConcurrency, options.queueDepth);
+    this.resultLimitBytes = options.resultLimitBytes ?? DEFAULT_RESULT_LIMIT_BYTES;
   }
 
   get ready(): boolean {
-    return this.#pool !== null || this.#connections !== null;
+    return (this.#pool !== null || this.#connections !== null) && !this.#paused;
   }
 
   get origin(): string | null {
@@ -64,10 +69,11 @@ export class AppTarget {
     if (this.#origin === origin && this.ready) return;
     void this.detach();
     this.#origin = origin;
+    this.#paused = false;
     // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
     const maxConnections = this.replicaConcurrency * 2 + 2;
     if (this.runtime === 'python') {
-      this.#connections = new RuntimeConnections(origin, { maxConnections });
+      this.#connections = new RuntimeConnections(origin, { maxConnections, resultLimitBytes: this.resultLimitBytes });
       return;
     }
     this.#pool = new (undici().Pool)(origin, {
@@ -78,6 +84,14 @@ export class AppTarget {
       bodyTimeout: 0,
       keepAliveTimeout: 30_000,
     });
+  }
+
+  /**
+   * The runtime takes no new calls (it drains, or recycles itself) but finishes those in flight: new calls see
+   * the app as not ready, those in flight go on on their connections. Until the next attach.
+   */
+  pause(): void {
+    this.#paused = true;
   }
 
   /** The runtime went away: calls in flight on its connections fail, new ones see the app as not ready. */

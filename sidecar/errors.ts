@@ -17,6 +17,7 @@ export const Problems = {
   invalidArguments: { code: 'invalid-arguments', status: 422, title: 'Arguments do not match the function' },
   internal: { code: 'internal', status: 500, title: 'Internal error' },
   upstreamFailed: { code: 'upstream-failed', status: 502, title: "The app's runtime failed to answer" },
+  resultTooLarge: { code: 'result-too-large', status: 502, title: "The function's result is over the limit" },
   appUnavailable: { code: 'app-unavailable', status: 503, title: 'App not ready' },
   overCapacity: { code: 'over-capacity', status: 503, title: 'App at capacity' },
   draining: { code: 'draining', status: 503, title: 'Replica is shutting down' },

@@ -181,7 +181,8 @@ export function createRunInterface(replica: Replica): RunInterface {
       return;
     }
     const run = admitNow(call, 'sync') ?? (await admitQueued(call, 'sync'));
-    await complete(run, call, runSync(run, target, recorder, body, exchange.answer));
+    const relay = { response: () => streamedResponse(exchange), keepResult: webhook !== null };
+    await complete(run, call, runSync(run, target, recorder, body, exchange.answer, relay));
   }
 
   /** The body of a Python function's call that the front read whole, checked. */

@@ -12,6 +12,8 @@ export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
 export type RuntimeAnswer =
   | { kind: 'result'; json: string }
   | { kind: 'stream'; body: Readable }
+  /** A large result handed over as it arrives, for the caller's answer to pass on (`relayLargeBody`). */
+  | { kind: 'relayed-result'; body: Readable }
   | { kind: 'function-error'; statusCode: number; error: RunError; json: string }
   | { kind: 'problem'; statusCode: number; error: RunError; body: string; headers: Record<string, string> };
 
@@ -22,13 +24,15 @@ export async function callFunction(
   runId: string,
   stream: boolean,
   stopper: CallStopper,
+  relayLargeBody = false,
 ): Promise<RuntimeAnswer> {
   const connections = target.connections;
   if (!connections) throw appUnavailable(target);
-  const response = await connections.request({ path: '/' + functionName, runId, stream, body, stopper });
+  const response = await connections.request({ path: '/' + functionName, runId, stream, body, stopper, relayLargeBody });
   const contentType = response.contentType;
   if (response.stream) {
     if (response.statusCode === 200 && contentType.startsWith(RUNTIME_STREAM_TYPE)) return { kind: 'stream', body: response.stream };
+    if (response.statusCode === 200 && response.contentLength !== null) return { kind: 'relayed-result', body: response.stream };
     // Only a stream is ever chunked; anything else is read whole like any answer.
     response.body = Buffer.concat(await response.stream.toArray());
   }
@@ -92,6 +96,11 @@ export function appUnavailable(target: AppTarget): ProblemError {
 }
 
 /** Errors of a connection to the runtime that mean it went away (exited, crashed, or was detached). */
+/** The runtime answered a result over the app's result limit: refused unread. */
+export function isResultTooLarge(err: unknown): boolean {
+  return (err as { code?: string }).code === 'RESULT_TOO_LARGE';
+}
+
 const CRASH_CODES = new Set(['RUNTIME_CONNECTION_CLOSED', 'RUNTIME_DETACHED', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE']);
 
 /** Maps a failed exchange with the runtime to the reason recorded on the run. */

@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 
 /** A connection to the runtime failed or closed mid-call (the runtime exited, or the app was detached). */
 export class RuntimeConnectionError extends Error {
-  readonly code: 'RUNTIME_CONNECTION_CLOSED' | 'RUNTIME_DETACHED' | 'RUNTIME_PROTOCOL_ERROR';
+  readonly code: 'RUNTIME_CONNECTION_CLOSED' | 'RUNTIME_DETACHED' | 'RUNTIME_PROTOCOL_ERROR' | 'RESULT_TOO_LARGE';
 
   constructor(code: RuntimeConnectionError['code'], message: string) {
     super(message);
@@ -53,6 +53,11 @@ export interface RuntimeRequest {
   stream: boolean;
   /** Sends `x-runlet-validate: 1`: the runtime only checks the call (an async call, before its 202). */
   validateOnly?: boolean;
+  /**
+   * A content-length answer over RELAY_BODY_BYTES is handed over as `stream` as it arrives (for the sidecar to
+   * pass on without holding it whole) rather than read whole into `body`.
+   */
+  relayLargeBody?: boolean;
   body: Buffer;
   /** Stopping it closes the connection (the runtime then closes a streaming generator). */
   stopper: CallStopper;
@@ -63,14 +68,24 @@ export interface RuntimeResponse {
   contentType: string;
   /** The `Allow` header (405 answers). */
   allow: string | null;
-  /** The whole body of a content-length answer; null for a chunked one. */
+  /** The whole body of a content-length answer; null for a chunked or relayed one. */
   body: Buffer | null;
-  /** The decoded body of a chunked answer (a stream), as it arrives; null otherwise. */
+  /** The decoded body of a chunked answer (a stream), or a relayed one, as it arrives; null otherwise. */
   stream: Readable | null;
+  /** The declared length of a content-length answer; null for a chunked one. */
+  contentLength: number | null;
 }
 
 /** An answer head larger than this is not the runtime's: the connection is dropped. */
 const MAX_HEAD_BYTES = 64 * 1024;
+/**
+ * The largest result a function may return. A caller's answer, a run record's webhook copy and the runtime's
+ * own encoding each hold it once: 32 MiB keeps a replica of the default concurrency (4) within a few hundred MB
+ * even when every call returns that much, and is well past any JSON answer meant for an HTTP caller.
+ */
+export const DEFAULT_RESULT_LIMIT_BYTES = 32 * 1024 * 1024;
+/** A relayed answer (`relayLargeBody`) longer than this is streamed as it arrives instead of read whole. */
+export const RELAY_BODY_BYTES = 1024 * 1024;
 /** Bodies up to this size are copied into the head's buffer for a single write; larger ones are written after it. */
 const COALESCE_BODY_BYTES = 64 * 1024;
 const CRLF_CRLF = Buffer.from('\r\n\r\n');
@@ -80,6 +95,8 @@ export class RuntimeConnections {
   readonly #port: number;
   readonly #headSuffix: string;
   readonly #maxConnections: number;
+  /** An answer body declared longer than this is refused unread (RESULT_TOO_LARGE). */
+  readonly resultLimitBytes: number;
   readonly #idle: RuntimeConnection[] = [];
   readonly #open = new Set<RuntimeConnection>();
   /** Calls waiting for a connection when all `maxConnections` are busy, first come first served. */
@@ -87,12 +104,13 @@ export class RuntimeConnections {
   #destroyed = false;
 
   /** `origin`: `http://host:port` of the runtime. */
-  constructor(origin: string, options: { maxConnections: number }) {
+  constructor(origin: string, options: { maxConnections: number; resultLimitBytes?: number }) {
     const url = new URL(origin);
     this.#host = url.hostname;
     this.#port = Number(url.port || 80);
     this.#headSuffix = ` HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\nx-request-id: `;
     this.#maxConnections = options.maxConnections;
+    this.resultLimitBytes = options.resultLimitBytes ?? DEFAULT_RESULT_LIMIT_BYTES;
   }
 
   async request(request: RuntimeRequest): Promise<RuntimeResponse> {
@@ -166,7 +184,7 @@ export class RuntimeConnections {
   }
 }
 
-type ParseState = 'idle' | 'head' | 'body' | 'chunk-size' | 'chunk-data' | 'chunk-crlf' | 'last-crlf';
+type ParseState = 'idle' | 'head' | 'body' | 'relayed-body' | 'chunk-size' | 'chunk-data' | 'chunk-crlf' | 'last-crlf';
 
 /** One socket to the runtime, carrying one exchange at a time. */
 class RuntimeConnection {
@@ -185,6 +203,7 @@ class RuntimeConnection {
   #bodyParts: Buffer[] = [];
   #remaining = 0;
   #stream: Readable | null = null;
+  #relayLargeBody = false;
 
   constructor(pool: RuntimeConnections, socket: Socket) {
     this.#pool = pool;
@@ -200,6 +219,7 @@ class RuntimeConnection {
       this.#resolve = resolve;
       this.#reject = reject;
       this.#stopper = request.stopper;
+      this.#relayLargeBody = request.relayLargeBody === true;
       this.#state = 'head';
       request.stopper.onStop = this.#onStop;
       const body = request.body;
@@ -289,6 +309,18 @@ class RuntimeConnection {
           resolve(response);
           return;
         }
+        case 'relayed-body': {
+          const take = Math.min(this.#remaining, data.length - offset);
+          streamed.push(data.subarray(offset, offset + take));
+          this.#remaining -= take;
+          offset += take;
+          if (this.#remaining > 0) break;
+          const stream = this.#stream!;
+          this.#push(streamed);
+          this.#complete(data, offset);
+          stream.push(null);
+          return;
+        }
         case 'chunk-size': {
           const end = data.indexOf(13 /* \r */, offset);
           if (end === -1 || end + 1 >= data.length) {
@@ -366,8 +398,15 @@ class RuntimeConnection {
       this.destroy(new RuntimeConnectionError('RUNTIME_PROTOCOL_ERROR', 'the runtime answered with an invalid content-length'));
       return false;
     }
-    const response: RuntimeResponse = { statusCode, contentType, allow, body: null, stream: null };
-    if (chunked) {
+    if (!chunked && contentLength > this.#pool.resultLimitBytes) {
+      this.destroy(
+        new RuntimeConnectionError('RESULT_TOO_LARGE', `the result of ${contentLength} bytes is over the limit of ${this.#pool.resultLimitBytes} bytes`),
+      );
+      return false;
+    }
+    const response: RuntimeResponse = { statusCode, contentType, allow, body: null, stream: null, contentLength: chunked ? null : contentLength };
+    const relayed = !chunked && this.#relayLargeBody && contentLength > RELAY_BODY_BYTES;
+    if (chunked || relayed) {
       const stream = new Readable({
         read: () => this.#socket.resume(),
         destroy: (error, callback) => {
@@ -378,7 +417,8 @@ class RuntimeConnection {
       });
       response.stream = stream;
       this.#stream = stream;
-      this.#state = 'chunk-size';
+      this.#state = chunked ? 'chunk-size' : 'relayed-body';
+      this.#remaining = contentLength;
       const resolve = this.#resolve!;
       // The exchange goes on (the stream's chunks), but nobody waits for the head any more.
       this.#resolve = null;

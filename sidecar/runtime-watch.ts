@@ -1,5 +1,6 @@
 // In a pod, the runtime is another container the kubelet starts and restarts: the sidecar watches its health
-// endpoint, attaching the app while it answers and detaching it while it does not (calls then get 503).
+// endpoint, attaching the app while it answers 2xx, pausing it while it answers otherwise (it drains or recycles
+// itself: the calls in flight finish, new ones get 503) and detaching it while it does not answer at all.
 import { get } from 'node:http';
 import type { Logger } from 'pino';
 import type { AppTarget } from './apps.ts';
@@ -12,6 +13,9 @@ export interface RuntimeWatchOptions {
 }
 
 const PROBE_TIMEOUT_MS = 2_000;
+
+/** `not-ready`: the runtime answered, but not 2xx. `gone`: it did not answer. */
+type Health = 'ready' | 'not-ready' | 'gone';
 
 export class RuntimeWatcher {
   readonly #target: AppTarget;
@@ -36,12 +40,15 @@ export class RuntimeWatcher {
   }
 
   async #probe(): Promise<void> {
-    const healthy = await this.#isHealthy();
+    const health = await this.#health();
     if (this.#stopped) return;
-    if (healthy && !this.#target.ready) {
+    if (health === 'ready' && !this.#target.ready) {
       this.#target.attach(this.#options.origin);
       this.#logger.info({ origin: this.#options.origin }, 'runtime ready');
-    } else if (!healthy && this.#target.ready) {
+    } else if (health === 'not-ready' && this.#target.ready) {
+      this.#target.pause();
+      this.#logger.warn({ origin: this.#options.origin }, 'runtime takes no new calls (draining or recycling); those in flight go on');
+    } else if (health === 'gone' && this.#target.origin !== null) {
       await this.#target.detach();
       this.#logger.warn({ origin: this.#options.origin }, 'runtime stopped answering its health check');
     }
@@ -50,17 +57,17 @@ export class RuntimeWatcher {
   }
 
   /** One GET on a fresh connection (node:http, so a Python app's sidecar never loads undici for its probes). */
-  #isHealthy(): Promise<boolean> {
+  #health(): Promise<Health> {
     const anyAnswer = this.#options.readyPath === null;
     return new Promise((resolve) => {
       const probe = get(this.#options.origin + (this.#options.readyPath ?? '/'), { agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
         const status = response.statusCode ?? 0;
         response.resume();
-        response.on('end', () => resolve(anyAnswer || (status >= 200 && status < 300)));
-        response.on('error', () => resolve(false));
+        response.on('end', () => resolve(anyAnswer || (status >= 200 && status < 300) ? 'ready' : 'not-ready'));
+        response.on('error', () => resolve('gone'));
       });
       probe.on('timeout', () => probe.destroy(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)));
-      probe.on('error', () => resolve(false));
+      probe.on('error', () => resolve('gone'));
     });
   }
 }

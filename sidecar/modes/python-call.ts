@@ -8,6 +8,7 @@ import type { RunRecorder } from '../runs/recorder.ts';
 import {
   callFunction,
   describeUpstreamError,
+  isResultTooLarge,
   upstreamFailureReason,
   type RuntimeAnswer,
 } from '../runtime-client.ts';
@@ -19,9 +20,10 @@ export async function callRecorded(
   recorder: RunRecorder,
   body: Buffer,
   stream: boolean,
+  relayLargeBody = false,
 ): Promise<RuntimeAnswer> {
   try {
-    return await callFunction(target, run.record.functionName, body, run.record.id, stream, run);
+    return await callFunction(target, run.record.functionName, body, run.record.id, stream, run, relayLargeBody);
   } catch (err) {
     throw recordFailedExchange(run, recorder, err);
   }
@@ -35,6 +37,11 @@ export function recordFailedExchange(run: ActiveRun, recorder: RunRecorder, err:
       error: { type: err.spec.title, message: err.detail },
     });
     return err;
+  }
+  if (isResultTooLarge(err)) {
+    const problem = new ProblemError(Problems.resultTooLarge, `${(err as Error).message}; return less, or store it and return where it is`, { cause: err });
+    recorder.finish(run.record, { statusCode: problem.status, error: { type: 'ResultTooLarge', message: problem.detail } });
+    return problem;
   }
   const reason = upstreamFailureReason(err, run.stoppedFor);
   const detail = describeUpstreamError(err, reason);

@@ -1,5 +1,9 @@
 // Sync mode: the caller waits for `200 {"run_id","result","run_time_ms"}` or `500 {"run_id","error",...}`.
-// The envelope is concatenated around the runtime's JSON text, never parsed and re-serialised.
+// The envelope is concatenated around the runtime's JSON text, never parsed and re-serialised. A large result
+// is passed on as it arrives, with backpressure, so the sidecar never holds it whole (unless a webhook needs it).
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
@@ -11,17 +15,78 @@ import { callRecorded, recordFailedExchange } from './python-call.ts';
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
+/** How a large result reaches the caller as it arrives. */
+export interface ResultRelay {
+  /** A response on the caller's connection to write it into (asked for only when the result is large). */
+  response: () => ServerResponse;
+  /** A webhook will be sent the result: keep one copy of it. */
+  keepResult: boolean;
+}
+
 export async function runSync(
   run: ActiveRun,
   target: AppTarget,
   recorder: RunRecorder,
   body: Buffer,
   response: AnswerSink,
+  relay: ResultRelay | null = null,
 ): Promise<RunOutcome> {
-  const answer = await callRecorded(run, target, recorder, body, false);
+  const answer = await callRecorded(run, target, recorder, body, false, relay !== null);
+  if (answer.kind === 'relayed-result') return relayResult(run, recorder, answer.body, relay!);
   const outcome = settle(run, recorder, answer);
   sendPlainAnswer(response, run.record.id, answer, outcome);
   return outcome;
+}
+
+/** Writes a large result into the caller's answer as the runtime sends it, then records the run. */
+async function relayResult(run: ActiveRun, recorder: RunRecorder, result: Readable, relay: ResultRelay): Promise<RunOutcome> {
+  const runId = run.record.id;
+  const response = relay.response();
+  // Chunked: the run time, in the envelope's last member, is known only once the result has passed.
+  response.writeHead(200, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', runId]);
+  response.write('{"run_id":"' + runId + '","result":');
+  const decoder = relay.keepResult ? new StringDecoder('utf8') : null;
+  let kept = '';
+  try {
+    for await (const chunk of result) {
+      if (decoder) kept += decoder.write(chunk as Buffer);
+      if (!response.write(chunk) && !(await drained(response))) break;
+    }
+  } catch (err) {
+    response.destroy();
+    throw recordFailedExchange(run, recorder, err);
+  }
+  if (response.destroyed) {
+    result.destroy();
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: 'client_closed' });
+    const error = { type: 'Cancelled', message: 'the caller closed the connection before the result was sent' };
+    return { statusCode: 200, success: false, resultJson: null, error, runTimeMs };
+  }
+  const runTimeMs = recorder.finish(run.record, { statusCode: 200 });
+  response.end(',"run_time_ms":' + runTimeMs + '}');
+  return { statusCode: 200, success: true, resultJson: decoder ? kept + decoder.end() : null, error: null, runTimeMs };
+}
+
+/**
+ * Resolves true once the response can take more, false if the caller went away first. The socket's own `drain`
+ * too: node:http relays it to the response only on connections its server accepted, and the run port's front
+ * lends its connections to responses node:http's server never saw.
+ */
+function drained(response: ServerResponse): Promise<boolean> {
+  const socket = response.socket;
+  return new Promise((resolve) => {
+    const settle = (writable: boolean): void => {
+      response.off('drain', onDrain);
+      socket?.off('drain', onDrain);
+      response.off('close', onClose);
+      resolve(writable);
+    };
+    const onDrain = (): void => settle(true);
+    const onClose = (): void => settle(false);
+    response.once('drain', onDrain);
+    socket?.once('drain', onDrain);
+    response.once('close', onClose);
+  });
 }
 
 /** Records how a non-streamed call ended. */
@@ -37,6 +102,7 @@ export function settle(run: ActiveRun, recorder: RunRecorder, answer: RuntimeAns
       return { statusCode: answer.statusCode, success: false, resultJson: null, error: answer.error, runTimeMs };
     }
     case 'stream':
+    case 'relayed-result':
       answer.body.destroy();
       throw recordFailedExchange(run, recorder, new Error('the runtime streamed an answer that was not asked for'));
   }
@@ -58,6 +124,7 @@ export function sendPlainAnswer(response: AnswerSink, runId: string, answer: Run
       response.end(answer.body);
       return;
     case 'stream':
+    case 'relayed-result':
       throw new Error('a streamed answer cannot be sent plainly');
   }
 }

@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import functools
 import gc
 import importlib
 import logging
@@ -12,7 +13,7 @@ import traceback
 
 from .dispatch import Dispatcher
 from .pool import WorkerPool
-from .server import Server
+from .server import RECYCLE_EXIT_STATUS, Server
 
 log = logging.getLogger("runlet_runtime")
 
@@ -30,9 +31,16 @@ def parse_options(argv):
                         help="worker threads for plain functions and generator steps (default: 4)")
     parser.add_argument("--max-body-bytes", type=_positive, default=16 * 1024 * 1024,
                         help="largest accepted request body (default: 16 MiB)")
+    parser.add_argument("--max-orphans", type=_positive,
+                        help="abandoned calls (their caller stopped them) whose code may go on running on their threads "
+                             "before the runtime recycles itself (default: --concurrency)")
     parser.add_argument("--exit-with-stdin", action="store_true",
-                        help="drain and exit when standard input closes (a supervisor holding its write end died)")
-    return parser.parse_args(argv)
+                        help="stop the calls in flight and exit when standard input closes (a supervisor holding its "
+                             "write end died)")
+    options = parser.parse_args(argv)
+    if options.max_orphans is None:
+        options.max_orphans = options.concurrency
+    return options
 
 
 def _positive(text):
@@ -57,8 +65,8 @@ def write_port_file(path, port):
 
 async def serve(module, options):
     loop = asyncio.get_running_loop()
-    pool = WorkerPool(loop, options.concurrency)
-    server = Server(Dispatcher(module, pool), options.max_body_bytes)
+    pool = WorkerPool(loop, options.concurrency, on_orphaned=lambda orphans: server.orphaned(orphans))
+    server = Server(Dispatcher(module, pool), options.max_body_bytes, options.max_orphans)
     try:
         port = await server.listen(options.host, options.port)
     except OSError as error:
@@ -68,34 +76,47 @@ async def serve(module, options):
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, server.drain)
     if options.exit_with_stdin:
-        await loop.connect_read_pipe(lambda: _DrainOnClose(server.drain), sys.stdin)
+        await loop.connect_read_pipe(lambda: _StopOnClose(server.stop_now), sys.stdin)
     if options.port_file:
         write_port_file(options.port_file, port)
+        # The file says where calls are taken: gone once they are not, so a supervisor watching it can tell.
+        server.on_draining = functools.partial(_remove, options.port_file)
     log.info("listening on %s:%d (module %s, concurrency %d)",
              options.host, port, options.module, options.concurrency)
     await server.wait_drained()
     pool.shutdown()
+    if server.recycling:
+        log.info("drained; exiting to be started afresh (status %d)", RECYCLE_EXIT_STATUS)
+        return RECYCLE_EXIT_STATUS
     log.info("drained; exiting")
     return 0
 
 
-class _DrainOnClose(asyncio.Protocol):
-    """Watches standard input: its end means the process that started the runtime is gone (even killed with
-    SIGKILL, which leaves no chance to stop its children), so the runtime drains rather than live on orphaned."""
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
-    def __init__(self, drain):
-        self._drain = drain
+
+class _StopOnClose(asyncio.Protocol):
+    """Watches standard input: its end means the process that started the runtime is gone (even killed with
+    SIGKILL, which leaves no chance to stop its children). Nobody will receive the answers of the calls in
+    flight, and their runs are recorded as lost, so they are stopped rather than left to run on."""
+
+    def __init__(self, stop):
+        self._stop = stop
 
     def data_received(self, data):
         pass  # Nothing is ever sent; only the end matters.
 
     def eof_received(self):
-        log.info("standard input closed: the supervisor is gone; draining")
-        self._drain()
+        log.info("standard input closed: the supervisor is gone; stopping")
+        self._stop()
         return False
 
     def connection_lost(self, exc):
-        self._drain()
+        self._stop()
 
 
 def _configure_logging():

@@ -90,17 +90,22 @@ class Dispatcher:
         return function, arguments
 
     def start(self, connection, function, arguments, request_id, stream):
-        """Runs the call; it ends with connection.finish_call() or, for a stream, connection.end_stream()."""
+        """Runs the call; it ends with connection.finish_call() or, for a stream, connection.end_stream().
+
+        Should the connection be lost first (the sidecar stopped the run, or went away), the call is abandoned.
+        """
         call = _Call(self, connection, function, arguments, request_id, stream)
+        connection.on_disconnect = call.abandon
         if function.runs_on_loop:
-            self.spawn(call.run_on_loop())
+            call.task = self.spawn(call.run_on_loop())
         else:
-            self.pool.submit(call.run_in_worker, call.worker_done)
+            call.job = self.pool.submit(call.run_in_worker, call.worker_done)
 
     def spawn(self, coroutine):
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
 
 def _decode_arguments(body):
@@ -129,7 +134,10 @@ class _Unfinished:
 class _Call:
     """One call in flight."""
 
-    __slots__ = ("dispatcher", "connection", "function", "arguments", "request_id", "stream")
+    __slots__ = (
+        "dispatcher", "connection", "function", "arguments", "request_id", "stream",
+        "job", "task", "cancellable", "abandoned",
+    )
 
     def __init__(self, dispatcher, connection, function, arguments, request_id, stream):
         self.dispatcher = dispatcher
@@ -138,6 +146,21 @@ class _Call:
         self.arguments = arguments
         self.request_id = request_id
         self.stream = stream
+        self.job = None  # the worker job running its user code, if any
+        self.task = None  # the loop task carrying it on, if any
+        # False while the task waits for a worker that drives a sync generator: cancelling it would skip closing
+        # the generator, which the stream does itself once the worker hands the generator back.
+        self.cancellable = True
+        self.abandoned = False
+
+    def abandon(self):
+        """Nobody waits for this call any more: stop what can be stopped, and free its worker either way."""
+        self.abandoned = True
+        log.warning("%s() abandoned: its caller went away (request %s)", self.function.name, self.request_id)
+        if self.job is not None:
+            self.dispatcher.pool.abandon(self.job)
+        if self.task is not None and self.cancellable:
+            self.task.cancel()
 
     # Plain functions: called and, in the common case, encoded on a worker thread.
 
@@ -151,10 +174,15 @@ class _Call:
         return self.encode_result(result)
 
     def worker_done(self, outcome, error):
+        self.job = None
+        if self.abandoned:
+            if type(outcome) is _Unfinished:
+                _close_unwanted(outcome.value)
+            return
         if error is not None:
             self.fail(error)
         elif type(outcome) is _Unfinished:
-            self.dispatcher.spawn(self.complete_on_loop(outcome.value))
+            self.task = self.dispatcher.spawn(self.complete_on_loop(outcome.value))
         else:
             self.connection.finish_call(*outcome)
 
@@ -180,14 +208,17 @@ class _Call:
                 value = [item async for item in value]
             elif _is_iterator(value):
                 if self.stream:
-                    await stream_iterator(self.connection, value, self.dispatcher.pool, context)
+                    self.cancellable = False
+                    await stream_iterator(self.connection, value, self.dispatcher.pool, context, self)
                     return
-                value = await self.dispatcher.pool.run(functools.partial(list, value))
-        # CancelledError too: only user code raises it here (plain calls are never cancelled by the runtime).
+                value = await self.dispatcher.pool.run(functools.partial(list, value), self)
+        # CancelledError too: the runtime cancels an abandoned call, and user code may raise it itself.
         except (Exception, asyncio.CancelledError) as error:
-            self.fail(error)
+            if not self.abandoned:
+                self.fail(error)
             return
-        self.connection.finish_call(*self.encode_result(value))
+        if not self.abandoned:
+            self.connection.finish_call(*self.encode_result(value))
 
     # Both paths.
 
@@ -203,6 +234,16 @@ class _Call:
     def fail(self, error):
         log.error("%s() raised (request %s)", self.function.name, self.request_id, exc_info=error)
         self.connection.finish_call(500, error_body(error))
+
+
+def _close_unwanted(value):
+    """Closes what a worker handed back for an abandoned call (a coroutine, a generator), so it never runs."""
+    close = getattr(value, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            log.exception("closing the result of an abandoned call raised")
 
 
 def _is_iterator(value):

@@ -12,6 +12,8 @@ _MAX_HEAD_BYTES = 64 * 1024
 # Pipelined requests buffered while a call runs, beyond which the connection stops reading.
 _PIPELINE_BUFFER_BYTES = 256 * 1024
 _CLOSE_TIMEOUT_SECONDS = 5.0
+# The exit status of a runtime that recycles itself (EX_TEMPFAIL): start it again, it did not crash.
+RECYCLE_EXIT_STATUS = 75
 # How long a connection refused for bad framing keeps reading (and dropping) input before it closes.
 _LINGER_SECONDS = 2.0
 
@@ -41,12 +43,22 @@ _LAST_CHUNK = b"0\r\n\r\n"
 
 
 class Server:
-    """The listening socket, the open connections, the calls in flight, and the drain that ends them."""
+    """The listening socket, the open connections, the calls in flight, and the drain that ends them.
 
-    def __init__(self, dispatcher, max_body_bytes):
+    A call whose connection is lost (the sidecar stopped it at its time limit, or went away) is abandoned: it no
+    longer counts as in flight, and its worker is replaced (pool.py). Its code may still run on its old thread;
+    past `max_orphans` such calls, the runtime recycles: it drains, and the process exits with
+    RECYCLE_EXIT_STATUS so that its supervisor starts a fresh one.
+    """
+
+    def __init__(self, dispatcher, max_body_bytes, max_orphans):
         self.dispatcher = dispatcher
         self.max_body_bytes = max_body_bytes
+        self.max_orphans = max_orphans
         self.draining = False
+        self.recycling = False
+        # Called once when the runtime stops taking calls (a drain or a recycle begins).
+        self.on_draining = None
         self._in_flight = 0
         self._connections = set()
         self._listener = None
@@ -65,9 +77,26 @@ class Server:
             return
         self.draining = True
         self._listener.close()
+        if self.on_draining is not None:
+            self.on_draining()
         log.info("draining: %d call(s) in flight", self._in_flight)
         if not self._in_flight:
             self._drained.set()
+
+    def orphaned(self, orphans):
+        """Told by the pool how many abandoned calls still run; past the bound, the runtime recycles."""
+        if orphans <= self.max_orphans or self.draining:
+            return
+        log.warning("%d abandoned call(s) still run on their threads (bound %d): recycling the runtime once the "
+                    "calls in flight finish", orphans, self.max_orphans)
+        self.recycling = True
+        self.drain()
+
+    def stop_now(self):
+        """The client is gone for good: every connection is dropped (their calls abandoned), then the runtime exits."""
+        self.drain()
+        for connection in list(self._connections):
+            connection.abort()
 
     async def wait_drained(self):
         """Returns once draining is over and the connections, all idle by then, are closed."""
@@ -145,8 +174,10 @@ class HttpConnection(asyncio.Protocol):
             self._linger_timer.cancel()
         self._server.connection_closed(self)
         self._wake_writer()
-        if self.on_disconnect is not None:
-            on_disconnect, self.on_disconnect = self.on_disconnect, None
+        on_disconnect = self.on_disconnect
+        # Nobody can receive its answer: the call no longer counts as in flight, whatever its code still does.
+        self._call_done()
+        if on_disconnect is not None:
             on_disconnect()
 
     def pause_writing(self):
@@ -189,6 +220,11 @@ class HttpConnection(asyncio.Protocol):
     def close(self):
         self._closing = True
         self._transport.close()
+
+    def abort(self):
+        """Drops the connection at once, unsent output and all: its call is abandoned."""
+        self._closing = True
+        self._transport.abort()
 
     # Requests
 
@@ -351,7 +387,10 @@ class HttpConnection(asyncio.Protocol):
         ))
 
     def _call_done(self):
+        if not self._busy:
+            return  # ended already: its connection was lost first
         self._busy = False
+        self.on_disconnect = None
         self._server.call_finished()
         if self.lost:
             return

@@ -31,7 +31,7 @@ _TURN_SECONDS = 0.0002
 _TURN_BYTES = 256 * 1024
 
 
-async def stream_iterator(connection, iterator, pool, context):
+async def stream_iterator(connection, iterator, pool, context, call):
     """Streams a sync iterator; next() runs on a worker so a slow generator never blocks the loop.
 
     A worker calls next() over and over for a turn, encodes each item and hands the line over without waiting
@@ -42,7 +42,7 @@ async def stream_iterator(connection, iterator, pool, context):
     connection.begin_stream()
     pump = _Pump(asyncio.get_running_loop(), connection, iterator, context)
     while True:
-        last_line = await pool.run(pump.turn)
+        last_line = await pool.run(pump.turn, call)  # the call abandons the turn if the client goes away
         pump.flush()  # the lines of the turn go before the last line
         if last_line is not None or connection.lost:
             break
@@ -122,9 +122,9 @@ def _close(iterator, context):
 
 
 async def stream_async_iterator(connection, iterator, context):
-    """Streams an async iterator on the loop. A client going away cancels this task, which closes it."""
+    """Streams an async iterator on the loop. A client going away cancels this task (the call is abandoned),
+    which closes it."""
     connection.begin_stream()
-    connection.on_disconnect = asyncio.current_task().cancel
     try:
         while True:
             try:
