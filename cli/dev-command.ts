@@ -3,7 +3,8 @@ import { resolve } from 'node:path';
 import { startDevServer } from '../local/dev-server.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
-import { parseCommandArgs } from './arguments.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { parseCommandArgs, parseSecondsFlag } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
@@ -18,6 +19,10 @@ Options:
   --log-level LVL   trace|debug|info|warn|error (default info)
   --auth-key-file F require bearer tokens signed (HS256) with the key in F, as a cluster would
                     (make a key: openssl rand -hex 32 > dev.key)
+  --request-head-timeout S
+                    longest a request's head may take to arrive, then 408 (default 10)
+  --request-body-timeout S
+                    longest pause while a request's body arrives, then 408 (default 30)
   -h, --help        this help`;
 
 const READY_TIMEOUT_MS = 60_000;
@@ -26,6 +31,10 @@ export async function runDevCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseDevArgs(args);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number from 0 to 65535, got "${values.port}"`, 2);
+  const timeouts = {
+    headMs: parseSecondsFlag('request-head-timeout', values['request-head-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
+    bodyMs: parseSecondsFlag('request-body-timeout', values['request-body-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
+  };
   const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
 
@@ -33,7 +42,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
   try {
     const keyFile = values['auth-key-file'];
     const auth = keyFile === undefined ? undefined : localDevAuth(resolve(keyFile), values.project);
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, timeouts });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -71,6 +80,8 @@ function parseDevArgs(args: string[]) {
       'data-dir': { type: 'string', default: '.runlet' },
       'log-level': { type: 'string', default: 'info' },
       'auth-key-file': { type: 'string' },
+      'request-head-timeout': { type: 'string', default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
+      'request-body-timeout': { type: 'string', default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
     },
     DEV_USAGE,
   );

@@ -16,6 +16,9 @@ export const DEFAULT_REQUEST_HEAD_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_REQUEST_BODY_TIMEOUT_MS = 30_000;
 
+/** An hour: a longer wait for a request to arrive is no bound at all. */
+export const MAX_REQUEST_TIMEOUT_SECONDS = 3600;
+
 export interface RequestTimeouts {
   /** From a request's first byte until its head is whole. */
   headMs: number;
