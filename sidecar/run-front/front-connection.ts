@@ -35,7 +35,7 @@ const LF = 0x0a;
 /** node:http's answer to bytes after a request that asked to close the connection (llhttp refuses them). */
 const BAD_REQUEST_ANSWER = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
 /** Longer heads are left to node:http, which allows up to 16 KiB. */
-const MAX_HEAD_BYTES = 8 * 1024;
+export const MAX_HEAD_BYTES = 8 * 1024;
 /** Bytes of later requests held while one is answered; past this the socket stops reading until the answer. */
 const MAX_HELD_BYTES = 1024 * 1024;
 
