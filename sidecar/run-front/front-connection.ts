@@ -200,7 +200,6 @@ export class FrontConnection implements AnswerListener {
     const received = (this.#pending?.length ?? 0) - this.#bodyStart;
     this.#head = null;
     this.#pending = null;
-    this.#answering = true;
     sendProblem(new FrontAnswer(this.#socket, this, false, this.#keepAliveSeconds), newRunId(), bodyStalled(this.#settings.bodyTimeoutMs, received));
   }
 
