@@ -35,3 +35,12 @@ export function readEnvBackedOptions<Name extends string>(
     return flags[name] ?? spec.env.map((variable) => process.env[variable]).find((value) => value !== undefined && value !== '') ?? spec.default;
   };
 }
+
+/** A duration flag given in seconds (fractions allowed), as milliseconds: above 0 and at most `maxSeconds`. */
+export function parseSecondsFlag(flag: string, value: string, maxSeconds: number): number {
+  const seconds = Number(value);
+  if (value.trim() === '' || !Number.isFinite(seconds) || seconds <= 0 || seconds > maxSeconds) {
+    throw new CliError(`--${flag} must be a number of seconds above 0 and at most ${maxSeconds}, got "${value}"`, 2);
+  }
+  return Math.round(seconds * 1000);
+}

@@ -4,7 +4,8 @@ import { startDevServer } from '../local/dev-server.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtime-connections.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
-import { parseCommandArgs } from './arguments.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { parseCommandArgs, parseSecondsFlag } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
@@ -21,6 +22,10 @@ Options:
                     the largest result a function may return (default 32 MiB); larger: 502 result-too-large
   --auth-key-file F require bearer tokens signed (HS256) with the key in F, as a cluster would
                     (make a key: openssl rand -hex 32 > dev.key)
+  --request-head-timeout S
+                    longest a request's head may take to arrive, then 408 (default 10)
+  --request-body-timeout S
+                    longest pause while a request's body arrives, then 408 (default 30)
   -h, --help        this help`;
 
 const READY_TIMEOUT_MS = 60_000;
@@ -29,6 +34,10 @@ export async function runDevCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseDevArgs(args);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number from 0 to 65535, got "${values.port}"`, 2);
+  const timeouts = {
+    headMs: parseSecondsFlag('request-head-timeout', values['request-head-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
+    bodyMs: parseSecondsFlag('request-body-timeout', values['request-body-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
+  };
   const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
 
@@ -40,7 +49,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
     if (!Number.isSafeInteger(resultLimitBytes) || resultLimitBytes < 1) {
       throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
     }
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -79,6 +88,8 @@ function parseDevArgs(args: string[]) {
       'log-level': { type: 'string', default: 'info' },
       'auth-key-file': { type: 'string' },
       'result-limit-bytes': { type: 'string', default: String(DEFAULT_RESULT_LIMIT_BYTES) },
+      'request-head-timeout': { type: 'string', default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
+      'request-body-timeout': { type: 'string', default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
     },
     DEV_USAGE,
   );

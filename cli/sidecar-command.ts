@@ -20,7 +20,8 @@ import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
 import { loadKubeCredentials } from '../sidecar/runs/kube-credentials.ts';
 import { RunLogJournal } from '../sidecar/runs/runlog-journal.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
-import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
 export const SIDECAR_USAGE = `Usage: runlet sidecar --project ID --app NAME [options]
@@ -46,6 +47,8 @@ Options (environment variable in brackets):
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
   --result-limit-bytes N      the largest result a Python function may return (default 32 MiB) [RUNLET_RESULT_LIMIT_BYTES]
+  --request-head-timeout S    longest a request's head may take to arrive, then 408 (default 10) [RUNLET_REQUEST_HEAD_TIMEOUT]
+  --request-body-timeout S    longest pause while a request's body arrives, then 408 (default 30) [RUNLET_REQUEST_BODY_TIMEOUT]
   --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]
   --auth on|off               verify callers' bearer tokens (default on; off exposes the app to anyone who reaches the pod) [RUNLET_AUTH]
 ${RUN_AUTH_USAGE}`;
@@ -67,6 +70,8 @@ const OPTIONS = {
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
   'body-limit-bytes': { env: ['RUNLET_BODY_LIMIT_BYTES'], default: String(DEFAULT_BODY_LIMIT_BYTES) },
   'result-limit-bytes': { env: ['RUNLET_RESULT_LIMIT_BYTES'], default: String(DEFAULT_RESULT_LIMIT_BYTES) },
+  'request-head-timeout': { env: ['RUNLET_REQUEST_HEAD_TIMEOUT'], default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
+  'request-body-timeout': { env: ['RUNLET_REQUEST_BODY_TIMEOUT'], default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   auth: { env: ['RUNLET_AUTH'], default: 'on' },
   ...RUN_AUTH_OPTIONS,
@@ -101,6 +106,10 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     resultLimitBytes: integer('result-limit-bytes', 1, 2 ** 31 - 1),
   });
   const bodyLimitBytes = integer('body-limit-bytes', 1, 1 << 30);
+  const timeouts = {
+    headMs: parseSecondsFlag('request-head-timeout', required('request-head-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
+    bodyMs: parseSecondsFlag('request-body-timeout', required('request-body-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
+  };
   const allowCidrs = (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean);
   const runtimeOrigin = `http://127.0.0.1:${integer('app-port', 1, 65535)}`;
   const readyPath = option('ready-path') || (runtime === 'python' ? '/healthz' : null);
@@ -127,10 +136,10 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const registry = new Registry();
   const dataDir = resolve(required('data-dir'));
   const store = runStore === 'runlog' ? await runLogStore(target, replicaName, dataDir, registry, logger) : new SqliteRunStore({ dataDir, logger });
-  const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, webhooks: { allowCidrs }, auth, registry });
+  const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, bodyTimeoutMs: timeouts.bodyMs, webhooks: { allowCidrs }, auth, registry });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
-  const runServer = createRunServer(createRunInterface(replica), logger);
+  const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes, timeouts });
   const adminServer = createAdminServer(createAdminInterface(replica));
   await listen(runServer, runPort, 'run');
   await listen(adminServer, adminPort, 'admin');

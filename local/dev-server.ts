@@ -11,7 +11,9 @@ import type { RunAuthConfig } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { markAbandoned } from '../sidecar/runs/recorder.ts';
-import { createRunInterface } from '../sidecar/run-interface.ts';
+import { refuseOversizedExpectedBodies } from '../sidecar/expect-continue.ts';
+import { DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../sidecar/request-timeouts.ts';
+import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
 import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
@@ -33,6 +35,8 @@ export interface DevServerOptions {
   webhooks?: DelivererOptions;
   /** Require bearer tokens on the run interface, as in a cluster (`runlet dev --auth-key-file`). */
   auth?: RunAuthConfig;
+  /** How long a request may take to arrive (sidecar/request-timeouts.ts has the defaults). */
+  timeouts?: Partial<RequestTimeouts>;
 }
 
 export interface DevApp {
@@ -78,16 +82,20 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     return { loaded: app, target, supervisor: new RuntimeSupervisor(target, launchOf(app), logger) };
   });
 
+  const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   const replica = new Replica({
     apps: registry,
     store,
     replicaName: hostname(),
     logger,
-    bodyLimitBytes: options.bodyLimitBytes,
+    bodyLimitBytes,
+    bodyTimeoutMs: options.timeouts?.bodyMs,
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });
-  const server: FastifyInstance = Fastify({ logger: false });
+  // The body's pauses are bounded where it is read (sidecar/request-body.ts), the head's by node:http.
+  const server: FastifyInstance = Fastify({ logger: false, http: headTimeoutServerOptions(options.timeouts?.headMs ?? DEFAULT_REQUEST_HEAD_TIMEOUT_MS) });
+  refuseOversizedExpectedBodies(server.server, bodyLimitBytes);
   await server.register(runInterfaceRoutes(createRunInterface(replica)));
   const admin = createAdminInterface(replica);
   server.all('/admin/*', (request, reply) => {

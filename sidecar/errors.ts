@@ -13,6 +13,7 @@ export const Problems = {
   functionNotFound: { code: 'function-not-found', status: 404, title: 'Function not found' },
   routeNotFound: { code: 'route-not-found', status: 404, title: 'No such route' },
   methodNotAllowed: { code: 'method-not-allowed', status: 405, title: 'Method not allowed' },
+  requestTimeout: { code: 'request-timeout', status: 408, title: 'Request body stopped arriving' },
   bodyTooLarge: { code: 'body-too-large', status: 413, title: 'Request body too large' },
   invalidArguments: { code: 'invalid-arguments', status: 422, title: 'Arguments do not match the function' },
   internal: { code: 'internal', status: 500, title: 'Internal error' },

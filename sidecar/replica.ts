@@ -18,6 +18,8 @@ export interface ReplicaOptions {
   replicaName: string;
   logger: Logger;
   bodyLimitBytes?: number;
+  /** The longest pause while a request's body arrives (sidecar/request-timeouts.ts has the default). */
+  bodyTimeoutMs?: number;
   webhooks?: DelivererOptions;
   /** Where the sidecar's metrics register; shared with the run store's own. Default: a new registry. */
   registry?: Registry;
@@ -33,6 +35,7 @@ export class Replica {
   readonly store: RunStore;
   readonly logger: Logger;
   readonly bodyLimitBytes: number | undefined;
+  readonly bodyTimeoutMs: number | undefined;
   readonly auth: RunAuthenticator | null;
   readonly recorder: RunRecorder;
   readonly activeRuns = new ActiveRuns();
@@ -46,6 +49,7 @@ export class Replica {
     this.store = options.store;
     this.logger = options.logger;
     this.bodyLimitBytes = options.bodyLimitBytes;
+    this.bodyTimeoutMs = options.bodyTimeoutMs;
     this.auth = options.auth ?? null;
     this.recorder = new RunRecorder(options.store, options.replicaName);
     this.metrics = new SidecarMetrics({

@@ -176,6 +176,7 @@ const platformErrors = {
   401: problemAnswer('Missing or invalid bearer token (with WWW-Authenticate).'),
   403: problemAnswer('The token is for another project.'),
   404: problemAnswer('Unknown project, app or function, or a private function (name starting with "_").'),
+  408: problemAnswer('The body stopped arriving: no byte of it for the request body timeout (30 s by default). The connection is closed.'),
   413: problemAnswer('The body is over the limit (16 MiB by default).'),
   502: problemAnswer("The app's runtime exited or failed mid-call."),
   503: problemAnswer('The app is not ready, at capacity, or the replica is draining; the run store is unavailable. With Retry-After.'),

@@ -23,12 +23,13 @@ import { runStream } from './modes/stream.ts';
 import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
-import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody } from './request-body.ts';
+import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody, type BodyBounds } from './request-body.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from './request-timeouts.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
 import { appUnavailable, validateCall } from './runtime-client.ts';
-import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';
+import { parseWebhookRequest, pendingWebhookRecord, webhookSecretSent, type WebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 const RUN_PATH_PREFIX = '/v4/';
@@ -93,6 +94,7 @@ export interface RunInterface {
 export function createRunInterface(replica: Replica): RunInterface {
   const { apps, recorder, activeRuns, metrics, webhooks, logger, auth } = replica;
   const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  const bodyBounds: BodyBounds = { limitBytes: bodyLimitBytes, idleMs: replica.bodyTimeoutMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS };
 
   function handle(request: IncomingMessage, response: ServerResponse): void {
     const exchange: Exchange = {
@@ -140,7 +142,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     const target = apps.find(projectId, appName);
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const options = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
-    const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, headers['x-webhook-secret']);
+    const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, webhookSecretOf(exchange));
     const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook };
 
     if (target.runtime === 'custom') {
@@ -155,7 +157,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     const nameProblem = functionNameProblem(rest);
     if (nameProblem) throw new ProblemError(Problems.functionNotFound, nameProblem);
     // A whole request's body is checked at once; only node's request is read, and waited for.
-    const body = exchange.node === null ? checkWholeBody(exchange.body) : await readJsonObjectBody(exchange.node.request, bodyLimitBytes);
+    const body = exchange.node === null ? checkWholeBody(exchange.body) : await readJsonObjectBody(exchange.node.request, bodyBounds);
     if (!target.ready) throw appUnavailable(target);
 
     if (options.async) {
@@ -196,7 +198,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     const { target } = call;
     if (!target.ready) throw appUnavailable(target);
     if (isAsync) {
-      const body = hasBody(request) ? await readLimitedBody(request, bodyLimitBytes) : null;
+      const body = hasBody(request) ? await readLimitedBody(request, bodyBounds) : null;
       const run = await acceptAsync(call, response);
       const headers = forwardedRequestHeaders(request, call.runId, auth !== null);
       const buffered = { method: call.method, forwardPath, headers, body, answerLimitBytes: bodyLimitBytes };
@@ -368,6 +370,14 @@ function streamedResponse(exchange: Exchange): ServerResponse {
   if (exchange.node !== null) return exchange.node.response;
   if (exchange.front !== null) return exchange.front.stream(exchange.headers);
   throw new Error('an exchange with neither node:http\'s response nor the front\'s answer');
+}
+
+/**
+ * `X-Webhook-Secret` as the caller sent it: node:http joins a repeated header into one value, so its raw
+ * headers are read; the front passes a request with a repeated header on to node:http, so its one value is.
+ */
+function webhookSecretOf(exchange: Exchange): string | string[] | undefined {
+  return exchange.node === null ? exchange.headers['x-webhook-secret'] : webhookSecretSent(exchange.node.request.rawHeaders);
 }
 
 /**

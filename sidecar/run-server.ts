@@ -7,11 +7,19 @@
 import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { FrontConnection } from './run-front/front-connection.ts';
+import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
 import { Problems } from './errors.ts';
+import { refuseOversizedExpectedBodies } from './expect-continue.ts';
 import { ProblemError } from './problem.ts';
-import { sendProblem, type RunInterface } from './run-interface.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from './request-timeouts.ts';
+import { DEFAULT_BODY_LIMIT_BYTES, sendProblem, type RunInterface } from './run-interface.ts';
 import { newRunId } from './runs/recorder.ts';
+
+export interface RunServerOptions {
+  /** The run interface's body limit (`--body-limit-bytes`), for an `Expect: 100-continue` refused at once. */
+  bodyLimitBytes?: number;
+  timeouts?: Partial<RequestTimeouts>;
+}
 
 const DOCUMENT_PATH = '/v4/openapi.json';
 /**
@@ -22,27 +30,31 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /** Bodies the front reads whole; longer ones node:http reads as they come. */
 const FRONT_MAX_BODY_BYTES = 256 * 1024;
-/** How long the front waits for the rest of a request before node:http takes the connection over. */
-const FRONT_INCOMPLETE_REQUEST_MS = 5_000;
 
 /** node:http's server, with the front reading each connection before node:http's own handling does. */
 class RunServer extends Server {
   readonly #frontConnections = new Set<FrontConnection>();
 
-  constructor(runInterface: RunInterface, handleRequest: (request: IncomingMessage, response: ServerResponse) => void) {
-    super(handleRequest);
+  constructor(
+    runInterface: RunInterface,
+    handleRequest: (request: IncomingMessage, response: ServerResponse) => void,
+    bodyLimitBytes: number,
+    timeouts: RequestTimeouts,
+  ) {
+    // The body's pauses are bounded where it is read (request-body.ts), the head's here.
+    super(headTimeoutServerOptions(timeouts.headMs), handleRequest);
     this.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-    // A custom app's upload or a long stream has no time limit here beyond the run's own.
-    this.requestTimeout = 0;
+    refuseOversizedExpectedBodies(this, bodyLimitBytes);
     const nodeHandling = this.listeners('connection')[0] as ((this: Server, socket: Socket) => void) | undefined;
     if (nodeHandling === undefined) throw new Error("node:http's server has no connection listener to pass connections on to");
     this.removeListener('connection', nodeHandling);
-    const settings = {
+    const settings: FrontSettings = {
       runInterface,
       passOn: (socket: Socket) => nodeHandling.call(this, socket),
       keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
       maxBodyBytes: FRONT_MAX_BODY_BYTES,
-      incompleteRequestMs: FRONT_INCOMPLETE_REQUEST_MS,
+      headTimeoutMs: timeouts.headMs,
+      bodyTimeoutMs: timeouts.bodyMs,
     };
     const gone = (connection: FrontConnection) => this.#frontConnections.delete(connection);
     this.on('connection', (socket: Socket) => {
@@ -62,7 +74,7 @@ class RunServer extends Server {
   }
 }
 
-export function createRunServer(runInterface: RunInterface, logger: Logger): Server {
+export function createRunServer(runInterface: RunInterface, logger: Logger, options: RunServerOptions = {}): Server {
   let document: Promise<string> | null = null;
 
   function serveDocument(response: ServerResponse): void {
@@ -80,10 +92,15 @@ export function createRunServer(runInterface: RunInterface, logger: Logger): Ser
     );
   }
 
-  return new RunServer(runInterface, (request: IncomingMessage, response: ServerResponse) => {
+  const timeouts: RequestTimeouts = {
+    headMs: options.timeouts?.headMs ?? DEFAULT_REQUEST_HEAD_TIMEOUT_MS,
+    bodyMs: options.timeouts?.bodyMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+  };
+  const handleRequest = (request: IncomingMessage, response: ServerResponse): void => {
     if (isDocumentRequest(request)) serveDocument(response);
     else runInterface.handle(request, response);
-  });
+  };
+  return new RunServer(runInterface, handleRequest, options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, timeouts);
 }
 
 function isDocumentRequest(request: IncomingMessage): boolean {

@@ -18,13 +18,27 @@ export interface WebhookRequest {
   signer: WebhookSigner | null;
 }
 
+/**
+ * `secretHeader`: the `X-Webhook-Secret` values the caller sent, as header text is read (one character per
+ * byte, latin-1). The signature is keyed with those bytes, as sent: what `secret.encode()` gives a receiver
+ * that holds the same secret, whatever its characters.
+ */
 export function parseWebhookRequest(rawEndpoint: string, secretHeader: string | string[] | undefined): WebhookRequest {
   const endpoint = parseWebhookEndpoint(rawEndpoint);
   if (Array.isArray(secretHeader)) {
     throw new ProblemError(Problems.invalidHeader, 'X-Webhook-Secret is given more than once; give it once');
   }
   if (secretHeader === '') throw new ProblemError(Problems.invalidHeader, 'X-Webhook-Secret is empty; give a secret or leave the header out');
-  return { endpoint, signer: secretHeader === undefined ? null : new WebhookSigner(secretHeader) };
+  return { endpoint, signer: secretHeader === undefined ? null : new WebhookSigner(Buffer.from(secretHeader, 'latin1')) };
+}
+
+/** The `X-Webhook-Secret` values in node:http's raw headers (`[name, value, ...]`): one, several, or none. */
+export function webhookSecretSent(rawHeaders: readonly string[]): string | string[] | undefined {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'x-webhook-secret') values.push(rawHeaders[i + 1]!);
+  }
+  return values.length > 1 ? values : values[0];
 }
 
 export function pendingWebhookRecord(request: WebhookRequest): WebhookRecord {

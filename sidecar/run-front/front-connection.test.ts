@@ -5,12 +5,16 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { jsonPost, RawConnection } from '../../test/support/raw-http.ts';
+import { UnreadingCaller } from '../../test/support/unreading-caller.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { RunInterface, WholeRequest } from '../run-interface.ts';
 import { FrontConnection, type FrontSettings } from './front-connection.ts';
 
 interface Harness {
   origin: string;
+  /** The server's side of each connection accepted, in order. */
+  sockets: Socket[];
   /** Requests the front handed to the run interface. */
   handled: WholeRequest[];
   /** Resolves once the front passes a socket on: what is then read from it, as node:http would read it. */
@@ -88,17 +92,20 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
     passOn,
     keepAliveTimeoutMs: 60_000,
     maxBodyBytes: 1024,
-    incompleteRequestMs: 60_000,
+    headTimeoutMs: 60_000,
+    bodyTimeoutMs: 60_000,
     ...overrides,
   };
+  const sockets: Socket[] = [];
   const server = createServer({ allowHalfOpen: true }, (socket) => {
+    sockets.push(socket);
     new FrontConnection(socket, settings, () => undefined);
     socket.once('timeout', resolveTimedOut);
   });
   servers.push(server);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, handled, passedOn, timedOut, openGate };
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sockets, handled, passedOn, timedOut, openGate };
 }
 
 async function open(origin: string): Promise<RawConnection> {
@@ -145,15 +152,73 @@ describe('FrontConnection', () => {
     expect(await (await harness.passedOn).read(request.length)).toBe(request);
   });
 
-  it('passes on a request still incomplete after its bound, with the bytes that came', async () => {
-    const harness = await start({ incompleteRequestMs: 50 });
+  it('refuses a head still incomplete after the head timeout as node:http does: 408, then closed', async () => {
+    const harness = await start({ headTimeoutMs: 50 });
     const connection = await open(harness.origin);
-    const partial = 'POST /v4/p/a/f HTTP/1.1\r\nHost: t\r\nContent-Len';
-    connection.write(partial);
-    const passed = await harness.passedOn;
-    connection.write('gth: 2\r\n\r\n{}');
-    expect(await passed.read(partial.length + 12)).toBe(partial + 'gth: 2\r\n\r\n{}');
+    connection.write('POST /v4/p/a/f HTTP/1.1\r\nHost: t\r\nContent-Len');
+    await connection.closedByServer();
+    expect(connection.received()).toBe('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');
     expect(harness.handled).toHaveLength(0);
+  });
+
+  it('answers 408 request-timeout to a body that stops arriving, then closes', async () => {
+    const harness = await start({ bodyTimeoutMs: 100 });
+    const connection = await open(harness.origin);
+    connection.write('POST /v4/p/a/f HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n{"a"');
+    const answer = await connection.next();
+    expect(answer.status).toBe(408);
+    expect(answer.headers).toMatchObject({ 'content-type': 'application/problem+json', connection: 'close' });
+    expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://runlet.dev/problems/request-timeout', status: 408 });
+    expect(JSON.parse(answer.body).detail).toContain('after 4 bytes');
+    await connection.closedByServer();
+    expect(harness.handled).toHaveLength(0);
+  });
+
+  it('passes on at once a head with a bare LF, which node:http refuses at once', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    const partial = 'POST /v4/p/a/f HTTP/1.1\nHost: t\n';
+    connection.write(partial);
+    expect(await (await harness.passedOn).read(partial.length)).toBe(partial);
+  });
+
+  it('passes on a request pipelined behind one that asks to close, for node:http to refuse as llhttp does', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    const bytes = jsonPost('/v4/p/a/f', { first: true }, 'Connection: close\r\n') + jsonPost('/v4/p/a/f', { second: true });
+    connection.write(bytes);
+    expect(await (await harness.passedOn).read(bytes.length)).toBe(bytes);
+    expect(harness.handled).toHaveLength(0);
+  });
+
+  it('refuses (400, closed) bytes that arrive after a request that asks to close, as node:http does', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    connection.write(jsonPost('/v4/p/a/gated', { first: true }, 'Connection: close\r\n'));
+    await waitFor(() => harness.handled.length === 1, { what: 'the first request to be handled' });
+    connection.write(jsonPost('/v4/p/a/f', { second: true }));
+    await connection.closedByServer();
+    expect(connection.received()).toBe('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    harness.openGate();
+    expect(harness.handled).toHaveLength(1);
+  });
+
+  it('reads no further request while the caller leaves its answers unread, and loses none of them', async () => {
+    const harness = await start();
+    const requests = 20_000;
+    const caller = await UnreadingCaller.start(harness.origin, requests, jsonPost('/v4/p/a/f', {}));
+    try {
+      // The caller reads nothing: its small receive buffer fills, then the sidecar's send buffer; then the front
+      // stops reading, and its requests wait in the kernel and in the caller.
+      const server = await waitFor(() => harness.sockets[0]);
+      await waitFor(() => server.isPaused() && server.writableNeedDrain, { what: 'the front to stop reading' });
+      // One answer past the socket's own buffer at most: nothing else waits in the sidecar for the caller.
+      expect(server.writableLength).toBeLessThan(server.writableHighWaterMark + 1024);
+      expect(harness.handled.length).toBeLessThan(requests);
+      expect(await caller.readAll()).toBe(requests);
+    } finally {
+      await caller.close();
+    }
   });
 
   it('passes on a head longer than it reads', async () => {
@@ -183,3 +248,4 @@ describe('FrontConnection', () => {
     expect(harness.handled.map((request) => request.url)).toEqual(['/v4/p/a/gated']);
   });
 });
+

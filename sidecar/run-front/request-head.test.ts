@@ -50,6 +50,7 @@ describe('readRequestHead', () => {
     ['chunked', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked'],
     ['Expect: 100-continue', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2'],
     ['Upgrade', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nUpgrade: websocket'],
+    ['Proxy-Connection', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nProxy-Connection: close'],
     ['a repeated header', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nx-a: 2'],
     ['two lengths', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2'],
     ['a length that is not digits', 'POST /v4/p/a/f HTTP/1.1\r\nHost: x\r\nContent-Length: +2'],

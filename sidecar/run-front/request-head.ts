@@ -1,7 +1,7 @@
 // A strict reader of the one request head the run port's front answers itself: `POST <path> HTTP/1.1` with
 // plain headers, each once, and a body of a declared length. Whatever else a head holds — another method or
-// version, chunked bodies, `Expect`, `Upgrade`, a repeated header, folded lines, bytes outside printable
-// ASCII, a missing Host — it does not judge: it returns null, and the connection goes to node:http, whose
+// version, chunked bodies, `Expect`, `Upgrade`, `Proxy-Connection`, a repeated header, folded lines, bytes
+// outside printable ASCII, a missing Host — it does not judge: it returns null, and the connection goes to node:http, whose
 // parser accepts, refuses or answers it as it would without the front. So the front only ever agrees with
 // node:http, on a subset of what node:http reads.
 import type { IncomingHttpHeaders } from 'node:http';
@@ -72,6 +72,8 @@ export function readRequestHead(text: string): RequestHead | null {
       case 'transfer-encoding':
       case 'expect':
       case 'upgrade':
+      // llhttp reads it as it reads `Connection`.
+      case 'proxy-connection':
         return null;
     }
     headers[name] = value;

@@ -16,9 +16,10 @@ const SIGNATURE_VERSION = 'v1';
 export class WebhookSigner {
   readonly #key: KeyObject;
 
-  constructor(secret: string) {
+  /** `secret`: the key's bytes, or text keyed as its UTF-8 bytes. */
+  constructor(secret: string | Uint8Array) {
     if (secret.length === 0) throw new RangeError('webhook secret is empty; an empty key would sign nothing');
-    this.#key = createSecretKey(Buffer.from(secret, 'utf8'));
+    this.#key = createSecretKey(typeof secret === 'string' ? Buffer.from(secret, 'utf8') : secret);
   }
 
   /** `v1,<hex>` for one attempt; `timestampSeconds` is the attempt's sending time in unix seconds. */

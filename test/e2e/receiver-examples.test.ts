@@ -5,10 +5,14 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { RawConnection } from '../support/raw-http.ts';
+import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 import { waitFor } from '../support/wait.ts';
 
 const EXAMPLES = resolve(import.meta.dirname, '../../examples/webhook-receiver');
 const SECRET = 'readme-secret';
+/** Sent as its UTF-8 bytes, as any client sends it; a receiver holds it as text and keys with `secret.encode()`. */
+const NON_ASCII_SECRET = 'sécret-ключ-🔑';
 let dev: TestDevServer;
 
 beforeAll(async () => {
@@ -17,8 +21,8 @@ beforeAll(async () => {
 afterAll(async () => dev?.dispose());
 
 /** Starts a receiver on a free port and collects its output lines. */
-async function startReceiver(command: string, file: string): Promise<{ url: string; lines: string[]; child: ChildProcess }> {
-  const child = spawn(command, [resolve(EXAMPLES, file), '--port', '0', '--secret', SECRET], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startReceiver(command: string, file: string, secret = SECRET): Promise<{ url: string; lines: string[]; child: ChildProcess }> {
+  const child = spawn(command, [resolve(EXAMPLES, file), '--port', '0', '--secret', secret], { stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];
   const url = await new Promise<string>((resolveUrl, reject) => {
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
@@ -61,6 +65,33 @@ describe.each([
       await waitFor(() => receiver.lines.includes(`verified run ${runId} success`), { what: 'the receiver to verify the run' });
       expect(receiver.lines.filter((line) => line.startsWith('verified'))).toEqual([`verified run ${runId} success`]);
     } finally {
+      receiver.child.kill();
+      await once(receiver.child, 'exit');
+    }
+  });
+});
+
+describe.each([
+  ['python3', 'receiver.py'],
+  [process.execPath, 'receiver.mjs'],
+])('%s %s, with a secret outside ASCII', (command, file) => {
+  it.each(FRONT_DOORS)('verifies the delivery of a call through %s that sent the secret as UTF-8 bytes', async (door) => {
+    const receiver = await startReceiver(command, file, NON_ASCII_SECRET);
+    const frontDoor = await openFrontDoor(door, dev);
+    const connection = await RawConnection.open(frontDoor.origin);
+    try {
+      const body = '{"name":"U"}';
+      const head =
+        `POST /v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent(receiver.url)} HTTP/1.1\r\nHost: t\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nX-Webhook-Secret: `;
+      connection.write(Buffer.concat([Buffer.from(head), Buffer.from(NON_ASCII_SECRET, 'utf8'), Buffer.from(`\r\n\r\n${body}`)]));
+      const answer = await connection.next();
+      expect(answer.status).toBe(200);
+      const runId = answer.headers['x-request-id'];
+      await waitFor(() => receiver.lines.includes(`verified run ${runId} success`), { what: 'the receiver to verify the run' });
+    } finally {
+      connection.close();
+      await frontDoor.close();
       receiver.child.kill();
       await once(receiver.child, 'exit');
     }

@@ -2,6 +2,7 @@
 // custom app: it answers the common call itself, passes everything else on to node:http on the same
 // connection, and keeps HTTP/1.1's rules either way (answers in order, Connection: close, closing).
 import { mkdtemp, writeFile } from 'node:fs/promises';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { FIXTURE_APPS, startTestDevServer, type TestDevServer } from '../support
 import { jsonPost, RawConnection } from '../support/raw-http.ts';
 import { startRunServer, type TestRunServer } from '../support/run-server.ts';
 import { EventReader } from '../support/sse.ts';
+import { UnreadingCaller } from '../support/unreading-caller.ts';
 import { waitFor } from '../support/wait.ts';
 
 let dev: TestDevServer;
@@ -102,6 +104,31 @@ describe("the run port's front", () => {
     expect((await connection.next()).status).toBe(404);
     connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'still here' }));
     expect(greeting((await connection.next()).body)).toEqual({ greeting: 'Hello, still here!' });
+  });
+
+  it('refuses, as llhttp does, a request pipelined behind one that asks to close the connection', async () => {
+    const connection = await open();
+    connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'first' }, 'Connection: close\r\n') + jsonPost('/v4/dev/e2e/greet', { name: 'second' }));
+    await connection.closedByServer();
+    expect(connection.received()).toBe('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+  });
+
+  it('reads no further request while a caller leaves its answers unread, so the sidecar holds at most a buffer of them', async () => {
+    let serverSide: Socket | undefined;
+    const onConnection = (socket: Socket): void => void (serverSide ??= socket);
+    sidecar.server.on('connection', onConnection);
+    // The issue's caller: small calls answered at once (each a 400 invalid-json problem), never read.
+    const requests = 20_000;
+    const caller = await UnreadingCaller.start(sidecar.url, requests, 'POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx');
+    try {
+      const server = await waitFor(() => serverSide, { what: 'the caller\'s connection' });
+      await waitFor(() => server.isPaused() && server.writableNeedDrain, { what: 'the front to stop reading' });
+      expect(server.writableLength).toBeLessThan(server.writableHighWaterMark + 1024);
+      expect(await caller.readAll()).toBe(requests);
+    } finally {
+      sidecar.server.off('connection', onConnection);
+      await caller.close();
+    }
   });
 
   it('streams through node:http\'s response on its own connection, then answers the next call itself', async () => {

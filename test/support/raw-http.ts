@@ -68,6 +68,11 @@ export class RawConnection {
     this.socket.destroy();
   }
 
+  /** The bytes received and not yet taken as an answer (an answer without a body, say), as latin1. */
+  received(): string {
+    return this.#buffer.toString('latin1');
+  }
+
   #take(): RawAnswer | null {
     const headEnd = this.#buffer.indexOf('\r\n\r\n');
     if (headEnd === -1) return null;

@@ -28,21 +28,25 @@ export interface OpenFrontDoor {
 
 /**
  * `door` for one test (a `beforeEach` that returns `close`): the dev server's own origin, or a sidecar run
- * server started for this test alone in front of the dev server's replica. Management calls stay on `dev.url`.
+ * server started for this test alone in front of the dev server's replica (with the head timeout given, the
+ * dev server's own being set where it starts). Management calls stay on `dev.url`.
  *
  * A run server per test means new connections per test. The front passes a connection it does not answer
  * itself (a custom app's call, a GET) to node:http for the rest of that connection's life, and
  * fetch keeps connections alive from one test to the next: with one run server for a whole file, a test's
  * calls reach node:http instead of the front whenever fetch reuses such a connection.
  */
-export async function openFrontDoor(door: FrontDoor, dev: { url: string; replica: Replica }): Promise<OpenFrontDoor> {
+export async function openFrontDoor(door: FrontDoor, dev: { url: string; replica: Replica }, headTimeoutMs?: number): Promise<OpenFrontDoor> {
   if (door === 'runlet dev') return { origin: dev.url, close: async () => {} };
-  const sidecar = await startRunServer(dev.replica);
+  const sidecar = await startRunServer(dev.replica, headTimeoutMs);
   return { origin: sidecar.url, close: () => sidecar.close() };
 }
 
-export async function startRunServer(replica: Replica): Promise<TestRunServer> {
-  const server = createRunServer(createRunInterface(replica), pino({ level: process.env.RUNLET_TEST_LOG_LEVEL ?? 'silent' }));
+/** `headTimeoutMs`: the run port's head timeout (the body's is the replica's own). */
+export async function startRunServer(replica: Replica, headTimeoutMs?: number): Promise<TestRunServer> {
+  const logger = pino({ level: process.env.RUNLET_TEST_LOG_LEVEL ?? 'silent' });
+  const timeouts = { headMs: headTimeoutMs, bodyMs: replica.bodyTimeoutMs };
+  const server = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: replica.bodyLimitBytes, timeouts });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return {

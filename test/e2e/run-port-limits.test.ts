@@ -1,0 +1,135 @@
+// What the run port does with a caller that sends too much, too slowly, or not as HTTP/1.1 allows, through
+// both front doors (`runlet dev`, and the sidecar's run server with its front), to a real Python runtime: a
+// body over the limit gets its 413 however it is framed, a request that stops arriving gets a 408, a repeated
+// X-Webhook-Secret a 400.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FIXTURE_APPS, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
+import { RawConnection } from '../support/raw-http.ts';
+import { FRONT_DOORS, openFrontDoor, type OpenFrontDoor } from '../support/run-server.ts';
+
+const BODY_LIMIT_BYTES = 64 * 1024;
+/** Short, so a test waits for them: the sidecar's run server and `runlet dev` both get them. */
+const HEAD_TIMEOUT_MS = 300;
+const BODY_TIMEOUT_MS = 300;
+
+let dev: TestDevServer;
+const connections: RawConnection[] = [];
+
+beforeAll(async () => {
+  dev = await startTestDevServer({
+    appDirs: [`${FIXTURE_APPS}/e2e`],
+    bodyLimitBytes: BODY_LIMIT_BYTES,
+    timeouts: { headMs: HEAD_TIMEOUT_MS, bodyMs: BODY_TIMEOUT_MS },
+  });
+});
+afterAll(async () => dev?.dispose());
+afterEach(() => {
+  for (const connection of connections.splice(0)) connection.close();
+});
+
+function chunk(text: string): string {
+  return `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+}
+
+/** A JSON body of `bytes` bytes, split in chunks of at most 16 KiB. */
+function chunkedJson(bytes: number): string {
+  const body = JSON.stringify({ text: 'x'.repeat(bytes - 11) });
+  let framed = '';
+  for (let at = 0; at < body.length; at += 16 * 1024) framed += chunk(body.slice(at, at + 16 * 1024));
+  return framed + '0\r\n\r\n';
+}
+
+function expectProblem(answer: { status: number; headers: Record<string, string>; body: string }, status: number, code: string): void {
+  expect(answer.status).toBe(status);
+  expect(answer.headers['content-type']).toBe('application/problem+json');
+  expect(JSON.parse(answer.body)).toMatchObject({ type: `https://runlet.dev/problems/${code}`, status });
+  expect(answer.headers['x-request-id']).toBeTruthy();
+}
+
+describe.each(FRONT_DOORS)('through %s', (door) => {
+  let frontDoor: OpenFrontDoor;
+  beforeEach(async () => {
+    frontDoor = await openFrontDoor(door, dev, HEAD_TIMEOUT_MS);
+  });
+  afterEach(() => frontDoor.close());
+
+  async function open(): Promise<RawConnection> {
+    const connection = await RawConnection.open(frontDoor.origin);
+    connections.push(connection);
+    return connection;
+  }
+
+  describe('a body over the limit', () => {
+    it('is refused with 413 when it is chunked, and the connection serves the next call', async () => {
+      const connection = await open();
+      connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunkedJson(2 * BODY_LIMIT_BYTES)}`);
+      const answer = await connection.next();
+      expectProblem(answer, 413, 'body-too-large');
+      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n${chunk('{"name":"next"}')}0\r\n\r\n`);
+      expect(JSON.parse((await connection.next()).body)).toMatchObject({ result: { greeting: 'Hello, next!' } });
+    });
+
+    it('is refused with 413 instead of 100 Continue when its declared length is over the limit', async () => {
+      const connection = await open();
+      connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: ${BODY_LIMIT_BYTES + 1}\r\n\r\n`);
+      const answer = await connection.next();
+      expectProblem(answer, 413, 'body-too-large');
+      expect(answer.headers.connection).toBe('close');
+      await connection.closedByServer();
+    });
+
+    it('is refused with 413 after 100 Continue when it is chunked, as it arrives', async () => {
+      const connection = await open();
+      connection.write('POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n');
+      expect((await connection.next()).status).toBe(100);
+      connection.write(chunkedJson(2 * BODY_LIMIT_BYTES));
+      expectProblem(await connection.next(), 413, 'body-too-large');
+    });
+  });
+
+  describe('a request that stops arriving', () => {
+    it.each([
+      ['read by the front', 'Content-Length: 20\r\n\r\n{"name":'],
+      ['read by node:http (chunked)', `Transfer-Encoding: chunked\r\n\r\n${chunk('{"name":')}`],
+    ])('gets 408 request-timeout once its body pauses past the body timeout (%s), then is closed', async (_path, rest) => {
+      const connection = await open();
+      const sentAt = performance.now();
+      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n${rest}`);
+      const answer = await connection.next();
+      expectProblem(answer, 408, 'request-timeout');
+      expect(performance.now() - sentAt).toBeGreaterThanOrEqual(BODY_TIMEOUT_MS - 20);
+      await connection.closedByServer();
+    });
+
+    // node:http's own answers (fastify's in `runlet dev`, which words the body its way): the status line is the contract.
+    it('gets 408 once its head takes longer than the head timeout, then is closed', async () => {
+      const connection = await open();
+      const sentAt = performance.now();
+      connection.write('POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n');
+      await connection.closedByServer();
+      expect(connection.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      expect(performance.now() - sentAt).toBeGreaterThanOrEqual(HEAD_TIMEOUT_MS - 20);
+    });
+
+    it('gets 400 at once for a head with a bare LF, whatever the head timeout', async () => {
+      const connection = await open();
+      connection.write('POST /v4/dev/e2e/greet HTTP/1.1\nHost: t\n');
+      await connection.closedByServer();
+      expect(connection.received()).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    });
+  });
+
+  it('refuses a repeated X-Webhook-Secret with 400 invalid-header, and runs nothing', async () => {
+    const connection = await open();
+    const body = '{"name":"twice"}';
+    connection.write(
+      `POST /v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent('http://127.0.0.1:9/hook')} HTTP/1.1\r\nHost: t\r\n` +
+        `X-Webhook-Secret: a\r\nX-Webhook-Secret: b\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    const answer = await connection.next();
+    expectProblem(answer, 400, 'invalid-header');
+    expect(JSON.parse(answer.body).detail).toContain('more than once');
+    const runs = (await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs/${answer.headers['x-request-id']}`)).json()) as { status?: number };
+    expect(runs.status).toBe(404);
+  });
+});
