@@ -15,8 +15,8 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { RUNLET_GROUP } from '../crds/api-group.ts';
 import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
-import { ProblemError } from '../sidecar/problem.ts';
-import { ManagementProblems } from './errors.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 
 export interface KubeAuthOptions {
   /** The operator's client: its credentials need `create` on tokenreviews and subjectaccessreviews. */
@@ -133,7 +133,7 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
     }
     if (decision.outcome === 'forbidden') {
       throw new ProblemError(
-        ManagementProblems.forbidden,
+        Problems.forbidden,
         `User "${decision.username}" may not list runs in project "${projectId}": it needs verb "${RUNS_ACCESS.verb}" ` +
           `on resource "${RUNS_ACCESS.resource}" of API group "${RUNS_ACCESS.group}" in namespace "${projectId}" (a Role or ` +
           'ClusterRole bound there)',
@@ -151,7 +151,7 @@ function bearerToken(authorization: string | undefined): string {
   // RFC 6750 §3.1: a request without credentials (or with another scheme) gets the bare challenge, no error code.
   if (value === '' || !BEARER_SCHEME.test(scheme)) {
     throw new ProblemError(
-      ManagementProblems.unauthorized,
+      Problems.unauthorized,
       'The management API requires an Authorization: Bearer <service-account token> header',
       { headers: { 'www-authenticate': `Bearer realm="${REALM}"` } },
     );
@@ -164,7 +164,7 @@ function bearerToken(authorization: string | undefined): string {
 /** 401 with RFC 6750's `invalid_token`. `detail` must never contain the token. */
 function invalidToken(detail: string): ProblemError {
   const challenge = `Bearer realm="${REALM}", error="invalid_token", error_description="${detail}"`;
-  return new ProblemError(ManagementProblems.unauthorized, detail, { headers: { 'www-authenticate': challenge } });
+  return new ProblemError(Problems.unauthorized, detail, { headers: { 'www-authenticate': challenge } });
 }
 
 /** The token is hashed: the cache holds no usable credential, and its keys have a fixed length. */
@@ -180,7 +180,7 @@ async function create<T extends KubeObject>(api: KubeApi, path: string, review: 
     const answer =
       error instanceof KubeApiError && error.status !== 0 ? `answered ${error.status} ${error.reason ?? ''}`.trimEnd() : 'did not answer';
     throw new ProblemError(
-      ManagementProblems.authUnavailable,
+      Problems.authUnavailable,
       `The bearer token could not be checked: the Kubernetes API server ${answer} to a ${review.kind}; retry shortly`,
       { headers: { 'retry-after': RETRY_AFTER_SECONDS }, cause: error },
     );

@@ -1,7 +1,7 @@
 // JSON schemas of the management API: request validation (with management/validation.ts), response
 // serialisation, and the source of its OpenAPI 3.0 document. Nullable values use `nullable: true`, the OpenAPI
 // 3.0 form, which Ajv and fast-json-stringify understand as well.
-import { PROBLEM_CONTENT_TYPE } from '../sidecar/problem.ts';
+import { PROBLEM_CONTENT_TYPE } from '../crds/problem.ts';
 import {
   RUN_STATUSES,
   type FailureReason,

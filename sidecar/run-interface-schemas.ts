@@ -2,6 +2,7 @@
 // document served at /v4/openapi.json and committed as docs/openapi-run.json. Requests are validated by the
 // pipeline itself (its problems name the domain rule broken; the body is streamed, not parsed by fastify), and
 // the contract tests check that real answers match these schemas.
+import { PROBLEM_TYPE_BASE } from '../crds/problem.ts';
 
 export const BEARER_AUTH = 'bearerAuth';
 
@@ -12,7 +13,7 @@ const problem = {
   required: ['type', 'title', 'status', 'detail'],
   additionalProperties: true,
   properties: {
-    type: { type: 'string', description: 'https://runlet.dev/problems/<code>' },
+    type: { type: 'string', description: `${PROBLEM_TYPE_BASE}<code>: the problem type, documented at that anchor.` },
     title: { type: 'string' },
     status: { type: 'integer' },
     detail: { type: 'string', description: 'What exactly was wrong, and how to fix it.' },

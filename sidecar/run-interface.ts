@@ -13,7 +13,7 @@ import { parse as parseQuery } from 'node:querystring';
 import { ActiveRun } from './active-runs.ts';
 import type { AnswerSink, StreamableAnswerSink } from './answer-sink.ts';
 import type { AppTarget } from './apps.ts';
-import { Problems } from './errors.ts';
+import { Problems } from '../crds/problems.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
 import { callCustomBuffered } from './modes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './modes/custom-proxy.ts';
@@ -21,7 +21,7 @@ import type { RunOutcome } from './modes/outcome.ts';
 import { callRecorded } from './modes/python-call.ts';
 import { runStream } from './modes/stream.ts';
 import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
-import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
+import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import type { Replica } from './replica.ts';
 import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody } from './request-body.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
@@ -356,7 +356,7 @@ export function createRunInterface(replica: Replica): RunInterface {
   function toProblem(error: unknown): ProblemError {
     if (error instanceof ProblemError) return error;
     logger.error({ err: error }, 'run interface error');
-    return new ProblemError(Problems.internal, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
+    return new ProblemError(Problems.internalError, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
   }
 
   return { handle, handleWhole };

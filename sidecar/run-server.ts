@@ -8,8 +8,8 @@ import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { FrontConnection } from './run-front/front-connection.ts';
-import { Problems } from './errors.ts';
-import { ProblemError } from './problem.ts';
+import { Problems } from '../crds/problems.ts';
+import { ProblemError } from '../crds/problem.ts';
 import { sendProblem, type RunInterface } from './run-interface.ts';
 import { newRunId } from './runs/recorder.ts';
 
@@ -75,7 +75,7 @@ export function createRunServer(runInterface: RunInterface, logger: Logger): Ser
       (err: unknown) => {
         document = null;
         logger.error({ err }, 'building the OpenAPI document failed');
-        sendProblem(response, newRunId(), new ProblemError(Problems.internal, `The OpenAPI document could not be built: ${(err as Error).message}`));
+        sendProblem(response, newRunId(), new ProblemError(Problems.internalError, `The OpenAPI document could not be built: ${(err as Error).message}`));
       },
     );
   }

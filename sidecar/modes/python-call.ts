@@ -2,8 +2,8 @@
 // Shared by the sync and async modes and by a stream request whose function did not return an iterator.
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
-import { Problems } from '../errors.ts';
-import { ProblemError } from '../problem.ts';
+import { Problems } from '../../crds/problems.ts';
+import { ProblemError } from '../../crds/problem.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import {
   callFunction,

@@ -51,7 +51,7 @@ describe('drain', () => {
       const refused = await postJson(`${dev.url}/v4/dev/e2e/echo`, {});
       return refused.status === 503 ? refused : null;
     }, { what: 'new runs to be refused while draining' }).then(async (refused) => {
-      expect(((await refused.json()) as { type: string }).type).toBe('https://runlet.dev/problems/draining');
+      expect(((await refused.json()) as { type: string }).type).toBe('https://runlet.dev/problems#draining');
     });
 
     const rest = await reader.rest();

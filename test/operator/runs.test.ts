@@ -8,7 +8,7 @@ import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../../management/kube-auth.ts';
 import { signLocalToken, type LocalTokenRequest } from '../../sidecar/auth/local-key.ts';
-import { problemTypeUri } from '../../sidecar/problem.ts';
+import { problemTypeUri } from '../../crds/problem.ts';
 import type { RunRecord } from '../../sidecar/runs/record.ts';
 import { waitFor } from '../support/wait.ts';
 import { MERGE_PATCH, HelloApp } from './hello-app.ts';
