@@ -5,7 +5,7 @@ import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeApi } from '../operator/kube-api.ts';
 import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../crds/problem.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { Problems } from '../crds/problems.ts';
 import { RUNS_ACCESS, kubeAuthenticator, type KubeAuthOptions } from './kube-auth.ts';
 import { managementApi } from './routes.ts';

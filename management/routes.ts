@@ -5,7 +5,7 @@ import swagger from '@fastify/swagger';
 import type { ErrorObject } from 'ajv';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
-import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
+import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import type { RunSource } from '../sidecar/runs/store.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';

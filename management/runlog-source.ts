@@ -15,7 +15,7 @@ import type { App } from '../crds/app-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeApi, KubeObject } from '../operator/kube-api.ts';
 import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../operator/watch.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../sidecar/runs/store.ts';
 import type { AppDirectory } from './app-directory.ts';

@@ -6,7 +6,7 @@ import { loadavg } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
 import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../management/runlog-source-test-kit.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { Operator } from './main.ts';

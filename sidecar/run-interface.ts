@@ -25,7 +25,7 @@ import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import type { Replica } from './replica.ts';
 import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody } from './request-body.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
-import type { RunMode, RunRecord } from './runs/record.ts';
+import type { RunMode, RunRecord } from '../crds/run-record-schema.ts';
 import { newRunId } from './runs/recorder.ts';
 import { appUnavailable, validateCall } from './runtime-client.ts';
 import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';

@@ -5,7 +5,7 @@ import { Problems } from '../crds/problems.ts';
 import type { SidecarMetrics } from './metrics.ts';
 import type { RunOutcome } from './modes/outcome.ts';
 import { ProblemError } from '../crds/problem.ts';
-import type { RunRecord, WebhookRecord } from './runs/record.ts';
+import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
 import type { RunRecorder } from './runs/recorder.ts';
 import type { WebhookDeliverer } from './webhook/deliver.ts';
 import { endpointForRecord, parseWebhookEndpoint } from './webhook/endpoint.ts';

@@ -2,7 +2,7 @@
 // running anything: a pod is an object with a phase, a RunLog an object with runs and counts in its status.
 import type { RunLogCounts } from '../../crds/runlog-schema.ts';
 import type { RunLogObject } from '../../management/runlog-source.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { KubeApi, KubeObject } from '../kube-api.ts';
 
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';

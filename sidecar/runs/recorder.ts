@@ -3,7 +3,7 @@
 import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { AppTarget } from '../apps.ts';
-import type { FailureReason, RunError, RunMode, RunRecord, WebhookRecord } from './record.ts';
+import type { FailureReason, RunError, RunMode, RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
 import type { RunStore } from './store.ts';
 
 /**

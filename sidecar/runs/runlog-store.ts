@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { KubeCredentials } from './kube-credentials.ts';
-import type { RunRecord } from './record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunLogApi, isConflict, isNotFound, type RunLogState } from './runlog-api.ts';
 import type { RunLogJournal } from './runlog-journal.ts';

@@ -1,4 +1,4 @@
-import type { RunRecord, RunStatus } from './record.ts';
+import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 
 /**
  * Where the sidecar writes run records. Implementations batch: a record saved several times before a flush

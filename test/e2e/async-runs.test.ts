@@ -8,7 +8,7 @@ import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 import { waitFor } from '../support/wait.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 let dev: TestDevServer;
 /** Origin of the front door under test; the management API is always the dev server's. */

@@ -9,7 +9,7 @@ import { spawnDev, type DevProcess } from '../support/dev-process.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 const APP = `${FIXTURE_APPS}/e2e`;
 const cleanup: Array<() => Promise<unknown>> = [];

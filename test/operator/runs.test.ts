@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../../management/kube-auth.ts';
 import { signLocalToken, type LocalTokenRequest } from '../../sidecar/auth/local-key.ts';
 import { problemTypeUri } from '../../crds/problem.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { waitFor } from '../support/wait.ts';
 import { MERGE_PATCH, HelloApp } from './hello-app.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
