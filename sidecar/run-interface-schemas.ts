@@ -34,6 +34,16 @@ const runError = {
   },
 } as const;
 
+/**
+ * Any JSON value, or null. OpenAPI 3.0 has no null type, and its `nullable` only widens a `type` given beside it
+ * (a lone `nullable: true` is ill-defined, and Ajv refuses it), so null rides on the string branch.
+ */
+const anyJsonValue = (description: string) =>
+  ({
+    description,
+    anyOf: [{ type: 'string', nullable: true }, { type: 'number' }, { type: 'boolean' }, { type: 'array', items: {} }, { type: 'object' }],
+  }) as const;
+
 const runId = { type: 'string', format: 'uuid', description: 'The run id (UUID v7); also the X-Request-Id header.' } as const;
 const runTimeMs = { type: 'number', description: 'Milliseconds the function ran.' } as const;
 
@@ -44,7 +54,7 @@ const syncResult = {
   additionalProperties: false,
   properties: {
     run_id: runId,
-    result: { description: "The function's return value (a generator's items as a list).", nullable: true },
+    result: anyJsonValue("The function's return value (a generator's items as a list)."),
     run_time_ms: runTimeMs,
   },
 } as const;
@@ -75,7 +85,7 @@ export const webhookDeliverySchema = {
     run_id: runId,
     status: { type: 'string', enum: ['success', 'failure'] },
     status_code: { type: 'integer', description: 'The HTTP status the run ended with.' },
-    result: { description: "The function's result; a stream's items as a list; a custom app's response (JSON, else text).", nullable: true },
+    result: anyJsonValue("The function's result; a stream's items as a list; a custom app's response (JSON, else text)."),
     error: { $ref: 'RunError#' },
     run_time_ms: { type: 'number', nullable: true },
     timestamp: { type: 'string', format: 'date-time', description: 'When the run completed.' },
