@@ -11,7 +11,7 @@ import { SqliteRunStore } from '../local/sqlite-run-store.ts';
 import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../local/sqlite-run-store.fixtures.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError, problemTypeUri } from '../crds/problem.ts';
 import { RUN_STATUSES, type RunRecord } from '../crds/run-record-schema.ts';
-import type { RunSource } from '../sidecar/runs/store.ts';
+import type { RunSource } from './run-source.ts';
 import { InMemoryAppDirectory } from './app-directory.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import { encodePageToken } from './page-token.ts';

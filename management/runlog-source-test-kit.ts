@@ -8,7 +8,7 @@ import { parse } from 'yaml';
 import { pythonApp } from '../crds/fixtures.ts';
 import { KubeApi, type KubeObject } from '../operator/kube-api.ts';
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
-import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
+import { APP_LABEL } from '../crds/api-group.ts';
 import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
 import { RunLogSource, type RunLogSourceOptions } from './runlog-source.ts';
 

@@ -6,7 +6,7 @@ import { KubeApi } from '../operator/kube-api.ts';
 import { startWatchProxy, type WatchProxy } from '../operator/test-support/watch-proxy.ts';
 import type { RestartReason } from '../operator/watch.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
-import type { ListRunsQuery } from '../sidecar/runs/store.ts';
+import type { ListRunsQuery } from './run-source.ts';
 import { kubeConfigFor } from '../test/kube/kubeconfig.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { RunLogSource } from './runlog-source.ts';
