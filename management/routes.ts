@@ -5,11 +5,11 @@ import swagger from '@fastify/swagger';
 import type { ErrorObject } from 'ajv';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
-import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
-import type { RunSource } from './run-source.ts';
-import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';
+import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
+import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
+import type { RunSource } from './run-source.ts';
 import {
   BEARER_SECURITY_SCHEME_NAME,
   appParamsSchema,

@@ -12,12 +12,12 @@
 import type { Logger } from 'pino';
 import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { App } from '../crds/app-schema.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeApi, KubeObject } from '../operator/kube-api.ts';
 import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../operator/watch.ts';
-import type { RunRecord } from '../crds/run-record-schema.ts';
-import type { ListRunsQuery, RunPage, RunSource } from './run-source.ts';
 import type { AppDirectory } from './app-directory.ts';
+import type { ListRunsQuery, RunPage, RunSource } from './run-source.ts';
 import { RunLogIndex, appKey } from './runlog-source-index.ts';
 
 export interface RunLogSourceOptions {

@@ -3,8 +3,8 @@
 // every failure becomes a 401 that says which check failed without echoing the token.
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify } from 'jose';
 import type { JWTPayload, JWTVerifyOptions } from 'jose';
-import { Problems } from '../../crds/problems.ts';
 import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import { invalidToken } from './bearer.ts';
 import { projectOfClaims } from './claims.ts';
 import { JWKS_ALGORITHMS, SHARED_KEY_ALGORITHM } from './config.ts';

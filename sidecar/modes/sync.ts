@@ -1,9 +1,9 @@
 // Sync mode: the caller waits for `200 {"run_id","result","run_time_ms"}` or `500 {"run_id","error",...}`.
 // The envelope is concatenated around the runtime's JSON text, never parsed and re-serialised.
+import { PROBLEM_CONTENT_TYPE } from '../../crds/problem.ts';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
-import { PROBLEM_CONTENT_TYPE } from '../../crds/problem.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import type { RuntimeAnswer } from '../runtime-client.ts';
 import type { RunOutcome } from './outcome.ts';
