@@ -1,6 +1,6 @@
 // `runlet runs APP`: the runs of an app from the management API (of `runlet dev` or a cluster), as a table or
 // as JSON for scripts.
-import type { RunRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 

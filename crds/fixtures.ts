@@ -1,6 +1,6 @@
 // Valid objects for the crds tests, each a fresh copy so a test may change it.
 import type { App } from './app-schema.ts';
-import type { RunRecordResource } from './run-record-schema.ts';
+import type { RunRecord } from './run-record-schema.ts';
 import type { RunLog } from './runlog-schema.ts';
 
 export function pythonApp(): App {
@@ -55,7 +55,7 @@ export function customApp(): App {
   };
 }
 
-export function runRecord(): RunRecordResource {
+export function runRecord(): RunRecord {
   return {
     id: '0194b6e2-4d1c-7c3e-9a51-0f2f3c4d5e6f',
     projectId: 'team-a',

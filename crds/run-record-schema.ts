@@ -1,61 +1,69 @@
-// The run record as stored in RunLog status: field for field the `RunRecord` of sidecar/runs/record.ts
-// (crds/run-record-schema.test.ts fails to type-check when the two drift apart).
+// The run record: one per call of the run interface, in every mode. Declared once, here: the TypeScript types
+// are this schema's static types; RunLog status stores it (the CRD's structural schema, crds/crd.ts), `runlet dev`
+// stores it in SQLite, and the management API returns it (its OpenAPI schema, management/schemas.ts, is this
+// schema translated by crds/openapi-schema.ts).
 //
 // Checks are deliberately loose (types and enums, no ranges): a sidecar's status patch that the apiserver
 // rejected would lose every run in it, which is worse than an odd value in one field.
 import { Type, type Static } from '@sinclair/typebox';
 import { DateTime, Nullable, StringEnum, Struct } from './schema-kit.ts';
 
-export const RUN_STATUS_VALUES = ['pending', 'running', 'success', 'failure', 'cancelled'] as const;
-export const RUN_MODE_VALUES = ['sync', 'async', 'stream'] as const;
-export const FAILURE_REASON_VALUES = [
-  'timeout',
-  'shutdown',
-  'replica_lost',
-  'runtime_crashed',
-  'client_closed',
-  'upstream_error',
-] as const;
-export const WEBHOOK_STATE_VALUES = ['pending', 'delivered', 'failed'] as const;
+export const RUN_STATUSES = ['pending', 'running', 'success', 'failure', 'cancelled'] as const;
+export const RUN_MODES = ['sync', 'async', 'stream'] as const;
+export const FAILURE_REASONS = ['timeout', 'shutdown', 'replica_lost', 'runtime_crashed', 'client_closed', 'upstream_error'] as const;
+export const WEBHOOK_STATES = ['pending', 'delivered', 'failed'] as const;
+
+const duration = (description: string) => Nullable(Type.Number(), { description: `${description} In milliseconds.` });
 
 export const RunErrorSchema = Struct({
-  type: Type.String({ description: 'Exception class name, or the platform error type.' }),
+  type: Type.String({ description: 'Exception class name, or the platform failure kind.' }),
   message: Type.String(),
 });
 
 export const WebhookRecordSchema = Struct({
   endpoint: Type.String({ description: 'The destination without its query string (it may carry credentials).' }),
-  state: StringEnum(WEBHOOK_STATE_VALUES),
+  state: StringEnum(WEBHOOK_STATES),
   attempts: Type.Integer({ minimum: 0 }),
-  lastStatusCode: Nullable(Type.Integer()),
-  lastError: Nullable(Type.String()),
+  lastStatusCode: Nullable(Type.Integer(), { description: 'Status of the last attempt; null without answer.' }),
+  lastError: Nullable(Type.String(), { description: 'Why the last attempt failed.' }),
 });
 
 export const RunRecordSchema = Struct(
   {
-    id: Type.String({ description: 'UUID v7; also the X-Request-Id of every response of the run.' }),
+    id: Type.String({ description: 'UUID v7: sorts by creation time. Also the X-Request-Id of every response of the run.' }),
     projectId: Type.String(),
     appName: Type.String(),
-    functionName: Type.String(),
-    method: Type.String(),
-    mode: StringEnum(RUN_MODE_VALUES),
-    async: Type.Boolean(),
-    status: StringEnum(RUN_STATUS_VALUES),
-    statusCode: Nullable(Type.Integer(), { description: 'HTTP status the run ended with.' }),
+    functionName: Type.String({ description: 'The function called (Python runtime) or the path forwarded.' }),
+    method: Type.String({ description: 'HTTP method of the run call.' }),
+    mode: StringEnum(RUN_MODES),
+    async: Type.Boolean({ description: 'Whether the call asked `async=true` (answered 202).' }),
+    status: StringEnum(RUN_STATUSES),
+    statusCode: Nullable(Type.Integer(), {
+      description: "HTTP status the run ended with: the function's, or the platform's for platform failures.",
+    }),
     error: Nullable(RunErrorSchema),
-    reason: Nullable(StringEnum(FAILURE_REASON_VALUES), {
+    reason: Nullable(StringEnum(FAILURE_REASONS), {
       description: 'Why the platform ended the run as failure when the function itself did not fail.',
     }),
-    createdAt: DateTime(),
-    startedAt: Nullable(DateTime()),
-    completedAt: Nullable(DateTime()),
-    queueTimeMs: Nullable(Type.Number()),
-    runtimeMs: Nullable(Type.Number()),
-    responseTimeMs: Nullable(Type.Number()),
-    replica: Type.String({ description: 'The pod (or local host in runlet dev) that ran it.' }),
-    webhook: Nullable(WebhookRecordSchema),
+    createdAt: DateTime({ description: 'When the call was accepted.' }),
+    startedAt: Nullable(DateTime(), { description: 'When the function started; null while pending.' }),
+    completedAt: Nullable(DateTime(), { description: 'When the run ended; null while pending or running.' }),
+    queueTimeMs: duration('Time waiting for a free slot of the replica.'),
+    runtimeMs: duration('Time the function ran.'),
+    responseTimeMs: duration('Time from acceptance to the end of the response.'),
+    replica: Type.String({ description: 'The pod (or the local host name in runlet dev) that ran it.' }),
+    webhook: Nullable(WebhookRecordSchema, {
+      description: 'Delivery of the outcome to `webhookEndpoint`; null when none was asked.',
+    }),
   },
   { description: 'One call of the run interface.' },
 );
 
-export type RunRecordResource = Static<typeof RunRecordSchema>;
+export type RunRecord = Static<typeof RunRecordSchema>;
+export type RunStatus = RunRecord['status'];
+export type RunMode = RunRecord['mode'];
+/** Why the platform ended a run as `failure` when the function itself did not fail. */
+export type FailureReason = NonNullable<RunRecord['reason']>;
+export type RunError = Static<typeof RunErrorSchema>;
+export type WebhookRecord = Static<typeof WebhookRecordSchema>;
+export type WebhookState = WebhookRecord['state'];

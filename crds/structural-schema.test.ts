@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
 import { Nullable, StringEnum, Struct } from './schema-kit.ts';
-import { toStructuralSchema } from './structural-schema.ts';
+import { toOpenApiSchema, toStructuralSchema } from './structural-schema.ts';
 
 describe('toStructuralSchema', () => {
   it('turns string literal unions into enums and "X or null" into nullable', () => {
@@ -30,5 +30,27 @@ describe('toStructuralSchema', () => {
     expect(() => toStructuralSchema(Struct({ m: Type.Record(Type.String(), Type.String()) }))).toThrow('<root>.m: keyword "patternProperties"');
     expect(() => toStructuralSchema(Type.Null())).toThrow('type "null" cannot be expressed');
     expect(() => toStructuralSchema(Type.String({ examples: ['x'] }))).toThrow('keyword "examples" has no structural-schema translation');
+  });
+});
+
+describe('toOpenApiSchema', () => {
+  it('translates as for a CRD, but keeps objects closed and every required property', () => {
+    const schema = Struct({ a: Type.Integer({ default: 1 }), b: Nullable(Struct({ c: StringEnum(['x']) }), { description: 'd' }) });
+    expect(toOpenApiSchema(schema)).toEqual({
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        a: { type: 'integer', default: 1 },
+        b: {
+          description: 'd',
+          type: 'object',
+          nullable: true,
+          additionalProperties: false,
+          properties: { c: { type: 'string', enum: ['x'] } },
+          required: ['c'],
+        },
+      },
+      required: ['a', 'b'],
+    });
   });
 });

@@ -8,11 +8,17 @@
 //   - `expected`, `unit`                     → dropped: wording for crds/validate.ts only
 // Anything else without a structural equivalent (other unions, records, null alone, unknown keywords) throws,
 // naming the path, so a schema change cannot silently produce a CRD the apiserver would refuse.
+//
+// A structural schema is OpenAPI 3.0's schema dialect with restrictions, so the same translation gives the
+// OpenAPI 3.0 schemas of the management API (toOpenApiSchema): there, objects keep `additionalProperties: false`
+// (answers carry only the declared fields) and `required` lists every required property (nothing fills defaults).
 import type { TSchema } from '@sinclair/typebox';
 
 export interface StructuralSchema {
   description?: string;
   type: 'object' | 'array' | 'string' | 'integer' | 'number' | 'boolean';
+  /** Only in OpenAPI schemas: a CRD's apiserver prunes unknown fields instead. */
+  additionalProperties?: false;
   format?: string;
   enum?: unknown[];
   nullable?: true;
@@ -52,30 +58,51 @@ const TRANSLATED_KEYWORDS = new Set(['type', 'anyOf', 'const', 'properties', 're
 const VALIDATOR_ONLY_KEYWORDS = new Set(['expected', 'unit']);
 const STRUCTURAL_TYPES = new Set(['object', 'array', 'string', 'integer', 'number', 'boolean']);
 
+/** What the two targets of the translation do differently. */
+interface Target {
+  /** Kubernetes prunes unknown fields (and refuses `additionalProperties: false`); OpenAPI keeps it. */
+  closedObjects: boolean;
+  /** The apiserver fills in defaults before validating, so a defaulted property need not be sent. */
+  defaultsFillRequired: boolean;
+}
+
+const KUBERNETES: Target = { closedObjects: false, defaultsFillRequired: true };
+const OPENAPI: Target = { closedObjects: true, defaultsFillRequired: false };
+
 export function toStructuralSchema(schema: TSchema, path = '<root>'): StructuralSchema {
+  return translate(schema, KUBERNETES, path);
+}
+
+/** The OpenAPI 3.0 schema of a TypeBox schema, e.g. for fastify's serialisation and the served documents. */
+export function toOpenApiSchema(schema: TSchema, path = '<root>'): StructuralSchema {
+  return translate(schema, OPENAPI, path);
+}
+
+function translate(schema: TSchema, target: Target, path: string): StructuralSchema {
   for (const key of Object.keys(schema)) {
     const known = TRANSLATED_KEYWORDS.has(key) || VALIDATOR_ONLY_KEYWORDS.has(key) || (COPIED_KEYWORDS as readonly string[]).includes(key);
     if (!known) throw new Error(`${path}: keyword "${key}" has no structural-schema translation`);
   }
-  if (Array.isArray(schema.anyOf)) return fromUnion(schema, schema.anyOf as TSchema[], path);
+  if (Array.isArray(schema.anyOf)) return fromUnion(schema, schema.anyOf as TSchema[], target, path);
   if (!STRUCTURAL_TYPES.has(schema.type)) {
     throw new Error(`${path}: type ${JSON.stringify(schema.type)} cannot be expressed in a structural schema`);
   }
   const result: StructuralSchema = { type: schema.type };
   if ('const' in schema) result.enum = [schema.const];
   copyKeywords(schema, result);
-  if (schema.type === 'object') addProperties(schema, result, path);
-  if (schema.type === 'array') result.items = toStructuralSchema(schema.items as TSchema, `${path}[]`);
+  if (schema.type === 'object') addProperties(schema, result, target, path);
+  if (schema.type === 'array') result.items = translate(schema.items as TSchema, target, `${path}[]`);
   if (schema.additionalProperties !== undefined && schema.additionalProperties !== false) {
     throw new Error(`${path}: only additionalProperties: false is supported (use properties)`);
   }
+  if (schema.additionalProperties === false && target.closedObjects) result.additionalProperties = false;
   return ordered(result);
 }
 
-function fromUnion(union: TSchema, variants: TSchema[], path: string): StructuralSchema {
+function fromUnion(union: TSchema, variants: TSchema[], target: Target, path: string): StructuralSchema {
   const nonNull = variants.filter((variant) => variant.type !== 'null');
   if (nonNull.length === 1 && variants.length === 2) {
-    const result: StructuralSchema = { ...toStructuralSchema(nonNull[0]!, path), nullable: true };
+    const result: StructuralSchema = { ...translate(nonNull[0]!, target, path), nullable: true };
     // The apiserver checks `enum` even on null (go-openapi's common validator), so null must be listed.
     if (result.enum) result.enum = [...result.enum, null];
     copyKeywords(union, result);
@@ -90,12 +117,12 @@ function fromUnion(union: TSchema, variants: TSchema[], path: string): Structura
   throw new Error(`${path}: a union other than literals of one type or "X or null" is not structural`);
 }
 
-function addProperties(schema: TSchema, result: StructuralSchema, path: string): void {
+function addProperties(schema: TSchema, result: StructuralSchema, target: Target, path: string): void {
   const properties = (schema.properties ?? {}) as Record<string, TSchema>;
   result.properties = Object.fromEntries(
-    Object.entries(properties).map(([key, property]) => [key, toStructuralSchema(property, `${path}.${key}`)]),
+    Object.entries(properties).map(([key, property]) => [key, translate(property, target, `${path}.${key}`)]),
   );
-  const required = ((schema.required ?? []) as string[]).filter((key) => !('default' in properties[key]!));
+  const required = ((schema.required ?? []) as string[]).filter((key) => !target.defaultsFillRequired || !('default' in properties[key]!));
   if (required.length > 0) result.required = required;
 }
 
@@ -120,6 +147,7 @@ const KEYWORD_ORDER: readonly string[] = [
   'pattern',
   'minItems',
   'maxItems',
+  'additionalProperties',
   'properties',
   'required',
   'items',

@@ -8,7 +8,8 @@ import { AppRegistry } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { createRunInterface } from '../sidecar/run-interface.ts';
 import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
-import type { RunSource, RunStore } from '../sidecar/runs/store.ts';
+import type { RunSource } from '../management/run-source.ts';
+import type { RunStore } from '../sidecar/runs/store.ts';
 
 export const DOCUMENT_FILES = { run: 'docs/openapi-run.json', management: 'docs/openapi-management.json' } as const;
 

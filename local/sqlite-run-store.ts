@@ -5,8 +5,9 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
 import type { Logger } from 'pino';
-import type { RunRecord } from '../sidecar/runs/record.ts';
-import type { ListRunsQuery, RunPage, RunSource, RunStore } from '../sidecar/runs/store.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
+import type { ListRunsQuery, RunPage, RunSource } from '../management/run-source.ts';
+import type { RunStore } from '../sidecar/runs/store.ts';
 
 export const RUNS_DB_FILE_NAME = 'runs.sqlite';
 

@@ -4,9 +4,9 @@ import type { AddressInfo } from 'node:net';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeApi } from '../operator/kube-api.ts';
-import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../sidecar/problem.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
-import { ManagementProblems } from './errors.ts';
+import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../crds/problem.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
+import { Problems } from '../crds/problems.ts';
 import { RUNS_ACCESS, kubeAuthenticator, type KubeAuthOptions } from './kube-auth.ts';
 import { managementApi } from './routes.ts';
 import type { RunLogSource } from './runlog-source.ts';
@@ -122,12 +122,12 @@ describe('management API in cluster mode', () => {
     const before = reviewCounts();
     for (const authorization of [undefined, '', 'Basic dXNlcjpwYXNz']) {
       const answer = await get(base, runsPath(), undefined, authorization);
-      expectProblem(answer, ManagementProblems.unauthorized.code, 401);
+      expectProblem(answer, Problems.unauthorized.code, 401);
       expect(answer.headers.get('www-authenticate'), `Authorization: ${authorization}`).toBe(CHALLENGE);
     }
     // The scheme without a token is a malformed credential rather than none.
     const empty = await get(base, runsPath(), undefined, 'Bearer');
-    expectProblem(empty, ManagementProblems.unauthorized.code, 401);
+    expectProblem(empty, Problems.unauthorized.code, 401);
     expect(empty.headers.get('www-authenticate')).toContain('error="invalid_token"');
     expect(reviewsSince(before)).toEqual({ token: 0, access: 0 });
   });
@@ -135,22 +135,22 @@ describe('management API in cluster mode', () => {
   it('answers 401 invalid_token for a token the cluster does not authenticate, and for a malformed one', async () => {
     const base = await startApi();
     const unknown = await get(base, runsPath(), UNKNOWN);
-    expectProblem(unknown, ManagementProblems.unauthorized.code, 401);
+    expectProblem(unknown, Problems.unauthorized.code, 401);
     expect(unknown.headers.get('www-authenticate')).toMatch(/^Bearer realm="runlet-management", error="invalid_token", error_description="[^"]+"$/);
     const malformed = await get(base, runsPath(), 'two words');
-    expectProblem(malformed, ManagementProblems.unauthorized.code, 401);
+    expectProblem(malformed, Problems.unauthorized.code, 401);
     expect(malformed.headers.get('www-authenticate')).toContain('error="invalid_token"');
   });
 
   it('answers 403 to an authenticated user the SubjectAccessReview does not allow to list runs of the project', async () => {
     const base = await startApi();
     const outsider = await get(base, runsPath(), OUTSIDER);
-    expectProblem(outsider, ManagementProblems.forbidden.code, 403);
+    expectProblem(outsider, Problems.forbidden.code, 403);
     expect(outsider.body.detail).toContain(`system:serviceaccount:${OTHER_PROJECT}:ci`);
     expect(outsider.headers.get('www-authenticate')).toBe(`${CHALLENGE}, error="insufficient_scope"`);
     // The reader's grant is for team-a only; the project is checked before the app is looked up.
-    expectProblem(await get(base, runsPath(OTHER_PROJECT, 'web'), READER), ManagementProblems.forbidden.code, 403);
-    expectProblem(await get(base, runsPath(OTHER_PROJECT, 'no-such-app'), READER), ManagementProblems.forbidden.code, 403);
+    expectProblem(await get(base, runsPath(OTHER_PROJECT, 'web'), READER), Problems.forbidden.code, 403);
+    expectProblem(await get(base, runsPath(OTHER_PROJECT, 'no-such-app'), READER), Problems.forbidden.code, 403);
   });
 
   it('serves an allowed caller: both RunLogs paged newest first through nextToken, a run, filters, and 404s', async () => {
@@ -173,8 +173,8 @@ describe('management API in cluster mode', () => {
     const failures = await get(base, `${runsPath()}?status=failure&asyncOnly=true&pageSize=500`, READER);
     expect((failures.body.items as RunRecord[]).map((r) => r.id)).toEqual(newestFirst(runs).filter((r) => r.async && r.status === 'failure').map((r) => r.id));
 
-    expectProblem(await get(base, runsPath(PROJECT, 'no-such-app'), READER), ManagementProblems.appNotFound.code, 404);
-    expectProblem(await get(base, `${runsPath()}/01900000-0000-7000-8000-000000000000`, READER), ManagementProblems.runNotFound.code, 404);
+    expectProblem(await get(base, runsPath(PROJECT, 'no-such-app'), READER), Problems.appNotFound.code, 404);
+    expectProblem(await get(base, `${runsPath()}/01900000-0000-7000-8000-000000000000`, READER), Problems.runNotFound.code, 404);
   });
 
   it("passes the user's groups to the SubjectAccessReview: a grant to a group admits its members", async () => {
@@ -182,7 +182,7 @@ describe('management API in cluster mode', () => {
     const answer = await get(base, runsPath(OTHER_PROJECT, 'web'), TEAM_B_VIEWER);
     expect(answer.status).toBe(200);
     expect(answer.body).toEqual({ items: [], nextToken: null });
-    expectProblem(await get(base, runsPath(), TEAM_B_VIEWER), ManagementProblems.forbidden.code, 403);
+    expectProblem(await get(base, runsPath(), TEAM_B_VIEWER), Problems.forbidden.code, 403);
   });
 
   it('remembers decisions per token and project: allowed for 30 s, refused for 5 s, one review for a burst', async () => {
@@ -217,17 +217,17 @@ describe('management API in cluster mode', () => {
     const before = reviewCounts();
     cluster.server.failNext({ ...REVIEWS.token, status: 500, reason: 'InternalError', message: 'etcdserver: request timed out' });
     const tokenReviewFailed = await get(base, runsPath(), READER);
-    expectProblem(tokenReviewFailed, ManagementProblems.authUnavailable.code, 503);
+    expectProblem(tokenReviewFailed, Problems.authUnavailable.code, 503);
     expect(tokenReviewFailed.headers.get('retry-after')).toBe('5');
     expect(tokenReviewFailed.body.detail).toContain('answered 500 InternalError to a TokenReview');
 
     cluster.server.failNext({ ...REVIEWS.access, status: 429, reason: 'TooManyRequests', message: 'slow down' });
-    expectProblem(await get(base, runsPath(), READER), ManagementProblems.authUnavailable.code, 503);
+    expectProblem(await get(base, runsPath(), READER), Problems.authUnavailable.code, 503);
 
     cluster.server.pause('refuse');
     try {
       const unreachable = await get(base, runsPath(), READER);
-      expectProblem(unreachable, ManagementProblems.authUnavailable.code, 503);
+      expectProblem(unreachable, Problems.authUnavailable.code, 503);
       expect(unreachable.body.detail).toContain('did not answer');
     } finally {
       cluster.server.resume();

@@ -6,9 +6,9 @@ import type { AddressInfo } from 'node:net';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KubeApi } from '../operator/kube-api.ts';
-import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../sidecar/problem.ts';
+import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../crds/problem.ts';
 import { waitFor } from '../test/support/wait.ts';
-import { ManagementProblems } from './errors.ts';
+import { Problems } from '../crds/problems.ts';
 import { RUNS_ACCESS, kubeAuthenticator, type KubeAuthOptions } from './kube-auth.ts';
 import { REVIEW_LIMITS } from './review-limiter.ts';
 import { managementApi } from './routes.ts';
@@ -111,7 +111,7 @@ function heldTokenReviews(): number {
 function expectOverloaded(answer: Answer): void {
   expect(answer.status).toBe(503);
   expect(answer.contentType).toContain(PROBLEM_CONTENT_TYPE);
-  expect(answer.body.type).toBe(problemTypeUri(ManagementProblems.authOverloaded.code));
+  expect(answer.body.type).toBe(problemTypeUri(Problems.authOverloaded.code));
   expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(1);
   expect(Number.isInteger(Number(answer.retryAfter))).toBe(true);
 }
@@ -197,7 +197,7 @@ describe('management API in cluster mode under a flood of bogus tokens', () => {
     for (const token of ['opaque-api-key', 'a.b', 'a.b.c.d', 'a..c', 'eyJh.eyJz.c2ln=', 'abc/def.ghi.jkl']) {
       const answer = await get(port, token);
       expect(answer.status, token).toBe(401);
-      expect(answer.body.type).toBe(problemTypeUri(ManagementProblems.unauthorized.code));
+      expect(answer.body.type).toBe(problemTypeUri(Problems.unauthorized.code));
     }
     expect(tokenReviews()).toBe(before);
   });

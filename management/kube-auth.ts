@@ -17,8 +17,8 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { RUNLET_GROUP } from '../crds/api-group.ts';
 import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
-import { ProblemError } from '../sidecar/problem.ts';
-import { ManagementProblems } from './errors.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 import { REVIEW_LIMITS, ReviewLimiter } from './review-limiter.ts';
 
 export interface KubeAuthOptions {
@@ -149,7 +149,7 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
     }
     if (decision.outcome === 'forbidden') {
       throw new ProblemError(
-        ManagementProblems.forbidden,
+        Problems.forbidden,
         `User "${decision.username}" may not list runs in project "${projectId}": it needs verb "${RUNS_ACCESS.verb}" ` +
           `on resource "${RUNS_ACCESS.resource}" of API group "${RUNS_ACCESS.group}" in namespace "${projectId}" (a Role or ` +
           'ClusterRole bound there)',
@@ -167,7 +167,7 @@ function bearerToken(authorization: string | undefined): string {
   // RFC 6750 §3.1: a request without credentials (or with another scheme) gets the bare challenge, no error code.
   if (value === '' || !BEARER_SCHEME.test(scheme)) {
     throw new ProblemError(
-      ManagementProblems.unauthorized,
+      Problems.unauthorized,
       'The management API requires an Authorization: Bearer <service-account token> header',
       { headers: { 'www-authenticate': `Bearer realm="${REALM}"` } },
     );
@@ -182,13 +182,13 @@ function bearerToken(authorization: string | undefined): string {
 /** 401 with RFC 6750's `invalid_token`. `detail` must never contain the token. */
 function invalidToken(detail: string): ProblemError {
   const challenge = `Bearer realm="${REALM}", error="invalid_token", error_description="${detail}"`;
-  return new ProblemError(ManagementProblems.unauthorized, detail, { headers: { 'www-authenticate': challenge } });
+  return new ProblemError(Problems.unauthorized, detail, { headers: { 'www-authenticate': challenge } });
 }
 
 /** 503: more tokens are waiting to be checked than the API server is asked about; nothing is cached. */
 function tooManyReviews(retryAfterSeconds: number): ProblemError {
   return new ProblemError(
-    ManagementProblems.authOverloaded,
+    Problems.authOverloaded,
     `Too many bearer tokens are being checked with the Kubernetes API server at once; retry in ${retryAfterSeconds} s`,
     { headers: { 'retry-after': String(retryAfterSeconds) } },
   );
@@ -207,7 +207,7 @@ async function create<T extends KubeObject>(api: KubeApi, path: string, review: 
     const answer =
       error instanceof KubeApiError && error.status !== 0 ? `answered ${error.status} ${error.reason ?? ''}`.trimEnd() : 'did not answer';
     throw new ProblemError(
-      ManagementProblems.authUnavailable,
+      Problems.authUnavailable,
       `The bearer token could not be checked: the Kubernetes API server ${answer} to a ${review.kind}; retry shortly`,
       { headers: { 'retry-after': RETRY_AFTER_SECONDS }, cause: error },
     );

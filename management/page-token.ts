@@ -2,7 +2,7 @@
 // of the page (the keyset cursor) and the scope it was issued for, so that a token replayed with other filters
 // is refused instead of silently paging through a different list. It is not signed: a forged token can only
 // move a cursor within runs the caller may list anyway.
-import { RUN_STATUSES, type RunStatus } from '../sidecar/runs/record.ts';
+import { RUN_STATUSES, type RunStatus } from '../crds/run-record-schema.ts';
 
 /** What a token is valid for: the app and the filters of the request whose page it continues. */
 export interface PageScope {

@@ -9,11 +9,11 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteRunStore } from '../local/sqlite-run-store.ts';
 import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../local/sqlite-run-store.fixtures.ts';
-import { PROBLEM_CONTENT_TYPE, ProblemError, problemTypeUri } from '../sidecar/problem.ts';
-import { RUN_STATUSES, type RunRecord } from '../sidecar/runs/record.ts';
-import type { RunSource } from '../sidecar/runs/store.ts';
+import { PROBLEM_CONTENT_TYPE, ProblemError, problemTypeUri } from '../crds/problem.ts';
+import { RUN_STATUSES, type RunRecord } from '../crds/run-record-schema.ts';
+import type { RunSource } from './run-source.ts';
 import { InMemoryAppDirectory } from './app-directory.ts';
-import { ManagementProblems, requestRejectedProblem } from './errors.ts';
+import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import { encodePageToken } from './page-token.ts';
 import { managementApi, type ManagementApiOptions } from './routes.ts';
 import { problemSchema, runItemSchema, runPageSchema } from './schemas.ts';
@@ -193,7 +193,7 @@ describe('GET /v2/projects/{project_id}/apps/{app_id}/runs/{run_id}', () => {
       `/v2/projects/demo/apps/hello/runs/${xRun.id}`,
     ]) {
       const response = await request(path);
-      expectProblem(response, ManagementProblems.runNotFound, /^no run \S+ in app demo\/hello$/);
+      expectProblem(response, Problems.runNotFound, /^no run \S+ in app demo\/hello$/);
     }
   });
 });
@@ -216,11 +216,11 @@ function expectProblem(
 describe('problems', () => {
   it('answers 404 for an unknown app or project', async () => {
     for (const path of ['/v2/projects/demo/apps/nope/runs', '/v2/projects/other/apps/hello/runs']) {
-      expectProblem(await request(path), ManagementProblems.appNotFound, /^no app \S+ in project \S+ \(app_id is/);
+      expectProblem(await request(path), Problems.appNotFound, /^no app \S+ in project \S+ \(app_id is/);
     }
     expectProblem(
       await request(`/v2/projects/demo/apps/nope/runs/${xRun.id}`),
-      ManagementProblems.appNotFound,
+      Problems.appNotFound,
       'no app nope in project demo (app_id is an app name or {project_id}-{app_name})',
     );
   });
@@ -244,7 +244,7 @@ describe('problems', () => {
   for (const [query, parameter, detail] of badQueries) {
     it(`answers 400 naming the parameter for ?${query}`, async () => {
       const response = await request(`/v2/projects/demo/apps/hello/runs?${query}`);
-      expectProblem(response, ManagementProblems.invalidParameter, detail, parameter);
+      expectProblem(response, Problems.invalidParameter, detail, parameter);
     });
   }
 
@@ -252,7 +252,7 @@ describe('problems', () => {
     const response = await request(`/v2/projects/demo/apps/hello/runs/${xRun.id}?verbose=1`);
     expectProblem(
       response,
-      ManagementProblems.invalidParameter,
+      Problems.invalidParameter,
       'unknown query parameter verbose; this operation takes none',
       'verbose',
     );
@@ -272,7 +272,7 @@ describe('problems', () => {
     ];
     for (const [token, detail] of cases) {
       const response = await request(`/v2/projects/demo/apps/hello/runs?nextToken=${encodeURIComponent(token)}`);
-      expectProblem(response, ManagementProblems.invalidPageToken, detail, 'nextToken');
+      expectProblem(response, Problems.invalidPageToken, detail, 'nextToken');
     }
   });
 
@@ -281,13 +281,13 @@ describe('problems', () => {
     const token = encodeURIComponent((first.body as Page).nextToken!);
     expectProblem(
       await request(`/v2/projects/demo/apps/hello/runs?status=failure&pageSize=2&nextToken=${token}`),
-      ManagementProblems.invalidPageToken,
+      Problems.invalidPageToken,
       'nextToken was issued for asyncOnly=true, status=failure, but this request asks asyncOnly=false, ' +
         'status=failure: repeat the filters of the first page, or omit nextToken to start over',
     );
     expectProblem(
       await request(`/v2/projects/demo/apps/x/runs?asyncOnly=true&status=failure&nextToken=${token}`),
-      ManagementProblems.invalidPageToken,
+      Problems.invalidPageToken,
       'nextToken was issued for app demo/hello, not demo/x',
     );
     // The same filters in another order and spelling are the same filters.
@@ -306,7 +306,7 @@ describe('problems', () => {
         headers: { 'content-type': 'application/json' },
         body: '{not json',
       });
-      expectProblem(response, ManagementProblems.methodNotAllowed, `${method} is not allowed on runs; they are read with GET, HEAD`);
+      expectProblem(response, Problems.methodNotAllowed, `${method} is not allowed on runs; they are read with GET, HEAD`);
       expect(response.headers.get('allow')).toBe('GET, HEAD');
     }
   });
@@ -314,7 +314,7 @@ describe('problems', () => {
   it('answers 404 problems for unknown routes under /v2 and leaves the other paths to the host', async () => {
     expectProblem(
       await request('/v2/projects/demo/apps?x=1'),
-      ManagementProblems.routeNotFound,
+      Problems.routeNotFound,
       'no route for GET /v2/projects/demo/apps; the management API serves ' +
         'GET /v2/projects/{project_id}/apps/{app_id}/runs and GET /v2/projects/{project_id}/apps/{app_id}/runs/{run_id}',
     );
@@ -351,7 +351,7 @@ describe('problems', () => {
     const response = await request('/v2/projects/demo/apps/hello/runs', { base });
     expectProblem(
       response,
-      ManagementProblems.internalError,
+      Problems.internalError,
       'the management API could not answer this request; the server log has the cause',
     );
     expect(JSON.stringify(response.body)).not.toContain('secret');
@@ -371,7 +371,7 @@ describe('authenticate hook', () => {
       authenticate: async (request, projectId) => {
         projects.push(projectId);
         if (request.headers.authorization !== 'Bearer good') {
-          throw new ProblemError(ManagementProblems.unauthorized, 'a bearer service-account token is required', {
+          throw new ProblemError(Problems.unauthorized, 'a bearer service-account token is required', {
             headers: { 'www-authenticate': 'Bearer' },
           });
         }
@@ -379,7 +379,7 @@ describe('authenticate hook', () => {
     });
     // Before the app lookup: an unauthenticated caller learns nothing about which apps exist.
     const refused = await request('/v2/projects/demo/apps/nope/runs', { base });
-    expectProblem(refused, ManagementProblems.unauthorized, 'a bearer service-account token is required');
+    expectProblem(refused, Problems.unauthorized, 'a bearer service-account token is required');
     expect(refused.headers.get('www-authenticate')).toBe('Bearer');
 
     const allowed = await request(`/v2/projects/demo/apps/hello/runs/${helloRuns[0]!.id}`, {

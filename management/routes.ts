@@ -4,12 +4,12 @@
 import swagger from '@fastify/swagger';
 import type { ErrorObject } from 'ajv';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { PROBLEM_CONTENT_TYPE, ProblemError } from '../sidecar/problem.ts';
-import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
-import type { RunSource } from '../sidecar/runs/store.ts';
+import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
+import { Problems, requestRejectedProblem } from '../crds/problems.ts';
+import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
-import { ManagementProblems, requestRejectedProblem } from './errors.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
+import type { RunSource } from './run-source.ts';
 import {
   BEARER_SECURITY_SCHEME_NAME,
   appParamsSchema,
@@ -160,7 +160,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
       const appName = requireApp(apps, projectId, appId);
       const item = await runs.getRun(projectId, appName, runId);
       if (item === undefined) {
-        throw new ProblemError(ManagementProblems.runNotFound, `no run ${runId} in app ${projectId}/${appName}`);
+        throw new ProblemError(Problems.runNotFound, `no run ${runId} in app ${projectId}/${appName}`);
       }
       return { item };
     },
@@ -201,7 +201,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
   v2.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0];
     const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(' and ')}`;
-    return sendProblem(reply, new ProblemError(ManagementProblems.routeNotFound, detail));
+    return sendProblem(reply, new ProblemError(Problems.routeNotFound, detail));
   });
 }
 
@@ -209,7 +209,7 @@ function requireApp(apps: AppDirectory, projectId: string, appId: string): strin
   const appName = resolveAppName(apps, projectId, appId);
   if (appName === undefined) {
     throw new ProblemError(
-      ManagementProblems.appNotFound,
+      Problems.appNotFound,
       `no app ${appId} in project ${projectId} (app_id is an app name or {project_id}-{app_name})`,
     );
   }
@@ -219,7 +219,7 @@ function requireApp(apps: AppDirectory, projectId: string, appId: string): strin
 function beforeIdOf(nextToken: string, scope: PageScope): string {
   const decoded = decodePageToken(nextToken, scope);
   if (!decoded.ok) {
-    throw new ProblemError(ManagementProblems.invalidPageToken, `nextToken ${decoded.reason}`, {
+    throw new ProblemError(Problems.invalidPageToken, `nextToken ${decoded.reason}`, {
       extensions: { parameter: 'nextToken' },
     });
   }
@@ -228,7 +228,7 @@ function beforeIdOf(nextToken: string, scope: PageScope): string {
 
 async function refuseMethod(request: FastifyRequest): Promise<never> {
   throw new ProblemError(
-    ManagementProblems.methodNotAllowed,
+    Problems.methodNotAllowed,
     `${request.method} is not allowed on runs; they are read with ${ALLOWED_METHODS}`,
     { headers: { allow: ALLOWED_METHODS } },
   );
@@ -260,7 +260,7 @@ function toProblem(error: unknown): ProblemError {
     }
   }
   return new ProblemError(
-    ManagementProblems.internalError,
+    Problems.internalError,
     'the management API could not answer this request; the server log has the cause',
     { cause: error },
   );

@@ -5,8 +5,8 @@
 // id index, so a page is a binary search plus the page, whatever the filter and however rare its runs — never
 // a scan or a sort per request. A run appears once per app however many RunLogs hold it, showing its latest
 // state (runlog-source-precedence.ts); paging is by id, so a page boundary stays put while RunLogs change.
-import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
-import type { RunPage } from '../sidecar/runs/store.ts';
+import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
+import type { RunPage } from './run-source.ts';
 import { compareRunStates } from './runlog-source-precedence.ts';
 import { SortedIds } from './runlog-source-sorted-ids.ts';
 

@@ -7,7 +7,7 @@ import { loadavg } from 'node:os';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { KubeApi } from '../operator/kube-api.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { RUNS_ACCESS, kubeAuthenticator } from './kube-auth.ts';
 import { managementApi } from './routes.ts';
 import { RunLogIndex, appKey } from './runlog-source-index.ts';

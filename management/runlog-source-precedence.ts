@@ -2,7 +2,7 @@
 // old RunLog was kept, or the operator marking the runs of a vanished pod. Each copy is some writer's view of
 // the run at some moment; the one furthest along its lifecycle is the latest, whichever RunLog it is in and
 // whichever copy the cache heard of first.
-import type { RunRecord, RunStatus, WebhookRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord, RunStatus, WebhookRecord } from '../crds/run-record-schema.ts';
 
 const LIFECYCLE_STAGE: Record<RunStatus, number> = { pending: 0, running: 1, success: 2, failure: 2, cancelled: 2 };
 

@@ -5,10 +5,10 @@ import { readdir, readFile } from 'node:fs/promises';
 import pino, { type Logger } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { parse } from 'yaml';
+import { APP_LABEL } from '../crds/api-group.ts';
 import { pythonApp } from '../crds/fixtures.ts';
+import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { KubeApi, type KubeObject } from '../operator/kube-api.ts';
-import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
-import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
 import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
 import { RunLogSource, type RunLogSourceOptions } from './runlog-source.ts';
 

@@ -10,15 +10,14 @@
 // are written about once a second per replica). The watches relist on 410 Gone, resume after errors with a
 // backoff, and restart when silent (operator/watch.ts).
 import type { Logger } from 'pino';
-import { APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
+import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { App } from '../crds/app-schema.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeApi, KubeObject } from '../operator/kube-api.ts';
 import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../operator/watch.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
-import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
-import type { ListRunsQuery, RunPage, RunSource } from '../sidecar/runs/store.ts';
 import type { AppDirectory } from './app-directory.ts';
+import type { ListRunsQuery, RunPage, RunSource } from './run-source.ts';
 import { RunLogIndex, appKey } from './runlog-source-index.ts';
 
 export interface RunLogSourceOptions {

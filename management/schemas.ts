@@ -1,16 +1,9 @@
 // JSON schemas of the management API: request validation (with management/validation.ts), response
 // serialisation, and the source of its OpenAPI 3.0 document. Nullable values use `nullable: true`, the OpenAPI
 // 3.0 form, which Ajv and fast-json-stringify understand as well.
-import { PROBLEM_CONTENT_TYPE } from '../sidecar/problem.ts';
-import {
-  RUN_STATUSES,
-  type FailureReason,
-  type RunError,
-  type RunMode,
-  type RunRecord,
-  type WebhookRecord,
-  type WebhookState,
-} from '../sidecar/runs/record.ts';
+import { PROBLEM_CONTENT_TYPE } from '../crds/problem.ts';
+import { RUN_STATUSES, RunRecordSchema } from '../crds/run-record-schema.ts';
+import { toOpenApiSchema } from '../crds/structural-schema.ts';
 
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 500;
@@ -24,19 +17,6 @@ export const bearerSecurityScheme = {
   description: 'A Kubernetes service-account token (`kubectl create token`) allowed to list runs.runlet.dev.',
 } as const;
 
-// The enums of the record, listed from an object typed by the union so that the compiler rejects a missing or
-// an unknown member when the union changes.
-const RUN_MODES = Object.keys({ sync: true, async: true, stream: true } satisfies Record<RunMode, true>);
-const FAILURE_REASONS = Object.keys({
-  timeout: true,
-  shutdown: true,
-  replica_lost: true,
-  runtime_crashed: true,
-  client_closed: true,
-  upstream_error: true,
-} satisfies Record<FailureReason, true>);
-const WEBHOOK_STATES = Object.keys({ pending: true, delivered: true, failed: true } satisfies Record<WebhookState, true>);
-
 /** The management interface's OpenAPI document (interface section 9: version 1.0.0, OpenAPI 3.0.0). */
 export const managementDocument = {
   openapi: '3.0.0',
@@ -48,80 +28,8 @@ export const managementDocument = {
   components: { securitySchemes: { [BEARER_SECURITY_SCHEME_NAME]: bearerSecurityScheme } },
 } as const;
 
-const timestamp = (description: string) => ({ type: 'string', format: 'date-time', description }) as const;
-const nullableTimestamp = (description: string) => ({ ...timestamp(description), nullable: true }) as const;
-const nullableDuration = (description: string) =>
-  ({ type: 'number', minimum: 0, nullable: true, description: `${description} In milliseconds.` }) as const;
-
-const runErrorProperties = {
-  type: { type: 'string', description: 'Exception class, or the platform failure kind.' },
-  message: { type: 'string' },
-} as const satisfies Record<keyof RunError, object>;
-
-const webhookProperties = {
-  endpoint: { type: 'string', format: 'uri', description: 'The destination, without its query string.' },
-  state: { type: 'string', enum: WEBHOOK_STATES },
-  attempts: { type: 'integer', minimum: 0 },
-  lastStatusCode: { type: 'integer', nullable: true, description: 'Status of the last attempt; null without answer.' },
-  lastError: { type: 'string', nullable: true, description: 'Why the last attempt failed.' },
-} as const satisfies Record<keyof WebhookRecord, object>;
-
-// `satisfies Record<keyof RunRecord, object>`: the compiler holds this list to RunRecord, field for field.
-const runRecordProperties = {
-  id: {
-    type: 'string',
-    format: 'uuid',
-    description: 'UUID v7: sorts by creation time. Also the X-Request-Id of every response of the run.',
-  },
-  projectId: { type: 'string' },
-  appName: { type: 'string' },
-  functionName: { type: 'string', description: 'The function called (Python runtime) or the path forwarded.' },
-  method: { type: 'string', description: 'HTTP method of the run call.' },
-  mode: { type: 'string', enum: RUN_MODES },
-  async: { type: 'boolean', description: 'Whether the call asked `async=true` (answered 202).' },
-  status: { type: 'string', enum: RUN_STATUSES },
-  statusCode: {
-    type: 'integer',
-    nullable: true,
-    description: "HTTP status the run ended with: the function's, or the platform's for platform failures.",
-  },
-  error: {
-    type: 'object',
-    nullable: true,
-    additionalProperties: false,
-    required: Object.keys(runErrorProperties),
-    properties: runErrorProperties,
-  },
-  reason: {
-    type: 'string',
-    nullable: true,
-    // With `nullable`, an enum must list null itself (OpenAPI 3.0.3, Ajv).
-    enum: [...FAILURE_REASONS, null],
-    description: 'Why the platform ended the run as failure when the function itself did not fail.',
-  },
-  createdAt: timestamp('When the call was accepted.'),
-  startedAt: nullableTimestamp('When the function started; null while pending.'),
-  completedAt: nullableTimestamp('When the run ended; null while pending or running.'),
-  queueTimeMs: nullableDuration('Time waiting for a free slot of the replica.'),
-  runtimeMs: nullableDuration('Time the function ran.'),
-  responseTimeMs: nullableDuration('Time from acceptance to the end of the response.'),
-  replica: { type: 'string', description: 'Pod name, or the host name in local mode.' },
-  webhook: {
-    type: 'object',
-    nullable: true,
-    additionalProperties: false,
-    required: Object.keys(webhookProperties),
-    properties: webhookProperties,
-    description: 'Delivery of the outcome to `webhookEndpoint`; null when none was asked.',
-  },
-} as const satisfies Record<keyof RunRecord, object>;
-
-export const runRecordSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: Object.keys(runRecordProperties),
-  properties: runRecordProperties,
-} as const;
+/** A run record as the API returns it: the contract's schema (crds/run-record-schema.ts) in OpenAPI 3.0 form. */
+export const runRecordSchema = toOpenApiSchema(RunRecordSchema);
 
 export const runPageSchema = {
   type: 'object',

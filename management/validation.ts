@@ -3,8 +3,8 @@
 // detail names the parameter and the values it accepts.
 import { Ajv, type AnySchema, type AnySchemaObject, type ErrorObject } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
-import { ProblemError } from '../sidecar/problem.ts';
-import { ManagementProblems } from './errors.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 
 /**
  * Fastify's own defaults differ in one way that matters here: they remove unknown properties where the schema
@@ -38,7 +38,7 @@ export function validationProblem(errors: readonly ErrorObject[], context: strin
   const part = PART_NAMES[context ?? ''] ?? 'parameter';
   const [error] = errors;
   if (error === undefined) {
-    return new ProblemError(ManagementProblems.invalidParameter, `a ${part} is invalid`);
+    return new ProblemError(Problems.invalidParameter, `a ${part} is invalid`);
   }
   if (error.keyword === 'additionalProperties') {
     const name = String(error.params.additionalProperty);
@@ -60,7 +60,7 @@ export function validationProblem(errors: readonly ErrorObject[], context: strin
 }
 
 function parameterProblem(name: string, detail: string): ProblemError {
-  return new ProblemError(ManagementProblems.invalidParameter, detail, { extensions: { parameter: name } });
+  return new ProblemError(Problems.invalidParameter, detail, { extensions: { parameter: name } });
 }
 
 /** `/pageSize` → `pageSize` (a JSON pointer of one segment: request parts are flat). */

@@ -6,7 +6,7 @@ import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
 import { runRecord } from '../management/runlog-source-test-kit.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { KubeObject } from './kube-api.ts';
 import type { Operator } from './main.ts';
 import { pythonSpec } from './test-support/apps.ts';

@@ -4,9 +4,9 @@
 // Prints p50/p99 and asserts what the pages hold; timing is reported, never asserted (it belongs in bench/).
 import { loadavg } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
 import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../management/runlog-source-test-kit.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { Operator } from './main.ts';

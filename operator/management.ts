@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { AppDirectory } from '../management/app-directory.ts';
 import { kubeAuthenticator } from '../management/kube-auth.ts';
 import { managementApi } from '../management/routes.ts';
-import type { RunSource } from '../sidecar/runs/store.ts';
+import type { RunSource } from '../management/run-source.ts';
 import type { KubeApi } from './kube-api.ts';
 
 export interface ManagementMount {

@@ -1,9 +1,9 @@
 // What the status of a gone pod's RunLog becomes: runs in flight failed as replica_lost, owed webhooks failed,
 // counts moved along, everything else as it was.
 import { describe, expect, it } from 'vitest';
+import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
 import type { RunLogStatus } from '../crds/runlog-schema.ts';
 import { runRecord } from '../management/runlog-source-test-kit.ts';
-import type { RunRecord, WebhookRecord } from '../sidecar/runs/record.ts';
 import { closeUnfinishedRuns } from './replica-lost.ts';
 
 const POD = 'hello-7d9c-aaaaa';

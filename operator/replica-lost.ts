@@ -3,8 +3,8 @@
 // decides when (the pod is gone) and writes the result; this says what the status becomes. The same record a
 // sidecar writes when it restarts in its pod and finds its predecessor's runs (markAbandoned in
 // sidecar/runs/recorder.ts), with the operator's message.
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLogCounts, RunLogStatus } from '../crds/runlog-schema.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
 
 export interface ClosedRuns {
   /** The whole status to write: every run (a merge patch replaces the list whole), the counts moved along. */

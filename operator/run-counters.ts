@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { App, AppRunCounts } from '../crds/app-schema.ts';
 import type { RunLogCounts } from '../crds/runlog-schema.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
-import { APP_LABEL } from './render/labels.ts';
+import { APP_LABEL } from '../crds/api-group.ts';
 import { isNamespaceTerminating, isNotFound, resourcePath, type KubeApi } from './kube-api.ts';
 import { objectKey } from './watch.ts';
 

@@ -5,9 +5,9 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../crds/app-schema.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
 import { runRecord } from '../management/runlog-source-test-kit.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { KubeApi, KubeObject } from './kube-api.ts';

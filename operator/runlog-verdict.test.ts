@@ -1,8 +1,8 @@
 // What the janitor decides for a RunLog, case by case: whose pod runs, what it holds, how old it is.
 import { describe, expect, it } from 'vitest';
+import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import { runRecord } from '../management/runlog-source-test-kit.ts';
-import type { RunRecord } from '../sidecar/runs/record.ts';
 import type { KubeObject } from './kube-api.ts';
 import { judgeRunLog, lastWriteTime, podRuns, type PodObject } from './runlog-verdict.ts';
 

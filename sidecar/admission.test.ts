@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ProblemError } from '../crds/problem.ts';
 import { Admission } from './admission.ts';
-import { ProblemError } from './problem.ts';
 
 describe('Admission', () => {
   it('admits up to the concurrency at once, queues FIFO, and refuses past the queue depth with a 503', async () => {

@@ -1,7 +1,7 @@
 // Admission: at most `concurrency` calls in flight to an app, a bounded FIFO queue for the rest, and a clear
 // refusal beyond it. Async runs take a queue place when accepted, so a 202 is never given without room.
-import { Problems } from './errors.ts';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 
 interface Waiter {
   grant: () => void;

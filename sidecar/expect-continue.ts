@@ -2,7 +2,7 @@
 // a caller declaring a body over the limit was told to send it, only to be refused once it had. A body
 // declared too large is refused (413) instead of the 100, and the caller never sends it.
 import type { Server } from 'node:http';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../crds/problem.ts';
 import { assertDeclaredLength } from './request-body.ts';
 import { sendProblem } from './run-interface.ts';
 import { newRunId } from './runs/recorder.ts';

@@ -1,7 +1,7 @@
 // Prometheus metrics of one sidecar. Label children are resolved once up front, so counting a run is a
 // property access and an increment, not a label lookup.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { RunMode, RunStatus } from './runs/record.ts';
+import type { RunMode, RunStatus } from '../crds/run-record-schema.ts';
 import type { AttemptOutcome } from './webhook/retry-policy.ts';
 
 const MODES: readonly RunMode[] = ['sync', 'async', 'stream'];

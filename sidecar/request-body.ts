@@ -1,8 +1,8 @@
 // Reads and validates the JSON object body of a Python-runtime call. The raw bytes are forwarded unchanged:
 // parsing here only proves the body is a JSON object, so the runtime never sees a malformed call.
 import type { IncomingMessage } from 'node:http';
-import { Problems } from './errors.ts';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 import { bodyStalled } from './request-timeouts.ts';
 
 const EMPTY_OBJECT = Buffer.from('{}');

@@ -2,8 +2,8 @@
 // whole, and its body byte after byte. Without these bounds a caller that trickles a request holds a
 // connection, and a Python call's body buffer, for ever.
 import type { ServerOptions } from 'node:http';
-import { Problems } from './errors.ts';
-import { ProblemError } from './problem.ts';
+import { Problems } from '../crds/problems.ts';
+import { ProblemError } from '../crds/problem.ts';
 
 /**
  * A head is a few hundred bytes, sent in one go by any client: 10 s covers a congested mobile link many times

@@ -2,6 +2,7 @@
 // document served at /v4/openapi.json and committed as docs/openapi-run.json. Requests are validated by the
 // pipeline itself (its problems name the domain rule broken; the body is streamed, not parsed by fastify), and
 // the contract tests check that real answers match these schemas.
+import { PROBLEM_TYPE_BASE } from '../crds/problem.ts';
 
 export const BEARER_AUTH = 'bearerAuth';
 
@@ -12,7 +13,7 @@ const problem = {
   required: ['type', 'title', 'status', 'detail'],
   additionalProperties: true,
   properties: {
-    type: { type: 'string', description: 'https://runlet.dev/problems/<code>' },
+    type: { type: 'string', description: `${PROBLEM_TYPE_BASE}<code>: the problem type, documented at that anchor.` },
     title: { type: 'string' },
     status: { type: 'integer' },
     detail: { type: 'string', description: 'What exactly was wrong, and how to fix it.' },
@@ -33,6 +34,16 @@ const runError = {
   },
 } as const;
 
+/**
+ * Any JSON value, or null. OpenAPI 3.0 has no null type, and its `nullable` only widens a `type` given beside it
+ * (a lone `nullable: true` is ill-defined, and Ajv refuses it), so null rides on the string branch.
+ */
+const anyJsonValue = (description: string) =>
+  ({
+    description,
+    anyOf: [{ type: 'string', nullable: true }, { type: 'number' }, { type: 'boolean' }, { type: 'array', items: {} }, { type: 'object' }],
+  }) as const;
+
 const runId = { type: 'string', format: 'uuid', description: 'The run id (UUID v7); also the X-Request-Id header.' } as const;
 const runTimeMs = { type: 'number', description: 'Milliseconds the function ran.' } as const;
 
@@ -43,7 +54,7 @@ const syncResult = {
   additionalProperties: false,
   properties: {
     run_id: runId,
-    result: { description: "The function's return value (a generator's items as a list).", nullable: true },
+    result: anyJsonValue("The function's return value (a generator's items as a list)."),
     run_time_ms: runTimeMs,
   },
 } as const;
@@ -74,7 +85,7 @@ export const webhookDeliverySchema = {
     run_id: runId,
     status: { type: 'string', enum: ['success', 'failure'] },
     status_code: { type: 'integer', description: 'The HTTP status the run ended with.' },
-    result: { description: "The function's result; a stream's items as a list; a custom app's response (JSON, else text).", nullable: true },
+    result: anyJsonValue("The function's result; a stream's items as a list; a custom app's response (JSON, else text)."),
     error: { $ref: 'RunError#' },
     run_time_ms: { type: 'number', nullable: true },
     timestamp: { type: 'string', format: 'date-time', description: 'When the run completed.' },

@@ -10,10 +10,12 @@
 // document everything, through fastify routes (run-interface-routes.ts).
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
+import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
+import type { RunMode, RunRecord } from '../crds/run-record-schema.ts';
 import { ActiveRun } from './active-runs.ts';
 import type { AnswerSink, StreamableAnswerSink } from './answer-sink.ts';
 import type { AppTarget } from './apps.ts';
-import { Problems } from './errors.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
 import { callCustomBuffered } from './modes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './modes/custom-proxy.ts';
@@ -21,12 +23,10 @@ import type { RunOutcome } from './modes/outcome.ts';
 import { callRecorded } from './modes/python-call.ts';
 import { runStream } from './modes/stream.ts';
 import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
-import { PROBLEM_CONTENT_TYPE, ProblemError } from './problem.ts';
 import type { Replica } from './replica.ts';
 import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody, type BodyBounds } from './request-body.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from './request-timeouts.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
-import type { RunMode, RunRecord } from './runs/record.ts';
 import { newRunId } from './runs/recorder.ts';
 import { appUnavailable, validateCall } from './runtime-client.ts';
 import { parseWebhookRequest, pendingWebhookRecord, webhookSecretSent, type WebhookRequest } from './webhook-forwarding.ts';
@@ -359,7 +359,7 @@ export function createRunInterface(replica: Replica): RunInterface {
   function toProblem(error: unknown): ProblemError {
     if (error instanceof ProblemError) return error;
     logger.error({ err: error }, 'run interface error');
-    return new ProblemError(Problems.internal, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
+    return new ProblemError(Problems.internalError, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
   }
 
   return { handle, handleWhole };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../crds/problem.ts';
 import { forwardedQuery, parseRunOptions } from './run-options.ts';
 
 describe('run options', () => {

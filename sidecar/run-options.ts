@@ -1,6 +1,6 @@
 // The reserved query parameters of a run call, validated before anything runs.
-import { Problems } from './errors.ts';
-import { ProblemError } from './problem.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 
 export const RESERVED_PARAMETERS = ['async', 'webhookEndpoint'] as const;
 

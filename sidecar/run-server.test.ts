@@ -45,7 +45,7 @@ async function expectProblem(response: Response, status: number, code: string): 
   expect(response.status).toBe(status);
   expect(response.headers.get('content-type')).toBe('application/problem+json');
   expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
-  expect(await response.json()).toMatchObject({ type: `https://runlet.dev/problems/${code}`, status });
+  expect(await response.json()).toMatchObject({ type: `https://runlet.dev/problems#${code}`, status });
 }
 
 describe('the run port', () => {

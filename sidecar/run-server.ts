@@ -7,10 +7,10 @@
 import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
-import { Problems } from './errors.ts';
 import { refuseOversizedExpectedBodies } from './expect-continue.ts';
-import { ProblemError } from './problem.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from './request-timeouts.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, sendProblem, type RunInterface } from './run-interface.ts';
 import { newRunId } from './runs/recorder.ts';
@@ -87,7 +87,7 @@ export function createRunServer(runInterface: RunInterface, logger: Logger, opti
       (err: unknown) => {
         document = null;
         logger.error({ err }, 'building the OpenAPI document failed');
-        sendProblem(response, newRunId(), new ProblemError(Problems.internal, `The OpenAPI document could not be built: ${(err as Error).message}`));
+        sendProblem(response, newRunId(), new ProblemError(Problems.internalError, `The OpenAPI document could not be built: ${(err as Error).message}`));
       },
     );
   }

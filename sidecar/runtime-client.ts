@@ -2,9 +2,9 @@
 import type { Readable } from 'node:stream';
 import type { AppTarget } from './apps.ts';
 import { stopperOf, type CallStopper } from './runtime-connections.ts';
-import { Problems } from './errors.ts';
-import { ProblemError } from './problem.ts';
-import type { FailureReason, RunError } from './runs/record.ts';
+import { Problems } from '../crds/problems.ts';
+import { ProblemError } from '../crds/problem.ts';
+import type { FailureReason, RunError } from '../crds/run-record-schema.ts';
 
 export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
 

@@ -1,11 +1,11 @@
 // The last stage of a run with `webhookEndpoint`: its outcome POSTed by the deliverer, progress copied onto
 // the run record as it goes. Fire and forget: the caller's answer never waits for it.
 import type { Logger } from 'pino';
-import { Problems } from './errors.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
+import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
 import type { SidecarMetrics } from './metrics.ts';
 import type { RunOutcome } from './modes/outcome.ts';
-import { ProblemError } from './problem.ts';
-import type { RunRecord, WebhookRecord } from './runs/record.ts';
 import type { RunRecorder } from './runs/recorder.ts';
 import type { WebhookDeliverer } from './webhook/deliver.ts';
 import { endpointForRecord, parseWebhookEndpoint } from './webhook/endpoint.ts';

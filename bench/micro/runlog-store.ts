@@ -35,7 +35,7 @@ import { runInNewContext } from 'node:vm';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { AppTarget } from '../../sidecar/apps.ts';
-import type { RunRecord, WebhookRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
 import { kubeConfigCredentials } from '../../sidecar/runs/kube-credentials-client-node.ts';
 import { RunRecorder, newRunId } from '../../sidecar/runs/recorder.ts';
 import { RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';

@@ -1,8 +1,8 @@
 // Pods and RunLogs for the operator's tests, written as the kubelet and the sidecars write them, without
 // running anything: a pod is an object with a phase, a RunLog an object with runs and counts in its status.
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { RunLogCounts } from '../../crds/runlog-schema.ts';
 import type { RunLogObject } from '../../management/runlog-source.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
 import type { KubeApi, KubeObject } from '../kube-api.ts';
 
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { SignJWT, UnsecuredJWT, base64url, exportJWK, exportSPKI, generateKeyPair } from 'jose';
 import type { CryptoKey, JWK, JWTPayload } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ProblemError } from '../problem.ts';
+import { ProblemError } from '../../crds/problem.ts';
 import { RunAuthenticator } from './authenticator.ts';
 import type { RunAuthenticatorOptions } from './authenticator.ts';
 import type { RunAuthConfig } from './config.ts';

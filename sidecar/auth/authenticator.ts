@@ -2,7 +2,7 @@
 // project is the app's. The repeat caller's path is one cache lookup, synchronous and allocation-free; only a
 // token not seen yet goes through signature verification.
 import type { Logger } from 'pino';
-import { ProblemError } from '../problem.ts';
+import { ProblemError } from '../../crds/problem.ts';
 import { bearerToken, otherProject } from './bearer.ts';
 import type { RunAuthConfig } from './config.ts';
 import { IssuerKeySet } from './jwks.ts';

@@ -1,7 +1,7 @@
 // The HTTP side of bearer authentication (RFC 6750): reading the token out of `Authorization`, and the 401 / 403
 // answers with their `WWW-Authenticate` challenge.
-import { Problems } from '../errors.ts';
-import { ProblemError } from '../problem.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 
 const REALM = 'runlet';
 

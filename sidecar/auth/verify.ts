@@ -3,8 +3,8 @@
 // every failure becomes a 401 that says which check failed without echoing the token.
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify } from 'jose';
 import type { JWTPayload, JWTVerifyOptions } from 'jose';
-import { Problems } from '../errors.ts';
-import { ProblemError } from '../problem.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import { invalidToken } from './bearer.ts';
 import { projectOfClaims } from './claims.ts';
 import { JWKS_ALGORITHMS, SHARED_KEY_ALGORITHM } from './config.ts';
@@ -14,7 +14,7 @@ import type { VerifiedToken } from './token-cache.ts';
 
 /**
  * 503 when the issuer's keys cannot be fetched: the token may be valid, so the caller should retry rather than
- * get a new token. (Belongs in the sidecar/errors.ts catalogue; declared here until it moves there.)
+ * get a new token.
  */
 export const keySetUnavailable = Problems.authKeysUnavailable;
 

@@ -1,4 +1,4 @@
-import type { RunError } from '../runs/record.ts';
+import type { RunError } from '../../crds/run-record-schema.ts';
 
 /** What a finished run produced: the caller's answer is built from it, and so is the webhook delivery. */
 export interface RunOutcome {

@@ -1,9 +1,9 @@
 // A call of a Python function, up to the point where an answer (or a failure) is recorded on the run.
 // Shared by the sync and async modes and by a stream request whose function did not return an iterator.
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
-import { Problems } from '../errors.ts';
-import { ProblemError } from '../problem.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import {
   callFunction,

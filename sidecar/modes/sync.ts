@@ -4,10 +4,10 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
+import { PROBLEM_CONTENT_TYPE } from '../../crds/problem.ts';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
-import { PROBLEM_CONTENT_TYPE } from '../problem.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import type { RuntimeAnswer } from '../runtime-client.ts';
 import type { RunOutcome } from './outcome.ts';

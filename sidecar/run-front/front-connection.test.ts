@@ -168,7 +168,7 @@ describe('FrontConnection', () => {
     const answer = await connection.next();
     expect(answer.status).toBe(408);
     expect(answer.headers).toMatchObject({ 'content-type': 'application/problem+json', connection: 'close' });
-    expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://runlet.dev/problems/request-timeout', status: 408 });
+    expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://runlet.dev/problems#request-timeout', status: 408 });
     expect(JSON.parse(answer.body).detail).toContain('after 4 bytes');
     await connection.closedByServer();
     expect(harness.handled).toHaveLength(0);

@@ -2,8 +2,8 @@
 // transition; the store writes the latest state of each in batches, so this never waits on I/O.
 import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
+import type { FailureReason, RunError, RunMode, RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
 import type { AppTarget } from '../apps.ts';
-import type { FailureReason, RunError, RunMode, RunRecord, WebhookRecord } from './record.ts';
 import type { RunStore } from './store.ts';
 
 /**

@@ -1,11 +1,8 @@
 // The Kubernetes calls behind a replica's RunLog: read its App (owner uid, how many finished runs to keep),
 // read or create the RunLog, and write its status with the resourceVersion as precondition.
-import { APP_KIND, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../../crds/api-group.ts';
+import { APP_KIND, APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../../crds/api-group.ts';
 import { DEFAULT_KEEP_FINISHED, type RemoteStatus } from './runlog-window.ts';
 import { KubeRequestError, type KubeJsonClient } from './runlog-kube-client.ts';
-
-/** Label every object of an App carries (the operator selects RunLogs by it). */
-export const APP_LABEL = 'runlet.dev/app';
 
 export interface AppFacts {
   uid: string;

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { appendFile, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RunRecord } from './record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from './runlog-journal.ts';
 import { WARN, captureLogger, makeDataDir, removeDataDir, runRecord, waitFor, type LogLine } from './runlog-test-kit.ts';
 

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile, stat, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RunRecord } from './record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from './runlog-journal.ts';
 import {
   APP_NAME,

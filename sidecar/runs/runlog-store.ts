@@ -9,8 +9,8 @@
 // the sidecar answers 503 rather than accept a run it cannot replicate.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { KubeCredentials } from './kube-credentials.ts';
-import type { RunRecord } from './record.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunLogApi, isConflict, isNotFound, type RunLogState } from './runlog-api.ts';
 import type { RunLogJournal } from './runlog-journal.ts';

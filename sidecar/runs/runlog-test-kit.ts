@@ -11,7 +11,7 @@ import { parse } from 'yaml';
 import { pythonApp } from '../../crds/fixtures.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { kubeConfigCredentials } from './kube-credentials-client-node.ts';
-import type { RunRecord, RunStatus } from './record.ts';
+import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 import { newRunId } from './recorder.ts';
 import { RunLogJournal } from './runlog-journal.ts';
 import { isFinished } from './runlog-window.ts';

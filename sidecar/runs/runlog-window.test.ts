@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import type { RunRecord, RunStatus } from './record.ts';
+import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 import { runRecord } from './runlog-test-kit.ts';
 import { RunLogWindow, isFinished, type StatusSnapshot } from './runlog-window.ts';
 

@@ -9,8 +9,8 @@
 // only the newest that fit the byte budget: older ones leave unserialised, and a status of many new runs can
 // be serialised ahead in slices (prepare). Runs leave in two steps, the second (freeing the id, remembering
 // the record) spread over later saves, so trimming thousands at a snapshot costs it little.
+import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 import type { RunLogCounts } from '../../crds/runlog-schema.ts';
-import type { RunRecord, RunStatus } from './record.ts';
 import { LazyQueue } from './runlog-queue.ts';
 
 export const DEFAULT_KEEP_FINISHED = 200;

@@ -1,7 +1,7 @@
 // Turns the runtime's stream lines (runtime/python/PROTOCOL.md: `i<json>`, `e<json>`, `d`) into SSE text.
 // Only string items are parsed (to split their lines into `data:` fields); other items pass through as the
 // JSON text the runtime produced, which has no raw newlines.
-import type { RunError } from '../runs/record.ts';
+import type { RunError } from '../../crds/run-record-schema.ts';
 
 export type StreamState = 'open' | 'done' | 'error';
 

@@ -4,8 +4,8 @@
 
 import { setTimeout as sleepFor } from 'node:timers/promises';
 import type { Agent } from 'undici';
+import type { WebhookRecord } from '../../crds/run-record-schema.ts';
 import { undici } from '../lazy-undici.ts';
-import type { WebhookRecord } from '../runs/record.ts';
 import { DestinationPolicy, DestinationRefusedError, guardedConnector, systemResolve } from './guard.ts';
 import type { Resolve } from './guard.ts';
 import { DEFAULT_RETRY_SCHEDULE, MAX_ATTEMPTS, delayBeforeAttempt, isDelivered, shouldRetry } from './retry-policy.ts';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ProblemError } from '../problem.ts';
-import { INVALID_WEBHOOK_ENDPOINT, MAX_WEBHOOK_ENDPOINT_LENGTH, endpointForRecord, parseWebhookEndpoint } from './endpoint.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
+import { MAX_WEBHOOK_ENDPOINT_LENGTH, endpointForRecord, parseWebhookEndpoint } from './endpoint.ts';
 
 function problemOf(raw: string): ProblemError {
   try {
@@ -20,7 +21,7 @@ describe('parseWebhookEndpoint', () => {
 
   it('refuses a relative reference with a 400 problem', () => {
     const problem = problemOf('/hooks/runlet');
-    expect(problem.spec).toBe(INVALID_WEBHOOK_ENDPOINT);
+    expect(problem.spec).toBe(Problems.invalidWebhookEndpoint);
     expect(problem.status).toBe(400);
     expect(problem.detail).toMatch(/not an absolute URL/);
     expect(problemOf('hooks.example.com/runlet').detail).toMatch(/not an absolute URL/);

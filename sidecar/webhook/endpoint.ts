@@ -1,20 +1,14 @@
 // The `webhookEndpoint` query parameter of a run call: checked before anything runs (a bad one is the caller's
 // 400, not a failed delivery later), and reduced to a form safe to store on the run record.
 
-import { ProblemError } from '../problem.ts';
-import type { ProblemSpec } from '../problem.ts';
-
-export const INVALID_WEBHOOK_ENDPOINT: ProblemSpec = {
-  code: 'invalid-webhook-endpoint',
-  status: 400,
-  title: 'Invalid webhookEndpoint',
-};
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 
 export const MAX_WEBHOOK_ENDPOINT_LENGTH = 2048;
 
 /**
  * The endpoint as a URL: absolute, `http:` or `https:`, at most MAX_WEBHOOK_ENDPOINT_LENGTH characters.
- * Throws ProblemError(INVALID_WEBHOOK_ENDPOINT) saying which rule failed. Whether the destination's address is
+ * Throws ProblemError(Problems.invalidWebhookEndpoint) saying which rule failed. Whether the destination's address is
  * admitted is not decided here but when connecting (guard.ts): DNS may answer differently by then.
  */
 export function parseWebhookEndpoint(raw: string): URL {
@@ -41,5 +35,5 @@ export function endpointForRecord(url: URL): string {
 }
 
 function invalid(detail: string): ProblemError {
-  return new ProblemError(INVALID_WEBHOOK_ENDPOINT, detail);
+  return new ProblemError(Problems.invalidWebhookEndpoint, detail);
 }

@@ -1,7 +1,7 @@
 // The body POSTed to a webhook after a run (DESIGN.md, "Webhook delivery"). It is built once per run and the
 // same string is sent, and signed, on every attempt.
 
-import type { RunError } from '../runs/record.ts';
+import type { RunError } from '../../crds/run-record-schema.ts';
 
 interface PayloadCommon {
   runId: string;

@@ -2,8 +2,8 @@
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { managementApi } from '../../management/routes.ts';
-import { ManagementProblems } from '../../management/errors.ts';
-import { ProblemError } from '../../sidecar/problem.ts';
+import { Problems } from '../../crds/problems.ts';
+import { ProblemError } from '../../crds/problem.ts';
 import { runCli } from '../support/cli.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 
@@ -62,8 +62,8 @@ describe('runlet runs against a management API that requires a token', () => {
       apps: { hasApp: () => true },
       authenticate: async (request) => {
         const header = request.headers.authorization;
-        if (!header) throw new ProblemError(ManagementProblems.unauthorized, 'no bearer token');
-        if (header !== 'Bearer good') throw new ProblemError(ManagementProblems.forbidden, 'not allowed to list runs');
+        if (!header) throw new ProblemError(Problems.unauthorized, 'no bearer token');
+        if (header !== 'Bearer good') throw new ProblemError(Problems.forbidden, 'not allowed to list runs');
       },
     });
     url = await server.listen({ port: 0, host: '127.0.0.1' });

@@ -107,7 +107,7 @@ describe('routes and operations', () => {
         for (const method of Object.keys(operations)) {
           const response = await server.inject({ method: method.toUpperCase() as 'GET', url });
           const body = response.body ? (JSON.parse(response.body) as { type?: string }) : {};
-          expect(body.type, `${name}: ${method.toUpperCase()} ${url} → ${response.statusCode}`).not.toBe('https://runlet.dev/problems/route-not-found');
+          expect(body.type, `${name}: ${method.toUpperCase()} ${url} → ${response.statusCode}`).not.toBe('https://runlet.dev/problems#route-not-found');
           expect(response.statusCode, `${method.toUpperCase()} ${url}`).not.toBe(405);
         }
       }

@@ -8,7 +8,7 @@ import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 import { waitFor } from '../support/wait.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 let dev: TestDevServer;
 /** Origin of the front door under test; the management API is always the dev server's. */
@@ -93,7 +93,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       expect(unknownApp.status).toBe(404);
       const unknownFunction = await postJson(`${runOrigin}/v4/dev/e2e/nope?async=true`, {});
       expect(unknownFunction.status).toBe(404);
-      expect(((await unknownFunction.json()) as { type: string }).type).toBe('https://runlet.dev/problems/function-not-found');
+      expect(((await unknownFunction.json()) as { type: string }).type).toBe('https://runlet.dev/problems#function-not-found');
       const badArguments = await postJson(`${runOrigin}/v4/dev/e2e/greet?async=true`, { nom: 'x' });
       expect(badArguments.status).toBe(422);
       expect(await badArguments.json()).toMatchObject({ missing: ['name'], unexpected: ['nom'] });
@@ -137,7 +137,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const refused = await postJson(`${runOrigin}/v4/dev/narrow/echo`, {});
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
-      expect(((await refused.json()) as { type: string }).type).toBe('https://runlet.dev/problems/over-capacity');
+      expect(((await refused.json()) as { type: string }).type).toBe('https://runlet.dev/problems#over-capacity');
       const refusedAsync = await postJson(`${runOrigin}/v4/dev/narrow/echo?async=true`, {});
       expect(refusedAsync.status).toBe(503);
 

@@ -82,7 +82,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     it('refuses a body declared over the limit with 413 before the app sees it', async () => {
       const response = await fetch(`${base}/things`, { method: 'POST', body: 'x'.repeat(70 * 1024) });
       expect(response.status).toBe(413);
-      expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems/body-too-large');
+      expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems#body-too-large');
     });
 
     it('records each call with the status the app answered', async () => {

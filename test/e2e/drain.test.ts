@@ -9,7 +9,7 @@ import { spawnDev, type DevProcess } from '../support/dev-process.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 const APP = `${FIXTURE_APPS}/e2e`;
 const cleanup: Array<() => Promise<unknown>> = [];
@@ -51,7 +51,7 @@ describe('drain', () => {
       const refused = await postJson(`${dev.url}/v4/dev/e2e/echo`, {});
       return refused.status === 503 ? refused : null;
     }, { what: 'new runs to be refused while draining' }).then(async (refused) => {
-      expect(((await refused.json()) as { type: string }).type).toBe('https://runlet.dev/problems/draining');
+      expect(((await refused.json()) as { type: string }).type).toBe('https://runlet.dev/problems#draining');
     });
 
     const rest = await reader.rest();

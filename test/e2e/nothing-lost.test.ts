@@ -10,7 +10,7 @@ import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
 import pino from 'pino';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 const RUNS = 2000;
 const SENDERS = 32;

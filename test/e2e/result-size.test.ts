@@ -35,7 +35,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     expect(response.status).toBe(502);
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     const problem = (await response.json()) as { type: string; detail: string };
-    expect(problem.type).toBe('https://runlet.dev/problems/result-too-large');
+    expect(problem.type).toBe('https://runlet.dev/problems#result-too-large');
     expect(problem.detail).toMatch(new RegExp(`over the limit of ${LIMIT} bytes`));
     expect(await recordOf(response)).toMatchObject({ status: 'failure', statusCode: 502, error: { type: 'ResultTooLarge' } });
     // The runtime is fine: the next call is served.

@@ -71,7 +71,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       expect(response.status).toBe(401);
       const otherProject = await postJson(`${runOrigin}/v4/other/e2e/echo`, {}, bearer(await signLocalToken({ projectId: 'dev', key })));
       expect(otherProject.status).toBe(403);
-      expect(((await otherProject.json()) as { type: string }).type).toBe('https://runlet.dev/problems/forbidden');
+      expect(((await otherProject.json()) as { type: string }).type).toBe('https://runlet.dev/problems#forbidden');
     });
 
     it('does not forward the caller token to a custom app', async () => {

@@ -99,7 +99,7 @@ describe("the run port's front", () => {
     connection.write('POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n{nope');
     const invalid = await connection.next();
     expect(invalid.status).toBe(400);
-    expect(JSON.parse(invalid.body)).toMatchObject({ type: 'https://runlet.dev/problems/invalid-json', status: 400 });
+    expect(JSON.parse(invalid.body)).toMatchObject({ type: 'https://runlet.dev/problems#invalid-json', status: 400 });
     connection.write('POST /v4/dev/nowhere/greet HTTP/1.1\r\nHost: t\r\n\r\n');
     expect((await connection.next()).status).toBe(404);
     connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'still here' }));

@@ -27,7 +27,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const slow = await Promise.all([1, 2, 3, 4].map(() => postJson(`${base}/sleep`, { seconds: 30 })));
       for (const response of slow) {
         expect(response.status).toBe(504);
-        expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems/timeout');
+        expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems#timeout');
       }
       // The four functions still sleep on their threads, each one replaced in the runtime's pool.
       const quick = await Promise.all([1, 2, 3, 4].map((n) => postJson(`${base}/greet`, { name: `n${n}` })));

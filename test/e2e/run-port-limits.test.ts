@@ -42,7 +42,7 @@ function chunkedJson(bytes: number): string {
 function expectProblem(answer: { status: number; headers: Record<string, string>; body: string }, status: number, code: string): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toBe('application/problem+json');
-  expect(JSON.parse(answer.body)).toMatchObject({ type: `https://runlet.dev/problems/${code}`, status });
+  expect(JSON.parse(answer.body)).toMatchObject({ type: `https://runlet.dev/problems#${code}`, status });
   expect(answer.headers['x-request-id']).toBeTruthy();
 }
 

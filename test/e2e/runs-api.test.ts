@@ -4,7 +4,7 @@ import { ContractChecker } from '../support/contract.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 
 const contract = new ContractChecker('management');
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 let dev: TestDevServer;
 const runIds: string[] = [];

@@ -40,7 +40,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       for (const response of gatedResponse.status === 200 ? [exitingResponse] : [gatedResponse, exitingResponse]) {
         expect(response.status).toBe(502);
         const problem = (await response.json()) as { type: string; detail: string };
-        expect(problem.type).toBe('https://runlet.dev/problems/upstream-failed');
+        expect(problem.type).toBe('https://runlet.dev/problems#upstream-failed');
         expect(problem.detail).toMatch(/exited or crashed/);
         const record = await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs/${response.headers.get('x-request-id')}`)).json();
         expect(record).toMatchObject({ item: { status: 'failure', reason: 'runtime_crashed', statusCode: 502 } });
@@ -51,7 +51,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       if (during.status !== 200) {
         expect(during.status).toBe(503);
         expect(during.headers.get('retry-after')).toBe('1');
-        expect(((await during.json()) as { type: string }).type).toBe('https://runlet.dev/problems/app-unavailable');
+        expect(((await during.json()) as { type: string }).type).toBe('https://runlet.dev/problems#app-unavailable');
       }
       const after = await waitFor(async () => {
         const response = await postJson(`${base}/greet`, { name: 'again' });

@@ -10,7 +10,7 @@ import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '
 import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 let dev: TestDevServer;
 /** Origin of the front door under test. */

@@ -32,7 +32,7 @@ async function expectProblem(response: Response, status: number, code: string, d
   expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json(; charset=utf-8)?$/);
   expectRunId(response);
   const problem = (await response.json()) as Record<string, unknown>;
-  expect(problem).toMatchObject({ type: `https://runlet.dev/problems/${code}`, status });
+  expect(problem).toMatchObject({ type: `https://runlet.dev/problems#${code}`, status });
   expect(problem.title).toEqual(expect.any(String));
   expect(problem.detail).toMatch(detail);
   return problem;

@@ -13,7 +13,7 @@ import { EventReader } from '../support/sse.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import type { RunRecord } from '../../sidecar/runs/record.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 const SECRET = 'whsec-test-3f1c9a-never-stored';
 let dev: TestDevServer;

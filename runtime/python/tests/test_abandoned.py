@@ -92,7 +92,7 @@ class AbandonedCallTests(unittest.TestCase):
         # Meanwhile it says it takes no calls, and still finishes the one in flight.
         self.assertFalse(os.path.exists(runtime.port_file))
         status, _, problem = call(idle, "healthz", method="GET")
-        self.assertEqual((status, problem["type"]), (503, "https://runlet.dev/problems/draining"))
+        self.assertEqual((status, problem["type"]), (503, "https://runlet.dev/problems#draining"))
         self.assertIsNone(runtime.process.poll())
         os.write(descriptor, b"finished\n")
         response = in_flight.getresponse()

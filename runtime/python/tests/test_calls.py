@@ -78,7 +78,7 @@ class RefusalTests(RuntimeTestCase):
         actual_status, headers, body = response
         self.assertEqual(actual_status, status, body)
         self.assertEqual(headers["content-type"], "application/problem+json")
-        self.assertEqual(body["type"], f"https://runlet.dev/problems/{code}")
+        self.assertEqual(body["type"], f"https://runlet.dev/problems#{code}")
         self.assertEqual(body["status"], status)
         self.assertTrue(body["title"] and body["detail"])
         return body
@@ -138,7 +138,7 @@ class RefusalTests(RuntimeTestCase):
             sock.sendall(b"POST /add HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
             status, headers, body = read_response(sock.makefile("rb"))
             self.assertEqual(status, 411)
-            self.assertEqual(json.loads(body)["type"], "https://runlet.dev/problems/length-required")
+            self.assertEqual(json.loads(body)["type"], "https://runlet.dev/problems#length-required")
             self.assertEqual(sock.recv(1), b"")
 
     def test_malformed_request_answers_400_and_closes(self):
@@ -146,7 +146,7 @@ class RefusalTests(RuntimeTestCase):
             sock.sendall(b"NONSENSE\r\n\r\n")
             status, _, body = read_response(sock.makefile("rb"))
             self.assertEqual(status, 400)
-            self.assertEqual(json.loads(body)["type"], "https://runlet.dev/problems/malformed-request")
+            self.assertEqual(json.loads(body)["type"], "https://runlet.dev/problems#malformed-request")
             self.assertEqual(sock.recv(1), b"")
 
     def test_oversized_head_answers_431(self):
@@ -247,7 +247,7 @@ class ValidateOnlyTests(RuntimeTestCase):
     def test_a_call_that_would_be_refused_gets_its_problem(self):
         status, _, body = self.call("nope", {}, headers={"x-runlet-validate": "1"})
         self.assertEqual(status, 404)
-        self.assertEqual(body["type"], "https://runlet.dev/problems/function-not-found")
+        self.assertEqual(body["type"], "https://runlet.dev/problems#function-not-found")
         status, _, body = self.call("add", {"c": 1}, headers={"x-runlet-validate": "1"})
         self.assertEqual(status, 422)
         self.assertEqual(body["unexpected"], ["c"])

@@ -129,7 +129,7 @@ class ShutdownTests(RuntimeCase):
         runtime.wait_for_output("draining: 1 call(s) in flight")
 
         status, _, body = call(idle, "add", {"a": 1})
-        self.assertEqual((status, body["type"]), (503, "https://runlet.dev/problems/draining"))
+        self.assertEqual((status, body["type"]), (503, "https://runlet.dev/problems#draining"))
         self.assertEqual(call(idle, "healthz", method="GET")[0], 503)
         with self.assertRaises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", runtime.port), WAIT_SECONDS).close()

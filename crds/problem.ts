@@ -1,12 +1,19 @@
-// RFC 9457 problem details: the one shape every platform error of Runlet's HTTP interfaces takes.
-// Catalogues (sidecar/errors.ts, management/errors.ts) declare each problem once; handlers throw
-// ProblemError and a single error handler renders it.
+// RFC 9457 problem details: the one shape every platform error of Runlet's HTTP interfaces takes. The types
+// are declared once, in crds/problems.ts; handlers throw ProblemError and each interface's single error handler
+// renders it with toBody().
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const PROBLEM_TYPE_BASE = 'https://runlet.dev/problems/';
+
+/**
+ * Where every problem `type` URI starts: the page docs/problems.md is published as, each problem documented
+ * under a heading whose anchor is its code. One page with an anchor per type (rather than a path per type)
+ * means any static host of the docs resolves every type URI, with no redirects to maintain. RFC 9457 asks that
+ * a type URI be stable and, when dereferenced, lead to human-readable documentation: both hold.
+ */
+export const PROBLEM_TYPE_BASE = 'https://runlet.dev/problems#';
 
 export interface ProblemSpec {
-  /** Stable, kebab-case: the last segment of the problem `type` URI. */
+  /** Stable, kebab-case: the fragment of the problem `type` URI, and the heading in docs/problems.md. */
   readonly code: string;
   readonly status: number;
   readonly title: string;
@@ -46,7 +53,7 @@ export class ProblemError extends Error {
 
   toBody(): ProblemBody {
     return {
-      type: PROBLEM_TYPE_BASE + this.spec.code,
+      type: problemTypeUri(this.spec.code),
       title: this.spec.title,
       status: this.spec.status,
       detail: this.detail,
