@@ -13,6 +13,7 @@ import { Replica } from '../sidecar/replica.ts';
 import { markAbandoned } from '../sidecar/runs/recorder.ts';
 import { createRunInterface } from '../sidecar/run-interface.ts';
 import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
+import { createFrontedServer } from '../sidecar/run-server.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from './sqlite-run-store.ts';
@@ -84,8 +85,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });
-  const server: FastifyInstance = Fastify({ logger: false });
-  await server.register(runInterfaceRoutes(createRunInterface(replica)));
+  const runInterface = createRunInterface(replica);
+  const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler) });
+  await server.register(runInterfaceRoutes(runInterface));
   const admin = createAdminInterface(replica);
   server.all('/admin/*', (request, reply) => {
     reply.hijack();

@@ -62,6 +62,15 @@ class RunServer extends Server {
   }
 }
 
+/**
+ * node:http's server with the front reading each connection first, and `handleRequest` for whatever the front
+ * passes on: `runlet dev` gives it fastify's handler (the run routes, the management API, the admin paths), so
+ * its calls take the same path as the sidecar's.
+ */
+export function createFrontedServer(runInterface: RunInterface, handleRequest: (request: IncomingMessage, response: ServerResponse) => void): Server {
+  return new RunServer(runInterface, handleRequest);
+}
+
 export function createRunServer(runInterface: RunInterface, logger: Logger): Server {
   let document: Promise<string> | null = null;
 
