@@ -16,6 +16,7 @@ export const DEV_FIGURES: FigureSpec[] = [
   { key: 'dev.devRps', scenario: SCENARIO, label: '`runlet dev` sync runs/s', unit: 'req/s', decimals: 0 },
   { key: 'dev.nginxRps', scenario: SCENARIO, label: 'nginx requests/s', unit: 'req/s', decimals: 0 },
   { key: 'dev.directRps', scenario: SCENARIO, label: 'direct runtime requests/s', unit: 'req/s', decimals: 0 },
+  { key: 'dev.cpuUs', scenario: SCENARIO, label: '`runlet dev` CPU per run, its runtime included, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'dev.p99Ratio', scenario: SCENARIO, label: '`runlet dev` ÷ nginx p99, 32 connections', unit: '×', decimals: 2 },
   { key: 'dev.devP99Ms', scenario: SCENARIO, label: '`runlet dev` p99, 32 connections', unit: 'ms', decimals: 2 },
   { key: 'dev.errors', scenario: SCENARIO, label: 'errors and non-2xx answers', unit: '', decimals: 0, target: { op: '<=', value: 0 } },
@@ -24,8 +25,12 @@ export const DEV_FIGURES: FigureSpec[] = [
 export async function measureDev(stack: Stack, settings: Settings, round: number): Promise<RoundFigures> {
   const urls = { dev: runUrl(stack.dev, 'run'), nginx: runUrl(stack.nginx, 'run'), direct: `${stack.runtime.url}/run` };
   const results: Partial<Record<keyof typeof urls, LoadResult>> = {};
+  let devCpuMs = 0;
   for (const name of inTurn(['dev', 'nginx', 'direct'] as const, round)) {
+    // The process and its direct children: `runlet dev` and the runtime it started.
+    const cpuAtStart = stack.dev.process.cpuMs();
     results[name] = await runWrk({ url: urls[name], connections: 32, durationS: settings.durationS, body: BODY });
+    if (name === 'dev') devCpuMs = stack.dev.process.cpuMs() - cpuAtStart;
   }
   const { dev, nginx, direct } = results as Required<typeof results>;
   return {
@@ -34,6 +39,7 @@ export async function measureDev(stack: Stack, settings: Settings, round: number
     'dev.devRps': dev.perSecond,
     'dev.nginxRps': nginx.perSecond,
     'dev.directRps': direct.perSecond,
+    'dev.cpuUs': (devCpuMs * 1000) / dev.requests,
     'dev.p99Ratio': dev.latencyMs!.p99 / nginx.latencyMs!.p99,
     'dev.devP99Ms': dev.latencyMs!.p99,
     'dev.errors': dev.errors + nginx.errors + direct.errors,
