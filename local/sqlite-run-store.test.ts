@@ -235,6 +235,19 @@ describe('SqliteRunStore reads', () => {
     expect(await store.getRun('demo', 'hello', record.id)).toEqual(record);
   });
 
+  it('counts saves not yet committed, in their latest state, among the unfinished runs', async () => {
+    const store = openStore();
+    const finishedSinceCommit = runRecord({ status: 'running' });
+    await store.saveDurably(finishedSinceCommit);
+    finishedSinceCommit.status = 'success';
+    store.save(finishedSinceCommit);
+    const startedSinceCommit = runRecord({ status: 'running' });
+    store.save(startedSinceCommit);
+    // Read in the same turn as the saves: neither is committed yet.
+    expect(store.stats().pending).toBe(2);
+    expect(store.unfinishedRuns()).toEqual([startedSinceCommit]);
+  });
+
   it('finds a run only in its own app', async () => {
     const store = openStore();
     const record = runRecord();
