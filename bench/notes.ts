@@ -65,6 +65,26 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
         `the sidecar's anonymous memory is ${n(value('memory.sidecarAnonymousMb') - value('memory.floorProxyAnonymousMb'))} MB above the floor's.`,
     );
   }
+  if (missed('sync.sqliteRatio') || missed('sync.sqliteP99Ratio')) {
+    notes.push(
+      `The SQLite sidecar (\`--run-store sqlite\`) commits its records on a writer thread, a batch at a time, so neither a commit nor the ` +
+        `checkpoint SQLite runs inside one (an fsync) stops its event loop; the thread's CPU comes out of the same ${cores} cores as the ` +
+        `runtime's and the load generator's. It spent ${n(value('sync.sqliteCpuUs'))} µs per run, all threads, against the pod's ` +
+        `sidecar's ${n(value('sync.sidecarCpuUs'))} µs, and reached ${n(value('sync.sqliteRatio'), 2)}× nginx's throughput with a p99 of ` +
+        `${n(value('sync.sqliteP99Ms'), 1)} ms (${n(value('sync.sqliteP99Ratio'), 2)}× nginx's ${n(value('sync.nginxP99Ms'), 1)} ms).`,
+    );
+  }
+  if (missed('dev.nginxRatio')) {
+    const sqliteWithRuntimeUs = value('sync.sqliteCpuUs') + value('sync.runtimeBehindSidecarCpuUs');
+    notes.push(
+      `\`runlet dev\` served ${n(value('dev.devRps'))} runs/s against nginx's ${n(value('dev.nginxRps'))} (${n(value('dev.nginxRatio'), 2)}×), ` +
+        `spending ${n(value('dev.cpuUs'))} µs of CPU per run with its runtime` +
+        (Number.isFinite(sqliteWithRuntimeUs) ? ` (the SQLite sidecar and the runtime behind it: ${n(sqliteWithRuntimeUs)} µs in the sync scenario)` : '') +
+        `. Its port is read by the ` +
+        `sidecar's front as the pod's is, and its runs are recorded as the SQLite sidecar's are; its runtime is a process of its own on the ` +
+        `same cores.`,
+    );
+  }
   if (missed('async.acceptP50Ms') || missed('async.acceptedPerS')) {
     notes.push(
       `Async accept in a pod: a 202 waits until the run's pending record is appended to the RunLog journal in the pod's emptyDir (one ` +

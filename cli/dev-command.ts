@@ -1,6 +1,9 @@
 // `runlet dev [APP_DIR ...]`: serve apps from folders on this machine until Ctrl-C.
 import { resolve } from 'node:path';
+import type { LoadedApp } from '../crds/service-toml.ts';
 import { startDevServer } from '../local/dev-server.ts';
+import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
+import { pythonInterpreter } from '../local/runtime-supervisor.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtime-connections.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
@@ -57,8 +60,10 @@ export async function runDevCommand(args: string[]): Promise<number> {
     throw new CliError((err as Error).message);
   }
 
+  // Read while the runtimes start: the banner suggests a call of each app's own functions.
+  const hints = Promise.all(server.apps.map((app) => appHint(app.loaded)));
   const ready = await server.ready(READY_TIMEOUT_MS);
-  process.stdout.write(banner(server.url, values.project, server.apps.map((app) => app.loaded.name), ready));
+  process.stdout.write(banner(server.url, values.project, await hints, ready));
 
   let signals = 0;
   const stopped = new Promise<void>((resolveStop) => {
@@ -95,19 +100,44 @@ function parseDevArgs(args: string[]) {
   );
 }
 
-function banner(url: string, project: string, appNames: string[], ready: boolean): string {
+/** What the banner says about an app: a custom app's server answers any path; a Python app's functions, if read. */
+interface AppHint {
+  name: string;
+  custom: boolean;
+  /** Null for a custom app, or when the module could not be parsed (the runtime's log says why). */
+  functions: PythonFunction[] | null;
+}
+
+async function appHint(app: LoadedApp): Promise<AppHint> {
+  const custom = app.spec.runtime.custom !== undefined;
+  const functions = custom ? null : await readPythonFunctions(pythonInterpreter(), app.dir, app.spec.runtime.python?.module ?? 'main');
+  return { name: app.name, custom, functions };
+}
+
+function banner(url: string, project: string, apps: AppHint[], ready: boolean): string {
   const lines = ['', `runlet dev: listening on ${url}`, ''];
-  for (const name of appNames) {
-    lines.push(`  app ${name}`);
-    lines.push(`    run:  POST ${url}/v4/${project}/${name}/{function}`);
-    lines.push(`    runs: GET  ${url}/v2/projects/${project}/apps/${name}/runs`);
+  for (const app of apps) {
+    lines.push(`  app ${app.name}${app.custom ? ' (custom: its server answers every path under the app)' : ''}`);
+    lines.push(app.custom ? `    run:  ANY  ${url}/v4/${project}/${app.name}/{path}` : `    run:  POST ${url}/v4/${project}/${app.name}/{function}`);
+    if (app.functions && app.functions.length > 0) lines.push(`    functions: ${app.functions.map(signatureText).join(', ')}`);
+    lines.push(`    runs: GET  ${url}/v2/projects/${project}/apps/${app.name}/runs`);
   }
-  const first = appNames[0];
+  const first = apps[0];
   if (first) {
     lines.push('', 'Try:');
-    lines.push(`  curl -X POST ${url}/v4/${project}/${first}/run -H 'content-type: application/json' -d '{"name":"Ada"}'`);
-    lines.push(`  curl ${url}/v2/projects/${project}/apps/${first}/runs`);
+    lines.push(`  ${tryCall(`${url}/v4/${project}/${first.name}`, first)}`);
+    lines.push(`  curl ${url}/v2/projects/${project}/apps/${first.name}/runs`);
   }
   if (!ready) lines.push('', 'warning: not every runtime is ready yet; calls answer 503 until it is (see the log above)');
   return lines.join('\n') + '\n\n';
+}
+
+/** A call of the app: its first function with its required parameters, or its server's root for a custom app. */
+function tryCall(appUrl: string, app: AppHint): string {
+  if (app.custom) return `curl ${appUrl}/`;
+  const fn = app.functions?.[0];
+  // Unread functions: the shape of a call, with the name left for the reader to fill in.
+  const path = fn ? fn.name : '{function}';
+  const body = fn ? sampleArguments(fn) : '{}';
+  return `curl -X POST ${appUrl}/${path} -H 'content-type: application/json' -d '${body}'`;
 }

@@ -11,10 +11,10 @@ import type { RunAuthConfig } from '../sidecar/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { markAbandoned } from '../sidecar/runs/recorder.ts';
-import { refuseOversizedExpectedBodies } from '../sidecar/expect-continue.ts';
-import { DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../sidecar/request-timeouts.ts';
+import type { RequestTimeouts } from '../sidecar/request-timeouts.ts';
 import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
 import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
+import { createFrontedServer } from '../sidecar/run-server.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from './sqlite-run-store.ts';
@@ -93,10 +93,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });
+  const runInterface = createRunInterface(replica);
   // The body's pauses are bounded where it is read (sidecar/request-body.ts), the head's by node:http.
-  const server: FastifyInstance = Fastify({ logger: false, http: headTimeoutServerOptions(options.timeouts?.headMs ?? DEFAULT_REQUEST_HEAD_TIMEOUT_MS) });
-  refuseOversizedExpectedBodies(server.server, bodyLimitBytes);
-  await server.register(runInterfaceRoutes(createRunInterface(replica)));
+  const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
+  const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler, serverOptions) });
+  await server.register(runInterfaceRoutes(runInterface));
   const admin = createAdminInterface(replica);
   server.all('/admin/*', (request, reply) => {
     reply.hijack();

@@ -26,6 +26,11 @@ const CUSTOM_READY_POLL_MS = 100;
 /** runtime/python/runlet_runtime/server.py: the runtime exited to be started afresh. */
 const RECYCLE_EXIT_STATUS = 75;
 
+/** The interpreter a Python app runs on: `RUNLET_PYTHON`, else `python3` on PATH. */
+export function pythonInterpreter(): string {
+  return process.env.RUNLET_PYTHON ?? 'python3';
+}
+
 export type RuntimeLaunch =
   | { kind: 'python'; appDir: string; module: string; concurrency: number; env: Record<string, string> }
   | { kind: 'custom'; appDir: string; entrypoint: string[]; port: number; readyPath: string | null; env: Record<string, string> };
@@ -83,7 +88,7 @@ export class RuntimeSupervisor {
     const child =
       launch.kind === 'python'
         ? spawn(
-            process.env.RUNLET_PYTHON ?? 'python3',
+            pythonInterpreter(),
             ['-m', 'runlet_runtime', '--app-dir', launch.appDir, '--module', launch.module, '--port', '0',
               '--port-file', join(portDir!, 'port'), '--concurrency', String(launch.concurrency), '--exit-with-stdin'],
             {

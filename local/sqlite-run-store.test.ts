@@ -89,8 +89,8 @@ describe('SqliteRunStore writes', () => {
     await store.flush();
     const elapsedMs = performance.now() - started;
 
-    // Full batches of 512 are written as they fill, the rest on flush.
-    expect(store.stats()).toEqual({ batches: 4, recordsWritten: 2_000, pending: 0 });
+    // Saved in one turn: one batch, posted by the flush (a batch in flight would make the next one larger).
+    expect(store.stats()).toEqual({ batches: 1, recordsWritten: 2_000, pending: 0 });
     const page = await store.listRuns(query({ pageSize: 500 }));
     expect(page.items).toHaveLength(500);
     // Thousands of saves per second with a wide margin for a loaded test machine.
@@ -100,8 +100,7 @@ describe('SqliteRunStore writes', () => {
   it('writes saves of one turn of the event loop together when nobody flushes', async () => {
     const store = openStore();
     for (let i = 0; i < 100; i += 1) store.save(runRecord());
-    await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setImmediate(resolve));
+    await waitFor(() => store.stats().pending === 0, { what: 'the saves to be committed' });
     expect(store.stats()).toEqual({ batches: 1, recordsWritten: 100, pending: 0 });
   });
 
@@ -110,7 +109,7 @@ describe('SqliteRunStore writes', () => {
     const store = openStore({ minWriteIntervalMs: 300 });
     const run = runRecord({ status: 'running' });
     store.save(run);
-    await new Promise((resolve) => setImmediate(resolve));
+    await waitFor(() => store.stats().pending === 0, { what: 'the first save to be committed' });
     expect(store.stats()).toEqual({ batches: 1, recordsWritten: 1, pending: 0 });
 
     // A run finishing right after, and another starting: both wait for the window, then go in one batch.
@@ -127,6 +126,33 @@ describe('SqliteRunStore writes', () => {
     store.save(runRecord());
     await store.saveDurably(pendingAsyncRunRecord());
     expect(store.stats()).toEqual({ batches: 3, recordsWritten: 5, pending: 0 });
+  });
+
+  it('commits accepts that arrive while a commit waits together, in the next transaction, and keeps the event loop turning', async () => {
+    const store = openStore();
+    // The writer thread is up.
+    await store.saveDurably(runRecord());
+    // Another connection holds the write lock: the writer's next commit waits for it (up to its busy timeout).
+    const blocker = new DatabaseSync(store.path);
+    blocker.exec('BEGIN IMMEDIATE');
+    const records = Array.from({ length: 50 }, () => pendingAsyncRunRecord());
+    let acknowledged = 0;
+    const saves: Array<Promise<void>> = [];
+    for (const record of records) {
+      saves.push(store.saveDurably(record).then(() => void (acknowledged += 1)));
+      // Each accept in a turn of its own, as requests arrive: the event loop turns while the commit waits.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    // Nothing is acknowledged before its commit: the first accept's batch waits for the lock, the rest for it.
+    expect(acknowledged).toBe(0);
+    expect(store.stats()).toEqual({ batches: 1, recordsWritten: 1, pending: 50 });
+
+    blocker.exec('COMMIT');
+    blocker.close();
+    await Promise.all(saves);
+    // The first accept's batch, then the 49 that arrived while it waited, in one transaction.
+    expect(store.stats()).toEqual({ batches: 3, recordsWritten: 51, pending: 0 });
+    for (const record of records) expect(readFromFile(record.id)).toEqual(record);
   });
 
   it('rejects the durable waiters of a failed batch, logs the error, and retries the records later', async () => {
@@ -180,10 +206,11 @@ describe('SqliteRunStore durability', () => {
     expect(() => openStore()).toThrow(`has schema version ${SCHEMA_VERSION + 1}, newer than ${SCHEMA_VERSION}`);
   });
 
-  for (const ending of ['exit', 'sigkill'] as const) {
-    it(`keeps a durably saved run when its process ends right after (${ending})`, async () => {
+  for (const [ending, companions] of [['exit', 0], ['sigkill', 0], ['sigkill', 200]] as const) {
+    const among = companions === 0 ? '' : `, among ${companions} runs saved at the same time`;
+    it(`keeps a durably saved run when its process ends right after (${ending}${among})`, async () => {
       const runId = uuidv7();
-      const child = spawn(process.execPath, [CRASH_CHILD, dataDir, runId, ending], {
+      const child = spawn(process.execPath, [CRASH_CHILD, dataDir, runId, ending, String(companions)], {
         stdio: ['ignore', 'inherit', 'inherit'],
       });
       const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
@@ -194,6 +221,7 @@ describe('SqliteRunStore durability', () => {
 
       const store = openStore();
       expect(await store.getRun('demo', 'hello', runId)).toMatchObject({ id: runId, status: 'pending' });
+      expect((await store.listRuns(query({ pageSize: 500, asyncOnly: true, status: 'pending' }))).items.map((run) => run.id)).toContain(runId);
     });
   }
 });
@@ -205,6 +233,19 @@ describe('SqliteRunStore reads', () => {
     store.save(record);
     expect((await store.listRuns(query())).items).toEqual([record]);
     expect(await store.getRun('demo', 'hello', record.id)).toEqual(record);
+  });
+
+  it('counts saves not yet committed, in their latest state, among the unfinished runs', async () => {
+    const store = openStore();
+    const finishedSinceCommit = runRecord({ status: 'running' });
+    await store.saveDurably(finishedSinceCommit);
+    finishedSinceCommit.status = 'success';
+    store.save(finishedSinceCommit);
+    const startedSinceCommit = runRecord({ status: 'running' });
+    store.save(startedSinceCommit);
+    // Read in the same turn as the saves: neither is committed yet.
+    expect(store.stats().pending).toBe(2);
+    expect(store.unfinishedRuns()).toEqual([startedSinceCommit]);
   });
 
   it('finds a run only in its own app', async () => {

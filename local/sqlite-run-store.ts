@@ -1,15 +1,21 @@
-// The run store of local mode (`runlet dev`): run records in one SQLite file of the data directory, written in
-// batches, read back by the management API. The same records a cluster keeps in RunLog status.
+// The run store of local mode (`runlet dev`, and `runlet sidecar` outside a cluster): run records in one SQLite
+// file of the data directory, written in batches by a worker thread (sqlite-run-writer.ts), read back by the
+// management API. The same records a cluster keeps in RunLog status.
 
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { extname, join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
+import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../management/run-source.ts';
 import type { RunStore } from '../sidecar/runs/store.ts';
+import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
 
 export const RUNS_DB_FILE_NAME = 'runs.sqlite';
+
+/** The writer's module beside this one: .ts in the sources, .js in dist/. */
+const WRITER_MODULE = new URL(`./sqlite-run-writer${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
 /**
  * Schema migrations; entry i brings a database from `user_version` i to i + 1. Append, never edit: a file
@@ -31,14 +37,14 @@ const MIGRATIONS: readonly string[] = [
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** A batch larger than this is written at once instead of waiting for its turn. */
+/** Saves pending beyond this many are sent to the writer without waiting for the window. */
 const DEFAULT_MAX_BATCH_SIZE = 512;
 /**
- * Plain saves are written at most this often. A commit costs ~40 us of CPU and a dozen syscalls (WAL frames,
- * locks) with the event loop blocked, and every run is saved at least twice (running, then finished): under
- * load, a window lets a short run's states collapse into one row written once, in a transaction shared with
- * many others. Durable saves (an async run's 202) never wait for the window; a store idle for longer than it
- * writes on the next turn, as before. What a killed process can lose is the plain saves of the last window.
+ * Plain saves are sent to the writer at most this often. Every run is saved at least twice (running, then
+ * finished): under load, a window lets a short run's states collapse into one row written once, in a
+ * transaction shared with many others. Durable saves (an async run's 202) never wait for the window; a store
+ * idle for longer than it writes on the next turn. What a killed process can lose is the plain saves of the
+ * last window and of the batch being committed.
  */
 const DEFAULT_MIN_WRITE_INTERVAL_MS = 10;
 /** How long a write waits for a lock held by another connection (a reader checkpointing, a second tool). */
@@ -54,11 +60,11 @@ export interface SqliteRunStoreOptions {
 }
 
 export interface RunStoreStats {
-  /** Transactions committed by flushes. */
+  /** Transactions committed. */
   batches: number;
   /** Rows upserted by those transactions. */
   recordsWritten: number;
-  /** Records saved and not yet committed. */
+  /** Records saved and not yet committed (waiting, or in the batch being committed). */
   pending: number;
 }
 
@@ -67,27 +73,40 @@ interface DurableWaiter {
   reject: (error: Error) => void;
 }
 
+/** A batch posted to the writer: its records (the references, for a retry) and who waits for its commit. */
+interface Batch {
+  records: Map<string, RunRecord>;
+  waiters: DurableWaiter[];
+}
+
+/**
+ * One batch is committed at a time. Whatever is saved meanwhile waits, and goes in the next transaction as
+ * soon as the current one commits: concurrent async accepts share a commit, and a slow commit (a checkpoint)
+ * makes the next batch larger instead of queueing transactions behind it.
+ */
 export class SqliteRunStore implements RunStore, RunSource {
   readonly path: string;
+  /** The main thread's connection: opens and migrates the file, then only reads. */
   readonly #db: DatabaseSync;
   readonly #logger: Logger;
   readonly #maxBatchSize: number;
   readonly #minWriteIntervalMs: number;
-  readonly #begin: StatementSync;
-  readonly #commit: StatementSync;
-  readonly #rollback: StatementSync;
-  readonly #upsert: StatementSync;
   readonly #selectOne: StatementSync;
   /** List statements by filter shape, so each shape gets a plan that uses the index range on `id`. */
   readonly #listStatements = new Map<string, StatementSync>();
-  /** Saved records by id: the reference, serialised at flush time so the latest state is written once. */
+  /** The writer thread; started on the first batch, and again after it died. */
+  #writer: Worker | null = null;
+  /** Saved records by id: the reference, serialised when its batch is posted so the latest state is written once. */
   #pending = new Map<string, RunRecord>();
-  /** Callers of saveDurably waiting for the next commit. */
+  /** Callers of saveDurably and flush waiting for the commit of what is pending. */
   #durableWaiters: DurableWaiter[] = [];
-  /** The write to come: on the next turn (`soon`), at the end of the current window (`later`), or none. */
+  /** The batch the writer is committing. */
+  #inFlight: Batch | null = null;
+  /** The post to come: on the next turn (`soon`), at the end of the current window (`later`), or none. */
   #scheduled: { kind: 'soon'; handle: NodeJS.Immediate } | { kind: 'later'; handle: NodeJS.Timeout } | null = null;
-  /** When the last batch was written (performance.now()). */
+  /** When the last batch was posted (performance.now()). */
   #lastWriteAt = Number.NEGATIVE_INFINITY;
+  #closing: Promise<void> | null = null;
   #closed = false;
   #batches = 0;
   #recordsWritten = 0;
@@ -100,29 +119,19 @@ export class SqliteRunStore implements RunStore, RunSource {
     this.#minWriteIntervalMs = options.minWriteIntervalMs ?? DEFAULT_MIN_WRITE_INTERVAL_MS;
     this.#db = new DatabaseSync(this.path, { timeout: BUSY_TIMEOUT_MS });
     // WAL: readers (the management API, a second `runlet` process) never block the writer, and a commit is one
-    // sequential append to the -wal file. synchronous=NORMAL: a commit is not fsynced; the WAL is synced at
-    // checkpoints. A commit's pages are in the -wal file (the kernel's page cache) once COMMIT returns, so a
-    // process crash — exit, uncaught exception, SIGKILL right after an async run's 202 — loses nothing; only an
-    // OS crash or power loss can roll back the last commits, never corrupt the file. That is the durability
-    // local mode promises: the runs of a `runlet dev` session outlive the process, not the machine.
+    // sequential append to the -wal file. synchronous=NORMAL (set by the writer on its connection): a commit is
+    // not fsynced; the WAL is synced at checkpoints. A commit's pages are in the -wal file (the kernel's page
+    // cache) once COMMIT returns, so a process crash — exit, uncaught exception, SIGKILL right after an async
+    // run's 202 — loses nothing; only an OS crash or power loss can roll back the last commits, never corrupt
+    // the file. That is the durability local mode promises: the runs of a `runlet dev` session outlive the
+    // process, not the machine.
     try {
       this.#db.exec('PRAGMA journal_mode = WAL');
-      this.#db.exec('PRAGMA synchronous = NORMAL');
       migrate(this.#db, this.path);
     } catch (error) {
       this.#db.close();
       throw error;
     }
-    this.#begin = this.#db.prepare('BEGIN IMMEDIATE');
-    this.#commit = this.#db.prepare('COMMIT');
-    this.#rollback = this.#db.prepare('ROLLBACK');
-    this.#upsert = this.#db.prepare(
-      `INSERT INTO runs (id, project_id, app_name, async, status, record)
-       VALUES (:id, :projectId, :appName, :async, :status, :record)
-       ON CONFLICT (id) DO UPDATE SET
-         project_id = excluded.project_id, app_name = excluded.app_name, async = excluded.async,
-         status = excluded.status, record = excluded.record`,
-    );
     this.#selectOne = this.#db.prepare(
       'SELECT record FROM runs WHERE id = :id AND project_id = :projectId AND app_name = :appName',
     );
@@ -137,35 +146,55 @@ export class SqliteRunStore implements RunStore, RunSource {
     return new Promise<void>((resolve, reject) => {
       // Thrown here, a closed store rejects the promise before a waiter is registered that nothing would settle.
       this.#assertOpen(record);
-      // The waiter is registered before the record is queued: queueing may flush at once (a full batch).
       this.#durableWaiters.push({ resolve, reject });
       this.#enqueue(record, true);
     });
   }
 
-  async flush(): Promise<void> {
-    this.#writePending();
+  flush(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.#closed && this.#pending.size > 0) {
+        reject(new Error(`run store ${this.path} is closed with ${this.#pending.size} run records not written`));
+      } else if (this.#pending.size > 0) {
+        this.#durableWaiters.push({ resolve, reject });
+        this.#schedule(true);
+      } else if (this.#inFlight !== null) {
+        this.#inFlight.waiters.push({ resolve, reject });
+      } else {
+        resolve();
+      }
+    });
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#cancelScheduled();
+  close(): Promise<void> {
+    this.#closing ??= this.#closeOnce();
+    return this.#closing;
+  }
+
+  async #closeOnce(): Promise<void> {
     try {
-      this.#writePending();
+      // Saves made while the last batch commits (a webhook's state) are written too.
+      while (this.#pending.size > 0 || this.#inFlight !== null) await this.flush();
     } finally {
       this.#closed = true;
+      this.#cancelScheduled();
+      await this.#stopWriter();
       this.#db.close();
       this.#logger.info({ path: this.path }, 'run store closed');
     }
   }
 
   stats(): RunStoreStats {
-    return { batches: this.#batches, recordsWritten: this.#recordsWritten, pending: this.#pending.size };
+    return {
+      batches: this.#batches,
+      recordsWritten: this.#recordsWritten,
+      pending: this.#pending.size + (this.#inFlight?.records.size ?? 0),
+    };
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
-    // Flush before reading: a run saved a moment ago (still pending) must be listed.
-    this.#writePending();
+    // A run saved a moment ago (not yet committed) must be listed.
+    await this.flush();
     const params: Record<string, SQLInputValue> = {
       projectId: query.projectId,
       appName: query.appName,
@@ -181,18 +210,25 @@ export class SqliteRunStore implements RunStore, RunSource {
   }
 
   async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {
-    this.#writePending();
+    await this.flush();
     const row = this.#selectOne.get({ id: runId, projectId, appName });
     return row === undefined ? undefined : parseRecord(row.record);
   }
 
-  /** Runs left `pending` or `running` by a process that was killed: nothing will ever complete them. */
+  /**
+   * Runs left `pending` or `running` by a process that was killed: nothing will ever complete them. Read at
+   * start; records saved and not yet committed count in the state they were saved in.
+   */
   unfinishedRuns(): RunRecord[] {
-    this.#writePending();
-    return this.#db
-      .prepare(`SELECT record FROM runs WHERE status IN ('pending', 'running') ORDER BY id`)
-      .all()
-      .map((row) => parseRecord(row.record));
+    const runs = new Map<string, RunRecord>();
+    for (const row of this.#db.prepare(`SELECT record FROM runs WHERE status IN ('pending', 'running')`).all()) {
+      const record = parseRecord(row.record);
+      runs.set(record.id, record);
+    }
+    for (const record of [...(this.#inFlight?.records.values() ?? []), ...this.#pending.values()]) runs.set(record.id, record);
+    return [...runs.values()]
+      .filter((record) => record.status === 'pending' || record.status === 'running')
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
   #assertOpen(record: RunRecord): void {
@@ -202,18 +238,20 @@ export class SqliteRunStore implements RunStore, RunSource {
   #enqueue(record: RunRecord, durable: boolean): void {
     this.#assertOpen(record);
     this.#pending.set(record.id, record);
-    if (this.#pending.size >= this.#maxBatchSize) {
-      this.#writeQuietly();
-      return;
-    }
-    if (this.#scheduled?.kind === 'soon') return;
+    this.#schedule(durable);
+  }
+
+  /** Plans the post of what is pending: after the batch in flight commits, on the next turn, or at the window's end. */
+  #schedule(durable: boolean): void {
+    // The reply of the batch in flight schedules what is pending then.
+    if (this.#inFlight !== null || this.#scheduled?.kind === 'soon') return;
     const sinceLastWrite = performance.now() - this.#lastWriteAt;
-    if (durable || sinceLastWrite >= this.#minWriteIntervalMs) {
+    if (durable || this.#pending.size >= this.#maxBatchSize || sinceLastWrite >= this.#minWriteIntervalMs) {
       this.#cancelScheduled();
       // After the current turn of the event loop: every save of this turn joins one transaction.
-      this.#scheduled = { kind: 'soon', handle: setImmediate(this.#flushFromSchedule) };
+      this.#scheduled = { kind: 'soon', handle: setImmediate(this.#postFromSchedule) };
     } else if (!this.#scheduled) {
-      this.#scheduled = { kind: 'later', handle: setTimeout(this.#flushFromSchedule, this.#minWriteIntervalMs - sinceLastWrite) };
+      this.#scheduled = { kind: 'later', handle: setTimeout(this.#postFromSchedule, this.#minWriteIntervalMs - sinceLastWrite) };
     }
   }
 
@@ -223,65 +261,82 @@ export class SqliteRunStore implements RunStore, RunSource {
     this.#scheduled = null;
   }
 
-  readonly #flushFromSchedule = (): void => {
+  readonly #postFromSchedule = (): void => {
     this.#scheduled = null;
-    if (!this.#closed) this.#writeQuietly();
+    if (!this.#closed) this.#postPending();
   };
 
-  /** A write nobody awaits (a scheduled or a full batch): a failure must not reach the caller of save. */
-  #writeQuietly(): void {
-    try {
-      this.#writePending();
-    } catch {
-      // Already logged, and passed to the durable waiters, by #writePending.
+  /** Posts every pending record to the writer as one batch, serialised now, in the state it has now. */
+  #postPending(): void {
+    if (this.#inFlight !== null || this.#pending.size === 0) return;
+    const batch: Batch = { records: this.#pending, waiters: this.#durableWaiters };
+    this.#pending = new Map();
+    this.#durableWaiters = [];
+    const rows: Array<string | number> = [];
+    for (const record of batch.records.values()) {
+      rows.push(record.id, record.projectId, record.appName, record.async ? 1 : 0, record.status, JSON.stringify(record));
     }
+    this.#inFlight = batch;
+    this.#lastWriteAt = performance.now();
+    const writer = (this.#writer ??= this.#startWriter());
+    // Referenced while a batch is in flight, so the process waits for its commit; idle, it never holds it open.
+    writer.ref();
+    writer.postMessage({ type: 'write', rows } satisfies WriterRequest);
+  }
+
+  #startWriter(): Worker {
+    const settings: WriterSettings = { path: this.path, busyTimeoutMs: BUSY_TIMEOUT_MS };
+    const writer = new Worker(WRITER_MODULE, { workerData: settings });
+    writer.unref();
+    writer.on('message', (reply: WriterReply) => this.#settle(reply));
+    writer.on('error', (error) => this.#logger.error({ err: error, path: this.path }, 'the run store\'s writer thread failed'));
+    writer.on('exit', (code) => {
+      if (this.#writer !== writer) return;
+      this.#writer = null;
+      // Not asked to stop: the batch in flight was not committed (a started transaction is rolled back).
+      this.#settle({ type: 'failed', error: new Error(`the writer thread exited (code ${code})`) });
+    });
+    return writer;
+  }
+
+  async #stopWriter(): Promise<void> {
+    const writer = this.#writer;
+    if (writer === null) return;
+    this.#writer = null;
+    const exited = new Promise<void>((resolve) => writer.once('exit', () => resolve()));
+    writer.ref();
+    writer.postMessage({ type: 'close' } satisfies WriterRequest);
+    await exited;
   }
 
   /**
-   * Upserts every pending record in one transaction, then settles the durable waiters. On failure the records
-   * go back to the queue (the next save or flush retries them), the waiters are rejected and the error
-   * rethrown for callers of flush, close and the reads.
+   * The writer's answer for the batch in flight: its waiters are resolved, or on failure rejected and its
+   * records queued again; then what was saved meanwhile is scheduled. A failed batch's records are retried with
+   * the next save or flush, not at once: a write that keeps failing is not retried in a loop.
    */
-  #writePending(): void {
-    if (this.#pending.size === 0 && this.#durableWaiters.length === 0) return;
-    const batch = this.#pending;
-    const waiters = this.#durableWaiters;
-    this.#pending = new Map();
-    this.#durableWaiters = [];
-    this.#lastWriteAt = performance.now();
-    try {
-      this.#begin.run();
-      try {
-        for (const record of batch.values()) {
-          this.#upsert.run({
-            id: record.id,
-            projectId: record.projectId,
-            appName: record.appName,
-            async: record.async ? 1 : 0,
-            status: record.status,
-            record: JSON.stringify(record),
-          });
-        }
-        this.#commit.run();
-      } catch (error) {
-        if (this.#db.isTransaction) this.#rollback.run();
-        throw error;
-      }
-    } catch (cause) {
-      for (const [id, record] of batch) {
-        // Put back unless a later save already queued the record again.
-        if (!this.#pending.has(id)) this.#pending.set(id, record);
-      }
-      const error = new Error(`run store ${this.path}: writing a batch of ${batch.size} run records failed`, {
-        cause,
-      });
-      this.#logger.error({ err: error, records: batch.size, durableWaiters: waiters.length }, error.message);
-      for (const waiter of waiters) waiter.reject(error);
-      throw error;
+  #settle(reply: WriterReply): void {
+    const batch = this.#inFlight;
+    if (batch === null) return;
+    this.#inFlight = null;
+    this.#writer?.unref();
+    const savedMeanwhile = this.#pending.size > 0;
+    if (reply.type === 'committed') {
+      this.#batches += 1;
+      this.#recordsWritten += batch.records.size;
+      for (const waiter of batch.waiters) waiter.resolve();
+    } else {
+      this.#fail(batch, reply.error);
     }
-    this.#batches += 1;
-    this.#recordsWritten += batch.size;
-    for (const waiter of waiters) waiter.resolve();
+    if (savedMeanwhile && !this.#closed) this.#schedule(this.#durableWaiters.length > 0);
+  }
+
+  #fail(batch: Batch, cause: Error): void {
+    // Saves of the same records since are the same references: the union is every state still to write.
+    for (const [id, record] of this.#pending) batch.records.set(id, record);
+    this.#pending = batch.records;
+    const error = new Error(`run store ${this.path}: writing a batch of ${batch.records.size} run records failed`, { cause });
+    this.#logger.error({ err: error, records: batch.records.size, durableWaiters: batch.waiters.length }, error.message);
+    for (const waiter of batch.waiters) waiter.reject(error);
   }
 
   #listStatement(query: ListRunsQuery): StatementSync {

@@ -6,8 +6,8 @@
 // POST with its whole body in hand — with its own front (run-front/) and hands it over as a `WholeRequest`,
 // the hot path of every call; a stream's answer is written through node:http's response, which the front
 // lends its connection. Everything else arrives as node:http's request and response: on the run port
-// whatever the front passes on (custom apps, anything unusual), and in `runlet dev` and for the OpenAPI
-// document everything, through fastify routes (run-interface-routes.ts).
+// whatever the front passes on (custom apps, anything unusual), which in `runlet dev` goes through fastify
+// routes (run-interface-routes.ts), as does everything for the OpenAPI document.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';

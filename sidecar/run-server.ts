@@ -74,6 +74,19 @@ class RunServer extends Server {
   }
 }
 
+/**
+ * node:http's server with the front reading each connection first, and `handleRequest` for whatever the front
+ * passes on: `runlet dev` gives it fastify's handler (the run routes, the management API, the admin paths), so
+ * its calls take the same path as the sidecar's.
+ */
+export function createFrontedServer(
+  runInterface: RunInterface,
+  handleRequest: (request: IncomingMessage, response: ServerResponse) => void,
+  options: RunServerOptions = {},
+): Server {
+  return new RunServer(runInterface, handleRequest, options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, requestTimeouts(options));
+}
+
 export function createRunServer(runInterface: RunInterface, logger: Logger, options: RunServerOptions = {}): Server {
   let document: Promise<string> | null = null;
 
@@ -92,15 +105,18 @@ export function createRunServer(runInterface: RunInterface, logger: Logger, opti
     );
   }
 
-  const timeouts: RequestTimeouts = {
-    headMs: options.timeouts?.headMs ?? DEFAULT_REQUEST_HEAD_TIMEOUT_MS,
-    bodyMs: options.timeouts?.bodyMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS,
-  };
   const handleRequest = (request: IncomingMessage, response: ServerResponse): void => {
     if (isDocumentRequest(request)) serveDocument(response);
     else runInterface.handle(request, response);
   };
-  return new RunServer(runInterface, handleRequest, options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, timeouts);
+  return createFrontedServer(runInterface, handleRequest, options);
+}
+
+function requestTimeouts(options: RunServerOptions): RequestTimeouts {
+  return {
+    headMs: options.timeouts?.headMs ?? DEFAULT_REQUEST_HEAD_TIMEOUT_MS,
+    bodyMs: options.timeouts?.bodyMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+  };
 }
 
 function isDocumentRequest(request: IncomingMessage): boolean {

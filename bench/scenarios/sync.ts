@@ -1,6 +1,7 @@
 // Sync runs of the trivial function through the sidecar as in a pod (runs recorded in its RunLog), against the
-// same runtime behind nginx and called directly; the SQLite sidecar (as outside a cluster) beside them. wrk for all three (microsecond latencies). At 32 connections the load is closed-loop, so a p50 there
-// is mostly queueing (connections ÷ throughput); the latency the sidecar adds is read at 1 connection.
+// same runtime behind nginx and called directly; the SQLite sidecar (as outside a cluster) beside them, with
+// targets of its own. wrk for all (microsecond latencies). At 32 connections the load is closed-loop, so a p50
+// there is mostly queueing (connections ÷ throughput); the latency the sidecar adds is read at 1 connection.
 import { runWrk } from '../load/wrk.ts';
 import type { LoadResult } from '../load/result.ts';
 import type { BenchProcess } from '../processes.ts';
@@ -18,11 +19,13 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.sidecarRps', scenario: SCENARIO, label: 'sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.nginxRps', scenario: SCENARIO, label: 'nginx requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.directRps', scenario: SCENARIO, label: 'direct requests/s, 32 connections', unit: 'req/s', decimals: 0 },
-  { key: 'sync.sqliteRatio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx throughput, 32 connections (`--run-store sqlite`, as outside a cluster)', unit: '×', decimals: 2 },
+  { key: 'sync.sqliteRatio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx throughput, 32 connections (`--run-store sqlite`, as outside a cluster)', unit: '×', decimals: 2, target: { op: '>=', value: 0.6 } },
+  { key: 'sync.sqliteP99Ratio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx p99, 32 connections', unit: '×', decimals: 2, target: { op: '<=', value: 2 } },
   { key: 'sync.sqliteRps', scenario: SCENARIO, label: 'SQLite sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.floorRatio', scenario: SCENARIO, label: 'floor ÷ nginx throughput: node:http + the same runtime client, nothing else', unit: '×', decimals: 2 },
   { key: 'sync.floorRps', scenario: SCENARIO, label: 'floor requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.sidecarP99Ms', scenario: SCENARIO, label: 'sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
+  { key: 'sync.sqliteP99Ms', scenario: SCENARIO, label: 'SQLite sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
   { key: 'sync.nginxP99Ms', scenario: SCENARIO, label: 'nginx p99, 32 connections', unit: 'ms', decimals: 2 },
   { key: 'sync.sidecarP50OneMs', scenario: SCENARIO, label: 'sidecar p50, 1 connection', unit: 'ms', decimals: 3 },
   { key: 'sync.nginxP50OneMs', scenario: SCENARIO, label: 'nginx p50, 1 connection', unit: 'ms', decimals: 3 },
@@ -70,10 +73,12 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.nginxRps': nginx.result.perSecond,
     'sync.directRps': direct.result.perSecond,
     'sync.sqliteRatio': sqlite.result.perSecond / nginx.result.perSecond,
+    'sync.sqliteP99Ratio': p99(sqlite.result) / p99(nginx.result),
     'sync.sqliteRps': sqlite.result.perSecond,
     'sync.floorRatio': floor.result.perSecond / nginx.result.perSecond,
     'sync.floorRps': floor.result.perSecond,
     'sync.sidecarP99Ms': p99(sidecar.result),
+    'sync.sqliteP99Ms': p99(sqlite.result),
     'sync.nginxP99Ms': p99(nginx.result),
     'sync.sidecarP50OneMs': p50(one.sidecar),
     'sync.nginxP50OneMs': p50(one.nginx),

@@ -1,11 +1,13 @@
-// `runlet dev` refusing to start says what to do.
+// `runlet dev` refusing to start says what to do; starting, it suggests a call that fits each app.
 import { once } from 'node:events';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { makeCustomApp } from '../support/custom-app.ts';
 import { runCli } from '../support/cli.ts';
+import { spawnDev, type DevProcess } from '../support/dev-process.ts';
 
 const HELLO = resolve(import.meta.dirname, '../../examples/hello');
 
@@ -28,5 +30,72 @@ describe('runlet dev errors', () => {
     const missing = await runCli(['dev', '/nonexistent/app']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/app folder \/nonexistent\/app does not exist/);
+  });
+});
+
+/** A module whose first public function has required, optional, keyword-only and catch-all parameters. */
+const CALCULATOR = `
+import json as _json
+
+
+def _helper(x):
+    return x
+
+
+async def scale(values: list[float], factor: int, offset: float = 0.0, *, label: str, verbose: bool = False, **extra) -> dict:
+    return {"label": label, "values": [v * factor + offset for v in values]}
+
+
+def describe(thing):
+    return str(thing)
+`;
+
+describe('runlet dev start-up hint', () => {
+  async function startDev(appDirs: string[]): Promise<DevProcess & { dispose: () => Promise<void> }> {
+    const dataDir = await mkdtemp(join(tmpdir(), 'runlet-dev-hint-'));
+    const dev = await spawnDev(appDirs, dataDir);
+    return {
+      ...dev,
+      async dispose() {
+        dev.child.kill('SIGTERM');
+        await dev.exited;
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  it("lists a Python app's functions and suggests a call of its first one that runs as suggested", async () => {
+    const appDir = await mkdtemp(join(tmpdir(), 'runlet-app-calc-'));
+    await writeFile(join(appDir, 'main.py'), CALCULATOR);
+    await writeFile(join(appDir, 'service.toml'), '[deployment]\nname = "calc"\n');
+    const dev = await startDev([appDir]);
+    try {
+      const output = dev.output();
+      expect(output).toContain('functions: scale(values: list[float], factor: int, offset: float = …, label: str, verbose: bool = …), describe(thing)');
+      const suggested = /curl -X POST (\S+) -H 'content-type: application\/json' -d '(.*)'/.exec(output);
+      expect(suggested?.slice(1)).toEqual([`${dev.url}/v4/dev/calc/scale`, '{"values":[],"factor":1,"label":"text"}']);
+
+      const response = await fetch(suggested![1]!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: suggested![2] });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ result: { label: 'text', values: [] } });
+    } finally {
+      await dev.dispose();
+      await rm(appDir, { recursive: true, force: true });
+    }
+  });
+
+  it("suggests a custom app's root, which its server answers", async () => {
+    const appDir = await makeCustomApp('shop');
+    const dev = await startDev([appDir]);
+    try {
+      const output = dev.output();
+      expect(output).toContain('app shop (custom: its server answers every path under the app)');
+      const suggested = /^ {2}curl (\S+)$/m.exec(output);
+      expect(suggested?.[1]).toBe(`${dev.url}/v4/dev/shop/`);
+      expect((await fetch(suggested![1]!)).status).toBe(200);
+    } finally {
+      await dev.dispose();
+      await rm(appDir, { recursive: true, force: true });
+    }
   });
 });
