@@ -16,7 +16,7 @@ import { Replica } from '../sidecar/replica.ts';
 import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
 import { createRunServer } from '../sidecar/run-server.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
-import { loadKubeCredentials } from '../sidecar/runs/kube-credentials.ts';
+import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { RunLogJournal } from '../sidecar/runs/runlog-journal.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';

@@ -8,3 +8,6 @@ export const APP_KIND = 'App';
 export const APP_PLURAL = 'apps';
 export const RUNLOG_KIND = 'RunLog';
 export const RUNLOG_PLURAL = 'runlogs';
+
+/** Label every object of an App carries, its value the App's name (the operator and the sidecars select by it). */
+export const APP_LABEL = 'runlet.dev/app';

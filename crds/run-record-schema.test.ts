@@ -1,7 +1,7 @@
 import { Value } from '@sinclair/typebox/value';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { RUN_STATUSES, type RunRecord } from '../sidecar/runs/record.ts';
-import { runRecord } from './fixtures.ts';
+import { runRecord } from '../test/support/crd-fixtures.ts';
 import { RUN_STATUS_VALUES, RunRecordSchema, type RunRecordResource } from './run-record-schema.ts';
 
 describe('RunRecordSchema', () => {

@@ -10,7 +10,7 @@ import { RUN_STATUSES, type RunRecord } from '../sidecar/runs/record.ts';
 import type { ListRunsQuery } from '../sidecar/runs/store.ts';
 import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-store.ts';
 import { waitFor } from '../test/support/wait.ts';
-import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from './sqlite-run-store.fixtures.ts';
+import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../test/support/sqlite-run-records.ts';
 
 const CRASH_CHILD = join(import.meta.dirname, 'sqlite-run-store.crash-child.ts');
 

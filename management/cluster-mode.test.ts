@@ -3,7 +3,7 @@
 import type { AddressInfo } from 'node:net';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { KubeApi } from '../operator/kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
 import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../sidecar/problem.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { ManagementProblems } from './errors.ts';
@@ -22,7 +22,7 @@ import {
   testLogger,
   writeRunLog,
   type TestCluster,
-} from './runlog-source-test-kit.ts';
+} from '../test/support/runlog-source-kit.ts';
 
 const APP = 'hello';
 const REPLICAS = ['hello-7d9c-aaaaa', 'hello-7d9c-bbbbb'];

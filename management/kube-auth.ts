@@ -14,7 +14,9 @@ import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { RUNLET_GROUP } from '../crds/api-group.ts';
-import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { ProblemError } from '../sidecar/problem.ts';
 import { ManagementProblems } from './errors.ts';
 

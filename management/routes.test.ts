@@ -8,7 +8,7 @@ import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteRunStore } from '../local/sqlite-run-store.ts';
-import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../local/sqlite-run-store.fixtures.ts';
+import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../test/support/sqlite-run-records.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError, problemTypeUri } from '../sidecar/problem.ts';
 import { RUN_STATUSES, type RunRecord } from '../sidecar/runs/record.ts';
 import type { RunSource } from '../sidecar/runs/store.ts';

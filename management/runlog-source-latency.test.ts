@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { loadavg } from 'node:os';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { KubeApi } from '../operator/kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { RUNS_ACCESS, kubeAuthenticator } from './kube-auth.ts';
 import { managementApi } from './routes.ts';
@@ -26,7 +26,7 @@ import {
   walkRunPagesRepeatedly,
   writeRunLog,
   type TestCluster,
-} from './runlog-source-test-kit.ts';
+} from '../test/support/runlog-source-kit.ts';
 
 const APP = 'hello';
 const REPLICAS = ['a', 'b', 'c', 'd', 'e'].map((suffix) => `hello-7d9c-${suffix.repeat(5)}`);

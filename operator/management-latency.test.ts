@@ -5,14 +5,14 @@
 import { loadavg } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
-import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../management/runlog-source-test-kit.ts';
+import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../test/support/runlog-source-kit.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { Operator } from './main.ts';
-import { pythonSpec } from './test-support/apps.ts';
-import { STATE_TIMEOUT_MS, createApp, createNamespace, prepareCluster, testOperator, type TestCluster } from './test-support/cluster.ts';
-import { createPod, writeRunLog } from './test-support/runlogs.ts';
+import { pythonSpec } from '../test/support/operator-apps.ts';
+import { STATE_TIMEOUT_MS, createApp, createNamespace, prepareCluster, testOperator, type TestCluster } from '../test/support/fake-cluster.ts';
+import { createPod, writeRunLog } from '../test/support/runlogs.ts';
 
 const PROJECT = 'team-a';
 const APP = 'hello';

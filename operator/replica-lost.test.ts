@@ -2,7 +2,7 @@
 // counts moved along, everything else as it was.
 import { describe, expect, it } from 'vitest';
 import type { RunLogStatus } from '../crds/runlog-schema.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
 import type { RunRecord, WebhookRecord } from '../sidecar/runs/record.ts';
 import { closeUnfinishedRuns } from './replica-lost.ts';
 

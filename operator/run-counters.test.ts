@@ -2,7 +2,7 @@
 // last run time that never goes back.
 import { describe, expect, it } from 'vitest';
 import type { RunLogObject } from '../management/runlog-source.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
 import { rollUpRunCounts, summarizeRunLog } from './run-counters.ts';
 

@@ -13,9 +13,11 @@ import type { Logger } from 'pino';
 import type { App, AppRunCounts } from '../crds/app-schema.ts';
 import type { RunLogCounts } from '../crds/runlog-schema.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
-import { APP_LABEL } from './render/labels.ts';
-import { isNamespaceTerminating, isNotFound, resourcePath, type KubeApi } from './kube-api.ts';
-import { objectKey } from './watch.ts';
+import { APP_LABEL } from '../crds/api-group.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
+import { resourcePath } from '../kube/objects.ts';
+import { objectKey } from '../kube/watch.ts';
 
 /** What one RunLog adds to its App's counters. */
 export interface RunLogSummary {

@@ -1,9 +1,9 @@
 // What the janitor decides for a RunLog, case by case: whose pod runs, what it holds, how old it is.
 import { describe, expect, it } from 'vitest';
 import type { RunLog } from '../crds/runlog-schema.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
 import type { RunRecord } from '../sidecar/runs/record.ts';
-import type { KubeObject } from './kube-api.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { judgeRunLog, lastWriteTime, podRuns, type PodObject } from './runlog-verdict.ts';
 
 const POD = 'hello-7d9c-aaaaa';

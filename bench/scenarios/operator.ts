@@ -7,9 +7,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { App } from '../../crds/app-schema.ts';
-import type { KubeObject } from '../../operator/kube-api.ts';
-import { PYTHON_IMAGE, SIDECAR_IMAGE, pythonSpec } from '../../operator/test-support/apps.ts';
-import { createCodeConfigMap, createNamespace, isReadyAtGeneration, paths, prepareCluster } from '../../operator/test-support/cluster.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { PYTHON_IMAGE, SIDECAR_IMAGE, pythonSpec } from '../../test/support/operator-apps.ts';
+import { createCodeConfigMap, createNamespace, isReadyAtGeneration, paths, prepareCluster } from '../../test/support/fake-cluster.ts';
 import { startKubeApiServer } from '../../test/kube/index.ts';
 import { COMPILED_CLI, IMAGE_ENV } from '../build.ts';
 import type { ProcessGroup } from '../processes.ts';

@@ -7,8 +7,8 @@
 //     → prints "listening on http://127.0.0.1:PORT" once the App exists and the kubeconfig is written
 import { parseArgs } from 'node:util';
 import { applyAppSpecDefaults } from '../../crds/validate.ts';
-import { pythonSpec } from '../../operator/test-support/apps.ts';
-import { createApp, createNamespace, prepareCluster } from '../../operator/test-support/cluster.ts';
+import { pythonSpec } from '../../test/support/operator-apps.ts';
+import { createApp, createNamespace, prepareCluster } from '../../test/support/fake-cluster.ts';
 import { startKubeApiServer } from '../../test/kube/index.ts';
 
 const { values } = parseArgs({ options: { kubeconfig: { type: 'string' }, namespace: { type: 'string' }, app: { type: 'string' } } });

@@ -3,10 +3,9 @@
 // with the App.
 import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
-import { APP_KIND, RUNLET_API_VERSION } from '../../crds/api-group.ts';
+import { APP_KIND, APP_LABEL, RUNLET_API_VERSION } from '../../crds/api-group.ts';
 import { namespaceOf } from './names.ts';
 
-export const APP_LABEL = 'runlet.dev/app';
 export const NAME_LABEL = 'app.kubernetes.io/name';
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'runlet';

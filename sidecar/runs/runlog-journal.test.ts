@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunRecord } from './record.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from './runlog-journal.ts';
-import { WARN, captureLogger, makeDataDir, removeDataDir, runRecord, waitFor, type LogLine } from './runlog-test-kit.ts';
+import { WARN, captureLogger, makeDataDir, removeDataDir, runRecord, waitFor, type LogLine } from '../../test/support/runlog-store-kit.ts';
 
 const dataDirs: string[] = [];
 const journals: RunLogJournal[] = [];

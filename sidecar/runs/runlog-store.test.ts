@@ -21,7 +21,7 @@ import {
   type Cluster,
   type TestStore,
   type TestStoreOptions,
-} from './runlog-test-kit.ts';
+} from '../../test/support/runlog-store-kit.ts';
 
 /** Fast cadence and short bounds, so the tests that use real time take little of it. */
 const QUICK = { flushIntervalMs: 50, retryInitialMs: 20, retryMaxMs: 200, durableTimeoutMs: 500, closeTimeoutMs: 2000 };

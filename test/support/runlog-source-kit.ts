@@ -5,19 +5,20 @@ import { readdir, readFile } from 'node:fs/promises';
 import pino, { type Logger } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { parse } from 'yaml';
-import { pythonApp } from '../crds/fixtures.ts';
-import { KubeApi, type KubeObject } from '../operator/kube-api.ts';
-import type { RunRecord, RunStatus } from '../sidecar/runs/record.ts';
-import { APP_LABEL } from '../sidecar/runs/runlog-api.ts';
-import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
-import { RunLogSource, type RunLogSourceOptions } from './runlog-source.ts';
+import { pythonApp } from './crd-fixtures.ts';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import type { RunRecord, RunStatus } from '../../sidecar/runs/record.ts';
+import { APP_LABEL } from '../../crds/api-group.ts';
+import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../kube/index.ts';
+import { RunLogSource, type RunLogSourceOptions } from '../../management/runlog-source.ts';
 
 export const PROJECT = 'team-a';
 export const OTHER_PROJECT = 'team-b';
 /** Generous for a loaded 2-core machine: only a failing test waits this long. */
 export const STATE_TIMEOUT_MS = 20_000;
 
-const CRDS_DIR = new URL('../crds/', import.meta.url);
+const CRDS_DIR = new URL('../../crds/', import.meta.url);
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
 
 export interface TestCluster {
@@ -34,7 +35,7 @@ export function testLogger(): Logger {
 
 export async function startTestCluster(options: KubeApiServerOptions = {}): Promise<TestCluster> {
   const server = await startKubeApiServer({ namespaces: [PROJECT, OTHER_PROJECT], ...options });
-  const api = new KubeApi(server.kubeConfig());
+  const api = new KubeApi(await server.credentials());
   for (const file of (await readdir(CRDS_DIR)).filter((name) => name.endsWith('.yaml')).sort()) {
     const crd = parse(await readFile(new URL(file, CRDS_DIR), 'utf8')) as KubeObject;
     await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
@@ -51,7 +52,7 @@ export async function startTestCluster(options: KubeApiServerOptions = {}): Prom
 
 /** A source on the test server with quick retries; started, and synced before it is returned. */
 export async function startSource(cluster: { server: KubeApiServer }, options: Partial<RunLogSourceOptions> = {}): Promise<RunLogSource & { api: KubeApi }> {
-  const api = options.api ?? new KubeApi(cluster.server.kubeConfig());
+  const api = options.api ?? new KubeApi(await cluster.server.credentials());
   const source = new RunLogSource({ api, logger: testLogger(), backoff: { initialMs: 20, maxMs: 200 }, ...options });
   source.start();
   await source.ready();

@@ -2,8 +2,8 @@
 // waits for — and ends at once, either with process.exit or killed by SIGKILL, without closing the store.
 // Usage: node sqlite-run-store.crash-child.ts <dataDir> <runId> exit|sigkill
 import { pino } from 'pino';
-import { SqliteRunStore } from './sqlite-run-store.ts';
-import { pendingAsyncRunRecord } from './sqlite-run-store.fixtures.ts';
+import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
+import { pendingAsyncRunRecord } from './sqlite-run-records.ts';
 
 const [dataDir, runId, ending] = process.argv.slice(2);
 if (dataDir === undefined || runId === undefined || (ending !== 'exit' && ending !== 'sigkill')) {
