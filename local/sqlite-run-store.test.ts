@@ -12,7 +12,7 @@ import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-
 import { waitFor } from '../test/support/wait.ts';
 import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../test/support/sqlite-run-records.ts';
 
-const CRASH_CHILD = join(import.meta.dirname, 'sqlite-run-store.crash-child.ts');
+const CRASH_CHILD = join(import.meta.dirname, '../test/support/sqlite-run-store-crash-child.ts');
 
 let dataDir: string;
 let openStores: SqliteRunStore[];

@@ -14,7 +14,7 @@ import { createOperator, type Operator } from '../../operator/main.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { kubernetesProblems } from './kube-validate.ts';
 import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes } from './rbac.ts';
-import type { RenderedChart } from './render.ts';
+import type { RenderedChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
 
 const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');

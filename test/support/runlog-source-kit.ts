@@ -182,6 +182,13 @@ export function percentile(values: number[], p: number): number {
 }
 
 /** One printed line of a latency measurement: count, p50 and p99. */
+/** Throws unless a walk of pages listed exactly the `expected` run ids, in order (what a benchmark's pages must hold). */
+export function expectSameIds(ids: readonly string[], expected: readonly string[], what: string): void {
+  const first = ids.findIndex((id, index) => id !== expected[index]);
+  if (first === -1 && ids.length === expected.length) return;
+  throw new Error(`${what}: listed ${ids.length} runs, expected ${expected.length}; first difference at ${first === -1 ? ids.length : first}`);
+}
+
 export function latencySummary(label: string, latenciesMs: number[]): string {
   const format = (ms: number): string => `${ms.toFixed(2)} ms`;
   return `${label.padEnd(48)} n=${String(latenciesMs.length).padStart(4)}  p50 ${format(percentile(latenciesMs, 50))}  p99 ${format(percentile(latenciesMs, 99))}`;
