@@ -19,10 +19,10 @@ import {
   onReplica,
   startSource,
   startTestCluster,
-  testLogger,
   writeRunLog,
   type TestCluster,
 } from '../test/support/runlog-source-kit.ts';
+import { testLogger } from '../test/support/logger.ts';
 
 const APP = 'hello';
 const REPLICAS = ['hello-7d9c-aaaaa', 'hello-7d9c-bbbbb'];

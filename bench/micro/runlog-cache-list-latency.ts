@@ -22,12 +22,12 @@ import {
   onReplica,
   startSource,
   startTestCluster,
-  testLogger,
   walkRunPages,
   walkRunPagesRepeatedly,
   writeRunLog,
   type TestCluster,
 } from '../../test/support/runlog-source-kit.ts';
+import { testLogger } from '../../test/support/logger.ts';
 
 const APP = 'hello';
 const REPLICAS = ['a', 'b', 'c', 'd', 'e'].map((suffix) => `hello-7d9c-${suffix.repeat(5)}`);

@@ -3,7 +3,7 @@
 // load is generated here meanwhile, and its Apps stay apart from the sidecars' API server): the time from
 // the first App created to every App Ready at its generation with the operator's queue empty, and the
 // operator's peak RSS. Measured once per run, after the rounds: it is the slowest scenario and shares no
-// server with the others. The cluster helpers are the operator's own test support (operator/test-support/).
+// server with the others. The cluster helpers are the tests' fake cluster (test/support/fake-cluster.ts).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { App } from '../../crds/app-schema.ts';

@@ -1,10 +1,7 @@
 // What the tests of the management API in cluster mode share: the in-memory API server with the Runlet CRDs
-// (crds/*.yaml) installed, Apps and RunLogs written as the operator and the sidecars write them, run records
+// installed (fake-cluster.ts), Apps and RunLogs written as the operator and the sidecars write them, run records
 // in creation order, and a RunLogSource on the server.
-import { readdir, readFile } from 'node:fs/promises';
-import pino, { type Logger } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
-import { parse } from 'yaml';
 import { pythonApp } from './crd-fixtures.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
@@ -12,42 +9,21 @@ import type { RunRecord, RunStatus } from '../../sidecar/runs/record.ts';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../kube/index.ts';
 import { RunLogSource, type RunLogSourceOptions } from '../../management/runlog-source.ts';
+import { prepareCluster, type TestCluster as FakeCluster } from './fake-cluster.ts';
+import { testLogger } from './logger.ts';
 
 export const PROJECT = 'team-a';
 export const OTHER_PROJECT = 'team-b';
 /** Generous for a loaded 2-core machine: only a failing test waits this long. */
 export const STATE_TIMEOUT_MS = 20_000;
 
-const CRDS_DIR = new URL('../../crds/', import.meta.url);
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
 
-export interface TestCluster {
-  server: KubeApiServer;
-  /** The tests' own client, apart from the source's. */
-  api: KubeApi;
-  close(): Promise<void>;
-}
+export type TestCluster = FakeCluster<KubeApiServer>;
 
-/** Tests log nothing unless RUNLET_TEST_LOG names a level. */
-export function testLogger(): Logger {
-  return pino({ name: 'runlet-management-test', level: process.env.RUNLET_TEST_LOG ?? 'silent' });
-}
-
+/** The fake cluster (fake-cluster.ts) with the two projects' namespaces. */
 export async function startTestCluster(options: KubeApiServerOptions = {}): Promise<TestCluster> {
-  const server = await startKubeApiServer({ namespaces: [PROJECT, OTHER_PROJECT], ...options });
-  const api = new KubeApi(await server.credentials());
-  for (const file of (await readdir(CRDS_DIR)).filter((name) => name.endsWith('.yaml')).sort()) {
-    const crd = parse(await readFile(new URL(file, CRDS_DIR), 'utf8')) as KubeObject;
-    await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-  }
-  return {
-    server,
-    api,
-    async close() {
-      await api.close();
-      await server.close();
-    },
-  };
+  return prepareCluster(await startKubeApiServer({ namespaces: [PROJECT, OTHER_PROJECT], ...options }));
 }
 
 /** A source on the test server with quick retries; started, and synced before it is returned. */

@@ -190,15 +190,6 @@ export function runIds(runLog: RunLogJson | undefined): string[] {
   return (runLog?.status?.runs ?? []).map((run) => run.id);
 }
 
-/** Polls `check` until it returns true; fails after `timeoutMs` with what it was waiting for. */
-export async function waitFor(check: () => Promise<boolean> | boolean, what: string, timeoutMs = WAIT_MS): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /** Lets pending I/O callbacks run. */
 export function yieldToIo(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
