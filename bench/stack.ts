@@ -167,10 +167,14 @@ async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Promise<Ser
   return { process: started, url: `http://127.0.0.1:${port}`, adminUrl };
 }
 
-/** A pod's way to the API server: KUBERNETES_SERVICE_HOST/_PORT and the service account, no kubeconfig. */
+/**
+ * A pod's way to the API server: KUBERNETES_SERVICE_HOST/_PORT and the service account; no kubeconfig, not even
+ * one in the user's home (HOME is the service account's folder, which holds none).
+ */
 function inPod(store: { serviceAccountDir: string; serverUrl: string }): Record<string, string> {
   const { hostname, port } = new URL(store.serverUrl);
-  return { KUBERNETES_SERVICE_HOST: hostname, KUBERNETES_SERVICE_PORT: port, RUNLET_SERVICE_ACCOUNT_DIR: store.serviceAccountDir, KUBECONFIG: '' };
+  const dir = store.serviceAccountDir;
+  return { KUBERNETES_SERVICE_HOST: hostname, KUBERNETES_SERVICE_PORT: port, RUNLET_SERVICE_ACCOUNT_DIR: dir, KUBECONFIG: '', HOME: dir };
 }
 
 async function startNginx(group: ProcessGroup, runtime: Server, workDir: string): Promise<Server> {
