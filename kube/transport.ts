@@ -41,6 +41,8 @@ function directTransport(server: string, tls: KubeTls): Transport {
           response.on('end', () => resolve({ status: response.statusCode ?? 0, retryAfter: single(response.headers['retry-after']), text }));
           response.on('error', reject);
         };
+        // Framed by its length: node:http sends the body of a DELETE (preconditions) unframed without one.
+        if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
         const outgoing = send(url, { method, headers, agent, signal: AbortSignal.timeout(timeoutMs) }, onResponse);
         outgoing.on('error', reject);
         outgoing.end(body);
