@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { renderChart, type RenderedManifest } from './render.ts';
 
-const REPO = fileURLToPath(new URL('../', import.meta.url));
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const CHART_DIR = join(REPO, 'charts/runlet');
 export const INSTALL_YAML = join(REPO, 'install.yaml');
 export const INSTALL_NAMESPACE = 'runlet-system';
