@@ -8,6 +8,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY cli cli
 COPY sidecar sidecar
+COPY kube kube
 COPY operator operator
 COPY management management
 COPY crds crds

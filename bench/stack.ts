@@ -60,7 +60,7 @@ export interface Stack {
 export async function startStack(group: ProcessGroup, workDir: string, options: StackOptions): Promise<Stack> {
   const [runtime, kubeApi] = await Promise.all([startRuntime(group, workDir), startKubeApi(group, workDir)]);
   const runtimeIdleRssMb = runtime.process.rssMb();
-  const runLog: RunStore = { kind: 'runlog', kubeconfig: kubeApi.kubeconfig };
+  const runLog: RunStore = { kind: 'runlog', serviceAccountDir: kubeApi.serviceAccountDir, serverUrl: kubeApi.server.url };
   const node = options.sidecarNodeOptions;
   // For bursts of async runs: a queue no burst fills, and webhooks to the loopback receiver admitted.
   const asyncArgs = ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8'];
@@ -109,20 +109,20 @@ async function startRuntime(group: ProcessGroup, workDir: string): Promise<Serve
   return { process: started, url: `http://127.0.0.1:${readFileSync(portFile, 'utf8').trim()}` };
 }
 
-/** The in-memory API server with the App the pod's sidecars belong to, and the kubeconfig that reaches it. */
-async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ server: Server; kubeconfig: string }> {
-  const kubeconfig = join(workDir, 'sidecar-kubeconfig');
+/** The in-memory API server with the App the pod's sidecars belong to, and the service account that reaches it. */
+async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ server: Server; serviceAccountDir: string }> {
+  const serviceAccountDir = join(workDir, 'sidecar-serviceaccount');
   const started = group.start({
     name: 'kube API server',
     command: process.execPath,
-    args: [join(SERVERS, 'kube-api-server.ts'), '--kubeconfig', kubeconfig, '--namespace', PROJECT, '--app', APP],
+    args: [join(SERVERS, 'kube-api-server.ts'), '--service-account', serviceAccountDir, '--namespace', PROJECT, '--app', APP],
   });
-  const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
-  return { server: { process: started, url: match[1]! }, kubeconfig };
+  const match = await started.waitForOutput(/listening on (https:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
+  return { server: { process: started, url: match[1]! }, serviceAccountDir };
 }
 
 /** Where a sidecar records its runs: the pod's RunLog through the API server, or SQLite in its data dir. */
-type RunStore = { kind: 'runlog'; kubeconfig: string } | { kind: 'sqlite' };
+type RunStore = { kind: 'runlog'; serviceAccountDir: string; serverUrl: string } | { kind: 'sqlite' };
 
 interface SidecarSpec {
   /** Process name, also its POD_NAME (the RunLog is named after the pod). */
@@ -137,7 +137,7 @@ interface SidecarSpec {
 /**
  * `runlet sidecar` from the compiled CLI, in front of the runtime, with the flags and environment the operator
  * renders for the pod's sidecar container (operator/render/sidecar-container.ts): NODE_OPTIONS, POD_NAME, and
- * for the RunLog the API server's address (KUBECONFIG here, the service account in a pod).
+ * for the RunLog the API server's address and the service account, as in a pod (mounted elsewhere here).
  */
 async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Promise<Server & { adminUrl: string }> {
   const { name, runtime, workDir, store } = spec;
@@ -158,13 +158,23 @@ async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Promise<Ser
       // Replaces any NODE_OPTIONS of the shell that started the benchmarks: the pod's flags are what is measured.
       NODE_OPTIONS: spec.nodeOptions,
       POD_NAME: name,
-      ...(store.kind === 'runlog' ? { KUBECONFIG: store.kubeconfig } : {}),
+      ...(store.kind === 'runlog' ? inPod(store) : {}),
     },
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   // Ready once its watcher has seen the runtime answer its health check.
   await waitForHttp(`${adminUrl}/ready`, started, { timeoutMs: STARTUP_TIMEOUT_MS });
   return { process: started, url: `http://127.0.0.1:${port}`, adminUrl };
+}
+
+/**
+ * A pod's way to the API server: KUBERNETES_SERVICE_HOST/_PORT and the service account; no kubeconfig, not even
+ * one in the user's home (HOME is the service account's folder, which holds none).
+ */
+function inPod(store: { serviceAccountDir: string; serverUrl: string }): Record<string, string> {
+  const { hostname, port } = new URL(store.serverUrl);
+  const dir = store.serviceAccountDir;
+  return { KUBERNETES_SERVICE_HOST: hostname, KUBERNETES_SERVICE_PORT: port, RUNLET_SERVICE_ACCOUNT_DIR: dir, KUBECONFIG: '', HOME: dir };
 }
 
 async function startNginx(group: ProcessGroup, runtime: Server, workDir: string): Promise<Server> {

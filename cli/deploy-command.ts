@@ -2,7 +2,10 @@
 // the App's conditions until it is Available, or says why it is not.
 import { KubeConfig } from '@kubernetes/client-node';
 import type { App, Condition } from '../crds/app-schema.ts';
-import { resourcePath, KubeApi, KubeApiError } from '../operator/kube-api.ts';
+import { KubeApi } from '../kube/client.ts';
+import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import { resourcePath } from '../kube/objects.ts';
 import { validateApp } from '../crds/validate.ts';
 import { appManifests } from './app-folder.ts';
 import { parseCommandArgs } from './arguments.ts';
@@ -35,7 +38,7 @@ export async function runDeployCommand(args: string[]): Promise<number> {
   const problems = validateApp(app);
   if (problems.length > 0) throw new CliError(`the App ${app.metadata.name} is invalid:\n${problems.map((p) => `  ${p.path}: ${p.message}`).join('\n')}`);
 
-  const api = new KubeApi(kubeConfig, { fieldManager: FIELD_MANAGER, requestTimeoutMs: 30_000 });
+  const api = new KubeApi(kubeConfigCredentials(kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: 30_000 });
   try {
     if (code) await applyOrExplain(api, code, namespace);
     const applied = await applyOrExplain(api, app, namespace);

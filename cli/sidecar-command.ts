@@ -17,7 +17,8 @@ import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-int
 import { createRunServer } from '../sidecar/run-server.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtime-connections.ts';
 import { RuntimeWatcher } from '../sidecar/runtime-watch.ts';
-import { loadKubeCredentials } from '../sidecar/runs/kube-credentials.ts';
+import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
+import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { RunLogJournal } from '../sidecar/runs/runlog-journal.ts';
 import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
@@ -44,6 +45,8 @@ Options (environment variable in brackets):
   --data-dir DIR              where async runs are made durable: the RunLog's journal, or the SQLite store
                               (default /var/run/runlet, the pod's emptyDir) [RUNLET_DATA_DIR]
   --replica NAME              this replica's name on run records [POD_NAME]
+  --service-account-dir DIR   where the pod's service-account token and CA are mounted, for the RunLog
+                              (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
   --result-limit-bytes N      the largest result a Python function may return (default 32 MiB) [RUNLET_RESULT_LIMIT_BYTES]
@@ -67,6 +70,7 @@ const OPTIONS = {
   'run-store': { env: ['RUNLET_RUN_STORE'] },
   'data-dir': { env: ['RUNLET_DATA_DIR'], default: '/var/run/runlet' },
   replica: { env: ['POD_NAME'] },
+  'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
   'body-limit-bytes': { env: ['RUNLET_BODY_LIMIT_BYTES'], default: String(DEFAULT_BODY_LIMIT_BYTES) },
   'result-limit-bytes': { env: ['RUNLET_RESULT_LIMIT_BYTES'], default: String(DEFAULT_RESULT_LIMIT_BYTES) },
@@ -135,7 +139,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   apps.add(target);
   const registry = new Registry();
   const dataDir = resolve(required('data-dir'));
-  const store = runStore === 'runlog' ? await runLogStore(target, replicaName, dataDir, registry, logger) : new SqliteRunStore({ dataDir, logger });
+  const store = runStore === 'runlog' ? await runLogStore(target, replicaName, { dataDir, serviceAccountDir: required('service-account-dir') }, registry, logger) : new SqliteRunStore({ dataDir, logger });
   const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, bodyTimeoutMs: timeouts.bodyMs, webhooks: { allowCidrs }, auth, registry });
   const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
 
@@ -169,7 +173,13 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
  * The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG), with its journal in
  * `dataDir`: opened first, so a data dir that cannot be written fails the start rather than the first async run.
  */
-async function runLogStore(target: AppTarget, podName: string, dataDir: string, registry: Registry, logger: Logger): Promise<RunLogStore> {
+async function runLogStore(
+  target: AppTarget,
+  podName: string,
+  { dataDir, serviceAccountDir }: { dataDir: string; serviceAccountDir: string },
+  registry: Registry,
+  logger: Logger,
+): Promise<RunLogStore> {
   let journal;
   try {
     journal = await RunLogJournal.open({ dataDir, logger });
@@ -178,7 +188,7 @@ async function runLogStore(target: AppTarget, podName: string, dataDir: string, 
   }
   let credentials;
   try {
-    credentials = await loadKubeCredentials();
+    credentials = await loadKubeCredentials({ serviceAccountDir });
   } catch (err) {
     await journal.close();
     // A missing or broken kubeconfig or service account: the message names the file and what to fix.

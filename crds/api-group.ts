@@ -9,5 +9,5 @@ export const APP_PLURAL = 'apps';
 export const RUNLOG_KIND = 'RunLog';
 export const RUNLOG_PLURAL = 'runlogs';
 
-/** Label every object of an App carries, RunLogs included: the operator and the management API select by it. */
+/** Label every object of an App carries, RunLogs included, its value the App's name: the operator, the management API and the sidecars select by it. */
 export const APP_LABEL = 'runlet.dev/app';

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { CustomResourceDefinition as CrdModel } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { customApp, runLog } from './fixtures.ts';
+import { customApp, runLog } from '../test/support/crd-fixtures.ts';
 import { crdFiles } from './crd-yaml.ts';
 import type { StructuralSchema } from './structural-schema.ts';
 

@@ -1,7 +1,7 @@
 import { Value } from '@sinclair/typebox/value';
 import { describe, expect, it } from 'vitest';
-import { runRecord } from './fixtures.ts';
 import { RunRecordSchema, type RunRecord } from './run-record-schema.ts';
+import { runRecord } from '../test/support/crd-fixtures.ts';
 
 describe('RunRecordSchema', () => {
   it('accepts a complete record and one that has just been accepted', () => {

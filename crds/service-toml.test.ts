@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { App } from './app-schema.ts';
-import { customApp, pythonApp } from './fixtures.ts';
+import { customApp, pythonApp } from '../test/support/crd-fixtures.ts';
 import {
   appToServiceToml,
   codeConfigMapName,

@@ -2,7 +2,7 @@ import { evaluate } from '@marcbachmann/cel-js';
 import type { TSchema } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
 import { AppSpecSchema } from './app-schema.ts';
-import { customApp, pythonApp, runLog } from './fixtures.ts';
+import { customApp, pythonApp, runLog } from '../test/support/crd-fixtures.ts';
 import { crossFieldRulesOf } from './schema-kit.ts';
 import {
   applyAppDefaults,

@@ -10,9 +10,9 @@ import { RUN_STATUSES, type RunRecord } from '../crds/run-record-schema.ts';
 import type { ListRunsQuery } from '../management/run-source.ts';
 import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-store.ts';
 import { waitFor } from '../test/support/wait.ts';
-import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from './sqlite-run-store.fixtures.ts';
+import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../test/support/sqlite-run-records.ts';
 
-const CRASH_CHILD = join(import.meta.dirname, 'sqlite-run-store.crash-child.ts');
+const CRASH_CHILD = join(import.meta.dirname, '../test/support/sqlite-run-store-crash-child.ts');
 
 let dataDir: string;
 let openStores: SqliteRunStore[];

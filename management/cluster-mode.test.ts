@@ -3,10 +3,10 @@
 import type { AddressInfo } from 'node:net';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { KubeApi } from '../operator/kube-api.ts';
 import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../crds/problem.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { Problems } from '../crds/problems.ts';
+import type { KubeApi } from '../kube/client.ts';
 import { RUNS_ACCESS, kubeAuthenticator, type KubeAuthOptions } from './kube-auth.ts';
 import { managementApi } from './routes.ts';
 import type { RunLogSource } from './runlog-source.ts';
@@ -19,10 +19,10 @@ import {
   onReplica,
   startSource,
   startTestCluster,
-  testLogger,
   writeRunLog,
   type TestCluster,
-} from './runlog-source-test-kit.ts';
+} from '../test/support/runlog-source-kit.ts';
+import { testLogger } from '../test/support/logger.ts';
 
 const APP = 'hello';
 const REPLICAS = ['hello-7d9c-aaaaa', 'hello-7d9c-bbbbb'];

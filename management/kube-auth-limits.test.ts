@@ -5,7 +5,7 @@ import { Agent, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { KubeApi } from '../operator/kube-api.ts';
+import { KubeApi } from '../kube/client.ts';
 import { PROBLEM_CONTENT_TYPE, problemTypeUri } from '../crds/problem.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { Problems } from '../crds/problems.ts';
@@ -13,7 +13,8 @@ import { RUNS_ACCESS, kubeAuthenticator, type KubeAuthOptions } from './kube-aut
 import { REVIEW_LIMITS } from './review-limiter.ts';
 import { managementApi } from './routes.ts';
 import type { RunLogSource } from './runlog-source.ts';
-import { PROJECT, createApp, startSource, startTestCluster, testLogger, type TestCluster } from './runlog-source-test-kit.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { PROJECT, createApp, startSource, startTestCluster, type TestCluster } from '../test/support/runlog-source-kit.ts';
 
 const APP = 'hello';
 const RUNS = `/v2/projects/${PROJECT}/apps/${APP}/runs`;
@@ -40,7 +41,7 @@ beforeAll(async () => {
     cluster.server.allow({ user: username, namespace: PROJECT, ...RUNS_ACCESS });
   }
   source = await startSource(cluster);
-  reviewsApi = new KubeApi(cluster.server.kubeConfig());
+  reviewsApi = new KubeApi(await cluster.server.credentials());
 });
 
 afterAll(async () => {

@@ -16,10 +16,12 @@ import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { RUNLET_GROUP } from '../crds/api-group.ts';
-import { KubeApiError, type KubeApi, type KubeObject } from '../operator/kube-api.ts';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import { REVIEW_LIMITS, ReviewLimiter } from './review-limiter.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import type { KubeObject } from '../kube/objects.ts';
 
 export interface KubeAuthOptions {
   /** The operator's client: its credentials need `create` on tokenreviews and subjectaccessreviews. */

@@ -2,11 +2,12 @@
 // RunLogs come, change and go; filters; runs found across RunLogs; and the cache kept whole through cut
 // watches and a relist after 410 Gone.
 import { afterEach, describe, expect, it } from 'vitest';
-import { KubeApi } from '../operator/kube-api.ts';
-import { startWatchProxy, type WatchProxy } from '../operator/test-support/watch-proxy.ts';
-import type { RestartReason } from '../operator/watch.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { ListRunsQuery } from './run-source.ts';
+import { KubeApi } from '../kube/client.ts';
+import { startWatchProxy, type WatchProxy } from '../test/support/watch-proxy.ts';
+import type { RestartReason } from '../kube/watch.ts';
+import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { kubeConfigFor } from '../test/kube/kubeconfig.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { RunLogSource } from './runlog-source.ts';
@@ -24,7 +25,7 @@ import {
   startTestCluster,
   writeRunLog,
   type TestCluster,
-} from './runlog-source-test-kit.ts';
+} from '../test/support/runlog-source-kit.ts';
 
 const APP = 'hello';
 const REPLICAS = ['hello-7d9c-aaaaa', 'hello-7d9c-bbbbb'];
@@ -204,9 +205,9 @@ describe('RunLogSource', () => {
   it('restarts a watch gone silent (the watchdog), and rides out a refusing API server', async () => {
     cluster = await startTestCluster({ bookmarkIntervalMs: 100 });
     await createApp(cluster.api, PROJECT, APP);
-    proxy = await startWatchProxy(cluster.server.url);
+    proxy = await startWatchProxy(cluster.server.url, cluster.server.ca);
     const restarts: RestartReason[] = [];
-    source = await startSource(cluster, { api: new KubeApi(kubeConfigFor(proxy.url)), watchdogMs: 1_000, onRestart: (_resource, reason) => restarts.push(reason) });
+    source = await startSource(cluster, { api: new KubeApi(kubeConfigCredentials(kubeConfigFor(proxy.url))), watchdogMs: 1_000, onRestart: (_resource, reason) => restarts.push(reason) });
     await waitFor(() => cluster!.server.counters.openWatches === 2, { timeoutMs: STATE_TIMEOUT_MS, what: 'both watches open' });
 
     expect(proxy.silenceOpenWatches()).toBe(2);
@@ -229,9 +230,9 @@ describe('RunLogSource', () => {
     await createApp(cluster.api, PROJECT, APP);
     const runs = appRuns({ appName: APP, count: 12, replicas: REPLICAS });
     for (const replica of REPLICAS) await writeRunLog(cluster.api, PROJECT, replica, APP, onReplica(runs, replica));
-    proxy = await startWatchProxy(cluster.server.url);
+    proxy = await startWatchProxy(cluster.server.url, cluster.server.ca);
     const restarts: RestartReason[] = [];
-    source = await startSource(cluster, { api: new KubeApi(kubeConfigFor(proxy.url)), onRestart: (_resource, reason) => restarts.push(reason) });
+    source = await startSource(cluster, { api: new KubeApi(kubeConfigCredentials(kubeConfigFor(proxy.url))), onRestart: (_resource, reason) => restarts.push(reason) });
     await waitFor(() => cluster!.server.counters.openWatches === 2, { timeoutMs: STATE_TIMEOUT_MS, what: 'both watches open' });
 
     proxy.holdWatches();

@@ -8,14 +8,15 @@
 //
 // Answers come from memory, never from the API server: a list is as fresh as the last watch event (RunLogs
 // are written about once a second per replica). The watches relist on 410 Gone, resume after errors with a
-// backoff, and restart when silent (operator/watch.ts).
+// backoff, and restart when silent (kube/watch.ts).
 import type { Logger } from 'pino';
 import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { App } from '../crds/app-schema.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
-import type { KubeApi, KubeObject } from '../operator/kube-api.ts';
-import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../operator/watch.ts';
+import type { KubeApi } from '../kube/client.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../kube/watch.ts';
 import type { AppDirectory } from './app-directory.ts';
 import type { ListRunsQuery, RunPage, RunSource } from './run-source.ts';
 import { RunLogIndex, appKey } from './runlog-source-index.ts';
@@ -30,7 +31,7 @@ export interface RunLogSourceOptions {
   watchdogMs?: number;
   /** Each watch restart and why: for the operator's `watchRestarted` metric. */
   onRestart?(resource: typeof RUNLOG_PLURAL | typeof APP_PLURAL, reason: RestartReason): void;
-  /** Retry delays after failed lists and watches; default operator/watch.ts's (250 ms doubling to 30 s). */
+  /** Retry delays after failed lists and watches; default kube/watch.ts's (250 ms doubling to 30 s). */
   backoff?: { initialMs: number; maxMs: number };
   /**
    * Which apps exist, when the caller watches Apps already (the operator): the source then watches no Apps of

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { App, Condition } from '../crds/app-schema.ts';
 import { nextAppStatus, ownedStatusDiffers, type Observation } from './app-status.ts';
-import { pythonSpec, storedApp } from './test-support/apps.ts';
+import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 
 const APP_URL = 'http://hello.team-a.svc.cluster.local/v4/team-a/hello';
 const EARLIER = '2025-01-01T00:00:00Z';

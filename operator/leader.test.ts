@@ -5,11 +5,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { RUNS_ACCESS } from '../management/kube-auth.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
-import type { KubeObject } from './kube-api.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import type { Operator } from './main.ts';
-import { pythonSpec } from './test-support/apps.ts';
+import { pythonSpec } from '../test/support/operator-apps.ts';
 import {
   STATE_TIMEOUT_MS,
   createApp,
@@ -21,8 +21,8 @@ import {
   testOperator,
   waitForApp,
   type TestCluster,
-} from './test-support/cluster.ts';
-import { readRunLog, writeRunLog } from './test-support/runlogs.ts';
+} from '../test/support/fake-cluster.ts';
+import { readRunLog, writeRunLog } from '../test/support/runlogs.ts';
 
 interface Lease extends KubeObject {
   spec: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string; leaseTransitions?: number };

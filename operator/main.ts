@@ -12,8 +12,10 @@ import type { App } from '../crds/app-schema.ts';
 import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import type { OperatorConfig } from './config.ts';
-import { KubeApi, type KubeObject } from './kube-api.ts';
-import { LeaderElector } from './leader.ts';
+import { KubeApi } from '../kube/client.ts';
+import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import { LeaderElector } from '../kube/leader.ts';
 import { mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
 import { createReconciler } from './reconcile.ts';
@@ -23,8 +25,11 @@ import { RunLogJanitor } from './runlog-janitor.ts';
 import type { PodObject } from './runlog-verdict.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
-import { ResourceWatch, metadataOnly, objectKey } from './watch.ts';
-import { WorkQueue } from './work-queue.ts';
+import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
+import { WorkQueue } from '../kube/work-queue.ts';
+
+/** Who owns the fields of the objects the operator applies and patches (managedFields). */
+const FIELD_MANAGER = 'runlet-operator';
 
 export interface OperatorOptions {
   /** Where the API server is: `server.kubeConfig()` in tests, `loadFromDefault()` in a cluster. */
@@ -69,7 +74,7 @@ interface DeploymentObject extends KubeObject {
 export function createOperator(options: OperatorOptions): Operator {
   const { config } = options;
   const logger = options.logger ?? pino({ name: 'runlet-operator', level: config.logLevel }, pino.destination({ dest: 2, sync: false }));
-  const api = new KubeApi(options.kubeConfig, { requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
+  const api = new KubeApi(kubeConfigCredentials(options.kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
   const rbac = new SidecarRbacApplier(api);
   const clock = options.clock ?? (() => new Date());

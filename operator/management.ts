@@ -8,7 +8,7 @@ import type { AppDirectory } from '../management/app-directory.ts';
 import { kubeAuthenticator } from '../management/kube-auth.ts';
 import { managementApi } from '../management/routes.ts';
 import type { RunSource } from '../management/run-source.ts';
-import type { KubeApi } from './kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
 
 export interface ManagementMount {
   /** The operator's client: it reviews tokens with the operator's credentials. */

@@ -1,7 +1,7 @@
 // The operator's Prometheus metrics, in a registry of its own (several operators can live in one test
 // process, and the management API mounted later adds to the same registry).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { RestartReason } from './watch.ts';
+import type { RestartReason } from '../kube/watch.ts';
 
 export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';
 

@@ -5,9 +5,9 @@ import { kubeConfigFor } from '../test/kube/kubeconfig.ts';
 import { recordWatch, type RecordedWatch } from '../test/kube/test-helpers.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
-import type { KubeObject } from './kube-api.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { createOperator, type Operator } from './main.ts';
-import { pythonSpec } from './test-support/apps.ts';
+import { pythonSpec } from '../test/support/operator-apps.ts';
 import {
   STATE_TIMEOUT_MS,
   condition,
@@ -20,9 +20,9 @@ import {
   testOperator,
   waitForApp,
   type TestCluster,
-} from './test-support/cluster.ts';
-import { testLogger } from './test-support/logger.ts';
-import { startWatchProxy, type WatchProxy } from './test-support/watch-proxy.ts';
+} from '../test/support/fake-cluster.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { startWatchProxy, type WatchProxy } from '../test/support/watch-proxy.ts';
 
 interface PodTemplateOwner extends KubeObject {
   spec: { template: { spec: { initContainers?: unknown[]; containers: { name: string }[] } } };
@@ -44,7 +44,7 @@ afterEach(async () => {
 /** A cluster, with the operator talking to it through a proxy the test controls. */
 async function start(serverOptions: KubeApiServerOptions = {}, watchdogSeconds = 120): Promise<void> {
   cluster = await prepareCluster(await startKubeApiServer(serverOptions));
-  proxy = await startWatchProxy(cluster.server.url);
+  proxy = await startWatchProxy(cluster.server.url, cluster.server.ca);
   operator = createOperator({ kubeConfig: kubeConfigFor(proxy.url), config: testConfig({ watchdogSeconds }), logger: testLogger(), processMetrics: false });
   operator.start();
   await createNamespace(cluster.api, 'team');

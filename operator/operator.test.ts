@@ -3,9 +3,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
-import type { KubeApi, KubeObject } from './kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import type { Operator } from './main.ts';
-import { pythonSpec } from './test-support/apps.ts';
+import { pythonSpec } from '../test/support/operator-apps.ts';
 import {
   STATE_TIMEOUT_MS,
   condition,
@@ -19,7 +20,7 @@ import {
   testOperator,
   waitForApp,
   type TestCluster,
-} from './test-support/cluster.ts';
+} from '../test/support/fake-cluster.ts';
 
 interface Deployment extends KubeObject {
   spec: { replicas: number; template: { metadata: { annotations?: Record<string, string> }; spec: { initContainers?: { args: string[] }[]; containers: { name: string }[] } } };

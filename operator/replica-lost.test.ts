@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
 import type { RunLogStatus } from '../crds/runlog-schema.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
 import { closeUnfinishedRuns } from './replica-lost.ts';
 
 const POD = 'hello-7d9c-aaaaa';

@@ -2,8 +2,8 @@
 // last run time that never goes back.
 import { describe, expect, it } from 'vitest';
 import type { RunLogObject } from '../management/runlog-source.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
 import { rollUpRunCounts, summarizeRunLog } from './run-counters.ts';
 
 function runLog(runs: RunRecord[], counts?: { total: number; success: number; failure: number; inFlight: number }): RunLogObject {

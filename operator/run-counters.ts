@@ -14,8 +14,10 @@ import type { App, AppRunCounts } from '../crds/app-schema.ts';
 import type { RunLogCounts } from '../crds/runlog-schema.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
 import { APP_LABEL } from '../crds/api-group.ts';
-import { isNamespaceTerminating, isNotFound, resourcePath, type KubeApi } from './kube-api.ts';
-import { objectKey } from './watch.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
+import { resourcePath } from '../kube/objects.ts';
+import { objectKey } from '../kube/watch.ts';
 
 /** What one RunLog adds to its App's counters. */
 export interface RunLogSummary {

@@ -10,11 +10,12 @@ import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { APP_LABEL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
-import { isConflict, isNamespaceTerminating, isNotFound, type KubeApi } from './kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { isConflict, isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
 import { closeUnfinishedRuns } from './replica-lost.ts';
 import { DEFAULT_RETENTION_SECONDS, judgeRunLog, podRuns, type PodObject } from './runlog-verdict.ts';
-import { objectKey } from './watch.ts';
-import { WorkQueue } from './work-queue.ts';
+import { objectKey } from '../kube/watch.ts';
+import { WorkQueue } from '../kube/work-queue.ts';
 
 export interface RunLogJanitorOptions {
   api: KubeApi;

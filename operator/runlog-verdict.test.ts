@@ -2,8 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
-import { runRecord } from '../management/runlog-source-test-kit.ts';
-import type { KubeObject } from './kube-api.ts';
+import { runRecord } from '../test/support/runlog-source-kit.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { judgeRunLog, lastWriteTime, podRuns, type PodObject } from './runlog-verdict.ts';
 
 const POD = 'hello-7d9c-aaaaa';

@@ -5,7 +5,7 @@
 // A pod "runs" until it is gone from the API server or has ended (phase Failed or Succeeded). A pod being
 // deleted still runs: its sidecar is draining, finishing its runs and writing them down.
 import type { RunLog } from '../crds/runlog-schema.ts';
-import type { KubeObject } from './kube-api.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { isUnfinished } from './replica-lost.ts';
 
 /** What the janitor keeps of a pod: its identity and its phase. */

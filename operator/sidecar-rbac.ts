@@ -1,7 +1,7 @@
 // Makes sure each app namespace has the sidecar's ServiceAccount, Role and RoleBinding. They are shared by
 // every App of the namespace, so they are applied once per namespace (not once per reconcile) until
 // forget() — on every resync and leadership change — has them applied again, repairing any drift.
-import type { KubeApi } from './kube-api.ts';
+import type { KubeApi } from '../kube/client.ts';
 import { renderSidecarRbac } from './render/rbac.ts';
 
 export class SidecarRbacApplier {

@@ -36,14 +36,15 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { AppTarget } from '../../sidecar/apps.ts';
 import type { RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
-import { kubeConfigCredentials } from '../../sidecar/runs/kube-credentials-client-node.ts';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeCredentials } from '../../kube/credentials.ts';
+import { inClusterCredentials } from '../../kube/in-cluster.ts';
 import { RunRecorder, newRunId } from '../../sidecar/runs/recorder.ts';
 import { RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
 import { RunLogStore } from '../../sidecar/runs/runlog-store.ts';
 import { RunLogWindow } from '../../sidecar/runs/runlog-window.ts';
-import { APP_NAME, NAMESPACE, POD_NAME } from '../../sidecar/runs/runlog-test-kit.ts';
+import { APP_NAME, NAMESPACE, POD_NAME } from '../../test/support/runlog-store-kit.ts';
 import type { RunStore } from '../../sidecar/runs/store.ts';
-import { kubeConfigFor } from '../../test/kube/kubeconfig.ts';
 import type { ApiServerReady } from './runlog-api-server.ts';
 
 const { values: args } = parseArgs({
@@ -136,14 +137,14 @@ function probeLongestTurn(): () => number {
   };
 }
 
-async function startApiServer(keepFinished: number): Promise<{ url: string; stop(): Promise<void> }> {
+async function startApiServer(keepFinished: number): Promise<{ credentials(): Promise<KubeCredentials>; stop(): Promise<void> }> {
   const child = fork(new URL('./runlog-api-server.ts', import.meta.url), [String(keepFinished)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const [ready] = (await Promise.race([
     once(child, 'message'),
     once(child, 'exit').then(([code]) => Promise.reject(new Error(`the API server exited with ${code} before serving`))),
   ])) as [ApiServerReady];
   return {
-    url: ready.url,
+    credentials: () => inClusterCredentials({ env: ready.env, serviceAccountDir: ready.serviceAccountDir }),
     async stop() {
       const exited = once(child, 'exit');
       child.disconnect();
@@ -152,8 +153,8 @@ async function startApiServer(keepFinished: number): Promise<{ url: string; stop
   };
 }
 
-/** A store on the API server at `url`, its journal in `dataDir` (only durable saves use it; none are made here). */
-async function openStore(url: string, dataDir: string, warnings: Record<string, number>): Promise<RunLogStore> {
+/** A store on the API server, its journal in `dataDir` (only durable saves use it; none are made here). */
+async function openStore(credentials: KubeCredentials, dataDir: string, warnings: Record<string, number>): Promise<RunLogStore> {
   const logger = pino({ level: 'warn' }, {
     write(line: string) {
       const { msg } = JSON.parse(line) as { msg: string };
@@ -161,7 +162,7 @@ async function openStore(url: string, dataDir: string, warnings: Record<string, 
     },
   });
   const journal = await RunLogJournal.open({ dataDir, logger });
-  const store = new RunLogStore({ credentials: kubeConfigCredentials(kubeConfigFor(url)), namespace: NAMESPACE, podName: POD_NAME, appName: APP_NAME, journal, registry: new Registry(), logger });
+  const store = new RunLogStore({ credentials, namespace: NAMESPACE, podName: POD_NAME, appName: APP_NAME, journal, registry: new Registry(), logger });
   store.start();
   await store.flush();
   return store;
@@ -332,9 +333,9 @@ async function measure(keepFinished: number, takeStretches: () => number[]): Pro
   const dataDir = await mkdtemp(join(tmpdir(), 'runlet-micro-runlog-'));
   const warnings: Record<string, number> = {};
   try {
-    const burstStore = await openStore(server.url, dataDir, warnings);
+    const burstStore = await openStore(await server.credentials(), dataDir, warnings);
     const bursts = await measureBursts(burstStore, takeStretches).finally(() => burstStore.close());
-    const runLog = await readRunLog(server.url);
+    const runLog = await readRunLog(await server.credentials());
     const status = (JSON.parse(runLog) as { status: { runs: unknown[] } }).status;
     const result: Result = {
       keepFinished,
@@ -352,7 +353,7 @@ async function measure(keepFinished: number, takeStretches: () => number[]): Pro
     };
     if (STREAM_SECONDS > 0) {
       const noop = await stream(new RunRecorder(noopStore, POD_NAME));
-      const store = await openStore(server.url, dataDir, warnings);
+      const store = await openStore(await server.credentials(), dataDir, warnings);
       const streamed = await stream(new RunRecorder(store, POD_NAME)).finally(() => store.close());
       result.stream = {
         achievedRate: Math.round(streamed.achievedRate),
@@ -370,11 +371,13 @@ async function measure(keepFinished: number, takeStretches: () => number[]): Pro
   }
 }
 
-async function readRunLog(url: string): Promise<string> {
-  const response = await fetch(`${url}/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/runlogs/${POD_NAME}`);
-  const text = await response.text();
-  if (!response.ok) throw new Error(`reading the RunLog back answered ${response.status}: ${text}`);
-  return text;
+async function readRunLog(credentials: KubeCredentials): Promise<string> {
+  const api = new KubeApi(credentials);
+  try {
+    return JSON.stringify(await api.request('GET', `/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/runlogs/${POD_NAME}`));
+  } finally {
+    await api.close();
+  }
 }
 
 const takeStretches = timeWindowWork();

@@ -18,7 +18,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
-import { pendingAsyncRunRecord, runRecord } from '../../local/sqlite-run-store.fixtures.ts';
+import { pendingAsyncRunRecord, runRecord } from '../../test/support/sqlite-run-records.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { RunStore } from '../../sidecar/runs/store.ts';
 import { median } from '../stats.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pythonSpec, renderConfig, storedApp } from '../test-support/apps.ts';
+import { pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
 import { renderAppChildren } from './app-children.ts';
 
 describe('renderAppChildren', () => {

@@ -2,7 +2,7 @@
 // has an ingress) the Ingress; and what must go because the configuration no longer wants it.
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
-import type { KubeObject, ObjectRef } from '../kube-api.ts';
+import type { KubeObject, ObjectRef } from '../../kube/objects.ts';
 import { renderDeployment } from './deployment.ts';
 import { renderIngress } from './ingress.ts';
 import { childName, namespaceOf } from './names.ts';

@@ -1,6 +1,6 @@
 import type { V1Container } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../test-support/apps.ts';
+import { PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
 import { renderAppContainer } from './app-container.ts';
 
 const render = (spec: Record<string, unknown>): V1Container => renderAppContainer(storedApp(spec), renderConfig());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pythonSpec, renderConfig, storedApp } from '../test-support/apps.ts';
+import { pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
 import { renderDeployment } from './deployment.ts';
 
 const customSpec = { runtime: { custom: { image: 'web:1', port: 8080 } } };

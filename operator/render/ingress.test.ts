@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { IngressConfig } from '../config.ts';
-import { pythonSpec, storedApp } from '../test-support/apps.ts';
+import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { renderIngress } from './ingress.ts';
 
 const app = storedApp(pythonSpec(), { name: 'hello', namespace: 'team-a' });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pythonSpec, storedApp } from '../test-support/apps.ts';
+import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { appLabels, childMetadata, owningAppName, selectorLabels } from './labels.ts';
 
 describe('child metadata', () => {

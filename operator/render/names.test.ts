@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pythonSpec, storedApp } from '../test-support/apps.ts';
+import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { appPort, appUrl, runPathPrefix } from './names.ts';
 
 const custom = { runtime: { custom: { image: 'web:1', port: 8080 } } };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../test-support/apps.ts';
+import { renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../../test/support/operator-apps.ts';
 import { renderSidecarContainer, SIDECAR_NODE_OPTIONS } from './sidecar-container.ts';
 
 const customSpec = (extra: Record<string, unknown> = {}) => ({ runtime: { custom: { image: 'web:1', port: 3000, ...extra } } });

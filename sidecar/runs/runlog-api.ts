@@ -2,7 +2,8 @@
 // read or create the RunLog, and write its status with the resourceVersion as precondition.
 import { APP_KIND, APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../../crds/api-group.ts';
 import { DEFAULT_KEEP_FINISHED, type RemoteStatus } from './runlog-window.ts';
-import { KubeRequestError, type KubeJsonClient } from './runlog-kube-client.ts';
+import type { KubeApi } from '../../kube/client.ts';
+import { isConflict, isNotFound } from '../../kube/errors.ts';
 
 export interface AppFacts {
   uid: string;
@@ -21,22 +22,14 @@ export interface RunLogRef {
   appName: string;
 }
 
-export function isConflict(error: unknown): boolean {
-  return error instanceof KubeRequestError && error.status === 409;
-}
-
-export function isNotFound(error: unknown): boolean {
-  return error instanceof KubeRequestError && error.status === 404;
-}
-
 export class RunLogApi {
-  readonly #client: KubeJsonClient;
+  readonly #client: KubeApi;
   readonly #ref: RunLogRef;
   readonly #appPath: string;
   readonly #runLogsPath: string;
   readonly #runLogPath: string;
 
-  constructor(client: KubeJsonClient, ref: RunLogRef) {
+  constructor(client: KubeApi, ref: RunLogRef) {
     this.#client = client;
     this.#ref = ref;
     const namespace = `/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(ref.namespace)}`;

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from './runlog-journal.ts';
-import { WARN, captureLogger, makeDataDir, removeDataDir, runRecord, waitFor, type LogLine } from './runlog-test-kit.ts';
+import { WARN, captureLogger, makeDataDir, removeDataDir, runRecord, type LogLine } from '../../test/support/runlog-store-kit.ts';
+import { waitFor } from '../../test/support/wait.ts';
 
 const dataDirs: string[] = [];
 const journals: RunLogJournal[] = [];
@@ -94,7 +95,7 @@ describe('RunLogJournal', () => {
     await Promise.all([pending(), pending()].map((record) => journal.append(record)));
     expect(await fileSize(dataDir)).toBeGreaterThan(0);
     journal.replicated(journal.lastEntry);
-    await waitFor(async () => (await fileSize(dataDir)) === 0, 'the journal to be emptied');
+    await waitFor(async () => (await fileSize(dataDir)) === 0, { what: 'the journal to be emptied' });
     const { journal: next } = await reopen(journal, dataDir);
     expect(next.takeRecovered()).toEqual([]);
   });
@@ -108,12 +109,12 @@ describe('RunLogJournal', () => {
     expect(await fileSize(dataDir)).toBeGreaterThan(maxBytes);
 
     journal.replicated(15);
-    await waitFor(async () => (await fileSize(dataDir)) < maxBytes, 'the journal to be rewritten');
+    await waitFor(async () => (await fileSize(dataDir)) < maxBytes, { what: 'the journal to be rewritten' });
     expect(await fileLines(dataDir)).toEqual(records.slice(15).map((record, i) => ({ entry: 16 + i, run: record })));
 
     // Under the bound, a mark says which entries are replicated.
     journal.replicated(17);
-    await waitFor(async () => (await fileLines(dataDir)).some((line) => JSON.stringify(line) === '{"replicatedThrough":17}'), 'the mark');
+    await waitFor(async () => (await fileLines(dataDir)).some((line) => JSON.stringify(line) === '{"replicatedThrough":17}'), { what: 'the mark' });
     const { journal: next } = await reopen(journal, dataDir, maxBytes);
     expect(ids(next.takeRecovered())).toEqual(ids(records.slice(17)));
   });

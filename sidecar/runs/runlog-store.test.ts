@@ -16,12 +16,12 @@ import {
   runIds,
   runRecord,
   startCluster,
-  waitFor,
   yieldToIo,
   type Cluster,
   type TestStore,
   type TestStoreOptions,
-} from './runlog-test-kit.ts';
+} from '../../test/support/runlog-store-kit.ts';
+import { waitFor } from '../../test/support/wait.ts';
 
 /** Fast cadence and short bounds, so the tests that use real time take little of it. */
 const QUICK = { flushIntervalMs: 50, retryInitialMs: 20, retryMaxMs: 200, durableTimeoutMs: 500, closeTimeoutMs: 2000 };
@@ -89,7 +89,7 @@ describe('RunLogStore', () => {
     const { store } = await create(QUICK);
     const record = asyncRun();
     await store.saveDurably(record);
-    await waitFor(() => written([record]), 'the durable save to be replicated');
+    await waitFor(() => written([record]), { what: 'the durable save to be replicated' });
     const runLog = await cluster.readRunLog();
     expect(runIds(runLog)).toEqual([record.id]);
     expect(runLog?.metadata.labels).toEqual({ 'runlet.dev/app': APP_NAME });
@@ -131,7 +131,7 @@ describe('RunLogStore', () => {
     store.save(record);
     timers.advance(10);
     await cluster.server.waitForRequest(STATUS_WRITES, WAIT_MS);
-    await waitFor(async () => runIds(await cluster.readRunLog()).includes(record.id), 'the save to be written');
+    await waitFor(async () => runIds(await cluster.readRunLog()).includes(record.id), { what: 'the save to be written' });
   });
 
   it('shares one status write among concurrent durable saves', async () => {
@@ -140,7 +140,7 @@ describe('RunLogStore', () => {
     cluster.server.clearRequests();
     const records = Array.from({ length: 20 }, asyncRun);
     await Promise.all(records.map((record) => store.saveDurably(record)));
-    await waitFor(() => written(records), 'the durable saves to be replicated');
+    await waitFor(() => written(records), { what: 'the durable saves to be replicated' });
     expect(cluster.server.countRequests(STATUS_WRITES)).toBe(1);
     expect(runIds(await cluster.readRunLog()).sort()).toEqual(records.map((record) => record.id).sort());
   });
@@ -204,21 +204,21 @@ describe('RunLogStore', () => {
     cluster.server.pause('refuse');
     const buffered = Array.from({ length: 10 }, () => finished());
     for (const record of buffered) store.save(record);
-    await waitFor(() => store.lastError !== undefined, 'a write to fail');
+    await waitFor(() => store.lastError !== undefined, { what: 'a write to fail' });
     const refused = asyncRun();
     await expect(store.saveDurably(refused)).rejects.toThrow(/could not be recorded in RunLog team-a\/hello-7d9c-abcde: writing it failed/);
     expect(store.healthy).toBe(false);
     expect(store.lastError?.message).toMatch(/PATCH .*\/status: no answer/);
 
     cluster.server.resume();
-    await waitFor(() => written(buffered), 'the buffered runs');
+    await waitFor(() => written(buffered), { what: 'the buffered runs' });
     const runLog = await cluster.readRunLog();
     expect(runIds(runLog)).not.toContain(refused.id);
     expect(runLog?.status?.counts).toEqual({ total: 10, success: 10, failure: 0, inFlight: 0 });
-    await waitFor(() => store.healthy, 'the store to be healthy again');
+    await waitFor(() => store.healthy, { what: 'the store to be healthy again' });
     const accepted = asyncRun();
     await store.saveDurably(accepted);
-    await waitFor(() => written([accepted]), 'a durable save accepted again');
+    await waitFor(() => written([accepted]), { what: 'a durable save accepted again' });
   });
 
   it('refuses durable saves once one has waited past the bound for a write that hangs, and loses none it accepted', async () => {
@@ -236,7 +236,7 @@ describe('RunLogStore', () => {
     const refused = asyncRun();
     await expect(store.saveDurably(refused)).rejects.toThrow(/durable saves have waited more than 300 ms for a write \(one is under way\)/);
     // Let a request time out on the client while the server still holds it.
-    await waitFor(() => store.lastError !== undefined, 'a request to time out');
+    await waitFor(() => store.lastError !== undefined, { what: 'a request to time out' });
     const later = finished();
     store.save(later);
     cluster.server.resume();
@@ -273,11 +273,11 @@ describe('RunLogStore', () => {
     for (const record of done) store.save(record);
     expect(await droppedMetric(tested, 'buffer_full')).toBe(16);
     cluster.server.resume();
-    await waitFor(async () => runIds(await cluster.readRunLog()).length === 10, 'the buffered runs');
+    await waitFor(async () => runIds(await cluster.readRunLog()).length === 10, { what: 'the buffered runs' });
     const runLog = await cluster.readRunLog();
     expect(new Set(runIds(runLog))).toEqual(new Set([inFlight, ...done.slice(-9)].map((record) => record.id)));
     expect(runLog?.status?.counts).toEqual({ total: 26, success: 25, failure: 0, inFlight: 1 });
-    await waitFor(() => lines.some((line) => line.level === WARN && line.dropped === 16 && /buffer full/.test(line.msg)), 'the drop to be logged');
+    await waitFor(() => lines.some((line) => line.level === WARN && line.dropped === 16 && /buffer full/.test(line.msg)), { what: 'the drop to be logged' });
   });
 
   it('keeps the status within its byte budget, dropping the oldest finished runs first', async () => {
@@ -361,8 +361,8 @@ describe('RunLogStore journal', () => {
     await cluster.server.waitForRequest(STATUS_WRITES, WAIT_MS);
 
     cluster.server.resume();
-    await waitFor(() => written(records), 'the journaled runs to be replicated');
-    await waitFor(async () => (await journalSize(tested)) === 0, 'the journal to be emptied');
+    await waitFor(() => written(records), { what: 'the journaled runs to be replicated' });
+    await waitFor(async () => (await journalSize(tested)) === 0, { what: 'the journal to be emptied' });
   });
 
   it('recovers into the RunLog, as failures (replica_lost), the runs a crashed sidecar journaled and did not replicate', async () => {
@@ -376,7 +376,7 @@ describe('RunLogStore journal', () => {
     const lost = [asyncRun(), asyncRun(), asyncRun()];
     await Promise.all(lost.map((record) => crashed.store.saveDurably(record)));
     timers.advance(100);
-    await waitFor(() => crashed.store.lastError !== undefined, "the crashed sidecar's write to fail");
+    await waitFor(() => crashed.store.lastError !== undefined, { what: "the crashed sidecar's write to fail" });
     // The sidecar crashes: its store is dropped without a close, and its clock never moves again.
     cluster.server.resume();
 
@@ -388,7 +388,7 @@ describe('RunLogStore journal', () => {
     }
     expect(runLog?.status?.counts).toEqual({ total: 4, success: 1, failure: 3, inFlight: 0 });
     expect(next.lines.some((line) => line.level === WARN && line.fromJournal === 3)).toBe(true);
-    await waitFor(async () => (await journalSize(next)) === 0, 'the journal to be emptied');
+    await waitFor(async () => (await journalSize(next)) === 0, { what: 'the journal to be emptied' });
   });
 
   it('keeps the state the RunLog holds of a journaled run further along, counting each run once', async () => {

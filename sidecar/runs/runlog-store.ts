@@ -10,11 +10,12 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import type { KubeCredentials } from './kube-credentials.ts';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeCredentials } from '../../kube/credentials.ts';
+import { KubeApiError, isConflict, isNotFound } from '../../kube/errors.ts';
 import { markAbandoned } from './recorder.ts';
-import { RunLogApi, isConflict, isNotFound, type RunLogState } from './runlog-api.ts';
+import { RunLogApi, type RunLogState } from './runlog-api.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
-import { KubeJsonClient, KubeRequestError } from './runlog-kube-client.ts';
 import { RunLogMetrics } from './runlog-metrics.ts';
 import { realTimers, type RunLogTimers, type TimerHandle } from './runlog-timers.ts';
 import { RunLogWindow } from './runlog-window.ts';
@@ -92,7 +93,7 @@ function yieldToEventLoop(): Promise<void> {
 export class RunLogStore implements RunStore {
   readonly #logger: Logger;
   readonly #timers: RunLogTimers;
-  readonly #client: KubeJsonClient;
+  readonly #client: KubeApi;
   readonly #api: RunLogApi;
   readonly #window: RunLogWindow;
   readonly #journal: RunLogJournal;
@@ -147,7 +148,7 @@ export class RunLogStore implements RunStore {
     this.#retryInitialMs = options.retryInitialMs ?? 250;
     this.#retryMaxMs = options.retryMaxMs ?? 5000;
     this.#closeTimeoutMs = options.closeTimeoutMs ?? 5000;
-    this.#client = new KubeJsonClient(options.credentials, { requestTimeoutMs: options.requestTimeoutMs ?? 10_000 });
+    this.#client = new KubeApi(options.credentials, { requestTimeoutMs: options.requestTimeoutMs ?? 10_000 });
     this.#api = new RunLogApi(this.#client, { namespace, name: podName, appName });
     this.#window = new RunLogWindow({ maxUnwritten: this.#maxBufferedRuns });
     this.#journal = options.journal;
@@ -428,7 +429,7 @@ export class RunLogStore implements RunStore {
   #failed(error: Error): void {
     this.#failures += 1;
     const backoff = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** (this.#failures - 1));
-    const retryAfter = error instanceof KubeRequestError ? (error.retryAfterMs ?? 0) : 0;
+    const retryAfter = error instanceof KubeApiError ? (error.retryAfterMs ?? 0) : 0;
     // Jitter, so the replicas of an app do not all retry in step after an API server outage.
     const delay = Math.min(this.#retryMaxMs, Math.max(retryAfter, backoff * (0.8 + Math.random() * 0.4)));
     this.#retryAt = this.#timers.now() + delay;

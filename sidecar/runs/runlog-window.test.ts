@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
-import { runRecord } from './runlog-test-kit.ts';
+import { runRecord } from '../../test/support/runlog-store-kit.ts';
 import { RunLogWindow, isFinished, type StatusSnapshot } from './runlog-window.ts';
 
 function window(options: { keepFinished?: number; maxUnwritten?: number } = {}): RunLogWindow {

@@ -1,10 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
-import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebhookReceiver, type ReceivedDelivery, type ScriptedAnswer } from '../../test/support/webhook-receiver.ts';
 import { WebhookDeliverer, systemClock } from './deliver.ts';
 import type { AttemptReport, DelivererOptions, DeliveryClock, WebhookDelivery } from './deliver.ts';
 import { LOOPBACK_CIDRS } from './guard.ts';
@@ -15,83 +14,14 @@ import { WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER, WebhookSigner } fro
 // Bound on any wait for an event; generous for a loaded 2-core machine.
 const EVENT_BOUND_MS = 15_000;
 
-type Answer = { status: number; headers?: Record<string, string>; body?: string } | 'reset' | 'hang';
-
-interface ReceivedRequest {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-  atMs: number;
+/** A receiver answering attempt n with script[n] (200 once the script runs out), closed after the test. */
+async function startReceiver(script: ScriptedAnswer[] = []): Promise<WebhookReceiver> {
+  const receiver = await WebhookReceiver.start(script);
+  receivers.push(receiver);
+  return receiver;
 }
 
-/** A webhook receiver on 127.0.0.1 that answers attempt n with script[n] (200 once the script runs out). */
-class ScriptedReceiver {
-  readonly requests: ReceivedRequest[] = [];
-  connections = 0;
-  readonly #server: Server;
-  readonly #script: Answer[];
-  #onRequest: (() => void)[] = [];
-
-  private constructor(script: Answer[]) {
-    this.#script = [...script];
-    this.#server = createServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on('data', (chunk: Buffer) => chunks.push(chunk));
-      request.on('end', () => {
-        this.requests.push({
-          method: request.method ?? '',
-          url: request.url ?? '',
-          headers: request.headers,
-          body: Buffer.concat(chunks).toString('utf8'),
-          atMs: performance.now(),
-        });
-        const answer = this.#script.shift() ?? { status: 200 };
-        if (answer === 'reset') request.socket.destroy();
-        else if (answer !== 'hang') response.writeHead(answer.status, answer.headers).end(answer.body ?? '');
-        for (const wake of this.#onRequest.splice(0)) wake();
-      });
-    });
-    this.#server.on('connection', () => (this.connections += 1));
-  }
-
-  static async start(script: Answer[] = []): Promise<ScriptedReceiver> {
-    const receiver = new ScriptedReceiver(script);
-    await new Promise<void>((resolve) => receiver.#server.listen(0, '127.0.0.1', resolve));
-    receivers.push(receiver);
-    return receiver;
-  }
-
-  get port(): number {
-    return (this.#server.address() as AddressInfo).port;
-  }
-
-  url(path = '/hooks/in'): URL {
-    return new URL(`http://127.0.0.1:${this.port}${path}`);
-  }
-
-  async untilRequests(count: number): Promise<void> {
-    const deadline = performance.now() + EVENT_BOUND_MS;
-    while (this.requests.length < count) {
-      const remaining = deadline - performance.now();
-      if (remaining <= 0) throw new Error(`receiver saw ${this.requests.length} requests, expected ${count}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, remaining);
-        this.#onRequest.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
-  }
-
-  async close(): Promise<void> {
-    this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
-}
-
-const receivers: ScriptedReceiver[] = [];
+const receivers: WebhookReceiver[] = [];
 const deliverers: WebhookDeliverer[] = [];
 
 afterEach(async () => {
@@ -135,14 +65,14 @@ function delivery(endpoint: URL, extra: Partial<WebhookDelivery> = {}): WebhookD
 
 describe('delivery and the retry table', () => {
   it('retries a 404 and is delivered by the 2nd attempt', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 404 }, { status: 200 }]);
-    const outcome = await deliverer().deliver(delivery(receiver.url('/hooks/in?token=abc')));
+    const receiver = await startReceiver([{ status: 404 }, { status: 200 }]);
+    const outcome = await deliverer().deliver(delivery(receiver.at('/hooks/in?token=abc')));
 
     expect(outcome).toEqual({ state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null });
-    expect(receiver.requests).toHaveLength(2);
-    for (const request of receiver.requests) {
+    expect(receiver.deliveries).toHaveLength(2);
+    for (const request of receiver.deliveries) {
       expect(request.method).toBe('POST');
-      expect(request.url).toBe('/hooks/in?token=abc');
+      expect(request.path).toBe('/hooks/in?token=abc');
       expect(request.headers['content-type']).toBe('application/json');
       expect(request.headers['x-request-id']).toBe(RUN_ID);
       expect(request.headers[WEBHOOK_SIGNATURE_HEADER]).toBeUndefined();
@@ -158,35 +88,35 @@ describe('delivery and the retry table', () => {
     [410, 1],
     [404, 3],
   ])('HTTP %i every time: failed after %i attempt(s)', async (status, attempts) => {
-    const receiver = await ScriptedReceiver.start([{ status }, { status }, { status }]);
-    const outcome = await deliverer().deliver(delivery(receiver.url()));
+    const receiver = await startReceiver([{ status }, { status }, { status }]);
+    const outcome = await deliverer().deliver(delivery(receiver.at()));
 
     expect(outcome).toEqual({ state: 'failed', attempts, lastStatusCode: status, lastError: `receiver answered HTTP ${status}` });
-    expect(receiver.requests).toHaveLength(attempts);
+    expect(receiver.deliveries).toHaveLength(attempts);
   });
 
   it('retries a 302 three times and never follows it', async () => {
-    const redirectTarget = await ScriptedReceiver.start();
-    const redirect = { status: 302, headers: { location: redirectTarget.url('/elsewhere').href } };
-    const receiver = await ScriptedReceiver.start([redirect, redirect, redirect]);
-    const outcome = await deliverer().deliver(delivery(receiver.url()));
+    const redirectTarget = await startReceiver();
+    const redirect = { status: 302, headers: { location: redirectTarget.at('/elsewhere').href } };
+    const receiver = await startReceiver([redirect, redirect, redirect]);
+    const outcome = await deliverer().deliver(delivery(receiver.at()));
 
     expect(outcome).toEqual({ state: 'failed', attempts: 3, lastStatusCode: 302, lastError: 'receiver answered HTTP 302' });
-    expect(receiver.requests).toHaveLength(3);
+    expect(receiver.deliveries).toHaveLength(3);
     expect(redirectTarget.connections).toBe(0);
   });
 
   it('retries a reset connection', async () => {
-    const receiver = await ScriptedReceiver.start(['reset', 'reset', { status: 204 }]);
-    const outcome = await deliverer().deliver(delivery(receiver.url()));
+    const receiver = await startReceiver(['reset', 'reset', { status: 204 }]);
+    const outcome = await deliverer().deliver(delivery(receiver.at()));
 
     expect(outcome).toEqual({ state: 'delivered', attempts: 3, lastStatusCode: 204, lastError: null });
-    expect(receiver.requests).toHaveLength(3);
+    expect(receiver.deliveries).toHaveLength(3);
   });
 
   it('reports a connection failure on the last attempt', async () => {
-    const receiver = await ScriptedReceiver.start(['reset', 'reset', 'reset']);
-    const outcome = await deliverer().deliver(delivery(receiver.url()));
+    const receiver = await startReceiver(['reset', 'reset', 'reset']);
+    const outcome = await deliverer().deliver(delivery(receiver.at()));
 
     expect(outcome.state).toBe('failed');
     expect(outcome.attempts).toBe(3);
@@ -195,44 +125,44 @@ describe('delivery and the retry table', () => {
   });
 
   it('times out a hanging receiver and retries it', async () => {
-    const receiver = await ScriptedReceiver.start(['hang', 'hang', 'hang']);
-    const outcome = await deliverer({ attemptTimeoutMs: 300 }).deliver(delivery(receiver.url()));
+    const receiver = await startReceiver(['hang', 'hang', 'hang']);
+    const outcome = await deliverer({ attemptTimeoutMs: 300 }).deliver(delivery(receiver.at()));
 
     expect(outcome).toEqual({ state: 'failed', attempts: 3, lastStatusCode: null, lastError: 'no answer within 300 ms' });
-    expect(receiver.requests).toHaveLength(3);
+    expect(receiver.deliveries).toHaveLength(3);
   });
 
   it('is delivered when a hanging attempt is followed by an answer', async () => {
-    const receiver = await ScriptedReceiver.start(['hang', { status: 200 }]);
+    const receiver = await startReceiver(['hang', { status: 200 }]);
     // Long enough for the answering attempt to complete on a loaded machine.
-    const outcome = await deliverer({ attemptTimeoutMs: 2_000 }).deliver(delivery(receiver.url()));
+    const outcome = await deliverer({ attemptTimeoutMs: 2_000 }).deliver(delivery(receiver.at()));
 
     expect(outcome).toEqual({ state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null });
   });
 
   it('reads a large answer body only up to the cap and stays usable', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 200, body: 'x'.repeat(1024 * 1024) }, { status: 200 }]);
+    const receiver = await startReceiver([{ status: 200, body: 'x'.repeat(1024 * 1024) }, { status: 200 }]);
     const webhooks = deliverer({ responseBodyLimitBytes: 1024 });
 
-    expect((await webhooks.deliver(delivery(receiver.url()))).state).toBe('delivered');
-    expect((await webhooks.deliver(delivery(receiver.url()))).state).toBe('delivered');
+    expect((await webhooks.deliver(delivery(receiver.at()))).state).toBe('delivered');
+    expect((await webhooks.deliver(delivery(receiver.at()))).state).toBe('delivered');
   });
 
   it('reuses one keep-alive connection across deliveries to the same receiver', async () => {
-    const receiver = await ScriptedReceiver.start();
+    const receiver = await startReceiver();
     const webhooks = deliverer();
     for (let run = 0; run < 10; run += 1) {
-      expect((await webhooks.deliver(delivery(receiver.url()))).state).toBe('delivered');
+      expect((await webhooks.deliver(delivery(receiver.at()))).state).toBe('delivered');
     }
     // undici's pool may open a second socket while the first is still being marked free; never one per delivery.
     expect(receiver.connections).toBeLessThanOrEqual(2);
   });
 
   it('sends userinfo of the endpoint as Basic authorization', async () => {
-    const receiver = await ScriptedReceiver.start();
+    const receiver = await startReceiver();
     await deliverer().deliver(delivery(new URL(`http://hook-user:p%40ss@127.0.0.1:${receiver.port}/in`)));
 
-    expect(receiver.requests[0]?.headers.authorization).toBe(`Basic ${Buffer.from('hook-user:p@ss').toString('base64')}`);
+    expect(receiver.deliveries[0]?.headers.authorization).toBe(`Basic ${Buffer.from('hook-user:p@ss').toString('base64')}`);
   });
 });
 
@@ -240,7 +170,7 @@ describe('signed deliveries', () => {
   const SECRET = 'whsec_test-secret';
 
   // What a receiver does (spec 6.2): strip `v1,`, HMAC over `id.timestamp.body`, hex, constant-time compare.
-  function verifies(request: ReceivedRequest, body = request.body): boolean {
+  function verifies(request: ReceivedDelivery, body = request.body): boolean {
     const header = String(request.headers[WEBHOOK_SIGNATURE_HEADER] ?? '');
     const received = Buffer.from(header.slice(header.indexOf(',') + 1));
     const signedContent = `${String(request.headers['x-request-id'])}.${String(request.headers[WEBHOOK_TIMESTAMP_HEADER])}.${body}`;
@@ -249,25 +179,25 @@ describe('signed deliveries', () => {
   }
 
   it('signs every attempt afresh with its own sending time, verifiable by the receiver', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 404 }, 'reset', { status: 200 }]);
+    const receiver = await startReceiver([{ status: 404 }, 'reset', { status: 200 }]);
     let now = 1_700_000_000_000;
     const clock = instantClock(() => (now += 7_000));
-    const outcome = await deliverer({ clock }).deliver(delivery(receiver.url(), { signer: new WebhookSigner(SECRET) }));
+    const outcome = await deliverer({ clock }).deliver(delivery(receiver.at(), { signer: new WebhookSigner(SECRET) }));
 
     expect(outcome.state).toBe('delivered');
-    expect(receiver.requests).toHaveLength(3);
-    expect(receiver.requests.map((request) => request.headers[WEBHOOK_TIMESTAMP_HEADER])).toEqual(['1700000007', '1700000014', '1700000021']);
-    for (const request of receiver.requests) {
+    expect(receiver.deliveries).toHaveLength(3);
+    expect(receiver.deliveries.map((request) => request.headers[WEBHOOK_TIMESTAMP_HEADER])).toEqual(['1700000007', '1700000014', '1700000021']);
+    for (const request of receiver.deliveries) {
       expect(request.headers[WEBHOOK_SIGNATURE_HEADER]).toMatch(/^v1,[0-9a-f]{64}$/);
       expect(verifies(request)).toBe(true);
       expect(verifies(request, request.body.replace('42', '43'))).toBe(false);
     }
-    expect(new Set(receiver.requests.map((request) => request.headers[WEBHOOK_SIGNATURE_HEADER])).size).toBe(3);
+    expect(new Set(receiver.deliveries.map((request) => request.headers[WEBHOOK_SIGNATURE_HEADER])).size).toBe(3);
   });
 
   it('keeps the secret out of what a log line of the delivery or its outcome would show', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 500 }]);
-    const signed = delivery(receiver.url(), { signer: new WebhookSigner(SECRET) });
+    const receiver = await startReceiver([{ status: 500 }]);
+    const signed = delivery(receiver.at(), { signer: new WebhookSigner(SECRET) });
     const reports: AttemptReport[] = [];
     const outcome = await deliverer().deliver({ ...signed, onAttempt: (report) => reports.push(report) });
 
@@ -279,11 +209,11 @@ describe('signed deliveries', () => {
 
 describe('waiting between attempts', () => {
   it('waits about 1 s then about 2 s with the default schedule, never more than 5 s', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 404 }, { status: 404 }, { status: 404 }]);
-    const outcome = await deliverer({ clock: systemClock }).deliver(delivery(receiver.url()));
+    const receiver = await startReceiver([{ status: 404 }, { status: 404 }, { status: 404 }]);
+    const outcome = await deliverer({ clock: systemClock }).deliver(delivery(receiver.at()));
 
     expect(outcome.attempts).toBe(3);
-    const [first, second, third] = receiver.requests.map((request) => request.atMs);
+    const [first, second, third] = receiver.deliveries.map((request) => request.receivedAt);
     const gaps = [second! - first!, third! - second!];
     // Lower bounds show the wait happens; the upper bound is the spec's, with the loaded-machine margin
     // coming from the schedule (at most 2.5 s) being half of it.
@@ -293,18 +223,18 @@ describe('waiting between attempts', () => {
   });
 
   it('never asks to wait more than 5 s, even when configured to', async () => {
-    const receiver = await ScriptedReceiver.start(['reset', 'reset', 'reset']);
+    const receiver = await startReceiver(['reset', 'reset', 'reset']);
     const clock = instantClock();
-    await deliverer({ clock, schedule: { delaysMs: [4_900, 60_000], maxJitterMs: 1_000 } }).deliver(delivery(receiver.url()));
+    await deliverer({ clock, schedule: { delaysMs: [4_900, 60_000], maxJitterMs: 1_000 } }).deliver(delivery(receiver.at()));
 
     expect(clock.sleeps).toEqual([MAX_GAP_MS, MAX_GAP_MS]);
   });
 
   it('reports each attempt with the state to record and the wait that follows', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 404 }, { status: 200 }]);
+    const receiver = await startReceiver([{ status: 404 }, { status: 200 }]);
     const reports: AttemptReport[] = [];
     const schedule = { delaysMs: [1_000, 2_000] as const, maxJitterMs: 0 };
-    await deliverer({ schedule }).deliver(delivery(receiver.url(), { onAttempt: (report) => reports.push(report) }));
+    await deliverer({ schedule }).deliver(delivery(receiver.at(), { onAttempt: (report) => reports.push(report) }));
 
     expect(reports.map(({ durationMs, ...rest }) => rest)).toEqual([
       {
@@ -362,12 +292,12 @@ function heldClock(): DeliveryClock & { waiting: Promise<void>; release: () => v
 
 describe('pending deliveries, idle and close', () => {
   it('counts a delivery as pending until its last attempt, and idle() resolves after it', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 404 }, { status: 200 }]);
+    const receiver = await startReceiver([{ status: 404 }, { status: 200 }]);
     const clock = heldClock();
     const webhooks = deliverer({ clock });
     await webhooks.idle();
 
-    const delivered = webhooks.deliver(delivery(receiver.url()));
+    const delivered = webhooks.deliver(delivery(receiver.at()));
     await within(clock.waiting, 'the deliverer waits to retry');
     expect(webhooks.pendingCount).toBe(1);
     let idle = false;
@@ -382,11 +312,11 @@ describe('pending deliveries, idle and close', () => {
   });
 
   it('close() abandons a delivery waiting to retry and records why', async () => {
-    const receiver = await ScriptedReceiver.start([{ status: 404 }]);
+    const receiver = await startReceiver([{ status: 404 }]);
     const clock = heldClock();
     const webhooks = new WebhookDeliverer({ allowCidrs: LOOPBACK_CIDRS, clock });
 
-    const abandoned = webhooks.deliver(delivery(receiver.url()));
+    const abandoned = webhooks.deliver(delivery(receiver.at()));
     await within(clock.waiting, 'the deliverer waits to retry');
     await webhooks.close();
 
@@ -397,7 +327,7 @@ describe('pending deliveries, idle and close', () => {
       lastError: 'delivery abandoned: the sidecar is shutting down (after: receiver answered HTTP 404)',
     });
     expect(webhooks.pendingCount).toBe(0);
-    expect(await webhooks.deliver(delivery(receiver.url()))).toEqual({
+    expect(await webhooks.deliver(delivery(receiver.at()))).toEqual({
       state: 'failed',
       attempts: 0,
       lastStatusCode: null,
@@ -406,25 +336,25 @@ describe('pending deliveries, idle and close', () => {
   });
 
   it('close() ends an attempt in flight without retrying it', async () => {
-    const receiver = await ScriptedReceiver.start(['hang']);
+    const receiver = await startReceiver(['hang']);
     const webhooks = new WebhookDeliverer({ allowCidrs: LOOPBACK_CIDRS, clock: instantClock() });
 
-    const abandoned = webhooks.deliver(delivery(receiver.url()));
-    await receiver.untilRequests(1);
+    const abandoned = webhooks.deliver(delivery(receiver.at()));
+    await receiver.received(1);
     await webhooks.close();
 
     const outcome = await abandoned;
     expect(outcome.state).toBe('failed');
     expect(outcome.attempts).toBe(1);
     expect(outcome.lastError).toMatch(/^delivery abandoned: the sidecar is shutting down \(attempt: /);
-    expect(receiver.requests).toHaveLength(1);
+    expect(receiver.deliveries).toHaveLength(1);
   });
 });
 
 describe('SSRF guard on delivery', () => {
   it('refuses a loopback receiver without an allow-list: failed, not retried, nothing connected', async () => {
-    const receiver = await ScriptedReceiver.start();
-    const outcome = await deliverer({ allowCidrs: [] }).deliver(delivery(receiver.url()));
+    const receiver = await startReceiver();
+    const outcome = await deliverer({ allowCidrs: [] }).deliver(delivery(receiver.at()));
 
     expect(outcome).toEqual({
       state: 'failed',
@@ -457,7 +387,7 @@ describe('SSRF guard on delivery', () => {
   });
 
   it('connects only to the admitted address of a name that resolves to several', async () => {
-    const receiver = await ScriptedReceiver.start();
+    const receiver = await startReceiver();
     const resolve = async () => [
       { address: '10.0.0.7', family: 4 },
       { address: '169.254.169.254', family: 4 },
@@ -478,6 +408,6 @@ describe('SSRF guard on delivery', () => {
     for (const socket of sockets) {
       for (const attempted of socket.autoSelectFamilyAttemptedAddresses ?? []) expect(attempted).toMatch(/^127\.0\.0\.1:/);
     }
-    expect(receiver.requests[0]?.headers.host).toBe(`hooks.example.test:${receiver.port}`);
+    expect(receiver.deliveries[0]?.headers.host).toBe(`hooks.example.test:${receiver.port}`);
   });
 });

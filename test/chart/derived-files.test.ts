@@ -1,10 +1,10 @@
-// Files derived from others, checked to be current: `npm run install-yaml` (charts/render-install.ts)
+// Files derived from others, checked to be current: `npm run install-yaml` (charts/render/install-yaml.ts)
 // rewrites both when a test here fails.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { INSTALL_NAMESPACE, INSTALL_YAML, chartCrdFiles, installYaml } from '../../charts/render-install.ts';
+import { INSTALL_NAMESPACE, INSTALL_YAML, chartCrdFiles, installYaml } from '../../charts/render/install-yaml.ts';
 import { kubernetesProblems } from './kube-validate.ts';
 import { CHART_DIR } from './rendered.ts';
 

@@ -8,12 +8,13 @@ import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
-import { KubeApi, resourcePath, type KubeObject } from '../../operator/kube-api.ts';
+import { KubeApi } from '../../kube/client.ts';
+import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { kubernetesProblems } from './kube-validate.ts';
 import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes } from './rbac.ts';
-import type { RenderedChart } from './render.ts';
+import type { RenderedChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
 
 const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
@@ -90,7 +91,7 @@ describe('the operator under the chart’s RBAC', () => {
 
   it('makes only requests the ClusterRole and the leader-election Role allow, and holds what the sidecar Role grants', async () => {
     server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, 'team-a'] });
-    const api = new KubeApi(server.kubeConfig());
+    const api = new KubeApi(await server.credentials());
     try {
       const production = renderWith(VALUE_SETS.production);
       for (const crd of production.crds) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', parseYaml(crd.text) as KubeObject);

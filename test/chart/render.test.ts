@@ -1,6 +1,6 @@
 // The template renderer's subset, with Helm's semantics where charts depend on them, and its refusals.
 import { describe, expect, it } from 'vitest';
-import { coalesceValues, renderTemplate } from './render.ts';
+import { coalesceValues, renderTemplate } from '../../charts/render/render.ts';
 
 const render = (source: string, data: unknown = {}, helpers: string[] = []) => renderTemplate(source, data, helpers);
 

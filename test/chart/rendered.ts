@@ -1,7 +1,7 @@
 // The chart rendered as the tests look at it: with its default values and with the production example,
 // for the release `runlet` in `runlet-system` (what install.yaml uses too).
 import { fileURLToPath } from 'node:url';
-import { renderChart, type KubeManifest, type Release, type RenderedChart } from './render.ts';
+import { renderChart, type KubeManifest, type Release, type RenderedChart } from '../../charts/render/render.ts';
 
 export const CHART_DIR = fileURLToPath(new URL('../../charts/runlet/', import.meta.url));
 export const PRODUCTION_VALUES = fileURLToPath(new URL('../../charts/runlet/ci/production-values.yaml', import.meta.url));

@@ -1,6 +1,6 @@
-// `runlet sidecar --run-store runlog` as a process against the in-memory API server: it records runs in its
-// pod's RunLog without loading @kubernetes/client-node (~46 MB of RSS), except for a kubeconfig user whose
-// credentials come from a plugin, which client-node runs. An async run it answered from its journal while the
+// `runlet sidecar --run-store runlog` as a process against the in-memory API server: reaching it as in a pod
+// (service-account CA and token, KUBERNETES_SERVICE_HOST/_PORT), it records runs in its pod's RunLog without
+// loading @kubernetes/client-node (~46 MB of RSS); with a kubeconfig, client-node reads it and runs its plugins. An async run it answered from its journal while the
 // API server refused every write survives the sidecar being killed: the next sidecar on the same data dir
 // records it. A data dir it cannot write fails its start.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { APP_NAME, NAMESPACE, POD_NAME, startCluster, type Cluster } from '../../sidecar/runs/runlog-test-kit.ts';
+import { APP_NAME, NAMESPACE, POD_NAME, startCluster, type Cluster } from '../support/runlog-store-kit.ts';
 import { freePort } from '../support/custom-app.ts';
 import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
@@ -40,19 +40,31 @@ afterEach(async () => {
   dir = undefined;
 });
 
-/**
- * Starts the sidecar with KUBECONFIG pointing at the API server (the kubeconfig changed by `edit`), waits until it
- * has created its RunLog, stops it, and returns the URLs of the modules it loaded.
- */
-async function modulesOfSidecar(edit: (kubeconfig: KubeconfigDocument) => void = () => {}): Promise<string[]> {
-  dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
-  cluster = await startCluster();
-  const kubeconfig = join(dir, 'kubeconfig');
-  await cluster.server.writeKubeconfig(kubeconfig);
+/** What a pod's sidecar finds: the service account mounted (here in `dir`), the API server's address, no kubeconfig. */
+async function inPod(running: Cluster, folder: string): Promise<Record<string, string>> {
+  const serviceAccountDir = join(folder, 'serviceaccount');
+  await running.server.writeServiceAccount(serviceAccountDir);
+  return { ...running.server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: folder };
+}
+
+/** KUBECONFIG pointing at the API server, the kubeconfig changed by `edit`. */
+async function withKubeconfig(running: Cluster, folder: string, edit: (kubeconfig: KubeconfigDocument) => void): Promise<Record<string, string>> {
+  const kubeconfig = join(folder, 'kubeconfig');
+  await running.server.writeKubeconfig(kubeconfig);
   const document = parse(readFileSync(kubeconfig, 'utf8')) as KubeconfigDocument;
   edit(document);
-  // Written as JSON (which is YAML): the sidecar then reads it without loading its YAML parser.
   writeFileSync(kubeconfig, JSON.stringify(document));
+  return { KUBECONFIG: kubeconfig };
+}
+
+/**
+ * Starts the sidecar reaching the API server as in a pod, or through a kubeconfig changed by `edit`, waits until
+ * it has created its RunLog, stops it, and returns the URLs of the modules it loaded.
+ */
+async function modulesOfSidecar(edit?: (kubeconfig: KubeconfigDocument) => void): Promise<string[]> {
+  dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+  cluster = await startCluster();
+  const access = edit === undefined ? await inPod(cluster, dir) : await withKubeconfig(cluster, dir, edit);
   const moduleLog = join(dir, 'modules.log');
 
   const { child, output: outputOf, exited } = startSidecar(
@@ -60,7 +72,7 @@ async function modulesOfSidecar(edit: (kubeconfig: KubeconfigDocument) => void =
       // No runtime is needed: the RunLog is written at startup, whether or not the app is ready.
       '--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(dir, 'data'),
     ],
-    { KUBECONFIG: kubeconfig, RUNLET_TEST_MODULE_LOG: moduleLog },
+    { ...access, RUNLET_TEST_MODULE_LOG: moduleLog },
     ['--import', RECORD_MODULES],
   );
 
@@ -113,11 +125,11 @@ async function startApp(): Promise<number> {
 }
 
 /** A sidecar in front of the app on `appPort`, its journal in `dataDir`, once it is ready to take runs. */
-async function readySidecar(appPort: number, dataDir: string, kubeconfig: string): Promise<{ sidecar: StartedSidecar; runUrl: string }> {
+async function readySidecar(appPort: number, dataDir: string, access: Record<string, string>): Promise<{ sidecar: StartedSidecar; runUrl: string }> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const sidecar = startSidecar(
     ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', dataDir],
-    { KUBECONFIG: kubeconfig },
+    access,
   );
   try {
     await waitFor(async () => sidecar.child.exitCode === null && (await fetch(`http://127.0.0.1:${adminPort}/ready`).then((response) => response.ok, () => false)), {
@@ -130,10 +142,10 @@ async function readySidecar(appPort: number, dataDir: string, kubeconfig: string
 }
 
 describe('runlet sidecar --run-store runlog', () => {
-  it('writes its RunLog without loading @kubernetes/client-node, nor undici, jose, fastify, pino-pretty or the YAML parser', async () => {
+  it('writes its RunLog in a pod without loading @kubernetes/client-node, nor undici, jose, fastify, pino-pretty or the YAML parser', async () => {
     const modules = await modulesOfSidecar();
     // The list is of this run's modules: it holds the credentials path the RunLog was written with.
-    expect(modules.some((url) => url.endsWith('/sidecar/runs/kube-credentials-kubeconfig.ts'))).toBe(true);
+    expect(modules.some((url) => url.endsWith('/kube/in-cluster.ts'))).toBe(true);
     expect(modules.filter((url) => CLIENT_NODE.test(url))).toEqual([]);
     expect(modules.filter((url) => LOADED_ON_USE.test(url))).toEqual([]);
   });
@@ -155,11 +167,10 @@ describe('runlet sidecar --run-store runlog', () => {
   it('answers an async run from its journal while writes fail; killed, its next sidecar records the run as replica_lost', async () => {
     dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
     cluster = await startCluster();
-    const kubeconfig = join(dir, 'kubeconfig');
-    await cluster.server.writeKubeconfig(kubeconfig);
+    const access = await inPod(cluster, dir);
     const dataDir = join(dir, 'data');
     const appPort = await startApp();
-    const first = await readySidecar(appPort, dataDir, kubeconfig);
+    const first = await readySidecar(appPort, dataDir, access);
     const running = cluster;
     await waitFor(async () => (await running.readRunLog()) !== undefined, { what: 'the sidecar to create its RunLog' });
 
@@ -179,7 +190,7 @@ describe('runlet sidecar --run-store runlog', () => {
     await kill(first.sidecar.child);
     cluster.server.resume();
 
-    await readySidecar(appPort, dataDir, kubeconfig);
+    await readySidecar(appPort, dataDir, access);
     const run = await waitFor(async () => (await running.readRunLog())?.status?.runs?.find((candidate) => candidate.id === runId), {
       what: 'the journaled run in the RunLog',
     });
@@ -189,11 +200,10 @@ describe('runlet sidecar --run-store runlog', () => {
   it('fails at start, naming the data dir, when it cannot write there', async () => {
     dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
     cluster = await startCluster();
-    const kubeconfig = join(dir, 'kubeconfig');
-    await cluster.server.writeKubeconfig(kubeconfig);
+    const access = await inPod(cluster, dir);
     const notADir = join(dir, 'a-file');
     writeFileSync(notADir, '');
-    const { output, exited } = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(notADir, 'data')], { KUBECONFIG: kubeconfig });
+    const { output, exited } = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(notADir, 'data')], access);
     expect(await exited).toBe(1);
     expect(output()).toContain(`--data-dir: the run journal's folder ${join(notADir, 'data')} is not writable`);
     expect(output()).not.toContain('sidecar listening');

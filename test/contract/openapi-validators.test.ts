@@ -4,7 +4,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsPlugin from 'ajv-formats';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runRecord } from '../../crds/fixtures.ts';
+import { runRecord } from '../support/crd-fixtures.ts';
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
 import { buildOpenApiDocuments } from '../../docs/openapi-documents.ts';

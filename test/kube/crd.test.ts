@@ -59,7 +59,7 @@ describe('custom resources', () => {
     const created = await extensions.createCustomResourceDefinition({ body: crd('App', 'apps', 'Namespaced', true) });
     expect(created.status?.conditions?.find((c) => c.type === 'Established')?.status).toBe('True');
 
-    const discovery = (await (await fetch(`${server.url}/apis/${GROUP}/${VERSION}`)).json()) as {
+    const discovery = (await (await server.fetch(`/apis/${GROUP}/${VERSION}`)).json()) as {
       resources: { name: string; namespaced: boolean; kind: string }[];
     };
     expect(discovery.resources.map((r) => r.name)).toEqual(['apps', 'apps/status']);

@@ -122,7 +122,7 @@ describe('server-side apply', () => {
   });
 
   it('requires a field manager and accepts YAML bodies', async () => {
-    const response = await fetch(`${server.url}/api/v1/namespaces/default/configmaps/yaml-cm?fieldManager=test`, {
+    const response = await server.fetch(`/api/v1/namespaces/default/configmaps/yaml-cm?fieldManager=test`, {
       method: 'PATCH',
       headers: { 'content-type': PatchStrategy.ServerSideApply },
       body: 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-cm\ndata:\n  k: v\n',

@@ -1,10 +1,21 @@
-// The fake API server's transport and test controls: a plain-HTTP node:http server on 127.0.0.1 that
-// accepts any bearer token (or none), logs every request, and lets a test inject failures, cut watches,
-// compact history and make the server unreachable for a while.
+// The fake API server's transport and test controls: a node:https server on 127.0.0.1 with a self-signed
+// certificate (certificate.ts) that accepts any bearer token (or none), logs every request, and lets a test
+// inject failures, cut watches, compact history and make the server unreachable for a while. Clients reach
+// it as in a pod (a service-account folder with ca.crt and token, KUBERNETES_SERVICE_HOST and _PORT) or
+// through a kubeconfig.
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'undici';
+import type { KubeCredentials } from '../../kube/credentials.ts';
+import { inClusterCredentials } from '../../kube/in-cluster.ts';
+import { serverCertificate } from './certificate.ts';
 import { handleApiRequest, type ApiContext } from './api.ts';
 import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews.ts';
 import { FaultInjector, type FailureRule } from './faults.ts';
@@ -102,12 +113,15 @@ export class KubeApiServer {
   private readonly reviews = new AuthReviews();
   private readonly faults = new FaultInjector();
   private readonly context: ApiContext;
-  private readonly sockets = new Set<Socket>();
+  private readonly sockets = new Set<Duplex>();
   private readonly held: (() => void)[] = [];
   private readonly requestWaiters = new Set<(record: RequestRecord) => void>();
   private pauseMode: PauseMode | undefined;
   private injectedFailures = 0;
   private address: AddressInfo | undefined;
+  private fetchAgent: Agent | undefined;
+  private serviceAccounts: string | undefined;
+  private serviceAccountCount = 0;
 
   constructor(options: KubeApiServerOptions = {}) {
     const registry = new ResourceRegistry();
@@ -129,7 +143,7 @@ export class KubeApiServer {
     for (const name of options.namespaces ?? DEFAULT_NAMESPACES) {
       lifecycle.create(namespaceType, undefined, { metadata: { name } });
     }
-    this.http = createServer((req, res) => this.onRequest(req, res));
+    this.http = createServer(serverCertificate(), (req, res) => this.onRequest(req, res));
     this.http.on('connection', (socket) => this.onConnection(socket));
   }
 
@@ -144,7 +158,42 @@ export class KubeApiServer {
 
   get url(): string {
     if (this.address === undefined) throw new Error('the fake API server is not listening yet');
-    return `http://127.0.0.1:${this.address.port}`;
+    return `https://127.0.0.1:${this.address.port}`;
+  }
+
+  /** The CA that verifies the server's certificate (PEM). */
+  get ca(): string {
+    return serverCertificate().cert;
+  }
+
+  /** What a pod finds in its environment to reach the API server. */
+  get inClusterEnv(): { KUBERNETES_SERVICE_HOST: string; KUBERNETES_SERVICE_PORT: string } {
+    const { port } = new URL(this.url);
+    return { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: port };
+  }
+
+  /** Writes what kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount: `ca.crt` and `token`. */
+  async writeServiceAccount(dir: string, options: ClientOptions = {}): Promise<void> {
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'ca.crt'), this.ca);
+    await writeFile(join(dir, 'token'), `${options.token ?? 'fake-token'}\n`, { mode: 0o600 });
+  }
+
+  /**
+   * kube/'s in-cluster credentials, as a pod's: a service account (written to a folder of the server's,
+   * removed on close) with the CA and the token, and the server's address in KUBERNETES_SERVICE_HOST/_PORT.
+   */
+  async credentials(options: ClientOptions = {}): Promise<KubeCredentials> {
+    this.serviceAccounts ??= await mkdtemp(join(tmpdir(), 'runlet-fake-kube-sa-'));
+    const dir = join(this.serviceAccounts, String(this.serviceAccountCount++));
+    await this.writeServiceAccount(dir, options);
+    return inClusterCredentials({ env: this.inClusterEnv, serviceAccountDir: dir });
+  }
+
+  /** fetch against the server (`path` with its query), trusting its certificate. */
+  fetch(path: string, init: RequestInit = {}): Promise<Response> {
+    this.fetchAgent ??= new Agent({ connect: { ca: this.ca } });
+    return undiciFetch(`${this.url}${path}`, { ...init, dispatcher: this.fetchAgent });
   }
 
   /** The store's current resourceVersion (the last write's). */
@@ -163,12 +212,12 @@ export class KubeApiServer {
   }
 
   kubeConfig(options?: ClientOptions): KubeConfig {
-    return kubeConfigFor(this.url, options);
+    return kubeConfigFor(this.url, options, this.ca);
   }
 
   /** Writes a kubeconfig file for child processes (point KUBECONFIG at it). */
   async writeKubeconfig(path: string, options?: ClientOptions): Promise<void> {
-    await writeKubeconfigFile(path, this.url, options);
+    await writeKubeconfigFile(path, this.url, options, this.ca);
   }
 
   /** Grants access that SubjectAccessReviews will report as allowed. */
@@ -244,9 +293,11 @@ export class KubeApiServer {
     this.http.closeAllConnections();
     for (const socket of this.sockets) socket.destroy();
     await closed;
+    await this.fetchAgent?.close();
+    if (this.serviceAccounts !== undefined) await rm(this.serviceAccounts, { recursive: true, force: true });
   }
 
-  private onConnection(socket: Socket): void {
+  private onConnection(socket: Duplex): void {
     if (this.pauseMode === 'refuse') {
       socket.destroy();
       return;

@@ -104,7 +104,7 @@ describe('watch', () => {
     await start();
     await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'legacy' } } });
     const controller = new AbortController();
-    const response = await fetch(`${server.url}/api/v1/watch/namespaces/default/configmaps`, { signal: controller.signal });
+    const response = await server.fetch(`/api/v1/watch/namespaces/default/configmaps`, { signal: controller.signal });
     const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
     const { value } = await withinBound(reader.read(), 'the first event line');
     expect(JSON.parse(value!.split('\n')[0]!)).toMatchObject({ type: 'ADDED', object: { metadata: { name: 'legacy' } } });

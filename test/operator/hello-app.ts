@@ -14,13 +14,12 @@ import {
   type V1Pod,
   type V1Service,
 } from '@kubernetes/client-node';
+import { APP_LABEL } from '../../crds/api-group.ts';
 import type { App } from '../../crds/app-schema.ts';
 import { REPO } from './e2e-cluster.ts';
 
 export const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const APPS = { group: 'runlet.dev', version: 'v1alpha1', plural: 'apps' };
-/** The label the operator's code-ConfigMap watch selects on. */
-const APP_LABEL = 'runlet.dev/app';
 
 export interface RunLogView {
   status?: { runs?: { id: string; status: string; functionName: string }[] };

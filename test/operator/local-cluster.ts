@@ -53,8 +53,8 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
   const server = await startKubeApiServer();
   const kubeConfig = server.kubeConfig();
-  const kubeconfigPath = join(workDir, 'kubeconfig');
-  await server.writeKubeconfig(kubeconfigPath);
+  const serviceAccountDir = join(workDir, 'serviceaccount');
+  await server.writeServiceAccount(serviceAccountDir);
   await installCrds(kubeConfig);
 
   const authKey = randomBytes(32).toString('hex');
@@ -62,8 +62,9 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
   const images: ImageTable = {
     [SIDECAR_IMAGE]: {
       commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
-      // What the sidecar would find in a cluster: API access (here through KUBECONFIG) and a token verifier.
-      env: { KUBECONFIG: kubeconfigPath, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
+      // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
+      // no kubeconfig, not even one in the user's home) and a token verifier.
+      env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
     },
     [PYTHON_IMAGE]: {
       commands: { python: ['python3'], python3: ['python3'] },

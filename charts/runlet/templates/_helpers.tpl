@@ -1,5 +1,5 @@
 {{/*
-Named templates shared by the chart's templates. Keep to the template subset test/chart/render.ts implements
+Named templates shared by the chart's templates. Keep to the template subset charts/render/render.ts implements
 (its header lists it): the chart is rendered by that renderer in the tests, since no helm binary is at hand.
 */}}
 

@@ -4,7 +4,9 @@
 // its own monotonic clock, never by comparing the holder's timestamps with local time (clocks drift).
 // Every write carries the resourceVersion it read, so two replicas racing for the lease cannot both win.
 import type { Logger } from 'pino';
-import { isConflict, resourcePath, type KubeApi, type KubeObject } from './kube-api.ts';
+import type { KubeApi } from './client.ts';
+import { isConflict } from './errors.ts';
+import { resourcePath, type KubeObject } from './objects.ts';
 
 export interface LeaderElectorOptions {
   api: KubeApi;

@@ -1,12 +1,14 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
+import { kubeConfigCredentials } from './kubeconfig.ts';
 import { kubeConfigFor } from '../test/kube/kubeconfig.ts';
 import { EventLog } from '../test/kube/test-helpers.ts';
 import { waitFor } from '../test/support/wait.ts';
-import { KubeApi, type KubeObject } from './kube-api.ts';
-import { testLogger } from './test-support/logger.ts';
-import { startWatchProxy, type WatchProxy } from './test-support/watch-proxy.ts';
+import { KubeApi } from './client.ts';
+import type { KubeObject } from './objects.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { startWatchProxy, type WatchProxy } from '../test/support/watch-proxy.ts';
 import { ResourceWatch, type RestartReason } from './watch.ts';
 
 const NAMESPACE = 'default';
@@ -31,8 +33,8 @@ interface Seen {
 /** The watch reaches the server through a proxy the test controls; the test writes to the server directly. */
 async function startWatch(serverOptions: KubeApiServerOptions, options: { watchdogMs?: number } = {}) {
   server = await startKubeApiServer(serverOptions);
-  proxy = await startWatchProxy(server.url);
-  api = new KubeApi(kubeConfigFor(proxy.url));
+  proxy = await startWatchProxy(server.url, server.ca);
+  api = new KubeApi(kubeConfigCredentials(kubeConfigFor(proxy.url)));
   const seen = new EventLog<Seen>();
   watch = new ResourceWatch<KubeObject>({
     name: 'configmaps',

@@ -5,9 +5,9 @@
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderChart, type RenderedManifest } from '../test/chart/render.ts';
+import { renderChart, type RenderedManifest } from './render.ts';
 
-const REPO = fileURLToPath(new URL('../', import.meta.url));
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const CHART_DIR = join(REPO, 'charts/runlet');
 export const INSTALL_YAML = join(REPO, 'install.yaml');
 export const INSTALL_NAMESPACE = 'runlet-system';
@@ -32,7 +32,7 @@ export function installYaml(): string {
     `# Runlet ${String(chart.chart.AppVersion)}: the Namespace ${INSTALL_NAMESPACE}, the CRDs, the operator, its management API and RBAC.`,
     '#   kubectl apply -f install.yaml',
     '# The Helm chart charts/runlet rendered with its default values by `npm run install-yaml`',
-    '# (charts/render-install.ts). Do not edit: change the chart and run that again.',
+    '# (charts/render/install-yaml.ts). Do not edit: change the chart and run that again.',
   ].join('\n');
   const namespace = [
     'apiVersion: v1',

@@ -1,21 +1,24 @@
-// A fake cluster for the operator's tests: an API server (the in-memory one of test/kube, started by the
-// test file) with the App and RunLog CRDs installed, a plain JSON client, and bounded waits on API state.
-// Nothing here imports test/: see eventually.ts.
+// The fake cluster of the tests and the bench: the in-memory API server of test/kube (started by the caller)
+// with the App and RunLog CRDs installed, a kube/ client that reaches it as a pod does (service-account CA and
+// token), the operator on it, and bounded waits on API state.
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeCredentials } from '../../kube/credentials.ts';
 import { appCrd, runLogCrd } from '../../crds/crd.ts';
 import type { App } from '../../crds/app-schema.ts';
-import { resolveConfig, type ConfigLayer, type OperatorConfig } from '../config.ts';
-import { KubeApi, resourcePath, type KubeObject } from '../kube-api.ts';
-import { createOperator, type Operator } from '../main.ts';
-import { PYTHON_IMAGE, SIDECAR_IMAGE } from './apps.ts';
-import { eventually } from './eventually.ts';
+import { resolveConfig, type ConfigLayer, type OperatorConfig } from '../../operator/config.ts';
+import { KubeApi } from '../../kube/client.ts';
+import { resourcePath, type KubeObject } from '../../kube/objects.ts';
+import { createOperator, type Operator } from '../../operator/main.ts';
+import { PYTHON_IMAGE, SIDECAR_IMAGE } from './operator-apps.ts';
 import { testLogger } from './logger.ts';
+import { waitFor } from './wait.ts';
 
 /** Generous for a loaded 2-core machine: only a failing test waits this long. */
 export const STATE_TIMEOUT_MS = 20_000;
 
 /** What the helpers need of an API server; test/kube's KubeApiServer is one. */
 export interface ApiServer {
+  credentials(): Promise<KubeCredentials>;
   kubeConfig(): KubeConfig;
   close(): Promise<void>;
 }
@@ -28,7 +31,7 @@ export interface TestCluster<Server extends ApiServer = ApiServer> {
 
 /** Installs the CRDs on a freshly started server; close() closes the client and the server. */
 export async function prepareCluster<Server extends ApiServer>(server: Server): Promise<TestCluster<Server>> {
-  const api = new KubeApi(server.kubeConfig());
+  const api = new KubeApi(await server.credentials());
   for (const crd of [appCrd(), runLogCrd()]) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd as unknown as KubeObject);
   return {
     server,
@@ -84,7 +87,7 @@ export async function createCodeConfigMap(api: KubeApi, namespace: string, name:
 
 /** The App once `predicate` holds for it (polled from the API server, bounded). */
 export function waitForApp(api: KubeApi, namespace: string, name: string, predicate: (app: App) => boolean, what: string): Promise<App> {
-  return eventually(
+  return waitFor(
     async () => {
       const app = await api.find<App & KubeObject>(paths.app(namespace, name));
       return app !== undefined && predicate(app) ? app : undefined;

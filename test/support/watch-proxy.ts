@@ -5,6 +5,7 @@
 // - hold new watch requests back while the test changes things, so the client comes back to a world that
 //   moved on without it (and, after a compaction, to 410 Gone).
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 export interface WatchProxy {
@@ -19,13 +20,15 @@ export interface WatchProxy {
   close(): Promise<void>;
 }
 
-export async function startWatchProxy(target: string): Promise<WatchProxy> {
+/** In front of `target`; an https target is verified with `ca` (PEM). Clients speak plain HTTP to the proxy. */
+export async function startWatchProxy(target: string, ca?: string): Promise<WatchProxy> {
   const openWatches = new Set<{ silenced: boolean }>();
   const held: (() => void)[] = [];
   let holding = false;
 
   const forward = (req: IncomingMessage, res: ServerResponse, isWatch: boolean): void => {
-    const upstream = request(`${target}${req.url}`, { method: req.method, headers: req.headers as IncomingHttpHeaders }, (answer) => {
+    const send = target.startsWith('https:') ? httpsRequest : request;
+    const upstream = send(`${target}${req.url}`, { method: req.method, headers: { ...req.headers, host: new URL(target).host } as IncomingHttpHeaders, ca }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       const stream = { silenced: false };
       if (isWatch) openWatches.add(stream);

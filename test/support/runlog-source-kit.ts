@@ -1,57 +1,34 @@
 // What the tests of the management API in cluster mode share: the in-memory API server with the Runlet CRDs
-// (crds/*.yaml) installed, Apps and RunLogs written as the operator and the sidecars write them, run records
+// installed (fake-cluster.ts), Apps and RunLogs written as the operator and the sidecars write them, run records
 // in creation order, and a RunLogSource on the server.
-import { readdir, readFile } from 'node:fs/promises';
-import pino, { type Logger } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
-import { parse } from 'yaml';
-import { APP_LABEL } from '../crds/api-group.ts';
-import { pythonApp } from '../crds/fixtures.ts';
-import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
-import { KubeApi, type KubeObject } from '../operator/kube-api.ts';
-import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../test/kube/index.ts';
-import { RunLogSource, type RunLogSourceOptions } from './runlog-source.ts';
+import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
+import { pythonApp } from './crd-fixtures.ts';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { APP_LABEL } from '../../crds/api-group.ts';
+import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../kube/index.ts';
+import { RunLogSource, type RunLogSourceOptions } from '../../management/runlog-source.ts';
+import { prepareCluster, type TestCluster as FakeCluster } from './fake-cluster.ts';
+import { testLogger } from './logger.ts';
 
 export const PROJECT = 'team-a';
 export const OTHER_PROJECT = 'team-b';
 /** Generous for a loaded 2-core machine: only a failing test waits this long. */
 export const STATE_TIMEOUT_MS = 20_000;
 
-const CRDS_DIR = new URL('../crds/', import.meta.url);
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
 
-export interface TestCluster {
-  server: KubeApiServer;
-  /** The tests' own client, apart from the source's. */
-  api: KubeApi;
-  close(): Promise<void>;
-}
+export type TestCluster = FakeCluster<KubeApiServer>;
 
-/** Tests log nothing unless RUNLET_TEST_LOG names a level. */
-export function testLogger(): Logger {
-  return pino({ name: 'runlet-management-test', level: process.env.RUNLET_TEST_LOG ?? 'silent' });
-}
-
+/** The fake cluster (fake-cluster.ts) with the two projects' namespaces. */
 export async function startTestCluster(options: KubeApiServerOptions = {}): Promise<TestCluster> {
-  const server = await startKubeApiServer({ namespaces: [PROJECT, OTHER_PROJECT], ...options });
-  const api = new KubeApi(server.kubeConfig());
-  for (const file of (await readdir(CRDS_DIR)).filter((name) => name.endsWith('.yaml')).sort()) {
-    const crd = parse(await readFile(new URL(file, CRDS_DIR), 'utf8')) as KubeObject;
-    await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-  }
-  return {
-    server,
-    api,
-    async close() {
-      await api.close();
-      await server.close();
-    },
-  };
+  return prepareCluster(await startKubeApiServer({ namespaces: [PROJECT, OTHER_PROJECT], ...options }));
 }
 
 /** A source on the test server with quick retries; started, and synced before it is returned. */
 export async function startSource(cluster: { server: KubeApiServer }, options: Partial<RunLogSourceOptions> = {}): Promise<RunLogSource & { api: KubeApi }> {
-  const api = options.api ?? new KubeApi(cluster.server.kubeConfig());
+  const api = options.api ?? new KubeApi(await cluster.server.credentials());
   const source = new RunLogSource({ api, logger: testLogger(), backoff: { initialMs: 20, maxMs: 200 }, ...options });
   source.start();
   await source.ready();
@@ -181,6 +158,13 @@ export function percentile(values: number[], p: number): number {
 }
 
 /** One printed line of a latency measurement: count, p50 and p99. */
+/** Throws unless a walk of pages listed exactly the `expected` run ids, in order (what a benchmark's pages must hold). */
+export function expectSameIds(ids: readonly string[], expected: readonly string[], what: string): void {
+  const first = ids.findIndex((id, index) => id !== expected[index]);
+  if (first === -1 && ids.length === expected.length) return;
+  throw new Error(`${what}: listed ${ids.length} runs, expected ${expected.length}; first difference at ${first === -1 ? ids.length : first}`);
+}
+
 export function latencySummary(label: string, latenciesMs: number[]): string {
   const format = (ms: number): string => `${ms.toFixed(2)} ms`;
   return `${label.padEnd(48)} n=${String(latenciesMs.length).padStart(4)}  p50 ${format(percentile(latenciesMs, 50))}  p99 ${format(percentile(latenciesMs, 99))}`;

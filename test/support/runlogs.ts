@@ -3,7 +3,8 @@
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { RunLogCounts } from '../../crds/runlog-schema.ts';
 import type { RunLogObject } from '../../management/runlog-source.ts';
-import type { KubeApi, KubeObject } from '../kube-api.ts';
+import type { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
 
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
 

@@ -1,7 +1,7 @@
 // Valid objects for the crds tests, each a fresh copy so a test may change it.
-import type { App } from './app-schema.ts';
-import type { RunRecord } from './run-record-schema.ts';
-import type { RunLog } from './runlog-schema.ts';
+import type { App } from '../../crds/app-schema.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import type { RunLog } from '../../crds/runlog-schema.ts';
 
 export function pythonApp(): App {
   return {

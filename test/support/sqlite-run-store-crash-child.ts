@@ -2,15 +2,15 @@
 // waits for — and ends as soon as that save resolves, either with process.exit or killed by SIGKILL, without
 // closing the store. With companions, as many other runs are saved at the same time (half durably, as other
 // async accepts; half plain, as sync runs), so the run's commit is shared and more batches are on their way.
-// Usage: node sqlite-run-store.crash-child.ts <dataDir> <runId> exit|sigkill [companions]
+// Usage: node sqlite-run-store-crash-child.ts <dataDir> <runId> exit|sigkill [companions]
 import { pino } from 'pino';
-import { SqliteRunStore } from './sqlite-run-store.ts';
-import { pendingAsyncRunRecord, runRecord } from './sqlite-run-store.fixtures.ts';
+import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
+import { pendingAsyncRunRecord, runRecord } from './sqlite-run-records.ts';
 
 const [dataDir, runId, ending, companionsArg = '0'] = process.argv.slice(2);
 const companions = Number(companionsArg);
 if (dataDir === undefined || runId === undefined || (ending !== 'exit' && ending !== 'sigkill') || !Number.isInteger(companions)) {
-  throw new Error(`usage: sqlite-run-store.crash-child.ts <dataDir> <runId> exit|sigkill [companions]; got ${process.argv.slice(2)}`);
+  throw new Error(`usage: sqlite-run-store-crash-child.ts <dataDir> <runId> exit|sigkill [companions]; got ${process.argv.slice(2)}`);
 }
 
 const store = new SqliteRunStore({ dataDir, logger: pino({ level: 'warn' }) });

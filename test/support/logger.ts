@@ -2,5 +2,5 @@
 import pino, { type Logger } from 'pino';
 
 export function testLogger(): Logger {
-  return pino({ name: 'runlet-operator-test', level: process.env.RUNLET_TEST_LOG ?? 'silent' });
+  return pino({ name: 'runlet-test', level: process.env.RUNLET_TEST_LOG ?? 'silent' });
 }

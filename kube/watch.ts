@@ -12,7 +12,8 @@
 // around client-node's Watch.
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { KubeApi, KubeObject } from './kube-api.ts';
+import type { KubeApi } from './client.ts';
+import type { KubeObject } from './objects.ts';
 
 export type RestartReason =
   /** The server ended the watch cleanly. */
@@ -44,7 +45,7 @@ export interface ResourceWatchOptions<T> {
   logger: Logger;
   onRestart?(reason: RestartReason): void;
   /**
-   * What the cache keeps of each object (client-go's transform): only what the operator reads, since every
+   * What the cache keeps of each object (client-go's transform): only what the caller reads, since every
    * cached object lives for good. Default: all but managedFields.
    */
   transform?(object: T): T;
@@ -217,8 +218,9 @@ export class ResourceWatch<T extends KubeObject> {
         else finish('error', error);
       };
 
-      new Watch(api.kubeConfig)
-        .watch(
+      api
+        .kubeConfig()
+        .then((kubeConfig) => new Watch(kubeConfig).watch(
           path,
           {
             resourceVersion: this.#resourceVersion,
@@ -229,7 +231,7 @@ export class ResourceWatch<T extends KubeObject> {
           },
           onEvent,
           onDone,
-        )
+        ))
         .then(
           (started) => {
             controller = started;
@@ -283,7 +285,7 @@ function isGone(error: unknown): boolean {
   return statusCode === 410 || code === 410;
 }
 
-/** managedFields are the bulk of most objects and nothing the operator reads. */
+/** managedFields are the bulk of most objects and nothing a controller reads. */
 function withoutManagedFields<T extends KubeObject>(object: T): T {
   if (object.metadata?.managedFields !== undefined) delete object.metadata.managedFields;
   return object;

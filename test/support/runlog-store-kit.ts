@@ -1,22 +1,22 @@
 // What the RunLog store's tests share: the in-memory API server with the Runlet CRDs and an App, stores with
 // their journal in a data dir of their own (or one a previous store left), run records, a log that can be read
 // back, a clock the tests move by hand, and bounded waits on the API server's state.
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import pino, { type Logger } from 'pino';
 import { Registry } from 'prom-client';
-import { parse } from 'yaml';
-import { pythonApp } from '../../crds/fixtures.ts';
+import { pythonApp } from './crd-fixtures.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
-import { kubeConfigCredentials } from './kube-credentials-client-node.ts';
 import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
-import { newRunId } from './recorder.ts';
-import { RunLogJournal } from './runlog-journal.ts';
-import { isFinished } from './runlog-window.ts';
-import { RunLogStore, type RunLogStoreOptions } from './runlog-store.ts';
-import type { RunLogTimers, TimerHandle } from './runlog-timers.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { paths, prepareCluster } from './fake-cluster.ts';
+import { newRunId } from '../../sidecar/runs/recorder.ts';
+import { RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
+import { isFinished } from '../../sidecar/runs/runlog-window.ts';
+import { RunLogStore, type RunLogStoreOptions } from '../../sidecar/runs/runlog-store.ts';
+import type { RunLogTimers, TimerHandle } from '../../sidecar/runs/runlog-timers.ts';
 
 export const NAMESPACE = 'team-a';
 export const APP_NAME = 'hello';
@@ -46,31 +46,29 @@ export interface Cluster {
   deleteRunLog(): Promise<void>;
 }
 
-/** The API server with the RunLog and App CRDs installed and App `hello` created in `team-a`. */
+/** The fake cluster (fake-cluster.ts) with App `hello` created in `team-a`. */
 export async function startCluster(options: { keepFinished?: number } = {}): Promise<Cluster> {
-  const server = await startKubeApiServer({ namespaces: [NAMESPACE] });
+  const { server, api } = await prepareCluster(await startKubeApiServer({ namespaces: [NAMESPACE] }));
   const call = async (method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<unknown> => {
-    const response = await request(server.url + path, method, body === undefined ? undefined : JSON.stringify(body), contentType);
+    const response = await request(server, path, method, body === undefined ? undefined : JSON.stringify(body), contentType);
     if (response.status >= 300) throw new Error(`test: ${method} ${path} answered ${response.status}: ${response.text}`);
     return JSON.parse(response.text);
   };
-  for (const file of ['apps.runlet.dev.yaml', 'runlogs.runlet.dev.yaml']) {
-    const crd: unknown = parse(await readFile(new URL(`../../crds/${file}`, import.meta.url), 'utf8'));
-    await call('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-  }
   const app = pythonApp();
   app.spec.runs.keepFinished = options.keepFinished ?? 200;
-  const created = (await call('POST', `/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/apps`, app)) as { metadata: { uid: string } };
+  const created = await api.create(paths.app(NAMESPACE), app as KubeObject);
+  // The pooled client is done with: the tests' own requests below each take a connection of their own.
+  await api.close();
 
   const readRunLog = async (): Promise<RunLogJson | undefined> => {
-    const response = await request(server.url + RUNLOG_PATH, 'GET');
+    const response = await request(server, RUNLOG_PATH, 'GET');
     if (response.status === 404) return undefined;
     if (response.status !== 200) throw new Error(`test: GET RunLog answered ${response.status}: ${response.text}`);
     return JSON.parse(response.text) as RunLogJson;
   };
   return {
     server,
-    appUid: created.metadata.uid,
+    appUid: created.metadata!.uid!,
     readRunLog,
     async patchStatusAsOther(change) {
       const current = await readRunLog();
@@ -90,9 +88,10 @@ export async function startCluster(options: { keepFinished?: number } = {}): Pro
  * One request on a connection of its own: pause('refuse') resets pooled connections, and a pooled one the
  * client has not yet seen closed would fail the test's next read.
  */
-function request(url: string, method: string, body?: string, contentType = 'application/json'): Promise<{ status: number; text: string }> {
+function request(server: KubeApiServer, path: string, method: string, body?: string, contentType = 'application/json'): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const outgoing = httpRequest(url, { method, agent: false, headers: body === undefined ? {} : { 'content-type': contentType } }, (response) => {
+    const headers = body === undefined ? {} : { 'content-type': contentType };
+    const outgoing = httpsRequest(server.url + path, { method, agent: false, ca: server.ca, headers }, (response) => {
       let text = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (text += chunk));
@@ -147,7 +146,7 @@ export async function createStore(cluster: Cluster, options: TestStoreOptions = 
   const registry = new Registry();
   const journal = await RunLogJournal.open({ dataDir, logger });
   const store = new RunLogStore({
-    credentials: kubeConfigCredentials(cluster.server.kubeConfig()),
+    credentials: await cluster.server.credentials(),
     namespace: NAMESPACE,
     podName: POD_NAME,
     appName: APP_NAME,
@@ -189,15 +188,6 @@ export function runRecord(status: RunStatus, overrides: Partial<RunRecord> = {})
 
 export function runIds(runLog: RunLogJson | undefined): string[] {
   return (runLog?.status?.runs ?? []).map((run) => run.id);
-}
-
-/** Polls `check` until it returns true; fails after `timeoutMs` with what it was waiting for. */
-export async function waitFor(check: () => Promise<boolean> | boolean, what: string, timeoutMs = WAIT_MS): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 /** Lets pending I/O callbacks run. */

@@ -1,7 +1,8 @@
 // Run records for the tests of the run store and of the management API: complete, in any state, with fresh
 // UUID v7 ids (creation order).
 import { v7 as uuidv7 } from 'uuid';
-import type { RunRecord } from '../crds/run-record-schema.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+
 
 export function runRecord(overrides: Partial<RunRecord> = {}): RunRecord {
   return {

@@ -1,18 +1,18 @@
 // How fast the operator answers the list API: 10,000 runs of one app in 5 RunLogs (2,000 each, about the 1 MiB
 // a RunLog status may hold), paged through the operator's own HTTP server — its RunLog watch, cache, token check
-// (cached) and fastify — on 127.0.0.1. management/runlog-source-latency.test.ts measures the cache alone.
-// Prints p50/p99 and asserts what the pages hold; timing is reported, never asserted (it belongs in bench/).
+// (cached) and fastify — on 127.0.0.1. runlog-cache-list-latency.ts measures the cache alone. Prints p50/p99,
+// and fails when a page holds other runs than it should. Not part of `make test` or `make bench`:
+//
+//   npm run bench:operator-list
 import { loadavg } from 'node:os';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { RunRecord } from '../crds/run-record-schema.ts';
-import { RUNS_ACCESS } from '../management/kube-auth.ts';
-import { appRuns, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../management/runlog-source-test-kit.ts';
-import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
-import { waitFor } from '../test/support/wait.ts';
-import type { Operator } from './main.ts';
-import { pythonSpec } from './test-support/apps.ts';
-import { STATE_TIMEOUT_MS, createApp, createNamespace, prepareCluster, testOperator, type TestCluster } from './test-support/cluster.ts';
-import { createPod, writeRunLog } from './test-support/runlogs.ts';
+import { RUNS_ACCESS } from '../../management/kube-auth.ts';
+import { appRuns, expectSameIds, latencySummary, newestFirst, onReplica, walkRunPages, walkRunPagesRepeatedly } from '../../test/support/runlog-source-kit.ts';
+import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
+import { waitFor } from '../../test/support/wait.ts';
+import type { Operator } from '../../operator/main.ts';
+import { pythonSpec } from '../../test/support/operator-apps.ts';
+import { STATE_TIMEOUT_MS, createApp, createNamespace, prepareCluster, testOperator, type TestCluster } from '../../test/support/fake-cluster.ts';
+import { createPod, writeRunLog } from '../../test/support/runlogs.ts';
 
 const PROJECT = 'team-a';
 const APP = 'hello';
@@ -20,18 +20,15 @@ const REPLICAS = ['a', 'b', 'c', 'd', 'e'].map((suffix) => `hello-7d9c-${suffix.
 const RUNS = 10_000;
 const TOKEN = 'bench.eyJ0b2tlbiI6ImJlbmNoIn0.sig';
 
-let cluster: TestCluster<KubeApiServer>;
-let operator: Operator;
-let base: string;
-let runs: RunRecord[];
-
-beforeAll(async () => {
+let cluster: TestCluster<KubeApiServer> | undefined;
+let operator: Operator | undefined;
+try {
   cluster = await prepareCluster(await startKubeApiServer());
   await createNamespace(cluster.api, PROJECT);
   await createApp(cluster.api, PROJECT, APP, pythonSpec());
   cluster.server.tokens.set(TOKEN, { username: 'system:serviceaccount:team-a:bench' });
   cluster.server.allow({ user: 'system:serviceaccount:team-a:bench', namespace: PROJECT, ...RUNS_ACCESS });
-  runs = appRuns({ namespace: PROJECT, appName: APP, count: RUNS, replicas: REPLICAS });
+  const runs = appRuns({ namespace: PROJECT, appName: APP, count: RUNS, replicas: REPLICAS });
   // Running pods: the RunLogs are their sidecars', which the operator leaves alone.
   for (const replica of REPLICAS) {
     await createPod(cluster.api, PROJECT, replica, APP);
@@ -40,15 +37,8 @@ beforeAll(async () => {
   operator = testOperator(cluster);
   operator.start();
   const url = await operator.listen();
-  base = `${url}/v2/projects/${PROJECT}/apps/${APP}/runs`;
-}, 120_000);
+  const base = `${url}/v2/projects/${PROJECT}/apps/${APP}/runs`;
 
-afterAll(async () => {
-  await operator?.stop();
-  await cluster?.close();
-});
-
-it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server (prints p50/p99)', async () => {
   const newest = newestFirst(runs).map((run) => run.id);
   // The operator's cache is filled by its watch: wait until it holds every run.
   await waitFor(async () => (await walkRunPages(base, 'pageSize=500', TOKEN)).ids.length === RUNS, { timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100, what: `the operator to cache all ${RUNS} runs` });
@@ -60,8 +50,11 @@ it('pages through 10,000 runs in 5 RunLogs through the operator’s HTTP server 
     ['asyncOnly, status=failure, pageSize=50, 3 walks', 'asyncOnly=true&status=failure&pageSize=50', newestFirst(runs.filter((run) => run.async && run.status === 'failure')).map((run) => run.id)],
   ] as const) {
     const { walks, latenciesMs } = await walkRunPagesRepeatedly(base, query, TOKEN, 3);
-    for (const ids of walks) expect(ids).toEqual(expected);
+    for (const ids of walks) expectSameIds(ids, expected, label);
     lines.push(latencySummary(label, latenciesMs));
   }
-  process.stdout.write(`\nlist API latency through the operator, ${RUNS} runs in ${REPLICAS.length} RunLogs (load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
-});
+  process.stdout.write(`list API latency through the operator, ${RUNS} runs in ${REPLICAS.length} RunLogs (load average ${loadavg()[0]!.toFixed(1)})\n${lines.map((line) => `  ${line}`).join('\n')}\n`);
+} finally {
+  await operator?.stop();
+  await cluster?.close();
+}

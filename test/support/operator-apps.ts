@@ -2,7 +2,7 @@
 // applied), so a test states only what it is about.
 import type { App } from '../../crds/app-schema.ts';
 import { applyAppDefaults } from '../../crds/validate.ts';
-import type { RenderConfig } from '../config.ts';
+import type { RenderConfig } from '../../operator/config.ts';
 
 export const SIDECAR_IMAGE = 'ghcr.io/runlet/runlet:test';
 export const PYTHON_IMAGE = 'ghcr.io/runlet/python:test';

@@ -1,10 +1,10 @@
 // In a pod: the API server of KUBERNETES_SERVICE_HOST and _PORT, trusted with the service account's CA and
-// called with its token, which kubelet rotates on disk.
+// called with its token, which kubelet rotates on disk. Reads two files and loads nothing else.
 import { readFile } from 'node:fs/promises';
 import { isIPv6 } from 'node:net';
 import { join } from 'node:path';
-import type { KubeCredentials } from './kube-credentials.ts';
-import { TokenFile } from './kube-token-file.ts';
+import type { KubeCredentials } from './credentials.ts';
+import { TokenFile } from './token-file.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -31,13 +31,25 @@ export async function inClusterCredentials(options: InClusterOptions): Promise<K
   } catch (error) {
     throw new Error(`cannot read the service account's CA certificate ${caFile}: ${(error as Error).message}`, { cause: error });
   }
-  const token = new TokenFile(join(options.serviceAccountDir, 'token'), { now: options.now });
+  const tokenPath = join(options.serviceAccountDir, 'token');
+  const token = new TokenFile(tokenPath, { now: options.now });
   // Fail at startup, not at the first request, when the token cannot be read.
   await token.read();
+  // Always https, as client-go: client-node picks http for ports 80, 8080 and 8001, then refuses plain HTTP.
+  const server = `https://${isIPv6(host) ? `[${host}]` : host}:${port}`;
   return {
-    // Always https, as client-go: client-node picks http for ports 80, 8080 and 8001, then refuses plain HTTP.
-    server: `https://${isIPv6(host) ? `[${host}]` : host}:${port}`,
+    server,
     tls: async () => ({ ca, rejectUnauthorized: true }),
     authHeaders: async () => ({ authorization: `Bearer ${await token.read()}` }),
+    async kubeConfig() {
+      const { KubeConfig } = await import('@kubernetes/client-node');
+      const kubeConfig = new KubeConfig();
+      // What client-node's loadFromCluster builds, from these options rather than process.env and fixed paths.
+      kubeConfig.loadFromClusterAndUser(
+        { name: 'inCluster', server, caFile, skipTLSVerify: false },
+        { name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: tokenPath } } },
+      );
+      return kubeConfig;
+    },
   };
 }

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { inClusterCredentials } from './kube-credentials-in-cluster.ts';
-import { loadKubeCredentials } from './kube-credentials.ts';
-import { TOKEN_FILE_MAX_AGE_MS, TokenFile } from './kube-token-file.ts';
+import { inClusterCredentials } from './in-cluster.ts';
+import { loadKubeCredentials } from './load-credentials.ts';
+import { TOKEN_FILE_MAX_AGE_MS, TokenFile } from './token-file.ts';
 
 let dir: string;
 /** Stands in for /var/run/secrets/kubernetes.io/serviceaccount. */

@@ -1,0 +1,65 @@
+// kube/'s client against the in-memory API server, reached as from a pod (service-account CA and token, TLS).
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
+import { KubeApi } from './client.ts';
+import { KubeApiError, isConflict, isNotFound } from './errors.ts';
+import { pluralOf, resourcePath, type KubeObject } from './objects.ts';
+
+let server: KubeApiServer;
+let api: KubeApi;
+
+beforeEach(async () => {
+  server = await startKubeApiServer();
+  api = new KubeApi(await server.credentials(), { fieldManager: 'kube-client-test', requestTimeoutMs: 10_000 });
+});
+
+afterEach(async () => {
+  await api.close();
+  await server.close();
+});
+
+const configMaps = resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default' });
+
+describe('KubeApi', () => {
+  it('deletes only the object its preconditions name', async () => {
+    const created = await api.create<KubeObject>(configMaps, { metadata: { name: 'kept' } });
+    const path = `${configMaps}/kept`;
+    const refused = await api.delete(path, { uid: 'another-uid' }).catch((error: unknown) => error);
+    expect(isConflict(refused), String(refused)).toBe(true);
+    expect(await api.find(path)).toBeDefined();
+    await api.delete(path, { uid: created.metadata!.uid! });
+    expect(await api.find(path)).toBeUndefined();
+  });
+
+  it('applies as its field manager, and needs one to apply', async () => {
+    const applied = await api.apply<KubeObject & { data: Record<string, string> }>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'applied', namespace: 'default' }, data: { a: '1' } });
+    expect(applied.data).toEqual({ a: '1' });
+    expect(server.requests.at(-1)?.query).toMatchObject({ fieldManager: 'kube-client-test', force: 'true' });
+    const anonymous = new KubeApi(await server.credentials());
+    expect(() => anonymous.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'default' } })).toThrow('server-side apply needs a field manager');
+  });
+
+  it("fails with the server's Status: status, reason, Retry-After", async () => {
+    server.failNext({ method: 'GET', pathPattern: '/configmaps/busy', status: 429, reason: 'TooManyRequests', message: 'slow down', retryAfterSeconds: 2 });
+    const error = await api.get(`${configMaps}/busy`).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(KubeApiError);
+    expect(error).toMatchObject({ status: 429, reason: 'TooManyRequests', retryAfterMs: 2000, message: `GET ${configMaps}/busy: 429 TooManyRequests: slow down` });
+    expect(isNotFound(await api.get(`${configMaps}/missing`).catch((caught: unknown) => caught))).toBe(true);
+  });
+
+  it('names a transport failure as no answer', async () => {
+    server.pause('refuse');
+    const error = await api.get(`${configMaps}/any`).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ status: 0 });
+    expect((error as Error).message).toMatch(new RegExp(`^GET ${configMaps}/any: no answer: `));
+  });
+});
+
+describe('resourcePath', () => {
+  it("guesses plurals as client-go does, and builds namespaced, cluster and status paths", () => {
+    expect(['App', 'RunLog', 'Ingress', 'NetworkPolicy', 'Lease', 'ConfigMap'].map(pluralOf)).toEqual(['apps', 'runlogs', 'ingresses', 'networkpolicies', 'leases', 'configmaps']);
+    expect(resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'team a', name: 'web' })).toBe('/apis/apps/v1/namespaces/team%20a/deployments/web');
+    expect(resourcePath({ apiVersion: 'v1', kind: 'Namespace', name: 'team' })).toBe('/api/v1/namespaces/team');
+    expect(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team', name: 'hello' }, 'status')).toBe('/apis/runlet.dev/v1alpha1/namespaces/team/apps/hello/status');
+  });
+});

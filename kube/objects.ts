@@ -1,0 +1,69 @@
+// Kubernetes objects as plain JSON, typed only as far as generic code reads them, and the URLs they live at.
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+  managedFields?: unknown[];
+}
+
+/** Any object as the API server serves it: only the metadata is typed. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+}
+
+export interface KubeList<T> {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items: T[];
+}
+
+/** Where an object lives: enough to build its URL. */
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+}
+
+/**
+ * The URL plural of a kind, guessed as client-go's UnsafeGuessKindToResource does (no discovery round trip):
+ * right for every kind whose CRD or built-in definition follows the convention, as all that callers name do.
+ */
+export function pluralOf(kind: string): string {
+  const lower = kind.toLowerCase();
+  if (lower.endsWith('s')) return `${lower}es`;
+  if (lower.endsWith('y')) return `${lower.slice(0, -1)}ies`;
+  return `${lower}s`;
+}
+
+/** `/apis/apps/v1/namespaces/ns/deployments/name`, or the collection when name is omitted. */
+export function resourcePath(ref: Omit<ObjectRef, 'name'> & { name?: string }, subresource?: 'status'): string {
+  const root = ref.apiVersion.includes('/') ? `/apis/${ref.apiVersion}` : `/api/${ref.apiVersion}`;
+  const namespace = ref.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(ref.namespace)}`;
+  const name = ref.name === undefined ? '' : `/${encodeURIComponent(ref.name)}`;
+  return `${root}${namespace}/${pluralOf(ref.kind)}${name}${subresource === undefined ? '' : `/${subresource}`}`;
+}
+
+/** The ref of an object (apiVersion, kind and metadata.name must be set). */
+export function refOf(object: KubeObject): ObjectRef {
+  const { apiVersion, kind } = object;
+  const name = object.metadata?.name;
+  if (!apiVersion || !kind || !name) throw new Error(`object lacks apiVersion, kind or metadata.name: ${JSON.stringify(object).slice(0, 200)}`);
+  return { apiVersion, kind, name, namespace: object.metadata?.namespace };
+}
