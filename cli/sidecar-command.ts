@@ -6,7 +6,7 @@ import type { Server } from 'node:http';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
-import { SqliteRunStore } from '../local/sqlite-run-store.ts';
+import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
 import { createAdminInterface, createAdminServer } from '../sidecar/admin-interface.ts';
 import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';

@@ -17,7 +17,7 @@ import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
 import { createFrontedServer } from '../sidecar/run-server.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
-import { SqliteRunStore } from './sqlite-run-store.ts';
+import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
 import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
 
 export interface DevServerOptions {

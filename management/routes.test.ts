@@ -7,7 +7,7 @@ import addFormats from 'ajv-formats';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqliteRunStore } from '../local/sqlite-run-store.ts';
+import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
 import { PROBLEM_CONTENT_TYPE, ProblemError, problemTypeUri } from '../crds/problem.ts';
 import { RUN_STATUSES, type RunRecord } from '../crds/run-record-schema.ts';
 import type { RunSource } from './run-source.ts';

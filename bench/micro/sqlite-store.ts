@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
+import { SqliteRunStore } from '../../sidecar/runs/sqlite-run-store.ts';
 import { pendingAsyncRunRecord, runRecord } from '../../test/support/sqlite-run-records.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { RunStore } from '../../sidecar/runs/store.ts';

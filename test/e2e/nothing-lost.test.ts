@@ -8,7 +8,7 @@ import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts
 import { FRONT_DOORS, openFrontDoor, type OpenFrontDoor } from '../support/run-server.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
+import { SqliteRunStore } from '../../sidecar/runs/sqlite-run-store.ts';
 import pino from 'pino';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 

@@ -4,7 +4,7 @@
 // async accepts; half plain, as sync runs), so the run's commit is shared and more batches are on their way.
 // Usage: node sqlite-run-store-crash-child.ts <dataDir> <runId> exit|sigkill [companions]
 import { pino } from 'pino';
-import { SqliteRunStore } from '../../local/sqlite-run-store.ts';
+import { SqliteRunStore } from '../../sidecar/runs/sqlite-run-store.ts';
 import { pendingAsyncRunRecord, runRecord } from './sqlite-run-records.ts';
 
 const [dataDir, runId, ending, companionsArg = '0'] = process.argv.slice(2);

@@ -7,9 +7,9 @@ import { extname, join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { RunRecord } from '../crds/run-record-schema.ts';
-import type { ListRunsQuery, RunPage, RunSource } from '../management/run-source.ts';
-import type { RunStore } from '../sidecar/runs/store.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import type { ListRunsQuery, RunPage, RunSource } from '../../management/run-source.ts';
+import type { RunStore } from './store.ts';
 import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
 
 export const RUNS_DB_FILE_NAME = 'runs.sqlite';

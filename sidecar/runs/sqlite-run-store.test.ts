@@ -6,13 +6,13 @@ import { DatabaseSync } from 'node:sqlite';
 import { pino, type Logger } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RUN_STATUSES, type RunRecord } from '../crds/run-record-schema.ts';
-import type { ListRunsQuery } from '../management/run-source.ts';
+import { RUN_STATUSES, type RunRecord } from '../../crds/run-record-schema.ts';
+import type { ListRunsQuery } from '../../management/run-source.ts';
 import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-store.ts';
-import { waitFor } from '../test/support/wait.ts';
-import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../test/support/sqlite-run-records.ts';
+import { waitFor } from '../../test/support/wait.ts';
+import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../../test/support/sqlite-run-records.ts';
 
-const CRASH_CHILD = join(import.meta.dirname, '../test/support/sqlite-run-store-crash-child.ts');
+const CRASH_CHILD = join(import.meta.dirname, '../../test/support/sqlite-run-store-crash-child.ts');
 
 let dataDir: string;
 let openStores: SqliteRunStore[];
