@@ -4,7 +4,7 @@ import type { LoadedApp } from '../crds/service-toml.ts';
 import { startDevServer } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
-import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtime-connections.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';

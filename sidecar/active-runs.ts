@@ -1,6 +1,6 @@
 // The runs this sidecar is executing: what drain waits for, and where run time limits are enforced.
 // One coarse sweep stops overdue runs, so the hot path arms no timer per request.
-import type { CallStopper } from './runtime-connections.ts';
+import type { CallStopper } from './runtimes/runtime-connections.ts';
 import type { FailureReason, RunRecord } from '../crds/run-record-schema.ts';
 
 const SWEEP_INTERVAL_MS = 250;

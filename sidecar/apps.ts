@@ -3,7 +3,7 @@
 import type { Pool } from 'undici';
 import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
-import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtime-connections.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtimes/runtime-connections.ts';
 
 export type RuntimeKind = 'python' | 'custom';
 

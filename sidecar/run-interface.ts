@@ -17,10 +17,10 @@ import { ActiveRun } from './active-runs.ts';
 import type { AnswerSink, StreamableAnswerSink } from './answer-sink.ts';
 import type { AppTarget } from './apps.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
-import { callCustomBuffered } from './modes/custom-call.ts';
-import { forwardedRequestHeaders, hasBody, proxyCustom } from './modes/custom-proxy.ts';
+import { callCustomBuffered } from './runtimes/custom-call.ts';
+import { forwardedRequestHeaders, hasBody, proxyCustom } from './runtimes/custom-proxy.ts';
 import type { RunOutcome } from './modes/outcome.ts';
-import { callRecorded } from './modes/python-call.ts';
+import { callRecorded } from './runtimes/python-call.ts';
 import { runStream } from './modes/stream.ts';
 import { JSON_CONTENT_TYPE, runSync, settle } from './modes/sync.ts';
 import type { Replica } from './replica.ts';
@@ -28,7 +28,7 @@ import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJ
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from './request-timeouts.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import { newRunId } from './runs/recorder.ts';
-import { appUnavailable, validateCall } from './runtime-client.ts';
+import { appUnavailable, validateCall } from './runtimes/runtime-client.ts';
 import { parseWebhookRequest, pendingWebhookRecord, webhookSecretSent, type WebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;

@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { RuntimeConnections, type CallStopper } from '../../sidecar/runtime-connections.ts';
+import { RuntimeConnections, type CallStopper } from '../../sidecar/runtimes/runtime-connections.ts';
 
 const { values } = parseArgs({ options: { 'app-port': { type: 'string' } } });
 if (!values['app-port']) throw new Error('floor-proxy: --app-port is required');

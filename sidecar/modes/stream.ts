@@ -6,10 +6,10 @@ import { constants as zlibConstants, createGzip, type Gzip } from 'node:zlib';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { describeUpstreamError, upstreamFailureReason } from '../runtime-client.ts';
+import { describeUpstreamError, upstreamFailureReason } from '../runtimes/runtime-client.ts';
 import { errorEvent, RuntimeStreamDecoder } from '../sse/runtime-stream.ts';
 import type { RunOutcome } from './outcome.ts';
-import { callRecorded } from './python-call.ts';
+import { callRecorded } from '../runtimes/python-call.ts';
 import { sendPlainAnswer, settle } from './sync.ts';
 
 export async function runStream(

@@ -9,9 +9,9 @@ import type { ActiveRun } from '../active-runs.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import type { RuntimeAnswer } from '../runtime-client.ts';
+import type { RuntimeAnswer } from '../runtimes/runtime-client.ts';
 import type { RunOutcome } from './outcome.ts';
-import { callRecorded, recordFailedExchange } from './python-call.ts';
+import { callRecorded, recordFailedExchange } from '../runtimes/python-call.ts';
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 

@@ -6,8 +6,8 @@ import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { appUnavailable } from '../runtime-client.ts';
-import type { RunOutcome } from './outcome.ts';
+import { appUnavailable } from './runtime-client.ts';
+import type { RunOutcome } from '../modes/outcome.ts';
 import { recordFailedExchange } from './python-call.ts';
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those undici sets itself. */

@@ -11,7 +11,7 @@ import {
   isResultTooLarge,
   upstreamFailureReason,
   type RuntimeAnswer,
-} from '../runtime-client.ts';
+} from './runtime-client.ts';
 
 /** Calls the function; a failed exchange is recorded and thrown as the problem the caller gets. */
 export async function callRecorded(

@@ -3,7 +3,7 @@
 // itself: the calls in flight finish, new ones get 503) and detaching it while it does not answer at all.
 import { get } from 'node:http';
 import type { Logger } from 'pino';
-import type { AppTarget } from './apps.ts';
+import type { AppTarget } from '../apps.ts';
 
 export interface RuntimeWatchOptions {
   origin: string;

@@ -1,10 +1,10 @@
 // The sidecar's side of runtime/python/PROTOCOL.md: one call of a function over the app's keep-alive connections.
 import type { Readable } from 'node:stream';
-import type { AppTarget } from './apps.ts';
+import type { AppTarget } from '../apps.ts';
 import { stopperOf, type CallStopper } from './runtime-connections.ts';
-import { Problems } from '../crds/problems.ts';
-import { ProblemError } from '../crds/problem.ts';
-import type { FailureReason, RunError } from '../crds/run-record-schema.ts';
+import { Problems } from '../../crds/problems.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import type { FailureReason, RunError } from '../../crds/run-record-schema.ts';
 
 export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
 

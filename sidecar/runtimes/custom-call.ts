@@ -5,9 +5,9 @@ import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { appUnavailable } from '../runtime-client.ts';
+import { appUnavailable } from './runtime-client.ts';
 import { capturedAsJson } from './custom-proxy.ts';
-import type { RunOutcome } from './outcome.ts';
+import type { RunOutcome } from '../modes/outcome.ts';
 import { recordFailedExchange } from './python-call.ts';
 
 export interface BufferedCall {
