@@ -4,7 +4,7 @@
 import type { Server } from 'node:http';
 import { ProblemError } from '../crds/problem.ts';
 import { assertDeclaredLength } from './request-body.ts';
-import { sendProblem } from './run-interface.ts';
+import { sendProblem } from './exchange.ts';
 import { newRunId } from './runs/recorder.ts';
 
 /** Makes `server` refuse, instead of continuing, a request whose `Content-Length` is over `limitBytes`. */

@@ -8,7 +8,8 @@ import { jsonPost, RawConnection } from '../../test/support/raw-http.ts';
 import { UnreadingCaller } from '../../test/support/unreading-caller.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import type { AnswerSink } from '../answer-sink.ts';
-import type { RunInterface, WholeRequest } from '../run-interface.ts';
+import type { WholeRequest } from '../exchange.ts';
+import type { RunInterface } from '../run-interface.ts';
 import { FrontConnection, type FrontSettings } from './front-connection.ts';
 
 interface Harness {

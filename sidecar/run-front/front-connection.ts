@@ -7,7 +7,8 @@
 // and bounds how long a request may take to arrive.
 import type { Socket } from 'node:net';
 import { bodyStalled, HEAD_TIMEOUT_ANSWER } from '../request-timeouts.ts';
-import { sendProblem, type RunInterface, type WholeRequest } from '../run-interface.ts';
+import { sendProblem, type WholeRequest } from '../exchange.ts';
+import type { RunInterface } from '../run-interface.ts';
 import { newRunId } from '../runs/recorder.ts';
 import { FrontAnswer, type AnswerListener } from './front-answer.ts';
 import { readRequestHead, type RequestHead } from './request-head.ts';
