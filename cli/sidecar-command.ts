@@ -1,27 +1,16 @@
-// `runlet sidecar`: the sidecar container of an app's pod. The operator renders these flags; every one also
-// reads an environment variable so a pod template can set them either way.
+// `runlet sidecar`: the sidecar container of an app's pod (sidecar/main.ts composes it). The operator renders
+// these flags; every one also reads an environment variable so a pod template can set them either way. This file
+// only reads and checks them.
 import { hostname } from 'node:os';
-import { once } from 'node:events';
-import type { Server } from 'node:http';
 import { resolve } from 'node:path';
-import type { Logger } from 'pino';
-import { Registry } from 'prom-client';
-import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
-import { createAdminInterface, createAdminServer } from '../sidecar/admin-interface.ts';
+import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
-import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { createLogger } from '../sidecar/logger.ts';
-import { Replica } from '../sidecar/replica.ts';
-import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
-import { createRunServer } from '../sidecar/run-server.ts';
-import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
-import { RuntimeWatcher } from '../sidecar/runtimes/runtime-watch.ts';
-import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
-import { loadKubeCredentials } from '../kube/load-credentials.ts';
-import { RunLogJournal } from '../sidecar/runs/runlog-journal.ts';
-import { RunLogStore } from '../sidecar/runs/runlog-store.ts';
+import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
+import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
@@ -100,7 +89,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const concurrency = integer('concurrency', 1, 1000);
   const logger = createLogger({ name: 'runlet-sidecar', level: option('log-level') });
 
-  const target = new AppTarget({
+  const app = {
     projectId: required('project'),
     appName: required('app'),
     runtime,
@@ -108,20 +97,9 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     responseGracePeriodSeconds: integer('response-grace-period', 1, 43200),
     queueDepth: option('queue-depth') ? integer('queue-depth', 0, 1_000_000) : undefined,
     resultLimitBytes: integer('result-limit-bytes', 1, 2 ** 31 - 1),
-  });
-  const bodyLimitBytes = integer('body-limit-bytes', 1, 1 << 30);
-  const timeouts = {
-    headMs: parseSecondsFlag('request-head-timeout', required('request-head-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
-    bodyMs: parseSecondsFlag('request-body-timeout', required('request-body-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
-  };
-  const allowCidrs = (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean);
-  const runtimeOrigin = `http://127.0.0.1:${integer('app-port', 1, 65535)}`;
-  const readyPath = option('ready-path') || (runtime === 'python' ? '/healthz' : null);
-  const runPort = integer('port', 0, 65535);
-  const adminPort = integer('admin-port', 0, 65535);
+  } as const;
   const runStore = option('run-store') ?? (process.env.KUBERNETES_SERVICE_HOST ? 'runlog' : 'sqlite');
   if (runStore !== 'runlog' && runStore !== 'sqlite') throw new CliError(`--run-store must be runlog or sqlite, got "${runStore}"`, 2);
-  const replicaName = option('replica') || hostname();
   const authSwitch = required('auth');
   if (authSwitch !== 'on' && authSwitch !== 'off') throw new CliError(`--auth must be on or off, got "${authSwitch}"`, 2);
   let auth: RunAuthenticator | undefined;
@@ -129,90 +107,38 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     // Imported only when callers are authenticated: jose and its key-set client are ~9 MB of RSS.
     const { RunAuthenticator } = await import('../sidecar/auth/authenticator.ts');
     try {
-      auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), target.projectId), { logger });
+      auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), app.projectId), { logger });
     } catch (err) {
       throw new CliError(`${(err as Error).message} (or --auth off)`, 2);
     }
   }
 
-  const apps = new AppRegistry();
-  apps.add(target);
-  const registry = new Registry();
-  const dataDir = resolve(required('data-dir'));
-  const store = runStore === 'runlog' ? await runLogStore(target, replicaName, { dataDir, serviceAccountDir: required('service-account-dir') }, registry, logger) : new SqliteRunStore({ dataDir, logger });
-  const replica = new Replica({ apps, store, replicaName, logger, bodyLimitBytes, bodyTimeoutMs: timeouts.bodyMs, webhooks: { allowCidrs }, auth, registry });
-  const watcher = new RuntimeWatcher(target, { origin: runtimeOrigin, readyPath }, logger);
-
-  const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes, timeouts });
-  const adminServer = createAdminServer(createAdminInterface(replica));
-  await listen(runServer, runPort, 'run');
-  await listen(adminServer, adminPort, 'admin');
-  watcher.start();
-  logger.info({ app: `${target.projectId}/${target.appName}`, runPort, adminPort }, 'sidecar listening');
-
-  await new Promise<void>((resolveSignal) => {
-    process.once('SIGTERM', () => resolveSignal());
-    process.once('SIGINT', () => resolveSignal());
-  });
   try {
-    await replica.drain();
+    await runSidecar({
+      app,
+      runtime: {
+        origin: `http://127.0.0.1:${integer('app-port', 1, 65535)}`,
+        readyPath: option('ready-path') || (runtime === 'python' ? '/healthz' : null),
+      },
+      ports: { run: integer('port', 0, 65535), admin: integer('admin-port', 0, 65535) },
+      runStore,
+      dataDir: resolve(required('data-dir')),
+      serviceAccountDir: required('service-account-dir'),
+      replicaName: option('replica') || hostname(),
+      bodyLimitBytes: integer('body-limit-bytes', 1, 1 << 30),
+      timeouts: {
+        headMs: parseSecondsFlag('request-head-timeout', required('request-head-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
+        bodyMs: parseSecondsFlag('request-body-timeout', required('request-body-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
+      },
+      webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
+      auth,
+      logger,
+    });
   } catch (err) {
-    // The runs themselves finished; only their last records could not be written (the store says which).
-    logger.error({ err }, 'drain could not flush every run record');
-  } finally {
-    watcher.stop();
-    await closeServer(runServer);
-    await closeServer(adminServer);
-    await apps.close();
-    await store.close();
+    if (err instanceof SidecarStartError) throw new CliError(err.message);
+    throw err;
   }
   return 0;
-}
-
-/**
- * The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG), with its journal in
- * `dataDir`: opened first, so a data dir that cannot be written fails the start rather than the first async run.
- */
-async function runLogStore(
-  target: AppTarget,
-  podName: string,
-  { dataDir, serviceAccountDir }: { dataDir: string; serviceAccountDir: string },
-  registry: Registry,
-  logger: Logger,
-): Promise<RunLogStore> {
-  let journal;
-  try {
-    journal = await RunLogJournal.open({ dataDir, logger });
-  } catch (err) {
-    throw new CliError(`--data-dir: ${(err as Error).message}`);
-  }
-  let credentials;
-  try {
-    credentials = await loadKubeCredentials({ serviceAccountDir });
-  } catch (err) {
-    await journal.close();
-    // A missing or broken kubeconfig or service account: the message names the file and what to fix.
-    throw new CliError(`--run-store runlog: ${(err as Error).message}`);
-  }
-  const store = new RunLogStore({ credentials, namespace: target.projectId, podName, appName: target.appName, journal, registry, logger });
-  store.start();
-  return store;
-}
-
-async function listen(server: Server, port: number, name: string): Promise<void> {
-  server.listen(port, '0.0.0.0');
-  try {
-    await once(server, 'listening');
-  } catch (err) {
-    throw new CliError(`the ${name} port ${port} could not be opened: ${(err as Error).message}`, 1);
-  }
-}
-
-/** Stops accepting connections, closes the idle kept-alive ones, and waits for answers in progress. */
-async function closeServer(server: Server): Promise<void> {
-  const closed = new Promise<void>((resolveClose) => server.close(() => resolveClose()));
-  server.closeIdleConnections();
-  await closed;
 }
 
 function readOptions(args: string[]): (name: OptionName) => string | undefined {

@@ -1,0 +1,149 @@
+// The pod sidecar, composed: one app's target, its run store (the pod's RunLog with a journal in the
+// emptyDir, or SQLite), the replica that runs calls, the run port (the run interface behind the front) and
+// the admin port (probes, metrics, drain), and the watch of the app container's readiness. `runlet sidecar`
+// (cli/sidecar-command.ts) only turns flags into these settings.
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
+import { loadKubeCredentials } from '../kube/load-credentials.ts';
+import { createAdminInterface, createAdminServer } from './admin-interface.ts';
+import { AppRegistry, AppTarget, type AppTargetOptions } from './apps.ts';
+import type { RunAuthenticator } from './auth/authenticator.ts';
+import { Replica } from './replica.ts';
+import type { RequestTimeouts } from './request-timeouts.ts';
+import { createRunInterface } from './run-interface.ts';
+import { createRunServer } from './run-server.ts';
+import { RunLogJournal } from './runs/runlog-journal.ts';
+import { RunLogStore } from './runs/runlog-store.ts';
+import { SqliteRunStore } from './runs/sqlite-run-store.ts';
+import type { RunStore } from './runs/store.ts';
+import { RuntimeWatcher } from './runtimes/runtime-watch.ts';
+
+export interface SidecarSettings {
+  app: AppTargetOptions;
+  /** Where the app container listens, and the path that says it is ready (null: ready once it listens). */
+  runtime: { origin: string; readyPath: string | null };
+  ports: { run: number; admin: number };
+  /** The pod's RunLog (with its journal in `dataDir`), or SQLite in `dataDir`. */
+  runStore: 'runlog' | 'sqlite';
+  dataDir: string;
+  /** Where the pod's service account is mounted, for the RunLog store. */
+  serviceAccountDir: string;
+  replicaName: string;
+  bodyLimitBytes: number;
+  timeouts: RequestTimeouts;
+  webhookAllowCidrs: string[];
+  /** Verifies callers' bearer tokens; undefined: callers are not authenticated. */
+  auth: RunAuthenticator | undefined;
+  logger: Logger;
+}
+
+/** A start that failed for a reason the settings can fix: the message names the setting (its flag). */
+export class SidecarStartError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SidecarStartError';
+  }
+}
+
+export interface RunningSidecar {
+  /** Stops taking runs, lets those accepted (and their webhooks) finish, flushes the records, then closes all. */
+  drainAndClose(): Promise<void>;
+}
+
+export async function startSidecar(settings: SidecarSettings): Promise<RunningSidecar> {
+  const { logger } = settings;
+  const target = new AppTarget(settings.app);
+  const apps = new AppRegistry();
+  apps.add(target);
+  const registry = new Registry();
+  const store: RunStore =
+    settings.runStore === 'runlog' ? await openRunLogStore(target, settings, registry) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
+  const replica = new Replica({
+    apps,
+    store,
+    replicaName: settings.replicaName,
+    logger,
+    bodyLimitBytes: settings.bodyLimitBytes,
+    bodyTimeoutMs: settings.timeouts.bodyMs,
+    webhooks: { allowCidrs: settings.webhookAllowCidrs },
+    auth: settings.auth,
+    registry,
+  });
+  const watcher = new RuntimeWatcher(target, settings.runtime, logger);
+  const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
+  const adminServer = createAdminServer(createAdminInterface(replica));
+  await listen(runServer, settings.ports.run, 'run');
+  await listen(adminServer, settings.ports.admin, 'admin');
+  watcher.start();
+  logger.info({ app: `${target.projectId}/${target.appName}`, runPort: settings.ports.run, adminPort: settings.ports.admin }, 'sidecar listening');
+
+  return {
+    async drainAndClose() {
+      try {
+        await replica.drain();
+      } catch (err) {
+        // The runs themselves finished; only their last records could not be written (the store says which).
+        logger.error({ err }, 'drain could not flush every run record');
+      } finally {
+        watcher.stop();
+        await closeServer(runServer);
+        await closeServer(adminServer);
+        await apps.close();
+        await store.close();
+      }
+    },
+  };
+}
+
+/** Runs the sidecar until SIGTERM or SIGINT, then drains it. */
+export async function runSidecar(settings: SidecarSettings): Promise<void> {
+  const sidecar = await startSidecar(settings);
+  await new Promise<void>((resolveSignal) => {
+    process.once('SIGTERM', () => resolveSignal());
+    process.once('SIGINT', () => resolveSignal());
+  });
+  await sidecar.drainAndClose();
+}
+
+/**
+ * The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG), with its journal in
+ * `dataDir`: opened first, so a data dir that cannot be written fails the start rather than the first async run.
+ */
+async function openRunLogStore(target: AppTarget, settings: SidecarSettings, registry: Registry): Promise<RunLogStore> {
+  const { logger } = settings;
+  let journal;
+  try {
+    journal = await RunLogJournal.open({ dataDir: settings.dataDir, logger });
+  } catch (err) {
+    throw new SidecarStartError(`--data-dir: ${(err as Error).message}`, { cause: err });
+  }
+  let credentials;
+  try {
+    credentials = await loadKubeCredentials({ serviceAccountDir: settings.serviceAccountDir });
+  } catch (err) {
+    await journal.close();
+    // A missing or broken kubeconfig or service account: the message names the file and what to fix.
+    throw new SidecarStartError(`--run-store runlog: ${(err as Error).message}`, { cause: err });
+  }
+  const store = new RunLogStore({ credentials, namespace: target.projectId, podName: settings.replicaName, appName: target.appName, journal, registry, logger });
+  store.start();
+  return store;
+}
+
+async function listen(server: Server, port: number, name: string): Promise<void> {
+  server.listen(port, '0.0.0.0');
+  try {
+    await once(server, 'listening');
+  } catch (err) {
+    throw new SidecarStartError(`the ${name} port ${port} could not be opened: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Stops accepting connections, closes the idle kept-alive ones, and waits for answers in progress. */
+async function closeServer(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolveClose) => server.close(() => resolveClose()));
+  server.closeIdleConnections();
+  await closed;
+}
