@@ -1,5 +1,6 @@
-// The operator, composed: watches fill caches on every replica; the elected leader alone reconciles Apps and
-// looks after RunLogs; the HTTP server serves health, metrics and the management API on every replica.
+// The operator, composed: watches fill caches on every replica (app-watches.ts); the elected leader alone
+// reconciles Apps and looks after RunLogs (leader-duties.ts); the HTTP server serves health, metrics and the
+// management API on every replica.
 //
 //   App / Deployment / code ConfigMap events ─▶ work queue (dedup, backoff) ─▶ reconcile ─▶ apply + status
 //   RunLog events ─▶ RunLog cache ─▶ management API (every replica)
@@ -9,24 +10,22 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
-import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
-import { RunLogSource } from '../management/runlog-source.ts';
-import type { OperatorConfig } from './config.ts';
 import { KubeApi } from '../kube/client.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
-import type { KubeObject } from '../kube/objects.ts';
 import { LeaderElector } from '../kube/leader.ts';
+import { objectKey } from '../kube/watch.ts';
+import { RunLogSource } from '../management/runlog-source.ts';
+import { watchAppObjects } from './app-watches.ts';
+import type { OperatorConfig } from './config.ts';
+import { LeaderDuties } from './leader-duties.ts';
 import { mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
+import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
-import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
-import type { PodObject } from './runlog-verdict.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
-import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
-import { WorkQueue } from '../kube/work-queue.ts';
 
 /** Who owns the fields of the objects the operator applies and patches (managedFields). */
 const FIELD_MANAGER = 'runlet-operator';
@@ -67,79 +66,39 @@ export interface Operator {
   stop(): Promise<void>;
 }
 
-interface DeploymentObject extends KubeObject {
-  status?: { replicas?: number; readyReplicas?: number };
-}
-
 export function createOperator(options: OperatorOptions): Operator {
   const { config } = options;
   const logger = options.logger ?? pino({ name: 'runlet-operator', level: config.logLevel }, pino.destination({ dest: 2, sync: false }));
   const api = new KubeApi(kubeConfigCredentials(options.kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
   const rbac = new SidecarRbacApplier(api);
-  const clock = options.clock ?? (() => new Date());
-  const watchOptions = { api, logger, watchdogMs: config.watchdogSeconds * 1000 };
+  const watchdogMs = config.watchdogSeconds * 1000;
 
-  const apps: ResourceWatch<App & KubeObject> = new ResourceWatch<App & KubeObject>({
-    ...watchOptions,
-    name: 'apps',
-    path: `/apis/${RUNLET_API_VERSION}/${APP_PLURAL}`,
-    onRestart: (reason) => metrics.watchRestarted('apps', reason),
-    handlers: {
-      // Status writes (ours) leave the generation alone: only spec changes and new Apps need a reconcile.
-      onUpsert: (app, previous) => {
-        if (previous?.metadata.generation !== app.metadata.generation) enqueue(app.metadata.namespace, app.metadata.name);
-      },
-      onDelete: (app) => {
-        queue.forget(objectKey(app.metadata.namespace, app.metadata.name));
-        counters.appDeleted(objectKey(app.metadata.namespace, app.metadata.name));
-      },
+  const watches = watchAppObjects({
+    api,
+    logger,
+    watchdogMs,
+    metrics,
+    reconcileSoon,
+    appDeleted: (key) => {
+      queue.forget(key);
+      counters.appDeleted(key);
     },
+    podChanged: (pod, gone) => janitor.podChanged(pod, gone),
   });
-  const deployments = new ResourceWatch<DeploymentObject>({
-    ...watchOptions,
-    name: 'deployments',
-    path: '/apis/apps/v1/deployments',
-    labelSelector: MANAGED_SELECTOR,
-    onRestart: (reason) => metrics.watchRestarted('deployments', reason),
-    // Which App owns it and how many replicas are ready: not the pod template.
-    transform: (deployment) => ({ ...metadataOnly(deployment), status: { replicas: deployment.status?.replicas, readyReplicas: deployment.status?.readyReplicas } }),
-    handlers: {
-      onUpsert: (deployment, previous) => {
-        if (deploymentEventMatters(deployment, previous)) enqueue(deployment.metadata?.namespace, owningAppName(deployment));
-      },
-      onDelete: (deployment) => enqueue(deployment.metadata?.namespace, owningAppName(deployment)),
-    },
-  });
-  // Code ConfigMaps labelled runlet.dev/app roll out as soon as they change; others at the next resync.
-  const codeConfigMaps = new ResourceWatch<KubeObject>({
-    ...watchOptions,
-    name: 'configmaps',
-    path: '/api/v1/configmaps',
-    labelSelector: APP_LABEL,
-    onRestart: (reason) => metrics.watchRestarted('configmaps', reason),
-    // That it changed is all that matters here: the reconcile reads the code itself.
-    transform: metadataOnly,
-    handlers: { onUpsert: (configMap) => enqueueUsersOf(configMap), onDelete: (configMap) => enqueueUsersOf(configMap) },
-  });
-  // The pods of Apps, to notice the ones that go: whether a pod exists and whether it has ended is all that matters.
-  const pods = new ResourceWatch<PodObject>({
-    ...watchOptions,
-    name: 'pods',
-    path: '/api/v1/pods',
-    labelSelector: APP_LABEL,
-    onRestart: (reason) => metrics.watchRestarted('pods', reason),
-    transform: (pod) => ({ ...metadataOnly(pod), status: { phase: pod.status?.phase } }),
-    handlers: { onUpsert: (pod) => janitor.podChanged(pod, false), onDelete: (pod) => janitor.podChanged(pod, true) },
-  });
-  const watches = [apps, deployments, codeConfigMaps, pods];
+  const { apps, pods } = watches;
+  const appCache: AppCache = {
+    hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
+    get: (namespace, name) => apps.get(namespace, name),
+    list: () => apps.list(),
+  };
 
   // RunLogs: one cache, for the management API, the counters and the janitor alike (RunLogs are large).
   const runLogs = new RunLogSource({
     api,
     logger,
-    watchdogMs: watchOptions.watchdogMs,
-    apps: { hasApp: (namespace, name) => apps.get(namespace, name) !== undefined },
+    watchdogMs,
+    apps: appCache,
     onRestart: (resource, reason) => metrics.watchRestarted(resource, reason),
     onRunLog: {
       onUpsert: (runLog) => {
@@ -151,7 +110,7 @@ export function createOperator(options: OperatorOptions): Operator {
   });
   const counters = new RunCounters({
     api,
-    apps: { get: (namespace, name) => apps.get(namespace, name), list: () => apps.list() },
+    apps: appCache,
     logger,
     minIntervalMs: config.runLogs.countersIntervalSeconds * 1000,
     onWrite: () => metrics.runCounterWrites.inc(),
@@ -160,9 +119,9 @@ export function createOperator(options: OperatorOptions): Operator {
     api,
     runLogs,
     pods: { get: (namespace, name) => pods.get(namespace, name) },
-    apps: { get: (namespace, name) => apps.get(namespace, name) },
+    apps: appCache,
     logger,
-    now: clock,
+    now: options.clock ?? (() => new Date()),
     sweepIntervalMs: config.runLogs.sweepSeconds * 1000,
     onRunsClosed: (lost, undelivered) => {
       metrics.runsLost.inc(lost);
@@ -171,65 +130,25 @@ export function createOperator(options: OperatorOptions): Operator {
     onRunLogDeleted: () => metrics.runLogsDeleted.inc(),
   });
   metrics.observeRunsCached(() => runLogs.runs);
-  const cachesSynced = (): boolean => watches.every((watch) => watch.synced) && runLogs.synced;
+  const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const reconcile = createReconciler({ api, config, apps: { get: (namespace, name) => apps.get(namespace, name) }, rbac, logger });
-  const queue = new WorkQueue({
-    workers: config.workers,
-    handle: async (key) => {
-      const [namespace, name] = splitKey(key);
-      const stopTimer = metrics.reconcileDuration.startTimer();
-      try {
-        const outcome = await reconcile(namespace, name);
-        metrics.reconciles.inc({ outcome });
-        logger.debug({ app: key, outcome }, 'reconciled');
-      } catch (error) {
-        metrics.reconciles.inc({ outcome: 'error' });
-        metrics.reconcileErrors.inc();
-        throw error;
-      } finally {
-        stopTimer();
-      }
-    },
-    onDepthChange: (depth) => metrics.queueDepth.set(depth),
-    onFailure: (key, error, failures, retryInMs) => logger.warn({ app: key, err: error, failures, retryInMs }, 'reconcile failed; retrying'),
-  });
-
-  /**
-   * A Deployment event matters when it shows replicas the App's status does not, or someone edited the
-   * Deployment (a new generation). Not the Deployment a reconcile just created: its status is in the App's.
-   */
-  function deploymentEventMatters(deployment: DeploymentObject, previous: DeploymentObject | undefined): boolean {
-    if (previous !== undefined && previous.metadata?.generation !== deployment.metadata?.generation) return true;
-    const namespace = deployment.metadata?.namespace;
-    const appName = owningAppName(deployment);
-    const app = namespace === undefined || appName === undefined ? undefined : apps.get(namespace, appName);
-    const shown = app?.status ?? {};
-    const actual = deployment.status ?? {};
-    return app === undefined || (actual.replicas ?? 0) !== (shown.replicas ?? 0) || (actual.readyReplicas ?? 0) !== (shown.readyReplicas ?? 0);
-  }
-
-  function enqueue(namespace: string | undefined, name: string | undefined): void {
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, logger }), metrics, logger });
+  function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
 
-  function enqueueUsersOf(configMap: KubeObject): void {
-    for (const app of apps.list()) {
-      if (app.metadata.namespace === configMap.metadata?.namespace && app.spec?.runtime?.python?.code?.configMap?.name === configMap.metadata?.name) {
-        enqueue(app.metadata.namespace, app.metadata.name);
-      }
-    }
-  }
-
-  function enqueueAll(): void {
-    for (const app of apps.list()) enqueue(app.metadata.namespace, app.metadata.name);
-  }
-
-  let resyncTimer: NodeJS.Timeout | undefined;
-  let queueStopped: Promise<void> = Promise.resolve();
-  let upkeepStopped: Promise<unknown> = Promise.resolve();
-  /** Counts leaderships, so that a start of the RunLog upkeep waiting for the caches knows it is still wanted. */
-  let term = 0;
+  const duties = new LeaderDuties({
+    queue,
+    rbac,
+    janitor,
+    counters,
+    reconcileAll: () => {
+      for (const app of apps.list()) reconcileSoon(app.metadata.namespace, app.metadata.name);
+    },
+    appsSynced: () => apps.whenSynced(),
+    allSynced: () => Promise.all([...watches.all.map((watch) => watch.whenSynced()), runLogs.ready()]),
+    resyncMs: config.resyncSeconds * 1000,
+  });
   const elector = new LeaderElector({
     api,
     namespace: config.leaderElection.namespace,
@@ -241,31 +160,11 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     onStartedLeading: () => {
       metrics.leader.set(1);
-      rbac.forget();
-      queue.start();
-      // Whatever happened while another replica led (or nobody did): every App once.
-      void apps.whenSynced().then(() => {
-        if (elector.isLeader) enqueueAll();
-      });
-      resyncTimer = setInterval(() => {
-        rbac.forget();
-        enqueueAll();
-      }, config.resyncSeconds * 1000);
-      resyncTimer.unref();
-      // The janitor judges pods gone by their absence from the cache: only a filled cache can say so.
-      const thisTerm = ++term;
-      void Promise.all([...watches.map((watch) => watch.whenSynced()), runLogs.ready()]).then(() => {
-        if (!elector.isLeader || thisTerm !== term) return;
-        janitor.start();
-        counters.start();
-      });
+      duties.begin();
     },
     onStoppedLeading: () => {
-      term += 1;
       metrics.leader.set(0);
-      clearInterval(resyncTimer);
-      queueStopped = queue.stop();
-      upkeepStopped = Promise.all([janitor.stop(), counters.stop()]);
+      duties.end();
     },
   });
 
@@ -285,11 +184,7 @@ export function createOperator(options: OperatorOptions): Operator {
   return {
     server,
     metrics,
-    apps: {
-      hasApp: (projectId, appName) => apps.get(projectId, appName) !== undefined,
-      get: (namespace, name) => apps.get(namespace, name),
-      list: () => apps.list(),
-    },
+    apps: appCache,
     get isLeader() {
       return elector.isLeader;
     },
@@ -299,7 +194,7 @@ export function createOperator(options: OperatorOptions): Operator {
     start() {
       if (started) return;
       started = true;
-      for (const watch of watches) watch.start();
+      for (const watch of watches.all) watch.start();
       runLogs.start();
       elector.start();
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
@@ -309,9 +204,8 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     async stop() {
       await elector.stop();
-      await queueStopped;
-      await upkeepStopped;
-      await Promise.all([...watches.map((watch) => watch.stop()), runLogs.stop()]);
+      await duties.ended();
+      await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
       await api.close();
       logger.info('operator stopped');
@@ -325,9 +219,4 @@ export async function startOperator(options: OperatorOptions & { listen?: boolea
   operator.start();
   const url = options.listen === false ? undefined : await operator.listen();
   return Object.assign(operator, { url });
-}
-
-function splitKey(key: string): [string, string] {
-  const slash = key.indexOf('/');
-  return [key.slice(0, slash), key.slice(slash + 1)];
 }

@@ -1,0 +1,119 @@
+// The watches of what an App is made of, each keeping a cache the reconcile and the RunLog upkeep read without
+// I/O, and each telling the operator which App an event concerns:
+//   App spec changed or new             ─▶ reconcile it        App deleted ─▶ forget it
+//   its Deployment's replicas changed   ─▶ reconcile the App   (so App.status follows)
+//   its code ConfigMap changed          ─▶ reconcile the Apps using it (a rollout)
+//   its Pods come and go                ─▶ the RunLog janitor (runs of gone pods)
+import type { Logger } from 'pino';
+import type { App } from '../crds/app-schema.ts';
+import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
+import type { KubeApi } from '../kube/client.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import type { OperatorMetrics } from './metrics.ts';
+import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
+import type { PodObject } from './runlog-verdict.ts';
+import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
+
+export interface DeploymentObject extends KubeObject {
+  status?: { replicas?: number; readyReplicas?: number };
+}
+
+export interface AppWatchesOptions {
+  api: KubeApi;
+  logger: Logger;
+  watchdogMs: number;
+  metrics: OperatorMetrics;
+  /** An App (by namespace and name) needs a reconcile. */
+  reconcileSoon(namespace: string | undefined, name: string | undefined): void;
+  /** An App is gone: `key` is its `namespace/name`. */
+  appDeleted(key: string): void;
+  /** A pod of an App changed, or (`gone`) was deleted. */
+  podChanged(pod: PodObject, gone: boolean): void;
+}
+
+export interface AppWatches {
+  readonly apps: ResourceWatch<App & KubeObject>;
+  readonly deployments: ResourceWatch<DeploymentObject>;
+  readonly codeConfigMaps: ResourceWatch<KubeObject>;
+  readonly pods: ResourceWatch<PodObject>;
+  readonly all: readonly ResourceWatch<KubeObject>[];
+}
+
+export function watchAppObjects(options: AppWatchesOptions): AppWatches {
+  const { api, logger, watchdogMs, metrics, reconcileSoon } = options;
+  const common = { api, logger, watchdogMs };
+
+  const apps = new ResourceWatch<App & KubeObject>({
+    ...common,
+    name: 'apps',
+    path: `/apis/${RUNLET_API_VERSION}/${APP_PLURAL}`,
+    onRestart: (reason) => metrics.watchRestarted('apps', reason),
+    handlers: {
+      // Status writes (ours) leave the generation alone: only spec changes and new Apps need a reconcile.
+      onUpsert: (app, previous) => {
+        if (previous?.metadata.generation !== app.metadata.generation) reconcileSoon(app.metadata.namespace, app.metadata.name);
+      },
+      onDelete: (app) => options.appDeleted(objectKey(app.metadata.namespace, app.metadata.name)),
+    },
+  });
+  const deployments = new ResourceWatch<DeploymentObject>({
+    ...common,
+    name: 'deployments',
+    path: '/apis/apps/v1/deployments',
+    labelSelector: MANAGED_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('deployments', reason),
+    // Which App owns it and how many replicas are ready: not the pod template.
+    transform: (deployment) => ({ ...metadataOnly(deployment), status: { replicas: deployment.status?.replicas, readyReplicas: deployment.status?.readyReplicas } }),
+    handlers: {
+      onUpsert: (deployment, previous) => {
+        if (deploymentEventMatters(deployment, previous)) reconcileSoon(deployment.metadata?.namespace, owningAppName(deployment));
+      },
+      onDelete: (deployment) => reconcileSoon(deployment.metadata?.namespace, owningAppName(deployment)),
+    },
+  });
+  // Code ConfigMaps labelled runlet.dev/app roll out as soon as they change; others at the next resync.
+  const codeConfigMaps = new ResourceWatch<KubeObject>({
+    ...common,
+    name: 'configmaps',
+    path: '/api/v1/configmaps',
+    labelSelector: APP_LABEL,
+    onRestart: (reason) => metrics.watchRestarted('configmaps', reason),
+    // That it changed is all that matters here: the reconcile reads the code itself.
+    transform: metadataOnly,
+    handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
+  });
+  // Whether a pod exists and whether it has ended is all that matters.
+  const pods = new ResourceWatch<PodObject>({
+    ...common,
+    name: 'pods',
+    path: '/api/v1/pods',
+    labelSelector: APP_LABEL,
+    onRestart: (reason) => metrics.watchRestarted('pods', reason),
+    transform: (pod) => ({ ...metadataOnly(pod), status: { phase: pod.status?.phase } }),
+    handlers: { onUpsert: (pod) => options.podChanged(pod, false), onDelete: (pod) => options.podChanged(pod, true) },
+  });
+
+  /**
+   * A Deployment event matters when it shows replicas the App's status does not, or someone edited the
+   * Deployment (a new generation). Not the Deployment a reconcile just created: its status is in the App's.
+   */
+  function deploymentEventMatters(deployment: DeploymentObject, previous: DeploymentObject | undefined): boolean {
+    if (previous !== undefined && previous.metadata?.generation !== deployment.metadata?.generation) return true;
+    const namespace = deployment.metadata?.namespace;
+    const appName = owningAppName(deployment);
+    const app = namespace === undefined || appName === undefined ? undefined : apps.get(namespace, appName);
+    const shown = app?.status ?? {};
+    const actual = deployment.status ?? {};
+    return app === undefined || (actual.replicas ?? 0) !== (shown.replicas ?? 0) || (actual.readyReplicas ?? 0) !== (shown.readyReplicas ?? 0);
+  }
+
+  function reconcileUsersOf(configMap: KubeObject): void {
+    for (const app of apps.list()) {
+      if (app.metadata.namespace === configMap.metadata?.namespace && app.spec?.runtime?.python?.code?.configMap?.name === configMap.metadata?.name) {
+        reconcileSoon(app.metadata.namespace, app.metadata.name);
+      }
+    }
+  }
+
+  return { apps, deployments, codeConfigMaps, pods, all: [apps, deployments, codeConfigMaps, pods] };
+}
