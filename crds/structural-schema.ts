@@ -1,7 +1,10 @@
 // Translates a TypeBox schema (JSON Schema) into a Kubernetes structural schema (the OpenAPI v3 subset a
 // CustomResourceDefinition accepts). The rules:
 //   - a union of string literals            → `type: string` + `enum`
-//   - a union of one schema and null         → that schema + `nullable: true` (+ null in its `enum`, if any)
+//   - a union of one schema and null         → that schema + `nullable: true`, without its `enum` if it has
+//                                              one: the apiserver checks `enum` on null values too, and refuses
+//                                              a CRD with null among them (kube-apiserver 1.20: "per-version
+//                                              schemas may not all be set to identical values")
 //   - a literal                              → its type + a one-value `enum`
 //   - `additionalProperties: false`          → dropped: the apiserver prunes unknown fields instead
 //   - a property with a `default`            → dropped from `required`: the apiserver fills it in first
@@ -76,8 +79,8 @@ function fromUnion(union: TSchema, variants: TSchema[], path: string): Structura
   const nonNull = variants.filter((variant) => variant.type !== 'null');
   if (nonNull.length === 1 && variants.length === 2) {
     const result: StructuralSchema = { ...toStructuralSchema(nonNull[0]!, path), nullable: true };
-    // The apiserver checks `enum` even on null (go-openapi's common validator), so null must be listed.
-    if (result.enum) result.enum = [...result.enum, null];
+    // Null must pass, and an enum would refuse it (see above): the values are left to the writer's own schema.
+    delete result.enum;
     copyKeywords(union, result);
     return ordered(result);
   }
