@@ -1,12 +1,12 @@
 // The e2e suite's cluster on a real Kubernetes control plane (test/control-plane): kube-apiserver with RBAC,
 // service-account tokens and OwnerReferencesPermissionEnforcement, the controller manager (Deployment →
 // ReplicaSet → Pod, garbage collector) and the scheduler, which binds App pods to the test kubelet's Node;
-// the kubelet runs them as local processes. The CRDs and install.yaml are applied with kubectl (validation
-// on), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
+// the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
+// on, less what 1.20 does not serve (kube-1.20.ts), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
 // ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +14,7 @@ import { ApiException, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/cli
 import type { ConfigLayer } from '../../operator/config.ts';
 import type { Operator } from '../../operator/main.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
+import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
 import { waitFor } from '../support/wait.ts';
@@ -85,7 +86,9 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
       }
     };
 
-    await kubectl('apply', '-f', join(REPO, 'install.yaml'));
+    const manifest = join(workDir, 'install.yaml');
+    await writeFile(manifest, forKube120(await readFile(join(REPO, 'install.yaml'), 'utf8')));
+    await kubectl('apply', '-f', manifest);
     await kubectl('wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/apps.runlet.dev', 'crd/runlogs.runlet.dev');
     // The operator runs in this process instead (same ServiceAccount and Lease), where the test reads its log.
     await kubectl('scale', '--namespace', OPERATOR.namespace, 'deployment/runlet-operator', '--replicas', '0');
