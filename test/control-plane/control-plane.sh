@@ -210,8 +210,8 @@ subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kuberne
   openssl rsa -in "$dir/pki/service-account.key" -pubout -out "$dir/pki/service-account.pub" 2>/dev/null
 }
 
-# Runs in its own process group (started by `up` through setsid): starts every component as a child and
-# takes the whole group down when one of them exits or when the owner process (RUNLET_CONTROL_PLANE_OWNER_PID,
+# Runs in its own process group (started by `up` through setsid): starts every component as a child (the
+# controllers once the API server is ready) and takes the whole group down when one of them exits or when the owner process (RUNLET_CONTROL_PLANE_OWNER_PID,
 # e.g. the test runner) is gone, so nothing outlives a killed test run.
 supervise() {
   local dir=$1
@@ -232,6 +232,16 @@ supervise() {
     --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
     --profiling=false --logtostderr -v 1 >"$dir/logs/kube-apiserver.log" 2>&1 &
+  # The controller manager and the scheduler exit when the API server does not answer at their start.
+  local deadline=$((SECONDS + READY_TIMEOUT_SECONDS))
+  until curl -fsS --max-time 5 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
+    "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)) || ! jobs -r | grep -q .; then
+      echo "kube-apiserver not ready within ${READY_TIMEOUT_SECONDS} s (or etcd/kube-apiserver exited)"
+      kill -TERM 0
+    fi
+    sleep 0.5
+  done
   "$BIN/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$dir/controller-manager" \
