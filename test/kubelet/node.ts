@@ -2,7 +2,17 @@
 // pods to it, and kept alive with a Lease in kube-node-lease renewed every few seconds, so the node lifecycle
 // controller neither marks it NotReady nor evicts its pods. (The fake API server has no scheduler and no
 // node controller: there the kubelet binds pods itself and registers nothing.)
-import { ApiException, CoordinationV1Api, CoreV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1Node } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  V1MicroTime,
+  type KubeConfig,
+  type V1Lease,
+  type V1Node,
+} from '@kubernetes/client-node';
 import { POD_IP } from './env.ts';
 import type { LogFile } from './log-file.ts';
 
@@ -10,6 +20,7 @@ const LEASE_NAMESPACE = 'kube-node-lease';
 /** As a real kubelet: the lease lasts 40 s and is renewed every quarter of that. */
 const LEASE_DURATION_SECONDS = 40;
 const RENEW_INTERVAL_MS = 10_000;
+const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 function isNotFound(error: unknown): boolean {
   return error instanceof ApiException && error.code === 404;
@@ -87,16 +98,12 @@ export class NodeRegistration {
   }
 
   async #renew(): Promise<void> {
-    const lease: V1Lease = {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: { name: this.#name, namespace: LEASE_NAMESPACE },
-      spec: { holderIdentity: this.#name, leaseDurationSeconds: LEASE_DURATION_SECONDS, renewTime: new V1MicroTime() },
-    };
+    const spec = { holderIdentity: this.#name, leaseDurationSeconds: LEASE_DURATION_SECONDS, renewTime: new V1MicroTime() };
     try {
-      await this.#coordination.replaceNamespacedLease({ name: this.#name, namespace: LEASE_NAMESPACE, body: lease });
+      await this.#coordination.patchNamespacedLease({ name: this.#name, namespace: LEASE_NAMESPACE, body: { spec } }, MERGE_PATCH);
     } catch (error) {
       if (!isNotFound(error)) throw error;
+      const lease: V1Lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.#name, namespace: LEASE_NAMESPACE }, spec };
       await this.#coordination.createNamespacedLease({ namespace: LEASE_NAMESPACE, body: lease });
     }
   }
