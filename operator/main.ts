@@ -127,7 +127,17 @@ export function createOperator(options: OperatorOptions): Operator {
     transform: (pod) => ({ ...metadataOnly(pod), status: { phase: pod.status?.phase } }),
     handlers: { onUpsert: (pod) => janitor.podChanged(pod, false), onDelete: (pod) => janitor.podChanged(pod, true) },
   });
-  const watches = [apps, deployments, codeConfigMaps, pods];
+  // The Services of Apps: one deleted by someone else is applied again at once, not at the next resync.
+  const services = new ResourceWatch<KubeObject>({
+    ...watchOptions,
+    name: 'services',
+    path: '/api/v1/services',
+    labelSelector: MANAGED_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('services', reason),
+    transform: metadataOnly,
+    handlers: { onDelete: (service) => enqueue(service.metadata?.namespace, owningAppName(service)) },
+  });
+  const watches = [apps, deployments, codeConfigMaps, pods, services];
 
   // RunLogs: one cache, for the management API, the counters and the janitor alike (RunLogs are large).
   const runLogs = new RunLogSource({
