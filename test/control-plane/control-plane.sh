@@ -222,6 +222,7 @@ supervise() {
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "runlet-test=http://127.0.0.1:$ETCD_PEER_PORT" \
     --unsafe-no-fsync --log-level warn >"$dir/logs/etcd.log" 2>&1 &
+  local etcd=$!
   "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" --insecure-port 0 \
     --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
@@ -232,11 +233,12 @@ supervise() {
     --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
     --profiling=false --logtostderr -v 1 >"$dir/logs/kube-apiserver.log" 2>&1 &
+  local apiserver=$!
   # The controller manager and the scheduler exit when the API server does not answer at their start.
   local deadline=$((SECONDS + READY_TIMEOUT_SECONDS))
   until curl -fsS --max-time 5 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
     "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)) || ! jobs -r | grep -q .; then
+    if ((SECONDS >= deadline)) || ! kill -0 "$etcd" "$apiserver" 2>/dev/null; then
       echo "kube-apiserver not ready within ${READY_TIMEOUT_SECONDS} s (or etcd/kube-apiserver exited)"
       kill -TERM 0
     fi

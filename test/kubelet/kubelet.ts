@@ -305,8 +305,8 @@ export class Kubelet {
       await this.#core.deleteNamespacedPod({
         name: pod.metadata!.name!,
         namespace: pod.metadata!.namespace!,
-        gracePeriodSeconds: 0,
-        body: { preconditions: { uid: pod.metadata!.uid! } },
+        // In the body, not the query: a body's DeleteOptions replace the query's, grace period included.
+        body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata!.uid! } },
       });
       this.log.event(`deleted pod ${key(pod)}: its processes are gone`);
     } catch (error) {

@@ -58,6 +58,8 @@ export interface ControlPlaneCluster extends E2eCluster {
   readonly operatorUrl: string;
   /** `kubectl ARGS` as admin; resolves to its stdout, rejects with its stderr. */
   kubectl(...args: string[]): Promise<string>;
+  /** A token of a service account (TokenRequest), for the API server's audience unless others are given. */
+  serviceAccountToken(namespace: string, name: string, audiences?: string[]): Promise<string>;
   /** A client authenticated as a service account (a token from the TokenRequest API). */
   serviceAccountConfig(namespace: string, name: string, audiences?: string[]): Promise<KubeConfig>;
   /** Another operator under the same ServiceAccount and Lease (for leader handover). */
@@ -184,6 +186,7 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
       kubelet,
       operatorUrl: operator.url!,
       kubectl,
+      serviceAccountToken: (namespace, name, audiences) => tokenOf(namespace, name, audiences),
       serviceAccountConfig,
       startOperator,
       stopFirstOperator: () => operator.stop(),

@@ -46,8 +46,12 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     expect(response.status).toBe(200);
     const { run_id: runId } = (await response.json()) as { run_id: string };
 
+    // The management API takes tokens for the API server's own audience (TokenReview's default), as
+    // `kubectl create token` issues them; the run interface's audience is runlet.
     const runsUrl = `${cluster.operatorUrl}/v2/projects/${app.namespace}/apps/hello/runs`;
-    const listRuns = () => fetch(runsUrl, { headers: { authorization: `Bearer ${token}` } });
+    const apiToken = await cluster.serviceAccountToken(app.namespace, 'default');
+    expect((await fetch(runsUrl, { headers: { authorization: `Bearer ${token}` } })).status, 'a token for another audience').toBe(401);
+    const listRuns = () => fetch(runsUrl, { headers: { authorization: `Bearer ${apiToken}` } });
     expect((await listRuns()).status, 'a service account without a grant').toBe(403);
     expect((await fetch(runsUrl, { headers: { authorization: 'Bearer not-a-token' } })).status, 'a token the API server rejects').toBe(401);
 
