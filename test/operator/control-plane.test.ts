@@ -67,10 +67,10 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     const listed = await wait(`run ${runId} listed once the grant applies`, async () => {
       const page = await listRuns();
       if (page.status !== 200) return undefined;
-      const body = (await page.json()) as { runs: { id: string }[] };
-      return body.runs.some((run) => run.id === runId) && body;
+      const body = (await page.json()) as { items: { id: string }[] };
+      return body.items.some((run) => run.id === runId) && body;
     });
-    expect(listed.runs.map((run) => run.id)).toContain(runId);
+    expect(listed.items.map((run) => run.id)).toContain(runId);
   });
 
   it('brings a deleted child Service back', async () => {
