@@ -6,7 +6,7 @@
 // ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -71,7 +71,8 @@ export interface ControlPlaneCluster extends E2eCluster {
 export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-e2e-'));
   const controlPlane = await startControlPlane();
-  const stops: (() => Promise<void>)[] = [() => controlPlane.stop()];
+  // Closed in reverse: the operators, the kubelet, the control plane, then the logs and pod directories.
+  const stops: (() => Promise<void>)[] = [() => rm(workDir, { recursive: true, force: true }), () => controlPlane.stop()];
   const closeAll = async () => {
     for (const stop of stops.reverse()) await stop();
   };
