@@ -1,7 +1,10 @@
 // Translates a TypeBox schema (JSON Schema) into a Kubernetes structural schema (the OpenAPI v3 subset a
 // CustomResourceDefinition accepts). The rules:
 //   - a union of string literals            → `type: string` + `enum`
-//   - a union of one schema and null         → that schema + `nullable: true` (+ null in its `enum`, if any)
+//   - a union of one schema and null         → that schema + `nullable: true`, without its `enum` if it has
+//                                              one: the apiserver checks `enum` on null values too, and refuses
+//                                              a CRD with null among them (kube-apiserver 1.20: "per-version
+//                                              schemas may not all be set to identical values")
 //   - a literal                              → its type + a one-value `enum`
 //   - `additionalProperties: false`          → dropped: the apiserver prunes unknown fields instead
 //   - a property with a `default`            → dropped from `required`: the apiserver fills it in first
@@ -64,10 +67,12 @@ interface Target {
   closedObjects: boolean;
   /** The apiserver fills in defaults before validating, so a defaulted property need not be sent. */
   defaultsFillRequired: boolean;
+  /** Whether a nullable enum lists null among its values (OpenAPI), or drops its values (Kubernetes). */
+  nullInEnum: boolean;
 }
 
-const KUBERNETES: Target = { closedObjects: false, defaultsFillRequired: true };
-const OPENAPI: Target = { closedObjects: true, defaultsFillRequired: false };
+const KUBERNETES: Target = { closedObjects: false, defaultsFillRequired: true, nullInEnum: false };
+const OPENAPI: Target = { closedObjects: true, defaultsFillRequired: false, nullInEnum: true };
 
 export function toStructuralSchema(schema: TSchema, path = '<root>'): StructuralSchema {
   return translate(schema, KUBERNETES, path);
@@ -103,8 +108,13 @@ function fromUnion(union: TSchema, variants: TSchema[], target: Target, path: st
   const nonNull = variants.filter((variant) => variant.type !== 'null');
   if (nonNull.length === 1 && variants.length === 2) {
     const result: StructuralSchema = { ...translate(nonNull[0]!, target, path), nullable: true };
-    // The apiserver checks `enum` even on null (go-openapi's common validator), so null must be listed.
-    if (result.enum) result.enum = [...result.enum, null];
+    if (result.enum) {
+      // kube-apiserver refuses a CRD with null among an enum's values, yet checks `enum` on null values too: a
+      // nullable enum can only drop its values there (the writer's own schema keeps them). OpenAPI validators
+      // (Ajv) check `enum` on null as well, and accept it listed.
+      if (target.nullInEnum) result.enum = [...result.enum, null];
+      else delete result.enum;
+    }
     copyKeywords(union, result);
     return ordered(result);
   }

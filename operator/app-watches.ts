@@ -4,6 +4,7 @@
 //   its Deployment's replicas changed   ─▶ reconcile the App   (so App.status follows)
 //   its code ConfigMap changed          ─▶ reconcile the Apps using it (a rollout)
 //   its Pods come and go                ─▶ the RunLog janitor (runs of gone pods)
+//   its Service deleted by someone else ─▶ reconcile the App (applied again at once, not at the next resync)
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
@@ -36,6 +37,7 @@ export interface AppWatches {
   readonly deployments: ResourceWatch<DeploymentObject>;
   readonly codeConfigMaps: ResourceWatch<KubeObject>;
   readonly pods: ResourceWatch<PodObject>;
+  readonly services: ResourceWatch<KubeObject>;
   readonly all: readonly ResourceWatch<KubeObject>[];
 }
 
@@ -92,6 +94,15 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: (pod) => ({ ...metadataOnly(pod), status: { phase: pod.status?.phase } }),
     handlers: { onUpsert: (pod) => options.podChanged(pod, false), onDelete: (pod) => options.podChanged(pod, true) },
   });
+  const services = new ResourceWatch<KubeObject>({
+    ...common,
+    name: 'services',
+    path: '/api/v1/services',
+    labelSelector: MANAGED_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('services', reason),
+    transform: metadataOnly,
+    handlers: { onDelete: (service) => reconcileSoon(service.metadata?.namespace, owningAppName(service)) },
+  });
 
   /**
    * A Deployment event matters when it shows replicas the App's status does not, or someone edited the
@@ -115,5 +126,5 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     }
   }
 
-  return { apps, deployments, codeConfigMaps, pods, all: [apps, deployments, codeConfigMaps, pods] };
+  return { apps, deployments, codeConfigMaps, pods, services, all: [apps, deployments, codeConfigMaps, pods, services] };
 }

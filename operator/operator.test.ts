@@ -76,6 +76,23 @@ describe('reconciling an App', () => {
     expect(deployment.spec.template.metadata.annotations?.['runlet.dev/code-hash']).toMatch(/^[0-9a-f]{16}$/);
   });
 
+  it('applies a Service deleted by someone else again at once (it is watched), not at the next resync', async () => {
+    await namespaceWithCode('drift');
+    await createApp(api, 'drift', 'hello', pythonSpec());
+    await waitForApp(api, 'drift', 'hello', isReadyAtGeneration, 'Ready');
+    const before = await api.get(paths.service('drift', 'hello'));
+
+    await api.delete(paths.service('drift', 'hello'));
+    const again = await waitFor(
+      async () => {
+        const service = await api.find(paths.service('drift', 'hello'));
+        return service !== undefined && service.metadata?.uid !== before.metadata?.uid && service;
+      },
+      { timeoutMs: STATE_TIMEOUT_MS, what: 'the Service applied again' },
+    );
+    expect(again.metadata?.ownerReferences?.[0]?.kind).toBe('App');
+  });
+
   it('rolls a spec change out to the Deployment and records the generation it observed', async () => {
     await namespaceWithCode('change');
     await createApp(api, 'change', 'hello', pythonSpec());

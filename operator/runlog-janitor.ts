@@ -119,12 +119,15 @@ export class RunLogJanitor {
     return pods.items.some(podRuns);
   }
 
-  /** Merge-patches the status only if the RunLog is still the version judged (409 otherwise). */
+  /**
+   * Replaces the status only if the RunLog is still the version judged (409 otherwise). A PUT, not a merge
+   * patch: the API server drops every null of a merge patch, and a run record's nullable fields are required.
+   */
   async #closeRuns(runLog: RunLogObject): Promise<void> {
-    const { namespace = '', name = '', resourceVersion } = runLog.metadata;
+    const { namespace = '', name = '' } = runLog.metadata;
     const closed = closeUnfinishedRuns(runLog.status, name, this.#options.now());
     if (closed === undefined) return;
-    await this.#options.api.mergePatch(`${runLogPath(namespace, name)}/status`, { metadata: { resourceVersion }, status: closed.status });
+    await this.#options.api.replace<RunLogObject>(`${runLogPath(namespace, name)}/status`, { ...runLog, status: closed.status });
     this.#options.onRunsClosed?.(closed.lost.length, closed.undelivered.length);
     this.#options.logger.info(
       { runLog: `${namespace}/${name}`, lost: closed.lost, undelivered: closed.undelivered },

@@ -135,14 +135,14 @@ describe('runs of gone pods', () => {
     const first = run(pod, 'running');
     await createPod(api, 'conflict', pod, 'hello');
     await writeRunLog(api, 'conflict', pod, 'hello', [first]);
-    cluster.server.failNext({ method: 'PATCH', pathPattern: `/namespaces/conflict/runlogs/${pod}/status`, status: 409, times: 2 });
+    cluster.server.failNext({ method: 'PUT', pathPattern: `/namespaces/conflict/runlogs/${pod}/status`, status: 409, times: 2 });
 
     await api.delete(podPath('conflict', pod));
     const closed = await runLogWhere('conflict', pod, noneInFlight, 'its run closed despite two conflicts');
     expectLost(closed[0], pod, first);
-    const patches = cluster.server.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/conflict/runlogs/${pod}/status`));
-    expect(patches.filter((r) => r.injected)).toHaveLength(2);
-    expect(patches.filter((r) => !r.injected && r.status === 200).length).toBeGreaterThanOrEqual(2); // the test's write, the operator's
+    const writes = cluster.server.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/conflict/runlogs/${pod}/status`));
+    expect(writes.filter((r) => r.injected)).toHaveLength(2);
+    expect(writes.filter((r) => !r.injected && r.status === 200).length).toBeGreaterThanOrEqual(2); // the test's write, the operator's
   });
 });
 

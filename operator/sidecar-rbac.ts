@@ -16,11 +16,19 @@ export class SidecarRbacApplier {
   ensure(namespace: string): Promise<void> {
     let applied = this.#ensured.get(namespace);
     if (applied === undefined) {
-      applied = Promise.all(renderSidecarRbac(namespace).map((object) => this.#api.apply(object))).then(() => undefined);
+      applied = this.#applyInOrder(namespace);
       this.#ensured.set(namespace, applied);
       applied.catch(() => this.#ensured.delete(namespace));
     }
     return applied;
+  }
+
+  /**
+   * One after the other, in render order: a real API server refuses a RoleBinding whose Role it cannot find
+   * yet (RBAC's escalation check resolves the roleRef), so the Role must exist before its binding is sent.
+   */
+  async #applyInOrder(namespace: string): Promise<void> {
+    for (const object of renderSidecarRbac(namespace)) await this.#api.apply(object);
   }
 
   forget(): void {

@@ -14,9 +14,10 @@ describe('renderSidecarRbac', () => {
     expect([account.kind, role.kind, binding.kind]).toEqual(['ServiceAccount', 'Role', 'RoleBinding']);
   });
 
-  it('allows RunLog writes and nothing else', () => {
+  it('allows RunLog writes and reading Apps (the RunLog owner’s uid), nothing else', () => {
     expect(role.rules).toEqual([
       { apiGroups: ['runlet.dev'], resources: ['runlogs', 'runlogs/status'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
+      { apiGroups: ['runlet.dev'], resources: ['apps'], verbs: ['get'] },
     ]);
   });
 

@@ -1,7 +1,7 @@
 // The sidecar's identity in an app namespace, shared by every App there: a ServiceAccount whose Role lets it
-// write RunLogs and nothing else. No owner reference: deleting one App must not take it from the others.
+// write RunLogs and read Apps (a RunLog is owned by its App: the sidecar needs the App's uid), nothing else. No owner reference: deleting one App must not take it from the others.
 import type { V1Role, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
-import { RUNLET_GROUP, RUNLOG_PLURAL } from '../../crds/api-group.ts';
+import { APP_PLURAL, RUNLET_GROUP, RUNLOG_PLURAL } from '../../crds/api-group.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL } from './labels.ts';
 import { SIDECAR_ROLE, SIDECAR_SERVICE_ACCOUNT } from './names.ts';
 
@@ -25,6 +25,7 @@ export function renderSidecarRbac(namespace: string): SidecarRbac {
           resources: [RUNLOG_PLURAL, `${RUNLOG_PLURAL}/status`],
           verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'],
         },
+        { apiGroups: [RUNLET_GROUP], resources: [APP_PLURAL], verbs: ['get'] },
       ],
     },
     {

@@ -84,13 +84,17 @@ export class RunLogApi {
   }
 
   /**
-   * Replaces `status.runs` and `status.counts` (a JSON merge patch replaces arrays whole), only if the RunLog
-   * is still at `resourceVersion` (409 otherwise). Returns the new resourceVersion.
+   * Replaces the status, only if the RunLog is still at `resourceVersion` (409 otherwise: a resourceVersion in
+   * the patched object is a precondition). A JSON patch, not a merge patch: the API server drops every null
+   * of a merge patch, even inside the runs array, and a record's nullable fields are required.
+   * Returns the new resourceVersion.
    */
   async writeStatus(resourceVersion: string, statusJson: string): Promise<string> {
     const path = `${this.#runLogPath}/status`;
-    const body = `{"metadata":{"resourceVersion":${JSON.stringify(resourceVersion)}},"status":${statusJson}}`;
-    const answer = await this.#client.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
+    const body =
+      `[{"op":"replace","path":"/metadata/resourceVersion","value":${JSON.stringify(resourceVersion)}},` +
+      `{"op":"add","path":"/status","value":${statusJson}}]`;
+    const answer = await this.#client.request('PATCH', path, { body, contentType: 'application/json-patch+json' });
     return objectOf(answer, path).metadata.resourceVersion;
   }
 }

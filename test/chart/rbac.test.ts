@@ -121,6 +121,13 @@ describe('the operator under the chart’s RBAC', () => {
       const granted = sidecarRole.rules!.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
       expect(granted.length).toBeGreaterThan(0);
       expect(granted.filter((request) => !allows(cluster, request))).toEqual([]);
+
+      // OwnerReferencesPermissionEnforcement: a child may block its owner's deletion only when written by
+      // whoever may update the owner's finalizers.
+      const deployment = await api.get<KubeObject>(resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'team-a', name: 'hello' }));
+      const blocking = (deployment.metadata?.ownerReferences ?? []).filter((ref) => ref.blockOwnerDeletion === true);
+      expect(blocking.map((ref) => ref.kind)).toEqual(['App']);
+      expect(allows(cluster, { verb: 'update', apiGroup: 'runlet.dev', resource: 'apps/finalizers', namespace: 'team-a', name: 'hello' })).toBe(true);
     } finally {
       await api.close();
     }

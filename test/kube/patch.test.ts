@@ -41,6 +41,20 @@ describe('merge-style patches', () => {
     expect(patched.metadata?.labels).toEqual({ l: 'v' });
   });
 
+  it('drops the nulls of objects inside a value a merge patch sets whole, as kube-apiserver does', async () => {
+    await core.createNamespacedPod({ namespace: 'default', body: { metadata: { name: 'p' }, spec: { containers: [{ name: 'c', image: 'i' }] } } });
+    const containers = [{ name: 'c', image: 'i', workingDir: null, env: [{ name: 'A', value: null }] }];
+    const patched = await objects.patch(
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'default' }, spec: { containers } } as unknown as KubernetesObject,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      PatchStrategy.MergePatch,
+    );
+    expect((patched as { spec: { containers: unknown[] } }).spec.containers).toEqual([{ name: 'c', image: 'i', env: [{ name: 'A' }] }]);
+  });
+
   it('treats a strategic merge patch as a merge patch and refuses its directives', async () => {
     await configMap('s', { a: '1' });
     const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);

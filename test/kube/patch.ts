@@ -16,13 +16,24 @@ function patchFailed(message: string): KubeError {
 }
 
 export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (!isPlainObject(patch)) return structuredClone(patch);
+  if (!isPlainObject(patch)) return withoutNulls(patch);
   const result: Record<string, unknown> = isPlainObject(target) ? structuredClone(target) : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key];
     else result[key] = mergePatch(result[key], value);
   }
   return result;
+}
+
+/**
+ * A value a merge patch sets as a whole (an array, or an object where there was none) loses the null members
+ * of every object in it, however deep, as in kube-apiserver (its json-patch library prunes them): a merge
+ * patch cannot write a null. Null elements of arrays stay.
+ */
+function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (!isPlainObject(value)) return structuredClone(value);
+  return Object.fromEntries(Object.entries(value).flatMap(([key, member]) => (member === null ? [] : [[key, withoutNulls(member)]])));
 }
 
 function rejectStrategicDirectives(patch: unknown, path: string): void {

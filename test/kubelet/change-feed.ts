@@ -1,6 +1,7 @@
-// What wakes the kubelet's reconcile loop: watches of Deployments and Pods in every namespace (client-node
-// informers, which relist after a 410 and re-watch after a cut). An informer stops on any other error; the
-// feed restarts it after a delay, and asks for a reconcile, since events may have been missed meanwhile.
+// What wakes the kubelet's reconcile loop: watches of Pods (and of Deployments, when the kubelet is also the
+// Deployment controller) in every namespace (client-node informers, which relist after a 410 and re-watch
+// after a cut). An informer stops on any other error; the feed restarts it after a delay, and asks for a
+// reconcile, since events may have been missed meanwhile.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -16,13 +17,13 @@ export class ChangeFeed {
   readonly #retryTimers = new Set<NodeJS.Timeout>();
   #stopped = false;
 
-  constructor(config: KubeConfig, log: LogFile, retryMs: number, onChange: () => void) {
+  constructor(config: KubeConfig, log: LogFile, retryMs: number, onChange: () => void, watch: { deployments: boolean }) {
     const apps = config.makeApiClient(AppsV1Api);
     const core = config.makeApiClient(CoreV1Api);
-    this.#informers = [
-      makeInformer(config, '/apis/apps/v1/deployments', () => apps.listDeploymentForAllNamespaces()),
-      makeInformer(config, '/api/v1/pods', () => core.listPodForAllNamespaces()),
-    ];
+    this.#informers = [makeInformer<KubernetesObject>(config, '/api/v1/pods', () => core.listPodForAllNamespaces())];
+    if (watch.deployments) {
+      this.#informers.push(makeInformer<KubernetesObject>(config, '/apis/apps/v1/deployments', () => apps.listDeploymentForAllNamespaces()));
+    }
     for (const informer of this.#informers) {
       for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, () => onChange());
       informer.on('error', (error) => {

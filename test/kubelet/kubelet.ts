@@ -1,8 +1,9 @@
-// The test harness's kubelet (and Deployment controller): keeps every Deployment's pods in the fake API
-// server at `spec.replicas` of the current template, rolling out template changes, and runs each pod bound
-// to its node as local processes (pod-runner.ts), reporting Pod and Deployment status through the status
-// subresource. One serial reconcile loop does it all, relisting Deployments and Pods each time, woken by
-// watches and by changes in the local pods.
+// The test harness's kubelet (and, on the fake API server, Deployment controller): keeps every Deployment's
+// pods in the fake API server at `spec.replicas` of the current template, rolling out template changes, and
+// runs each pod bound to its node as local processes (pod-runner.ts), reporting Pod and Deployment status
+// through the status subresource. One serial reconcile loop does it all, relisting Deployments and Pods each
+// time, woken by watches and by changes in the local pods. On a real control plane (`realControlPlane`) it
+// is only a kubelet: it registers a Node and runs the pods the scheduler binds to it.
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,10 +18,12 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { ChangeFeed } from './change-feed.ts';
+import { type InClusterApi } from './in-cluster.ts';
 import { apiObjectSource, type ObjectSource } from './cluster-objects.ts';
 import { ConditionClock } from './conditions.ts';
 import type { ImageTable } from './images.ts';
 import { LogFile } from './log-file.ts';
+import { NodeRegistration } from './node.ts';
 import { KUBELET_FINALIZER, TEMPLATE_HASH_LABEL, podForDeployment } from './pod-factory.ts';
 import { PodRunner } from './pod-runner.ts';
 import { deploymentStatus, planRollout, type OwnedPod, type RolloutSpec } from './rollout.ts';
@@ -42,7 +45,15 @@ export interface KubeletOptions {
    * The token projected serviceAccountToken volumes hold (register it with the fake server's TokenReview
    * if something verifies it). Default `test-kubelet-token.<namespace>.<serviceAccountName>`.
    */
-  serviceAccountToken?: (pod: V1Pod, audience: string | undefined) => string;
+  serviceAccountToken?: (pod: V1Pod, audience: string | undefined) => string | Promise<string>;
+  /**
+   * The API server is a real one, with its controllers and scheduler, reached by pods at this address: the
+   * kubelet then registers its Node (the scheduler binds pods to it), creates no pods itself, finishes a
+   * graceful deletion by deleting the pod once its processes are gone, and gives containers the in-cluster
+   * API address (in-cluster.ts). Default: the fake API server, for which the kubelet is also the Deployment
+   * controller.
+   */
+  realControlPlane?: InClusterApi;
 }
 
 function defaultServiceAccountToken(pod: V1Pod): string {
@@ -98,6 +109,7 @@ export class Kubelet {
   readonly #source: ObjectSource;
   readonly #feed: ChangeFeed;
   readonly #loop: SerialTask;
+  readonly #node: NodeRegistration | undefined;
   /** Local pods by uid. */
   readonly #runners = new Map<string, PodRunner>();
   /** Runners whose processes have all exited. */
@@ -118,11 +130,14 @@ export class Kubelet {
     this.#apps = options.kubeConfig.makeApiClient(AppsV1Api);
     this.#source = apiObjectSource(options.kubeConfig);
     this.#loop = new SerialTask(() => this.#reconcile(), (error) => this.log.error('reconcile failed; retrying', error), this.#timing.retryMs);
-    this.#feed = new ChangeFeed(options.kubeConfig, this.log, this.#timing.retryMs, () => this.#loop.request());
+    const real = options.realControlPlane !== undefined;
+    this.#feed = new ChangeFeed(options.kubeConfig, this.log, this.#timing.retryMs, () => this.#loop.request(), { deployments: !real });
+    this.#node = real ? new NodeRegistration(options.kubeConfig, this.nodeName, this.log) : undefined;
   }
 
   async start(): Promise<void> {
     process.once('exit', this.#killOnExit);
+    await this.#node?.start();
     await this.#feed.start();
     this.#loop.request();
   }
@@ -155,6 +170,7 @@ export class Kubelet {
     this.#stopped = true;
     await this.#feed.stop();
     await this.#loop.stop();
+    this.#node?.stop();
     const cap = options.gracePeriodSeconds ?? STOP_GRACE_SECONDS;
     await Promise.all(
       [...this.#runners.values()].map((runner) => runner.stop(Math.min(cap, runner.pod.spec?.terminationGracePeriodSeconds ?? cap))),
@@ -166,6 +182,11 @@ export class Kubelet {
 
   async #reconcile(): Promise<void> {
     if (this.#stopped) return;
+    if (this.#options.realControlPlane !== undefined) {
+      const pods = await this.#core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${this.nodeName}` });
+      await this.#syncLocalPods(pods.items);
+      return;
+    }
     const [deployments, pods] = await Promise.all([
       this.#apps.listDeploymentForAllNamespaces(),
       this.#core.listPodForAllNamespaces(),
@@ -219,6 +240,7 @@ export class Kubelet {
       images: this.#options.images,
       source: this.#source,
       serviceAccountToken: this.#options.serviceAccountToken ?? defaultServiceAccountToken,
+      inClusterApi: this.#options.realControlPlane,
       timing: this.#timing,
       dir,
       logPath: join(this.workDir, `${pod.metadata!.namespace}_${pod.metadata!.name}.log`),
@@ -243,11 +265,18 @@ export class Kubelet {
     );
   }
 
-  /** The pod's processes are gone: remove the finalizer so the API server can delete it. */
+  /**
+   * The pod's processes are gone: remove the finalizer so the fake API server can delete it, or, on a real
+   * one, end the graceful deletion as a kubelet does (delete again with grace period 0, for this pod only).
+   */
   async #releasePod(pod: V1Pod): Promise<void> {
     const runner = this.#runners.get(pod.metadata!.uid!);
     if (runner !== undefined) this.#forget(runner);
     const finalizers = pod.metadata?.finalizers ?? [];
+    if (this.#options.realControlPlane !== undefined) {
+      await this.#deleteNow(pod);
+      return;
+    }
     if (!finalizers.includes(KUBELET_FINALIZER)) return;
     const remaining = finalizers.filter((finalizer) => finalizer !== KUBELET_FINALIZER);
     try {
@@ -267,6 +296,21 @@ export class Kubelet {
         this.#loop.request();
         return;
       }
+      throw error;
+    }
+  }
+
+  async #deleteNow(pod: V1Pod): Promise<void> {
+    try {
+      await this.#core.deleteNamespacedPod({
+        name: pod.metadata!.name!,
+        namespace: pod.metadata!.namespace!,
+        // In the body, not the query: a body's DeleteOptions replace the query's, grace period included.
+        body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata!.uid! } },
+      });
+      this.log.event(`deleted pod ${key(pod)}: its processes are gone`);
+    } catch (error) {
+      if (isNotFound(error) || isConflict(error)) return;
       throw error;
     }
   }

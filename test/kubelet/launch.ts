@@ -1,9 +1,11 @@
 // From a container of the pod spec to the local process that stands for it: argv, environment and
 // working directory, with the image's local commands substituted and the pod's paths and ports rewritten.
+import { join } from 'node:path';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { ObjectSource } from './cluster-objects.ts';
 import { containerEnv, expandReferences } from './env.ts';
 import { declaredArgv, localArgv, localImage, type ImageTable } from './images.ts';
+import { inClusterEnv, type InClusterApi } from './in-cluster.ts';
 import { rewriteArgv, rewriteEnvValue, rewritePathValue, type Rewrites } from './rewrite.ts';
 import { containerMounts } from './volumes.ts';
 
@@ -24,6 +26,8 @@ export interface LaunchContext {
   ports: ReadonlyMap<number, number>;
   /** Working directory when neither the container nor its image names one. */
   podDir: string;
+  /** Set on a real control plane: the API server as containers reach it. */
+  inClusterApi?: InClusterApi;
 }
 
 export async function containerLaunch(container: V1Container, context: LaunchContext): Promise<ContainerLaunch> {
@@ -38,7 +42,11 @@ export async function containerLaunch(container: V1Container, context: LaunchCon
     if (value !== undefined) env[name] = value;
   }
   env.HOSTNAME = context.pod.metadata?.name ?? '';
-  Object.assign(env, image.env);
+  if (context.inClusterApi !== undefined) {
+    Object.assign(env, await inClusterEnv(context.inClusterApi, rewrites, join(context.podDir, `${container.name}.kubeconfig`)));
+  }
+  // The image's variables are seen by the container too: a path under one of its mounts is redirected.
+  for (const [name, value] of Object.entries(image.env ?? {})) env[name] = rewriteEnvValue(name, value, rewrites);
   for (const [name, value] of own) env[name] = rewriteEnvValue(name, value, rewrites);
 
   const workingDir = container.workingDir === undefined ? undefined : rewritePathValue(container.workingDir, rewrites);

@@ -9,6 +9,7 @@ import type { ObjectSource } from './cluster-objects.ts';
 import { ConditionClock } from './conditions.ts';
 import { ContainerRunner, type ContainerRole, type ContainerSetup, type ProbeSpec } from './container-runner.ts';
 import { localImage, type ImageTable } from './images.ts';
+import type { InClusterApi } from './in-cluster.ts';
 import { containerLaunch, type LaunchContext } from './launch.ts';
 import { LogFile } from './log-file.ts';
 import { podStatus, type PodStatusInput, type PodStatusView } from './pod-status.ts';
@@ -28,6 +29,8 @@ export interface PodRunnerOptions {
   images: ImageTable;
   source: ObjectSource;
   serviceAccountToken: VolumeContext['serviceAccountToken'];
+  /** Set on a real control plane (launch.ts). */
+  inClusterApi: InClusterApi | undefined;
   timing: KubeletTiming;
   /** This pod's own directory (volumes live under it). */
   dir: string;
@@ -210,6 +213,7 @@ export class PodRunner {
       serviceAccountToken: this.#options.serviceAccountToken,
     });
     const context: LaunchContext = { pod, images, source, volumeDirs, ports: this.ports, podDir: this.dir };
+    if (this.#options.inClusterApi !== undefined) context.inClusterApi = this.#options.inClusterApi;
     const specs = [
       ...(pod.spec?.initContainers ?? []).map((spec) => ({ spec, init: true })),
       ...(pod.spec?.containers ?? []).map((spec) => ({ spec, init: false })),

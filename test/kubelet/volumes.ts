@@ -20,8 +20,8 @@ const ROOT_CA_CONFIG_MAP = 'kube-root-ca.crt';
 export interface VolumeContext {
   pod: V1Pod;
   source: ObjectSource;
-  /** The token a projected serviceAccountToken source holds. */
-  serviceAccountToken: (pod: V1Pod, audience: string | undefined) => string;
+  /** The token a projected serviceAccountToken source holds (a real API server's TokenRequest is asynchronous). */
+  serviceAccountToken: (pod: V1Pod, audience: string | undefined) => string | Promise<string>;
 }
 
 type Files = Map<string, Buffer>;
@@ -79,7 +79,7 @@ async function fillProjection(projection: V1VolumeProjection, dir: string, conte
     }
   } else if (projection.serviceAccountToken !== undefined) {
     const { path, audience } = projection.serviceAccountToken;
-    await writeFileInVolume(dir, path, context.serviceAccountToken(context.pod, audience), what);
+    await writeFileInVolume(dir, path, await context.serviceAccountToken(context.pod, audience), what);
   } else {
     throw new PodSetupError('ContainerCreating', `${what}: unsupported projected source ${JSON.stringify(projection)}`);
   }

@@ -49,6 +49,10 @@ export interface TestOperatorOptions {
   logPath: string;
   /** Namespace of the leader-election Lease. */
   leaseNamespace: string;
+  /** Its name; default runlet-operator-e2e. */
+  leaseName?: string;
+  /** The holder identity; default e2e-<pid>. Two operators in one process need two. */
+  identity?: string;
   /** Serve health, metrics and the management API on 127.0.0.1 (an ephemeral port): `url`. Default false. */
   listen?: boolean;
   /** More settings, e.g. short RunLog upkeep intervals. */
@@ -62,7 +66,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
       sidecarImage: options.sidecarImage,
       pythonRuntimeImage: options.pythonRuntimeImage,
       server: { host: '127.0.0.1', port: 0 },
-      leaderElection: { namespace: options.leaseNamespace, leaseName: 'runlet-operator-e2e', identity: `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
+      leaderElection: { namespace: options.leaseNamespace, leaseName: options.leaseName ?? 'runlet-operator-e2e', identity: options.identity ?? `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
       logLevel: 'debug',
     },
     options.config ?? {},

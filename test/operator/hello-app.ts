@@ -10,7 +10,9 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
+  type V1ConfigMap,
   type V1Deployment,
+  type V1Namespace,
   type V1Pod,
   type V1Service,
 } from '@kubernetes/client-node';
@@ -44,28 +46,36 @@ export class HelloApp {
 
   /** Namespace, code ConfigMap (examples/hello) and the App, every field of its spec stated. */
   async apply(): Promise<void> {
-    await this.#core.createNamespace({ body: { metadata: { name: this.namespace } } });
+    const [namespace, configMap, app] = await this.manifests();
+    await this.#core.createNamespace({ body: namespace });
+    await this.#core.createNamespacedConfigMap({ namespace: this.namespace, body: configMap });
+    await this.#custom.createNamespacedCustomObject({ ...APPS, namespace: this.namespace, body: app });
+  }
+
+  /** What apply() creates, as manifests (e.g. for `kubectl apply`). */
+  async manifests(): Promise<[V1Namespace, V1ConfigMap, App]> {
     const files = ['main.py', 'service.toml'];
     const data = Object.fromEntries(await Promise.all(files.map(async (file) => [file, await readFile(join(REPO, 'examples/hello', file), 'utf8')])));
-    await this.#core.createNamespacedConfigMap({
-      namespace: this.namespace,
-      body: { metadata: { name: this.codeConfigMap, labels: { [APP_LABEL]: this.name } }, data },
-    });
-    await this.#custom.createNamespacedCustomObject({
-      ...APPS,
-      namespace: this.namespace,
-      body: {
+    return [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.namespace } },
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: this.codeConfigMap, namespace: this.namespace, labels: { [APP_LABEL]: this.name } },
+        data,
+      },
+      {
         apiVersion: 'runlet.dev/v1alpha1',
         kind: 'App',
-        metadata: { name: this.name },
+        metadata: { name: this.name, namespace: this.namespace },
         spec: {
           runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } } } },
           scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60 },
           auth: { enabled: true },
           runs: { keepFinished: 200, retention: 86400 },
         },
-      },
-    });
+      } as App,
+    ];
   }
 
   async read(): Promise<App> {

@@ -48,7 +48,9 @@ export async function writeRunLog(api: KubeApi, namespace: string, name: string,
     } as KubeObject);
   }
   const newestFirst = [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
-  await api.mergePatch(`${runLogPath(namespace, name)}/status`, { status: { runs: newestFirst, counts } });
+  // A PUT: a merge patch would lose the records' nulls, as on a real API server.
+  const current = await api.get<KubeObject>(runLogPath(namespace, name));
+  await api.replace(`${runLogPath(namespace, name)}/status`, { ...current, status: { runs: newestFirst, counts } });
 }
 
 export async function readRunLog(api: KubeApi, namespace: string, name: string): Promise<RunLogObject | undefined> {

@@ -1,0 +1,212 @@
+// The e2e suite's cluster on a real Kubernetes control plane (test/control-plane): kube-apiserver with RBAC,
+// service-account tokens and OwnerReferencesPermissionEnforcement, the controller manager (Deployment →
+// ReplicaSet → Pod, garbage collector) and the scheduler, which binds App pods to the test kubelet's Node;
+// the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
+// on, less what 1.20 does not serve (kube-1.20.ts), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
+// ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { ApiException, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { ConfigLayer } from '../../operator/config.ts';
+import type { Operator } from '../../operator/main.ts';
+import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
+import { forKube120 } from '../control-plane/kube-1.20.ts';
+import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
+import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
+import { waitFor } from '../support/wait.ts';
+import { REPO, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+
+const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
+const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
+const TOKEN_AUDIENCE = 'runlet';
+/** install.yaml's operator identity: the ServiceAccount its ClusterRole is bound to, and its Lease. */
+export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-operator', lease: 'runlet-operator' } as const;
+/** 1.20 has no native sidecars (restartPolicy on init containers is dropped): the classic sidecar. */
+const OPERATOR_CONFIG: ConfigLayer = { nativeSidecars: false };
+
+const run = promisify(execFile);
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function isNotFound(error: unknown): boolean {
+  return error instanceof ApiException && error.code === 404;
+}
+
+export interface ControlPlaneCluster extends E2eCluster {
+  readonly controlPlane: ControlPlane;
+  readonly kubelet: Kubelet;
+  /** The operator's HTTP server: health, metrics and the management API (/v2). */
+  readonly operatorUrl: string;
+  /** `kubectl ARGS` as admin; resolves to its stdout, rejects with its stderr. */
+  kubectl(...args: string[]): Promise<string>;
+  /** A token of a service account (TokenRequest), for the API server's audience unless others are given. */
+  serviceAccountToken(namespace: string, name: string, audiences?: string[]): Promise<string>;
+  /** A client authenticated as a service account (a token from the TokenRequest API). */
+  serviceAccountConfig(namespace: string, name: string, audiences?: string[]): Promise<KubeConfig>;
+  /** Another operator under the same ServiceAccount and Lease (for leader handover). */
+  startOperator(identity: string): Promise<Operator & { url: string | undefined }>;
+  /** Stops the operator the cluster started with (`e2e-operator-1`). */
+  stopFirstOperator(): Promise<void>;
+}
+
+export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
+  const workDir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-e2e-'));
+  const controlPlane = await startControlPlane();
+  // Closed in reverse: the operators, the kubelet, the control plane, then the logs and pod directories.
+  const stops: (() => Promise<void>)[] = [() => rm(workDir, { recursive: true, force: true }), () => controlPlane.stop()];
+  const closeAll = async () => {
+    for (const stop of stops.reverse()) await stop();
+  };
+  try {
+    const admin = new KubeConfig();
+    admin.loadFromFile(controlPlane.kubeconfigPath);
+    const core = admin.makeApiClient(CoreV1Api);
+    const kubectl = async (...args: string[]) => {
+      try {
+        const { stdout } = await run(controlPlane.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, ...args], { timeout: 60_000 });
+        return stdout;
+      } catch (error) {
+        throw new Error(`kubectl ${args.join(' ')} failed: ${(error as { stderr?: string }).stderr ?? (error as Error).message}`, { cause: error });
+      }
+    };
+
+    const manifest = join(workDir, 'install.yaml');
+    await writeFile(manifest, forKube120(await readFile(join(REPO, 'install.yaml'), 'utf8')));
+    await kubectl('apply', '-f', manifest);
+    await kubectl('wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/apps.runlet.dev', 'crd/runlogs.runlet.dev');
+    // The operator runs in this process instead (same ServiceAccount and Lease), where the test reads its log.
+    await kubectl('scale', '--namespace', OPERATOR.namespace, 'deployment/runlet-operator', '--replicas', '0');
+
+    const tokenOf = async (namespace: string, name: string, audiences?: string[], pod?: V1Pod) => {
+      const spec = {
+        audiences: audiences ?? [],
+        expirationSeconds: 3600,
+        ...(pod === undefined ? {} : { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } }),
+      };
+      // A namespace's service accounts appear shortly after it (the controller manager creates `default`).
+      return waitFor(
+        () =>
+          core
+            .createNamespacedServiceAccountToken({ namespace, name, body: { spec } })
+            .then((request) => request.status?.token)
+            .catch((error: unknown) => {
+              if (isNotFound(error)) return undefined;
+              throw error;
+            }),
+        { what: `a token of ${namespace}/${name}`, timeoutMs: 30_000, intervalMs: 250 },
+      );
+    };
+    const serviceAccountConfig = async (namespace: string, name: string, audiences?: string[]) => {
+      const config = new KubeConfig();
+      config.loadFromOptions({
+        clusters: [{ name: 'control-plane', server: controlPlane.server, caFile: controlPlane.caFile }],
+        users: [{ name: `${namespace}/${name}`, token: await tokenOf(namespace, name, audiences) }],
+        contexts: [{ name: 'sa', cluster: 'control-plane', user: `${namespace}/${name}` }],
+        currentContext: 'sa',
+      });
+      return config;
+    };
+
+    const images: ImageTable = {
+      [SIDECAR_IMAGE]: {
+        commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
+        // In a pod the sidecar fetches the issuer's key set from https://kubernetes.default.svc, which does
+        // not resolve here: the same endpoint at the API server's loopback address, with the pod's own token.
+        env: {
+          RUNLET_AUTH_JWKS_URL: `${controlPlane.server}/openid/v1/jwks`,
+          RUNLET_AUTH_JWKS_CA_FILE: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
+          RUNLET_AUTH_JWKS_TOKEN_FILE: `${SERVICE_ACCOUNT_DIR}/token`,
+        },
+      },
+      [PYTHON_IMAGE]: {
+        commands: { python: ['python3'], python3: ['python3'] },
+        env: { PYTHONPATH: join(REPO, 'runtime/python'), PYTHONUNBUFFERED: '1' },
+      },
+    };
+    const kubelet = await startKubelet({
+      kubeConfig: admin,
+      images,
+      workDir: join(workDir, 'kubelet'),
+      realControlPlane: { host: '127.0.0.1', port: controlPlane.port },
+      serviceAccountToken: (pod, audience) =>
+        tokenOf(pod.metadata!.namespace!, pod.spec?.serviceAccountName ?? 'default', audience === undefined ? undefined : [audience], pod),
+    });
+    stops.push(() => kubelet.stop());
+
+    const operatorLogs: string[] = [];
+    const startOperator = async (identity: string) => {
+      const logPath = join(workDir, `operator-${identity}.log`);
+      operatorLogs.push(logPath);
+      const options: TestOperatorOptions = {
+        kubeConfig: await serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount),
+        sidecarImage: SIDECAR_IMAGE,
+        pythonRuntimeImage: PYTHON_IMAGE,
+        logPath,
+        leaseNamespace: OPERATOR.namespace,
+        leaseName: OPERATOR.lease,
+        identity,
+        listen: true,
+        config: OPERATOR_CONFIG,
+      };
+      const operator = await startTestOperator(options);
+      // Stopped by a test (leader handover) or at close, whichever comes first; once.
+      let stopped: Promise<void> | undefined;
+      const stopOnce = operator.stop.bind(operator);
+      operator.stop = () => (stopped ??= stopOnce());
+      stops.push(() => operator.stop());
+      return operator;
+    };
+    const operator = await startOperator('e2e-operator-1');
+
+    const localPod = (pod: V1Pod) =>
+      waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
+
+    return {
+      description: 'a real control plane (kube-apiserver 1.20) with the test kubelet',
+      kubeConfig: admin,
+      controlPlane,
+      kubelet,
+      operatorUrl: operator.url!,
+      kubectl,
+      serviceAccountToken: (namespace, name, audiences) => tokenOf(namespace, name, audiences),
+      serviceAccountConfig,
+      startOperator,
+      stopFirstOperator: () => operator.stop(),
+      async sidecar(pod) {
+        return sidecarUrls(await localPod(pod));
+      },
+      token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
+      stopCheck(pod) {
+        const local = kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace);
+        if (local === undefined) throw new Error(`pod ${pod.metadata!.name} does not run in the test kubelet`);
+        const pids = local.processes().map((p) => p.pid);
+        return async () => pids.every((pid) => !isAlive(pid));
+      },
+      diagnostics: () =>
+        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
+      close: closeAll,
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}

@@ -1,0 +1,116 @@
+// The operator on a real Kubernetes control plane (test/control-plane: kube-apiserver, controller manager and
+// scheduler from Debian's kubernetes 1.20 source), pods run by the test kubelet: the shared end-to-end suite
+// (operator-suite.ts), then what only a real server shows — kubectl applies with validation on, the
+// operator's ClusterRole, TokenReview and SubjectAccessReview, the garbage collector, leader election.
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ApiException, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { stringify as toYaml } from 'yaml';
+import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
+import { waitFor } from '../support/wait.ts';
+import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
+import { HelloApp } from './hello-app.ts';
+import { availableAtGeneration, isReady, operatorSuite, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
+
+const skipReason = controlPlaneSkipReason();
+if (skipReason !== undefined) console.log(`operator end to end on a real control plane: skipped, ${skipReason}`);
+
+describe.skipIf(skipReason !== undefined)('operator end to end on a real control plane', SUITE_OPTIONS, () => {
+  let cluster: ControlPlaneCluster;
+  operatorSuite(async () => (cluster = await startControlPlaneCluster()));
+
+  const wait = <T>(what: string, check: () => Promise<T | false | undefined>) =>
+    waitFor(check, { what, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 200 });
+
+  /** An App applied with plain `kubectl apply` (validation on), once Available with a Ready pod. */
+  async function kubectlApplyApp(namespace: string): Promise<HelloApp> {
+    const app = new HelloApp(cluster.kubeConfig, namespace);
+    const manifest = join(cluster.controlPlane.dir, `${namespace}.yaml`);
+    await writeFile(manifest, (await app.manifests()).map((object) => toYaml(object)).join('---\n'));
+    await cluster.kubectl('apply', '-f', manifest);
+    await wait(`App ${namespace}/hello Available`, async () => availableAtGeneration(await app.read()));
+    return app;
+  }
+
+  it('applies an App with kubectl; it is called through its pod, and the management API lists its run after TokenReview and SubjectAccessReview', async () => {
+    const app = await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`);
+    const pod = await wait('the pod Ready', async () => (await app.pods()).find(isReady));
+    const { runUrl } = await cluster.sidecar(pod);
+    const token = await cluster.token(app.namespace);
+    const response = await fetch(`${runUrl}/v4/${app.namespace}/hello/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ name: 'Ada' }),
+    });
+    expect(response.status).toBe(200);
+    const { run_id: runId } = (await response.json()) as { run_id: string };
+
+    // The management API takes tokens for the API server's own audience (TokenReview's default), as
+    // `kubectl create token` issues them; the run interface's audience is runlet.
+    const runsUrl = `${cluster.operatorUrl}/v2/projects/${app.namespace}/apps/hello/runs`;
+    const apiToken = await cluster.serviceAccountToken(app.namespace, 'default');
+    expect((await fetch(runsUrl, { headers: { authorization: `Bearer ${token}` } })).status, 'a token for another audience').toBe(401);
+    const listRuns = () => fetch(runsUrl, { headers: { authorization: `Bearer ${apiToken}` } });
+    expect((await listRuns()).status, 'a service account without a grant').toBe(403);
+    expect((await fetch(runsUrl, { headers: { authorization: 'Bearer not-a-token' } })).status, 'a token the API server rejects').toBe(401);
+
+    const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRoleBinding({
+      namespace: app.namespace,
+      body: {
+        metadata: { name: 'default-runs-viewer' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-runs-viewer' },
+        subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: app.namespace }],
+      },
+    });
+    const listed = await wait(`run ${runId} listed once the grant applies`, async () => {
+      const page = await listRuns();
+      if (page.status !== 200) return undefined;
+      const body = (await page.json()) as { items: { id: string }[] };
+      return body.items.some((run) => run.id === runId) && body;
+    });
+    expect(listed.items.map((run) => run.id)).toContain(runId);
+  });
+
+  it('brings a deleted child Service back', async () => {
+    const app = await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`);
+    const [service] = await app.services();
+    expect(service).toBeDefined();
+    await cluster.kubectl('delete', 'service', '--namespace', app.namespace, service!.metadata!.name!, '--wait=false');
+    const back = await wait('the Service re-created', async () => (await app.services()).find((s) => s.metadata?.uid !== service!.metadata?.uid));
+    expect(back.metadata?.name).toBe(service!.metadata?.name);
+  });
+
+  it('deleting an App lets the garbage collector remove its Deployment, ReplicaSets, pods and Service', async () => {
+    const app = await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`);
+    await cluster.kubectl('delete', 'app', '--namespace', app.namespace, 'hello', '--wait=false');
+    const replicaSets = async () => JSON.parse(await cluster.kubectl('get', 'replicasets', '--namespace', app.namespace, '-o', 'json')).items.length;
+    await wait('everything the App owned gone', async () => {
+      const [pods, deployment, services, sets] = await Promise.all([app.pods(), app.deployment(), app.services(), replicaSets()]);
+      return pods.length === 0 && deployment === undefined && services.length === 0 && sets === 0;
+    });
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const configMap = await core.readNamespacedConfigMap({ namespace: app.namespace, name: app.codeConfigMap });
+    expect(configMap.metadata?.name, 'the code ConfigMap is the user’s, not the App’s').toBe(app.codeConfigMap);
+  });
+
+  it('hands the lease over to a second operator when the first stops, which then reconciles', async () => {
+    const coordination = cluster.kubeConfig.makeApiClient(CoordinationV1Api);
+    const holder = async () => {
+      try {
+        return (await coordination.readNamespacedLease({ namespace: OPERATOR.namespace, name: OPERATOR.lease })).spec?.holderIdentity;
+      } catch (error) {
+        if (error instanceof ApiException && error.code === 404) return undefined;
+        throw error;
+      }
+    };
+    expect(await holder()).toBe('e2e-operator-1');
+    const second = await cluster.startOperator('e2e-operator-2');
+    expect(await holder(), 'the first keeps the lease while it runs').toBe('e2e-operator-1');
+    await cluster.stopFirstOperator();
+    await wait('the second operator holding the lease', async () => (await holder()) === 'e2e-operator-2');
+    expect(second.url).toBeDefined();
+    await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`);
+  });
+});

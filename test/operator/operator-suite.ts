@@ -1,0 +1,157 @@
+// The operator end to end, whatever the cluster: an App applied to the API server becomes a Deployment whose
+// pod runs the sidecar and the Python runtime for real; runs go through the pod's sidecar; spec and code
+// changes roll out; deleting the App removes everything. e2e.test.ts runs it against the in-memory API
+// server and the cluster of KUBECONFIG, control-plane.test.ts against a real control plane.
+import type { V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import type { App } from '../../crds/app-schema.ts';
+import { EventReader } from '../support/sse.ts';
+import { waitFor } from '../support/wait.ts';
+import type { E2eCluster } from './e2e-cluster.ts';
+import { HelloApp } from './hello-app.ts';
+
+/** Bound of every wait on cluster state: pods start real processes on a loaded 2-core machine. */
+export const STATE_TIMEOUT_MS = 60_000;
+/** A test waits on a few such states in a row; its own bound must let theirs report first. */
+export const SUITE_OPTIONS = { timeout: 4 * STATE_TIMEOUT_MS };
+
+export function availableAtGeneration(app: App): boolean {
+  const available = app.status?.conditions?.find((condition) => condition.type === 'Available');
+  return app.status?.observedGeneration === app.metadata.generation && available?.status === 'True';
+}
+
+export function isReady(pod: V1Pod): boolean {
+  return pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
+}
+
+export function operatorSuite(start: () => Promise<E2eCluster>): void {
+  let cluster: E2eCluster;
+  const applied: HelloApp[] = [];
+  const runId = Math.random().toString(36).slice(2, 7);
+
+  beforeAll(async () => {
+    cluster = await start();
+  }, 120_000);
+  afterAll(async () => {
+    // Namespaces go too, so a real cluster is left as it was found.
+    await Promise.allSettled(applied.map((app) => app.deleteNamespace()));
+    await cluster?.close();
+  }, 120_000);
+  beforeEach((context) => {
+    context.onTestFailed(() => console.log(cluster.diagnostics()));
+  });
+
+  async function applyApp(): Promise<HelloApp> {
+    const app = new HelloApp(cluster.kubeConfig, `runlet-e2e-${runId}-${applied.length + 1}`);
+    applied.push(app);
+    await app.apply();
+    return app;
+  }
+
+  function waitForApp(app: HelloApp, what: string, predicate: (current: App) => boolean): Promise<App> {
+    return waitFor(
+      async () => {
+        const current = await app.read();
+        return predicate(current) && current;
+      },
+      { what: `App ${app.namespace}/${app.name} ${what}`, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100 },
+    );
+  }
+
+  /** The App's only pod, once it is Ready and no other pod of the App is left (a rollout is over). */
+  function onlyReadyPod(app: HelloApp, what: string, predicate: (pod: V1Pod) => boolean = () => true): Promise<V1Pod> {
+    return waitFor(
+      async () => {
+        const pods = await app.pods();
+        return pods.length === 1 && isReady(pods[0]!) && predicate(pods[0]!) && pods[0]!;
+      },
+      { what: `${app.namespace}: ${what}`, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100 },
+    );
+  }
+
+  async function call(app: HelloApp, pod: V1Pod, fn: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+    const { runUrl } = await cluster.sidecar(pod);
+    return fetch(`${runUrl}/v4/${app.namespace}/${app.name}/${fn}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.token(app.namespace)}`, ...headers },
+      body: JSON.stringify(body),
+    });
+  }
+
+  async function greeting(app: HelloApp, pod: V1Pod): Promise<unknown> {
+    const response = await call(app, pod, 'run', { name: 'Ada' });
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { result: unknown }).result;
+  }
+
+  it('applies an App: its pod runs, sync and stream runs succeed through the sidecar, and the App becomes Available', async () => {
+    const app = await applyApp();
+    const available = await waitForApp(app, 'Available at its generation', availableAtGeneration);
+    expect(available.status).toMatchObject({ replicas: 1, readyReplicas: 1 });
+    const pod = await onlyReadyPod(app, 'the pod ready');
+
+    const sync = await call(app, pod, 'run', { name: 'Ada' });
+    expect(sync.status).toBe(200);
+    const syncBody = (await sync.json()) as { run_id: string; result: unknown };
+    expect(syncBody.result).toEqual({ greeting: 'Hello, Ada!' });
+    expect(sync.headers.get('x-request-id')).toBe(syncBody.run_id);
+
+    const stream = await call(app, pod, 'count', { n: 3, pause: 0 }, { accept: 'text/event-stream' });
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const events = await new EventReader(stream.body!).rest();
+    expect(events.map((event) => JSON.parse(event.data))).toEqual([1, 2, 3].map((item) => ({ item, of: 3 })));
+
+    const { runUrl } = await cluster.sidecar(pod);
+    const anonymous = await fetch(`${runUrl}/v4/${app.namespace}/${app.name}/run`, { method: 'POST', body: '{"name":"Eve"}' });
+    expect(anonymous.status, 'a call without a token').toBe(401);
+
+    // The sidecar records the run in its pod's RunLog.
+    await waitFor(
+      async () => (await app.runLog(pod.metadata!.name!))?.status?.runs?.find((run) => run.id === syncBody.run_id && run.status === 'success'),
+      { what: `run ${syncBody.run_id} recorded as success in RunLog ${pod.metadata!.name}`, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100 },
+    );
+  });
+
+  it('rolls a spec change out: a new pod with the new settings takes over and the old one is stopped', async () => {
+    const app = await applyApp();
+    await waitForApp(app, 'Available', availableAtGeneration);
+    const old = await onlyReadyPod(app, 'the first pod ready');
+    const oldStopped = cluster.stopCheck(old);
+
+    await app.patchSpec({ scaling: { replicaConcurrency: 2 } });
+    const current = await onlyReadyPod(app, 'a new pod ready and the old one gone', (pod) => pod.metadata!.uid !== old.metadata!.uid);
+    const sidecar = [...(current.spec!.initContainers ?? []), ...current.spec!.containers].find((c) => c.args?.includes('sidecar'));
+    expect(sidecar?.args?.join(' ')).toContain('--concurrency 2');
+    expect(await oldStopped(), 'every process of the old pod has exited').toBe(true);
+    await waitForApp(app, 'Available at the new generation', availableAtGeneration);
+    expect(await greeting(app, current)).toEqual({ greeting: 'Hello, Ada!' });
+  });
+
+  it('rolls a code change out: pods of the new code replace those of the old', async () => {
+    const app = await applyApp();
+    await waitForApp(app, 'Available', availableAtGeneration);
+    const old = await onlyReadyPod(app, 'the first pod ready');
+    expect(await greeting(app, old)).toEqual({ greeting: 'Hello, Ada!' });
+
+    await app.replaceCode('main.py', 'def run(name: str) -> dict:\n    return {"greeting": f"Good evening, {name}."}\n');
+    const current = await onlyReadyPod(app, 'a pod of the new code', (pod) => pod.metadata!.uid !== old.metadata!.uid);
+    expect(await greeting(app, current)).toEqual({ greeting: 'Good evening, Ada.' });
+  });
+
+  it('deletes an App: its Deployment, Service and pods go, and the pods’ processes stop', async () => {
+    const app = await applyApp();
+    await waitForApp(app, 'Available', availableAtGeneration);
+    const pod = await onlyReadyPod(app, 'the pod ready');
+    const stopped = cluster.stopCheck(pod);
+    expect(await app.deployment()).toBeDefined();
+
+    await app.delete();
+    await waitFor(async () => (await app.pods()).length === 0 && (await app.deployment()) === undefined && (await app.services()).length === 0, {
+      what: `${app.namespace}: the App's Deployment, Service and pods gone`,
+      timeoutMs: STATE_TIMEOUT_MS,
+      intervalMs: 100,
+    });
+    expect(await stopped(), 'every process of the pod has exited').toBe(true);
+  });
+}
