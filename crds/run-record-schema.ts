@@ -1,7 +1,7 @@
 // The run record: one per call of the run interface, in every mode. Declared once, here: the TypeScript types
 // are this schema's static types; RunLog status stores it (the CRD's structural schema, crds/crd.ts), `runlet dev`
 // stores it in SQLite, and the management API returns it (its OpenAPI schema, management/schemas.ts, is this
-// schema translated by crds/openapi-schema.ts).
+// schema translated by toOpenApiSchema in crds/structural-schema.ts).
 //
 // Checks are deliberately loose (types and enums, no ranges): a sidecar's status patch that the apiserver
 // rejected would lose every run in it, which is worse than an odd value in one field.
