@@ -14,7 +14,7 @@ describe('the sidecar RBAC of a namespace', () => {
 
   it('sends the RoleBinding only once its Role is applied (a real server refuses a binding to a Role it cannot find)', async () => {
     server = await startKubeApiServer();
-    api = new KubeApi(await server.credentials());
+    api = new KubeApi(await server.credentials(), { fieldManager: 'runlet-operator' });
     await api.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-a' } });
     const applier = new SidecarRbacApplier(api);
     server.failNext({ method: 'PATCH', pathPattern: `/namespaces/team-a/roles/${SIDECAR_ROLE}`, status: 500, message: 'etcd unavailable' });
