@@ -1,6 +1,5 @@
 // From a container of the pod spec to the local process that stands for it: argv, environment and
 // working directory, with the image's local commands substituted and the pod's paths and ports rewritten.
-import { join } from 'node:path';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { ObjectSource } from './cluster-objects.ts';
 import { containerEnv, expandReferences } from './env.ts';
@@ -43,7 +42,7 @@ export async function containerLaunch(container: V1Container, context: LaunchCon
   }
   env.HOSTNAME = context.pod.metadata?.name ?? '';
   if (context.inClusterApi !== undefined) {
-    Object.assign(env, await inClusterEnv(context.inClusterApi, rewrites, join(context.podDir, `${container.name}.kubeconfig`)));
+    Object.assign(env, inClusterEnv(context.inClusterApi, rewrites));
   }
   // The image's variables are seen by the container too: a path under one of its mounts is redirected.
   for (const [name, value] of Object.entries(image.env ?? {})) env[name] = rewriteEnvValue(name, value, rewrites);
