@@ -9,7 +9,7 @@
 // the sidecar answers 503 rather than accept a run it cannot replicate.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { RunRecord } from '../../crds/run-record-schema.ts';
+import type { RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeCredentials } from '../../kube/credentials.ts';
 import { KubeApiError, isConflict, isNotFound } from '../../kube/errors.ts';
@@ -185,7 +185,7 @@ export class RunLogStore implements RunStore {
     this.#assertOpen(record);
     this.#upsert(record);
     this.#schedule('cadence');
-    if (record.webhook !== null) void this.#trackDestination(record);
+    if (record.webhook !== null) void this.#trackDestination(record.webhook, record.id);
   }
 
   deliverOwedWebhooks(deliver: (record: RunRecord) => void): void {
@@ -207,7 +207,7 @@ export class RunLogStore implements RunStore {
     this.#unreplicatedSince ??= this.#timers.now();
     const journaled = this.#journal.append(record);
     this.#schedule('durable');
-    const destinationKept = record.webhook === null ? undefined : this.#trackDestination(record);
+    const destinationKept = record.webhook === null ? undefined : this.#trackDestination(record.webhook, record.id);
     try {
       await journaled;
       await destinationKept;
@@ -294,18 +294,18 @@ export class RunLogStore implements RunStore {
    * sidecar can deliver the failure of a run this one loses. Never rejects: without the file, such a run's
    * webhook is recorded failed instead, as a gone pod's are.
    */
-  async #trackDestination(record: RunRecord): Promise<void> {
-    if (record.webhook?.state !== 'pending') {
-      this.#destinations.settle(record.id);
-      return;
+  #trackDestination(webhook: WebhookRecord, runId: string): Promise<void> | undefined {
+    // Settling a destination not kept changes nothing: most saves of a webhook's run end here or below.
+    if (webhook.state !== 'pending') {
+      this.#destinations.settle(runId);
+      return undefined;
     }
-    const destination = pendingDestination(record.webhook);
-    if (destination === null || this.#destinations.destinationOf(record.id) !== undefined) return;
-    try {
-      await this.#destinations.keep(record.id, destination);
-    } catch (error) {
-      this.#logger.warn({ err: error, runId: record.id }, 'the webhook destination could not be kept: if this sidecar is lost, the run\'s webhook is not delivered');
-    }
+    if (this.#destinations.destinationOf(runId) !== undefined) return undefined;
+    const destination = pendingDestination(webhook);
+    if (destination === null) return undefined;
+    return this.#destinations.keep(runId, destination).catch((error: unknown) => {
+      this.#logger.warn({ err: error, runId }, "the webhook destination could not be kept: if this sidecar is lost, the run's webhook is not delivered");
+    });
   }
 
   #upsert(record: RunRecord): void {
