@@ -22,7 +22,7 @@ describe('closing what a gone pod left unfinished', () => {
 
     const closed = closeUnfinishedRuns(status, POD, NOW)!;
     expect(closed.lost).toEqual([running.id, pending.id]);
-    expect(closed.undelivered).toEqual([]);
+    expect(closed.undelivered).toEqual([pending.id]);
     expect(closed.status.runs[0]).toEqual({ ...running, status: 'failure', reason: 'replica_lost', error: { type: 'ReplicaLost', message: MESSAGE }, completedAt: NOW.toISOString() });
     expect(closed.status.runs[1]).toEqual({
       ...pending,

@@ -11,7 +11,10 @@ export interface ClosedRuns {
   status: RunLogStatus;
   /** Ids of the runs in flight now recorded as `failure`, reason `replica_lost`. */
   lost: string[];
-  /** Ids of finished runs whose pending webhook delivery is now recorded as failed. */
+  /**
+   * Ids of the runs whose pending webhook delivery is now recorded as failed, in flight or finished: the pod
+   * took the whole endpoint (kept only in its own storage) with it, so nothing can deliver them.
+   */
   undelivered: string[];
 }
 
@@ -35,10 +38,8 @@ export function closeUnfinishedRuns(status: RunLogStatus | undefined, podName: s
   const closed = runs.map((run): RunRecord => {
     if (!isUnfinished(run)) return run;
     const webhook = run.webhook?.state === 'pending' ? { ...run.webhook, state: 'failed' as const, lastError: `not delivered: ${message}` } : run.webhook;
-    if (!isInFlight(run)) {
-      undelivered.push(run.id);
-      return { ...run, webhook };
-    }
+    if (webhook !== run.webhook) undelivered.push(run.id);
+    if (!isInFlight(run)) return { ...run, webhook };
     lost.push(run.id);
     return { ...run, status: 'failure', reason: 'replica_lost', error: { type: 'ReplicaLost', message }, completedAt, webhook };
   });

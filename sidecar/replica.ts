@@ -58,6 +58,7 @@ export class Replica {
     }, options.registry);
     this.deliverer = new WebhookDeliverer(options.webhooks);
     this.webhooks = new WebhookForwarder(this.deliverer, this.recorder, this.metrics, options.logger);
+    options.store.deliverOwedWebhooks?.((record) => this.webhooks.forwardAbandoned(record));
   }
 
   get draining(): boolean {

@@ -7,6 +7,7 @@ import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
 import type { SidecarMetrics } from './metrics.ts';
 import type { RunOutcome } from './modes/outcome.ts';
 import type { RunRecorder } from './runs/recorder.ts';
+import { pendingDestination, rememberDestination } from './runs/webhook-destination.ts';
 import type { WebhookDeliverer } from './webhook/deliver.ts';
 import { endpointForRecord, parseWebhookEndpoint } from './webhook/endpoint.ts';
 import { buildWebhookBody } from './webhook/payload.ts';
@@ -42,7 +43,9 @@ export function webhookSecretSent(rawHeaders: readonly string[]): string | strin
 }
 
 export function pendingWebhookRecord(request: WebhookRequest): WebhookRecord {
-  return { endpoint: endpointForRecord(request.endpoint), state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
+  const webhook: WebhookRecord = { endpoint: endpointForRecord(request.endpoint), state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
+  rememberDestination(webhook, request.endpoint.href);
+  return webhook;
 }
 
 export class WebhookForwarder {
@@ -59,8 +62,6 @@ export class WebhookForwarder {
   }
 
   forward(record: RunRecord, request: WebhookRequest, outcome: RunOutcome): void {
-    const webhook = record.webhook;
-    if (!webhook) throw new Error(`run ${record.id} forwards to a webhook but has no webhook record`);
     const completedAt = record.completedAt ? new Date(record.completedAt) : new Date();
     const common = { runId: record.id, statusCode: outcome.statusCode, runTimeMs: outcome.runTimeMs, completedAt };
     const body =
@@ -71,6 +72,33 @@ export class WebhookForwarder {
             status: 'failure',
             error: outcome.error ?? { type: 'Error', message: `the run ended with status ${outcome.statusCode}` },
           });
+    this.#deliver(record, request, body);
+  }
+
+  /**
+   * Delivers the failure of a run a previous replica left unfinished (recorded `replica_lost` since), to the
+   * destination kept beside its record. Unsigned: the secret is never stored, so none survives the replica.
+   * Returns false when nothing is owed: the webhook is settled, or its destination was not kept.
+   */
+  forwardAbandoned(record: RunRecord): boolean {
+    const destination = pendingDestination(record.webhook);
+    const endpoint = destination === null ? null : URL.parse(destination);
+    if (endpoint === null) return false;
+    const body = buildWebhookBody({
+      runId: record.id,
+      status: 'failure',
+      statusCode: record.statusCode ?? 500,
+      runTimeMs: record.runtimeMs,
+      completedAt: record.completedAt ? new Date(record.completedAt) : new Date(),
+      error: record.error ?? { type: 'ReplicaLost', message: 'the replica was lost before the run completed' },
+    });
+    this.#deliver(record, { endpoint, signer: null }, body);
+    return true;
+  }
+
+  #deliver(record: RunRecord, request: WebhookRequest, body: string): void {
+    const webhook = record.webhook;
+    if (!webhook) throw new Error(`run ${record.id} forwards to a webhook but has no webhook record`);
     void this.#deliverer
       .deliver({
         runId: record.id,

@@ -5,6 +5,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { FailureReason, RunError, RunMode, RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunStore } from './store.ts';
+import { pendingDestination } from './webhook-destination.ts';
 
 /**
  * Random bytes for 256 ids, drawn at once: on its own, `uuid` draws 16 bytes from the system per id, which
@@ -153,15 +154,17 @@ export class RunRecorder {
 }
 
 /**
- * Closes a run its replica can no longer complete (the replica was killed or lost): `failure` with the reason,
- * and a webhook that will never be sent marked failed. Used on records read back from a store.
+ * Closes a run its replica can no longer complete (the replica was killed or lost): `failure` with the reason.
+ * Its webhook stays pending when the store kept its destination (the caller delivers the failure, see
+ * WebhookForwarder.forwardAbandoned); without one it will never be sent, and is marked failed. Used on records
+ * read back from a store.
  */
 export function markAbandoned(record: RunRecord, reason: FailureReason, message: string): void {
   record.status = 'failure';
   record.reason = reason;
   record.error = { type: 'ReplicaLost', message };
   record.completedAt = new Date().toISOString();
-  if (record.webhook && record.webhook.state === 'pending') {
+  if (record.webhook && record.webhook.state === 'pending' && pendingDestination(record.webhook) === null) {
     record.webhook.state = 'failed';
     record.webhook.lastError = `not delivered: ${message}`;
   }

@@ -24,6 +24,7 @@ import { access, mkdir, open, rename, rm, type FileHandle } from 'node:fs/promis
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { RUN_STATUSES, type RunRecord } from '../../crds/run-record-schema.ts';
+import { WebhookDestinationsFile } from './webhook-destinations-file.ts';
 
 export const RUNLOG_JOURNAL_FILE_NAME = 'runlog-journal.jsonl';
 
@@ -144,6 +145,8 @@ async function writeFully(handle: FileHandle, bytes: Buffer, position: number): 
 
 export class RunLogJournal {
   readonly path: string;
+  /** Beside the journal, the whole endpoints of pending webhook deliveries, kept until each settles. */
+  readonly destinations: WebhookDestinationsFile;
   readonly #rewritePath: string;
   readonly #logger: Logger;
   readonly #maxBytes: number;
@@ -162,8 +165,16 @@ export class RunLogJournal {
   #writing: Promise<void> | undefined;
   #closed = false;
 
-  private constructor(path: string, handle: FileHandle, contents: JournalContents, options: RunLogJournalOptions, logger: Logger) {
+  private constructor(
+    path: string,
+    handle: FileHandle,
+    contents: JournalContents,
+    destinations: WebhookDestinationsFile,
+    options: RunLogJournalOptions,
+    logger: Logger,
+  ) {
     this.path = path;
+    this.destinations = destinations;
     this.#rewritePath = rewritePathOf(path);
     this.#logger = logger;
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
@@ -203,7 +214,8 @@ export class RunLogJournal {
     }
     try {
       const contents = await readContents(handle, path, logger);
-      const journal = new RunLogJournal(path, handle, contents, options, logger);
+      const destinations = await WebhookDestinationsFile.open({ dataDir, logger });
+      const journal = new RunLogJournal(path, handle, contents, destinations, options, logger);
       if (contents.records.length > 0) {
         logger.info({ entries: contents.unreplicated.length, runs: contents.records.length }, 'the run journal holds runs a previous sidecar of this pod saved and did not replicate');
       }
@@ -256,6 +268,7 @@ export class RunLogJournal {
     this.#closed = true;
     while (this.#writing !== undefined) await this.#writing;
     await this.#handle.close();
+    await this.destinations.close();
   }
 
   /** Starts the writer unless it runs: one file operation at a time, so appends and compactions never interleave. */

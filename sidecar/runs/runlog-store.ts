@@ -9,7 +9,7 @@
 // the sidecar answers 503 rather than accept a run it cannot replicate.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { RunRecord } from '../../crds/run-record-schema.ts';
+import type { RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeCredentials } from '../../kube/credentials.ts';
 import { KubeApiError, isConflict, isNotFound } from '../../kube/errors.ts';
@@ -20,6 +20,8 @@ import { RunLogMetrics } from './runlog-metrics.ts';
 import { realTimers, type RunLogTimers, type TimerHandle } from './runlog-timers.ts';
 import { RunLogWindow } from './runlog-window.ts';
 import type { RunStore } from './store.ts';
+import { pendingDestination, rememberDestination } from './webhook-destination.ts';
+import type { WebhookDestinationsFile } from './webhook-destinations-file.ts';
 
 export interface RunLogStoreOptions {
   /** The API server and how to authenticate to it (loadKubeCredentials). */
@@ -97,6 +99,10 @@ export class RunLogStore implements RunStore {
   readonly #api: RunLogApi;
   readonly #window: RunLogWindow;
   readonly #journal: RunLogJournal;
+  readonly #destinations: WebhookDestinationsFile;
+  /** Lost runs whose webhook is owed, until `deliverOwedWebhooks` gives them a deliverer. */
+  #owed: RunRecord[] = [];
+  #deliverOwed: ((record: RunRecord) => void) | undefined;
   readonly #metrics: RunLogMetrics;
   readonly #name: string;
   readonly #flushIntervalMs: number;
@@ -152,6 +158,7 @@ export class RunLogStore implements RunStore {
     this.#api = new RunLogApi(this.#client, { namespace, name: podName, appName });
     this.#window = new RunLogWindow({ maxUnwritten: this.#maxBufferedRuns });
     this.#journal = options.journal;
+    this.#destinations = options.journal.destinations;
     this.#recovered = this.#journal.takeRecovered();
     this.#metrics = new RunLogMetrics(options.registry, () => this.#window.unwritten);
   }
@@ -178,6 +185,12 @@ export class RunLogStore implements RunStore {
     this.#assertOpen(record);
     this.#upsert(record);
     this.#schedule('cadence');
+    if (record.webhook !== null) void this.#trackDestination(record.webhook, record.id);
+  }
+
+  deliverOwedWebhooks(deliver: (record: RunRecord) => void): void {
+    this.#deliverOwed = deliver;
+    for (const record of this.#owed.splice(0)) deliver(record);
   }
 
   /**
@@ -194,8 +207,10 @@ export class RunLogStore implements RunStore {
     this.#unreplicatedSince ??= this.#timers.now();
     const journaled = this.#journal.append(record);
     this.#schedule('durable');
+    const destinationKept = record.webhook === null ? undefined : this.#trackDestination(record.webhook, record.id);
     try {
       await journaled;
+      await destinationKept;
     } catch (error) {
       // Its caller refuses the run: it leaves the window, unless a RunLog write already made it durable.
       if (this.#window.withdraw(record)) throw error;
@@ -271,6 +286,25 @@ export class RunLogStore implements RunStore {
       this.#waiters.add(waiter);
       waiter.timer = this.#timers.setTimeout(() => this.#fail(waiter, this.#unavailable()), this.#flushTimeoutMs);
       this.#schedule('now');
+    });
+  }
+
+  /**
+   * Keeps a pending webhook's whole endpoint in the pod's file until its delivery settles, so a restarted
+   * sidecar can deliver the failure of a run this one loses. Never rejects: without the file, such a run's
+   * webhook is recorded failed instead, as a gone pod's are.
+   */
+  #trackDestination(webhook: WebhookRecord, runId: string): Promise<void> | undefined {
+    // Settling a destination not kept changes nothing: most saves of a webhook's run end here or below.
+    if (webhook.state !== 'pending') {
+      this.#destinations.settle(runId);
+      return undefined;
+    }
+    if (this.#destinations.destinationOf(runId) !== undefined) return undefined;
+    const destination = pendingDestination(webhook);
+    if (destination === null) return undefined;
+    return this.#destinations.keep(runId, destination).catch((error: unknown) => {
+      this.#logger.warn({ err: error, runId }, "the webhook destination could not be kept: if this sidecar is lost, the run's webhook is not delivered");
     });
   }
 
@@ -399,9 +433,15 @@ export class RunLogStore implements RunStore {
     const unfinished = this.#window.adopt(state.status, this.#recovered);
     this.#recovered = [];
     for (const record of unfinished) {
+      const destination = this.#destinations.destinationOf(record.id);
+      if (record.webhook?.state === 'pending' && destination !== undefined) rememberDestination(record.webhook, destination);
       markAbandoned(record, 'replica_lost', 'the sidecar restarted before the run completed');
       this.#upsert(record);
+      if (pendingDestination(record.webhook) !== null) this.#owe(record);
     }
+    // Destinations of runs the previous sidecar had finished: their delivery was cut off, and is not resumed.
+    const owed = new Set(unfinished.map((record) => record.id));
+    for (const runId of this.#destinations.recoveredRunIds) if (!owed.has(runId)) this.#destinations.settle(runId);
     this.#adopted = true;
     const runs = state.status.runs?.length ?? 0;
     if (unfinished.length > 0) {
@@ -412,6 +452,11 @@ export class RunLogStore implements RunStore {
       );
     }
     if (runs > 0) this.#logger.info({ runs, counts: this.#window.counts }, 'took over the RunLog of a previous sidecar of this pod');
+  }
+
+  #owe(record: RunRecord): void {
+    if (this.#deliverOwed === undefined) this.#owed.push(record);
+    else this.#deliverOwed(record);
   }
 
   /** After a conflict: the RunLog as another writer left it, merged under the runs saved here. */

@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RUN_STATUSES, type RunRecord } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery } from '../../management/run-source.ts';
 import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-store.ts';
+import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../../test/support/sqlite-run-records.ts';
 
@@ -39,6 +40,16 @@ function readFromFile(id: string): RunRecord | undefined {
   try {
     const row = db.prepare('SELECT record FROM runs WHERE id = ?').get(id);
     return row === undefined ? undefined : (JSON.parse(String(row.record)) as RunRecord);
+  } finally {
+    db.close();
+  }
+}
+
+/** The local-only column beside the record: a pending webhook's whole endpoint. */
+function readDestination(id: string): unknown {
+  const db = new DatabaseSync(join(dataDir, RUNS_DB_FILE_NAME), { readOnly: true });
+  try {
+    return db.prepare('SELECT webhook_destination FROM runs WHERE id = ?').get(id)?.webhook_destination;
   } finally {
     db.close();
   }
@@ -204,6 +215,42 @@ describe('SqliteRunStore durability', () => {
     db.exec(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`);
     db.close();
     expect(() => openStore()).toThrow(`has schema version ${SCHEMA_VERSION + 1}, newer than ${SCHEMA_VERSION}`);
+  });
+
+  it('upgrades a file of schema version 1 in place, keeping its runs', async () => {
+    const kept = runRecord();
+    const db = new DatabaseSync(join(dataDir, RUNS_DB_FILE_NAME));
+    db.exec(`CREATE TABLE runs (id TEXT PRIMARY KEY NOT NULL, project_id TEXT NOT NULL, app_name TEXT NOT NULL, async INTEGER NOT NULL,
+      status TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID; PRAGMA user_version = 1`);
+    db.prepare('INSERT INTO runs VALUES (?, ?, ?, 0, ?, ?)').run(kept.id, kept.projectId, kept.appName, kept.status, JSON.stringify(kept));
+    db.close();
+    const store = openStore();
+    expect(await store.getRun(kept.projectId, kept.appName, kept.id)).toEqual(kept);
+    expect(readDestination(kept.id)).toBeNull();
+  });
+
+  it("keeps a pending webhook's whole endpoint beside the record, never in it, until the delivery settles", async () => {
+    const first = openStore();
+    const record = pendingAsyncRunRecord();
+    record.webhook = { endpoint: 'http://127.0.0.1:9/hook', state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
+    rememberDestination(record.webhook, 'http://127.0.0.1:9/hook?token=t');
+    await first.saveDurably(record);
+    expect(readDestination(record.id)).toBe('http://127.0.0.1:9/hook?token=t');
+    expect(JSON.stringify(readFromFile(record.id))).not.toContain('token');
+    await first.close();
+
+    // Read back by the next process, and saved again: the destination goes with it while still pending.
+    const second = openStore();
+    const [unfinished] = second.unfinishedRuns();
+    expect(pendingDestination(unfinished!.webhook)).toBe('http://127.0.0.1:9/hook?token=t');
+    unfinished!.status = 'failure';
+    await second.saveDurably(unfinished!);
+    expect(second.runsOwingWebhooks().map((run) => run.id)).toEqual([record.id]);
+    expect(readDestination(record.id)).toBe('http://127.0.0.1:9/hook?token=t');
+    unfinished!.webhook!.state = 'delivered';
+    await second.saveDurably(unfinished!);
+    expect(readDestination(record.id)).toBeNull();
+    expect(second.runsOwingWebhooks()).toEqual([]);
   });
 
   for (const [ending, companions] of [['exit', 0], ['sigkill', 0], ['sigkill', 200]] as const) {

@@ -4,12 +4,13 @@
 
 import { mkdirSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../../management/run-source.ts';
 import type { RunStore } from './store.ts';
+import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
 
 export const RUNS_DB_FILE_NAME = 'runs.sqlite';
@@ -33,6 +34,10 @@ const MIGRATIONS: readonly string[] = [
      record TEXT NOT NULL
    ) WITHOUT ROWID;
    CREATE INDEX runs_by_app ON runs (project_id, app_name, id);`,
+  // 2: the whole webhook endpoint (query string included) of a run whose delivery is pending, so a restarted
+  // process can deliver what its predecessor owed; NULL once the delivery settles. Never in `record`, which
+  // the management API shows.
+  `ALTER TABLE runs ADD COLUMN webhook_destination TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -221,14 +226,27 @@ export class SqliteRunStore implements RunStore, RunSource {
    */
   unfinishedRuns(): RunRecord[] {
     const runs = new Map<string, RunRecord>();
-    for (const row of this.#db.prepare(`SELECT record FROM runs WHERE status IN ('pending', 'running')`).all()) {
-      const record = parseRecord(row.record);
+    for (const row of this.#db.prepare(`SELECT record, webhook_destination FROM runs WHERE status IN ('pending', 'running')`).all()) {
+      const record = parseStoredRun(row);
       runs.set(record.id, record);
     }
     for (const record of [...(this.#inFlight?.records.values() ?? []), ...this.#pending.values()]) runs.set(record.id, record);
     return [...runs.values()]
       .filter((record) => record.status === 'pending' || record.status === 'running')
       .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  /**
+   * Finished runs whose webhook delivery a killed process left pending, with their destinations: it was under
+   * way or waiting for a retry, or (reason `replica_lost`) it was owed by a process killed before it could
+   * deliver. Read at start, before anything is saved.
+   */
+  runsOwingWebhooks(): RunRecord[] {
+    return this.#db
+      .prepare(`SELECT record, webhook_destination FROM runs WHERE webhook_destination IS NOT NULL AND status NOT IN ('pending', 'running') ORDER BY id`)
+      .all()
+      .map(parseStoredRun)
+      .filter((record) => pendingDestination(record.webhook) !== null);
   }
 
   #assertOpen(record: RunRecord): void {
@@ -272,9 +290,9 @@ export class SqliteRunStore implements RunStore, RunSource {
     const batch: Batch = { records: this.#pending, waiters: this.#durableWaiters };
     this.#pending = new Map();
     this.#durableWaiters = [];
-    const rows: Array<string | number> = [];
+    const rows: Array<string | number | null> = [];
     for (const record of batch.records.values()) {
-      rows.push(record.id, record.projectId, record.appName, record.async ? 1 : 0, record.status, JSON.stringify(record));
+      rows.push(record.id, record.projectId, record.appName, record.async ? 1 : 0, record.status, JSON.stringify(record), pendingDestination(record.webhook));
     }
     this.#inFlight = batch;
     this.#lastWriteAt = performance.now();
@@ -385,6 +403,13 @@ function migrate(db: DatabaseSync, path: string): void {
 function readUserVersion(db: DatabaseSync): number {
   const row = db.prepare('PRAGMA user_version').get();
   return Number(row?.user_version ?? 0);
+}
+
+/** A row's record, with the destination of its pending webhook remembered so saving it again keeps the column. */
+function parseStoredRun(row: Record<string, SQLOutputValue>): RunRecord {
+  const record = parseRecord(row.record);
+  if (record.webhook !== null && typeof row.webhook_destination === 'string') rememberDestination(record.webhook, row.webhook_destination);
+  return record;
 }
 
 function parseRecord(column: unknown): RunRecord {

@@ -6,7 +6,7 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
 
 /** Columns of one run in a batch's flat `rows`, in this order. */
-const ROW_COLUMNS = ['id', 'project_id', 'app_name', 'async', 'status', 'record'] as const;
+const ROW_COLUMNS = ['id', 'project_id', 'app_name', 'async', 'status', 'record', 'webhook_destination'] as const;
 
 export interface WriterSettings {
   /** The database file, already created and migrated by the store. */
@@ -17,9 +17,10 @@ export interface WriterSettings {
 
 /**
  * From the store: upsert `rows` in one transaction, or close. `rows` is flat (cheap to post): per run, one after
- * another, its id, project id, app name, async (1 or 0), status and record (JSON).
+ * another, its id, project id, app name, async (1 or 0), status, record (JSON) and pending webhook's
+ * destination (or null).
  */
-export type WriterRequest = { type: 'write'; rows: Array<string | number> } | { type: 'close' };
+export type WriterRequest = { type: 'write'; rows: Array<string | number | null> } | { type: 'close' };
 
 /** To the store, one per write, in order. */
 export type WriterReply = { type: 'committed' } | { type: 'failed'; error: Error };
@@ -56,12 +57,12 @@ function open(settings: WriterSettings): Connection {
   }
 }
 
-function write(connection: Connection, rows: Array<string | number>): void {
+function write(connection: Connection, rows: Array<string | number | null>): void {
   const width = ROW_COLUMNS.length;
   connection.begin.run();
   try {
     for (let i = 0; i < rows.length; i += width) {
-      connection.upsert.run(rows[i]!, rows[i + 1]!, rows[i + 2]!, rows[i + 3]!, rows[i + 4]!, rows[i + 5]!);
+      connection.upsert.run(rows[i]!, rows[i + 1]!, rows[i + 2]!, rows[i + 3]!, rows[i + 4]!, rows[i + 5]!, rows[i + 6] ?? null);
     }
     connection.commit.run();
   } catch (error) {

@@ -12,6 +12,12 @@ export interface RunStore {
    * after this. Concurrent calls share one write. Rejects when the record could not be made durable.
    */
   saveDurably(record: RunRecord): Promise<void>;
+  /**
+   * Hands over, now and as they are found, the runs a previous process of this replica lost whose webhook is
+   * still owed (recorded `failure`, reason `replica_lost`, their destinations kept beside them): `deliver`
+   * sends each its failure. Absent where the store keeps no destinations, or finds its lost runs otherwise.
+   */
+  deliverOwedWebhooks?(deliver: (record: RunRecord) => void): void;
   /** Resolves once everything saved so far is committed. */
   flush(): Promise<void>;
   close(): Promise<void>;

@@ -13,6 +13,8 @@ import { APP_NAME, NAMESPACE, POD_NAME, startCluster, type Cluster } from '../su
 import { freePort } from '../support/custom-app.ts';
 import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
+import { WebhookReceiver } from '../support/webhook-receiver.ts';
+import { WEBHOOK_SIGNATURE_HEADER } from '../../sidecar/webhook/sign.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 const RECORD_MODULES = resolve(import.meta.dirname, '../support/record-modules.ts');
@@ -125,10 +127,10 @@ async function startApp(): Promise<number> {
 }
 
 /** A sidecar in front of the app on `appPort`, its journal in `dataDir`, once it is ready to take runs. */
-async function readySidecar(appPort: number, dataDir: string, access: Record<string, string>): Promise<{ sidecar: StartedSidecar; runUrl: string }> {
+async function readySidecar(appPort: number, dataDir: string, access: Record<string, string>, args: string[] = []): Promise<{ sidecar: StartedSidecar; runUrl: string }> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const sidecar = startSidecar(
-    ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', dataDir],
+    ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', dataDir, ...args],
     access,
   );
   try {
@@ -195,6 +197,53 @@ describe('runlet sidecar --run-store runlog', () => {
       what: 'the journaled run in the RunLog',
     });
     expect(run).toMatchObject({ status: 'failure', reason: 'replica_lost', async: true });
+  });
+
+  it("killed with an async run in flight, its next sidecar delivers the run's failure to its webhook, unsigned", async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+    cluster = await startCluster();
+    const access = await inPod(cluster, dir);
+    const dataDir = join(dir, 'data');
+    const appPort = await startApp();
+    const receiver = await WebhookReceiver.start();
+    const webhookArgs = ['--webhook-allow-cidrs', '127.0.0.0/8'];
+    try {
+      const first = await readySidecar(appPort, dataDir, access, webhookArgs);
+      const endpoint = encodeURIComponent(receiver.at('/hooks/in?token=s3cr3t').href);
+      // `/endless` never ends: the run is still running when the sidecar is killed.
+      const accepted = await fetch(`${first.runUrl.replace(/\/run$/, '/endless')}?async=true&webhookEndpoint=${endpoint}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-webhook-secret': 'the-secret' },
+        body: '{}',
+      });
+      expect(accepted.status, first.sidecar.output()).toBe(202);
+      const { run_id: runId } = (await accepted.json()) as { run_id: string };
+      const running = cluster;
+      // Replicated to the RunLog (so the journal let go of it), without the query string.
+      const inFlight = await waitFor(async () => {
+        const run = (await running.readRunLog())?.status?.runs?.find((candidate) => candidate.id === runId);
+        return run?.status === 'running' ? run : undefined;
+      }, { what: 'the run to be recorded running in the RunLog' });
+      expect(inFlight.webhook).toMatchObject({ endpoint: receiver.at('/hooks/in').href, state: 'pending' });
+      await kill(first.sidecar.child);
+      expect(receiver.deliveries).toHaveLength(0);
+
+      await readySidecar(appPort, dataDir, access, webhookArgs);
+      await receiver.received(1);
+      const delivery = receiver.deliveries[0]!;
+      expect(delivery.path).toBe('/hooks/in?token=s3cr3t');
+      expect(delivery.headers[WEBHOOK_SIGNATURE_HEADER]).toBeUndefined();
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'failure', status_code: 500, error: { type: 'ReplicaLost' } });
+      const run = await waitFor(async () => {
+        const candidate = (await running.readRunLog())?.status?.runs?.find((r) => r.id === runId);
+        return candidate?.webhook?.state === 'delivered' ? candidate : undefined;
+      }, { what: 'the RunLog to show the webhook delivered' });
+      expect(run).toMatchObject({ status: 'failure', reason: 'replica_lost', webhook: { endpoint: receiver.at('/hooks/in').href, lastStatusCode: 200 } });
+      expect(run.webhook!.attempts).toBeGreaterThanOrEqual(1);
+      expect(JSON.stringify((await running.readRunLog())?.status)).not.toContain('s3cr3t');
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('fails at start, naming the data dir, when it cannot write there', async () => {

@@ -1,0 +1,69 @@
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WEBHOOK_DESTINATIONS_FILE_NAME, WebhookDestinationsFile } from './webhook-destinations-file.ts';
+
+const logger = pino({ level: 'silent' });
+let dataDir: string;
+const opened: WebhookDestinationsFile[] = [];
+
+beforeEach(() => {
+  dataDir = mkdtempSync(join(tmpdir(), 'runlet-destinations-'));
+});
+
+afterEach(async () => {
+  for (const file of opened.splice(0)) await file.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function openFile(maxBytes?: number): Promise<WebhookDestinationsFile> {
+  const file = await WebhookDestinationsFile.open({ dataDir, logger, maxBytes });
+  opened.push(file);
+  return file;
+}
+
+const path = (): string => join(dataDir, WEBHOOK_DESTINATIONS_FILE_NAME);
+
+describe('WebhookDestinationsFile', () => {
+  it('hands the next sidecar the destinations kept and not settled, skipping a torn last line', async () => {
+    const first = await openFile();
+    await first.keep('run-a', 'https://hooks.example/a?token=1');
+    await first.keep('run-b', 'https://hooks.example/b?token=2');
+    first.settle('run-a');
+    await first.close();
+    opened.splice(0);
+    appendFileSync(path(), '{"run":"run-c","destin');
+
+    const second = await openFile();
+    expect(second.recoveredRunIds).toEqual(['run-b']);
+    expect(second.destinationOf('run-b')).toBe('https://hooks.example/b?token=2');
+    expect(second.destinationOf('run-a')).toBeUndefined();
+  });
+
+  it('empties the file once every destination is settled', async () => {
+    const file = await openFile();
+    await file.keep('run-a', 'https://hooks.example/a?token=1');
+    expect(readFileSync(path(), 'utf8')).toContain('token=1');
+    file.settle('run-a');
+    await file.close();
+    opened.splice(0);
+    expect(statSync(path()).size).toBe(0);
+  });
+
+  it('rewrites the file with the pending destinations only once it passes its bound', async () => {
+    const file = await openFile(400);
+    await file.keep('kept', 'https://hooks.example/kept');
+    for (let i = 0; i < 20; i++) {
+      await file.keep(`run-${i}`, `https://hooks.example/${i}`);
+      file.settle(`run-${i}`);
+    }
+    await file.keep('last', 'https://hooks.example/last');
+    expect(statSync(path()).size).toBeLessThanOrEqual(400);
+    await file.close();
+    opened.splice(0);
+    const again = await openFile();
+    expect([...again.recoveredRunIds].sort()).toEqual(['kept', 'last']);
+  });
+});
