@@ -4,58 +4,47 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startKubeApiServer, type KubeApiServer } from './index.ts';
-import { failureOf, withinBound } from './test-helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { failureOf, serverPerTest, withinBound } from './test-helpers.ts';
 
-let server: KubeApiServer;
-let core: CoreV1Api;
+const kube = serverPerTest((config) => ({ core: config.makeApiClient(CoreV1Api) }));
 
-beforeEach(async () => {
-  server = await startKubeApiServer();
-  core = server.kubeConfig().makeApiClient(CoreV1Api);
-});
-
-afterEach(async () => {
-  await server.close();
-});
-
-const readDefault = () => core.readNamespace({ name: 'default' });
+const readDefault = () => kube.core.readNamespace({ name: 'default' });
 
 describe('test controls', () => {
   it('failNext answers matching requests with the given Status, a given number of times', async () => {
-    server.failNext({ method: 'GET', pathPattern: /\/namespaces\/default$/, status: 503, times: 2, retryAfterSeconds: 1 });
+    kube.server.failNext({ method: 'GET', pathPattern: /\/namespaces\/default$/, status: 503, times: 2, retryAfterSeconds: 1 });
     const first = await failureOf(readDefault());
     expect(first.code).toBe(503);
     expect(first.status).toMatchObject({ kind: 'Status', reason: 'ServiceUnavailable', code: 503 });
     expect((await failureOf(readDefault())).code).toBe(503);
-    await core.listNamespace(); // not matched: served
+    await kube.core.listNamespace(); // not matched: served
     expect((await readDefault()).metadata?.name).toBe('default');
-    expect(server.counters.injectedFailures).toBe(2);
+    expect(kube.server.counters.injectedFailures).toBe(2);
   });
 
   it('pause("refuse") resets connections until resume', async () => {
-    server.pause('refuse');
+    kube.server.pause('refuse');
     await expect(readDefault()).rejects.toThrow();
-    server.resume();
+    kube.server.resume();
     expect((await readDefault()).metadata?.name).toBe('default');
   });
 
   it('pause("hang") holds requests unanswered until resume', async () => {
-    server.pause('hang');
+    kube.server.pause('hang');
     let settled = false;
     const pending = readDefault().finally(() => (settled = true));
-    await server.waitForRequest({ method: 'GET', pathPattern: '/namespaces/default' });
-    expect(server.counters.heldRequests).toBe(1);
+    await kube.server.waitForRequest({ method: 'GET', pathPattern: '/namespaces/default' });
+    expect(kube.server.counters.heldRequests).toBe(1);
     expect(settled).toBe(false);
-    server.resume();
+    kube.server.resume();
     expect((await withinBound(pending, 'the held request to be served')).metadata?.name).toBe('default');
   });
 
   it('logs requests for assertions', async () => {
-    server.clearRequests();
-    await core.listNamespacedPod({ namespace: 'default', labelSelector: 'app=x' });
-    expect(server.requests).toEqual([
+    kube.server.clearRequests();
+    await kube.core.listNamespacedPod({ namespace: 'default', labelSelector: 'app=x' });
+    expect(kube.server.requests).toEqual([
       {
         method: 'GET',
         path: '/api/v1/namespaces/default/pods',
@@ -66,14 +55,14 @@ describe('test controls', () => {
         injected: false,
       },
     ]);
-    expect(server.countRequests({ method: 'GET', pathPattern: '/pods' })).toBe(1);
+    expect(kube.server.countRequests({ method: 'GET', pathPattern: '/pods' })).toBe(1);
   });
 
   it('writes a kubeconfig that client-node in a child process can use', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kube-fake-'));
     try {
       const path = join(dir, 'kubeconfig');
-      await server.writeKubeconfig(path, { namespace: 'kube-system' });
+      await kube.server.writeKubeconfig(path, { namespace: 'kube-system' });
       const config = new KubeConfig();
       config.loadFromFile(path);
       expect(config.getContextObject(config.getCurrentContext())?.namespace).toBe('kube-system');

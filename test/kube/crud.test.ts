@@ -7,24 +7,11 @@ import {
   type KubernetesObject,
   type V1Deployment,
 } from '@kubernetes/client-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startKubeApiServer, type KubeApiServer } from './index.ts';
+import { describe, expect, it } from 'vitest';
 import { BUILTIN_RESOURCES, apiVersionOf } from './resources.ts';
-import { failureOf } from './test-helpers.ts';
+import { failureOf, serverPerTest } from './test-helpers.ts';
 
-let server: KubeApiServer;
-let core: CoreV1Api;
-let apps: AppsV1Api;
-
-beforeEach(async () => {
-  server = await startKubeApiServer();
-  core = server.kubeConfig().makeApiClient(CoreV1Api);
-  apps = server.kubeConfig().makeApiClient(AppsV1Api);
-});
-
-afterEach(async () => {
-  await server.close();
-});
+const kube = serverPerTest((config) => ({ core: config.makeApiClient(CoreV1Api), apps: config.makeApiClient(AppsV1Api) }));
 
 function deployment(name: string, replicas = 1): V1Deployment {
   return {
@@ -39,7 +26,7 @@ function deployment(name: string, replicas = 1): V1Deployment {
 
 describe('CRUD', () => {
   it('creates, reads, replaces and deletes with server-owned metadata', async () => {
-    const created = await core.createNamespacedConfigMap({
+    const created = await kube.core.createNamespacedConfigMap({
       namespace: 'default',
       body: { metadata: { name: 'settings' }, data: { a: '1' } },
     });
@@ -48,10 +35,10 @@ describe('CRUD', () => {
     expect(created.metadata?.creationTimestamp).toBeInstanceOf(Date);
     expect(Number(created.metadata?.resourceVersion)).toBeGreaterThan(0);
 
-    const read = await core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' });
+    const read = await kube.core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' });
     expect(read.data).toEqual({ a: '1' });
 
-    const replaced = await core.replaceNamespacedConfigMap({
+    const replaced = await kube.core.replaceNamespacedConfigMap({
       name: 'settings',
       namespace: 'default',
       body: { ...read, data: { a: '2' } },
@@ -60,8 +47,8 @@ describe('CRUD', () => {
     expect(replaced.metadata?.uid).toBe(created.metadata?.uid);
     expect(Number(replaced.metadata?.resourceVersion)).toBeGreaterThan(Number(read.metadata?.resourceVersion));
 
-    await core.deleteNamespacedConfigMap({ name: 'settings', namespace: 'default' });
-    const gone = await failureOf(core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' }));
+    await kube.core.deleteNamespacedConfigMap({ name: 'settings', namespace: 'default' });
+    const gone = await failureOf(kube.core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' }));
     expect(gone.code).toBe(404);
     expect(gone.status).toMatchObject({
       kind: 'Status',
@@ -73,7 +60,7 @@ describe('CRUD', () => {
   });
 
   it('serves every stored built-in kind through discovery-driven KubernetesObjectApi', async () => {
-    const objects = KubernetesObjectApi.makeApiClient(server.kubeConfig());
+    const objects = KubernetesObjectApi.makeApiClient(kube.server.kubeConfig());
     const storedKinds = BUILTIN_RESOURCES.filter((t) => t.verbs.includes('get') && t.kind !== 'CustomResourceDefinition');
     for (const type of storedKinds) {
       const name = `x-${type.singular}`;
@@ -94,25 +81,25 @@ describe('CRUD', () => {
 
   it('deletes collections by label selector', async () => {
     for (const [name, app] of [['a', 'x'], ['b', 'x'], ['c', 'y']]) {
-      await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name, labels: { app } } } });
+      await kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name, labels: { app } } } });
     }
-    await core.deleteCollectionNamespacedConfigMap({ namespace: 'default', labelSelector: 'app=x' });
-    const left = await core.listNamespacedConfigMap({ namespace: 'default' });
+    await kube.core.deleteCollectionNamespacedConfigMap({ namespace: 'default', labelSelector: 'app=x' });
+    const left = await kube.core.listNamespacedConfigMap({ namespace: 'default' });
     expect(left.items.map((i) => i.metadata?.name)).toEqual(['c']);
   });
 
   it('answers 409 AlreadyExists for a duplicate name', async () => {
-    await core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' } } });
-    const duplicate = await failureOf(core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' } } }));
+    await kube.core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' } } });
+    const duplicate = await failureOf(kube.core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 's' } } }));
     expect(duplicate.code).toBe(409);
     expect(duplicate.status).toMatchObject({ reason: 'AlreadyExists', message: 'secrets "s" already exists' });
   });
 
   it('answers 409 Conflict for an update with a stale resourceVersion', async () => {
-    const first = await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'c' } } });
-    await core.replaceNamespacedConfigMap({ name: 'c', namespace: 'default', body: { ...first, data: { x: '1' } } });
+    const first = await kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'c' } } });
+    await kube.core.replaceNamespacedConfigMap({ name: 'c', namespace: 'default', body: { ...first, data: { x: '1' } } });
     const stale = await failureOf(
-      core.replaceNamespacedConfigMap({ name: 'c', namespace: 'default', body: { ...first, data: { x: '2' } } }),
+      kube.core.replaceNamespacedConfigMap({ name: 'c', namespace: 'default', body: { ...first, data: { x: '2' } } }),
     );
     expect(stale.code).toBe(409);
     expect(stale.status.reason).toBe('Conflict');
@@ -120,37 +107,37 @@ describe('CRUD', () => {
   });
 
   it('does not bump resourceVersion for an update that changes nothing', async () => {
-    const created = await core.createNamespacedConfigMap({
+    const created = await kube.core.createNamespacedConfigMap({
       namespace: 'default',
       body: { metadata: { name: 'same' }, data: { a: '1' } },
     });
-    const again = await core.replaceNamespacedConfigMap({ name: 'same', namespace: 'default', body: created });
+    const again = await kube.core.replaceNamespacedConfigMap({ name: 'same', namespace: 'default', body: created });
     expect(again.metadata?.resourceVersion).toBe(created.metadata?.resourceVersion);
   });
 
   it('refuses objects in namespaces that do not exist, and invalid names and labels', async () => {
-    const missing = await failureOf(core.createNamespacedConfigMap({ namespace: 'nope', body: { metadata: { name: 'c' } } }));
+    const missing = await failureOf(kube.core.createNamespacedConfigMap({ namespace: 'nope', body: { metadata: { name: 'c' } } }));
     expect(missing.code).toBe(404);
     expect(missing.status.message).toBe('namespaces "nope" not found');
 
-    const badName = await failureOf(core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'Bad_Name' } } }));
+    const badName = await failureOf(kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'Bad_Name' } } }));
     expect(badName.code).toBe(422);
     expect(badName.status.reason).toBe('Invalid');
 
     const longLabel = { app: 'x'.repeat(64) };
     const badLabel = await failureOf(
-      core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'c', labels: longLabel } } }),
+      kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'c', labels: longLabel } } }),
     );
     expect(badLabel.code).toBe(422);
   });
 
   it('generates names from generateName', async () => {
-    const created = await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { generateName: 'run-' } } });
+    const created = await kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { generateName: 'run-' } } });
     expect(created.metadata?.name).toMatch(/^run-[a-z0-9]{5}$/);
   });
 
   it('turns secret stringData into base64 data', async () => {
-    const secret = await core.createNamespacedSecret({
+    const secret = await kube.core.createNamespacedSecret({
       namespace: 'default',
       body: { metadata: { name: 'token' }, stringData: { key: 'value' } },
     });
@@ -161,23 +148,23 @@ describe('CRUD', () => {
 
 describe('generation', () => {
   it('is bumped by spec changes only, not by metadata or status changes', async () => {
-    const created = await apps.createNamespacedDeployment({ namespace: 'default', body: deployment('web') });
+    const created = await kube.apps.createNamespacedDeployment({ namespace: 'default', body: deployment('web') });
     expect(created.metadata?.generation).toBe(1);
 
-    const labelled = await apps.patchNamespacedDeployment(
+    const labelled = await kube.apps.patchNamespacedDeployment(
       { name: 'web', namespace: 'default', body: { metadata: { labels: { tier: 'front' } } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
     expect(labelled.metadata?.generation).toBe(1);
 
-    const withStatus = await apps.replaceNamespacedDeploymentStatus({
+    const withStatus = await kube.apps.replaceNamespacedDeploymentStatus({
       name: 'web',
       namespace: 'default',
       body: { ...labelled, status: { observedGeneration: 1, replicas: 1 } },
     });
     expect(withStatus.metadata?.generation).toBe(1);
 
-    const scaled = await apps.patchNamespacedDeployment(
+    const scaled = await kube.apps.patchNamespacedDeployment(
       { name: 'web', namespace: 'default', body: { spec: { replicas: 3 } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
@@ -187,13 +174,13 @@ describe('generation', () => {
 
 describe('status subresource', () => {
   it('ignores status on main-resource writes and everything but status on /status writes', async () => {
-    const created = await apps.createNamespacedDeployment({
+    const created = await kube.apps.createNamespacedDeployment({
       namespace: 'default',
       body: { ...deployment('api'), status: { replicas: 9 } },
     });
     expect(created.status).toBeUndefined();
 
-    const statusWrite = await apps.replaceNamespacedDeploymentStatus({
+    const statusWrite = await kube.apps.replaceNamespacedDeploymentStatus({
       name: 'api',
       namespace: 'default',
       body: { ...created, spec: { ...created.spec!, replicas: 5 }, status: { readyReplicas: 1 } },
@@ -201,7 +188,7 @@ describe('status subresource', () => {
     expect(statusWrite.status).toEqual({ readyReplicas: 1 });
     expect(statusWrite.spec?.replicas).toBe(1);
 
-    const mainWrite = await apps.replaceNamespacedDeployment({
+    const mainWrite = await kube.apps.replaceNamespacedDeployment({
       name: 'api',
       namespace: 'default',
       body: { ...statusWrite, spec: { ...statusWrite.spec!, replicas: 2 }, status: { readyReplicas: 7 } },
@@ -209,7 +196,7 @@ describe('status subresource', () => {
     expect(mainWrite.spec?.replicas).toBe(2);
     expect(mainWrite.status).toEqual({ readyReplicas: 1 });
 
-    const patched = await apps.patchNamespacedDeploymentStatus(
+    const patched = await kube.apps.patchNamespacedDeploymentStatus(
       { name: 'api', namespace: 'default', body: { status: { availableReplicas: 1 } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
@@ -219,26 +206,26 @@ describe('status subresource', () => {
 
 describe('finalizers', () => {
   it('keeps a deleted object with finalizers until the last finalizer is removed', async () => {
-    await core.createNamespacedConfigMap({
+    await kube.core.createNamespacedConfigMap({
       namespace: 'default',
       body: { metadata: { name: 'held', finalizers: ['runlet.dev/cleanup'] } },
     });
-    await core.deleteNamespacedConfigMap({ name: 'held', namespace: 'default' });
-    const marked = await core.readNamespacedConfigMap({ name: 'held', namespace: 'default' });
+    await kube.core.deleteNamespacedConfigMap({ name: 'held', namespace: 'default' });
+    const marked = await kube.core.readNamespacedConfigMap({ name: 'held', namespace: 'default' });
     expect(marked.metadata?.deletionTimestamp).toBeInstanceOf(Date);
 
     const addFinalizer = await failureOf(
-      core.patchNamespacedConfigMap(
+      kube.core.patchNamespacedConfigMap(
         { name: 'held', namespace: 'default', body: { metadata: { finalizers: ['runlet.dev/cleanup', 'other/x'] } } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       ),
     );
     expect(addFinalizer.code).toBe(422);
 
-    await core.patchNamespacedConfigMap(
+    await kube.core.patchNamespacedConfigMap(
       { name: 'held', namespace: 'default', body: { metadata: { finalizers: null } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
-    expect((await failureOf(core.readNamespacedConfigMap({ name: 'held', namespace: 'default' }))).code).toBe(404);
+    expect((await failureOf(kube.core.readNamespacedConfigMap({ name: 'held', namespace: 'default' }))).code).toBe(404);
   });
 });

@@ -1,26 +1,15 @@
 import { CoreV1Api } from '@kubernetes/client-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startKubeApiServer, type KubeApiServer } from './index.ts';
-import { failureOf } from './test-helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { failureOf, serverPerTest } from './test-helpers.ts';
 
-let server: KubeApiServer;
-let core: CoreV1Api;
-
-beforeEach(async () => {
-  server = await startKubeApiServer();
-  core = server.kubeConfig().makeApiClient(CoreV1Api);
-});
-
-afterEach(async () => {
-  await server.close();
-});
+const kube = serverPerTest((config) => ({ core: config.makeApiClient(CoreV1Api) }));
 
 async function configMap(name: string, labels: Record<string, string> = {}, namespace = 'default'): Promise<void> {
-  await core.createNamespacedConfigMap({ namespace, body: { metadata: { name, labels } } });
+  await kube.core.createNamespacedConfigMap({ namespace, body: { metadata: { name, labels } } });
 }
 
 async function names(labelSelector?: string, fieldSelector?: string): Promise<string[]> {
-  const list = await core.listNamespacedConfigMap({ namespace: 'default', labelSelector, fieldSelector });
+  const list = await kube.core.listNamespacedConfigMap({ namespace: 'default', labelSelector, fieldSelector });
   return list.items.map((item) => item.metadata!.name!);
 }
 
@@ -50,12 +39,12 @@ describe('list', () => {
   });
 
   it('lists across namespaces on the cluster-wide path, with the list resourceVersion', async () => {
-    await core.createNamespace({ body: { metadata: { name: 'other' } } });
+    await kube.core.createNamespace({ body: { metadata: { name: 'other' } } });
     await configMap('one');
     await configMap('two', {}, 'other');
-    const all = await core.listConfigMapForAllNamespaces();
+    const all = await kube.core.listConfigMapForAllNamespaces();
     expect(all.items.map((i) => `${i.metadata!.namespace}/${i.metadata!.name}`)).toEqual(['default/one', 'other/two']);
-    expect(all.metadata?.resourceVersion).toBe(server.resourceVersion);
+    expect(all.metadata?.resourceVersion).toBe(kube.server.resourceVersion);
     expect(all.items[0]).not.toHaveProperty('kind');
   });
 
@@ -68,7 +57,7 @@ describe('list', () => {
     let firstVersion: string | undefined;
     let page = 0;
     do {
-      const list = await core.listNamespacedConfigMap({ namespace: 'default', limit: 7, _continue: token });
+      const list = await kube.core.listNamespacedConfigMap({ namespace: 'default', limit: 7, _continue: token });
       firstVersion ??= list.metadata?.resourceVersion;
       expect(list.metadata?.resourceVersion).toBe(firstVersion);
       seen.push(...list.items.map((i) => i.metadata!.name!));
@@ -76,7 +65,7 @@ describe('list', () => {
       // Concurrent writes between pages: new objects on both sides of the cursor, one deletion ahead.
       await configMap(`aa-new-${page}`);
       await configMap(`zz-new-${page}`);
-      if (page === 0) await core.deleteNamespacedConfigMap({ name: 'cm-20', namespace: 'default' });
+      if (page === 0) await kube.core.deleteNamespacedConfigMap({ name: 'cm-20', namespace: 'default' });
       page += 1;
     } while (token !== undefined);
 
@@ -86,7 +75,7 @@ describe('list', () => {
   });
 
   it('rejects a malformed continue token', async () => {
-    const bad = await failureOf(core.listNamespacedConfigMap({ namespace: 'default', limit: 1, _continue: '!!' }));
+    const bad = await failureOf(kube.core.listNamespacedConfigMap({ namespace: 'default', limit: 1, _continue: '!!' }));
     expect(bad.code).toBe(400);
     expect(bad.status.message).toContain('continue');
   });

@@ -6,34 +6,21 @@ import {
   setHeaderOptions,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startKubeApiServer, type KubeApiServer } from './index.ts';
-import { failureOf } from './test-helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { failureOf, serverPerTest } from './test-helpers.ts';
 
-let server: KubeApiServer;
-let core: CoreV1Api;
-let objects: KubernetesObjectApi;
-
-beforeEach(async () => {
-  server = await startKubeApiServer();
-  core = server.kubeConfig().makeApiClient(CoreV1Api);
-  objects = KubernetesObjectApi.makeApiClient(server.kubeConfig());
-});
-
-afterEach(async () => {
-  await server.close();
-});
+const kube = serverPerTest((config) => ({ core: config.makeApiClient(CoreV1Api), objects: KubernetesObjectApi.makeApiClient(config) }));
 
 const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 async function configMap(name: string, data: Record<string, string>): Promise<void> {
-  await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name }, data } });
+  await kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name }, data } });
 }
 
 describe('merge-style patches', () => {
   it('applies a JSON merge patch: maps merge, null deletes', async () => {
     await configMap('m', { keep: '1', drop: '2' });
-    const patched = await core.patchNamespacedConfigMap(
+    const patched = await kube.core.patchNamespacedConfigMap(
       { name: 'm', namespace: 'default', body: { data: { drop: null, add: '3' }, metadata: { labels: { l: 'v' } } } },
       merge,
     );
@@ -42,9 +29,9 @@ describe('merge-style patches', () => {
   });
 
   it('drops the nulls of objects inside a value a merge patch sets whole, as kube-apiserver does', async () => {
-    await core.createNamespacedPod({ namespace: 'default', body: { metadata: { name: 'p' }, spec: { containers: [{ name: 'c', image: 'i' }] } } });
+    await kube.core.createNamespacedPod({ namespace: 'default', body: { metadata: { name: 'p' }, spec: { containers: [{ name: 'c', image: 'i' }] } } });
     const containers = [{ name: 'c', image: 'i', workingDir: null, env: [{ name: 'A', value: null }] }];
-    const patched = await objects.patch(
+    const patched = await kube.objects.patch(
       { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'default' }, spec: { containers } } as unknown as KubernetesObject,
       undefined,
       undefined,
@@ -58,10 +45,10 @@ describe('merge-style patches', () => {
   it('treats a strategic merge patch as a merge patch and refuses its directives', async () => {
     await configMap('s', { a: '1' });
     const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
-    const patched = await core.patchNamespacedConfigMap({ name: 's', namespace: 'default', body: { data: { b: '2' } } }, strategic);
+    const patched = await kube.core.patchNamespacedConfigMap({ name: 's', namespace: 'default', body: { data: { b: '2' } } }, strategic);
     expect(patched.data).toEqual({ a: '1', b: '2' });
     const directive = await failureOf(
-      core.patchNamespacedConfigMap({ name: 's', namespace: 'default', body: { data: { $patch: 'replace' } } }, strategic),
+      kube.core.patchNamespacedConfigMap({ name: 's', namespace: 'default', body: { data: { $patch: 'replace' } } }, strategic),
     );
     expect(directive.code).toBe(400);
     expect(directive.status.message).toContain('$patch');
@@ -69,7 +56,7 @@ describe('merge-style patches', () => {
 
   it('applies a JSON patch (client-node default content type), with test operations', async () => {
     await configMap('j', { a: '1' });
-    const patched = await core.patchNamespacedConfigMap({
+    const patched = await kube.core.patchNamespacedConfigMap({
       name: 'j',
       namespace: 'default',
       body: [
@@ -80,7 +67,7 @@ describe('merge-style patches', () => {
     });
     expect(patched.data).toEqual({ b: '2' });
     const failedTest = await failureOf(
-      core.patchNamespacedConfigMap({ name: 'j', namespace: 'default', body: [{ op: 'test', path: '/data/b', value: 'x' }] }),
+      kube.core.patchNamespacedConfigMap({ name: 'j', namespace: 'default', body: [{ op: 'test', path: '/data/b', value: 'x' }] }),
     );
     expect(failedTest.code).toBe(422);
   });
@@ -88,7 +75,7 @@ describe('merge-style patches', () => {
   it('treats a resourceVersion in a patch as a precondition', async () => {
     await configMap('p', { a: '1' });
     const stale = await failureOf(
-      core.patchNamespacedConfigMap({ name: 'p', namespace: 'default', body: { metadata: { resourceVersion: '1' } } }, merge),
+      kube.core.patchNamespacedConfigMap({ name: 'p', namespace: 'default', body: { metadata: { resourceVersion: '1' } } }, merge),
     );
     expect(stale.code).toBe(409);
   });
@@ -96,7 +83,7 @@ describe('merge-style patches', () => {
 
 describe('server-side apply', () => {
   const apply = (object: KubernetesObject, manager = 'runlet-operator', force = true) =>
-    objects.patch(object, undefined, undefined, manager, force, PatchStrategy.ServerSideApply);
+    kube.objects.patch(object, undefined, undefined, manager, force, PatchStrategy.ServerSideApply);
 
   function desired(data: Record<string, string>): KubernetesObject & { data: Record<string, string> } {
     return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'applied', namespace: 'default' }, data };
@@ -117,7 +104,7 @@ describe('server-side apply', () => {
 
   it('removes fields the manager stopped applying, but keeps fields others set', async () => {
     await apply(desired({ a: '1', b: '2' }));
-    await core.patchNamespacedConfigMap({ name: 'applied', namespace: 'default', body: { data: { c: '3' } } }, merge);
+    await kube.core.patchNamespacedConfigMap({ name: 'applied', namespace: 'default', body: { data: { c: '3' } } }, merge);
     const after = await apply(desired({ a: '1' }));
     expect((after as { data?: object }).data).toEqual({ a: '1', c: '3' });
   });
@@ -136,7 +123,7 @@ describe('server-side apply', () => {
   });
 
   it('requires a field manager and accepts YAML bodies', async () => {
-    const response = await server.fetch(`/api/v1/namespaces/default/configmaps/yaml-cm?fieldManager=test`, {
+    const response = await kube.server.fetch(`/api/v1/namespaces/default/configmaps/yaml-cm?fieldManager=test`, {
       method: 'PATCH',
       headers: { 'content-type': PatchStrategy.ServerSideApply },
       body: 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-cm\ndata:\n  k: v\n',
@@ -144,13 +131,13 @@ describe('server-side apply', () => {
     expect(response.status).toBe(201);
     expect(await response.json()).toMatchObject({ metadata: { name: 'yaml-cm', namespace: 'default' }, data: { k: 'v' } });
 
-    const noManager = await failureOf(objects.patch(desired({ a: '1' }), undefined, undefined, undefined, undefined, PatchStrategy.ServerSideApply));
+    const noManager = await failureOf(kube.objects.patch(desired({ a: '1' }), undefined, undefined, undefined, undefined, PatchStrategy.ServerSideApply));
     expect(noManager.code).toBe(400);
   });
 
   it('applies to the status subresource without touching the spec', async () => {
-    const apps = server.kubeConfig().makeApiClient(AppsV1Api);
-    await objects.patch(
+    const apps = kube.server.kubeConfig().makeApiClient(AppsV1Api);
+    await kube.objects.patch(
       {
         apiVersion: 'apps/v1',
         kind: 'Deployment',

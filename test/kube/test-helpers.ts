@@ -1,7 +1,25 @@
-// Helpers for the fake API server's own tests: waiting on events with a bound (never sleeping), watch
-// recording through client-node's Watch, and reading the Status of a failed client-node call.
+// Helpers for the fake API server's own tests: a server per test, waiting on events with a bound (never
+// sleeping), watch recording through client-node's Watch, and reading the Status of a failed client-node call.
 
 import { ApiException, Watch, type KubeConfig } from '@kubernetes/client-node';
+import { afterEach, beforeEach } from 'vitest';
+import { startKubeApiServer, type KubeApiServer } from './index.ts';
+
+/**
+ * A fresh in-memory API server for every test of the calling file, closed after it: the returned object holds
+ * it (`server`) and the clients `connect` makes of it, replaced before each test.
+ */
+export function serverPerTest<Clients extends object>(connect: (kubeConfig: KubeConfig) => Clients): { readonly server: KubeApiServer } & Clients {
+  const fixture = {} as { server: KubeApiServer } & Clients;
+  beforeEach(async () => {
+    const server = await startKubeApiServer();
+    Object.assign(fixture, connect(server.kubeConfig()), { server });
+  });
+  afterEach(async () => {
+    await fixture.server.close();
+  });
+  return fixture;
+}
 
 /** Generous: the tests must pass on a loaded 2-core machine; they only wait this long when failing. */
 export const EVENT_TIMEOUT_MS = 15_000;
