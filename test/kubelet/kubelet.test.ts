@@ -14,6 +14,7 @@ import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { waitFor } from '../support/wait.ts';
 import { HELPER_PORT, MAIN_PORT, TEST_IMAGES, serverDeployment } from './fixtures/server-deployment.ts';
 import { KUBELET_FINALIZER, startKubelet, type Kubelet } from './index.ts';
+import { isAlive } from '../support/process-checks.ts';
 
 let server: KubeApiServer;
 let kubelet: Kubelet;
@@ -83,15 +84,6 @@ async function podsOf(namespace: string, app: string): Promise<V1Pod[]> {
 
 function isReady(pod: V1Pod): boolean {
   return pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function getJson(url: string): Promise<Record<string, unknown>> {

@@ -5,7 +5,6 @@
 // on, less what 1.20 does not serve (kube-1.20.ts), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
 // ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +18,7 @@ import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kub
 import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -29,23 +29,6 @@ export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-op
 const OPERATOR_CONFIG: ConfigLayer = { nativeSidecars: false };
 
 const run = promisify(execFile);
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function readOrEmpty(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
-  }
-}
 
 function isNotFound(error: unknown): boolean {
   return error instanceof ApiException && error.code === 404;

@@ -4,7 +4,6 @@
 // against a stand-in for the cluster's service-account issuer, and record runs in their pod's RunLog through
 // the fake API server, as in a cluster.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,26 +15,10 @@ import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kub
 import { waitFor } from '../support/wait.ts';
 import { REPO, installCrds, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
+import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function readOrEmpty(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
-  }
-}
 
 /** What a test can do to this cluster beyond the shared suite: the API server's and kubelet's controls. */
 export interface LocalCluster extends E2eCluster {
