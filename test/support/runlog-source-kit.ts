@@ -6,7 +6,6 @@ import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 import { pythonApp } from './crd-fixtures.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import { APP_LABEL } from '../../crds/api-group.ts';
 import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from '../kube/index.ts';
 import { RunLogSource, type RunLogSourceOptions } from '../../management/runlog-source.ts';
 import { prepareCluster, type TestCluster as FakeCluster } from './fake-cluster.ts';
@@ -41,24 +40,8 @@ export async function createApp(api: KubeApi, namespace: string, name: string): 
   await api.create(`${GROUP_PATH}/namespaces/${namespace}/apps`, app as KubeObject);
 }
 
-/**
- * Writes a RunLog as a replica's sidecar does: created labelled with its app, its runs in `status`. Creates it
- * when it does not exist yet.
- */
-export async function writeRunLog(api: KubeApi, namespace: string, name: string, appName: string, runs: RunRecord[]): Promise<void> {
-  const collection = `${GROUP_PATH}/namespaces/${namespace}/runlogs`;
-  if ((await api.find(`${collection}/${name}`)) === undefined) {
-    await api.create(collection, {
-      apiVersion: 'runlet.dev/v1alpha1',
-      kind: 'RunLog',
-      metadata: { name, namespace, labels: { [APP_LABEL]: appName } },
-      spec: { appName },
-    } as KubeObject);
-  }
-  // Newest first, as the sidecar writes them.
-  const ordered = [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
-  await api.mergePatch(`${collection}/${name}/status`, { status: { runs: ordered } });
-}
+/** Writes a RunLog as a replica's sidecar does (one writer for every kit: runlogs.ts). */
+export { writeRunLog } from './runlogs.ts';
 
 export async function deleteRunLog(api: KubeApi, namespace: string, name: string): Promise<void> {
   await api.delete(`${GROUP_PATH}/namespaces/${namespace}/runlogs/${name}`);
