@@ -3,28 +3,16 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FIXTURE_APPS, postJson } from '../support/dev-server.ts';
-import { spawnDev, type DevProcess } from '../support/dev-process.ts';
+import { devProcessesPerTest } from '../support/dev-process.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 
 const APP = `${FIXTURE_APPS}/e2e`;
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-async function started(dataDir: string): Promise<DevProcess> {
-  const dev = await spawnDev([APP], dataDir);
-  cleanup.push(async () => {
-    if (dev.child.exitCode === null) dev.child.kill('SIGKILL');
-    await dev.exited;
-  });
-  return dev;
-}
+const devs = devProcessesPerTest([APP]);
 
 async function runOf(url: string, runId: string): Promise<RunRecord | null> {
   const response = await fetch(`${url}/v2/projects/dev/apps/e2e/runs/${runId}`);
@@ -35,8 +23,8 @@ describe('drain', () => {
   it('on SIGTERM finishes an async run with its webhook and a stream in flight, refuses new runs, exits 0', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-drain-'));
     const receiver = await WebhookReceiver.start();
-    cleanup.push(() => receiver.close());
-    const dev = await started(dataDir);
+    devs.defer(() => receiver.close());
+    const dev = await devs.start(dataDir);
 
     const accepted = await postJson(`${dev.url}/v4/dev/e2e/sleep?async=true&webhookEndpoint=${encodeURIComponent(receiver.url)}`, { seconds: 3 });
     const asyncId = ((await accepted.json()) as { run_id: string }).run_id;
@@ -60,21 +48,21 @@ describe('drain', () => {
     expect(JSON.parse(receiver.deliveries[0]!.body)).toMatchObject({ run_id: asyncId, status: 'success', result: 3 });
     expect(await dev.exited).toBe(0);
 
-    const again = await started(dataDir);
+    const again = await devs.start(dataDir);
     expect(await runOf(again.url, asyncId)).toMatchObject({ status: 'success', webhook: { state: 'delivered', attempts: 1 } });
     expect(await runOf(again.url, streamId)).toMatchObject({ status: 'success', mode: 'stream' });
   });
 
   it('keeps an accepted async run listed when the process is killed right after the 202', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-kill-'));
-    const dev = await started(dataDir);
+    const dev = await devs.start(dataDir);
     const accepted = await postJson(`${dev.url}/v4/dev/e2e/sleep?async=true`, { seconds: 30 });
     expect(accepted.status).toBe(202);
     dev.child.kill('SIGKILL');
     await dev.exited;
     const runId = ((await accepted.json()) as { run_id: string }).run_id;
 
-    const again = await started(dataDir);
+    const again = await devs.start(dataDir);
     const record = await runOf(again.url, runId);
     expect(record).not.toBeNull();
     // Listed, and not left pending forever: the restarted process knows nothing will complete it.
@@ -83,7 +71,7 @@ describe('drain', () => {
 
   it('drains through the admin endpoint, which answers once drained', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-admin-drain-'));
-    const dev = await started(dataDir);
+    const dev = await devs.start(dataDir);
     const accepted = await postJson(`${dev.url}/v4/dev/e2e/sleep?async=true`, { seconds: 1 });
     const runId = ((await accepted.json()) as { run_id: string }).run_id;
     expect((await fetch(`${dev.url}/admin/ready`)).status).toBe(200);

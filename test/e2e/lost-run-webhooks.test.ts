@@ -5,29 +5,17 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNS_DB_FILE_NAME } from '../../sidecar/runs/sqlite-run-store.ts';
 import { WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER } from '../../sidecar/webhook/sign.ts';
 import { FIXTURE_APPS, postJson } from '../support/dev-server.ts';
-import { spawnDev, type DevProcess } from '../support/dev-process.ts';
+import { devProcessesPerTest, type DevProcess } from '../support/dev-process.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 
 const APP = `${FIXTURE_APPS}/e2e`;
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-async function started(dataDir: string): Promise<DevProcess> {
-  const dev = await spawnDev([APP], dataDir);
-  cleanup.push(async () => {
-    if (dev.child.exitCode === null) dev.child.kill('SIGKILL');
-    await dev.exited;
-  });
-  return dev;
-}
+const devs = devProcessesPerTest([APP]);
 
 async function killed(dev: DevProcess): Promise<void> {
   dev.child.kill('SIGKILL');
@@ -71,15 +59,15 @@ describe('runs lost with a killed runlet dev', () => {
   it.each([true, false])('delivers the failure of a run in flight (async: %s), unsigned, once, after the restart', async (isAsync) => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-lost-webhook-'));
     const receiver = await WebhookReceiver.start();
-    cleanup.push(() => receiver.close());
-    const dev = await started(dataDir);
+    devs.defer(() => receiver.close());
+    const dev = await devs.start(dataDir);
     const runId = await runningRun(dev.url, receiver, { async: isAsync, seconds: 30 });
     await waitFor(async () => (await runOf(dev.url, runId))?.status === 'running', { what: 'the run to start' });
     expect(storedDestination(dataDir, runId)).toBe(receiver.at(DESTINATION).href);
     await killed(dev);
     expect(receiver.deliveries).toHaveLength(0);
 
-    const again = await started(dataDir);
+    const again = await devs.start(dataDir);
     await receiver.received(1);
     const delivery = receiver.deliveries[0]!;
     expect(delivery.path).toBe(DESTINATION);
@@ -101,7 +89,7 @@ describe('runs lost with a killed runlet dev', () => {
     expect(storedDestination(dataDir, runId)).toBeNull();
 
     await killed(again);
-    const third = await started(dataDir);
+    const third = await devs.start(dataDir);
     expect(await runOf(third.url, runId)).toMatchObject({ webhook: { state: 'delivered' } });
     expect(receiver.deliveries).toHaveLength(1);
   });
@@ -109,13 +97,13 @@ describe('runs lost with a killed runlet dev', () => {
   it('does not deliver again a webhook delivered before the kill', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-lost-webhook-'));
     const receiver = await WebhookReceiver.start();
-    cleanup.push(() => receiver.close());
-    const dev = await started(dataDir);
+    devs.defer(() => receiver.close());
+    const dev = await devs.start(dataDir);
     const runId = await runningRun(dev.url, receiver, { async: true, seconds: 0 });
     await waitFor(async () => (await runOf(dev.url, runId))?.webhook?.state === 'delivered', { what: 'the webhook to be delivered' });
     await killed(dev);
 
-    const again = await started(dataDir);
+    const again = await devs.start(dataDir);
     expect(await runOf(again.url, runId)).toMatchObject({ status: 'success', webhook: { state: 'delivered', attempts: 1 } });
     expect(receiver.deliveries).toHaveLength(1);
     expect(receiver.deliveries[0]!.headers[WEBHOOK_SIGNATURE_HEADER]).toBeDefined();
@@ -124,15 +112,15 @@ describe('runs lost with a killed runlet dev', () => {
   it('records a delivery the kill interrupted as failed, without the destination, when the run had finished', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-lost-webhook-'));
     const receiver = await WebhookReceiver.start(['hang']);
-    cleanup.push(() => receiver.close());
-    const dev = await started(dataDir);
+    devs.defer(() => receiver.close());
+    const dev = await devs.start(dataDir);
     const runId = await runningRun(dev.url, receiver, { async: true, seconds: 0 });
     await receiver.received(1);
     // Read through the store, which commits the run's success first.
     expect(await runOf(dev.url, runId)).toMatchObject({ status: 'success', webhook: { state: 'pending' } });
     await killed(dev);
 
-    const again = await started(dataDir);
+    const again = await devs.start(dataDir);
     expect(await runOf(again.url, runId)).toMatchObject({
       status: 'success',
       webhook: { state: 'failed', lastError: 'not delivered: runlet dev stopped while delivering it' },

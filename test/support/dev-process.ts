@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
+import { afterEach } from 'vitest';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 
@@ -35,4 +36,32 @@ export async function spawnDev(appDirs: string[], dataDir: string, extraArgs: st
     void exited.then((code) => reject(new Error(`runlet dev exited (${code}) before it was ready:\n${output}`)));
   });
   return { url, child, output: () => output, exited };
+}
+
+export interface DevProcessesPerTest {
+  /** Spawns `runlet dev` on the app folders with this data dir; it is killed (if still running) after the test. */
+  start(dataDir: string): Promise<DevProcess>;
+  /** Another clean-up step for after the test; steps run last first. */
+  defer(step: () => Promise<unknown>): void;
+}
+
+/** For the tests of a file that start `runlet dev` processes and must leave none behind. */
+export function devProcessesPerTest(appDirs: string[]): DevProcessesPerTest {
+  const cleanup: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const step of cleanup.splice(0).reverse()) await step();
+  });
+  return {
+    async start(dataDir) {
+      const dev = await spawnDev(appDirs, dataDir);
+      cleanup.push(async () => {
+        if (dev.child.exitCode === null) dev.child.kill('SIGKILL');
+        await dev.exited;
+      });
+      return dev;
+    },
+    defer(step) {
+      cleanup.push(step);
+    },
+  };
 }
