@@ -132,8 +132,7 @@ export function createRunInterface(replica: Replica): RunInterface {
       return;
     }
     const run = lifecycle.admitNow(call, 'sync') ?? (await lifecycle.admitQueued(call, 'sync'));
-    const relay = { response: () => streamedResponse(exchange), keepResult: webhook !== null };
-    await lifecycle.complete(run, call, runSync(run, target, recorder, body, exchange.answer, relay));
+    await lifecycle.complete(run, call, runSync(run, target, recorder, body, exchange, webhook !== null));
   }
 
   /** The body of a Python function's call that the front read whole, checked. */

@@ -8,6 +8,7 @@ import { PROBLEM_CONTENT_TYPE } from '../../crds/problem.ts';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
+import { streamedResponse, type Exchange } from '../exchange.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import type { RuntimeAnswer } from '../runtimes/runtime-client.ts';
 import type { RunOutcome } from './outcome.ts';
@@ -15,37 +16,29 @@ import { callRecorded, recordFailedExchange } from '../runtimes/python-call.ts';
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
-/** How a large result reaches the caller as it arrives. */
-export interface ResultRelay {
-  /** A response on the caller's connection to write it into (asked for only when the result is large). */
-  response: () => ServerResponse;
-  /** A webhook will be sent the result: keep one copy of it. */
-  keepResult: boolean;
-}
-
 export async function runSync(
   run: ActiveRun,
   target: AppTarget,
   recorder: RunRecorder,
   body: Buffer,
-  response: AnswerSink,
-  relay: ResultRelay | null = null,
+  exchange: Exchange,
+  /** A webhook will be sent the result: a large one is relayed keeping one copy of it. */
+  keepResult: boolean,
 ): Promise<RunOutcome> {
-  const answer = await callRecorded(run, target, recorder, body, false, relay !== null);
-  if (answer.kind === 'relayed-result') return relayResult(run, recorder, answer.body, relay!);
+  const answer = await callRecorded(run, target, recorder, body, false, true);
+  if (answer.kind === 'relayed-result') return relayResult(run, recorder, answer.body, streamedResponse(exchange), keepResult);
   const outcome = settle(run, recorder, answer);
-  sendPlainAnswer(response, run.record.id, answer, outcome);
+  sendPlainAnswer(exchange.answer, run.record.id, answer, outcome);
   return outcome;
 }
 
 /** Writes a large result into the caller's answer as the runtime sends it, then records the run. */
-async function relayResult(run: ActiveRun, recorder: RunRecorder, result: Readable, relay: ResultRelay): Promise<RunOutcome> {
+async function relayResult(run: ActiveRun, recorder: RunRecorder, result: Readable, response: ServerResponse, keepResult: boolean): Promise<RunOutcome> {
   const runId = run.record.id;
-  const response = relay.response();
   // Chunked: the run time, in the envelope's last member, is known only once the result has passed.
   response.writeHead(200, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', runId]);
   response.write('{"run_id":"' + runId + '","result":');
-  const decoder = relay.keepResult ? new StringDecoder('utf8') : null;
+  const decoder = keepResult ? new StringDecoder('utf8') : null;
   let kept = '';
   try {
     for await (const chunk of result) {
