@@ -1,0 +1,38 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { testLogger } from '../../test/support/logger.ts';
+import { waitFor } from '../../test/support/wait.ts';
+import { AppTarget } from '../apps.ts';
+import { RuntimeWatcher } from './runtime-watch.ts';
+
+describe('the watch of a pod runtime’s health', () => {
+  let server: Server | undefined;
+  let watcher: RuntimeWatcher | undefined;
+  const target = new AppTarget({ projectId: 'p', appName: 'hello', runtime: 'python', replicaConcurrency: 2, responseGracePeriodSeconds: 60 });
+  afterEach(async () => {
+    watcher?.stop();
+    await target.detach();
+    if (server?.listening) await new Promise((resolve) => server!.close(resolve));
+  });
+
+  it('attaches a runtime answering 2xx, pauses it (not detaches) while it answers 503, and detaches it once it is gone', async () => {
+    let status = 200;
+    server = createServer((_request, response) => response.writeHead(status).end());
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    watcher = new RuntimeWatcher(target, { origin, readyPath: '/healthz', intervalMs: 20 }, testLogger());
+    watcher.start();
+
+    await waitFor(() => target.ready, { what: 'the runtime attached' });
+    status = 503; // the runtime drains or recycles itself: calls in flight must keep their connections
+    await waitFor(() => !target.ready, { what: 'the app paused' });
+    expect(target.origin, 'paused, still attached').toBe(origin);
+
+    status = 200;
+    await waitFor(() => target.ready, { what: 'the app taking calls again' });
+    server.closeAllConnections();
+    await new Promise((resolve) => server!.close(resolve));
+    await waitFor(() => target.origin === null, { what: 'the gone runtime detached' });
+  });
+});
