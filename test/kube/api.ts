@@ -11,6 +11,7 @@ import { paginate, parseLimit } from './paging.ts';
 import { parseResourcePath, type ResourcePath } from './paths.ts';
 import { apiVersionOf, resourceKey, type ResourceRegistry, type ResourceType } from './resources.ts';
 import { combine, parseFieldSelector, parseLabelSelector, type ObjectPredicate } from './selectors.ts';
+import { scaledParent, scaleOf, servesScale } from './scale.ts';
 import { badRequest, methodNotAllowed, resourceNotServed, successStatus } from './status.ts';
 import type { ObjectStore } from './store.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
@@ -107,6 +108,8 @@ interface Target {
   type: ResourceType;
   path: ResourcePath;
   subresource: 'status' | undefined;
+  /** The request is for the object's `/scale` subresource (scale.ts). */
+  scale?: true;
 }
 
 function resolve(ctx: ApiContext, pathname: string): Target {
@@ -114,6 +117,7 @@ function resolve(ctx: ApiContext, pathname: string): Target {
   const type = path && ctx.registry.find(path.group, path.version, path.plural);
   if (path === undefined || type === undefined) throw resourceNotServed(pathname);
   if (path.namespace !== undefined && !type.namespaced) throw resourceNotServed(pathname);
+  if (path.subresource === 'scale' && servesScale(type) && path.name !== undefined) return { type, path, subresource: undefined, scale: true };
   if (path.subresource !== undefined && !(path.subresource === 'status' && type.hasStatus)) {
     throw resourceNotServed(pathname);
   }
@@ -214,7 +218,19 @@ function collection(ctx: ApiContext, target: Target, request: ApiRequest, res: S
   throw methodNotAllowed(request.method, request.url.pathname);
 }
 
+/** GET, PUT or PATCH of a `/scale` subresource: a change of the parent's `spec.replicas` only. */
+function scaleItem(ctx: ApiContext, { type, path }: Target, request: ApiRequest): ApiReply {
+  const name = path.name!;
+  const parent = ctx.lifecycle.get(type, path.namespace, name);
+  if (request.method === 'GET') return ok(scaleOf(parent));
+  if (request.method !== 'PUT' && request.method !== 'PATCH') throw methodNotAllowed(request.method, request.url.pathname);
+  const contentType = request.method === 'PATCH' ? request.contentType.split(';')[0]!.trim() : undefined;
+  const scaled = scaledParent(type, parent, { contentType, body: parseBody(request) });
+  return ok(scaleOf(ctx.lifecycle.replace(type, path.namespace, name, scaled, undefined)));
+}
+
 function item(ctx: ApiContext, target: Target, request: ApiRequest): ApiReply {
+  if (target.scale) return scaleItem(ctx, target, request);
   const { type, path, subresource } = target;
   const name = path.name!;
   const query = request.url.searchParams;

@@ -2,6 +2,7 @@
 // from the registry. KubernetesObjectApi reads the resource lists to map apiVersion+kind to a URL.
 
 import { apiVersionOf, type ResourceRegistry, type ResourceType } from './resources.ts';
+import { servesScale } from './scale.ts';
 
 interface GroupVersionForDiscovery {
   groupVersion: string;
@@ -53,9 +54,14 @@ function apiResources(type: ResourceType): object[] {
     kind: type.kind,
     verbs: type.verbs,
   };
-  if (!type.hasStatus) return [resource];
-  const status = { name: `${type.plural}/status`, singularName: '', namespaced: type.namespaced, kind: type.kind };
-  return [resource, { ...status, verbs: ['get', 'patch', 'update'] }];
+  const subresources: object[] = [];
+  if (type.hasStatus) {
+    subresources.push({ name: `${type.plural}/status`, singularName: '', namespaced: type.namespaced, kind: type.kind, verbs: ['get', 'patch', 'update'] });
+  }
+  if (servesScale(type)) {
+    subresources.push({ name: `${type.plural}/scale`, singularName: '', namespaced: type.namespaced, group: 'autoscaling', version: 'v1', kind: 'Scale', verbs: ['get', 'patch', 'update'] });
+  }
+  return [resource, ...subresources];
 }
 
 /** `undefined` when the group/version is not served. */
