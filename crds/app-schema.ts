@@ -224,6 +224,17 @@ export const AppRunCountsSchema = Struct(
   { description: "Counters rolled up from the replicas' RunLogs." },
 );
 
+export const ScalingDecisionSchema = Struct(
+  {
+    time: DateTime(),
+    from: Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas wanted before the decision.' }),
+    to: Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas wanted after it.' }),
+    reason: Type.String({ description: 'Why, in one CamelCase word: ScaledUp, Panic, Cooldown, ScaledToZero, ColdStart, Overridden, ….' }),
+    message: Type.String({ description: 'Why, for a person: the load measured and the target.' }),
+  },
+  { description: "The autoscaler's last change of the replicas wanted." },
+);
+
 export const AppStatusSchema = Struct({
   observedGeneration: Type.Optional(Type.Integer({ minimum: 0, format: 'int64' })),
   conditions: Type.Optional(
@@ -231,6 +242,8 @@ export const AppStatusSchema = Struct({
   ),
   replicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32' })),
   readyReplicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32' })),
+  desiredReplicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas the autoscaler wants (autoscaled Apps).' })),
+  lastScaling: Type.Optional(ScalingDecisionSchema),
   url: Type.Optional(Type.String({ description: 'Base URL of the run interface for this app.' })),
   runs: Type.Optional(AppRunCountsSchema),
 });
@@ -246,6 +259,7 @@ export const AppSchema = Struct({
 export type App = Static<typeof AppSchema>;
 export type AppSpec = Static<typeof AppSpecSchema>;
 export type AppStatus = Static<typeof AppStatusSchema>;
+export type ScalingDecisionRecord = Static<typeof ScalingDecisionSchema>;
 export type AppRuntime = Static<typeof RuntimeSchema>;
 export type PythonRuntime = Static<typeof PythonRuntimeSchema>;
 export type CustomRuntime = Static<typeof CustomRuntimeSchema>;

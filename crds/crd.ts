@@ -55,7 +55,9 @@ export function appCrd(): CustomResourceDefinition {
     spec: AppSpecSchema,
     status: AppStatusSchema,
     columns: [
+      { name: 'Desired', type: 'integer', jsonPath: '.status.desiredReplicas', description: 'Replicas the autoscaler wants.' },
       { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas', description: 'Replicas ready to take runs.' },
+      { name: 'Scaling', type: 'string', jsonPath: '.status.lastScaling.reason', description: "The autoscaler's last decision.", priority: 1 },
       { name: 'URL', type: 'string', jsonPath: '.status.url', description: 'Base URL of the run interface.' },
       AGE_COLUMN,
     ],

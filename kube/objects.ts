@@ -9,6 +9,14 @@ export interface OwnerReference {
   blockOwnerDeletion?: boolean;
 }
 
+/** Who set which fields, as server-side apply records it (`fieldsV1` in the FieldsV1 `f:<name>` shape). */
+export interface ManagedFieldsEntry {
+  manager?: string;
+  operation?: string;
+  subresource?: string;
+  fieldsV1?: Record<string, unknown>;
+}
+
 export interface ObjectMeta {
   name?: string;
   namespace?: string;
@@ -18,7 +26,7 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   ownerReferences?: OwnerReference[];
-  managedFields?: unknown[];
+  managedFields?: ManagedFieldsEntry[];
 }
 
 /** Any object as the API server serves it: only the metadata is typed. */

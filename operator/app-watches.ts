@@ -10,12 +10,14 @@ import type { App } from '../crds/app-schema.ts';
 import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
 import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import type { PodObject } from './runlog-verdict.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
 export interface DeploymentObject extends KubeObject {
+  spec?: { replicas?: number };
   status?: { replicas?: number; readyReplicas?: number };
 }
 
@@ -64,8 +66,17 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     path: '/apis/apps/v1/deployments',
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('deployments', reason),
-    // Which App owns it and how many replicas are ready: not the pod template.
-    transform: (deployment) => ({ ...metadataOnly(deployment), status: { replicas: deployment.status?.replicas, readyReplicas: deployment.status?.readyReplicas } }),
+    // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how many
+    // replicas are ready: not the pod template.
+    transform: (deployment) => {
+      const identity = metadataOnly(deployment);
+      return {
+        ...identity,
+        metadata: { ...identity.metadata, managedFields: replicasOwners(deployment) },
+        spec: { replicas: deployment.spec?.replicas },
+        status: { replicas: deployment.status?.replicas, readyReplicas: deployment.status?.readyReplicas },
+      };
+    },
     handlers: {
       onUpsert: (deployment, previous) => {
         if (deploymentEventMatters(deployment, previous)) reconcileSoon(deployment.metadata?.namespace, owningAppName(deployment));

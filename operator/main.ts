@@ -16,6 +16,7 @@ import { LeaderElector } from '../kube/leader.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
+import { AUTOSCALER_FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { mountManagementApi } from './management.ts';
@@ -69,7 +70,10 @@ export interface Operator {
 export function createOperator(options: OperatorOptions): Operator {
   const { config } = options;
   const logger = options.logger ?? pino({ name: 'runlet-operator', level: config.logLevel }, pino.destination({ dest: 2, sync: false }));
-  const api = new KubeApi(kubeConfigCredentials(options.kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
+  const credentials = kubeConfigCredentials(options.kubeConfig);
+  const api = new KubeApi(credentials, { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
+  // The autoscaler's writes carry a field manager of their own: it, not the operator, owns spec.replicas.
+  const autoscalerApi = new KubeApi(credentials, { fieldManager: AUTOSCALER_FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
   const rbac = new SidecarRbacApplier(api);
   const watchdogMs = config.watchdogSeconds * 1000;
@@ -132,7 +136,7 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, logger }), metrics, logger });
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, autoscalerApi, config, apps: appCache, deployments: watches.deployments, rbac, logger }), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
@@ -207,7 +211,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await duties.ended();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
-      await api.close();
+      await Promise.all([api.close(), autoscalerApi.close()]);
       logger.info('operator stopped');
     },
   };

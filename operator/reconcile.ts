@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { applyAppDefaults, validateApp } from '../crds/validate.ts';
 import { nextAppStatus, ownedStatusDiffers, type DeploymentReplicas, type Observation } from './app-status.ts';
+import { autoscales, replicasToApply, takeReplicas, type ScaledDeployment } from './autoscaling/replicas-owner.ts';
 import type { RenderConfig } from './config.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
@@ -12,7 +13,7 @@ import { refOf, resourcePath, type KubeObject, type ObjectRef } from '../kube/ob
 import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
 import { owningAppName } from './render/labels.ts';
-import { appUrl } from './render/names.ts';
+import { appUrl, childName } from './render/names.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
 
 export interface ReconcilerDeps {
@@ -21,6 +22,10 @@ export interface ReconcilerDeps {
   /** The App watch's cache. */
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
+  /** The Deployment watch's cache: who owns `spec.replicas` now. */
+  deployments: { get(namespace: string, name: string): ScaledDeployment | undefined };
+  /** Applies as the autoscaler's field manager: hands `spec.replicas` of autoscaled Apps over to it. */
+  autoscalerApi: KubeApi;
   logger: Logger;
   now?: () => Date;
 }
@@ -98,10 +103,12 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
     try {
       const code = await readCode(app);
       await deps.rbac.ensure(namespace);
-      const children = renderAppChildren(app, config, code.hash);
+      const replicas = replicasToApply(app.spec.scaling, deps.deployments.get(namespace, childName(app)));
+      const children = renderAppChildren(app, config, code.hash, replicas);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
-      const deployment = applied.find((child) => child.kind === 'Deployment') as { status?: DeploymentReplicas } | undefined;
+      const deployment = applied.find((child) => child.kind === 'Deployment') as (ScaledDeployment & { status?: DeploymentReplicas }) | undefined;
+      if (deployment !== undefined && autoscales(app.spec.scaling)) await takeReplicas(deps.autoscalerApi, deployment);
       await writeStatus(app, {
         kind: 'applied',
         children: applied.map((child) => refOf(child).kind),

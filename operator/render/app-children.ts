@@ -14,11 +14,12 @@ export interface AppChildren {
   remove: ObjectRef[];
 }
 
-export function renderAppChildren(app: App, config: RenderConfig, codeHash: string | undefined): AppChildren {
+/** `replicas`: as renderDeployment takes it. */
+export function renderAppChildren(app: App, config: RenderConfig, codeHash: string | undefined, replicas?: number | null): AppChildren {
   const ingressRef: ObjectRef = { apiVersion: 'networking.k8s.io/v1', kind: 'Ingress', namespace: namespaceOf(app), name: childName(app) };
   return {
     apply: [
-      renderDeployment(app, config, codeHash),
+      renderDeployment(app, config, codeHash, replicas),
       renderService(app),
       ...(config.ingress === null ? [] : [renderIngress(app, config.ingress)]),
     ],

@@ -18,9 +18,10 @@ import { renderSidecarContainer } from './sidecar-container.ts';
 
 /**
  * `codeHash`: digest of the code ConfigMap's content (render/code-hash.ts), undefined when the code is baked,
- * the runtime is custom, or the ConfigMap does not exist yet.
+ * the runtime is custom, or the ConfigMap does not exist yet. `replicas`: the size to apply, or null to leave
+ * `spec.replicas` to the autoscaler (autoscaling/replicas-owner.ts); the App's minimum by default.
  */
-export function renderDeployment(app: App, config: RenderConfig, codeHash: string | undefined): V1Deployment {
+export function renderDeployment(app: App, config: RenderConfig, codeHash: string | undefined, replicas: number | null = app.spec.scaling.minReplicas): V1Deployment {
   const { scaling } = app.spec;
   const appContainer = renderAppContainer(app, config);
   const sidecarContainer = renderSidecarContainer(app, config);
@@ -35,8 +36,7 @@ export function renderDeployment(app: App, config: RenderConfig, codeHash: strin
     kind: 'Deployment',
     metadata: childMetadata(app, childName(app)),
     spec: {
-      // Autoscaling is not the operator's yet: the App runs its minimum.
-      replicas: scaling.minReplicas,
+      ...(replicas === null ? {} : { replicas }),
       selector: { matchLabels: selectorLabels(app) },
       template: {
         metadata: {
