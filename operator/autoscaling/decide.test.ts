@@ -170,6 +170,17 @@ describe('warm', () => {
     expect(burst.at(-1)!.desiredReplicas).toBe(10);
   });
 
+  it('panics at a burst of just twice the ready capacity within 3 s, as its seconds outweigh the calm ones', () => {
+    const sim = new Simulation(settingsOf({}), { replicas: 1 });
+    sim.run(60, () => ({ inFlight: 5 }));
+    const burst = sim.run(3, () => ({ inFlight: 20 }));
+    expect(burst.map((decision) => [decision.desiredReplicas, decision.mode])).toEqual([
+      [1, 'stable'],
+      [1, 'stable'],
+      [2, 'panic'],
+    ]);
+  });
+
   it('never goes above maxReplicas, and says so', () => {
     const sim = new Simulation(settingsOf({ maxReplicas: 4 }), { replicas: 1 });
     const decisions = sim.run(20, () => ({ inFlight: 10, queued: 500 }));
