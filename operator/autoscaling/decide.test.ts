@@ -145,6 +145,16 @@ describe('cold start from zero', () => {
     expect(decisions.at(-1)).toMatchObject({ reason: 'WaitingForReady', mode: 'cold' });
   });
 
+  it('does not take a Deployment seen before the first replica was ready for one at zero', () => {
+    const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
+    const sample = { replicasReporting: 0, readyReplicas: 0, inFlight: 0, queued: 0, requestsPerSecond: 0, held: 0 };
+    autoscaler.observe({ ...sample, at: T0, held: 5 });
+    expect(autoscaler.decide(T0, { replicas: 0, readyReplicas: 0 }).desiredReplicas).toBe(1);
+    autoscaler.observe({ ...sample, at: T0 + 3 * SECOND, replicasReporting: 1, readyReplicas: 1, inFlight: 5 });
+    // The Deployment as a cache not yet updated shows it: the replica that reports ready is not scaled away.
+    expect(autoscaler.decide(T0 + 3 * SECOND, { replicas: 0, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 1, mode: 'cold' });
+  });
+
   it('starts the idle countdown when the replica is ready, not when the call came', () => {
     const sim = new Simulation(settingsOf({ minReplicas: 0, cooldown: 10 }), { replicas: 0, startSeconds: 30 });
     // The one call gives up while the replica starts: nothing ever reaches the replica.

@@ -92,8 +92,10 @@ export class AppAutoscaler {
   /** The replicas the App should have at `now`, given its Deployment. */
   decide(now: number, deployment: DeploymentScale): ScalingDecision {
     this.#noteReady(now, deployment.readyReplicas);
-    // The scale to zero took effect (or someone scaled the Deployment to zero).
-    if (this.#phase.kind === 'warm' && deployment.replicas === 0) this.#phase = { kind: 'zero' };
+    // The scale to zero took effect (or someone scaled the Deployment to zero). A replica the load reports
+    // still show ready means the Deployment seen is older than they are: not at zero yet.
+    const atZero = deployment.replicas === 0 && deployment.readyReplicas === 0 && (this.#latest?.readyReplicas ?? 0) === 0;
+    if (this.#phase.kind === 'warm' && atZero) this.#phase = { kind: 'zero' };
     const { minReplicas, maxReplicas } = this.#settings;
     const firstReplicas = clamp(Math.max(1, minReplicas), minReplicas, maxReplicas);
     switch (this.#phase.kind) {
@@ -117,7 +119,8 @@ export class AppAutoscaler {
   #decideWarm(now: number, deployment: DeploymentScale): ScalingDecision {
     const { minReplicas, maxReplicas, cooldownMs } = this.#settings;
     const want = this.#wantOfWindows(now, deployment);
-    let { replicas, mode, reason, message } = want;
+    const mode = want.mode;
+    let { replicas, reason, message } = want;
 
     if (want.reason !== 'NoLoadReported') {
       this.#recentWants.record(now, want.replicas);
