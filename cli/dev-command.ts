@@ -114,8 +114,11 @@ async function appHint(app: LoadedApp): Promise<AppHint> {
   return { name: app.name, custom, functions };
 }
 
+/** [scaling] keys about replicas: `runlet dev` runs one replica per app, so only a cluster applies them. */
+const CLUSTER_ONLY_SCALING_KEYS = ['min_replicas', 'max_replicas', 'cooldown', 'scaling_metric', 'scaling_target', 'cold_start_timeout'];
+
 function banner(url: string, project: string, apps: AppHint[], ready: boolean): string {
-  const lines = ['', `runlet dev: listening on ${url}`, ''];
+  const lines = ['', `runlet dev: listening on ${url}`, `runlet dev runs one replica per app and ignores [scaling] ${CLUSTER_ONLY_SCALING_KEYS.join(', ')}`, ''];
   for (const app of apps) {
     lines.push(`  app ${app.name}${app.custom ? ' (custom: its server answers every path under the app)' : ''}`);
     lines.push(app.custom ? `    run:  ANY  ${url}/v4/${project}/${app.name}/{path}` : `    run:  POST ${url}/v4/${project}/${app.name}/{function}`);

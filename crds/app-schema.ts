@@ -87,10 +87,13 @@ export const ResourcesSchema = Struct(
   { description: 'Hardware of each replica ([hardware] in service.toml).' },
 );
 
+/** What `scalingTarget` measures; crds/app-schema.ts and the autoscaler (operator/autoscaling/) share it. */
+export const SCALING_METRICS = ['concurrency_utilization', 'requests_per_second'] as const;
+
 export const ScalingSchema = Struct(
   {
-    minReplicas: Type.Integer({ minimum: 0, maximum: 100, default: 1 }),
-    maxReplicas: Type.Integer({ minimum: 1, maximum: 100, default: 1 }),
+    minReplicas: Type.Integer({ minimum: 0, maximum: 100, default: 1, description: 'Fewest replicas; 0 lets an idle app scale to zero.' }),
+    maxReplicas: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'Most replicas the autoscaler starts.' }),
     replicaConcurrency: Type.Integer({
       minimum: 1,
       maximum: 1000,
@@ -104,19 +107,66 @@ export const ScalingSchema = Struct(
       unit: 'seconds',
       description: 'Longest a run may take (seconds, at most 12 h); also bounds the drain on shutdown.',
     }),
+    cooldown: Type.Integer({
+      minimum: 0,
+      maximum: 3600,
+      default: 60,
+      unit: 'seconds',
+      description: 'Seconds of lower load before replicas are removed, and of no call before an app with minReplicas 0 goes to zero.',
+    }),
+    scalingMetric: StringEnum(SCALING_METRICS, {
+      default: 'concurrency_utilization',
+      description: 'concurrency_utilization: calls in flight and queued as a share of replicaConcurrency; requests_per_second: calls started per second.',
+    }),
+    scalingTarget: Type.Optional(
+      Type.Number({
+        minimum: 0,
+        maximum: 100000,
+        description:
+          'Per-replica target of scalingMetric: a percentage of replicaConcurrency from 1 to 100 (default 70), or requests per second above 0 (default 10).',
+      }),
+    ),
+    coldStartTimeout: Type.Integer({
+      minimum: 1,
+      maximum: 3600,
+      default: 60,
+      unit: 'seconds',
+      description: 'Longest a call waits for a replica while the app is at zero; then 503 with Retry-After.',
+    }),
   },
   {
     default: {},
-    description: 'Replicas and per-replica admission ([scaling] in service.toml).',
-    ...withRules<{ minReplicas?: number; maxReplicas?: number }>({
-      rule: '!has(self.minReplicas) || !has(self.maxReplicas) || self.maxReplicas >= self.minReplicas',
-      message: '{maxReplicas} must be greater than or equal to {minReplicas}',
-      field: 'maxReplicas',
-      holds: (scaling) =>
-        scaling.minReplicas === undefined ||
-        scaling.maxReplicas === undefined ||
-        scaling.maxReplicas >= scaling.minReplicas,
-    }),
+    description: 'Replicas, autoscaling and per-replica admission ([scaling] in service.toml).',
+    ...withRules<{ minReplicas?: number; maxReplicas?: number; scalingMetric?: string; scalingTarget?: number }>(
+      {
+        rule: '!has(self.minReplicas) || !has(self.maxReplicas) || self.maxReplicas >= self.minReplicas',
+        message: '{maxReplicas} must be greater than or equal to {minReplicas}',
+        field: 'maxReplicas',
+        holds: (scaling) =>
+          scaling.minReplicas === undefined ||
+          scaling.maxReplicas === undefined ||
+          scaling.maxReplicas >= scaling.minReplicas,
+      },
+      {
+        // A utilisation: 0 % would ask for infinitely many replicas, over 100 % for more calls than a replica admits.
+        rule:
+          "!has(self.scalingTarget) || (has(self.scalingMetric) && self.scalingMetric == 'requests_per_second') || (self.scalingTarget >= 1.0 && self.scalingTarget <= 100.0)",
+        message: '{scalingTarget} must be a percentage from 1 to 100 when {scalingMetric} is concurrency_utilization',
+        field: 'scalingTarget',
+        holds: (scaling) =>
+          scaling.scalingTarget === undefined ||
+          scaling.scalingMetric === 'requests_per_second' ||
+          (scaling.scalingTarget >= 1 && scaling.scalingTarget <= 100),
+      },
+      {
+        rule:
+          "!has(self.scalingTarget) || !has(self.scalingMetric) || self.scalingMetric != 'requests_per_second' || self.scalingTarget > 0.0",
+        message: '{scalingTarget} must be above 0 requests per second',
+        field: 'scalingTarget',
+        holds: (scaling) =>
+          scaling.scalingTarget === undefined || scaling.scalingMetric !== 'requests_per_second' || scaling.scalingTarget > 0,
+      },
+    ),
   },
 );
 
@@ -266,6 +316,7 @@ export type CustomRuntime = Static<typeof CustomRuntimeSchema>;
 export type CodeSource = Static<typeof CodeSourceSchema>;
 export type AppResources = Static<typeof ResourcesSchema>;
 export type AppScaling = Static<typeof ScalingSchema>;
+export type ScalingMetric = (typeof SCALING_METRICS)[number];
 export type EnvVar = Static<typeof EnvVarSchema>;
 export type AppAuth = Static<typeof AuthSchema>;
 export type AppRuns = Static<typeof RunsSchema>;

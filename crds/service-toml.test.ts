@@ -38,6 +38,10 @@ min_replicas = 2
 max_replicas = 3
 replica_concurrency = 8
 response_grace_period = 1800
+cooldown = 120
+scaling_metric = "requests_per_second"
+scaling_target = 2.5
+cold_start_timeout = 30
 
 [runs]
 keep_finished = 50
@@ -91,7 +95,16 @@ describe('service.toml → App', () => {
           },
         },
         resources: { cpu: '500m', memory: '512Mi', gpu: 1 },
-        scaling: { minReplicas: 2, maxReplicas: 3, replicaConcurrency: 8, responseGracePeriod: 1800 },
+        scaling: {
+          minReplicas: 2,
+          maxReplicas: 3,
+          replicaConcurrency: 8,
+          responseGracePeriod: 1800,
+          cooldown: 120,
+          scalingMetric: 'requests_per_second',
+          scalingTarget: 2.5,
+          coldStartTimeout: 30,
+        },
         env: [
           { name: 'GREETING', value: 'hi' }],
         auth: { enabled: false },
@@ -113,7 +126,15 @@ describe('service.toml → App', () => {
       name: 'my-app',
       spec: {
         runtime: { python: { module: 'main', code: { configMap: { name: 'my-app-code' } } } },
-        scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 900 },
+        scaling: {
+          minReplicas: 1,
+          maxReplicas: 10,
+          replicaConcurrency: 4,
+          responseGracePeriod: 900,
+          cooldown: 60,
+          scalingMetric: 'concurrency_utilization',
+          coldStartTimeout: 60,
+        },
         auth: { enabled: true },
         runs: { keepFinished: 200, retention: 86400 },
       },
@@ -143,7 +164,15 @@ describe('invalid values name their key and what is allowed', () => {
     ['[scaling]\nmin_replicas = -1', '[scaling] min_replicas must be an integer from 0 to 100, got -1'],
     ['[scaling]\nmax_replicas = 101', '[scaling] max_replicas must be an integer from 1 to 100, got 101'],
     ['[scaling]\nmin_replicas = 3\nmax_replicas = 2', '[scaling] max_replicas (2) must be greater than or equal to [scaling] min_replicas (3)'],
-    ['[scaling]\nmin_replicas = 2', '[scaling] max_replicas (1) must be greater than or equal to [scaling] min_replicas (2)'],
+    ['[scaling]\nmin_replicas = 11', '[scaling] max_replicas (10) must be greater than or equal to [scaling] min_replicas (11)'],
+    ['[scaling]\nmax_replicas = 0', '[scaling] max_replicas must be an integer from 1 to 100, got 0'],
+    ['[scaling]\ncooldown = -1', '[scaling] cooldown must be an integer from 0 to 3600 seconds, got -1'],
+    ['[scaling]\ncold_start_timeout = 0', '[scaling] cold_start_timeout must be an integer from 1 to 3600 seconds, got 0'],
+    ['[scaling]\nscaling_metric = "cpu"', '[scaling] scaling_metric must be one of "concurrency_utilization", "requests_per_second", got "cpu"'],
+    ['[scaling]\nscaling_target = 150', '[scaling] scaling_target (150) must be a percentage from 1 to 100 when [scaling] scaling_metric is concurrency_utilization'],
+    ['[scaling]\nscaling_target = 0.5', '[scaling] scaling_target (0.5) must be a percentage from 1 to 100 when [scaling] scaling_metric is concurrency_utilization'],
+    ['[scaling]\nscaling_metric = "requests_per_second"\nscaling_target = 0', '[scaling] scaling_target (0) must be above 0 requests per second'],
+    ['[scaling]\nscaling_target = "high"', '[scaling] scaling_target must be a number from 0 to 100000, got "high"'],
     ['[scaling]\nreplica_concurrency = 0', '[scaling] replica_concurrency must be an integer from 1 to 1000, got 0'],
     ['[scaling]\nreplica_concurrency = "4"', '[scaling] replica_concurrency must be an integer from 1 to 1000, got "4"'],
     ['[scaling]\nreplica_concurrency = 2.5', '[scaling] replica_concurrency must be an integer from 1 to 1000, got 2.5'],
@@ -252,6 +281,9 @@ describe('App → service.toml', () => {
         'max_replicas = 1',
         'replica_concurrency = 4',
         'response_grace_period = 900',
+        'cooldown = 60',
+        'scaling_metric = "concurrency_utilization"',
+        'cold_start_timeout = 60',
         '',
         '[runs]',
         'keep_finished = 200',

@@ -129,7 +129,7 @@ describe('validateApp: required and unknown fields', () => {
 
   it('reports an unknown spec field and lists the known ones', () => {
     expect(messages(appWith((a) => (a.spec.scaling.replicas = 3)))).toEqual([
-      'spec.scaling.replicas is not a known field (known: minReplicas, maxReplicas, replicaConcurrency, responseGracePeriod)',
+      'spec.scaling.replicas is not a known field (known: minReplicas, maxReplicas, replicaConcurrency, responseGracePeriod, cooldown, scalingMetric, scalingTarget, coldStartTimeout)',
     ]);
   });
 
@@ -164,8 +164,24 @@ describe('validateApp: cross-field rules', () => {
         message: 'spec.scaling.maxReplicas (2) must be greater than or equal to spec.scaling.minReplicas (3)',
       },
     ]);
-    expect(messages(appWith((a) => (a.spec.scaling = { minReplicas: 2 })))).toEqual([
-      'spec.scaling.maxReplicas (1) must be greater than or equal to spec.scaling.minReplicas (2)',
+    expect(messages(appWith((a) => (a.spec.scaling = { minReplicas: 11 })))).toEqual([
+      'spec.scaling.maxReplicas (10) must be greater than or equal to spec.scaling.minReplicas (11)',
+    ]);
+  });
+
+  it('wants scalingTarget within the range of its metric', () => {
+    expect(validateApp(appWith((a) => Object.assign(a.spec.scaling, { scalingTarget: 0 })))).toEqual([
+      {
+        path: ['spec', 'scaling', 'scalingTarget'],
+        message: 'spec.scaling.scalingTarget (0) must be a percentage from 1 to 100 when spec.scaling.scalingMetric is concurrency_utilization',
+      },
+    ]);
+    expect(messages(appWith((a) => Object.assign(a.spec.scaling, { scalingMetric: 'requests_per_second', scalingTarget: 0 })))).toEqual([
+      'spec.scaling.scalingTarget (0) must be above 0 requests per second',
+    ]);
+    expect(messages(appWith((a) => Object.assign(a.spec.scaling, { scalingMetric: 'requests_per_second', scalingTarget: 500 })))).toEqual([]);
+    expect(messages(appWith((a) => Object.assign(a.spec.scaling, { scalingMetric: 'cpu' })))).toEqual([
+      'spec.scaling.scalingMetric must be one of "concurrency_utilization", "requests_per_second", got "cpu"',
     ]);
   });
 
@@ -190,7 +206,20 @@ describe('CEL rules and their TypeScript twins', () => {
   const samples: Record<string, Record<string, unknown>[]> = {
     'spec.runtime': [{}, { python: {} }, { custom: {} }, { python: {}, custom: {} }],
     'spec.runtime.python.code': [{}, { configMap: { name: 'c' } }, { baked: true }, { configMap: { name: 'c' }, baked: true }],
-    'spec.scaling': [{}, { minReplicas: 1 }, { minReplicas: 1, maxReplicas: 1 }, { minReplicas: 0, maxReplicas: 5 }, { minReplicas: 4, maxReplicas: 3 }],
+    'spec.scaling': [
+      {},
+      { minReplicas: 1 },
+      { minReplicas: 1, maxReplicas: 1 },
+      { minReplicas: 0, maxReplicas: 5 },
+      { minReplicas: 4, maxReplicas: 3 },
+      { scalingTarget: 70 },
+      { scalingTarget: 0.5 },
+      { scalingTarget: 101, scalingMetric: 'concurrency_utilization' },
+      { scalingTarget: 1, scalingMetric: 'concurrency_utilization' },
+      { scalingTarget: 0.5, scalingMetric: 'requests_per_second' },
+      { scalingTarget: 0, scalingMetric: 'requests_per_second' },
+      { scalingMetric: 'requests_per_second' },
+    ],
     'spec.env[]': [{ name: 'A' }, { name: 'A', value: 'x' }, { name: 'A', valueFrom: {} }, { name: 'A', value: 'x', valueFrom: {} }],
   };
 
@@ -226,7 +255,15 @@ describe('defaults', () => {
       ...input,
       spec: {
         runtime: { python: { module: 'main', code: { baked: true } } },
-        scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 900 },
+        scaling: {
+          minReplicas: 1,
+          maxReplicas: 10,
+          replicaConcurrency: 4,
+          responseGracePeriod: 900,
+          cooldown: 60,
+          scalingMetric: 'concurrency_utilization',
+          coldStartTimeout: 60,
+        },
         auth: { enabled: true },
         runs: { keepFinished: 200, retention: 86400 },
       },
@@ -237,7 +274,15 @@ describe('defaults', () => {
   it('keeps values that are set and adds no Python defaults to a custom runtime', () => {
     const spec = parseAppSpec({ runtime: { custom: { image: 'x', port: 80 } }, scaling: { maxReplicas: 5 }, auth: { enabled: false } });
     expect(spec.runtime).toEqual({ custom: { image: 'x', port: 80 } });
-    expect(spec.scaling).toEqual({ minReplicas: 1, maxReplicas: 5, replicaConcurrency: 4, responseGracePeriod: 900 });
+    expect(spec.scaling).toEqual({
+      minReplicas: 1,
+      maxReplicas: 5,
+      replicaConcurrency: 4,
+      responseGracePeriod: 900,
+      cooldown: 60,
+      scalingMetric: 'concurrency_utilization',
+      coldStartTimeout: 60,
+    });
     expect(spec.auth).toEqual({ enabled: false });
   });
 });

@@ -152,6 +152,16 @@ describe('reconciling an App', () => {
     await waitForApp(api, 'invalid', 'hello', isReadyAtGeneration, 'Ready once fixed');
   });
 
+  it('refuses a scaling target outside the range of its metric, naming the field', async () => {
+    await namespaceWithCode('invalid-target');
+    await createApp(api, 'invalid-target', 'hello', pythonSpec({ scaling: { scalingMetric: 'concurrency_utilization', scalingTarget: 150 } }));
+    const refused = await waitForApp(api, 'invalid-target', 'hello', (a) => condition(a, 'Ready')?.reason === 'InvalidSpec', 'InvalidSpec');
+    expect(condition(refused, 'Ready')?.message).toBe(
+      'spec.scaling.scalingTarget (150) must be a percentage from 1 to 100 when spec.scaling.scalingMetric is concurrency_utilization',
+    );
+    expect(await gone(api, paths.deployment('invalid-target', 'hello'))).toBe(true);
+  });
+
   it('Available follows the Deployment’s ready replicas', async () => {
     await namespaceWithCode('available');
     await createApp(api, 'available', 'hello', pythonSpec());

@@ -71,6 +71,9 @@ describe('runlet dev start-up hint', () => {
     const dev = await startDev([appDir]);
     try {
       const output = dev.output();
+      expect(output).toContain(
+        'runlet dev runs one replica per app and ignores [scaling] min_replicas, max_replicas, cooldown, scaling_metric, scaling_target, cold_start_timeout',
+      );
       expect(output).toContain('functions: scale(values: list[float], factor: int, offset: float = …, label: str, verbose: bool = …), describe(thing)');
       const suggested = /curl -X POST (\S+) -H 'content-type: application\/json' -d '(.*)'/.exec(output);
       expect(suggested?.slice(1)).toEqual([`${dev.url}/v4/dev/calc/scale`, '{"values":[],"factor":1,"label":"text"}']);

@@ -1,0 +1,107 @@
+// Time windows over the autoscaler's inputs and decisions. Times are milliseconds on any clock that does not
+// go backwards; the caller passes them in, so the windows hold no clock of their own.
+
+interface Bucket {
+  index: number;
+  sum: number;
+  count: number;
+}
+
+/**
+ * The average of samples over the last few seconds, in buckets of `bucketMs` (Knative's TimedFloat64Buckets).
+ * A bucket's value is the mean of the samples that fell in it, so the average does not depend on how often
+ * samples come. Unlike Knative, a bucket without samples does not count as a zero: no sample means nothing was
+ * measured (a leader that just started, a gap in the reports), not that there was no load.
+ */
+export class AveragingWindow {
+  readonly #bucketMs: number;
+  readonly #retainedBuckets: number;
+  /** Oldest first; at most `#retainedBuckets` of them. */
+  readonly #buckets: Bucket[] = [];
+
+  constructor(retentionMs: number, bucketMs: number) {
+    this.#bucketMs = bucketMs;
+    this.#retainedBuckets = Math.ceil(retentionMs / bucketMs);
+  }
+
+  record(at: number, value: number): void {
+    const index = Math.floor(at / this.#bucketMs);
+    const last = this.#buckets.at(-1);
+    if (last !== undefined && index <= last.index) {
+      // A late sample (they come in order almost always) joins its bucket; one for a bucket that holds
+      // nothing, or no longer exists, is dropped: the window has moved on from that moment.
+      const bucket = this.#buckets.findLast((candidate) => candidate.index === index);
+      if (bucket !== undefined) {
+        bucket.sum += value;
+        bucket.count += 1;
+      }
+      return;
+    }
+    this.#buckets.push({ index, sum: value, count: 1 });
+    this.#prune(index);
+  }
+
+  /** The mean over the buckets of the last `windowMs` up to `now` that hold samples; undefined if none does. */
+  average(now: number, windowMs: number): number | undefined {
+    const newest = Math.floor(now / this.#bucketMs);
+    const oldest = newest - Math.ceil(windowMs / this.#bucketMs) + 1;
+    let total = 0;
+    let buckets = 0;
+    for (let i = this.#buckets.length - 1; i >= 0; i--) {
+      const bucket = this.#buckets[i]!;
+      if (bucket.index < oldest) break;
+      if (bucket.index > newest) continue;
+      total += bucket.sum / bucket.count;
+      buckets += 1;
+    }
+    return buckets === 0 ? undefined : total / buckets;
+  }
+
+  clear(): void {
+    this.#buckets.length = 0;
+  }
+
+  #prune(newestIndex: number): void {
+    const keepFrom = newestIndex - this.#retainedBuckets + 1;
+    let drop = 0;
+    while (drop < this.#buckets.length && this.#buckets[drop]!.index < keepFrom) drop++;
+    if (drop > 0) this.#buckets.splice(0, drop);
+  }
+}
+
+/**
+ * The largest value recorded in the last `windowMs` (Knative's max.TimeWindow, behind its scale-down delay):
+ * a monotone queue, so each value is pushed and dropped once.
+ */
+export class MaxWindow {
+  readonly #windowMs: number;
+  /** Decreasing values, oldest first: a value is dropped once a larger one comes after it. */
+  readonly #entries: { at: number; value: number }[] = [];
+  #firstAt: number | undefined;
+
+  constructor(windowMs: number) {
+    this.#windowMs = windowMs;
+  }
+
+  record(at: number, value: number): void {
+    this.#firstAt ??= at;
+    while (this.#entries.length > 0 && this.#entries.at(-1)!.value <= value) this.#entries.pop();
+    this.#entries.push({ at, value });
+  }
+
+  /** The largest value recorded in (now - windowMs, now]; undefined when none is. */
+  max(now: number): number | undefined {
+    while (this.#entries.length > 0 && this.#entries[0]!.at <= now - this.#windowMs) this.#entries.shift();
+    return this.#entries[0]?.value;
+  }
+
+  /** Whether the values recorded reach back a whole window: before that, the maximum may miss a larger value. */
+  coversWindow(now: number): boolean {
+    return this.#firstAt !== undefined && now - this.#firstAt >= this.#windowMs;
+  }
+
+  clear(): void {
+    this.#entries.length = 0;
+    this.#firstAt = undefined;
+  }
+}
