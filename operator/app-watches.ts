@@ -95,14 +95,17 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: metadataOnly,
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
-  // Whether a pod exists and whether it has ended is all that matters.
+  // Whether a pod exists, whether it has ended, and whether it is ready (its load counts) is all that matters.
   const pods = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
     path: '/api/v1/pods',
     labelSelector: APP_LABEL,
     onRestart: (reason) => metrics.watchRestarted('pods', reason),
-    transform: (pod) => ({ ...metadataOnly(pod), status: { phase: pod.status?.phase } }),
+    transform: (pod) => ({
+      ...metadataOnly(pod),
+      status: { phase: pod.status?.phase, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+    }),
     handlers: { onUpsert: (pod) => options.podChanged(pod, false), onDelete: (pod) => options.podChanged(pod, true) },
   });
   const services = new ResourceWatch<KubeObject>({

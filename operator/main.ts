@@ -6,6 +6,7 @@
 //   RunLog events ─▶ RunLog cache ─▶ management API (every replica)
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
+//   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -16,6 +17,7 @@ import { LeaderElector } from '../kube/leader.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
+import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { AUTOSCALER_FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
@@ -42,6 +44,8 @@ export interface OperatorOptions {
   processMetrics?: boolean;
   /** Wall clock for RunLog retention and the completion time of lost runs; tests move it. Default the system's. */
   clock?: () => Date;
+  /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
+  onAppLoad?(appKey: string, load: AppLoad): void;
 }
 
 /** The Apps the operator knows, as the management API asks: without I/O (it is the watch cache). */
@@ -56,6 +60,8 @@ export interface Operator {
   readonly server: FastifyInstance;
   readonly metrics: OperatorMetrics;
   readonly apps: AppCache;
+  /** The Apps' load from their replicas' RunLogs. */
+  readonly loads: AppLoads;
   readonly isLeader: boolean;
   /** Every watch has filled its cache (the RunLog cache of the management API too). */
   readonly ready: boolean;
@@ -87,8 +93,12 @@ export function createOperator(options: OperatorOptions): Operator {
     appDeleted: (key) => {
       queue.forget(key);
       counters.appDeleted(key);
+      loads.appDeleted(key);
     },
-    podChanged: (pod, gone) => janitor.podChanged(pod, gone),
+    podChanged: (pod, gone) => {
+      janitor.podChanged(pod, gone);
+      loads.podChanged(pod);
+    },
   });
   const { apps, pods } = watches;
   const appCache: AppCache = {
@@ -108,10 +118,16 @@ export function createOperator(options: OperatorOptions): Operator {
       onUpsert: (runLog) => {
         counters.runLogChanged(runLog);
         janitor.runLogChanged(runLog);
+        loads.runLogChanged(runLog);
       },
-      onDelete: (runLog) => counters.runLogDeleted(runLog),
+      onDelete: (runLog) => {
+        counters.runLogDeleted(runLog);
+        loads.runLogDeleted(runLog);
+      },
     },
   });
+  const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
+  metrics.observeAppLoads(() => loads.list());
   const counters = new RunCounters({
     api,
     apps: appCache,
@@ -189,6 +205,7 @@ export function createOperator(options: OperatorOptions): Operator {
     server,
     metrics,
     apps: appCache,
+    loads,
     get isLeader() {
       return elector.isLeader;
     },

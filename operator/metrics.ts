@@ -87,6 +87,30 @@ export class OperatorMetrics {
     });
   }
 
+  /** The Apps' load (operator/autoscaling/app-load.ts), read at each scrape: Apps without a report leave the series. */
+  observeAppLoads(read: () => Iterable<{ namespace: string; app: string; load: { averageConcurrency: number; requestsPerSecond: number } }>): void {
+    const concurrency = new Gauge({
+      name: 'runlet_app_load_concurrency',
+      help: 'Calls in flight plus queued over an App’s reporting replicas, each averaged over its last second.',
+      labelNames: ['namespace', 'app'] as const,
+      registers: [this.registry],
+      collect() {
+        concurrency.reset();
+        requestsPerSecond.reset();
+        for (const { namespace, app, load } of read()) {
+          concurrency.set({ namespace, app }, load.averageConcurrency);
+          requestsPerSecond.set({ namespace, app }, load.requestsPerSecond);
+        }
+      },
+    });
+    const requestsPerSecond = new Gauge({
+      name: 'runlet_app_requests_per_second',
+      help: 'Calls arriving per second at an App’s reporting replicas, over their last second.',
+      labelNames: ['namespace', 'app'] as const,
+      registers: [this.registry],
+    });
+  }
+
   watchRestarted(resource: string, reason: RestartReason): void {
     this.watchRestarts.inc({ resource, reason });
   }

@@ -8,9 +8,9 @@ import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { isUnfinished } from './replica-lost.ts';
 
-/** What the janitor keeps of a pod: its identity and its phase. */
+/** What the operator keeps of a pod: its identity, its phase, and its Ready condition (for the load). */
 export interface PodObject extends KubeObject {
-  status?: { phase?: string };
+  status?: { phase?: string; conditions?: { type: string; status: string }[] };
 }
 
 export type Verdict =

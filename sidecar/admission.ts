@@ -18,6 +18,10 @@ export class Admission {
   #queued = 0;
   readonly #waiters: Waiter[] = [];
   #head = 0;
+  /** Calls that asked for a slot or a queue place since the start, refused ones included: the demand. */
+  #arrivals = 0;
+  /** The most calls in flight plus queued since `takePeak` last read it: bursts between two load samples. */
+  #peak = 0;
 
   constructor(concurrency: number, queueDepth = 10 * concurrency) {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`concurrency must be a positive integer, got ${concurrency}`);
@@ -33,17 +37,33 @@ export class Admission {
     return this.#queued;
   }
 
+  get arrivals(): number {
+    return this.#arrivals;
+  }
+
+  /** The highest in flight plus queued since the last call, then starts over from the present load. */
+  takePeak(): number {
+    const peak = this.#peak;
+    this.#peak = this.#inFlight + this.#queued;
+    return peak;
+  }
+
   /** Takes a slot at once if one is free (the fast path: no promise, no queue). */
   tryAcquire(): boolean {
     if (this.#inFlight >= this.concurrency || this.#queued > 0) return false;
     this.#inFlight++;
+    this.#arrivals++;
+    this.#notePeak();
     return true;
   }
 
   /** Takes a queue place for a run that will wait later (async acceptance); throws when the queue is full. */
   reserve(): void {
+    // Counted once per call: where it took a slot at once (tryAcquire), or where it asked for a queue place.
+    this.#arrivals++;
     if (this.#inFlight + this.#queued >= this.concurrency + this.queueDepth) throw this.#full();
     this.#queued++;
+    this.#notePeak();
   }
 
   /** Gives back a reservation that will not be used (the run could not be accepted after all). */
@@ -58,8 +78,10 @@ export class Admission {
   acquire(signal?: AbortSignal, reserved = false): Promise<void> {
     if (!reserved) {
       if (this.tryAcquire()) return Promise.resolve();
+      this.#arrivals++;
       if (this.#inFlight + this.#queued >= this.concurrency + this.queueDepth) return Promise.reject(this.#full());
       this.#queued++;
+      this.#notePeak();
     }
     if (this.#inFlight < this.concurrency && this.#waiters.length - this.#head === 0) {
       this.#queued--;
@@ -88,6 +110,11 @@ export class Admission {
     this.#queued--;
     if (waiter.signal && waiter.onAbort) waiter.signal.removeEventListener('abort', waiter.onAbort);
     waiter.grant();
+  }
+
+  #notePeak(): void {
+    const load = this.#inFlight + this.#queued;
+    if (load > this.#peak) this.#peak = load;
   }
 
   #abandon(waiter: Waiter): void {

@@ -10,6 +10,7 @@ import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
 import { AppRegistry, AppTarget, type AppTargetOptions } from './apps.ts';
 import type { RunAuthenticator } from './auth/authenticator.ts';
+import { LoadMeter } from './load/load-meter.ts';
 import { Replica } from './replica.ts';
 import type { RequestTimeouts } from './request-timeouts.ts';
 import { createRunInterface } from './run-interface.ts';
@@ -58,8 +59,10 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   const apps = new AppRegistry();
   apps.add(target);
   const registry = new Registry();
+  // The replica's load goes to the autoscaler through its RunLog; SQLite (one replica) has no one to tell.
+  const load = settings.runStore === 'runlog' ? new LoadMeter(target.admission) : undefined;
   const store: RunStore =
-    settings.runStore === 'runlog' ? await openRunLogStore(target, settings, registry) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
+    load !== undefined ? await openRunLogStore(target, settings, registry, load) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
   const replica = new Replica({
     apps,
     store,
@@ -77,6 +80,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   await listen(runServer, settings.ports.run, 'run');
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();
+  load?.start();
   logger.info({ app: `${target.projectId}/${target.appName}`, runPort: settings.ports.run, adminPort: settings.ports.admin }, 'sidecar listening');
 
   return {
@@ -88,6 +92,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
         logger.error({ err }, 'drain could not flush every run record');
       } finally {
         watcher.stop();
+        load?.stop();
         await closeServer(runServer);
         await closeServer(adminServer);
         await apps.close();
@@ -111,7 +116,7 @@ export async function runSidecar(settings: SidecarSettings): Promise<void> {
  * The pod's RunLog, through the API server (in-cluster service account, or KUBECONFIG), with its journal in
  * `dataDir`: opened first, so a data dir that cannot be written fails the start rather than the first async run.
  */
-async function openRunLogStore(target: AppTarget, settings: SidecarSettings, registry: Registry): Promise<RunLogStore> {
+async function openRunLogStore(target: AppTarget, settings: SidecarSettings, registry: Registry, load: LoadMeter): Promise<RunLogStore> {
   const { logger } = settings;
   let journal;
   try {
@@ -127,7 +132,7 @@ async function openRunLogStore(target: AppTarget, settings: SidecarSettings, reg
     // A missing or broken kubeconfig or service account: the message names the file and what to fix.
     throw new SidecarStartError(`--run-store runlog: ${(err as Error).message}`, { cause: err });
   }
-  const store = new RunLogStore({ credentials, namespace: target.projectId, podName: settings.replicaName, appName: target.appName, journal, registry, logger });
+  const store = new RunLogStore({ credentials, namespace: target.projectId, podName: settings.replicaName, appName: target.appName, journal, registry, logger, load });
   store.start();
   return store;
 }

@@ -6,13 +6,16 @@
 // replicates it off the node. A new sidecar of the pod merges what the journal holds and no RunLog write
 // replicated into the RunLog it adopts. While the RunLog cannot be written (writes failing, or durable saves
 // not replicated within `durableTimeoutMs`), saves wait in a bounded buffer and durable saves are refused, so
-// the sidecar answers 503 rather than accept a run it cannot replicate.
+// the sidecar answers 503 rather than accept a run it cannot replicate. Given the replica's load, the store
+// writes it beside the runs: a changed load asks for a write at the same cadence, an unchanged one none.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { RunRecord, WebhookRecord } from '../../crds/run-record-schema.ts';
+import type { RunLogLoad } from '../../crds/runlog-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeCredentials } from '../../kube/credentials.ts';
 import { KubeApiError, isConflict, isNotFound } from '../../kube/errors.ts';
+import type { ReplicaLoadSource } from '../load/load-source.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunLogApi, type RunLogState } from './runlog-api.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
@@ -39,6 +42,8 @@ export interface RunLogStoreOptions {
   /** Where `runlet_run_records_dropped_total` and `runlet_run_records_buffered` are registered. */
   registry: Registry;
   logger: Logger;
+  /** The replica's load, written into the status as `load` whenever it changed. Absent: no `load`. */
+  load?: ReplicaLoadSource;
   /** Least time between the starts of two batched writes. Default 1000 ms. */
   flushIntervalMs?: number;
   /** How long the first save of a quiet period waits for others to join its write. Default 2 ms. */
@@ -100,6 +105,9 @@ export class RunLogStore implements RunStore {
   readonly #window: RunLogWindow;
   readonly #journal: RunLogJournal;
   readonly #destinations: WebhookDestinationsFile;
+  readonly #load: ReplicaLoadSource | undefined;
+  /** The load the last successful write carried (the source's object: compared by reference). */
+  #writtenLoad: RunLogLoad | undefined;
   /** Lost runs whose webhook is owed, until `deliverOwedWebhooks` gives them a deliverer. */
   #owed: RunRecord[] = [];
   #deliverOwed: ((record: RunRecord) => void) | undefined;
@@ -161,6 +169,8 @@ export class RunLogStore implements RunStore {
     this.#destinations = options.journal.destinations;
     this.#recovered = this.#journal.takeRecovered();
     this.#metrics = new RunLogMetrics(options.registry, () => this.#window.unwritten);
+    this.#load = options.load;
+    this.#load?.onChange(() => this.#schedule('cadence'));
   }
 
   /** The last write (or read) of the RunLog succeeded. False until the first one has. */
@@ -348,7 +358,11 @@ export class RunLogStore implements RunStore {
   /** After a write: the next one, sooner when callers or durable saves wait for it. */
   #followUp(): void {
     if (this.#waiters.size > 0 || this.#unreplicatedSince !== undefined) this.#schedule('durable');
-    else if (this.#window.unwritten > 0 || this.#resourceVersion === undefined) this.#schedule('cadence');
+    else if (this.#window.unwritten > 0 || this.#resourceVersion === undefined || this.#loadChanged()) this.#schedule('cadence');
+  }
+
+  #loadChanged(): boolean {
+    return this.#load !== undefined && this.#load.current() !== this.#writtenLoad;
   }
 
   /** One write, with its outcome applied to health, backoff and the waiters. Never rejects. */
@@ -371,15 +385,19 @@ export class RunLogStore implements RunStore {
   async #write(): Promise<void> {
     for (let round = 1; ; round += 1) {
       const resourceVersion = this.#resourceVersion ?? (await this.#ensureRunLog());
-      if (this.#window.unwritten === 0) {
+      const load = this.#load?.current();
+      if (this.#window.unwritten === 0 && load === this.#writtenLoad) {
         // Nothing changed since the last write, or only runs that left again: all saved so far is as written as it will be.
         this.#replicated(this.#window.seq, this.#journal.lastEntry, this.#timers.now());
         return;
       }
       // A status of many runs new since the last write is serialised a slice at a time, with requests
       // served in between, rather than in one block of milliseconds that would hold up every one in flight.
-      while (this.#window.prepare(this.#maxStatusBytes, SERIALIZE_SLICE_RUNS)) await yieldToEventLoop();
-      const snapshot = this.#window.snapshot(this.#maxStatusBytes);
+      // The load leads the status, its bytes taken off the runs' budget (keys and digits: a byte a character).
+      const loadField = load === undefined ? '' : `"load":${JSON.stringify(load)},`;
+      const runsBudget = this.#maxStatusBytes - loadField.length;
+      while (this.#window.prepare(runsBudget, SERIALIZE_SLICE_RUNS)) await yieldToEventLoop();
+      const snapshot = this.#window.snapshot(runsBudget);
       // Every journal entry so far is of a run saved into the window before it, so in the snapshot.
       const journaled = this.#journal.lastEntry;
       const snapshotAt = this.#timers.now();
@@ -390,7 +408,7 @@ export class RunLogStore implements RunStore {
         );
       }
       try {
-        this.#resourceVersion = await this.#api.writeStatus(resourceVersion, snapshot.json);
+        this.#resourceVersion = await this.#api.writeStatus(resourceVersion, `{${loadField}${snapshot.json.slice(1)}`);
       } catch (error) {
         if (round < MAX_WRITE_ROUNDS && isConflict(error)) {
           await this.#rebase();
@@ -404,6 +422,7 @@ export class RunLogStore implements RunStore {
         throw error;
       }
       this.#window.markWritten(snapshot.seq);
+      this.#writtenLoad = load;
       this.#replicated(snapshot.seq, journaled, snapshotAt);
       return;
     }

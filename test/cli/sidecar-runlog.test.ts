@@ -246,6 +246,36 @@ describe('runlet sidecar --run-store runlog', () => {
     }
   });
 
+  it('reports a burst of calls as its load in the RunLog within the write cadence, and writes nothing more once idle', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+    cluster = await startCluster();
+    const running = cluster;
+    const { sidecar, runUrl } = await readySidecar(await startApp(), join(dir, 'data'), await inPod(cluster, dir), ['--concurrency', '6']);
+    await waitFor(async () => (await running.readRunLog())?.status?.load, { what: 'the sidecar to write its first load' });
+
+    // Three streams held open (`/endless` never ends) are three calls in flight until the test lets go.
+    const callers = [1, 2, 3].map(() => new AbortController());
+    const streams = await Promise.all(callers.map((caller) => fetch(runUrl.replace(/\/run$/, '/endless'), { method: 'POST', body: '{}', signal: caller.signal })));
+    for (const stream of streams) expect(stream.status, sidecar.output()).toBe(200);
+    // Protocol timing, loosely bounded: a sample within 100 ms, the write within a second of it.
+    const burst = await waitFor(async () => {
+      const load = (await running.readRunLog())?.status?.load;
+      return load?.inFlight === 3 ? load : undefined;
+    }, { what: 'the three calls in the RunLog load', timeoutMs: 5000 });
+    expect(burst).toMatchObject({ queued: 0, concurrency: 6 });
+    expect(burst.peakConcurrency).toBe(3);
+    expect(burst.requestsPerSecond).toBeGreaterThan(0);
+
+    for (const caller of callers) caller.abort();
+    await waitFor(async () => {
+      const load = (await running.readRunLog())?.status?.load;
+      return load?.inFlight === 0 && load.averageConcurrency === 0 && load.peakConcurrency === 0 && load.requestsPerSecond === 0;
+    }, { what: 'the load back to zero in the RunLog' });
+    // Idle with nothing new to say: no status write within twice the write cadence.
+    running.server.clearRequests();
+    await expect(running.server.waitForRequest({ method: 'PATCH', pathPattern: '/status' }, 2000)).rejects.toThrow(/no request matching/);
+  });
+
   it('fails at start, naming the data dir, when it cannot write there', async () => {
     dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
     cluster = await startCluster();

@@ -102,6 +102,10 @@ export function runLog(): RunLog {
     kind: 'RunLog',
     metadata: { name: 'hello-7d9c-abcde', namespace: 'team-a', labels: { 'runlet.dev/app': 'hello' } },
     spec: { appName: 'hello' },
-    status: { runs: [runRecord()], counts: { total: 1, success: 0, failure: 1, inFlight: 0 } },
+    status: {
+      runs: [runRecord()],
+      counts: { total: 1, success: 0, failure: 1, inFlight: 0 },
+      load: { inFlight: 0, queued: 0, averageConcurrency: 0.4, peakConcurrency: 1, requestsPerSecond: 1.5, concurrency: 4, sampledAt: '2030-01-01T00:00:01.000Z' },
+    },
   };
 }

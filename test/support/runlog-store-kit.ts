@@ -10,6 +10,7 @@ import { Registry } from 'prom-client';
 import { pythonApp } from './crd-fixtures.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
+import type { RunLogLoad } from '../../crds/runlog-schema.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { paths, prepareCluster } from './fake-cluster.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
@@ -34,7 +35,7 @@ export interface RunLogJson {
     ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
   };
   spec: { appName: string };
-  status?: { runs?: RunRecord[]; counts?: { total: number; success: number; failure: number; inFlight: number } };
+  status?: { runs?: RunRecord[]; counts?: { total: number; success: number; failure: number; inFlight: number }; load?: RunLogLoad };
 }
 
 export interface Cluster {

@@ -1,7 +1,7 @@
 // Pods and RunLogs for the operator's tests, written as the kubelet and the sidecars write them, without
 // running anything: a pod is an object with a phase, a RunLog an object with runs and counts in its status.
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import type { RunLogCounts } from '../../crds/runlog-schema.ts';
+import type { RunLogCounts, RunLogLoad } from '../../crds/runlog-schema.ts';
 import type { RunLogObject } from '../../management/runlog-source.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
@@ -26,6 +26,11 @@ export async function setPodPhase(api: KubeApi, namespace: string, name: string,
   await api.mergePatch(`${podPath(namespace, name)}/status`, { status: { phase } });
 }
 
+/** Sets the pod's Ready condition, as the kubelet does after its readiness probes. */
+export async function setPodReady(api: KubeApi, namespace: string, name: string, ready: boolean): Promise<void> {
+  await api.mergePatch(`${podPath(namespace, name)}/status`, { status: { conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } });
+}
+
 /** Counts as the sidecar keeps them for `runs` alone (a fresh replica). */
 export function countsOf(runs: RunRecord[]): RunLogCounts {
   const counts = { total: runs.length, success: 0, failure: 0, inFlight: 0 };
@@ -37,8 +42,16 @@ export function countsOf(runs: RunRecord[]): RunLogCounts {
   return counts;
 }
 
-/** Creates the RunLog named after a pod (if missing) and writes `runs` (newest first) and `counts` into its status. */
-export async function writeRunLog(api: KubeApi, namespace: string, name: string, app: string, runs: RunRecord[], counts: RunLogCounts = countsOf(runs)): Promise<void> {
+/** Creates the RunLog named after a pod (if missing) and writes `runs` (newest first), `counts` and `load` into its status. */
+export async function writeRunLog(
+  api: KubeApi,
+  namespace: string,
+  name: string,
+  app: string,
+  runs: RunRecord[],
+  counts: RunLogCounts = countsOf(runs),
+  load?: RunLogLoad,
+): Promise<void> {
   if ((await api.find(runLogPath(namespace, name))) === undefined) {
     await api.create(`${GROUP_PATH}/namespaces/${namespace}/runlogs`, {
       apiVersion: 'runlet.dev/v1alpha1',
@@ -50,7 +63,7 @@ export async function writeRunLog(api: KubeApi, namespace: string, name: string,
   const newestFirst = [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
   // A PUT: a merge patch would lose the records' nulls, as on a real API server.
   const current = await api.get<KubeObject>(runLogPath(namespace, name));
-  await api.replace(`${runLogPath(namespace, name)}/status`, { ...current, status: { runs: newestFirst, counts } });
+  await api.replace(`${runLogPath(namespace, name)}/status`, { ...current, status: load === undefined ? { runs: newestFirst, counts } : { runs: newestFirst, counts, load } });
 }
 
 export async function readRunLog(api: KubeApi, namespace: string, name: string): Promise<RunLogObject | undefined> {
