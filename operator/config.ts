@@ -33,6 +33,11 @@ export const RunLogsConfigSchema = StrictObject({
   countersIntervalSeconds: Seconds('Least time between two writes of one App’s status.runs counters.'),
 });
 
+export const AutoscalingConfigSchema = StrictObject({
+  stableWindowSeconds: Seconds('Knative’s stable window: the load is averaged over it; the panic window is a tenth of it.'),
+  tickMilliseconds: Type.Integer({ minimum: 50, maximum: 10_000, description: 'How often the leader decides every autoscaled App.' }),
+});
+
 export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
@@ -45,6 +50,7 @@ export const OperatorConfigSchema = StrictObject({
     port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready, /metrics and the management API (/v2).' }),
   }),
   runLogs: RunLogsConfigSchema,
+  autoscaling: AutoscalingConfigSchema,
   workers: Type.Integer({ minimum: 1, maximum: 64, description: 'Apps reconciled concurrently.' }),
   watchdogSeconds: Seconds('Restart a watch that delivered no event and no bookmark for this long.'),
   resyncSeconds: Seconds('Reconcile every App this often even without events (repairs drift).'),
@@ -84,6 +90,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     server: { host: '0.0.0.0', port: 8080 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
+    autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,

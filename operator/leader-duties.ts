@@ -1,6 +1,8 @@
 // What the elected leader alone does, begun when it wins the lease and ended when it loses it: reconcile Apps
-// (every App once at the start, then on events and at each resync), and look after RunLogs (the janitor and
-// the run counters), which start only once every cache is filled, since they judge by what the caches lack.
+// (every App once at the start, then on events and at each resync), look after RunLogs (the janitor and the
+// run counters) and scale autoscaled Apps (the scaler): those start only once every cache is filled, since
+// they judge by what the caches lack.
+import type { Scaler } from './autoscaling/scaler.ts';
 import type { RunCounters } from './run-counters.ts';
 import type { RunLogJanitor } from './runlog-janitor.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -11,6 +13,7 @@ export interface LeaderDutiesOptions {
   rbac: SidecarRbacApplier;
   janitor: RunLogJanitor;
   counters: RunCounters;
+  scaler: Scaler;
   /** Queues every App the cache knows. */
   reconcileAll(): void;
   /** The App cache is filled. */
@@ -34,7 +37,7 @@ export class LeaderDuties {
   }
 
   begin(): void {
-    const { queue, rbac, janitor, counters } = this.#options;
+    const { queue, rbac, janitor, counters, scaler } = this.#options;
     this.#leading = true;
     const term = ++this.#term;
     rbac.forget();
@@ -53,6 +56,8 @@ export class LeaderDuties {
       if (!this.#stillLeading(term)) return;
       janitor.start();
       counters.start();
+      // Decisions need every replica's load (RunLogs) and every Deployment's size.
+      scaler.start();
     });
   }
 
@@ -61,7 +66,7 @@ export class LeaderDuties {
     this.#term += 1;
     clearInterval(this.#resyncTimer);
     this.#queueStopped = this.#options.queue.stop();
-    this.#upkeepStopped = Promise.all([this.#options.janitor.stop(), this.#options.counters.stop()]);
+    this.#upkeepStopped = Promise.all([this.#options.janitor.stop(), this.#options.counters.stop(), this.#options.scaler.stop()]);
   }
 
   /** Resolves once the work of the last leadership has finished (reconciles in hand, RunLog upkeep). */

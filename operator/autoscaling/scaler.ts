@@ -3,42 +3,26 @@
 // subresource, recorded in App.status (desiredReplicas, lastScaling) and told as an Event. The ticks cost
 // nothing but memory reads while no decision changes: the API server sees writes per decision, not per tick.
 import type { Logger } from 'pino';
-import type { App, ScalingDecisionRecord } from '../../crds/app-schema.ts';
+import type { App, AppStatus, ScalingDecisionRecord } from '../../crds/app-schema.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import { isNotFound } from '../../kube/errors.ts';
 import { resourcePath } from '../../kube/objects.ts';
 import { objectKey } from '../../kube/watch.ts';
 import { childName } from '../render/names.ts';
+import type { AppLoad } from './app-load.ts';
+import { AppAutoscaler, type DeploymentScale, type LoadSample, type ScalingDecision } from './decide.ts';
 import { autoscales, type ScaledDeployment } from './replicas-owner.ts';
+import { scalingSettingsOf, type ScalingSettings } from './settings.ts';
 
-/** What one App's decider is asked each tick. */
-export interface ScalingInput {
-  now: number;
-  /** The Deployment's `spec.replicas` and ready replicas, as its watch last saw them. */
-  currentReplicas: number;
-  readyReplicas: number;
-}
-
-export interface ScalingDecision {
-  desiredReplicas: number;
-  /** One CamelCase word (App.status.lastScaling.reason, the Event's reason). */
-  reason: string;
-  message: string;
-}
-
-export interface AppDecider {
-  decide(input: ScalingInput): ScalingDecision;
-}
-
+/** The Events recorder the scaler tells its decisions to. */
 export interface ScalingEvents {
-  /** An Event on the App (deduplicated by the recorder). */
-  record(app: App, type: 'Normal' | 'Warning', reason: string, message: string): void;
+  /** An Event on the App (kube/event-recorder.ts: repeats counted, bursts bounded). */
+  record(app: App, note: { type: 'Normal' | 'Warning'; reason: string; message: string }): void;
 }
 
 export interface ScalerMetrics {
   decided(app: App, decision: ScalingDecision, from: number): void;
   desired(app: App, replicas: number): void;
-  forget(app: App): void;
 }
 
 export interface ScalerOptions {
@@ -46,11 +30,16 @@ export interface ScalerOptions {
   api: KubeApi;
   apps: { list(): App[] };
   deployments: { get(namespace: string, name: string): ScaledDeployment | undefined };
-  /** A decider for an App, made when the App starts autoscaling and whenever its scaling settings change. */
-  deciderFor(app: App): AppDecider;
+  /** What the replicas' sidecars report (app-load.ts). */
+  loads: { get(namespace: string, app: string): AppLoad };
+  /** Calls waiting for a replica at the scale-to-zero holder. Default none. */
+  held?(namespace: string, app: string): number;
+  /** Knative's stable window (the panic window is a tenth of it). Default 60 s; tests shorten it. */
+  stableWindowMs?: number;
   events: ScalingEvents;
   metrics?: ScalerMetrics;
   logger: Logger;
+  /** Epoch ms. Default Date.now. */
   clock?: () => number;
   /** Default 500 ms: a burst's samples are acted on within half a second of their arrival. */
   tickMs?: number;
@@ -60,8 +49,8 @@ export interface ScalerOptions {
 const WATCH_LAG_BOUND_MS = 10_000;
 
 interface Tracked {
-  decider: AppDecider;
-  /** The scaling settings the decider was made for. */
+  autoscaler: AppAutoscaler;
+  /** The scaling settings it was last given, as JSON. */
   settings: string;
   /** What this leader last wrote to the scale subresource: a different `spec.replicas` was someone else's. */
   written: number | undefined;
@@ -107,23 +96,19 @@ export class Scaler {
       seen.add(key);
       const deployment = this.#options.deployments.get(app.metadata.namespace!, childName(app));
       if (deployment?.spec?.replicas === undefined) continue;
-      const tracked = this.#trackedFor(key, app);
-      const current = deployment.spec.replicas;
-      if (tracked.busy || (current !== tracked.written && now < tracked.awaitingWatchUntil)) continue;
-      const decision = tracked.decider.decide({ now, currentReplicas: current, readyReplicas: deployment.status?.readyReplicas ?? 0 });
+      const current = { replicas: deployment.spec.replicas, readyReplicas: deployment.status?.readyReplicas ?? 0 };
+      const tracked = this.#trackedFor(key, app, now, current);
+      tracked.autoscaler.observe(this.#sample(app, now, current.readyReplicas));
+      if (tracked.busy || (current.replicas !== tracked.written && now < tracked.awaitingWatchUntil)) continue;
+      const decision = tracked.autoscaler.decide(now, current);
       this.#options.metrics?.desired(app, decision.desiredReplicas);
-      if (decision.desiredReplicas === current) continue;
-      const overridden = tracked.written !== undefined && tracked.written !== current;
-      tracked.busy = true;
-      const write = this.#scale(app, tracked, current, decision, overridden, now)
-        .catch((error: unknown) => {
-          this.#options.logger.warn({ app: key, err: error, to: decision.desiredReplicas }, 'could not scale the app; the next tick tries again');
-        })
-        .finally(() => {
-          tracked.busy = false;
-          this.#inFlight.delete(write);
-        });
-      this.#inFlight.add(write);
+      if (decision.desiredReplicas !== current.replicas) {
+        const overridden = tracked.written !== undefined && tracked.written !== current.replicas;
+        this.#inHand(tracked, key, this.#scale(app, tracked, current.replicas, decision, overridden, now));
+      } else if (app.status?.desiredReplicas !== decision.desiredReplicas) {
+        // Taken over at the right size: the status says so once, for `kubectl get apps`.
+        this.#inHand(tracked, key, this.#writeStatus(app, { desiredReplicas: decision.desiredReplicas }));
+      }
     }
     for (const [key, tracked] of this.#tracked) {
       if (seen.has(key) || tracked.busy) continue;
@@ -131,13 +116,56 @@ export class Scaler {
     }
   }
 
-  #trackedFor(key: string, app: App): Tracked {
+  /** A write for one App: none other for it starts before it ends; a failure is retried by a later tick. */
+  #inHand(tracked: Tracked, key: string, work: Promise<void>): void {
+    tracked.busy = true;
+    const done = work
+      .catch((error: unknown) => this.#options.logger.warn({ app: key, err: error }, 'autoscaler write failed; a later tick tries again'))
+      .finally(() => {
+        tracked.busy = false;
+        this.#inFlight.delete(done);
+      });
+    this.#inFlight.add(done);
+  }
+
+  #trackedFor(key: string, app: App, now: number, deployment: DeploymentScale): Tracked {
     const settings = JSON.stringify(app.spec.scaling);
     const existing = this.#tracked.get(key);
-    if (existing !== undefined && existing.settings === settings) return existing;
-    const tracked: Tracked = { decider: this.#options.deciderFor(app), settings, written: existing?.written, awaitingWatchUntil: 0, busy: false };
+    if (existing !== undefined) {
+      if (existing.settings !== settings) {
+        existing.autoscaler.updateSettings(this.#settingsOf(app));
+        existing.settings = settings;
+      }
+      return existing;
+    }
+    const tracked: Tracked = { autoscaler: new AppAutoscaler(this.#settingsOf(app), { now, deployment }), settings, written: undefined, awaitingWatchUntil: 0, busy: false };
     this.#tracked.set(key, tracked);
     return tracked;
+  }
+
+  #settingsOf(app: App): ScalingSettings {
+    const settings = scalingSettingsOf(app.spec.scaling);
+    const stableWindowMs = this.#options.stableWindowMs ?? settings.stableWindowMs;
+    return { ...settings, stableWindowMs, panicWindowMs: stableWindowMs / 10 };
+  }
+
+  /**
+   * The App's load now. Concurrency is the replicas' average over their last second (calls running and
+   * queued, sampled every 100 ms by each sidecar): a count at the instant of a RunLog write would miss calls
+   * of a few milliseconds altogether.
+   */
+  #sample(app: App, now: number, readyReplicas: number): LoadSample {
+    const namespace = app.metadata.namespace!;
+    const load = this.#options.loads.get(namespace, app.metadata.name);
+    return {
+      at: now,
+      replicasReporting: load.replicasReporting,
+      readyReplicas,
+      inFlight: load.averageConcurrency,
+      queued: 0,
+      requestsPerSecond: load.requestsPerSecond,
+      held: this.#options.held?.(namespace, app.metadata.name) ?? 0,
+    };
   }
 
   async #scale(app: App, tracked: Tracked, from: number, decision: ScalingDecision, overridden: boolean, now: number): Promise<void> {
@@ -149,10 +177,13 @@ export class Scaler {
     tracked.awaitingWatchUntil = this.#clock() + WATCH_LAG_BOUND_MS;
     const { minReplicas, maxReplicas } = app.spec.scaling;
     if (overridden) {
-      events.record(app, 'Warning', 'ScaleOverridden',
-        `spec.replicas of Deployment ${childName(app)} was set to ${from} outside Runlet (kubectl scale?); the App autoscales between ${minReplicas} and ${maxReplicas} replicas, so it is set to ${decision.desiredReplicas}. Change [scaling] in service.toml (spec.scaling) instead.`);
+      events.record(app, {
+        type: 'Warning',
+        reason: 'ScaleOverridden',
+        message: `spec.replicas of Deployment ${childName(app)} was set to ${from} outside Runlet (kubectl scale?); the App autoscales between ${minReplicas} and ${maxReplicas} replicas, so it is set to ${decision.desiredReplicas}. Change [scaling] in service.toml (spec.scaling) instead.`,
+      });
     }
-    events.record(app, 'Normal', decision.reason, `${from} → ${decision.desiredReplicas} replicas: ${decision.message}`);
+    events.record(app, { type: 'Normal', reason: decision.reason, message: `${from} → ${decision.desiredReplicas} replicas: ${decision.message}` });
     this.#options.metrics?.decided(app, decision, from);
     logger.info({ app: `${namespace}/${app.metadata.name}`, from, to: decision.desiredReplicas, reason: decision.reason }, decision.message);
     const lastScaling: ScalingDecisionRecord = {
@@ -162,8 +193,13 @@ export class Scaler {
       reason: decision.reason,
       message: decision.message,
     };
-    const appPath = resourcePath({ apiVersion: app.apiVersion, kind: app.kind, namespace, name: app.metadata.name }, 'status');
-    await api.mergePatch(appPath, { status: { desiredReplicas: decision.desiredReplicas, lastScaling } }).catch((error: unknown) => {
+    await this.#writeStatus(app, { desiredReplicas: decision.desiredReplicas, lastScaling });
+  }
+
+  /** The autoscaler's part of App.status (merge-patched: the operator's conditions and counters stay). */
+  async #writeStatus(app: App, status: Pick<AppStatus, 'desiredReplicas' | 'lastScaling'>): Promise<void> {
+    const path = resourcePath({ apiVersion: app.apiVersion, kind: app.kind, namespace: app.metadata.namespace, name: app.metadata.name }, 'status');
+    await this.#options.api.mergePatch(path, { status }).catch((error: unknown) => {
       if (!isNotFound(error)) throw error;
     });
   }
