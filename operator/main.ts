@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
+import { EventRecorder } from '../kube/event-recorder.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { LeaderElector } from '../kube/leader.ts';
 import { objectKey } from '../kube/watch.ts';
@@ -29,6 +30,8 @@ import { SidecarRbacApplier } from './sidecar-rbac.ts';
 
 /** Who owns the fields of the objects the operator applies and patches (managedFields). */
 const FIELD_MANAGER = 'runlet-operator';
+/** Who reports the Events on Apps (`kubectl describe app` shows it under "From"). */
+const EVENT_SOURCE = 'runlet-operator';
 
 export interface OperatorOptions {
   /** Where the API server is: `server.kubeConfig()` in tests, `loadFromDefault()` in a cluster. */
@@ -72,6 +75,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const api = new KubeApi(kubeConfigCredentials(options.kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
   const rbac = new SidecarRbacApplier(api);
+  const events = new EventRecorder({ api, component: EVENT_SOURCE, instance: config.leaderElection.identity, logger });
   const watchdogMs = config.watchdogSeconds * 1000;
 
   const watches = watchAppObjects({
@@ -132,7 +136,7 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, logger }), metrics, logger });
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, events, logger }), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
@@ -205,6 +209,7 @@ export function createOperator(options: OperatorOptions): Operator {
     async stop() {
       await elector.stop();
       await duties.ended();
+      await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
       await api.close();

@@ -4,7 +4,9 @@
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { applyAppDefaults, validateApp } from '../crds/validate.ts';
-import { nextAppStatus, ownedStatusDiffers, type DeploymentReplicas, type Observation } from './app-status.ts';
+import { appEvents } from './app-events.ts';
+import { nextAppStatus, ownedStatusDiffers, type Observation } from './app-status.ts';
+import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RenderConfig } from './config.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
@@ -13,6 +15,7 @@ import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
 import { owningAppName } from './render/labels.ts';
 import { appUrl } from './render/names.ts';
+import type { DeploymentView } from './rollout-state.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
 
 export interface ReconcilerDeps {
@@ -21,6 +24,8 @@ export interface ReconcilerDeps {
   /** The App watch's cache. */
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
+  /** Events on the App: failures, and when it starts or stops serving. */
+  events: EventRecorder;
   logger: Logger;
   now?: () => Date;
 }
@@ -39,6 +44,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
 
   async function writeStatus(app: App, observation: Observation): Promise<void> {
     const next = nextAppStatus(app, observation, appUrl(app, config.ingress), now());
+    for (const note of appEvents(app.status, next)) deps.events.record(app, note);
     if (!ownedStatusDiffers(app.status, next)) return;
     const path = resourcePath({ apiVersion: app.apiVersion, kind: app.kind, namespace: app.metadata.namespace, name: app.metadata.name }, 'status');
     try {
@@ -101,11 +107,10 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       const children = renderAppChildren(app, config, code.hash);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
-      const deployment = applied.find((child) => child.kind === 'Deployment') as { status?: DeploymentReplicas } | undefined;
       await writeStatus(app, {
         kind: 'applied',
         children: applied.map((child) => refOf(child).kind),
-        deployment: deployment?.status,
+        deployment: applied.find((child) => child.kind === 'Deployment') as DeploymentView | undefined,
         missingCodeConfigMap: code.missing,
       });
       return 'reconciled';
