@@ -42,7 +42,7 @@ interface Bucket {
   refilledAt: number;
 }
 
-/** The Event API caps messages at 1 KiB; longer ones are refused. */
+/** events.k8s.io/v1 refuses notes over 1 KiB; core v1 takes more, but `kubectl describe` lists one per line. */
 const MAX_MESSAGE_LENGTH = 1024;
 
 export class EventRecorder {
