@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { KubeApi } from './client.ts';
 import { isNotFound } from './errors.ts';
-import { resourcePath, type KubeObject } from './objects.ts';
+import { metaTime, resourcePath, type KubeObject } from './objects.ts';
 
 export interface EventRecorderOptions {
   api: KubeApi;
@@ -164,9 +164,4 @@ function eventPath(namespace: string, name?: string): string {
 
 function describe(object: KubeObject): string {
   return `${object.kind} ${object.metadata?.namespace}/${object.metadata?.name}`;
-}
-
-/** metav1.Time: RFC 3339 in whole seconds. */
-function metaTime(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }

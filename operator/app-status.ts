@@ -7,6 +7,7 @@
 //   Ready            the summary: children applied AND the current template rolled out AND Available
 import { isDeepStrictEqual } from 'node:util';
 import type { App, AppStatus, Condition, ConditionStatus } from '../crds/app-schema.ts';
+import { metaTime } from '../kube/objects.ts';
 import { rolloutState, type DeploymentView, type RolloutState } from './rollout-state.ts';
 
 export type Observation =
@@ -120,11 +121,6 @@ export function ownedStatusDiffers(current: AppStatus | undefined, next: OwnedSt
   };
   // Key order is not compared: a real API server returns object keys sorted.
   return !isDeepStrictEqual(withoutUndefined(owned), withoutUndefined({ ...owned, ...next }));
-}
-
-/** metav1.Time: RFC 3339 in whole seconds. */
-function metaTime(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 function withoutUndefined<T extends object>(value: T): Partial<T> {
