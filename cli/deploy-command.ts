@@ -1,5 +1,5 @@
 // `runlet deploy APP_DIR`: applies the App (and its code ConfigMap) to the current kube context, then follows
-// the App's conditions until it is Available, or says why it is not.
+// the App's conditions until it is Ready (serving what was deployed), or says why it is not.
 import { KubeConfig } from '@kubernetes/client-node';
 import type { App, Condition } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
@@ -14,12 +14,13 @@ import { CliError } from './cli-error.ts';
 export const DEPLOY_USAGE = `Usage: runlet deploy APP_DIR [--namespace NS] [--image IMAGE] [--timeout SECONDS] [--no-wait]
 
 Applies the App that APP_DIR describes (and its code, in a ConfigMap) to the current kube context, then shows
-its progress until it is Available (exit 0) or says why it is not (exit 1).
+its progress until it is Ready: serving what was deployed, the rollout done (exit 0); or says why it is
+not (exit 1).
 
 Options:
   --namespace NS      the project (default: the context's namespace, else default)
   --image IMAGE       the app's code is baked into IMAGE (see runlet dockerfile) instead of a ConfigMap
-  --timeout SECONDS   how long to wait for Available (default 300)
+  --timeout SECONDS   how long to wait for Ready (default 300)
   --no-wait           apply and exit`;
 
 const FIELD_MANAGER = 'runlet-cli';
@@ -44,7 +45,7 @@ export async function runDeployCommand(args: string[]): Promise<number> {
     const applied = await applyOrExplain(api, app, namespace);
     say(`applied app ${namespace}/${app.metadata.name}${code ? ` and its code (ConfigMap ${code.metadata.name})` : ''}`);
     if (values['no-wait']) return 0;
-    return await followUntilAvailable(api, applied, timeoutSeconds * 1000);
+    return await followUntilReady(api, applied, timeoutSeconds * 1000);
   } finally {
     await api.close();
   }
@@ -81,8 +82,11 @@ async function applyOrExplain<T extends { kind: string; metadata: { name: string
   }
 }
 
-/** Prints condition changes until Available=True (0), an unrecoverable condition, or the timeout (1). */
-async function followUntilAvailable(api: KubeApi, applied: App, timeoutMs: number): Promise<number> {
+/**
+ * Prints condition changes until Ready=True for the applied generation (0), an unrecoverable condition, or the
+ * timeout (1). Not Available: while a change rolls out, the old replicas keep the App Available.
+ */
+async function followUntilReady(api: KubeApi, applied: App, timeoutMs: number): Promise<number> {
   const path = resourcePath({ apiVersion: applied.apiVersion, kind: applied.kind, namespace: applied.metadata.namespace, name: applied.metadata.name });
   const deadline = Date.now() + timeoutMs;
   const generation = applied.metadata.generation ?? 0;
@@ -103,14 +107,14 @@ async function followUntilAvailable(api: KubeApi, applied: App, timeoutMs: numbe
       if (ready?.status === 'False' && ready.reason === 'InvalidSpec') {
         throw new CliError(`the operator refused the App: ${ready.message}; fix service.toml and deploy again`);
       }
-      if (status.conditions?.find((c) => c.type === 'Available')?.status === 'True') {
-        say(`${app.metadata.name} is available${status.url ? ` at ${status.url}` : ''}`);
+      if (ready?.status === 'True') {
+        say(`${app.metadata.name} is ready${status.url ? ` at ${status.url}` : ''}`);
         return 0;
       }
     }
     if (Date.now() > deadline) {
       const conditions = (status?.conditions ?? []).map((c) => `  ${describe(c)}`).join('\n') || '  (no status yet: is the Runlet operator running?)';
-      process.stderr.write(`runlet deploy: ${app.metadata.name} is not available after ${timeoutMs / 1000} s:\n${conditions}\n`);
+      process.stderr.write(`runlet deploy: ${app.metadata.name} is not ready after ${timeoutMs / 1000} s:\n${conditions}\n`);
       return 1;
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));

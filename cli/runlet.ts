@@ -24,7 +24,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     load: async () => import('./manifest-command.ts').then((m) => ({ usage: m.MANIFEST_USAGE, run: m.runManifestCommand })),
   },
   deploy: {
-    summary: 'Apply an app folder to the current kube context and wait until it is available',
+    summary: 'Apply an app folder to the current kube context and wait until it is ready (serving, rolled out)',
     load: async () => import('./deploy-command.ts').then((m) => ({ usage: m.DEPLOY_USAGE, run: m.runDeployCommand })),
   },
   dockerfile: {

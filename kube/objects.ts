@@ -75,3 +75,8 @@ export function refOf(object: KubeObject): ObjectRef {
   if (!apiVersion || !kind || !name) throw new Error(`object lacks apiVersion, kind or metadata.name: ${JSON.stringify(object).slice(0, 200)}`);
   return { apiVersion, kind, name, namespace: object.metadata?.namespace };
 }
+
+/** metav1.Time: RFC 3339 in whole seconds. */
+export function metaTime(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

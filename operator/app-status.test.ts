@@ -1,34 +1,64 @@
 import { describe, expect, it } from 'vitest';
 import type { App, Condition } from '../crds/app-schema.ts';
+import { appEvents } from './app-events.ts';
 import { nextAppStatus, ownedStatusDiffers, type Observation } from './app-status.ts';
+import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 
 const APP_URL = 'http://hello.team-a.svc.cluster.local/v4/team-a/hello';
 const EARLIER = '2025-01-01T00:00:00Z';
 const NOW = new Date('2025-02-02T12:34:56.789Z');
+const QUOTA = 'pods "hello-7d9c-x2x" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0';
 
 function app(minReplicas = 1, conditions?: Condition[], generation = 2): App {
   const stored = storedApp(pythonSpec({ scaling: { minReplicas, maxReplicas: Math.max(1, minReplicas) } }), { generation });
   return conditions === undefined ? stored : { ...stored, status: { conditions, replicas: 1, readyReplicas: 1 } };
 }
 
-const applied = (readyReplicas: number, extra: Partial<Extract<Observation, { kind: 'applied' }>> = {}): Observation => ({
-  kind: 'applied',
-  children: ['Deployment', 'Service'],
-  deployment: { replicas: 1, readyReplicas },
+/** A Deployment at generation 3 wanting `desired` replicas, its controller having reported `status`. */
+function deployment(desired: number, status: DeploymentStatusView | undefined): DeploymentView {
+  return { metadata: { generation: 3 }, spec: { replicas: desired }, status };
+}
+
+/** The Deployment controller's report of a rollout of generation 3 that is over: every replica of the current template. */
+const rolledOut = (replicas: number, available: number, extra: DeploymentStatusView = {}): DeploymentStatusView => ({
+  observedGeneration: 3,
+  replicas,
+  updatedReplicas: replicas,
+  readyReplicas: available,
+  availableReplicas: available,
   ...extra,
 });
+
+const applied = (view: DeploymentView | undefined, extra: Partial<Extract<Observation, { kind: 'applied' }>> = {}): Observation => ({
+  kind: 'applied',
+  children: ['Deployment', 'Service'],
+  deployment: view,
+  ...extra,
+});
+
+const refused = { conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: QUOTA }] };
+const stalled = { conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "hello-7d9c" has timed out progressing.' }] };
 
 const summary = (conditions: Condition[]) => conditions.map((c) => `${c.type}=${c.status}/${c.reason}`);
 
 describe('nextAppStatus', () => {
   it.each<[string, App, Observation, string[]]>([
-    ['children applied, a replica ready', app(), applied(1), ['Ready=True/ChildrenApplied', 'Available=True/MinimumReplicasAvailable']],
-    ['children applied, no replica ready yet', app(), applied(0), ['Ready=True/ChildrenApplied', 'Available=False/NoReplicasAvailable']],
-    ['scaled to zero', app(0), applied(0), ['Ready=True/ChildrenApplied', 'Available=False/ScaledToZero']],
-    ['code ConfigMap missing', app(), applied(0, { missingCodeConfigMap: 'hello-code' }), ['Ready=False/CodeConfigMapNotFound', 'Available=False/NoReplicasAvailable']],
-    ['invalid spec, first time: Ready only', app(), { kind: 'invalid', problems: ['a', 'b'] }, ['Ready=False/InvalidSpec']],
-    ['apply failed, first time: Ready only', app(), { kind: 'apply-failed', message: 'boom' }, ['Ready=False/ApplyFailed']],
+    ['rolled out, a replica available: serving', app(), applied(deployment(1, rolledOut(1, 1))), ['Ready=True/Serving', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['just applied, the Deployment controller has not reported', app(), applied(deployment(1, undefined)), ['Ready=False/RollingOut', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=True/Applied']],
+    ['the controller is behind the template', app(), applied(deployment(1, { ...rolledOut(1, 1), observedGeneration: 2 })), ['Ready=False/RollingOut', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['an old replica serves while the new one starts', app(), applied(deployment(1, { ...rolledOut(2, 1), updatedReplicas: 1 })), ['Ready=False/RollingOut', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['rolled out, the pod not ready yet', app(), applied(deployment(1, rolledOut(1, 0))), ['Ready=False/MinimumReplicasUnavailable', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=True/Applied']],
+    ['fewer than minReplicas available', app(3), applied(deployment(3, rolledOut(3, 2))), ['Ready=False/MinimumReplicasUnavailable', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=True/Applied']],
+    ['minReplicas available while a scale-up goes on', app(1), applied(deployment(3, rolledOut(1, 1))), ['Ready=True/Serving', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['the namespace refuses the pods', app(), applied(deployment(1, { observedGeneration: 3, ...refused })), ['Ready=False/PodsRefused', 'Available=False/PodsRefused', 'ChildrenApplied=True/Applied']],
+    ['a new template refused while the old replica serves', app(), applied(deployment(1, { ...rolledOut(1, 1), updatedReplicas: 0, ...refused })), ['Ready=False/PodsRefused', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['the rollout passed its deadline', app(), applied(deployment(1, { ...rolledOut(2, 1), updatedReplicas: 1, ...stalled })), ['Ready=False/ProgressDeadlineExceeded', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['minReplicas 0, nothing runs: serving as configured', app(0), applied(deployment(0, rolledOut(0, 0))), ['Ready=True/Serving', 'Available=True/ScaledToZero', 'ChildrenApplied=True/Applied']],
+    ['code ConfigMap missing', app(), applied(deployment(1, rolledOut(1, 0)), { missingCodeConfigMap: 'hello-code' }), ['Ready=False/CodeConfigMapNotFound', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=False/CodeConfigMapNotFound']],
+    ['no Deployment', app(), applied(undefined), ['Ready=False/RollingOut', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=True/Applied']],
+    ['invalid spec, first time: nothing known of replicas', app(), { kind: 'invalid', problems: ['a', 'b'] }, ['Ready=False/InvalidSpec', 'ChildrenApplied=False/InvalidSpec']],
+    ['apply failed, first time: nothing known of replicas', app(), { kind: 'apply-failed', message: 'boom' }, ['Ready=False/ApplyFailed', 'ChildrenApplied=False/ApplyFailed']],
   ])('%s', (_case, subject, observation, expected) => {
     const status = nextAppStatus(subject, observation, APP_URL, NOW);
     expect(summary(status.conditions)).toEqual(expected);
@@ -37,8 +67,13 @@ describe('nextAppStatus', () => {
     for (const condition of status.conditions) expect(condition.observedGeneration).toBe(2);
   });
 
+  it('puts the API server’s refusal in the message', () => {
+    const status = nextAppStatus(app(), applied(deployment(1, { observedGeneration: 3, ...refused })), APP_URL, NOW);
+    for (const type of ['Ready', 'Available']) expect(status.conditions.find((c) => c.type === type)?.message).toContain(QUOTA);
+  });
+
   it('says what is wrong with an invalid spec, and keeps what it knew of the replicas', () => {
-    const available: Condition = { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: '1 of 1 replicas ready', lastTransitionTime: EARLIER, observedGeneration: 1 };
+    const available: Condition = { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: '1 replicas available, minReplicas 1', lastTransitionTime: EARLIER, observedGeneration: 1 };
     const status = nextAppStatus(app(1, [available]), { kind: 'invalid', problems: ['spec.scaling.minReplicas must be …', 'spec.env[0].name is required'] }, APP_URL, NOW);
     expect(status.conditions[0]!.message).toBe('spec.scaling.minReplicas must be …; spec.env[0].name is required');
     expect(status.conditions[1]).toEqual(available);
@@ -49,20 +84,41 @@ describe('nextAppStatus', () => {
     ['keeps the transition time while the status stays', 'True', EARLIER],
     ['moves it when the status flips', 'False', '2025-02-02T12:34:56Z'],
   ])('%s', (_case, previousStatus, time) => {
-    const previous: Condition = { type: 'Ready', status: previousStatus as 'True' | 'False', reason: 'ChildrenApplied', message: '', lastTransitionTime: EARLIER };
-    const status = nextAppStatus(app(1, [previous]), applied(1), APP_URL, NOW);
+    const previous: Condition = { type: 'Ready', status: previousStatus as 'True' | 'False', reason: 'Serving', message: '', lastTransitionTime: EARLIER };
+    const status = nextAppStatus(app(1, [previous]), applied(deployment(1, rolledOut(1, 1))), APP_URL, NOW);
     expect(status.conditions[0]!.lastTransitionTime).toBe(time);
   });
 
   it('reports the Deployment replica counts', () => {
-    expect(nextAppStatus(app(), { kind: 'applied', children: [], deployment: { replicas: 3, readyReplicas: 2 } }, APP_URL, NOW)).toMatchObject({ replicas: 3, readyReplicas: 2 });
-    expect(nextAppStatus(app(), { kind: 'applied', children: [], deployment: undefined }, APP_URL, NOW)).toMatchObject({ replicas: 0, readyReplicas: 0 });
+    expect(nextAppStatus(app(), applied(deployment(3, rolledOut(3, 2))), APP_URL, NOW)).toMatchObject({ replicas: 3, readyReplicas: 2 });
+    expect(nextAppStatus(app(), applied(undefined), APP_URL, NOW)).toMatchObject({ replicas: 0, readyReplicas: 0 });
+  });
+});
+
+describe('appEvents', () => {
+  const statusOf = (observation: Observation, previous?: Condition[]) => nextAppStatus(app(1, previous), observation, APP_URL, NOW);
+  const ready = (status: 'True' | 'False', reason: string): Condition[] => [{ type: 'Ready', status, reason, message: '', lastTransitionTime: EARLIER }];
+  const notes = (previous: Condition[] | undefined, observation: Observation) => appEvents(app(1, previous).status, statusOf(observation, previous)).map((n) => `${n.type}/${n.reason}`);
+
+  it.each<[string, Condition[] | undefined, Observation, string[]]>([
+    ['a failure, every time it is seen', ready('False', 'ApplyFailed'), { kind: 'apply-failed', message: 'boom' }, ['Warning/ApplyFailed']],
+    ['an invalid spec', undefined, { kind: 'invalid', problems: ['a'] }, ['Warning/InvalidSpec']],
+    ['pods refused', ready('False', 'RollingOut'), applied(deployment(1, { observedGeneration: 3, ...refused })), ['Warning/PodsRefused']],
+    ['a stuck rollout', ready('True', 'Serving'), applied(deployment(1, { ...rolledOut(2, 1), updatedReplicas: 1, ...stalled })), ['Warning/ProgressDeadlineExceeded']],
+    ['the code missing', undefined, applied(deployment(1, undefined), { missingCodeConfigMap: 'hello-code' }), ['Warning/CodeConfigMapNotFound']],
+    ['starting to serve', ready('False', 'RollingOut'), applied(deployment(1, rolledOut(1, 1))), ['Normal/Ready']],
+    ['still serving: no news', ready('True', 'Serving'), applied(deployment(1, rolledOut(1, 1))), []],
+    ['a new App on its way: no news', undefined, applied(deployment(1, undefined)), []],
+    ['a rollout begins', ready('True', 'Serving'), applied(deployment(1, { ...rolledOut(2, 1), updatedReplicas: 1 })), ['Normal/RollingOut']],
+    ['the replicas are lost', ready('True', 'Serving'), applied(deployment(1, rolledOut(1, 0))), ['Warning/MinimumReplicasUnavailable']],
+  ])('%s', (_case, previous, observation, expected) => {
+    expect(notes(previous, observation)).toEqual(expected);
   });
 });
 
 describe('ownedStatusDiffers', () => {
   const subject = app();
-  const next = nextAppStatus(subject, applied(1), APP_URL, NOW);
+  const next = nextAppStatus(subject, applied(deployment(1, rolledOut(1, 1))), APP_URL, NOW);
 
   it('is false for the status just written, whatever the key order and whatever else is there', () => {
     const reordered = { ...next, conditions: next.conditions.map((c) => Object.fromEntries(Object.entries(c).reverse()) as Condition) };

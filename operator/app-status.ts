@@ -1,8 +1,14 @@
-// App.status as the operator writes it: what the last reconcile observed, as conditions a user (and
-// `kubectl wait --for=condition=Ready`) can read. Pure: the reconciler says what happened, this says what the
-// status becomes; `runs` counters belong to the RunLog roll-up and are never touched here.
+// App.status as the operator writes it: what the last reconcile observed, as conditions that users, `kubectl
+// wait`, kstatus and GitOps tools read. Pure: the reconciler says what happened, this says what the status
+// becomes; `runs` counters belong to the RunLog roll-up and are never touched here.
+//
+//   ChildrenApplied  the operator's own work: children applied for this generation (or why not)
+//   Available        at least minReplicas replicas are available (a Deployment's Available, for the App)
+//   Ready            the summary: children applied AND the current template rolled out AND Available
 import { isDeepStrictEqual } from 'node:util';
 import type { App, AppStatus, Condition, ConditionStatus } from '../crds/app-schema.ts';
+import { metaTime } from '../kube/objects.ts';
+import { rolloutState, type DeploymentView, type RolloutState } from './rollout-state.ts';
 
 export type Observation =
   /** The spec breaks the schema; nothing was applied. */
@@ -13,28 +19,30 @@ export type Observation =
       kind: 'applied';
       /** What was applied, for the message: `Deployment`, `Service`, … */
       children: string[];
-      deployment: DeploymentReplicas | undefined;
+      /** The Deployment as the apply answered it. */
+      deployment: DeploymentView | undefined;
       /** The code ConfigMap the pods wait for, when it does not exist. */
       missingCodeConfigMap?: string;
     };
-
-export interface DeploymentReplicas {
-  replicas?: number;
-  readyReplicas?: number;
-}
 
 /** The part of the status the operator owns (merge-patched, so other writers' fields survive). */
 export type OwnedStatus = Required<Pick<AppStatus, 'observedGeneration' | 'conditions' | 'url'>> & Pick<AppStatus, 'replicas' | 'readyReplicas'>;
 
 export const READY = 'Ready';
 export const AVAILABLE = 'Available';
+export const CHILDREN_APPLIED = 'ChildrenApplied';
+
+/** Ready=False reasons that are failures to act on (Warning Events), not steps on the way. */
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(['InvalidSpec', 'ApplyFailed', 'CodeConfigMapNotFound', 'PodsRefused', 'ProgressDeadlineExceeded']);
 
 const MAX_MESSAGE_LENGTH = 32768;
+
+type Verdict = [status: ConditionStatus, reason: string, message: string];
 
 export function nextAppStatus(app: App, observation: Observation, url: string, now: Date): OwnedStatus {
   const current = app.status;
   const generation = app.metadata.generation ?? 0;
-  const condition = (type: string, status: ConditionStatus, reason: string, message: string): Condition => {
+  const condition = (type: string, [status, reason, message]: Verdict): Condition => {
     const previous = current?.conditions?.find((c) => c.type === type);
     return {
       type,
@@ -46,50 +54,60 @@ export function nextAppStatus(app: App, observation: Observation, url: string, n
       lastTransitionTime: previous?.status === status ? previous.lastTransitionTime : metaTime(now),
     };
   };
-  const keptAvailable = current?.conditions?.filter((c) => c.type === AVAILABLE) ?? [];
-  const kept = { replicas: current?.replicas, readyReplicas: current?.readyReplicas };
 
-  switch (observation.kind) {
-    case 'invalid':
-      return {
-        observedGeneration: generation,
-        conditions: [condition(READY, 'False', 'InvalidSpec', observation.problems.join('; ')), ...keptAvailable],
-        url,
-        ...kept,
-      };
-    case 'apply-failed':
-      return {
-        observedGeneration: generation,
-        conditions: [condition(READY, 'False', 'ApplyFailed', observation.message), ...keptAvailable],
-        url,
-        ...kept,
-      };
-    case 'applied': {
-      const replicas = observation.deployment?.replicas ?? 0;
-      const readyReplicas = observation.deployment?.readyReplicas ?? 0;
-      const ready = observation.missingCodeConfigMap === undefined
-        ? condition(READY, 'True', 'ChildrenApplied', `applied ${observation.children.join(', ')}`)
-        : condition(READY, 'False', 'CodeConfigMapNotFound', `ConfigMap "${observation.missingCodeConfigMap}" with the app's code does not exist; its pods wait for it`);
-      return {
-        observedGeneration: generation,
-        conditions: [ready, availability(app, readyReplicas, condition)],
-        url,
-        replicas,
-        readyReplicas,
-      };
-    }
+  if (observation.kind !== 'applied') {
+    // Nothing new was applied: the pods of the last good spec still run, so what was known of them stays.
+    const failure: Verdict = observation.kind === 'invalid' ? ['False', 'InvalidSpec', observation.problems.join('; ')] : ['False', 'ApplyFailed', observation.message];
+    const keptAvailable = current?.conditions?.filter((c) => c.type === AVAILABLE) ?? [];
+    return {
+      observedGeneration: generation,
+      conditions: [condition(READY, failure), ...keptAvailable, condition(CHILDREN_APPLIED, failure)],
+      url,
+      replicas: current?.replicas,
+      readyReplicas: current?.readyReplicas,
+    };
   }
+
+  const rollout = rolloutState(observation.deployment);
+  const minimum = app.spec.scaling.minReplicas;
+  const applied: Verdict = observation.missingCodeConfigMap === undefined
+    ? ['True', 'Applied', `applied ${observation.children.join(', ')}`]
+    : ['False', 'CodeConfigMapNotFound', `ConfigMap "${observation.missingCodeConfigMap}" with the app's code does not exist; its pods wait for it`];
+  const available = availability(rollout, minimum);
+  return {
+    observedGeneration: generation,
+    conditions: [condition(READY, readiness(applied, available, rollout)), condition(AVAILABLE, available), condition(CHILDREN_APPLIED, applied)],
+    url,
+    replicas: rollout.replicas,
+    readyReplicas: rollout.readyReplicas,
+  };
 }
 
-function availability(
-  app: App,
-  readyReplicas: number,
-  condition: (type: string, status: ConditionStatus, reason: string, message: string) => Condition,
-): Condition {
-  const wanted = app.spec.scaling.minReplicas;
-  if (readyReplicas > 0) return condition(AVAILABLE, 'True', 'MinimumReplicasAvailable', `${readyReplicas} of ${wanted} replicas ready`);
-  if (wanted === 0) return condition(AVAILABLE, 'False', 'ScaledToZero', 'minReplicas is 0: no replica runs');
-  return condition(AVAILABLE, 'False', 'NoReplicasAvailable', `0 of ${wanted} replicas ready`);
+/** At least `minimum` replicas available, whatever their template (during a rollout old ones serve too). */
+function availability(rollout: RolloutState, minimum: number): Verdict {
+  const { availableReplicas: available } = rollout;
+  if (available >= minimum) {
+    if (available === 0) return ['True', 'ScaledToZero', 'minReplicas is 0 and no replica runs: calls fail until one does'];
+    return ['True', 'MinimumReplicasAvailable', `${available} replicas available, minReplicas ${minimum}`];
+  }
+  const shortfall = `${available} of minReplicas ${minimum} replicas available`;
+  if (rollout.refusal !== undefined) return ['False', 'PodsRefused', `${shortfall}; the API server refused a pod: ${rollout.refusal}`];
+  return ['False', 'MinimumReplicasUnavailable', shortfall];
+}
+
+/** Serving this generation: applied, rolled out, and Available; otherwise the first thing in the way. */
+function readiness(applied: Verdict, available: Verdict, rollout: RolloutState): Verdict {
+  if (applied[0] !== 'True') return applied;
+  if (rollout.rolledOut && available[0] === 'True') {
+    return ['True', 'Serving', `${rollout.availableReplicas} of ${rollout.desiredReplicas} replicas available, all of the current template`];
+  }
+  if (rollout.refusal !== undefined) return ['False', 'PodsRefused', `the API server refused a pod: ${rollout.refusal}`];
+  if (rollout.stalled !== undefined) return ['False', 'ProgressDeadlineExceeded', rollout.stalled];
+  if (!rollout.observed) return ['False', 'RollingOut', 'waiting for the Deployment controller to take up the current template'];
+  if (!rollout.rolledOut) {
+    return ['False', 'RollingOut', `${rollout.updatedReplicas} of ${rollout.desiredReplicas} replicas of the current template, ${rollout.replicas - rollout.updatedReplicas} of older ones left`];
+  }
+  return available;
 }
 
 /** Whether writing `next` would change the status: unchanged status is not written (no event, no write load). */
@@ -103,11 +121,6 @@ export function ownedStatusDiffers(current: AppStatus | undefined, next: OwnedSt
   };
   // Key order is not compared: a real API server returns object keys sorted.
   return !isDeepStrictEqual(withoutUndefined(owned), withoutUndefined({ ...owned, ...next }));
-}
-
-/** metav1.Time: RFC 3339 in whole seconds. */
-function metaTime(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 function withoutUndefined<T extends object>(value: T): Partial<T> {

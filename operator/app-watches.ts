@@ -1,10 +1,11 @@
 // The watches of what an App is made of, each keeping a cache the reconcile and the RunLog upkeep read without
 // I/O, and each telling the operator which App an event concerns:
 //   App spec changed or new             ─▶ reconcile it        App deleted ─▶ forget it
-//   its Deployment's replicas changed   ─▶ reconcile the App   (so App.status follows)
+//   its Deployment's rollout changed    ─▶ reconcile the App   (so App.status follows)
 //   its code ConfigMap changed          ─▶ reconcile the Apps using it (a rollout)
 //   its Pods come and go                ─▶ the RunLog janitor (runs of gone pods)
 //   its Service deleted by someone else ─▶ reconcile the App (applied again at once, not at the next resync)
+import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
@@ -13,13 +14,11 @@ import type { KubeObject } from '../kube/objects.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
+import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import type { PodObject } from './runlog-verdict.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
-export interface DeploymentObject extends KubeObject {
-  spec?: { replicas?: number };
-  status?: { replicas?: number; readyReplicas?: number };
-}
+export type DeploymentObject = KubeObject & DeploymentView;
 
 export interface AppWatchesOptions {
   api: KubeApi;
@@ -66,15 +65,15 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     path: '/apis/apps/v1/deployments',
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('deployments', reason),
-    // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how many
-    // replicas are ready: not the pod template.
+    // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how its
+    // rollout stands: not the pod template.
     transform: (deployment) => {
       const identity = metadataOnly(deployment);
       return {
         ...identity,
         metadata: { ...identity.metadata, managedFields: replicasOwners(deployment) },
         spec: { replicas: deployment.spec?.replicas },
-        status: { replicas: deployment.status?.replicas, readyReplicas: deployment.status?.readyReplicas },
+        status: rolloutStatus(deployment.status),
       };
     },
     handlers: {
@@ -119,11 +118,14 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   });
 
   /**
-   * A Deployment event matters when it shows replicas the App's status does not, or someone edited the
-   * Deployment (a new generation). Not the Deployment a reconcile just created: its status is in the App's.
+   * A Deployment event matters when someone edited it (a new generation) or its rollout moved; a Deployment
+   * first seen, when it shows replicas the App's status does not (not the one a reconcile just created: its
+   * status is in the App's).
    */
   function deploymentEventMatters(deployment: DeploymentObject, previous: DeploymentObject | undefined): boolean {
-    if (previous !== undefined && previous.metadata?.generation !== deployment.metadata?.generation) return true;
+    if (previous !== undefined) {
+      return previous.metadata?.generation !== deployment.metadata?.generation || !isDeepStrictEqual(previous.spec, deployment.spec) || !isDeepStrictEqual(previous.status, deployment.status);
+    }
     const namespace = deployment.metadata?.namespace;
     const appName = owningAppName(deployment);
     const app = namespace === undefined || appName === undefined ? undefined : apps.get(namespace, appName);
@@ -141,4 +143,17 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   }
 
   return { apps, deployments, codeConfigMaps, pods, services, all: [apps, deployments, codeConfigMaps, pods, services] };
+}
+
+/** The rollout's counts and conditions, without the timestamps that move when nothing else does. */
+function rolloutStatus(status: DeploymentStatusView | undefined): DeploymentStatusView {
+  const { observedGeneration, replicas, updatedReplicas, readyReplicas, availableReplicas, conditions } = status ?? {};
+  return {
+    observedGeneration,
+    replicas,
+    updatedReplicas,
+    readyReplicas,
+    availableReplicas,
+    conditions: conditions?.map(({ type, status: conditionStatus, reason, message }) => ({ type, status: conditionStatus, reason, message })),
+  };
 }

@@ -15,7 +15,7 @@ import {
   createApp,
   createCodeConfigMap,
   createNamespace,
-  isReadyAtGeneration,
+  isAppliedAtGeneration,
   paths,
   prepareCluster,
   testOperator,
@@ -70,7 +70,7 @@ describe('leader election', () => {
     await waitFor(() => second.ready, { timeoutMs: STATE_TIMEOUT_MS, what: 'the standby’s caches' });
 
     await createApp(cluster.api, 'team', 'one', pythonSpec());
-    await waitForApp(cluster.api, 'team', 'one', isReadyAtGeneration, 'reconciled by the leader');
+    await waitForApp(cluster.api, 'team', 'one', isAppliedAtGeneration, 'reconciled by the leader');
     expect(second.isLeader).toBe(false);
     expect(await reconcileCount(second)).toBe(0);
     expect(second.apps.hasApp('team', 'one')).toBe(true);
@@ -98,7 +98,7 @@ describe('leader election', () => {
     // Released: operator-b need not wait for the lease to expire.
     await waitFor(() => second.isLeader, { timeoutMs: STATE_TIMEOUT_MS, what: 'operator-b to take over' });
     await createApp(cluster.api, 'team', 'two', pythonSpec());
-    await waitForApp(cluster.api, 'team', 'two', isReadyAtGeneration, 'reconciled by the new leader');
+    await waitForApp(cluster.api, 'team', 'two', isAppliedAtGeneration, 'reconciled by the new leader');
     expect(await reconcileCount(second)).toBeGreaterThan(0);
     const taken = await lease();
     expect(taken?.spec.holderIdentity).toBe('operator-b');
@@ -119,7 +119,7 @@ describe('leader election', () => {
     await createApp(cluster.api, 'team', 'orphaned', pythonSpec());
 
     await waitFor(() => operator.isLeader, { timeoutMs: STATE_TIMEOUT_MS, what: 'operator-c to take the expired lease' });
-    await waitForApp(cluster.api, 'team', 'orphaned', isReadyAtGeneration, 'reconciled after the takeover');
+    await waitForApp(cluster.api, 'team', 'orphaned', isAppliedAtGeneration, 'reconciled after the takeover');
     expect((await lease())?.spec).toMatchObject({ holderIdentity: 'operator-c', leaseTransitions: 5 });
   });
 

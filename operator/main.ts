@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
+import { EventRecorder } from '../kube/event-recorder.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { LeaderElector } from '../kube/leader.ts';
 import { objectKey } from '../kube/watch.ts';
@@ -19,6 +20,7 @@ import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { AUTOSCALER_FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
+import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { mountManagementApi } from './management.ts';
@@ -32,6 +34,8 @@ import { SidecarRbacApplier } from './sidecar-rbac.ts';
 
 /** Who owns the fields of the objects the operator applies and patches (managedFields). */
 const FIELD_MANAGER = 'runlet-operator';
+/** Who reports the Events on Apps (`kubectl describe app` shows it under "From"). */
+const EVENT_SOURCE = 'runlet-operator';
 
 export interface OperatorOptions {
   /** Where the API server is: `server.kubeConfig()` in tests, `loadFromDefault()` in a cluster. */
@@ -82,6 +86,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const autoscalerApi = new KubeApi(credentials, { fieldManager: AUTOSCALER_FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
   const rbac = new SidecarRbacApplier(api);
+  const events = new EventRecorder({ api, component: EVENT_SOURCE, instance: config.leaderElection.identity, logger });
   const watchdogMs = config.watchdogSeconds * 1000;
 
   const watches = watchAppObjects({
@@ -152,16 +157,29 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, autoscalerApi, config, apps: appCache, deployments: watches.deployments, rbac, logger }), metrics, logger });
+  const reconcile = createReconciler({ api, autoscalerApi, config, apps: appCache, deployments: watches.deployments, rbac, events, logger });
+  const queue = createReconcileQueue({ workers: config.workers, reconcile, metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
 
+  const scaler = new Scaler({
+    api: autoscalerApi,
+    apps: appCache,
+    deployments: watches.deployments,
+    loads,
+    stableWindowMs: config.autoscaling.stableWindowSeconds * 1000,
+    tickMs: config.autoscaling.tickMilliseconds,
+    events,
+    metrics: metrics.scaling,
+    logger,
+  });
   const duties = new LeaderDuties({
     queue,
     rbac,
     janitor,
     counters,
+    scaler,
     reconcileAll: () => {
       for (const app of apps.list()) reconcileSoon(app.metadata.namespace, app.metadata.name);
     },
@@ -226,6 +244,7 @@ export function createOperator(options: OperatorOptions): Operator {
     async stop() {
       await elector.stop();
       await duties.ended();
+      await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
       await Promise.all([api.close(), autoscalerApi.close()]);

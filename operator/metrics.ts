@@ -2,6 +2,7 @@
 // process, and the management API mounted later adds to the same registry).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RestartReason } from '../kube/watch.ts';
+import type { ScalerMetrics } from './autoscaling/scaler.ts';
 
 export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';
 
@@ -110,6 +111,32 @@ export class OperatorMetrics {
       registers: [this.registry],
     });
   }
+
+  readonly desiredReplicas = new Gauge({
+    name: 'runlet_autoscaler_desired_replicas',
+    help: 'Replicas the autoscaler wants for an App, at its last decision.',
+    labelNames: ['namespace', 'app'] as const,
+    registers: [this.registry],
+  });
+
+  readonly scalingDecisions = new Counter({
+    name: 'runlet_autoscaler_scalings_total',
+    help: 'Changes of an App’s replicas by the autoscaler, by direction and reason (PanicBurst, CoolingDown, IdleToZero, ColdStart, …).',
+    labelNames: ['namespace', 'app', 'direction', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** What the scaler reports (autoscaling/scaler.ts). */
+  readonly scaling: ScalerMetrics = {
+    desired: (app, replicas) => this.desiredReplicas.set({ namespace: app.metadata.namespace, app: app.metadata.name }, replicas),
+    decided: (app, decision, from) =>
+      this.scalingDecisions.inc({
+        namespace: app.metadata.namespace,
+        app: app.metadata.name,
+        direction: decision.desiredReplicas > from ? 'up' : 'down',
+        reason: decision.reason,
+      }),
+  };
 
   watchRestarted(resource: string, reason: RestartReason): void {
     this.watchRestarts.inc({ resource, reason });

@@ -14,7 +14,7 @@ import {
   createApp,
   createCodeConfigMap,
   createNamespace,
-  isReadyAtGeneration,
+  isAppliedAtGeneration,
   prepareCluster,
   testConfig,
   testOperator,
@@ -50,7 +50,7 @@ async function start(serverOptions: KubeApiServerOptions = {}, watchdogSeconds =
   await createNamespace(cluster.api, 'team');
   await createCodeConfigMap(cluster.api, 'team', 'hello-code', 'hello', { 'main.py': 'def run(): pass\n' });
   await createApp(cluster.api, 'team', 'before', pythonSpec());
-  await waitForApp(cluster.api, 'team', 'before', isReadyAtGeneration, 'the first App Ready');
+  await waitForApp(cluster.api, 'team', 'before', isAppliedAtGeneration, 'the first App applied');
 }
 
 /** The operator's watches: Apps, Deployments, code ConfigMaps, pods, Services, RunLogs. */
@@ -72,7 +72,7 @@ describe('operator resilience', () => {
     await watching();
     expect(cluster.server.cutWatches()).toBe(WATCHES);
     await createApp(cluster.api, 'team', 'after-cut', pythonSpec());
-    await waitForApp(cluster.api, 'team', 'after-cut', isReadyAtGeneration, 'Ready after the cut');
+    await waitForApp(cluster.api, 'team', 'after-cut', isAppliedAtGeneration, 'applied after the cut');
   });
 
   it('an App created after its watch version was compacted away (410 Gone) is reconciled', async () => {
@@ -87,11 +87,11 @@ describe('operator resilience', () => {
     cluster.server.compact();
     proxy!.releaseWatches();
 
-    await waitForApp(cluster.api, 'team', 'in-gap', isReadyAtGeneration, 'the App created while nobody watched');
+    await waitForApp(cluster.api, 'team', 'in-gap', isAppliedAtGeneration, 'the App created while nobody watched');
     expect(cluster.server.counters.watches.expired).toBeGreaterThanOrEqual(1);
     expect(await restartsOf('expired')).toBeGreaterThanOrEqual(1);
     await createApp(cluster.api, 'team', 'after-relist', pythonSpec());
-    await waitForApp(cluster.api, 'team', 'after-relist', isReadyAtGeneration, 'an App created after the relist');
+    await waitForApp(cluster.api, 'team', 'after-relist', isAppliedAtGeneration, 'an App created after the relist');
   });
 
   it('restarts watches that went silent, and reconciles what it missed', async () => {
@@ -99,7 +99,7 @@ describe('operator resilience', () => {
     await watching();
     expect(proxy!.silenceOpenWatches()).toBe(WATCHES);
     await createApp(cluster.api, 'team', 'while-silent', pythonSpec());
-    await waitForApp(cluster.api, 'team', 'while-silent', isReadyAtGeneration, 'Ready after the watchdog');
+    await waitForApp(cluster.api, 'team', 'while-silent', isAppliedAtGeneration, 'applied after the watchdog');
     expect(await restartsOf('silent')).toBeGreaterThanOrEqual(1);
   });
 
@@ -110,7 +110,7 @@ describe('operator resilience', () => {
     await waitFor(async () => (await restartsOf('error')) + (await restartsOf('closed')) >= WATCHES, { timeoutMs: STATE_TIMEOUT_MS, what: 'the watches to notice' });
     cluster.server.resume();
     await createApp(cluster.api, 'team', 'after-outage', pythonSpec());
-    await waitForApp(cluster.api, 'team', 'after-outage', isReadyAtGeneration, 'Ready after the outage');
+    await waitForApp(cluster.api, 'team', 'after-outage', isAppliedAtGeneration, 'applied after the outage');
   });
 
   it('reports a failed apply as ApplyFailed and retries it with backoff until it succeeds', async () => {
@@ -124,8 +124,8 @@ describe('operator resilience', () => {
       return event.object.metadata?.name === 'flaky' && ready?.reason === 'ApplyFailed';
     }, 'ApplyFailed on the App');
     expect(JSON.stringify(failed.object)).toContain('etcd is having a day');
-    const app = await waitForApp(cluster.api, 'team', 'flaky', isReadyAtGeneration, 'Ready after the retries');
-    expect(condition(app, 'Ready')?.reason).toBe('ChildrenApplied');
+    const app = await waitForApp(cluster.api, 'team', 'flaky', isAppliedAtGeneration, 'applied after the retries');
+    expect(condition(app, 'ChildrenApplied')).toMatchObject({ status: 'True', reason: 'Applied' });
     expect((await operator!.metrics.reconcileErrors.get()).values[0]?.value).toBe(2);
   });
 });
@@ -139,7 +139,7 @@ describe('operator configuration', () => {
 
     const withIngress = testOperator(cluster, { ingress: { host: 'apps.example' } });
     withIngress.start();
-    await waitForApp(cluster.api, 'plain', 'hello', (a) => isReadyAtGeneration(a) && a.status?.url === 'http://apps.example/v4/plain/hello', 'Ready behind the ingress');
+    await waitForApp(cluster.api, 'plain', 'hello', (a) => isAppliedAtGeneration(a) && a.status?.url === 'http://apps.example/v4/plain/hello', 'applied behind the ingress');
     expect(await cluster.api.find('/apis/networking.k8s.io/v1/namespaces/plain/ingresses/hello')).toBeDefined();
     await withIngress.stop();
 

@@ -14,7 +14,7 @@ import {
   createCodeConfigMap,
   createNamespace,
   gone,
-  isReadyAtGeneration,
+  isAppliedAtGeneration,
   paths,
   prepareCluster,
   testOperator,
@@ -52,13 +52,15 @@ async function namespaceWithCode(namespace: string, app = 'hello'): Promise<void
 const sidecarArgs = (deployment: Deployment) => deployment.spec.template.spec.initContainers![0]!.args;
 
 describe('reconciling an App', () => {
-  it('applies its Deployment, Service and Ingress, owned by it, and the namespace’s sidecar RBAC; reports Ready', async () => {
+  it('applies its Deployment, Service and Ingress, owned by it, and the namespace’s sidecar RBAC; reports ChildrenApplied', async () => {
     await namespaceWithCode('create');
     const created = await createApp(api, 'create', 'hello', pythonSpec());
-    const app = await waitForApp(api, 'create', 'hello', isReadyAtGeneration, 'Ready');
+    const app = await waitForApp(api, 'create', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
 
-    expect(condition(app, 'Ready')).toMatchObject({ status: 'True', reason: 'ChildrenApplied' });
-    expect(condition(app, 'Available')).toMatchObject({ status: 'False', reason: 'NoReplicasAvailable' });
+    expect(condition(app, 'ChildrenApplied')).toMatchObject({ status: 'True', reason: 'Applied', message: 'applied Deployment, Service, Ingress' });
+    // No Deployment controller runs here: nothing rolls out.
+    expect(condition(app, 'Ready')).toMatchObject({ status: 'False', reason: 'RollingOut' });
+    expect(condition(app, 'Available')).toMatchObject({ status: 'False', reason: 'MinimumReplicasUnavailable' });
     expect(app.status).toMatchObject({ observedGeneration: 1, replicas: 0, readyReplicas: 0, url: 'https://apps.example/v4/create/hello' });
 
     for (const path of [paths.deployment('create', 'hello'), paths.service('create', 'hello'), paths.ingress('create', 'hello')]) {
@@ -79,7 +81,7 @@ describe('reconciling an App', () => {
   it('applies a Service deleted by someone else again at once (it is watched), not at the next resync', async () => {
     await namespaceWithCode('drift');
     await createApp(api, 'drift', 'hello', pythonSpec());
-    await waitForApp(api, 'drift', 'hello', isReadyAtGeneration, 'Ready');
+    await waitForApp(api, 'drift', 'hello', isAppliedAtGeneration, 'applied');
     const before = await api.get(paths.service('drift', 'hello'));
 
     await api.delete(paths.service('drift', 'hello'));
@@ -96,11 +98,11 @@ describe('reconciling an App', () => {
   it('rolls a spec change out to the Deployment and records the generation it observed', async () => {
     await namespaceWithCode('change');
     await createApp(api, 'change', 'hello', pythonSpec());
-    await waitForApp(api, 'change', 'hello', isReadyAtGeneration, 'Ready at generation 1');
+    await waitForApp(api, 'change', 'hello', isAppliedAtGeneration, 'applied at generation 1');
 
     await api.mergePatch(paths.app('change', 'hello'), { spec: { scaling: { minReplicas: 2, maxReplicas: 3, replicaConcurrency: 9 } } });
-    const app = await waitForApp(api, 'change', 'hello', (a) => a.metadata.generation === 2 && isReadyAtGeneration(a), 'Ready at generation 2');
-    expect(condition(app, 'Ready')).toMatchObject({ status: 'True' });
+    const app = await waitForApp(api, 'change', 'hello', (a) => a.metadata.generation === 2 && isAppliedAtGeneration(a), 'applied at generation 2');
+    expect(condition(app, 'ChildrenApplied')).toMatchObject({ status: 'True', observedGeneration: 2 });
     const deployment = await api.get<Deployment>(paths.deployment('change', 'hello'));
     expect(deployment.spec.replicas).toBe(2);
     expect(sidecarArgs(deployment).join(' ')).toContain('--concurrency 9');
@@ -109,7 +111,7 @@ describe('reconciling an App', () => {
   it('rolls the pods when the code ConfigMap changes', async () => {
     await namespaceWithCode('code');
     await createApp(api, 'code', 'hello', pythonSpec());
-    await waitForApp(api, 'code', 'hello', isReadyAtGeneration, 'Ready');
+    await waitForApp(api, 'code', 'hello', isAppliedAtGeneration, 'applied');
     const hashOf = async () => (await api.get<Deployment>(paths.deployment('code', 'hello'))).spec.template.metadata.annotations?.['runlet.dev/code-hash'];
     const before = await hashOf();
 
@@ -125,7 +127,7 @@ describe('reconciling an App', () => {
     expect(await gone(api, paths.deployment('late-code', 'hello'))).toBe(false);
 
     await createCodeConfigMap(api, 'late-code', 'hello-code', 'hello', { 'main.py': 'def run(): pass\n' });
-    await waitForApp(api, 'late-code', 'hello', isReadyAtGeneration, 'Ready once the code exists');
+    await waitForApp(api, 'late-code', 'hello', isAppliedAtGeneration, 'applied once the code exists');
   });
 
   it('refuses an invalid spec with the reasons, keeps running, and recovers when it is fixed', async () => {
@@ -144,12 +146,12 @@ describe('reconciling an App', () => {
     // Still reconciling others; and the refused App was not retried in a loop.
     await namespaceWithCode('invalid-neighbour');
     await createApp(api, 'invalid-neighbour', 'hello', pythonSpec());
-    await waitForApp(api, 'invalid-neighbour', 'hello', isReadyAtGeneration, 'a valid neighbour Ready');
+    await waitForApp(api, 'invalid-neighbour', 'hello', isAppliedAtGeneration, 'a valid neighbour applied');
     const statusWrites = cluster.server.countRequests({ method: 'PATCH', pathPattern: '/namespaces/invalid/apps/hello/status' });
     expect(statusWrites).toBe(1);
 
     await api.replace(paths.app('invalid', 'hello'), { ...refused, spec: pythonSpec() } as KubeObject);
-    await waitForApp(api, 'invalid', 'hello', isReadyAtGeneration, 'Ready once fixed');
+    await waitForApp(api, 'invalid', 'hello', isAppliedAtGeneration, 'applied once fixed');
   });
 
   it('refuses a scaling target outside the range of its metric, naming the field', async () => {
@@ -162,34 +164,63 @@ describe('reconciling an App', () => {
     expect(await gone(api, paths.deployment('invalid-target', 'hello'))).toBe(true);
   });
 
-  it('Available follows the Deployment’s ready replicas', async () => {
+  it('Ready and Available follow the Deployment controller’s report', async () => {
     await namespaceWithCode('available');
     await createApp(api, 'available', 'hello', pythonSpec());
-    await waitForApp(api, 'available', 'hello', isReadyAtGeneration, 'Ready');
+    await waitForApp(api, 'available', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
+    const reportStatus = (status: Record<string, unknown>) => api.mergePatch(`${paths.deployment('available', 'hello')}/status`, { status });
 
-    // What the kubelet and the Deployment controller would report once a pod passes its readiness probe.
-    await api.mergePatch(`${paths.deployment('available', 'hello')}/status`, { status: { replicas: 1, readyReplicas: 1, availableReplicas: 1 } });
-    const available = await waitForApp(api, 'available', 'hello', (a) => condition(a, 'Available')?.status === 'True', 'Available');
-    expect(condition(available, 'Available')?.reason).toBe('MinimumReplicasAvailable');
-    expect(available.status).toMatchObject({ replicas: 1, readyReplicas: 1 });
+    // What the Deployment controller would report once the pod passes its readiness probe.
+    await reportStatus({ observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 });
+    const serving = await waitForApp(api, 'available', 'hello', (a) => condition(a, 'Ready')?.status === 'True', 'Ready');
+    expect(condition(serving, 'Ready')?.reason).toBe('Serving');
+    expect(condition(serving, 'Available')?.reason).toBe('MinimumReplicasAvailable');
+    expect(serving.status).toMatchObject({ replicas: 1, readyReplicas: 1 });
 
-    await api.mergePatch(`${paths.deployment('available', 'hello')}/status`, { status: { readyReplicas: 0, availableReplicas: 0 } });
+    await reportStatus({ readyReplicas: 0, availableReplicas: 0 });
     const lost = await waitForApp(api, 'available', 'hello', (a) => condition(a, 'Available')?.status === 'False', 'no longer Available');
-    expect(condition(lost, 'Available')?.reason).toBe('NoReplicasAvailable');
+    expect(condition(lost, 'Available')?.reason).toBe('MinimumReplicasUnavailable');
+    expect(condition(lost, 'Ready')).toMatchObject({ status: 'False', reason: 'MinimumReplicasUnavailable' });
+
+    // Only a condition changes, no count: the namespace's quota refuses the replacement pod.
+    const refusal = 'pods "hello-6b7f-x" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0';
+    await reportStatus({ conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: refusal }] });
+    const refused = await waitForApp(api, 'available', 'hello', (a) => condition(a, 'Ready')?.reason === 'PodsRefused', 'PodsRefused');
+    expect(condition(refused, 'Ready')?.message).toContain(refusal);
+    expect(condition(refused, 'Available')).toMatchObject({ status: 'False', reason: 'PodsRefused' });
+  });
+
+  it('records Events on the App: its failures, counted, and when it starts serving', async () => {
+    await namespaceWithCode('events');
+    await createApp(api, 'events', 'hello', { ...pythonSpec(), scaling: { responseGracePeriod: 0 } });
+    await waitForApp(api, 'events', 'hello', (a) => condition(a, 'Ready')?.reason === 'InvalidSpec', 'InvalidSpec');
+    const events = async () =>
+      (await api.list<KubeObject & { reason: string; type: string; message: string; count: number }>('/api/v1/namespaces/events/events', { fieldSelector: 'involvedObject.name=hello' })).items;
+    const warning = await waitFor(async () => (await events()).find((e) => e.reason === 'InvalidSpec'), { timeoutMs: STATE_TIMEOUT_MS, what: 'an InvalidSpec Event' });
+    expect(warning).toMatchObject({ type: 'Warning', count: 1, involvedObject: { kind: 'App', name: 'hello', namespace: 'events' } });
+    expect(warning.message).toContain('spec.scaling.responseGracePeriod');
+
+    await api.mergePatch(paths.app('events', 'hello'), { spec: { scaling: { responseGracePeriod: 60 } } });
+    await waitForApp(api, 'events', 'hello', isAppliedAtGeneration, 'ChildrenApplied once fixed');
+    await api.mergePatch(`${paths.deployment('events', 'hello')}/status`, { status: { observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 } });
+    const ready = await waitFor(async () => (await events()).find((e) => e.reason === 'Ready'), { timeoutMs: STATE_TIMEOUT_MS, what: 'a Ready Event' });
+    expect(ready).toMatchObject({ type: 'Normal', count: 1 });
   });
 
   it('says ScaledToZero for an App with minReplicas 0', async () => {
     await namespaceWithCode('zero');
     await createApp(api, 'zero', 'hello', pythonSpec({ scaling: { minReplicas: 0, maxReplicas: 1 } }));
-    const app = await waitForApp(api, 'zero', 'hello', isReadyAtGeneration, 'Ready');
-    expect(condition(app, 'Available')).toMatchObject({ status: 'False', reason: 'ScaledToZero' });
+    await waitForApp(api, 'zero', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
     expect((await api.get<Deployment>(paths.deployment('zero', 'hello'))).spec.replicas).toBe(0);
+    await api.mergePatch(`${paths.deployment('zero', 'hello')}/status`, { status: { observedGeneration: 1, replicas: 0 } });
+    const app = await waitForApp(api, 'zero', 'hello', (a) => condition(a, 'Ready')?.status === 'True', 'Ready with no replica');
+    expect(condition(app, 'Available')).toMatchObject({ status: 'True', reason: 'ScaledToZero' });
   });
 
   it('puts back a Deployment deleted by hand', async () => {
     await namespaceWithCode('repair');
     await createApp(api, 'repair', 'hello', pythonSpec());
-    await waitForApp(api, 'repair', 'hello', isReadyAtGeneration, 'Ready');
+    await waitForApp(api, 'repair', 'hello', isAppliedAtGeneration, 'applied');
     const first = await api.get(paths.deployment('repair', 'hello'));
 
     await api.delete(paths.deployment('repair', 'hello'));
@@ -202,7 +233,7 @@ describe('reconciling an App', () => {
   it('deleting the App deletes its children (garbage collection) but not the shared sidecar RBAC', async () => {
     await namespaceWithCode('delete');
     await createApp(api, 'delete', 'hello', pythonSpec());
-    await waitForApp(api, 'delete', 'hello', isReadyAtGeneration, 'Ready');
+    await waitForApp(api, 'delete', 'hello', isAppliedAtGeneration, 'applied');
 
     await api.delete(paths.app('delete', 'hello'));
     await waitFor(async () => (await gone(api, paths.deployment('delete', 'hello'))) && (await gone(api, paths.service('delete', 'hello'))) && (await gone(api, paths.ingress('delete', 'hello'))), {

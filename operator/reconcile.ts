@@ -4,8 +4,10 @@
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { applyAppDefaults, validateApp } from '../crds/validate.ts';
-import { nextAppStatus, ownedStatusDiffers, type DeploymentReplicas, type Observation } from './app-status.ts';
+import { appEvents } from './app-events.ts';
+import { nextAppStatus, ownedStatusDiffers, type Observation } from './app-status.ts';
 import { autoscales, replicasToApply, takeReplicas, type ScaledDeployment } from './autoscaling/replicas-owner.ts';
+import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RenderConfig } from './config.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
@@ -14,6 +16,7 @@ import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
 import { owningAppName } from './render/labels.ts';
 import { appUrl, childName } from './render/names.ts';
+import type { DeploymentView } from './rollout-state.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
 
 export interface ReconcilerDeps {
@@ -26,6 +29,8 @@ export interface ReconcilerDeps {
   deployments: { get(namespace: string, name: string): ScaledDeployment | undefined };
   /** Applies as the autoscaler's field manager: hands `spec.replicas` of autoscaled Apps over to it. */
   autoscalerApi: KubeApi;
+  /** Events on the App: failures, and when it starts or stops serving. */
+  events: EventRecorder;
   logger: Logger;
   now?: () => Date;
 }
@@ -44,6 +49,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
 
   async function writeStatus(app: App, observation: Observation): Promise<void> {
     const next = nextAppStatus(app, observation, appUrl(app, config.ingress), now());
+    for (const note of appEvents(app.status, next)) deps.events.record(app, note);
     if (!ownedStatusDiffers(app.status, next)) return;
     const path = resourcePath({ apiVersion: app.apiVersion, kind: app.kind, namespace: app.metadata.namespace, name: app.metadata.name }, 'status');
     try {
@@ -107,12 +113,12 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       const children = renderAppChildren(app, config, code.hash, replicas);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
-      const deployment = applied.find((child) => child.kind === 'Deployment') as (ScaledDeployment & { status?: DeploymentReplicas }) | undefined;
+      const deployment = applied.find((child) => child.kind === 'Deployment') as (ScaledDeployment & DeploymentView) | undefined;
       if (deployment !== undefined && autoscales(app.spec.scaling)) await takeReplicas(deps.autoscalerApi, deployment);
       await writeStatus(app, {
         kind: 'applied',
         children: applied.map((child) => refOf(child).kind),
-        deployment: deployment?.status,
+        deployment,
         missingCodeConfigMap: code.missing,
       });
       return 'reconciled';

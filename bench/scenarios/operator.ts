@@ -1,7 +1,7 @@
 // The operator reconciling 500 Apps in 50 namespaces, as the compiled `runlet operator` in its own process (so
 // its memory is its own), against an in-memory Kubernetes API server of test/kube running in this process (no
 // load is generated here meanwhile, and its Apps stay apart from the sidecars' API server): the time from
-// the first App created to every App Ready at its generation with the operator's queue empty, and the
+// the first App created to every App reconciled (ChildrenApplied) at its generation with the operator's queue empty, and the
 // operator's peak RSS. Measured once per run, after the rounds: it is the slowest scenario and shares no
 // server with the others. The cluster helpers are the tests' fake cluster (test/support/fake-cluster.ts).
 import { writeFileSync } from 'node:fs';
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { App } from '../../crds/app-schema.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { PYTHON_IMAGE, SIDECAR_IMAGE, pythonSpec } from '../../test/support/operator-apps.ts';
-import { createCodeConfigMap, createNamespace, isReadyAtGeneration, paths, prepareCluster } from '../../test/support/fake-cluster.ts';
+import { createCodeConfigMap, createNamespace, isAppliedAtGeneration, paths, prepareCluster } from '../../test/support/fake-cluster.ts';
 import { startKubeApiServer } from '../../test/kube/index.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { COMPILED_CLI, IMAGE_ENV } from '../build.ts';
@@ -54,9 +54,9 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
       await createCodeConfigMap(cluster.api, namespace, `${name}-code`, name, { 'main.py': `def run():\n    return ${JSON.stringify(name)}\n` });
       await cluster.api.create(paths.app(namespace), { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name }, spec: pythonSpec({}, `${name}-code`) } as KubeObject);
     });
-    await waitFor(async () => (await readyApps(cluster.api)) === APPS && (await metric(metricsUrl, 'runlet_operator_queue_depth')) === 0, {
+    await waitFor(async () => (await reconciledApps(cluster.api)) === APPS && (await metric(metricsUrl, 'runlet_operator_queue_depth')) === 0, {
       ...STEADY_WAIT,
-      what: `all ${APPS} Apps Ready with the operator's queue empty`,
+      what: `all ${APPS} Apps reconciled with the operator's queue empty`,
     });
     const steadySeconds = (performance.now() - startedAt) / 1000;
     const peakRssMb = operator.peakRssMb();
@@ -67,9 +67,9 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
   }
 }
 
-async function readyApps(api: Awaited<ReturnType<typeof prepareCluster>>['api']): Promise<number> {
+async function reconciledApps(api: Awaited<ReturnType<typeof prepareCluster>>['api']): Promise<number> {
   const list = await api.list<App & KubeObject>('/apis/runlet.dev/v1alpha1/apps');
-  return list.items.filter(isReadyAtGeneration).length;
+  return list.items.filter(isAppliedAtGeneration).length;
 }
 
 async function metric(url: string, name: string): Promise<number> {

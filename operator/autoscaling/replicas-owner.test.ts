@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { pythonSpec } from '../../test/support/operator-apps.ts';
-import { createApp, createCodeConfigMap, createNamespace, paths, prepareCluster, testOperator, waitForApp, isReadyAtGeneration, type TestCluster } from '../../test/support/fake-cluster.ts';
+import { createApp, createCodeConfigMap, createNamespace, paths, prepareCluster, testOperator, waitForApp, isAppliedAtGeneration, type TestCluster } from '../../test/support/fake-cluster.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { App } from '../../crds/app-schema.ts';
@@ -39,7 +39,7 @@ async function touch(namespace: string, value: string): Promise<void> {
   const app = await api.get<App>(paths.app(namespace, 'hello'));
   const patched = await api.mergePatch<App>(paths.app(namespace, 'hello'), { spec: { env: [{ name: 'TOUCH', value }] } });
   expect(patched.metadata.generation).toBeGreaterThan(app.metadata.generation!);
-  await waitForApp(api, namespace, 'hello', isReadyAtGeneration, `reconciled at generation ${patched.metadata.generation}`);
+  await waitForApp(api, namespace, 'hello', isAppliedAtGeneration, `reconciled at generation ${patched.metadata.generation}`);
 }
 
 describe('spec.replicas', () => {

@@ -1,9 +1,9 @@
-// `runlet deploy` against the in-memory API server: the whole way to Available with the operator and the test
+// `runlet deploy` against the in-memory API server: the whole way to Ready with the operator and the test
 // kubelet, and every error that names its fix.
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { installCrds } from '../operator/e2e-cluster.ts';
@@ -29,21 +29,33 @@ describe('runlet deploy on a cluster with the operator', () => {
   }, 120_000);
   afterAll(async () => cluster?.close());
 
-  it('applies the App and its code, shows progress, and exits 0 once Available', async () => {
+  it('applies the App and its code, shows progress, and exits 0 once Ready', async () => {
     const result = await runCli(['deploy', HELLO, '--namespace', 'demo', '--timeout', '120'], { env: { KUBECONFIG: kubeconfig } });
     if (result.code !== 0) console.error(result.stderr, cluster.diagnostics());
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/^applied app demo\/hello and its code \(ConfigMap hello-code\)$/m);
-    expect(result.stdout).toMatch(/^Ready: True/m);
+    expect(result.stdout).toMatch(/^Ready: True \(Serving/m);
     expect(result.stdout).toMatch(/^Available: True \(MinimumReplicasAvailable/m);
-    expect(result.stdout).toMatch(/^hello is available at http:\/\/hello\.demo\.svc\.cluster\.local\/v4\/demo\/hello$/m);
+    expect(result.stdout).toMatch(/^hello is ready at http:\/\/hello\.demo\.svc\.cluster\.local\/v4\/demo\/hello$/m);
   }, 180_000);
 
-  it('is idempotent: deploying the same folder again is Available at once', async () => {
+  it('is idempotent: deploying the same folder again is Ready at once', async () => {
     const result = await runCli(['deploy', HELLO, '--namespace', 'demo', '--timeout', '120'], { env: { KUBECONFIG: kubeconfig } });
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/hello is available/);
+    expect(result.stdout).toMatch(/hello is ready/);
   }, 180_000);
+
+  it('deploying a change exits once it has rolled out, not while the old replica still serves', async () => {
+    const changed = await mkdtemp(join(tmpdir(), 'runlet-deploy-hello-'));
+    await cp(HELLO, changed, { recursive: true });
+    const toml = join(changed, 'service.toml');
+    await writeFile(toml, (await readFile(toml, 'utf8')).replace('replica_concurrency = 4', 'replica_concurrency = 3'));
+    const result = await runCli(['deploy', changed, '--namespace', 'demo', '--timeout', '150'], { env: { KUBECONFIG: kubeconfig } });
+    if (result.code !== 0) console.error(result.stderr, cluster.diagnostics());
+    expect(result.code).toBe(0);
+    const deployment = await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDeployment({ namespace: 'demo', name: 'hello' });
+    expect(deployment.status).toMatchObject({ observedGeneration: deployment.metadata?.generation, replicas: 1, updatedReplicas: 1, availableReplicas: 1 });
+  }, 240_000);
 });
 
 describe('runlet deploy errors name the fix', () => {
@@ -74,6 +86,6 @@ describe('runlet deploy errors name the fix', () => {
     const result = await runCli(['deploy', HELLO, '--timeout', '2'], { env: { KUBECONFIG: path } });
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/applied app default\/hello/);
-    expect(result.stderr).toMatch(/not available after 2 s:\n {2}\(no status yet: is the Runlet operator running\?\)/);
+    expect(result.stderr).toMatch(/not ready after 2 s:\n {2}\(no status yet: is the Runlet operator running\?\)/);
   });
 });

@@ -304,6 +304,21 @@ describe('the test kubelet', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
     expect(waiting.message).toContain('registry.test/nobody-knows:2');
   });
 
+  it('reports pods the API server refuses as ReplicaFailure on the Deployment, and creates them once it accepts', async () => {
+    const namespace = await freshNamespace();
+    const refusal = 'pods "refused-abc" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0';
+    server.failNext({ method: 'POST', pathPattern: `/api/v1/namespaces/${namespace}/pods`, status: 403, reason: 'Forbidden', message: refusal, times: 3 });
+    await createApp(namespace, serverDeployment('refused'));
+    const failure = await waitFor(
+      async () => (await apps.readNamespacedDeployment({ namespace, name: 'refused' })).status?.conditions?.find((c) => c.type === 'ReplicaFailure'),
+      { what: 'a ReplicaFailure condition on the Deployment', ...WAIT },
+    );
+    expect(failure).toMatchObject({ status: 'True', reason: 'FailedCreate', message: refusal });
+
+    const deployment = await rolledOut(namespace, 'refused');
+    expect(deployment.status?.conditions?.map((c) => c.type)).not.toContain('ReplicaFailure');
+  });
+
   it('scales: every replica gets ports of its own; scaling down deletes the surplus', async () => {
     const namespace = await freshNamespace();
     await createApp(namespace, serverDeployment('many', { replicas: 2 }));

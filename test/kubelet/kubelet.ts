@@ -78,6 +78,26 @@ function isConflict(error: unknown): boolean {
   return error instanceof ApiException && error.code === 409;
 }
 
+/** The API server would not have the pod (quota, admission, a webhook): 403 Forbidden or 422 Invalid. */
+function isRefusal(error: unknown): error is ApiException<unknown> {
+  return error instanceof ApiException && (error.code === 403 || error.code === 422);
+}
+
+/** The message of the Status the API server answered, as the ReplicaSet controller records it. */
+function statusMessage(error: ApiException<unknown>): string {
+  const body: unknown = typeof error.body === 'string' ? safeJson(error.body) : error.body;
+  const message = (body as { message?: unknown } | undefined)?.message;
+  return typeof message === 'string' ? message : error.message;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 function controllerUid(pod: V1Pod): string | undefined {
   return pod.metadata?.ownerReferences?.find((ref) => ref.controller === true)?.uid;
 }
@@ -192,11 +212,15 @@ export class Kubelet {
       this.#core.listPodForAllNamespaces(),
     ]);
     const ready = await this.#syncLocalPods(pods.items.filter((pod) => pod.spec?.nodeName === this.nodeName));
+    const refused: string[] = [];
     for (const deployment of deployments.items) {
       if (this.#stopped) return;
       if (deployment.metadata?.deletionTimestamp !== undefined) continue;
-      await this.#syncDeployment(deployment, pods.items.filter((pod) => controllerUid(pod) === deployment.metadata?.uid), ready);
+      const refusal = await this.#syncDeployment(deployment, pods.items.filter((pod) => controllerUid(pod) === deployment.metadata?.uid), ready);
+      if (refusal !== undefined) refused.push(`deployment ${deployment.metadata?.namespace}/${deployment.metadata?.name}: ${refusal}`);
     }
+    // Retried after a delay, as the ReplicaSet controller requeues a refused create.
+    if (refused.length > 0) throw new Error(`pods refused: ${refused.join('; ')}`);
   }
 
   /**
@@ -336,7 +360,8 @@ export class Kubelet {
     }
   }
 
-  async #syncDeployment(deployment: V1Deployment, pods: V1Pod[], publishedReady: ReadonlyMap<string, boolean>): Promise<void> {
+  /** Creates and deletes its pods as the rollout plans and publishes its status; returns the API server's refusal of a pod. */
+  async #syncDeployment(deployment: V1Deployment, pods: V1Pod[], publishedReady: ReadonlyMap<string, boolean>): Promise<string | undefined> {
     const meta = deployment.metadata!;
     const hash = templateHash(deployment.spec?.template);
     const spec = rolloutSpec(deployment);
@@ -348,9 +373,16 @@ export class Kubelet {
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).toISOString(),
     }));
     const plan = planRollout(spec, hash, owned);
-    for (let i = 0; i < plan.create; i += 1) {
-      const created = await this.#core.createNamespacedPod({ namespace: meta.namespace!, body: podForDeployment(deployment, hash, this.nodeName) });
-      this.log.event(`deployment ${meta.namespace}/${meta.name}: created pod ${created.metadata?.name} (template ${hash})`);
+    let refusal: string | undefined;
+    for (let i = 0; i < plan.create && refusal === undefined; i += 1) {
+      try {
+        const created = await this.#core.createNamespacedPod({ namespace: meta.namespace!, body: podForDeployment(deployment, hash, this.nodeName) });
+        this.log.event(`deployment ${meta.namespace}/${meta.name}: created pod ${created.metadata?.name} (template ${hash})`);
+      } catch (error) {
+        if (!isRefusal(error)) throw error;
+        refusal = statusMessage(error);
+        this.log.event(`deployment ${meta.namespace}/${meta.name}: pod refused: ${refusal}`);
+      }
     }
     for (const name of plan.remove) {
       try {
@@ -362,15 +394,16 @@ export class Kubelet {
     }
     let clock = this.#deploymentClocks.get(meta.uid!);
     if (clock === undefined) this.#deploymentClocks.set(meta.uid!, (clock = new ConditionClock()));
-    const status = deploymentStatus(meta.name!, meta.generation ?? 0, spec, hash, owned, clock);
+    const status = deploymentStatus(meta.name!, meta.generation ?? 0, spec, hash, owned, clock, refusal);
     const text = JSON.stringify(status);
-    if (this.#writtenStatus.get(meta.uid!) === text) return;
+    if (this.#writtenStatus.get(meta.uid!) === text) return refusal;
     try {
       await this.#apps.patchNamespacedDeploymentStatus({ name: meta.name!, namespace: meta.namespace!, body: { status } }, MERGE_PATCH);
       this.#writtenStatus.set(meta.uid!, text);
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }
+    return refusal;
   }
 
   /** Last resort when the test process exits without stop(): no process may outlive it. */

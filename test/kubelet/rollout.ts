@@ -99,6 +99,8 @@ export function deploymentStatus(
   currentHash: string,
   pods: readonly OwnedPod[],
   clock: ConditionClock,
+  /** Why the API server refused the last pod created for it, until one is created again. */
+  refusal?: string,
 ): DeploymentStatusView {
   const active = pods.filter((pod) => !pod.terminating);
   const updated = active.filter((pod) => pod.templateHash === currentHash).length;
@@ -120,6 +122,7 @@ export function deploymentStatus(
     availableReplicas: ready,
     unavailableReplicas: Math.max(0, spec.replicas - ready),
     terminatingReplicas: pods.length - active.length,
-    conditions: [available, progressing],
+    // As the ReplicaSet controller reports a refused pod, and the Deployment controller copies it.
+    conditions: refusal === undefined ? [available, progressing] : [available, progressing, clock.condition('ReplicaFailure', 'True', 'FailedCreate', refusal)],
   };
 }

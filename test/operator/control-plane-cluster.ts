@@ -17,7 +17,7 @@ import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { REPO, createNoPodsQuota, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
@@ -178,6 +178,7 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
         return sidecarUrls(await localPod(pod));
       },
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
+      refusePods: (namespace) => createNoPodsQuota(admin, namespace),
       stopCheck(pod) {
         const local = kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace);
         if (local === undefined) throw new Error(`pod ${pod.metadata!.name} does not run in the test kubelet`);

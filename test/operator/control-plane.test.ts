@@ -30,6 +30,8 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     await writeFile(manifest, (await app.manifests()).map((object) => toYaml(object)).join('---\n'));
     await cluster.kubectl('apply', '-f', manifest);
     await wait(`App ${namespace}/hello Available`, async () => availableAtGeneration(await app.read()));
+    // As the README tells users to wait: Ready is serving, the rollout of this generation done.
+    await cluster.kubectl('wait', '--namespace', namespace, '--for', 'condition=Ready', '--timeout', '60s', 'app/hello');
     return app;
   }
 
@@ -64,6 +66,13 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
         subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: app.namespace }],
       },
     });
+    // The operator's Events on the App, where users look for them.
+    const described = await wait('the Ready Event in kubectl describe', async () => {
+      const text = await cluster.kubectl('describe', 'app', '--namespace', app.namespace, 'hello');
+      return /Normal\s+Ready\s+.*runlet-operator/.test(text) && text;
+    });
+    expect(described).toMatch(/Events:/);
+
     const listed = await wait(`run ${runId} listed once the grant applies`, async () => {
       const page = await listRuns();
       if (page.status !== 200) return undefined;

@@ -3,11 +3,12 @@
 // Shared here: installing the CRDs from crds/*.yaml and running the operator in-process.
 import { readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { ApiException, ApiextensionsV1Api, type KubeConfig, type V1CustomResourceDefinition, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, ApiextensionsV1Api, CoreV1Api, type KubeConfig, type V1CustomResourceDefinition, type V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { startOperator, type Operator } from '../../operator/main.ts';
+import type { KubeApiServer } from '../kube/index.ts';
 import type { SidecarUrls } from '../kubelet/index.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
@@ -22,9 +23,36 @@ export interface E2eCluster {
   token(namespace: string): Promise<string>;
   /** Taken while the pod runs: then resolves to whether every one of its processes has stopped since. */
   stopCheck(pod: V1Pod): () => Promise<boolean>;
+  /**
+   * From now on the API server refuses new pods in `namespace`, as a ResourceQuota of `pods: 0` does; resolves
+   * to a word the refusal's message contains.
+   */
+  refusePods(namespace: string): Promise<string>;
   /** Logs for a failing test to print. */
   diagnostics(): string;
   close(): Promise<void>;
+}
+
+const NO_PODS_QUOTA = 'runlet-e2e-no-pods';
+
+/** refusePods on a real API server: a ResourceQuota of no pods (its admission plugin is on by default). */
+export async function createNoPodsQuota(kubeConfig: KubeConfig, namespace: string): Promise<string> {
+  await kubeConfig.makeApiClient(CoreV1Api).createNamespacedResourceQuota({ namespace, body: { metadata: { name: NO_PODS_QUOTA }, spec: { hard: { pods: '0' } } } });
+  return NO_PODS_QUOTA;
+}
+
+/** refusePods on the in-memory API server, which has no quotas: pod creates answered as the quota would answer them. */
+export function refusePodsLikeQuota(server: Pick<KubeApiServer, 'failNext'>, namespace: string): string {
+  server.failNext({
+    method: 'POST',
+    pathPattern: `/api/v1/namespaces/${namespace}/pods`,
+    status: 403,
+    reason: 'Forbidden',
+    message: `pods "hello" is forbidden: exceeded quota: ${NO_PODS_QUOTA}, requested: pods=1, used: pods=0, limited: pods=0`,
+    // Every retry of the test's time, as a quota refuses until it is lifted.
+    times: 100_000,
+  });
+  return NO_PODS_QUOTA;
 }
 
 /** Creates every CustomResourceDefinition in crds/*.yaml (an existing one is left as it is). */

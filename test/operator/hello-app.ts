@@ -9,6 +9,7 @@ import {
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
+  type CoreV1Event,
   type KubeConfig,
   type V1ConfigMap,
   type V1Deployment,
@@ -44,10 +45,14 @@ export class HelloApp {
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
   }
 
-  /** Namespace, code ConfigMap (examples/hello) and the App, every field of its spec stated. */
-  async apply(): Promise<void> {
+  /**
+   * Namespace, code ConfigMap (examples/hello) and the App, every field of its spec stated; `prepareNamespace`
+   * runs between the namespace and the rest (e.g. a ResourceQuota).
+   */
+  async apply(prepareNamespace?: () => Promise<void>): Promise<void> {
     const [namespace, configMap, app] = await this.manifests();
     await this.#core.createNamespace({ body: namespace });
+    await prepareNamespace?.();
     await this.#core.createNamespacedConfigMap({ namespace: this.namespace, body: configMap });
     await this.#custom.createNamespacedCustomObject({ ...APPS, namespace: this.namespace, body: app });
   }
@@ -110,6 +115,13 @@ export class HelloApp {
 
   async services(): Promise<V1Service[]> {
     return (await this.#core.listNamespacedService({ namespace: this.namespace, labelSelector: `${APP_LABEL}=${this.name}` })).items;
+  }
+
+  /** The Events about the App (what `kubectl describe app` lists). */
+  async events(): Promise<CoreV1Event[]> {
+    return (await this.#core.listNamespacedEvent({ namespace: this.namespace, fieldSelector: `involvedObject.name=${this.name}` })).items.filter(
+      (event) => event.involvedObject.kind === 'App',
+    );
   }
 
   /** The RunLog a pod's sidecar records its runs in; undefined until it exists. */

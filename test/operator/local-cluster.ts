@@ -13,7 +13,7 @@ import { signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, installCrds, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { REPO, installCrds, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
@@ -81,6 +81,7 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
       return sidecarUrls(await localPod(pod));
     },
     token: (namespace) => signLocalToken({ projectId: namespace, key: authKey }),
+    refusePods: async (namespace) => refusePodsLikeQuota(server, namespace),
     stopCheck(pod) {
       const local = kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace);
       if (local === undefined) throw new Error(`pod ${pod.metadata!.name} does not run in the test kubelet`);

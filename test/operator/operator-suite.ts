@@ -4,7 +4,7 @@
 // server and the cluster of KUBECONFIG, control-plane.test.ts against a real control plane.
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import type { App } from '../../crds/app-schema.ts';
+import type { App, Condition } from '../../crds/app-schema.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import type { E2eCluster } from './e2e-cluster.ts';
@@ -18,6 +18,15 @@ export const SUITE_OPTIONS = { timeout: 4 * STATE_TIMEOUT_MS };
 export function availableAtGeneration(app: App): boolean {
   const available = app.status?.conditions?.find((condition) => condition.type === 'Available');
   return app.status?.observedGeneration === app.metadata.generation && available?.status === 'True';
+}
+
+/** Ready (serving, the rollout of this generation done) for the App's current generation. */
+export function readyAtGeneration(app: App): boolean {
+  return app.status?.observedGeneration === app.metadata.generation && conditionOf(app, 'Ready')?.status === 'True';
+}
+
+export function conditionOf(app: App, type: string): Condition | undefined {
+  return app.status?.conditions?.find((condition) => condition.type === type);
 }
 
 export function isReady(pod: V1Pod): boolean {
@@ -88,6 +97,9 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     const app = await applyApp();
     const available = await waitForApp(app, 'Available at its generation', availableAtGeneration);
     expect(available.status).toMatchObject({ replicas: 1, readyReplicas: 1 });
+    const serving = await waitForApp(app, 'Ready at its generation', readyAtGeneration);
+    expect(conditionOf(serving, 'Ready')).toMatchObject({ reason: 'Serving' });
+    expect(conditionOf(serving, 'ChildrenApplied')).toMatchObject({ status: 'True', reason: 'Applied' });
     const pod = await onlyReadyPod(app, 'the pod ready');
 
     const sync = await call(app, pod, 'run', { name: 'Ada' });
@@ -124,7 +136,7 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     const sidecar = [...(current.spec!.initContainers ?? []), ...current.spec!.containers].find((c) => c.args?.includes('sidecar'));
     expect(sidecar?.args?.join(' ')).toContain('--concurrency 2');
     expect(await oldStopped(), 'every process of the old pod has exited').toBe(true);
-    await waitForApp(app, 'Available at the new generation', availableAtGeneration);
+    await waitForApp(app, 'Ready at the new generation', readyAtGeneration);
     expect(await greeting(app, current)).toEqual({ greeting: 'Hello, Ada!' });
   });
 
@@ -137,6 +149,27 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     await app.replaceCode('main.py', 'def run(name: str) -> dict:\n    return {"greeting": f"Good evening, {name}."}\n');
     const current = await onlyReadyPod(app, 'a pod of the new code', (pod) => pod.metadata!.uid !== old.metadata!.uid);
     expect(await greeting(app, current)).toEqual({ greeting: 'Good evening, Ada.' });
+  });
+
+  it('shows pods the namespace refuses in the App’s status, with the API server’s reason, and as a Warning Event', async () => {
+    const app = new HelloApp(cluster.kubeConfig, `runlet-e2e-${runId}-${applied.length + 1}`);
+    applied.push(app);
+    let quota = '';
+    await app.apply(async () => {
+      quota = await cluster.refusePods(app.namespace);
+    });
+    const refused = await waitForApp(app, 'PodsRefused', (current) => conditionOf(current, 'Ready')?.reason === 'PodsRefused');
+    expect(conditionOf(refused, 'Ready')).toMatchObject({ status: 'False' });
+    expect(conditionOf(refused, 'Ready')?.message).toContain(quota);
+    expect(conditionOf(refused, 'Available')).toMatchObject({ status: 'False', reason: 'PodsRefused' });
+    expect(conditionOf(refused, 'ChildrenApplied')).toMatchObject({ status: 'True' });
+    const event = await waitFor(async () => (await app.events()).find((e) => e.reason === 'PodsRefused'), {
+      what: `a PodsRefused Event on App ${app.namespace}/${app.name}`,
+      timeoutMs: STATE_TIMEOUT_MS,
+      intervalMs: 100,
+    });
+    expect(event).toMatchObject({ type: 'Warning', source: { component: 'runlet-operator' } });
+    expect(event.message).toContain(quota);
   });
 
   it('deletes an App: its Deployment, Service and pods go, and the pods’ processes stop', async () => {

@@ -11,7 +11,7 @@ import { ApiException, CoreV1Api, KubeConfig, PortForward, type V1Pod } from '@k
 import type { SidecarUrls } from '../kubelet/index.ts';
 import { sidecarPorts } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { installCrds, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { createNoPodsQuota, installCrds, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
 
 const TOKEN_AUDIENCE = 'runlet';
 
@@ -86,6 +86,7 @@ export async function startRealCluster(): Promise<E2eCluster> {
         { what: `a token of ${namespace}/default`, timeoutMs: 30_000, intervalMs: 250 },
       );
     },
+    refusePods: (namespace) => createNoPodsQuota(kubeConfig, namespace),
     stopCheck(pod: V1Pod) {
       // A real kubelet removes the pod only once its containers have stopped.
       return async () => {

@@ -100,9 +100,12 @@ export function condition(app: App, type: string): { status: string; reason: str
   return app.status?.conditions?.find((c) => c.type === type);
 }
 
-/** Ready=True for the App's current generation. */
-export function isReadyAtGeneration(app: App): boolean {
-  return app.status?.observedGeneration === app.metadata.generation && condition(app, 'Ready')?.status === 'True';
+/**
+ * ChildrenApplied=True for the App's current generation: reconciled. (Ready needs pods, which only a cluster
+ * with a kubelet runs.)
+ */
+export function isAppliedAtGeneration(app: App): boolean {
+  return app.status?.observedGeneration === app.metadata.generation && condition(app, 'ChildrenApplied')?.status === 'True';
 }
 
 export async function gone(api: KubeApi, path: string): Promise<boolean> {
