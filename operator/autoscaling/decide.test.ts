@@ -232,9 +232,11 @@ describe('warm', () => {
     expect(decisions.at(-1)).toMatchObject({ desiredReplicas: 4, reason: 'StableLoad' });
   });
 
-  it('keeps the replicas as they are while no load is reported', () => {
+  it('keeps the replicas as they are while no load is reported, also an app with minReplicas 0 past its cooldown', () => {
     const autoscaler = new AppAutoscaler(settingsOf({}), { now: T0, deployment: { replicas: 3, readyReplicas: 3 } });
     expect(autoscaler.decide(T0 + 5 * SECOND, { replicas: 3, readyReplicas: 3 })).toMatchObject({ desiredReplicas: 3, reason: 'NoLoadReported' });
+    const toZero = new AppAutoscaler(settingsOf({ minReplicas: 0, cooldown: 10 }), { now: T0, deployment: { replicas: 1, readyReplicas: 1 } });
+    expect(toZero.decide(T0 + 120 * SECOND, { replicas: 1, readyReplicas: 1 })).toMatchObject({ desiredReplicas: 1, reason: 'NoLoadReported' });
   });
 
   it('does not scale down for a cooldown after being taken over (a new leader), since it saw no earlier wants', () => {

@@ -137,13 +137,14 @@ export class AppAutoscaler {
 
     if (minReplicas === 0) {
       const idleMs = now - this.#lastBusyAt;
-      if (idleMs >= cooldownMs && callsOf(this.#latest) === 0) {
+      // Idle is what the reports say: without any in the stable window, nothing is known, and nothing removed.
+      if (idleMs >= cooldownMs && want.reason !== 'NoLoadReported' && callsOf(this.#latest) === 0) {
         return this.#decision(0, 'idle', 'IdleToZero', `no call for ${Math.floor(idleMs / 1000)} s (cooldown ${cooldownMs / 1000} s): to zero`, want);
       }
       if (replicas === 0) {
         replicas = 1;
         reason = 'IdleCountdown';
-        message = `no load; one replica stays until no call came for the ${cooldownMs / 1000} s cooldown`;
+        message = `${message}; one replica stays until no call has come for the ${cooldownMs / 1000} s cooldown`;
       }
     }
 
