@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { App, AppStatus, ScalingDecisionRecord } from '../../crds/app-schema.ts';
 import type { KubeApi } from '../../kube/client.ts';
+import { applyAppDefaults, validateApp } from '../../crds/validate.ts';
 import { isNotFound } from '../../kube/errors.ts';
 import { resourcePath } from '../../kube/objects.ts';
 import { objectKey } from '../../kube/watch.ts';
@@ -48,10 +49,17 @@ export interface ScalerOptions {
 /** How long a scale write may take to come back through the Deployment watch before the App is decided again. */
 const WATCH_LAG_BOUND_MS = 10_000;
 
+interface CheckedSpec {
+  generation: number;
+  uid: string | undefined;
+  /** With its defaults applied. */
+  app: App;
+}
+
 interface Tracked {
   autoscaler: AppAutoscaler;
-  /** The scaling settings it was last given, as JSON. */
-  settings: string;
+  /** The App's generation whose settings it was last given. */
+  generation: number;
   /** What this leader last wrote to the scale subresource: a different `spec.replicas` was someone else's. */
   written: number | undefined;
   /** Until the watch shows the write (or this time passes), the App is not decided again. */
@@ -64,6 +72,7 @@ export class Scaler {
   readonly #options: ScalerOptions;
   readonly #clock: () => number;
   readonly #tracked = new Map<string, Tracked>();
+  readonly #specs = new Map<string, CheckedSpec & { valid: boolean }>();
   #timer: NodeJS.Timeout | undefined;
   #inFlight = new Set<Promise<void>>();
 
@@ -84,20 +93,27 @@ export class Scaler {
     this.#timer = undefined;
     await Promise.allSettled(this.#inFlight);
     this.#tracked.clear();
+    this.#specs.clear();
   }
 
   /** One round of decisions (the timer's; tests call it to step an injected clock). */
   tick(): void {
     const now = this.#clock();
+    /** Autoscaled Apps decided this tick, and every App listed (whose checked spec is kept). */
     const seen = new Set<string>();
-    for (const app of this.#options.apps.list()) {
-      if (app.metadata.deletionTimestamp !== undefined || !autoscales(app.spec.scaling)) continue;
-      const key = objectKey(app.metadata.namespace, app.metadata.name);
+    const listed = new Set<string>();
+    for (const stored of this.#options.apps.list()) {
+      if (stored.metadata.deletionTimestamp !== undefined) continue;
+      const key = objectKey(stored.metadata.namespace, stored.metadata.name);
+      listed.add(key);
+      const spec = this.#specOf(key, stored);
+      if (spec === undefined || !autoscales(spec.app.spec.scaling)) continue;
+      const app = spec.app;
       seen.add(key);
       const deployment = this.#options.deployments.get(app.metadata.namespace!, childName(app));
       if (deployment?.spec?.replicas === undefined) continue;
       const current = { replicas: deployment.spec.replicas, readyReplicas: deployment.status?.readyReplicas ?? 0 };
-      const tracked = this.#trackedFor(key, app, now, current);
+      const tracked = this.#trackedFor(key, spec, now, current);
       tracked.autoscaler.observe(this.#sample(app, now, current.readyReplicas));
       if (tracked.busy || (current.replicas !== tracked.written && now < tracked.awaitingWatchUntil)) continue;
       const decision = tracked.autoscaler.decide(now, current);
@@ -114,6 +130,7 @@ export class Scaler {
       if (seen.has(key) || tracked.busy) continue;
       this.#tracked.delete(key);
     }
+    for (const key of this.#specs.keys()) if (!listed.has(key)) this.#specs.delete(key);
   }
 
   /** A write for one App: none other for it starts before it ends; a failure is retried by a later tick. */
@@ -128,17 +145,32 @@ export class Scaler {
     this.#inFlight.add(done);
   }
 
-  #trackedFor(key: string, app: App, now: number, deployment: DeploymentScale): Tracked {
-    const settings = JSON.stringify(app.spec.scaling);
+  /**
+   * The App with its defaults, checked once per generation (the reconciler refuses an invalid one; the
+   * scaler leaves it alone). The cache holds what the API server stores, which an older server or the
+   * test server may not have defaulted.
+   */
+  #specOf(key: string, stored: App): CheckedSpec | undefined {
+    const generation = stored.metadata.generation ?? 0;
+    const known = this.#specs.get(key);
+    if (known?.generation === generation && known.uid === stored.metadata.uid) return known.valid ? known : undefined;
+    const valid = validateApp({ ...stored, status: undefined }).length === 0;
+    const checked: CheckedSpec & { valid: boolean } = { generation, uid: stored.metadata.uid, app: valid ? (applyAppDefaults(stored) as App) : stored, valid };
+    this.#specs.set(key, checked);
+    return valid ? checked : undefined;
+  }
+
+  #trackedFor(key: string, spec: CheckedSpec, now: number, deployment: DeploymentScale): Tracked {
     const existing = this.#tracked.get(key);
     if (existing !== undefined) {
-      if (existing.settings !== settings) {
-        existing.autoscaler.updateSettings(this.#settingsOf(app));
-        existing.settings = settings;
+      if (existing.generation !== spec.generation) {
+        existing.autoscaler.updateSettings(this.#settingsOf(spec.app));
+        existing.generation = spec.generation;
       }
       return existing;
     }
-    const tracked: Tracked = { autoscaler: new AppAutoscaler(this.#settingsOf(app), { now, deployment }), settings, written: undefined, awaitingWatchUntil: 0, busy: false };
+    const autoscaler = new AppAutoscaler(this.#settingsOf(spec.app), { now, deployment });
+    const tracked: Tracked = { autoscaler, generation: spec.generation, written: undefined, awaitingWatchUntil: 0, busy: false };
     this.#tracked.set(key, tracked);
     return tracked;
   }

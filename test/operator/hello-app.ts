@@ -33,13 +33,16 @@ export class HelloApp {
   readonly name = 'hello';
   readonly codeConfigMap = 'hello-code';
   readonly minReplicas: number;
+  /** spec.scaling beyond the fixed size the suites use: autoscaling settings. */
+  readonly #scaling: Record<string, unknown>;
   readonly #core: CoreV1Api;
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
 
-  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number } = {}) {
+  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; scaling?: Record<string, unknown> } = {}) {
     this.namespace = namespace;
     this.minReplicas = options.minReplicas ?? 1;
+    this.#scaling = options.scaling ?? {};
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
     this.#apps = kubeConfig.makeApiClient(AppsV1Api);
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -75,7 +78,7 @@ export class HelloApp {
         metadata: { name: this.name, namespace: this.namespace },
         spec: {
           runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } } } },
-          scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60 },
+          scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60, ...this.#scaling },
           auth: { enabled: true },
           runs: { keepFinished: 200, retention: 86400 },
         },
