@@ -60,8 +60,8 @@ interface Tracked {
   autoscaler: AppAutoscaler;
   /** The App's generation whose settings it was last given. */
   generation: number;
-  /** What this leader last wrote to the scale subresource: a different `spec.replicas` was someone else's. */
-  written: number | undefined;
+  /** What this leader last wrote to the scale subresource (or found): a different `spec.replicas` is someone else's. */
+  written: number;
   /** Until the watch shows the write (or this time passes), the App is not decided again. */
   awaitingWatchUntil: number;
   /** A scale write under way: the next tick leaves this App alone. */
@@ -119,7 +119,7 @@ export class Scaler {
       const decision = tracked.autoscaler.decide(now, current);
       this.#options.metrics?.desired(app, decision.desiredReplicas);
       if (decision.desiredReplicas !== current.replicas) {
-        const overridden = tracked.written !== undefined && tracked.written !== current.replicas;
+        const overridden = tracked.written !== current.replicas;
         this.#inHand(tracked, key, this.#scale(app, tracked, current.replicas, decision, overridden, now));
       } else if (app.status?.desiredReplicas !== decision.desiredReplicas) {
         // Taken over at the right size: the status says so once, for `kubectl get apps`.
@@ -170,7 +170,8 @@ export class Scaler {
       return existing;
     }
     const autoscaler = new AppAutoscaler(this.#settingsOf(spec.app), { now, deployment });
-    const tracked: Tracked = { autoscaler, generation: spec.generation, written: undefined, awaitingWatchUntil: 0, busy: false };
+    // The size found at takeover is taken as this leader's own: a change it did not write is someone else's.
+    const tracked: Tracked = { autoscaler, generation: spec.generation, written: deployment.replicas, awaitingWatchUntil: 0, busy: false };
     this.#tracked.set(key, tracked);
     return tracked;
   }
