@@ -18,7 +18,7 @@ import { inClusterCredentials } from '../../kube/in-cluster.ts';
 import { serverCertificate } from './certificate.ts';
 import { handleApiRequest, type ApiContext } from './api.ts';
 import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews.ts';
-import { FaultInjector, type FailureRule } from './faults.ts';
+import { FaultInjector, type FailureRule, type HangRule } from './faults.ts';
 import { kubeConfigFor, writeKubeconfigFile, type ClientOptions } from './kubeconfig.ts';
 import { ObjectLifecycle } from './lifecycle.ts';
 import { ResourceRegistry } from './resources.ts';
@@ -229,6 +229,11 @@ export class KubeApiServer {
     this.faults.failNext(rule);
   }
 
+  /** The next matching requests (`times`, default 1; Infinity for all) are never answered: the client must time out. */
+  hangNext(rule: HangRule): void {
+    this.faults.hangNext(rule);
+  }
+
   /** Ends every open watch cleanly (clients re-watch from their last resourceVersion). Returns how many. */
   cutWatches(): number {
     return this.watches.cutAll();
@@ -330,6 +335,11 @@ export class KubeApiServer {
 
   private async serve(req: IncomingMessage, res: ServerResponse, url: URL, record: RequestRecord): Promise<void> {
     const { method, contentType } = record;
+    if (this.faults.takeHang(method, url.pathname + url.search)) {
+      record.injected = true;
+      req.resume(); // the body is read and dropped; the response never comes
+      return;
+    }
     const injected = this.faults.take(method, url.pathname + url.search);
     if (injected !== undefined) {
       record.injected = true;
