@@ -26,6 +26,7 @@ import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
+import { decideNativeSidecars } from './sidecar-mode.ts';
 
 /** Who owns the fields of the objects the operator applies and patches (managedFields). */
 const FIELD_MANAGER = 'runlet-operator';
@@ -132,7 +133,14 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, logger }), metrics, logger });
+  // Rendering needs the sidecar mode, which start() decides from the server's version (sidecar-mode.ts); the
+  // campaign for leadership begins only once it is known, so no reconcile ever waits on it.
+  const stopping = new AbortController();
+  let sidecarModeDecided: (nativeSidecars: boolean) => void = () => {};
+  const reconciler = new Promise<boolean>((resolve) => (sidecarModeDecided = resolve)).then((nativeSidecars) =>
+    createReconciler({ api, config: { ...config, nativeSidecars }, apps: appCache, rbac, logger }),
+  );
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: async (namespace, name) => (await reconciler)(namespace, name), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
@@ -196,13 +204,21 @@ export function createOperator(options: OperatorOptions): Operator {
       started = true;
       for (const watch of watches.all) watch.start();
       runLogs.start();
-      elector.start();
+      decideNativeSidecars(config.nativeSidecars, api, logger, stopping.signal).then(
+        (nativeSidecars) => {
+          sidecarModeDecided(nativeSidecars);
+          if (!stopping.signal.aborted) elector.start();
+        },
+        // Rejects only when stop() aborted the wait: there is nothing left to start.
+        () => {},
+      );
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
     },
     async listen() {
       return server.listen({ host: config.server.host, port: config.server.port });
     },
     async stop() {
+      stopping.abort();
       await elector.stop();
       await duties.ended();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);

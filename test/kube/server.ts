@@ -16,7 +16,7 @@ import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'un
 import type { KubeCredentials } from '../../kube/credentials.ts';
 import { inClusterCredentials } from '../../kube/in-cluster.ts';
 import { serverCertificate } from './certificate.ts';
-import { handleApiRequest, type ApiContext } from './api.ts';
+import { DEFAULT_VERSION, handleApiRequest, versionInfo, type ApiContext } from './api.ts';
 import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews.ts';
 import { FaultInjector, type FailureRule, type HangRule } from './faults.ts';
 import { kubeConfigFor, writeKubeconfigFile, type ClientOptions } from './kubeconfig.ts';
@@ -37,6 +37,8 @@ export interface KubeApiServerOptions {
   requireNamespaces?: boolean;
   /** Namespaces that exist at start. Default: default, kube-system, kube-public, kube-node-lease. */
   namespaces?: string[];
+  /** The Kubernetes version `/version` reports, as a gitVersion (e.g. `v1.28.4`). Default a recent release. */
+  version?: string;
 }
 
 /** One request, logged when it arrives (requests held by pause('hang') included). */
@@ -138,6 +140,7 @@ export class KubeApiServer {
       reviews: this.reviews,
       serverAddress: '127.0.0.1',
       maxWatchSeconds: options.maxWatchSeconds,
+      version: versionInfo(options.version ?? DEFAULT_VERSION),
     };
     const namespaceType = registry.find('', 'v1', 'namespaces')!;
     for (const name of options.namespaces ?? DEFAULT_NAMESPACES) {
