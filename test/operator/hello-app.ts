@@ -59,6 +59,8 @@ export class HelloApp {
     const data = Object.fromEntries(await Promise.all(files.map(async (file) => [file, await readFile(join(REPO, 'examples/hello', file), 'utf8')])));
     return [
       // Pods here must pass the restricted Pod Security Standard (enforced by servers from 1.23 and the fake).
+      // The test kubelet runs containers as local processes: it cannot make their root filesystem read-only or
+      // run them as their runAsUser, so those settings are checked on the rendered pods (operator/render/).
       { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.namespace, labels: { [ENFORCE_LABEL]: 'restricted' } } },
       {
         apiVersion: 'v1',
