@@ -13,6 +13,7 @@ import type { App } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { LeaderElector } from '../kube/leader.ts';
+import { LeaderOnlyApi } from '../kube/leader-only-api.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
@@ -63,16 +64,21 @@ export interface Operator {
   start(): void;
   /** Listens on `config.server`; resolves with the address (`http://host:port`). */
   listen(): Promise<string>;
-  /** Releases leadership, finishes the reconciles in hand, stops watching and closes the server. */
+  /** Releases leadership (work in hand can write no more), waits for the reconciles in hand, stops watching and closes the server. */
   stop(): Promise<void>;
 }
 
 export function createOperator(options: OperatorOptions): Operator {
   const { config } = options;
   const logger = options.logger ?? pino({ name: 'runlet-operator', level: config.logLevel }, pino.destination({ dest: 2, sync: false }));
-  const api = new KubeApi(kubeConfigCredentials(options.kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
+  const credentials = kubeConfigCredentials(options.kubeConfig);
+  const apiOptions = { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 };
+  const api = new KubeApi(credentials, apiOptions);
+  // The leader's duties (reconciles, RunLog upkeep) write through this one: once the lease is lost, work still
+  // in hand cannot write.
+  const leaderApi = new LeaderOnlyApi(credentials, apiOptions, () => elector.isLeader);
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
-  const rbac = new SidecarRbacApplier(api);
+  const rbac = new SidecarRbacApplier(leaderApi);
   const watchdogMs = config.watchdogSeconds * 1000;
 
   const watches = watchAppObjects({
@@ -110,14 +116,14 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
   const counters = new RunCounters({
-    api,
+    api: leaderApi,
     apps: appCache,
     logger,
     minIntervalMs: config.runLogs.countersIntervalSeconds * 1000,
     onWrite: () => metrics.runCounterWrites.inc(),
   });
   const janitor = new RunLogJanitor({
-    api,
+    api: leaderApi,
     runLogs,
     pods: { get: (namespace, name) => pods.get(namespace, name) },
     apps: appCache,
@@ -138,7 +144,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const stopping = new AbortController();
   let sidecarModeDecided: (nativeSidecars: boolean) => void = () => {};
   const reconciler = new Promise<boolean>((resolve) => (sidecarModeDecided = resolve)).then((nativeSidecars) =>
-    createReconciler({ api, config: { ...config, nativeSidecars }, apps: appCache, rbac, logger }),
+    createReconciler({ api: leaderApi, config: { ...config, nativeSidecars }, apps: appCache, rbac, logger }),
   );
   const queue = createReconcileQueue({ workers: config.workers, reconcile: async (namespace, name) => (await reconciler)(namespace, name), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
@@ -223,7 +229,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await duties.ended();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
-      await api.close();
+      await Promise.all([api.close(), leaderApi.close()]);
       logger.info('operator stopped');
     },
   };
