@@ -8,6 +8,7 @@ describe('parseServerVersion', () => {
     ['GKE/EKS: minor with a +', { major: '1', minor: '29+', gitVersion: 'v1.29.3-eks-8cb36c9' }, [1, 29]],
     ['empty numbers: read from gitVersion', { major: '', minor: '', gitVersion: 'v1.31.0+k3s1' }, [1, 31]],
     ['no numbers at all: read from gitVersion', { gitVersion: 'v1.28.4-gke.1083000' }, [1, 28]],
+    ['a build without version stamping (Debian kube-apiserver 1.20)', { major: '', minor: '', gitVersion: 'v0.0.0-master+faecb196815e2' }, [0, 0]],
   ])('%s', (_case, info, [major, minor]) => {
     expect(parseServerVersion(info)).toMatchObject({ major, minor });
   });

@@ -1,7 +1,9 @@
 // Whether pods get the sidecar as a native sidecar (an init container with restartPolicy Always). Servers
 // before 1.29 drop restartPolicy from init containers (SidecarContainers is beta and on from 1.29): the
 // sidecar would then be an init container that never completes and the pod would never start. So `auto`
-// asks the API server's version; `true`/`false` override it (a cluster whose feature gates differ).
+// asks the API server's version; `true`/`false` override it (a cluster whose feature gates differ). A build
+// that stamps no version (`v0.0.0-master`, empty major and minor: the test tier's Debian kube-apiserver 1.20)
+// reads as 0.0, so it gets the classic sidecar, which works on every version.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { KubeApi } from '../kube/client.ts';
@@ -26,7 +28,7 @@ export async function decideNativeSidecars(setting: NativeSidecarsSetting, api: 
     try {
       const version = await readServerVersion(api);
       const native = nativeSidecarsSupported(version);
-      logger.info({ serverVersion: version.gitVersion, nativeSidecars: native }, native ? 'native sidecars: the server supports them' : 'classic sidecars: the server is older than 1.29');
+      logger.info({ serverVersion: version.gitVersion, nativeSidecars: native }, native ? 'native sidecars: the server supports them' : 'classic sidecars: the server reports a version before 1.29');
       return native;
     } catch (error) {
       logger.warn({ err: error, retryInMs: delayMs }, 'cannot read the API server version (to choose native or classic sidecars); retrying');
