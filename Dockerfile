@@ -25,5 +25,6 @@ COPY --from=build /src/dist dist
 COPY bin bin
 COPY crds/*.yaml crds/
 RUN ln -s /opt/runlet/bin/runlet.js /usr/local/bin/runlet
-USER node
+# Numeric (node is 1000:1000 in the node images), so the kubelet can check runAsNonRoot against it.
+USER 1000:1000
 ENTRYPOINT ["runlet"]

@@ -21,7 +21,7 @@ Options (environment variable in brackets); flags override the environment, whic
   --ingress-host HOST             create an Ingress per app, on this host [RUNLET_INGRESS_HOST]
   --ingress-tls true|false        the ingress host serves HTTPS [RUNLET_INGRESS_TLS]
   --ingress-tls-secret NAME       certificate Secret for the host [RUNLET_INGRESS_TLS_SECRET]
-  --native-sidecars true|false    sidecar as a native sidecar (default true; Kubernetes >= 1.29) [RUNLET_NATIVE_SIDECARS]
+  --native-sidecars auto|true|false  sidecar as a native sidecar (default auto: when the API server is >= 1.29) [RUNLET_NATIVE_SIDECARS]
   --webhook-allow-cidrs LIST      comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --leader-election-namespace NS  namespace of the Lease (default: POD_NAMESPACE, else default) [RUNLET_LEADER_ELECTION_NAMESPACE]
   --lease-name NAME               (default runlet-operator) [RUNLET_LEASE_NAME]
@@ -86,6 +86,12 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     if (value === 'false' || value === '0') return false;
     throw new CliError(`--${name} must be true or false, got "${value}"`, 2);
   };
+  const autoOrBoolean = (name: OptionName): 'auto' | boolean | undefined => {
+    const value = option(name);
+    if (value === 'auto') return 'auto';
+    if (value === undefined || ['true', '1', 'false', '0'].includes(value)) return boolean(name);
+    throw new CliError(`--${name} must be auto, true or false, got "${value}"`, 2);
+  };
   const ingress = {
     className: option('ingress-class'),
     host: option('ingress-host'),
@@ -98,7 +104,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     pythonRuntimeImage: option('python-runtime-image'),
     // Any ingress setting turns the Ingress on.
     ingress: Object.values(ingress).some((value) => value !== undefined) ? ingress : undefined,
-    nativeSidecars: boolean('native-sidecars'),
+    nativeSidecars: autoOrBoolean('native-sidecars'),
     webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
     server: { host: option('host'), port: integer('port') },

@@ -53,6 +53,16 @@ describe('KubeApi', () => {
     expect(error).toMatchObject({ status: 0 });
     expect((error as Error).message).toMatch(new RegExp(`^GET ${configMaps}/any: no answer: `));
   });
+
+  it("bounds one call by its own timeout instead of the client's", async () => {
+    server.hangNext({ method: 'PUT', pathPattern: '/configmaps/held' });
+    const created = await api.create<KubeObject>(configMaps, { metadata: { name: 'held' } });
+    // The client's bound is 10 s; this call's 300 ms ends it long before.
+    const error = await api.replace(`${configMaps}/held`, created, { timeoutMs: 300 }).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ status: 0 });
+    expect((error as Error).message).toMatch(/timed out|aborted/i);
+    expect(await api.get(`${configMaps}/held`, { timeoutMs: 300 })).toMatchObject({ metadata: { name: 'held' } });
+  });
 });
 
 describe('resourcePath', () => {

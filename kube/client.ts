@@ -29,6 +29,13 @@ export interface KubeRequest {
   body?: string;
   /** Default application/json. */
   contentType?: string;
+  /** This call's bound instead of the client's `requestTimeoutMs` (a Lease call must end by the renew deadline). */
+  timeoutMs?: number;
+}
+
+/** Per-call settings of the typed calls. */
+export interface CallOptions {
+  timeoutMs?: number;
 }
 
 export class KubeApi {
@@ -44,14 +51,14 @@ export class KubeApi {
     this.#fieldManager = options.fieldManager;
   }
 
-  get<T extends KubeObject>(path: string): Promise<T> {
-    return this.request('GET', path) as Promise<T>;
+  get<T extends KubeObject>(path: string, options: CallOptions = {}): Promise<T> {
+    return this.request('GET', path, { timeoutMs: options.timeoutMs }) as Promise<T>;
   }
 
   /** GET, or undefined on 404. */
-  async find<T extends KubeObject>(path: string): Promise<T | undefined> {
+  async find<T extends KubeObject>(path: string, options: CallOptions = {}): Promise<T | undefined> {
     try {
-      return await this.get<T>(path);
+      return await this.get<T>(path, options);
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;
@@ -62,13 +69,13 @@ export class KubeApi {
     return this.request('GET', path, { query }) as Promise<KubeList<T>>;
   }
 
-  create<T extends KubeObject>(path: string, body: T): Promise<T> {
-    return this.request('POST', path, { body: JSON.stringify(body) }) as Promise<T>;
+  create<T extends KubeObject>(path: string, body: T, options: CallOptions = {}): Promise<T> {
+    return this.request('POST', path, { body: JSON.stringify(body), timeoutMs: options.timeoutMs }) as Promise<T>;
   }
 
   /** PUT: fails with 409 when `body.metadata.resourceVersion` is no longer current. */
-  replace<T extends KubeObject>(path: string, body: T): Promise<T> {
-    return this.request('PUT', path, { body: JSON.stringify(body) }) as Promise<T>;
+  replace<T extends KubeObject>(path: string, body: T, options: CallOptions = {}): Promise<T> {
+    return this.request('PUT', path, { body: JSON.stringify(body), timeoutMs: options.timeoutMs }) as Promise<T>;
   }
 
   /** Server-side apply as this client's field manager, taking over fields others changed (force). */
@@ -105,7 +112,7 @@ export class KubeApi {
       headers.accept = 'application/json';
       if (request.body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
       const transport = await this.#pooledTransport();
-      answer = await transport.send(method, this.credentials.server + target, headers, request.body, this.#timeoutMs);
+      answer = await transport.send(method, this.credentials.server + target, headers, request.body, request.timeoutMs ?? this.#timeoutMs);
     } catch (error) {
       throw new KubeApiError(what, 0, describeTransportError(error), { cause: error });
     }

@@ -3,6 +3,9 @@
 // not been renewed for its duration. Expiry is judged by when *this* replica saw the lease last change, on
 // its own monotonic clock, never by comparing the holder's timestamps with local time (clocks drift).
 // Every write carries the resourceVersion it read, so two replicas racing for the lease cannot both win.
+// A leader steps down the moment its renew deadline passes without a successful renewal (a timer, not the
+// end of a renew that may hang), and every Lease call is aborted by then, so a hung API server cannot keep a
+// replica reconciling after a standby may have taken over.
 import type { Logger } from 'pino';
 import type { KubeApi } from './client.ts';
 import { isConflict } from './errors.ts';
@@ -14,7 +17,7 @@ export interface LeaderElectorOptions {
   leaseName: string;
   identity: string;
   leaseDurationMs: number;
-  /** The leader steps down when its last successful renewal is older than this. */
+  /** The leader steps down when its last successful renewal is older than this; also each Lease call's bound. */
   renewDeadlineMs: number;
   retryPeriodMs: number;
   logger: Logger;
@@ -40,6 +43,8 @@ export class LeaderElector {
   #leading = false;
   #stopped = true;
   #timer: NodeJS.Timeout | undefined;
+  /** Fires at the renew deadline of the current leadership; re-armed by every renewal. */
+  #deadlineTimer: NodeJS.Timeout | undefined;
   #tick: Promise<void> | undefined;
   /** The lease record as last seen, and when (monotonic ms) it was first seen like that. */
   #observed: { holder: string; renewTime: string | undefined; durationMs: number; at: number } | undefined;
@@ -85,10 +90,11 @@ export class LeaderElector {
   async #tryAcquireOrRenew(): Promise<void> {
     const { api, identity, logger } = this.#options;
     try {
-      const lease = await api.find<Lease>(this.#path);
+      const lease = await api.find<Lease>(this.#path, this.#callBound());
       if (this.#stopped) return;
       if (lease === undefined) {
-        await api.create(resourcePath({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: this.#options.namespace }), this.#leaseFor(undefined));
+        const leases = resourcePath({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: this.#options.namespace });
+        await api.create(leases, this.#leaseFor(undefined), this.#callBound());
         this.#renewed();
         return;
       }
@@ -99,15 +105,19 @@ export class LeaderElector {
         if (this.#leading) this.#stepDown(`lease taken by ${holder}`);
         return;
       }
-      await api.replace(this.#path, this.#leaseFor(lease));
+      await api.replace(this.#path, this.#leaseFor(lease), this.#callBound());
       this.#renewed();
     } catch (error) {
       // A lost race (409) is routine; anything else is worth a line.
       if (!isConflict(error)) logger.warn({ err: error, lease: this.#path }, 'leader lease check failed');
     }
-    if (this.#leading && performance.now() - this.#lastRenewalAt > this.#options.renewDeadlineMs) {
-      this.#stepDown('could not renew the lease within the renew deadline');
-    }
+  }
+
+  /** A leader's call may last until its renew deadline, no longer; a candidate's one renew deadline. */
+  #callBound(): { timeoutMs: number } {
+    const { renewDeadlineMs } = this.#options;
+    if (!this.#leading) return { timeoutMs: renewDeadlineMs };
+    return { timeoutMs: Math.max(1, Math.ceil(this.#lastRenewalAt + renewDeadlineMs - performance.now())) };
   }
 
   /** The lease as this replica holds it: renewed now; acquired now unless it was already ours. */
@@ -130,13 +140,15 @@ export class LeaderElector {
   }
 
   async #release(): Promise<void> {
-    const lease = await this.#options.api.find<Lease>(this.#path);
+    const bound = { timeoutMs: this.#options.renewDeadlineMs };
+    const lease = await this.#options.api.find<Lease>(this.#path, bound);
     if (lease?.spec?.holderIdentity !== this.#options.identity) return;
     const now = microTime(new Date());
-    await this.#options.api.replace(this.#path, {
-      ...lease,
-      spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now },
-    });
+    await this.#options.api.replace(
+      this.#path,
+      { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now } },
+      bound,
+    );
   }
 
   #observe(spec: LeaseSpec): void {
@@ -153,6 +165,9 @@ export class LeaderElector {
   #renewed(): void {
     this.#lastRenewalAt = performance.now();
     this.#observed = undefined;
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => this.#stepDown('could not renew the lease within the renew deadline'), this.#options.renewDeadlineMs);
+    this.#deadlineTimer.unref();
     if (this.#leading) return;
     this.#leading = true;
     this.#options.logger.info({ identity: this.#options.identity, lease: this.#path }, 'became the leader');
@@ -160,6 +175,7 @@ export class LeaderElector {
   }
 
   #stepDown(why: string): void {
+    clearTimeout(this.#deadlineTimer);
     if (!this.#leading) return;
     this.#leading = false;
     this.#options.logger.warn({ identity: this.#options.identity, lease: this.#path, why }, 'stopped leading');

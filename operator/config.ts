@@ -42,7 +42,9 @@ export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
   ingress: Type.Union([IngressConfigSchema, Type.Null()], { description: 'null: no Ingress objects; URLs are cluster-local.' }),
-  nativeSidecars: Type.Boolean({ description: 'Sidecar as an init container with restartPolicy Always (Kubernetes ≥ 1.29).' }),
+  nativeSidecars: Type.Union([Type.Literal('auto'), Type.Boolean()], {
+    description: 'Sidecar as an init container with restartPolicy Always: auto (from the API server version: ≥ 1.29), true or false.',
+  }),
   webhookAllowCidrs: Type.Array(Type.String({ minLength: 1 }), { description: 'CIDRs webhooks may reach despite the SSRF guard.' }),
   leaderElection: LeaderElectionConfigSchema,
   server: StrictObject({
@@ -76,7 +78,7 @@ export type ConfigLayer = {
 export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): ConfigLayer {
   return {
     ingress: null,
-    nativeSidecars: true,
+    nativeSidecars: 'auto',
     webhookAllowCidrs: [],
     leaderElection: {
       namespace: env.POD_NAMESPACE || 'default',
@@ -163,5 +165,5 @@ function withoutUndefined(value: Record<string, unknown>): Record<string, unknow
   return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined));
 }
 
-/** What rendering child objects needs from the configuration. */
-export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'nativeSidecars' | 'webhookAllowCidrs' | 'ingress'>;
+/** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress'> & { nativeSidecars: boolean };

@@ -138,4 +138,31 @@ describe('leader election', () => {
       return renewals.size >= 25;
     }, { timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100, what: '25 renewals by operator-a' });
   });
+
+  it('a leader whose renewals hang steps down within the renew deadline and starts no reconcile afterwards', async () => {
+    await setUp();
+    const leader = operatorNamed('operator-a');
+    await waitFor(() => leader.isLeader, { timeoutMs: STATE_TIMEOUT_MS, what: 'operator-a to lead' });
+    await createApp(cluster.api, 'team', 'before', pythonSpec());
+    await waitForApp(cluster.api, 'team', 'before', isAppliedAtGeneration, 'reconciled while leading');
+
+    // Every Lease call from now on is left unanswered; the operator's own request timeout (30 s) is far
+    // longer than the renew deadline (3 s), so only a per-call bound and the deadline timer end leadership.
+    cluster.server.hangNext({ pathPattern: '/leases', times: Infinity });
+    const hungAt = performance.now();
+    await waitFor(() => !leader.isLeader, { timeoutMs: 3_000 + 2_000, what: 'operator-a to step down by its renew deadline (+2 s tolerance)' });
+    expect(performance.now() - hungAt).toBeLessThan(3_000 + 2_000);
+
+    const reconciles = await reconcileCount(leader);
+    const requestsBefore = cluster.server.requests.length;
+    await createApp(cluster.api, 'team', 'after', pythonSpec());
+    await waitFor(() => leader.apps.hasApp('team', 'after'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the new App in operator-a’s cache' });
+    // The elector's next (hung) Lease call after the App arrived: the operator has handled its events since.
+    const leaseCalls = cluster.server.countRequests({ pathPattern: '/leases' });
+    await waitFor(() => cluster.server.countRequests({ pathPattern: '/leases' }) > leaseCalls, { timeoutMs: STATE_TIMEOUT_MS, what: 'another Lease call' });
+    const childRequests = cluster.server.requests.slice(requestsBefore).filter((record) => /\/(deployments|services|configmaps)\b/.test(record.path));
+    expect(childRequests).toEqual([]);
+    expect(await reconcileCount(leader)).toBe(reconciles);
+    expect(await cluster.api.find(paths.deployment('team', 'after'))).toBeUndefined();
+  });
 });

@@ -15,6 +15,7 @@ import { KubeApi } from '../kube/client.ts';
 import { EventRecorder } from '../kube/event-recorder.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { LeaderElector } from '../kube/leader.ts';
+import { LeaderOnlyApi } from '../kube/leader-only-api.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
@@ -31,6 +32,7 @@ import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
+import { decideNativeSidecars } from './sidecar-mode.ts';
 
 /** Who owns the fields of the objects the operator applies and patches (managedFields). */
 const FIELD_MANAGER = 'runlet-operator';
@@ -73,7 +75,7 @@ export interface Operator {
   start(): void;
   /** Listens on `config.server`; resolves with the address (`http://host:port`). */
   listen(): Promise<string>;
-  /** Releases leadership, finishes the reconciles in hand, stops watching and closes the server. */
+  /** Releases leadership (work in hand can write no more), waits for the reconciles in hand, stops watching and closes the server. */
   stop(): Promise<void>;
 }
 
@@ -81,11 +83,15 @@ export function createOperator(options: OperatorOptions): Operator {
   const { config } = options;
   const logger = options.logger ?? pino({ name: 'runlet-operator', level: config.logLevel }, pino.destination({ dest: 2, sync: false }));
   const credentials = kubeConfigCredentials(options.kubeConfig);
-  const api = new KubeApi(credentials, { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
+  const apiOptions = { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 };
+  const api = new KubeApi(credentials, apiOptions);
+  // The leader's duties (reconciles, RunLog upkeep, scaling) write through these: once the lease is lost, work
+  // still in hand cannot write.
+  const leaderApi = new LeaderOnlyApi(credentials, apiOptions, () => elector.isLeader);
   // The autoscaler's writes carry a field manager of their own: it, not the operator, owns spec.replicas.
-  const autoscalerApi = new KubeApi(credentials, { fieldManager: AUTOSCALER_FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
+  const autoscalerApi = new LeaderOnlyApi(credentials, { ...apiOptions, fieldManager: AUTOSCALER_FIELD_MANAGER }, () => elector.isLeader);
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
-  const rbac = new SidecarRbacApplier(api);
+  const rbac = new SidecarRbacApplier(leaderApi);
   const events = new EventRecorder({ api, component: EVENT_SOURCE, instance: config.leaderElection.identity, logger });
   const watchdogMs = config.watchdogSeconds * 1000;
 
@@ -134,14 +140,14 @@ export function createOperator(options: OperatorOptions): Operator {
   const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
   metrics.observeAppLoads(() => loads.list());
   const counters = new RunCounters({
-    api,
+    api: leaderApi,
     apps: appCache,
     logger,
     minIntervalMs: config.runLogs.countersIntervalSeconds * 1000,
     onWrite: () => metrics.runCounterWrites.inc(),
   });
   const janitor = new RunLogJanitor({
-    api,
+    api: leaderApi,
     runLogs,
     pods: { get: (namespace, name) => pods.get(namespace, name) },
     apps: appCache,
@@ -157,8 +163,14 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const reconcile = createReconciler({ api, autoscalerApi, config, apps: appCache, deployments: watches.deployments, rbac, events, logger });
-  const queue = createReconcileQueue({ workers: config.workers, reconcile, metrics, logger });
+  // Rendering needs the sidecar mode, which start() decides from the server's version (sidecar-mode.ts); the
+  // campaign for leadership begins only once it is known, so no reconcile ever waits on it.
+  const stopping = new AbortController();
+  let sidecarModeDecided: (nativeSidecars: boolean) => void = () => {};
+  const reconciler = new Promise<boolean>((resolve) => (sidecarModeDecided = resolve)).then((nativeSidecars) =>
+    createReconciler({ api: leaderApi, autoscalerApi, config: { ...config, nativeSidecars }, apps: appCache, deployments: watches.deployments, rbac, events, logger }),
+  );
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: async (namespace, name) => (await reconciler)(namespace, name), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
@@ -235,19 +247,27 @@ export function createOperator(options: OperatorOptions): Operator {
       started = true;
       for (const watch of watches.all) watch.start();
       runLogs.start();
-      elector.start();
+      decideNativeSidecars(config.nativeSidecars, api, logger, stopping.signal).then(
+        (nativeSidecars) => {
+          sidecarModeDecided(nativeSidecars);
+          if (!stopping.signal.aborted) elector.start();
+        },
+        // Rejects only when stop() aborted the wait: there is nothing left to start.
+        () => {},
+      );
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
     },
     async listen() {
       return server.listen({ host: config.server.host, port: config.server.port });
     },
     async stop() {
+      stopping.abort();
       await elector.stop();
       await duties.ended();
       await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
       await server.close();
-      await Promise.all([api.close(), autoscalerApi.close()]);
+      await Promise.all([api.close(), leaderApi.close(), autoscalerApi.close()]);
       logger.info('operator stopped');
     },
   };

@@ -5,12 +5,13 @@
 //   actions      {{ pipeline }}, with {{- and -}} trimming, and {{/* comments */}}
 //   operands     .  .Field.Chain  $  $.Field.Chain  "strings" `raw strings`  integers  true false  ( pipeline )
 //   data         .Values (values.yaml coalesced with the given values), .Release.Name/.Namespace/.Service,
-//                .Chart.Name/.Version/.AppVersion (and the other Chart.yaml fields, capitalised as in Helm)
+//                .Chart.Name/.Version/.AppVersion (and the other Chart.yaml fields, capitalised as in Helm),
+//                .Capabilities.KubeVersion.Version/.Major/.Minor (of the given kubeVersion)
 //   pipelines    cmd arg… | cmd arg…  (the previous result is the last argument)
 //   control      if / else if / else / end;  with / else / end;  define "name" / end  (in any template
 //                file; all share one namespace)
 //   functions    toYaml nindent quote default required include printf(%s) trunc trimSuffix contains
-//                sha256sum  (template-functions.ts)
+//                sha256sum semverCompare  (template-functions.ts)
 //
 // Not supported, because the chart does not use them (errors, so a template that starts to is noticed):
 // range, variables and assignment, template/block, and/or/not/eq and every other function, field access
@@ -35,7 +36,12 @@ export interface RenderOptions {
   valuesFiles?: string[];
   /** Applied last (as `helm --set`). */
   values?: Record<string, unknown>;
+  /** The cluster's version as `.Capabilities.KubeVersion` (as `helm template --kube-version`). Default DEFAULT_KUBE_VERSION. */
+  kubeVersion?: string;
 }
+
+/** What `helm template` assumes without a cluster or --kube-version: a current release. */
+export const DEFAULT_KUBE_VERSION = 'v1.33.0';
 
 /** One object of the output: the YAML text of its document and the object it parses to. */
 export interface RenderedManifest {
@@ -102,7 +108,7 @@ export function renderChart(chartDir: string, options: RenderOptions): RenderedC
     }
   }
   const release = { Name: options.release.name, Namespace: options.release.namespace, Service: options.release.service ?? 'Helm' };
-  const root = { Values: values, Release: release, Chart: chart };
+  const root = { Values: values, Release: release, Chart: chart, Capabilities: { KubeVersion: kubeVersionCapability(options.kubeVersion ?? DEFAULT_KUBE_VERSION) } };
   const renderer = new TemplateRenderer(defines);
 
   const manifests: RenderedManifest[] = [];
@@ -121,6 +127,13 @@ export function renderChart(chartDir: string, options: RenderOptions): RenderedC
     .sort()
     .map((name) => ({ source: `crds/${name}`, text: readFileSync(join(crdDir, name), 'utf8') }));
   return { chart, values, crds, manifests, notes };
+}
+
+/** Helm's chartutil.KubeVersion: `Version` as given (v-prefixed), `Major` and `Minor` as strings. */
+function kubeVersionCapability(version: string): { Version: string; Major: string; Minor: string } {
+  const numbers = /^v?(\d+)\.(\d+)(\.\d+.*)?$/.exec(version);
+  if (numbers === null) throw new Error(`kubeVersion must look like v1.20.2, got "${version}"`);
+  return { Version: `v${numbers[1]}.${numbers[2]}${numbers[3] ?? '.0'}`, Major: numbers[1]!, Minor: numbers[2]! };
 }
 
 /** One template source rendered with `data` as `.` and `$`; `helpers` are sources whose defines it may include. */

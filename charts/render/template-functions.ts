@@ -78,7 +78,36 @@ export const TEMPLATE_FUNCTIONS: Record<string, TemplateFunction> = {
     const [text] = arity('sha256sum', args, 1);
     return createHash('sha256').update(string('sha256sum', text)).digest('hex');
   },
+  // Sprig: `semverCompare CONSTRAINT VERSION`. Only a single comparison (`>=1.21.0-0`) is supported; pre-release
+  // parts are ignored, which is what the `-0` idiom for Kubernetes versions (v1.29.3-eks-…) asks for.
+  semverCompare: (args) => {
+    const [constraint, version] = arity('semverCompare', args, 2);
+    const parsed = /^\s*(>=|<=|>|<|=|!=)?\s*(v?\d+(?:\.\d+){0,2}(?:-\S*)?)\s*$/.exec(string('semverCompare', constraint));
+    if (parsed === null) throw new FunctionError(`semverCompare: only one comparison such as ">=1.21.0-0" is supported, got "${String(constraint)}"`);
+    const order = compareVersions(semverNumbers(string('semverCompare', version)), semverNumbers(parsed[2]!));
+    switch (parsed[1] ?? '=') {
+      case '>=': return order >= 0;
+      case '<=': return order <= 0;
+      case '>': return order > 0;
+      case '<': return order < 0;
+      case '!=': return order !== 0;
+      default: return order === 0;
+    }
+  },
 };
+
+function semverNumbers(version: string): number[] {
+  const numbers = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+].*)?$/.exec(version);
+  if (numbers === null) throw new FunctionError(`semverCompare: "${version}" is not a version`);
+  return numbers.slice(1).map((part) => Number(part ?? 0));
+}
+
+function compareVersions(a: number[], b: number[]): number {
+  for (let index = 0; index < 3; index += 1) {
+    if (a[index] !== b[index]) return a[index]! - b[index]!;
+  }
+  return 0;
+}
 
 /**
  * How an action prints a value (Go's fmt %v). Stricter than Helm in two places, both loudly: a missing value

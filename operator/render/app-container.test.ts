@@ -9,6 +9,9 @@ const custom = (fields: Record<string, unknown>, extra: Record<string, unknown> 
   ...extra,
 });
 
+const TMP_MOUNT = { name: 'app-tmp', mountPath: '/tmp' };
+const NO_BYTECODE = { name: 'PYTHONDONTWRITEBYTECODE', value: '1' };
+
 describe('renderAppContainer', () => {
   it.each<[string, Record<string, unknown>, Partial<V1Container>]>([
     [
@@ -18,17 +21,17 @@ describe('renderAppContainer', () => {
         image: PYTHON_IMAGE,
         command: ['python', '-m', 'runlet_runtime', '--app-dir', '/app', '--module', 'pkg.app', '--port', '8192', '--concurrency', '6'],
         workingDir: '/app',
-        volumeMounts: [{ name: 'code', mountPath: '/app', readOnly: true }],
+        volumeMounts: [{ name: 'code', mountPath: '/app', readOnly: true }, TMP_MOUNT],
       },
     ],
     [
-      'python, baked code in its own image: no volume',
+      'python, baked code in its own image: no code volume',
       { runtime: { python: { image: 'ghcr.io/acme/model:3', code: { baked: true } } } },
       {
         image: 'ghcr.io/acme/model:3',
         command: ['python', '-m', 'runlet_runtime', '--app-dir', '/app', '--module', 'main', '--port', '8192', '--concurrency', '4'],
         workingDir: '/app',
-        volumeMounts: undefined,
+        volumeMounts: [TMP_MOUNT],
       },
     ],
     [
@@ -58,6 +61,7 @@ describe('renderAppContainer', () => {
       }),
       {
         env: [
+          NO_BYTECODE,
           { name: 'GREETING', value: 'hi' },
           { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
         ],
@@ -75,7 +79,8 @@ describe('renderAppContainer', () => {
     ],
     ['GPUs only', pythonSpec({ resources: { gpu: 2 } }), { resources: { limits: { 'nvidia.com/gpu': '2' } } }],
     ['zero GPUs and nothing else: no resources', pythonSpec({ resources: { gpu: 0 } }), { resources: undefined }],
-    ['no resources', pythonSpec(), { resources: undefined, env: undefined }],
+    ['no resources', pythonSpec(), { resources: undefined, env: [NO_BYTECODE] }],
+    ["python: no bytecode written, whatever the App's env says", pythonSpec({ env: [{ name: 'PYTHONDONTWRITEBYTECODE', value: '' }] }), { env: [NO_BYTECODE] }],
   ])('%s', (_case, spec, expected) => {
     const container = render(spec);
     for (const [field, value] of Object.entries(expected)) expect(container[field as keyof V1Container], field).toEqual(value);
@@ -88,5 +93,20 @@ describe('renderAppContainer', () => {
     const container = render(spec);
     expect(container.name).toBe('app');
     expect(container.lifecycle).toEqual({ preStop: { httpGet: { path: '/drain', port: 8001 } } });
+  });
+
+  it.each([
+    ['python: the runtime image’s user', pythonSpec(), 10001],
+    ['custom: a fixed non-root user, the image’s being unknown', custom({}), 65532],
+  ])('%s, no privileges, a read-only root and /tmp to write in', (_case, spec, uid) => {
+    const container = render(spec);
+    expect(container.securityContext).toEqual({
+      runAsUser: uid,
+      runAsGroup: uid,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+    });
+    expect(container.volumeMounts).toContainEqual(TMP_MOUNT);
   });
 });

@@ -4,18 +4,22 @@
 import type { V1Container, V1EnvVar, V1ResourceRequirements } from '@kubernetes/client-node';
 import type { App, AppResources, CustomRuntime, EnvVar, PythonRuntime } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
-import { APP_CONTAINER, APP_DIR, CODE_VOLUME, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT } from './names.ts';
+import { APP_CONTAINER, APP_DIR, APP_TMP_VOLUME, CODE_VOLUME, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT, TMP_DIR } from './names.ts';
+import { CUSTOM_IMAGE_UID, PYTHON_RUNTIME_UID, containerSecurityContext } from './pod-security.ts';
 
 export const GPU_RESOURCE = 'nvidia.com/gpu';
 
 export function renderAppContainer(app: App, config: RenderConfig): V1Container {
   const { custom, python } = app.spec.runtime;
-  const specific = custom !== undefined ? customRuntime(custom, app.spec.env) : pythonRuntime(app, python!, config); // validated: exactly one runtime
+  const { volumeMounts = [], ...specific } = custom !== undefined ? customRuntime(custom, app.spec.env) : pythonRuntime(app, python!, config); // validated: exactly one runtime
   const resources = resourcesOf(app.spec.resources);
   return {
     name: APP_CONTAINER,
     ...specific,
     ...(resources === undefined ? {} : { resources }),
+    securityContext: containerSecurityContext(custom !== undefined ? CUSTOM_IMAGE_UID : PYTHON_RUNTIME_UID),
+    // The root filesystem is read-only: /tmp is where the app may write.
+    volumeMounts: [...volumeMounts, { name: APP_TMP_VOLUME, mountPath: TMP_DIR }],
     // The kubelet runs this before SIGTERM; the sidecar answers once in-flight runs and webhooks are done,
     // so the app is stopped only after nothing depends on it.
     lifecycle: { preStop: { httpGet: { path: '/drain', port: SIDECAR_ADMIN_PORT } } },
@@ -26,14 +30,16 @@ type RuntimeFields = Omit<V1Container, 'name'>;
 
 function pythonRuntime(app: App, python: PythonRuntime, config: RenderConfig): RuntimeFields {
   const { replicaConcurrency } = app.spec.scaling;
-  const env = userEnv(app.spec.env);
+  // Bytecode caches would be written beside the code, on a read-only filesystem; an image not built from
+  // the runtime's (which sets this) must not try.
+  const env = [{ name: 'PYTHONDONTWRITEBYTECODE', value: '1' }, ...userEnv(app.spec.env).filter((variable) => variable.name !== 'PYTHONDONTWRITEBYTECODE')];
   return {
     image: python.image ?? config.pythonRuntimeImage,
     // The runtime binds 127.0.0.1: only the sidecar in the same pod can call it.
     command: ['python', '-m', 'runlet_runtime', '--app-dir', APP_DIR, '--module', python.module, '--port', String(PYTHON_RUNTIME_PORT), '--concurrency', String(replicaConcurrency)],
     // Baked code lives at /app in the image; mounted code is put there.
     workingDir: APP_DIR,
-    ...(env.length === 0 ? {} : { env }),
+    env,
     ...(python.code.configMap === undefined ? {} : { volumeMounts: [{ name: CODE_VOLUME, mountPath: APP_DIR, readOnly: true }] }),
   };
 }

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
+import { podSecurityViolations } from '../../test/kube/pod-security.ts';
 import { renderDeployment } from './deployment.ts';
 
 const customSpec = { runtime: { custom: { image: 'web:1', port: 8080 } } };
+/** The volumes of every pod: the sidecar's data directory, each container's /tmp, the sidecar's token. */
+const ALWAYS = ['runlet-data', 'sidecar-tmp', 'app-tmp', 'sidecar-token'];
 
 describe('renderDeployment', () => {
   it('names, labels and owns the Deployment like the App; runs minReplicas', () => {
@@ -19,6 +22,7 @@ describe('renderDeployment', () => {
     const pod = deployment.spec!.template.spec!;
     expect(pod.serviceAccountName).toBe('runlet-sidecar');
     expect(pod.automountServiceAccountToken).toBe(false);
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
   });
 
   it.each([
@@ -40,10 +44,10 @@ describe('renderDeployment', () => {
   });
 
   it.each([
-    ['code ConfigMap: mounted, its hash on the template', pythonSpec(), 'abc123', ['runlet-data', 'sidecar-token', 'code'], 'abc123'],
-    ['code ConfigMap not there yet: no hash', pythonSpec(), undefined, ['runlet-data', 'sidecar-token', 'code'], undefined],
-    ['baked code: no code volume', { runtime: { python: { code: { baked: true } } } }, undefined, ['runlet-data', 'sidecar-token'], undefined],
-    ['custom runtime: no code volume', customSpec, undefined, ['runlet-data', 'sidecar-token'], undefined],
+    ['code ConfigMap: mounted, its hash on the template', pythonSpec(), 'abc123', [...ALWAYS, 'code'], 'abc123'],
+    ['code ConfigMap not there yet: no hash', pythonSpec(), undefined, [...ALWAYS, 'code'], undefined],
+    ['baked code: no code volume', { runtime: { python: { code: { baked: true } } } }, undefined, ALWAYS, undefined],
+    ['custom runtime: no code volume', customSpec, undefined, ALWAYS, undefined],
   ])('%s', (_case, spec, codeHash, volumes, annotation) => {
     const template = renderDeployment(storedApp(spec), renderConfig(), codeHash).spec!.template;
     expect(template.spec!.volumes!.map((volume) => volume.name)).toEqual(volumes);
@@ -59,5 +63,20 @@ describe('renderDeployment', () => {
     const volumes = renderDeployment(storedApp(pythonSpec()), renderConfig(), undefined).spec!.template.spec!.volumes!;
     const token = volumes.find((volume) => volume.name === 'sidecar-token')!;
     expect(token.projected?.sources?.map((source) => Object.keys(source)[0])).toEqual(['serviceAccountToken', 'configMap', 'downwardAPI']);
+  });
+
+  it.each([
+    ['python, native sidecar', pythonSpec(), true],
+    ['python, classic sidecar', pythonSpec(), false],
+    ['python, baked code', { runtime: { python: { code: { baked: true } } } }, true],
+    ['custom, native sidecar', customSpec, true],
+    ['custom, classic sidecar', customSpec, false],
+  ])('%s: the pod passes the restricted Pod Security Standard, every container on a read-only root', (_case, spec, nativeSidecars) => {
+    const template = renderDeployment(storedApp(spec), renderConfig({ nativeSidecars }), 'h').spec!.template;
+    expect(podSecurityViolations({ metadata: template.metadata, spec: template.spec }, 'restricted')).toEqual([]);
+    const containers = [...(template.spec!.initContainers ?? []), ...template.spec!.containers];
+    expect(containers.map((container) => [container.name, container.securityContext?.readOnlyRootFilesystem])).toEqual(
+      containers.map((container) => [container.name, true]),
+    );
   });
 });

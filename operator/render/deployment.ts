@@ -1,5 +1,6 @@
 // The Deployment of an App: its pods run the app container and the sidecar, with the sidecar's RunLog
-// token, a scratch directory for run records and, for mounted code, the code ConfigMap at /app.
+// token, a scratch directory for run records, a /tmp for each container and, for mounted code, the code
+// ConfigMap at /app; as the `restricted` Pod Security Standard asks (pod-security.ts).
 import type { V1Deployment, V1Volume } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
@@ -7,13 +8,16 @@ import { renderAppContainer } from './app-container.ts';
 import { CODE_HASH_ANNOTATION, appLabels, childMetadata, selectorLabels } from './labels.ts';
 import {
   APP_CONTAINER,
+  APP_TMP_VOLUME,
   CODE_VOLUME,
   DATA_VOLUME,
   SIDECAR_SERVICE_ACCOUNT,
+  SIDECAR_TMP_VOLUME,
   SIDECAR_TOKEN_VOLUME,
   TERMINATION_MARGIN_SECONDS,
   childName,
 } from './names.ts';
+import { POD_SECURITY_CONTEXT } from './pod-security.ts';
 import { renderSidecarContainer } from './sidecar-container.ts';
 
 /**
@@ -28,6 +32,8 @@ export function renderDeployment(app: App, config: RenderConfig, codeHash: strin
   const codeConfigMap = app.spec.runtime.python?.code.configMap;
   const volumes: V1Volume[] = [
     { name: DATA_VOLUME, emptyDir: {} },
+    { name: SIDECAR_TMP_VOLUME, emptyDir: {} },
+    { name: APP_TMP_VOLUME, emptyDir: {} },
     sidecarTokenVolume(),
     ...(codeConfigMap === undefined ? [] : [{ name: CODE_VOLUME, configMap: { name: codeConfigMap.name } }]),
   ];
@@ -52,6 +58,7 @@ export function renderDeployment(app: App, config: RenderConfig, codeHash: strin
           automountServiceAccountToken: false,
           // Hundreds of Services per namespace would otherwise become thousands of env variables per pod.
           enableServiceLinks: false,
+          securityContext: POD_SECURITY_CONTEXT,
           terminationGracePeriodSeconds: scaling.responseGracePeriod + TERMINATION_MARGIN_SECONDS,
           ...(config.nativeSidecars ? { initContainers: [sidecarContainer], containers: [appContainer] } : { containers: [appContainer, sidecarContainer] }),
           volumes,

@@ -19,9 +19,13 @@ export const SIDECAR_ROLE = 'runlet-sidecar';
 export const CODE_VOLUME = 'code';
 export const DATA_VOLUME = 'runlet-data';
 export const SIDECAR_TOKEN_VOLUME = 'sidecar-token';
+/** Each container's /tmp: the root filesystem is read-only. One each, so the app cannot plant files for the sidecar. */
+export const APP_TMP_VOLUME = 'app-tmp';
+export const SIDECAR_TMP_VOLUME = 'sidecar-tmp';
 
 export const APP_DIR = '/app';
 export const DATA_DIR = '/var/run/runlet';
+export const TMP_DIR = '/tmp';
 /** Where client-node's in-cluster config looks for the service-account token, CA and namespace. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 

@@ -65,9 +65,20 @@ describe('renderSidecarContainer', () => {
     expect(env.find((variable) => variable.name === 'RUNLET_WEBHOOK_ALLOW_CIDRS')?.value).toBe(value);
   });
 
-  it('mounts the run-record directory and the RunLog token, with modest resources', () => {
+  it('runs as the Runlet image’s user (1000), without privileges, on a read-only root', () => {
+    expect(renderSidecarContainer(storedApp(pythonSpec()), renderConfig()).securityContext).toEqual({
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+    });
+  });
+
+  it('mounts /tmp, the run-record directory and the RunLog token, with modest resources', () => {
     const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig());
     expect(container.volumeMounts).toEqual([
+      { name: 'sidecar-tmp', mountPath: '/tmp' },
       { name: 'runlet-data', mountPath: '/var/run/runlet' },
       { name: 'sidecar-token', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true },
     ]);

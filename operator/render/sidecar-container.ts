@@ -11,10 +11,13 @@ import {
   SIDECAR_ADMIN_PORT,
   SIDECAR_CONTAINER,
   SIDECAR_RUN_PORT,
+  SIDECAR_TMP_VOLUME,
   SIDECAR_TOKEN_VOLUME,
+  TMP_DIR,
   appPort,
   namespaceOf,
 } from './names.ts';
+import { SIDECAR_UID, containerSecurityContext } from './pod-security.ts';
 
 /**
  * The sidecar's Node flags. Node sizes V8's young generation from the memory it sees (the node's, or the
@@ -74,7 +77,10 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     readinessProbe: adminGet('/ready', { periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 }),
     livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 }),
     resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+    securityContext: containerSecurityContext(SIDECAR_UID),
     volumeMounts: [
+      // The root filesystem is read-only.
+      { name: SIDECAR_TMP_VOLUME, mountPath: TMP_DIR },
       // The pod's emptyDir: the RunLog journal, where async runs are made durable before their 202, lives as
       // long as the pod, so it outlives a crash or restart of this container.
       { name: DATA_VOLUME, mountPath: DATA_DIR },

@@ -9,7 +9,8 @@ import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig, type OperatorConfig } from '../../operator/config.ts';
 import { kubernetesProblems } from './kube-validate.ts';
-import { RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
+import { renderChart } from '../../charts/render/render.ts';
+import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
 
 const NAME = 'runlet-operator';
 const CONFIG_PATH = '/etc/runlet/operator.yaml';
@@ -137,7 +138,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             sidecarImage: 'runlet/runlet:0.1.0',
             pythonRuntimeImage: 'runlet/python-runtime:0.1.0',
             ingress: null,
-            nativeSidecars: true,
+            nativeSidecars: 'auto',
             webhookAllowCidrs: [],
             logLevel: 'info',
           }
@@ -163,6 +164,17 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(chart.notes).toContain(`logs deployment/${NAME}`);
     expect(chart.notes).toContain('--clusterrole runlet-runs-viewer');
     expect(chart.notes).toContain(label === 'default' ? `port-forward service/${NAME} 8080:80` : 'https://runlet-api.example.com/v2/projects/');
+  });
+});
+
+describe('the Kubernetes versions the chart supports', () => {
+  it.each([
+    ['v1.20.2', 'policy/v1beta1'],
+    ['v1.21.0', 'policy/v1'],
+    ['v1.30.2-eks-1552ad0', 'policy/v1'],
+  ])('on %s the PodDisruptionBudget is %s', (version, apiVersion) => {
+    const chart = renderChart(CHART_DIR, { release: RELEASE, kubeVersion: version });
+    expect(objectOf(chart, 'PodDisruptionBudget', NAME).apiVersion).toBe(apiVersion);
   });
 });
 

@@ -29,12 +29,16 @@ function matches(allowed: string[], value: string): boolean {
   return allowed.includes('*') || allowed.includes(value);
 }
 
+/** Non-resource URLs every client may GET: Kubernetes' default ClusterRole system:public-info-viewer grants them. */
+const PUBLIC_INFO_PATHS = new Set(['/version', '/healthz', '/livez', '/readyz']);
+
 /**
- * The authorizer's view of a logged API request: `/apis/apps/v1/namespaces/ns/deployments/name/status`
+ * The authorizer's view of a logged API request (none for the public-info URLs, which need no grant of the chart): `/apis/apps/v1/namespaces/ns/deployments/name/status`
  * → patch apps deployments/status ns name. A server-side apply may create the object, so the API server
  * authorizes it as `patch` and, when the object is missing, also as `create`: both are returned.
  */
 export function requestAttributes(request: { method: string; path: string; watch: boolean; contentType?: string | undefined }): RequestAttributes[] {
+  if (request.method === 'GET' && PUBLIC_INFO_PATHS.has(request.path)) return [];
   const match = request.path.match(/^\/(?:api\/v1|apis\/([^/]+)\/[^/]+)(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(?:\/([^/]+))?$/);
   if (match === null) throw new Error(`not a resource path: ${request.method} ${request.path}`);
   const [, apiGroup = '', namespace, plural, name, subresource] = match;

@@ -45,6 +45,13 @@ describe('functions', () => {
     expect(render('{{ sha256sum "abc" }}')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   });
 
+  it('semverCompare compares as Sprig does for one comparison, vendor suffixes ignored with -0, and refuses ranges', () => {
+    const compare = (constraint: string, version: string) => render(`{{ if semverCompare "${constraint}" .v }}y{{ else }}n{{ end }}`, { v: version });
+    expect([compare('>=1.21.0-0', 'v1.20.2'), compare('>=1.21.0-0', 'v1.21.0'), compare('>=1.21.0-0', 'v1.29.3-eks-8cb36c9')]).toEqual(['n', 'y', 'y']);
+    expect([compare('<1.29', 'v1.28.9'), compare('>1.20', 'v1.20.0'), compare('=1.20', 'v1.20.0'), compare('!=1.20', 'v1.21.0')]).toEqual(['y', 'n', 'y', 'y']);
+    expect(() => compare('>=1.20 <1.30', 'v1.25.0')).toThrow(/only one comparison/);
+  });
+
   it('include renders a define with the data it is given', () => {
     const helpers = ['{{- define "name" -}}{{ .first }}-{{ .last }}{{- end }}'];
     expect(render('{{ include "name" .person }}', { person: { first: 'a', last: 'b' } }, helpers)).toBe('a-b');

@@ -27,6 +27,24 @@ export interface ApiContext {
   serverAddress: string;
   /** Server-side cap on watch duration, like the real server's --min-request-timeout. */
   maxWatchSeconds: number | undefined;
+  /** What `/version` answers. */
+  version: VersionInfo;
+}
+
+export interface VersionInfo {
+  major: string;
+  minor: string;
+  gitVersion: string;
+  platform: string;
+}
+
+export const DEFAULT_VERSION = 'v1.33.0-runlet-fake';
+
+/** `/version` for a gitVersion, numbers as a real server reports them (`v1.28.4` → major "1", minor "28"). */
+export function versionInfo(gitVersion: string): VersionInfo {
+  const numbers = /^v(\d+)\.(\d+)\./.exec(gitVersion);
+  if (numbers === null) throw new Error(`the fake API server's version must look like v1.28.4, got "${gitVersion}"`);
+  return { major: numbers[1]!, minor: numbers[2]!, gitVersion, platform: 'linux/amd64' };
 }
 
 export interface ApiRequest {
@@ -39,7 +57,6 @@ export interface ApiRequest {
 /** A JSON (or, for health endpoints, text) answer; `streamed` when a watch took over the response. */
 export type ApiReply = { status: number; body: unknown } | { streamed: true };
 
-const VERSION_INFO = { major: '1', minor: '33', gitVersion: 'v1.33.0-runlet-fake', platform: 'linux/amd64' };
 const HEALTH_PATHS = new Set(['/healthz', '/livez', '/readyz']);
 
 function ok(body: unknown, status = 200): ApiReply {
@@ -82,7 +99,7 @@ function isTrue(value: string | null): boolean {
 
 function discovery(ctx: ApiContext, pathname: string): ApiReply | undefined {
   const segments = pathname.split('/').filter((s) => s !== '');
-  if (pathname === '/version') return ok(VERSION_INFO);
+  if (pathname === '/version') return ok(ctx.version);
   if (HEALTH_PATHS.has(pathname)) return ok('ok');
   if (pathname === '/api') return ok(coreApiVersions(ctx.serverAddress));
   if (pathname === '/apis') return ok(apiGroupList(ctx.registry));

@@ -10,6 +10,6 @@ export {
   type ServerCounters,
 } from './server.ts';
 export type { AccessRule, TokenIdentity } from './auth-reviews.ts';
-export type { FailureRule } from './faults.ts';
+export type { FailureRule, HangRule } from './faults.ts';
 export type { ClientOptions } from './kubeconfig.ts';
 export { kubeconfigYaml } from './kubeconfig.ts';

@@ -6,6 +6,7 @@
 // Background, and Orphan strips owner references at once.
 
 import { randomInt, randomUUID } from 'node:crypto';
+import type { V1Pod } from '@kubernetes/client-node';
 import { appliedIdentityProblem, serverSideApply } from './apply.ts';
 import { kindBehaviors, type KindBehavior } from './kinds.ts';
 import {
@@ -17,6 +18,7 @@ import {
   mergePatch,
   strategicMergePatch,
 } from './patch.ts';
+import { enforcedLevel, podSecurityViolations } from './pod-security.ts';
 import { apiVersionOf, resourceKey, type ResourceRegistry, type ResourceType } from './resources.ts';
 import {
   STALE_OBJECT,
@@ -127,6 +129,7 @@ export class ObjectLifecycle {
     }
     this.placeInNamespace(type, object, namespace);
     this.admitToNamespace(type, meta.name, namespace);
+    this.admitPodSecurity(type, object, namespace);
     if (this.store.get(resourceKey(type), namespace, meta.name) !== undefined) throw alreadyExists(type, meta.name);
 
     meta.uid = randomUUID();
@@ -424,6 +427,19 @@ export class ObjectLifecycle {
           `unable to create new content in namespace ${namespace} because it is being terminated`,
       );
     }
+  }
+
+  /**
+   * The PodSecurity admission, at the level the namespace's `pod-security.kubernetes.io/enforce` label names,
+   * on pod creation (as the real one; pod updates and workload objects get at most warnings there).
+   */
+  private admitPodSecurity(type: ResourceType, pod: KubeObject, namespace: string | undefined): void {
+    if (type.group !== '' || type.plural !== 'pods' || namespace === undefined) return;
+    const labels = this.store.get(NAMESPACES_KEY, undefined, namespace)?.metadata.labels;
+    const level = enforcedLevel(labels);
+    const violations = podSecurityViolations(pod as V1Pod, level);
+    if (violations.length === 0) return;
+    throw forbidden(`pods "${pod.metadata.name}" is forbidden: violates PodSecurity "${level}:latest": ${violations.join(', ')}`);
   }
 
   private prepareAndValidate(type: ResourceType, next: KubeObject, previous: KubeObject | undefined): void {

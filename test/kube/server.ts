@@ -16,9 +16,9 @@ import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'un
 import type { KubeCredentials } from '../../kube/credentials.ts';
 import { inClusterCredentials } from '../../kube/in-cluster.ts';
 import { serverCertificate } from './certificate.ts';
-import { handleApiRequest, type ApiContext } from './api.ts';
+import { DEFAULT_VERSION, handleApiRequest, versionInfo, type ApiContext } from './api.ts';
 import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews.ts';
-import { FaultInjector, type FailureRule } from './faults.ts';
+import { FaultInjector, type FailureRule, type HangRule } from './faults.ts';
 import { kubeConfigFor, writeKubeconfigFile, type ClientOptions } from './kubeconfig.ts';
 import { ObjectLifecycle } from './lifecycle.ts';
 import { ResourceRegistry } from './resources.ts';
@@ -37,6 +37,8 @@ export interface KubeApiServerOptions {
   requireNamespaces?: boolean;
   /** Namespaces that exist at start. Default: default, kube-system, kube-public, kube-node-lease. */
   namespaces?: string[];
+  /** The Kubernetes version `/version` reports, as a gitVersion (e.g. `v1.28.4`). Default a recent release. */
+  version?: string;
 }
 
 /** One request, logged when it arrives (requests held by pause('hang') included). */
@@ -138,6 +140,7 @@ export class KubeApiServer {
       reviews: this.reviews,
       serverAddress: '127.0.0.1',
       maxWatchSeconds: options.maxWatchSeconds,
+      version: versionInfo(options.version ?? DEFAULT_VERSION),
     };
     const namespaceType = registry.find('', 'v1', 'namespaces')!;
     for (const name of options.namespaces ?? DEFAULT_NAMESPACES) {
@@ -227,6 +230,11 @@ export class KubeApiServer {
 
   failNext(rule: FailureRule): void {
     this.faults.failNext(rule);
+  }
+
+  /** The next matching requests (`times`, default 1; Infinity for all) are never answered: the client must time out. */
+  hangNext(rule: HangRule): void {
+    this.faults.hangNext(rule);
   }
 
   /** Ends every open watch cleanly (clients re-watch from their last resourceVersion). Returns how many. */
@@ -330,6 +338,11 @@ export class KubeApiServer {
 
   private async serve(req: IncomingMessage, res: ServerResponse, url: URL, record: RequestRecord): Promise<void> {
     const { method, contentType } = record;
+    if (this.faults.takeHang(method, url.pathname + url.search)) {
+      record.injected = true;
+      req.resume(); // the body is read and dropped; the response never comes
+      return;
+    }
     const injected = this.faults.take(method, url.pathname + url.search);
     if (injected !== undefined) {
       record.injected = true;

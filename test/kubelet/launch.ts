@@ -31,7 +31,11 @@ export interface LaunchContext {
 
 export async function containerLaunch(container: V1Container, context: LaunchContext): Promise<ContainerLaunch> {
   const image = localImage(context.images, container.image);
-  const rewrites: Rewrites = { ports: context.ports, mounts: containerMounts(container, context.volumeDirs) };
+  const mounts = containerMounts(container, context.volumeDirs);
+  // The process shares the host's /tmp, where the tests' own files live: a volume mounted there cannot stand
+  // in for it by rewriting paths (every /tmp path of the image table would move). TMPDIR names it instead.
+  const tmp = mounts.find((mount) => mount.mountPath.replace(/\/+$/, '') === '/tmp');
+  const rewrites: Rewrites = { ports: context.ports, mounts: mounts.filter((mount) => mount !== tmp) };
   const own = await containerEnv(container, context.pod, context.source);
   const [executable, ...args] = declaredArgv(container, image).map((arg) => expandReferences(arg, own));
 
@@ -41,6 +45,7 @@ export async function containerLaunch(container: V1Container, context: LaunchCon
     if (value !== undefined) env[name] = value;
   }
   env.HOSTNAME = context.pod.metadata?.name ?? '';
+  if (tmp !== undefined) env.TMPDIR = tmp.localPath;
   if (context.inClusterApi !== undefined) {
     Object.assign(env, inClusterEnv(context.inClusterApi, rewrites));
   }

@@ -10,7 +10,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ApiException, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import type { ConfigLayer } from '../../operator/config.ts';
 import type { Operator } from '../../operator/main.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
@@ -25,8 +24,6 @@ const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 const TOKEN_AUDIENCE = 'runlet';
 /** install.yaml's operator identity: the ServiceAccount its ClusterRole is bound to, and its Lease. */
 export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-operator', lease: 'runlet-operator' } as const;
-/** 1.20 has no native sidecars (restartPolicy on init containers is dropped): the classic sidecar. */
-const OPERATOR_CONFIG: ConfigLayer = { nativeSidecars: false };
 
 const run = promisify(execFile);
 
@@ -147,8 +144,8 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
         leaseNamespace: OPERATOR.namespace,
         leaseName: OPERATOR.lease,
         identity,
+        // No sidecar setting: the operator reads 1.20 from /version and renders the classic sidecar itself.
         listen: true,
-        config: OPERATOR_CONFIG,
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.

@@ -19,6 +19,7 @@ import {
 } from '@kubernetes/client-node';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import type { App } from '../../crds/app-schema.ts';
+import { ENFORCE_LABEL } from '../kube/pod-security.ts';
 import { REPO } from './e2e-cluster.ts';
 
 export const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -65,7 +66,10 @@ export class HelloApp {
     const files = ['main.py', 'service.toml'];
     const data = Object.fromEntries(await Promise.all(files.map(async (file) => [file, await readFile(join(REPO, 'examples/hello', file), 'utf8')])));
     return [
-      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.namespace } },
+      // Pods here must pass the restricted Pod Security Standard (enforced by servers from 1.23 and the fake).
+      // The test kubelet runs containers as local processes: it cannot make their root filesystem read-only or
+      // run them as their runAsUser, so those settings are checked on the rendered pods (operator/render/).
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.namespace, labels: { [ENFORCE_LABEL]: 'restricted' } } },
       {
         apiVersion: 'v1',
         kind: 'ConfigMap',
