@@ -71,7 +71,6 @@ export function createOperator(options: OperatorOptions): Operator {
   const logger = options.logger ?? pino({ name: 'runlet-operator', level: config.logLevel }, pino.destination({ dest: 2, sync: false }));
   const api = new KubeApi(kubeConfigCredentials(options.kubeConfig), { fieldManager: FIELD_MANAGER, requestTimeoutMs: config.requestTimeoutSeconds * 1000 });
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
-  const rbac = new SidecarRbacApplier(api);
   const watchdogMs = config.watchdogSeconds * 1000;
 
   const watches = watchAppObjects({
@@ -85,8 +84,15 @@ export function createOperator(options: OperatorOptions): Operator {
       counters.appDeleted(key);
     },
     podChanged: (pod, gone) => janitor.podChanged(pod, gone),
+    sidecarRbacChanged: (kind, object, gone) => {
+      // Applied again through a reconcile of one of the namespace's Apps: on the leader, with its retries.
+      const namespace = object.metadata?.namespace;
+      if (namespace !== undefined && rbac.needsRepair(kind, object, gone)) reconcileSoon(namespace, liveAppsIn(namespace)[0]?.metadata.name);
+    },
   });
   const { apps, pods } = watches;
+  const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
+  const rbac = new SidecarRbacApplier({ api, appsIn: liveAppsIn, logger });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
     get: (namespace, name) => apps.get(namespace, name),
