@@ -29,25 +29,30 @@ export interface RunLogView {
 
 export class HelloApp {
   readonly namespace: string;
-  readonly name = 'hello';
-  readonly codeConfigMap = 'hello-code';
+  readonly name: string;
+  readonly codeConfigMap: string;
   readonly minReplicas: number;
   readonly #core: CoreV1Api;
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
 
-  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number } = {}) {
+  /** `name`: default hello; another name puts a second App of the same code in a namespace. */
+  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; name?: string } = {}) {
     this.namespace = namespace;
+    this.name = options.name ?? 'hello';
+    this.codeConfigMap = `${this.name}-code`;
     this.minReplicas = options.minReplicas ?? 1;
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
     this.#apps = kubeConfig.makeApiClient(AppsV1Api);
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
   }
 
-  /** Namespace, code ConfigMap (examples/hello) and the App, every field of its spec stated. */
+  /** Namespace (unless it exists), code ConfigMap (examples/hello) and the App, every field of its spec stated. */
   async apply(): Promise<void> {
     const [namespace, configMap, app] = await this.manifests();
-    await this.#core.createNamespace({ body: namespace });
+    await this.#core.createNamespace({ body: namespace }).catch((error: unknown) => {
+      if (!(error instanceof ApiException && error.code === 409)) throw error;
+    });
     await this.#core.createNamespacedConfigMap({ namespace: this.namespace, body: configMap });
     await this.#custom.createNamespacedCustomObject({ ...APPS, namespace: this.namespace, body: app });
   }
