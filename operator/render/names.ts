@@ -14,7 +14,7 @@ export const SIDECAR_CONTAINER = 'sidecar';
 
 /** The sidecar's identity in every app namespace: it may write RunLogs, nothing else. */
 export const SIDECAR_SERVICE_ACCOUNT = 'runlet-sidecar';
-/** Bound to the ServiceAccount in each app namespace; the chart ships it (charts/runlet/templates/sidecar-rbac.yaml). */
+/** Bound to the ServiceAccount in each app namespace; the chart ships it (charts/runlet/templates/sidecar-clusterrole.yaml). */
 export const SIDECAR_CLUSTER_ROLE = 'runlet-sidecar';
 export const SIDECAR_ROLE_BINDING = 'runlet-sidecar';
 /** The per-namespace Role earlier versions bound instead of the ClusterRole: deleted where found. */

@@ -51,22 +51,30 @@ function sharedOwnerReferences(owners: readonly App[]): V1OwnerReference[] {
     .sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
 }
 
+/** What the watches keep of a sidecar ServiceAccount or RoleBinding. */
+export interface ObservedSidecarRbac {
+  metadata?: { labels?: Record<string, string>; ownerReferences?: V1OwnerReference[] };
+  roleRef?: unknown;
+  subjects?: unknown;
+}
+
 /**
  * Whether an object seen by the watch differs from what `renderSidecarRbac` made of the namespace's Apps in a
  * way that matters: a label the watch selects by, an App missing among the owners, the binding's role or
  * subjects. Extra owners are not drift: the garbage collector drops the reference of a deleted App itself.
  */
-export function sidecarRbacDrifted(actual: { metadata?: { labels?: Record<string, string>; ownerReferences?: V1OwnerReference[] }; roleRef?: unknown; subjects?: unknown }, wanted: V1ServiceAccount | V1RoleBinding): boolean {
+export function sidecarRbacDrifted(actual: ObservedSidecarRbac, wanted: V1ServiceAccount | V1RoleBinding): boolean {
   const labels = actual.metadata?.labels ?? {};
-  if (Object.entries(wanted.metadata?.labels ?? {}).some(([key, value]) => labels[key] !== value)) return true;
+  const labelChanged = Object.entries(wanted.metadata?.labels ?? {}).some(([key, value]) => labels[key] !== value);
   const owners = new Set((actual.metadata?.ownerReferences ?? []).map((ref) => ref.uid));
-  if ((wanted.metadata?.ownerReferences ?? []).some((ref) => !owners.has(ref.uid))) return true;
-  if (!('roleRef' in wanted)) return false;
-  return JSON.stringify(sortedKeys(actual.roleRef)) !== JSON.stringify(sortedKeys(wanted.roleRef)) || JSON.stringify((actual.subjects as unknown[] | undefined)?.map(sortedKeys)) !== JSON.stringify(wanted.subjects?.map(sortedKeys));
+  const ownerMissing = (wanted.metadata?.ownerReferences ?? []).some((ref) => !owners.has(ref.uid));
+  const bindingChanged = 'roleRef' in wanted && (canonical(actual.roleRef) !== canonical(wanted.roleRef) || canonical(actual.subjects) !== canonical(wanted.subjects));
+  return labelChanged || ownerMissing || bindingChanged;
 }
 
-/** A flat object with its keys in order: the API server may answer fields in another order than we sent. */
-function sortedKeys(value: unknown): unknown {
-  if (typeof value !== 'object' || value === null) return value;
-  return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)));
+/** JSON with every object's keys in order: the API server may answer fields in another order than we sent. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, field: unknown) =>
+    typeof field === 'object' && field !== null && !Array.isArray(field) ? Object.fromEntries(Object.entries(field).sort(([a], [b]) => (a < b ? -1 : 1))) : field,
+  );
 }
