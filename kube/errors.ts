@@ -28,6 +28,11 @@ export function isNotFound(error: unknown): boolean {
   return error instanceof KubeApiError && error.status === 404;
 }
 
+/** 422: the object is refused as it is (e.g. a change to an immutable field). */
+export function isInvalid(error: unknown): boolean {
+  return error instanceof KubeApiError && error.status === 422;
+}
+
 export function isConflict(error: unknown): boolean {
   return error instanceof KubeApiError && error.status === 409;
 }

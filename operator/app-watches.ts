@@ -5,6 +5,8 @@
 //   its code ConfigMap changed          ─▶ reconcile the Apps using it (a rollout)
 //   its Pods come and go                ─▶ the RunLog janitor (runs of gone pods)
 //   its Service deleted by someone else ─▶ reconcile the App (applied again at once, not at the next resync)
+//   its Ingress deleted or its spec edited ─▶ reconcile the App (the same)
+//   the namespace's sidecar ServiceAccount or RoleBinding deleted or drifted ─▶ sidecarRbacChanged
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
@@ -14,6 +16,7 @@ import type { KubeObject } from '../kube/objects.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
+import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
 import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import type { PodObject } from './runlog-verdict.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
@@ -31,6 +34,14 @@ export interface AppWatchesOptions {
   appDeleted(key: string): void;
   /** A pod of an App changed, or (`gone`) was deleted. */
   podChanged(pod: PodObject, gone: boolean): void;
+  /** The sidecar ServiceAccount or RoleBinding of a namespace changed (not when first listed), or (`gone`) was deleted. */
+  sidecarRbacChanged(kind: 'ServiceAccount' | 'RoleBinding', object: KubeObject, gone: boolean): void;
+}
+
+/** What the drift check of the sidecar RoleBinding reads: its metadata, role and subjects. */
+export interface RoleBindingObject extends KubeObject {
+  roleRef?: unknown;
+  subjects?: unknown;
 }
 
 export interface AppWatches {
@@ -39,6 +50,9 @@ export interface AppWatches {
   readonly codeConfigMaps: ResourceWatch<KubeObject>;
   readonly pods: ResourceWatch<PodObject>;
   readonly services: ResourceWatch<KubeObject>;
+  readonly ingresses: ResourceWatch<KubeObject>;
+  readonly sidecarServiceAccounts: ResourceWatch<KubeObject>;
+  readonly sidecarRoleBindings: ResourceWatch<RoleBindingObject>;
   readonly all: readonly ResourceWatch<KubeObject>[];
 }
 
@@ -116,6 +130,51 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: metadataOnly,
     handlers: { onDelete: (service) => reconcileSoon(service.metadata?.namespace, owningAppName(service)) },
   });
+  // Generation changes are spec edits (someone else's, or an apply of ours that changed it: then the
+  // reconcile this causes applies nothing).
+  const ingresses = new ResourceWatch<KubeObject>({
+    ...common,
+    name: 'ingresses',
+    path: '/apis/networking.k8s.io/v1/ingresses',
+    labelSelector: MANAGED_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('ingresses', reason),
+    transform: metadataOnly,
+    handlers: {
+      onUpsert: (ingress, previous) => {
+        if (previous !== undefined && previous.metadata?.generation !== ingress.metadata?.generation) reconcileSoon(ingress.metadata?.namespace, owningAppName(ingress));
+      },
+      onDelete: (ingress) => reconcileSoon(ingress.metadata?.namespace, owningAppName(ingress)),
+    },
+  });
+  // Shared by the Apps of a namespace, so no one App owns them as controller: the operator decides (main.ts).
+  const sidecarServiceAccounts = new ResourceWatch<KubeObject>({
+    ...common,
+    name: 'serviceaccounts',
+    path: '/api/v1/serviceaccounts',
+    labelSelector: SIDECAR_RBAC_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('serviceaccounts', reason),
+    transform: metadataOnly,
+    handlers: {
+      onUpsert: (account, previous) => {
+        if (previous !== undefined) options.sidecarRbacChanged('ServiceAccount', account, false);
+      },
+      onDelete: (account) => options.sidecarRbacChanged('ServiceAccount', account, true),
+    },
+  });
+  const sidecarRoleBindings = new ResourceWatch<RoleBindingObject>({
+    ...common,
+    name: 'rolebindings',
+    path: '/apis/rbac.authorization.k8s.io/v1/rolebindings',
+    labelSelector: SIDECAR_RBAC_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('rolebindings', reason),
+    transform: (binding) => ({ ...metadataOnly(binding), roleRef: binding.roleRef, subjects: binding.subjects }),
+    handlers: {
+      onUpsert: (binding, previous) => {
+        if (previous !== undefined) options.sidecarRbacChanged('RoleBinding', binding, false);
+      },
+      onDelete: (binding) => options.sidecarRbacChanged('RoleBinding', binding, true),
+    },
+  });
 
   /**
    * A Deployment event matters when someone edited it (a new generation) or its rollout moved; a Deployment
@@ -142,7 +201,17 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     }
   }
 
-  return { apps, deployments, codeConfigMaps, pods, services, all: [apps, deployments, codeConfigMaps, pods, services] };
+  return {
+    apps,
+    deployments,
+    codeConfigMaps,
+    pods,
+    services,
+    ingresses,
+    sidecarServiceAccounts,
+    sidecarRoleBindings,
+    all: [apps, deployments, codeConfigMaps, pods, services, ingresses, sidecarServiceAccounts, sidecarRoleBindings],
+  };
 }
 
 /** The rollout's counts and conditions, without the timestamps that move when nothing else does. */

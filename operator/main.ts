@@ -91,7 +91,6 @@ export function createOperator(options: OperatorOptions): Operator {
   // The autoscaler's writes carry a field manager of their own: it, not the operator, owns spec.replicas.
   const autoscalerApi = new LeaderOnlyApi(credentials, { ...apiOptions, fieldManager: AUTOSCALER_FIELD_MANAGER }, () => elector.isLeader);
   const metrics = new OperatorMetrics({ processMetrics: options.processMetrics });
-  const rbac = new SidecarRbacApplier(leaderApi);
   const events = new EventRecorder({ api, component: EVENT_SOURCE, instance: config.leaderElection.identity, logger });
   const watchdogMs = config.watchdogSeconds * 1000;
 
@@ -110,8 +109,15 @@ export function createOperator(options: OperatorOptions): Operator {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
     },
+    sidecarRbacChanged: (kind, object, gone) => {
+      // Applied again through a reconcile of one of the namespace's Apps: on the leader, with its retries.
+      const namespace = object.metadata?.namespace;
+      if (namespace !== undefined && rbac.needsRepair(kind, object, gone)) reconcileSoon(namespace, liveAppsIn(namespace)[0]?.metadata.name);
+    },
   });
   const { apps, pods } = watches;
+  const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
+  const rbac = new SidecarRbacApplier({ api: leaderApi, appsIn: liveAppsIn, logger });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
     get: (namespace, name) => apps.get(namespace, name),

@@ -71,9 +71,12 @@ describe('reconciling an App', () => {
       expect(child.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('runlet');
       expect(child.metadata?.managedFields?.map((entry) => (entry as { manager: string }).manager)).toEqual(['runlet-operator']);
     }
-    for (const path of [paths.serviceAccount('create', 'runlet-sidecar'), paths.role('create', 'runlet-sidecar'), paths.roleBinding('create', 'runlet-sidecar')]) {
-      expect((await api.get(path)).metadata?.ownerReferences, path).toBeUndefined();
+    // Shared by the namespace's Apps: owned by each, controlled by none.
+    for (const path of [paths.serviceAccount('create', 'runlet-sidecar'), paths.roleBinding('create', 'runlet-sidecar')]) {
+      expect((await api.get(path)).metadata?.ownerReferences, path).toEqual([{ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'hello', uid: created.metadata.uid }]);
     }
+    expect((await api.get<KubeObject & { roleRef: unknown }>(paths.roleBinding('create', 'runlet-sidecar'))).roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
+    expect(await gone(api, paths.role('create', 'runlet-sidecar')), 'no Role of its own').toBe(true);
     const deployment = await api.get<Deployment>(paths.deployment('create', 'hello'));
     expect(deployment.spec.template.metadata.annotations?.['runlet.dev/code-hash']).toMatch(/^[0-9a-f]{16}$/);
   });
@@ -93,6 +96,49 @@ describe('reconciling an App', () => {
       { timeoutMs: STATE_TIMEOUT_MS, what: 'the Service applied again' },
     );
     expect(again.metadata?.ownerReferences?.[0]?.kind).toBe('App');
+  });
+
+  it('applies an Ingress deleted or edited by someone else again at once (it is watched)', async () => {
+    await namespaceWithCode('ingress-drift');
+    await createApp(api, 'ingress-drift', 'hello', pythonSpec());
+    await waitForApp(api, 'ingress-drift', 'hello', isAppliedAtGeneration, 'applied');
+    const path = paths.ingress('ingress-drift', 'hello');
+    const before = await api.get<KubeObject & { spec: { rules: { host: string }[] } }>(path);
+
+    await api.mergePatch(path, { spec: { rules: [{ host: 'elsewhere.example' }] } });
+    await waitFor(async () => (await api.get<typeof before>(path)).spec.rules[0]?.host === 'apps.example', { timeoutMs: STATE_TIMEOUT_MS, what: 'the Ingress host applied again' });
+
+    await api.delete(path);
+    await waitFor(async () => {
+      const ingress = await api.find(path);
+      return ingress !== undefined && ingress.metadata?.uid !== before.metadata?.uid;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the Ingress applied again' });
+  });
+
+  it('applies the sidecar RoleBinding and ServiceAccount deleted or edited by someone else again at once (they are watched)', async () => {
+    await namespaceWithCode('rbac-drift');
+    await createApp(api, 'rbac-drift', 'hello', pythonSpec());
+    await waitForApp(api, 'rbac-drift', 'hello', isAppliedAtGeneration, 'applied');
+    const bindingPath = paths.roleBinding('rbac-drift', 'runlet-sidecar');
+    type Binding = KubeObject & { subjects: { name: string }[] };
+    const binding = await api.get<Binding>(bindingPath);
+
+    await api.mergePatch(bindingPath, { subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: 'rbac-drift' }] });
+    await waitFor(async () => (await api.get<Binding>(bindingPath)).subjects[0]?.name === 'runlet-sidecar', { timeoutMs: STATE_TIMEOUT_MS, what: 'the RoleBinding subject applied again' });
+
+    await api.delete(bindingPath);
+    await waitFor(async () => {
+      const again = await api.find(bindingPath);
+      return again !== undefined && again.metadata?.uid !== binding.metadata?.uid;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the RoleBinding applied again' });
+
+    const accountPath = paths.serviceAccount('rbac-drift', 'runlet-sidecar');
+    const account = await api.get(accountPath);
+    await api.delete(accountPath);
+    await waitFor(async () => {
+      const again = await api.find(accountPath);
+      return again !== undefined && again.metadata?.uid !== account.metadata?.uid;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the ServiceAccount applied again' });
   });
 
   it('rolls a spec change out to the Deployment and records the generation it observed', async () => {
@@ -230,18 +276,30 @@ describe('reconciling an App', () => {
     }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the Deployment to be re-created' });
   });
 
-  it('deleting the App deletes its children (garbage collection) but not the shared sidecar RBAC', async () => {
+  it('deleting the App deletes its children (garbage collection), and the shared sidecar RBAC with the last App of the namespace', async () => {
     await namespaceWithCode('delete');
+    await createCodeConfigMap(api, 'delete', 'other-code', 'other', { 'main.py': 'def run():\n    return "hi"\n' });
     await createApp(api, 'delete', 'hello', pythonSpec());
+    const other = await createApp(api, 'delete', 'other', pythonSpec({}, 'other-code'));
     await waitForApp(api, 'delete', 'hello', isAppliedAtGeneration, 'applied');
+    await waitForApp(api, 'delete', 'other', isAppliedAtGeneration, 'applied');
+    const rbac = [paths.serviceAccount('delete', 'runlet-sidecar'), paths.roleBinding('delete', 'runlet-sidecar')];
+    const owners = async (path: string) => (await api.find(path))?.metadata?.ownerReferences?.map((ref) => ref.name).sort();
+    await waitFor(async () => (await Promise.all(rbac.map(owners))).every((names) => names?.join() === 'hello,other'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the sidecar RBAC owned by both Apps' });
 
     await api.delete(paths.app('delete', 'hello'));
     await waitFor(async () => (await gone(api, paths.deployment('delete', 'hello'))) && (await gone(api, paths.service('delete', 'hello'))) && (await gone(api, paths.ingress('delete', 'hello'))), {
       timeoutMs: STATE_TIMEOUT_MS,
       what: 'the children to be gone',
     });
-    expect(await gone(api, paths.serviceAccount('delete', 'runlet-sidecar'))).toBe(false);
-    expect(await gone(api, paths.roleBinding('delete', 'runlet-sidecar'))).toBe(false);
+    for (const path of rbac) expect(await owners(path), `${path} stays for the other App`).toEqual(['other']);
+
+    await api.delete(paths.app('delete', 'other'));
+    await waitFor(async () => (await Promise.all(rbac.map((path) => gone(api, path)))).every(Boolean), { timeoutMs: STATE_TIMEOUT_MS, what: 'the sidecar RBAC gone with the last App' });
+
+    const again = await createApp(api, 'delete', 'other', pythonSpec({}, 'other-code'));
+    expect(again.metadata.uid).not.toBe(other.metadata.uid);
+    await waitFor(async () => (await Promise.all(rbac.map(owners))).every((names) => names?.join() === 'other'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the sidecar RBAC back for a new App' });
   });
 });
 

@@ -1,8 +1,15 @@
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { App } from '../crds/app-schema.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
+import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { KubeApi } from '../kube/client.ts';
-import { SIDECAR_ROLE } from './render/names.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
+
+const RBAC = '/apis/rbac.authorization.k8s.io/v1/namespaces/team-a';
+const BINDING = `${RBAC}/rolebindings/runlet-sidecar`;
+const ACCOUNT = '/api/v1/namespaces/team-a/serviceaccounts/runlet-sidecar';
 
 describe('the sidecar RBAC of a namespace', () => {
   let server: KubeApiServer | undefined;
@@ -12,18 +19,80 @@ describe('the sidecar RBAC of a namespace', () => {
     await server?.close();
   });
 
-  it('sends the RoleBinding only once its Role is applied (a real server refuses a binding to a Role it cannot find)', async () => {
-    server = await startKubeApiServer();
+  async function start(apps: App[]): Promise<{ applier: SidecarRbacApplier; server: KubeApiServer; api: KubeApi }> {
+    server = await startKubeApiServer({ namespaces: ['team-a'] });
     api = new KubeApi(await server.credentials(), { fieldManager: 'runlet-operator' });
-    await api.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-a' } });
-    const applier = new SidecarRbacApplier(api);
-    server.failNext({ method: 'PATCH', pathPattern: `/namespaces/team-a/roles/${SIDECAR_ROLE}`, status: 500, message: 'etcd unavailable' });
+    const applier = new SidecarRbacApplier({ api, appsIn: (namespace) => apps.filter((app) => app.metadata.namespace === namespace), logger: pino({ level: 'silent' }) });
+    return { applier, server, api };
+  }
 
-    await expect(applier.ensure('team-a')).rejects.toThrow(/500/);
-    expect(await api.find(`/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/${SIDECAR_ROLE}`), 'no binding was sent').toBeUndefined();
+  const ownerUids = async (path: string) => ((await api!.get(path)).metadata?.ownerReferences ?? []).map((ref) => ref.uid);
+
+  it('is owned by every App of the namespace, applied again only when they change', async () => {
+    const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })];
+    const { applier, server } = await start(apps);
 
     await applier.ensure('team-a');
-    expect(await api.find(`/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles/${SIDECAR_ROLE}`)).toBeDefined();
-    expect(await api.find(`/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/${SIDECAR_ROLE}`)).toBeDefined();
+    expect(await ownerUids(ACCOUNT)).toEqual(['uid-1']);
+    expect(await ownerUids(BINDING)).toEqual(['uid-1']);
+    const writes = () => server.countRequests({ method: 'PATCH' });
+    const before = writes();
+    await applier.ensure('team-a');
+    expect(writes(), 'nothing sent for the same Apps').toBe(before);
+
+    apps.push(storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' }));
+    await applier.ensure('team-a');
+    expect(await ownerUids(ACCOUNT)).toEqual(['uid-1', 'uid-2']);
+    expect(await ownerUids(BINDING)).toEqual(['uid-1', 'uid-2']);
+  });
+
+  it('applies nothing in a namespace without Apps (the garbage collector would delete it at once)', async () => {
+    const { applier, server } = await start([]);
+    await applier.ensure('team-a');
+    expect(server.countRequests({ method: 'PATCH' })).toBe(0);
+  });
+
+  it('applies the latest owners last when ensures overlap', async () => {
+    const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })];
+    const { applier } = await start(apps);
+    const first = applier.ensure('team-a');
+    apps.push(storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' }));
+    await Promise.all([first, applier.ensure('team-a')]);
+    expect(await ownerUids(BINDING)).toEqual(['uid-1', 'uid-2']);
+  });
+
+  it('replaces the binding of an earlier version to its own Role (a roleRef cannot change) and deletes that Role', async () => {
+    const { applier, api } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })]);
+    await api.create(`${RBAC}/roles`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'runlet-sidecar' }, rules: [] } as KubeObject);
+    const old = await api.create(`${RBAC}/rolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'runlet-sidecar' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'runlet-sidecar' },
+      subjects: [{ kind: 'ServiceAccount', name: 'runlet-sidecar', namespace: 'team-a' }],
+    } as KubeObject);
+
+    await applier.ensure('team-a');
+    const binding = await api.get<KubeObject & { roleRef: unknown }>(BINDING);
+    expect(binding.metadata?.uid).not.toBe(old.metadata?.uid);
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
+    expect(await api.find(`${RBAC}/roles/runlet-sidecar`)).toBeUndefined();
+  });
+
+  it('is repaired when deleted or drifted while an App is left, not when the last App is gone', async () => {
+    const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })];
+    const { applier, api } = await start(apps);
+    await applier.ensure('team-a');
+    const binding = await api.get(BINDING);
+    expect(applier.needsRepair('RoleBinding', binding, false), 'as applied').toBe(false);
+
+    await api.delete(BINDING);
+    expect(applier.needsRepair('RoleBinding', binding, true)).toBe(true);
+    await applier.ensure('team-a');
+    expect(await api.find(BINDING), 'applied again').toBeDefined();
+
+    expect(applier.needsRepair('ServiceAccount', { metadata: { name: 'runlet-sidecar', namespace: 'team-a', labels: {} } }, false), 'its labels gone').toBe(true);
+    apps.pop();
+    expect(applier.needsRepair('RoleBinding', binding, true), 'no App left').toBe(false);
   });
 });

@@ -1,37 +1,105 @@
-// Makes sure each app namespace has the sidecar's ServiceAccount, Role and RoleBinding. They are shared by
-// every App of the namespace, so they are applied once per namespace (not once per reconcile) until
-// forget() — on every resync and leadership change — has them applied again, repairing any drift.
+// Makes sure each app namespace has the sidecar's ServiceAccount and its RoleBinding to the ClusterRole
+// `runlet-sidecar`, owned by every App of the namespace (render/rbac.ts says why). They are applied again
+// only when the namespace's Apps changed since the last apply, when a watch saw them drift or go
+// (needsRepair), or after forget() — on every resync and leadership change.
+//
+// Races with the garbage collector heal through the watch: when the GC deletes them for an App that was
+// deleted just as another was created, the deletion event finds an App left and has them applied again;
+// when they are applied for an App that is gone by then, the GC finds no live owner and deletes them.
+import type { V1RoleBinding } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { App } from '../crds/app-schema.ts';
 import type { KubeApi } from '../kube/client.ts';
-import { renderSidecarRbac } from './render/rbac.ts';
+import { isInvalid, isNotFound } from '../kube/errors.ts';
+import { refOf, resourcePath, type KubeObject } from '../kube/objects.ts';
+import { LEGACY_SIDECAR_ROLE } from './render/names.ts';
+import { renderSidecarRbac, sidecarRbacDrifted } from './render/rbac.ts';
+
+export interface SidecarRbacApplierOptions {
+  api: KubeApi;
+  /** The live Apps of a namespace (the App watch's cache, without those being deleted). */
+  appsIn(namespace: string): App[];
+  logger: Logger;
+}
 
 export class SidecarRbacApplier {
-  readonly #api: KubeApi;
-  readonly #ensured = new Map<string, Promise<void>>();
+  readonly #options: SidecarRbacApplierOptions;
+  /** Per namespace: the owners (sorted uids) last applied. */
+  readonly #applied = new Map<string, string>();
+  /** Per namespace: the last apply in hand. One at a time, so that an older owner list never lands last. */
+  readonly #inHand = new Map<string, Promise<void>>();
 
-  constructor(api: KubeApi) {
-    this.#api = api;
+  constructor(options: SidecarRbacApplierOptions) {
+    this.#options = options;
   }
 
-  /** Applies the namespace's sidecar RBAC unless done already; concurrent callers share one apply. */
+  /** Applies the namespace's sidecar RBAC unless it is current for the namespace's Apps. */
   ensure(namespace: string): Promise<void> {
-    let applied = this.#ensured.get(namespace);
-    if (applied === undefined) {
-      applied = this.#applyInOrder(namespace);
-      this.#ensured.set(namespace, applied);
-      applied.catch(() => this.#ensured.delete(namespace));
-    }
-    return applied;
+    const next = (this.#inHand.get(namespace) ?? Promise.resolve()).catch(() => undefined).then(() => this.#ensureNow(namespace));
+    this.#inHand.set(namespace, next);
+    const done = () => {
+      if (this.#inHand.get(namespace) === next) this.#inHand.delete(namespace);
+    };
+    next.then(done, done);
+    return next;
   }
 
   /**
-   * One after the other, in render order: a real API server refuses a RoleBinding whose Role it cannot find
-   * yet (RBAC's escalation check resolves the roleRef), so the Role must exist before its binding is sent.
+   * A watch saw the namespace's ServiceAccount or RoleBinding change, or go (`gone`): whether it must be applied
+   * again (then the next ensure() does). Not when no App is left: then the garbage collector removed it, as meant.
    */
-  async #applyInOrder(namespace: string): Promise<void> {
-    for (const object of renderSidecarRbac(namespace)) await this.#api.apply(object);
+  needsRepair(kind: 'ServiceAccount' | 'RoleBinding', object: KubeObject, gone: boolean): boolean {
+    const namespace = object.metadata?.namespace;
+    if (namespace === undefined) return false;
+    const owners = this.#options.appsIn(namespace);
+    if (owners.length === 0) return false;
+    const wanted = renderSidecarRbac(namespace, owners).find((candidate) => candidate.kind === kind && candidate.metadata?.name === object.metadata?.name);
+    if (wanted === undefined || (!gone && !sidecarRbacDrifted(object, wanted))) return false;
+    this.#applied.delete(namespace);
+    return true;
   }
 
   forget(): void {
-    this.#ensured.clear();
+    this.#applied.clear();
+  }
+
+  async #ensureNow(namespace: string): Promise<void> {
+    const owners = this.#options.appsIn(namespace);
+    // Nothing would own them: the garbage collector would delete them at once.
+    if (owners.length === 0) return;
+    const ownerKey = owners
+      .map((app) => app.metadata.uid ?? '')
+      .sort()
+      .join(',');
+    if (this.#applied.get(namespace) === ownerKey) return;
+    const [account, binding] = renderSidecarRbac(namespace, owners);
+    await Promise.all([this.#options.api.apply(account), this.#applyBinding(binding)]);
+    this.#applied.set(namespace, ownerKey);
+  }
+
+  /**
+   * A binding's roleRef cannot change (422): one left by an earlier version, bound to the per-namespace Role
+   * `runlet-sidecar`, is deleted and created anew, and that Role deleted after it.
+   */
+  async #applyBinding(binding: V1RoleBinding): Promise<void> {
+    const { api, logger } = this.#options;
+    try {
+      await api.apply(binding);
+      return;
+    } catch (error) {
+      if (!isInvalid(error)) throw error;
+      const path = resourcePath(refOf(binding as KubeObject));
+      const existing = await api.find<V1RoleBinding & KubeObject>(path);
+      const sameRole = existing?.roleRef.kind === binding.roleRef.kind && existing.roleRef.name === binding.roleRef.name;
+      if (existing === undefined || sameRole) throw error;
+      await api.delete(path, { uid: existing.metadata?.uid });
+      await api.apply(binding);
+    }
+    const namespace = binding.metadata!.namespace!;
+    const legacyRole = resourcePath({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', namespace, name: LEGACY_SIDECAR_ROLE });
+    await api.delete(legacyRole).catch((error: unknown) => {
+      if (!isNotFound(error)) throw error;
+    });
+    logger.info({ namespace }, 'the sidecar RoleBinding now binds the ClusterRole runlet-sidecar; the per-namespace Role of an earlier version is deleted');
   }
 }

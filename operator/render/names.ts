@@ -14,7 +14,11 @@ export const SIDECAR_CONTAINER = 'sidecar';
 
 /** The sidecar's identity in every app namespace: it may write RunLogs, nothing else. */
 export const SIDECAR_SERVICE_ACCOUNT = 'runlet-sidecar';
-export const SIDECAR_ROLE = 'runlet-sidecar';
+/** Bound to the ServiceAccount in each app namespace; the chart ships it (charts/runlet/templates/sidecar-clusterrole.yaml). */
+export const SIDECAR_CLUSTER_ROLE = 'runlet-sidecar';
+export const SIDECAR_ROLE_BINDING = 'runlet-sidecar';
+/** The per-namespace Role earlier versions bound instead of the ClusterRole: deleted where found. */
+export const LEGACY_SIDECAR_ROLE = 'runlet-sidecar';
 
 export const CODE_VOLUME = 'code';
 export const DATA_VOLUME = 'runlet-data';

@@ -20,6 +20,7 @@ import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered
 const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
 const VIEWER_TABLE = '## Read access to runs';
+const SIDECAR_TABLE = "## The sidecar's permissions";
 
 /** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
 function plain(rule: PolicyRule): PolicyRule {
@@ -50,6 +51,16 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(viewer.map(plain)).toEqual(rulesFromTable(README, VIEWER_TABLE).map(plain));
     expect(allows(viewer, { verb: 'list', apiGroup: 'runlet.dev', resource: 'runs', namespace: 'team-a', name: undefined })).toBe(true);
     expect(allows(viewer, { verb: 'create', apiGroup: 'runlet.dev', resource: 'apps', namespace: 'team-a', name: undefined })).toBe(false);
+  });
+
+  it('are the sidecar ClusterRole, which the operator may bind but holds nothing of', () => {
+    const sidecar = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-sidecar').rules!;
+    expect(sidecar.map(plain)).toEqual(rulesFromTable(README, SIDECAR_TABLE).map(plain));
+    const { cluster } = operatorRoles(chart);
+    expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'runlet-sidecar' })).toBe(true);
+    expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'cluster-admin' })).toBe(false);
+    const granted = sidecar.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
+    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['create runlogs', 'patch runlogs/status']);
   });
 
   it('come with a RoleBinding example that is valid and binds the runs viewer', () => {
@@ -89,7 +100,7 @@ describe('the operator under the chart’s RBAC', () => {
     return server!.requests.slice(from);
   }
 
-  it('makes only requests the ClusterRole and the leader-election Role allow, and holds what the sidecar Role grants', async () => {
+  it('makes only requests the ClusterRole and the leader-election Role allow, binding the sidecar ClusterRole in place of an earlier version’s Role', async () => {
     server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, 'team-a'] });
     const api = new KubeApi(await server.credentials());
     try {
@@ -99,6 +110,16 @@ describe('the operator under the chart’s RBAC', () => {
       await api.create(resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'team-a' }), configMap);
       const app = { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name: 'hello', namespace: 'team-a' }, spec: { runtime: { python: { code: { configMap: { name: 'hello-code' } } } } } };
       await api.create(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a' }), app);
+      // What an earlier version left: its own Role runlet-sidecar, bound (a roleRef cannot change).
+      const rbacGroup = 'rbac.authorization.k8s.io/v1';
+      await api.create(resourcePath({ apiVersion: rbacGroup, kind: 'Role', namespace: 'team-a' }), { apiVersion: rbacGroup, kind: 'Role', metadata: { name: 'runlet-sidecar' }, rules: [] });
+      await api.create(resourcePath({ apiVersion: rbacGroup, kind: 'RoleBinding', namespace: 'team-a' }), {
+        apiVersion: rbacGroup,
+        kind: 'RoleBinding',
+        metadata: { name: 'runlet-sidecar' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'runlet-sidecar' },
+        subjects: [{ kind: 'ServiceAccount', name: 'runlet-sidecar', namespace: 'team-a' }],
+      });
 
       // With the app ingress on (production values), then off (defaults): the second removes the Ingress.
       const requests = [
@@ -112,15 +133,17 @@ describe('the operator under the chart’s RBAC', () => {
       expect(attributes.filter((attrs) => !permitted(attrs))).toEqual([]);
       // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
-      for (const expected of ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch roles', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses']) {
+      const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
+      const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
+      for (const expected of [...kinds, ...watches, 'delete rolebindings', 'delete roles']) {
         expect(seen, expected).toContain(expected);
       }
 
-      // RBAC escalation prevention: the operator may create the sidecar's Role only while holding all it grants.
-      const sidecarRole = await api.get<V1Role & KubeObject>(resourcePath({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', namespace: 'team-a', name: 'runlet-sidecar' }));
-      const granted = sidecarRole.rules!.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
-      expect(granted.length).toBeGreaterThan(0);
-      expect(granted.filter((request) => !allows(cluster, request))).toEqual([]);
+      // RBAC escalation prevention: the binding is allowed because the operator may `bind` the ClusterRole it names.
+      const binding = await api.get<V1RoleBinding & KubeObject>(resourcePath({ apiVersion: rbacGroup, kind: 'RoleBinding', namespace: 'team-a', name: 'runlet-sidecar' }));
+      expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
+      expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: binding.roleRef.name })).toBe(true);
+      expect(await api.find(resourcePath({ apiVersion: rbacGroup, kind: 'Role', namespace: 'team-a', name: 'runlet-sidecar' })), 'the earlier version’s Role').toBeUndefined();
 
       // OwnerReferencesPermissionEnforcement: a child may block its owner's deletion only when written by
       // whoever may update the owner's finalizers.

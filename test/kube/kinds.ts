@@ -1,5 +1,5 @@
 // Per-kind server behaviour beyond generic storage: what the real API server (or the controllers that
-// run inside it) does for secrets, namespaces and CustomResourceDefinitions on every write.
+// run inside it) does for secrets, namespaces, role bindings and CustomResourceDefinitions on every write.
 
 import { CRD_RESOURCE_KEY, crdResourceTypes, establishedStatus, validateCrd } from './crds.ts';
 import type { ResourceRegistry } from './resources.ts';
@@ -39,6 +39,20 @@ const namespaces: KindBehavior = {
   },
 };
 
+/**
+ * Role bindings: `roleRef` is immutable (the real server answers 422 "cannot change roleRef"); pointing a
+ * binding at another role means deleting and re-creating it.
+ */
+const roleBindings: KindBehavior = {
+  prepare(next, previous) {
+    const before = isPlainObject(previous?.roleRef) ? previous.roleRef : {};
+    const after = isPlainObject(next.roleRef) ? next.roleRef : {};
+    const same = ['apiGroup', 'kind', 'name'].every((field) => before[field] === after[field]);
+    if (previous === undefined || same) return [];
+    return [{ reason: 'FieldValueInvalid', field: 'roleRef', message: 'cannot change roleRef' }];
+  },
+};
+
 function customResourceDefinitions(
   registry: ResourceRegistry,
   removeAllObjects: (resourceKey: string) => void,
@@ -73,6 +87,8 @@ export function kindBehaviors(
   return new Map([
     ['secrets', secrets],
     ['namespaces', namespaces],
+    ['rolebindings.rbac.authorization.k8s.io', roleBindings],
+    ['clusterrolebindings.rbac.authorization.k8s.io', roleBindings],
     [CRD_RESOURCE_KEY, customResourceDefinitions(registry, removeAllObjects)],
   ]);
 }

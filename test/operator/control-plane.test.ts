@@ -104,6 +104,36 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     expect(configMap.metadata?.name, 'the code ConfigMap is the user’s, not the App’s').toBe(app.codeConfigMap);
   });
 
+  it('lets the real garbage collector remove the sidecar RBAC with the last App of a namespace, and repairs a deleted RoleBinding at once (no pods needed)', async () => {
+    const namespace = `runlet-cp-${Date.now().toString(36)}`;
+    const [first, second, third] = ['hello', 'second', 'third'].map((name) => new HelloApp(cluster.kubeConfig, namespace, { name }));
+    await first!.apply();
+    await second!.apply();
+    const kubectlJson = async (...args: string[]) => {
+      const output = await cluster.kubectl('get', '--namespace', namespace, '--ignore-not-found', '-o', 'json', ...args);
+      return output.trim() === '' ? undefined : (JSON.parse(output) as { metadata: { uid: string; ownerReferences?: { name: string }[] } });
+    };
+    const sidecarRbac = () => Promise.all([kubectlJson('serviceaccount', 'runlet-sidecar'), kubectlJson('rolebinding', 'runlet-sidecar')]);
+    const ownedBy = (...names: string[]) => async () => {
+      const objects = await sidecarRbac();
+      return objects.every((object) => object?.metadata.ownerReferences?.map((ref) => ref.name).sort().join() === names.join()) && objects;
+    };
+    const [, binding] = await wait('the sidecar RBAC owned by both Apps', ownedBy('hello', 'second'));
+
+    await cluster.kubectl('delete', 'rolebinding', '--namespace', namespace, 'runlet-sidecar');
+    await wait('the RoleBinding applied again', async () => {
+      const again = await kubectlJson('rolebinding', 'runlet-sidecar');
+      return again !== undefined && again.metadata.uid !== binding!.metadata.uid;
+    });
+
+    await first!.delete();
+    await wait('the sidecar RBAC owned by the second App alone', ownedBy('second'));
+    await second!.delete();
+    await wait('the sidecar ServiceAccount and RoleBinding gone with the last App', async () => (await sidecarRbac()).every((object) => object === undefined));
+    await third!.apply();
+    await wait('the sidecar RBAC applied again for a new App', ownedBy('third'));
+  });
+
   it('hands the lease over to a second operator when the first stops, which then reconciles', async () => {
     const coordination = cluster.kubeConfig.makeApiClient(CoordinationV1Api);
     const holder = async () => {

@@ -31,8 +31,8 @@ export interface RunLogView {
 
 export class HelloApp {
   readonly namespace: string;
-  readonly name = 'hello';
-  readonly codeConfigMap = 'hello-code';
+  readonly name: string;
+  readonly codeConfigMap: string;
   readonly minReplicas: number;
   /** spec.scaling beyond the fixed size the suites use: autoscaling settings. */
   readonly #scaling: Record<string, unknown>;
@@ -40,8 +40,11 @@ export class HelloApp {
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
 
-  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; scaling?: Record<string, unknown> } = {}) {
+  /** `name`: default hello; another name puts a second App of the same code in a namespace. */
+  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown> } = {}) {
     this.namespace = namespace;
+    this.name = options.name ?? 'hello';
+    this.codeConfigMap = `${this.name}-code`;
     this.minReplicas = options.minReplicas ?? 1;
     this.#scaling = options.scaling ?? {};
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
@@ -50,12 +53,14 @@ export class HelloApp {
   }
 
   /**
-   * Namespace, code ConfigMap (examples/hello) and the App, every field of its spec stated; `prepareNamespace`
-   * runs between the namespace and the rest (e.g. a ResourceQuota).
+   * Namespace (unless it exists), code ConfigMap (examples/hello) and the App, every field of its spec stated;
+   * `prepareNamespace` runs between the namespace and the rest (e.g. a ResourceQuota).
    */
   async apply(prepareNamespace?: () => Promise<void>): Promise<void> {
     const [namespace, configMap, app] = await this.manifests();
-    await this.#core.createNamespace({ body: namespace });
+    await this.#core.createNamespace({ body: namespace }).catch((error: unknown) => {
+      if (!(error instanceof ApiException && error.code === 409)) throw error;
+    });
     await prepareNamespace?.();
     await this.#core.createNamespacedConfigMap({ namespace: this.namespace, body: configMap });
     await this.#custom.createNamespacedCustomObject({ ...APPS, namespace: this.namespace, body: app });

@@ -2,7 +2,7 @@
 // pod runs the sidecar and the Python runtime for real; runs go through the pod's sidecar; spec and code
 // changes roll out; deleting the App removes everything. e2e.test.ts runs it against the in-memory API
 // server and the cluster of KUBECONFIG, control-plane.test.ts against a real control plane.
-import type { V1Pod } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, RbacAuthorizationV1Api, type V1ObjectMeta, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import type { App, Condition } from '../../crds/app-schema.ts';
 import { EventReader } from '../support/sse.ts';
@@ -50,8 +50,9 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     context.onTestFailed(() => console.log(cluster.diagnostics()));
   });
 
-  async function applyApp(): Promise<HelloApp> {
-    const app = new HelloApp(cluster.kubeConfig, `runlet-e2e-${runId}-${applied.length + 1}`);
+  /** An App in a namespace of its own, or (`in`) in that of another App. */
+  async function applyApp(options: { in?: HelloApp; name?: string } = {}): Promise<HelloApp> {
+    const app = new HelloApp(cluster.kubeConfig, options.in?.namespace ?? `runlet-e2e-${runId}-${applied.length + 1}`, { name: options.name });
     applied.push(app);
     await app.apply();
     return app;
@@ -170,6 +171,58 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     });
     expect(event).toMatchObject({ type: 'Warning', source: { component: 'runlet-operator' } });
     expect(event.message).toContain(quota);
+  });
+
+  it('keeps the sidecar ServiceAccount and RoleBinding while an App of the namespace is left, repairs them at once, and removes them with the last', async () => {
+    const first = await applyApp();
+    const second = await applyApp({ in: first, name: 'second' });
+    await waitForApp(first, 'Available', availableAtGeneration);
+    await waitForApp(second, 'Available', availableAtGeneration);
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    const absentAs404 = <T>(read: Promise<T>) =>
+      read.catch((error: unknown) => {
+        if (error instanceof ApiException && error.code === 404) return undefined;
+        throw error;
+      });
+    const sidecarRbac = async (): Promise<(V1ObjectMeta | undefined)[]> => {
+      const ref = { namespace: first.namespace, name: 'runlet-sidecar' };
+      const [account, binding] = await Promise.all([absentAs404(core.readNamespacedServiceAccount(ref)), absentAs404(rbac.readNamespacedRoleBinding(ref))]);
+      return [account?.metadata, binding?.metadata];
+    };
+    const ownedBy = (...apps: HelloApp[]) => async () => {
+      const metadata = await sidecarRbac();
+      const expected = apps.map((app) => app.name).sort().join();
+      return metadata.every((meta) => meta?.ownerReferences?.map((ref) => ref.name).sort().join() === expected) && metadata;
+    };
+    const wait = <T>(what: string, check: () => Promise<T | false | undefined>) => waitFor(check, { what: `${first.namespace}: ${what}`, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100 });
+    const [, binding] = await wait('the sidecar RBAC owned by both Apps', ownedBy(first, second));
+
+    // Deleted by someone else: back at once (the resync is minutes away).
+    await rbac.deleteNamespacedRoleBinding({ namespace: first.namespace, name: 'runlet-sidecar' });
+    await wait('the RoleBinding applied again', async () => {
+      const [, again] = await sidecarRbac();
+      return again !== undefined && again.uid !== binding!.uid;
+    });
+
+    await first.delete();
+    await wait('the first App’s Deployment gone', async () => (await first.deployment()) === undefined);
+    await wait('the sidecar RBAC owned by the second App alone', ownedBy(second));
+    const pod = await onlyReadyPod(second, 'the second App’s pod ready');
+    const response = await call(second, pod, 'run', { name: 'Ada' });
+    expect(response.status).toBe(200);
+    const { run_id: runId } = (await response.json()) as { run_id: string };
+    await wait(`run ${runId} recorded in RunLog ${pod.metadata!.name} (the sidecar may still write it)`, async () =>
+      (await second.runLog(pod.metadata!.name!))?.status?.runs?.some((run) => run.id === runId && run.status === 'success'),
+    );
+
+    await second.delete();
+    await wait('the sidecar ServiceAccount and RoleBinding gone with the last App', async () => (await sidecarRbac()).every((meta) => meta === undefined));
+
+    const third = await applyApp({ in: first, name: 'third' });
+    await wait('the sidecar RBAC applied again for a new App', ownedBy(third));
+    await waitForApp(third, 'Available', availableAtGeneration);
+    expect(await greeting(third, await onlyReadyPod(third, 'the new App’s pod ready'))).toEqual({ greeting: 'Hello, Ada!' });
   });
 
   it('deletes an App: its Deployment, Service and pods go, and the pods’ processes stop', async () => {
