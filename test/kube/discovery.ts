@@ -52,6 +52,8 @@ function apiResources(type: ResourceType): object[] {
     namespaced: type.namespaced,
     kind: type.kind,
     verbs: type.verbs,
+    ...(type.shortNames.length > 0 ? { shortNames: type.shortNames } : {}),
+    ...(type.categories.length > 0 ? { categories: type.categories } : {}),
   };
   if (!type.hasStatus) return [resource];
   const status = { name: `${type.plural}/status`, singularName: '', namespaced: type.namespaced, kind: type.kind };
