@@ -6,7 +6,7 @@
 // unless `force` is set, which takes the field over. Not modelled: associative lists merged by key,
 // defaulting of removed fields.
 
-import { fieldPathString, hasLeaf, leaves, ownableFieldSet, removeLeaf, valueAt, type FieldPath } from './field-sets.ts';
+import { comparePaths, fieldPathString, hasLeaf, leaves, ownableFieldSet, removeLeaf, valueAt, type FieldPath } from './field-sets.ts';
 import { KubeError, type StatusCause } from './status.ts';
 import { apiVersionOf, resourceKey, type ResourceType } from './resources.ts';
 import { deepEqual, isPlainObject, type KubeObject, type ManagedFieldsEntry } from './types.ts';
@@ -89,7 +89,9 @@ export function serverSideApply(request: ApplyRequest): KubeObject {
       else conflicts.push({ owner: other, path });
     }
   }
-  if (conflicts.length > 0) throw conflictError(conflicts);
+  // The real server reports them in field path order (its field sets are sorted).
+  const byPath = (x: FieldConflict, y: FieldConflict): number => comparePaths(x.path, y.path);
+  if (conflicts.length > 0) throw conflictError(conflicts.sort(byPath));
 
   const result: KubeObject = live === undefined ? { metadata: {} } : structuredClone(live);
   for (const path of leaves(previous?.fieldsV1 ?? {})) {

@@ -66,3 +66,11 @@ export function valueAt(object: unknown, path: FieldPath): unknown {
 export function fieldPathString(path: FieldPath): string {
   return `.${path.join('.')}`;
 }
+
+/** Field paths in the order of the real server's sorted field sets: segment by segment. */
+export function comparePaths(a: FieldPath, b: FieldPath): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i += 1) {
+    if (a[i] !== b[i]) return a[i]! < b[i]! ? -1 : 1;
+  }
+  return a.length - b.length;
+}
