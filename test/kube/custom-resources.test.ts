@@ -88,15 +88,22 @@ describe('custom resources as a real API server serves them', () => {
     expect(patched.status).toBe(200);
   });
 
-  it('prunes fields outside the schema and fills in its defaults, keeping what preserves unknown fields', async () => {
+  it('prunes fields outside the schema and fills in its defaults (for nulls too), keeping what preserves unknown fields', async () => {
     await installCrds();
-    const created = await call('POST', APPS, app('hello', { extra: 1, spec: { runtime: { python: { code: { baked: true }, bogus: 1 } }, bogus: 2 } }));
+    const spec = { runtime: { python: { code: { baked: true }, bogus: 1, module: null } }, bogus: 2 };
+    const created = await call('POST', APPS, app('hello', { extra: 1, spec }));
     expect(created.status).toBe(201);
     expect(created.body.extra).toBeUndefined();
     expect(created.body.spec.bogus).toBeUndefined();
     expect(created.body.spec.runtime.python).toEqual({ code: { baked: true }, module: 'main' });
     expect(created.body.spec.scaling).toMatchObject({ minReplicas: 1, maxReplicas: 1 });
     expect(created.body.metadata.name).toBe('hello');
+
+    const runLog = { apiVersion: 'runlet.dev/v1alpha1', kind: 'RunLog', metadata: { name: 'hello' }, spec: { appName: 'hello' } };
+    await call('POST', '/apis/runlet.dev/v1alpha1/namespaces/default/runlogs', runLog);
+    const runs = [{ id: 'r1', statusCode: null, error: null, status: null, unknown: 1 }];
+    const withRuns = await call('PUT', '/apis/runlet.dev/v1alpha1/namespaces/default/runlogs/hello/status', { ...runLog, status: { runs } });
+    expect(withRuns.body.status.runs).toEqual([{ id: 'r1', statusCode: null, error: null }]);
 
     const preserving = {
       apiVersion: 'apiextensions.k8s.io/v1',
