@@ -1,7 +1,6 @@
 // The OpenAPI endpoints: `/openapi/v2` (protobuf when asked for, as kubectl does, else JSON), `/openapi/v3`
 // (the index of group versions) and `/openapi/v3/{api/v1 | apis/{group}/{version}}`.
 
-import type { ApiReply } from './api.ts';
 import { OPENAPI_V2_PROTOBUF, encodeOpenApiV2 } from './openapi-protobuf.ts';
 import { openApiV2, openApiV3GroupVersion, openApiV3Index } from './openapi.ts';
 import type { ResourceRegistry } from './resources.ts';
@@ -9,8 +8,11 @@ import { resourceNotServed } from './status.ts';
 
 const V3_PREFIX = '/openapi/v3/';
 
+/** A JSON document, or the protobuf one (api.ts's replies take both). */
+export type OpenApiReply = { status: 200; body: object } | { status: 200; bytes: Buffer; contentType: string };
+
 /** The answer to a GET of an OpenAPI path; undefined for other paths. */
-export function openApiDocument(registry: ResourceRegistry, pathname: string, accept: string): ApiReply | undefined {
+export function openApiDocument(registry: ResourceRegistry, pathname: string, accept: string): OpenApiReply | undefined {
   if (pathname === '/openapi/v2') {
     const document = openApiV2(registry);
     if (accept.includes(OPENAPI_V2_PROTOBUF)) {
