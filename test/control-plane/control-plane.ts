@@ -39,6 +39,11 @@ function binDir(env: NodeJS.ProcessEnv): string {
   return join(cache, KUBE_SOURCE_VERSION, 'bin');
 }
 
+/** The tier's kubectl (1.20), present once the control plane is built. */
+export function tierKubectlPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(binDir(env), 'kubectl');
+}
+
 /**
  * Why the control-plane tier cannot run here, or undefined when it can: its binaries are built (`make
  * test-cluster` builds them), and etcd, openssl, curl and python3 are installed.

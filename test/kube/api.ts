@@ -6,7 +6,9 @@ import type { ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import type { AuthReviews } from './auth-reviews.ts';
 import { apiGroup, apiGroupList, apiResourceList, coreApiVersions } from './discovery.ts';
-import type { DeleteOptions, ObjectLifecycle } from './lifecycle.ts';
+import type { DeleteOptions, ObjectLifecycle, WriteOptions } from './lifecycle.ts';
+import { managerFromUserAgent } from './managed-fields.ts';
+import { openApiDocument } from './openapi-routes.ts';
 import { paginate, parseLimit } from './paging.ts';
 import { parseResourcePath, type ResourcePath } from './paths.ts';
 import { apiVersionOf, resourceKey, type ResourceRegistry, type ResourceType } from './resources.ts';
@@ -14,6 +16,7 @@ import { combine, parseFieldSelector, parseLabelSelector, type ObjectPredicate }
 import { scaledParent, scaleOf, servesScale } from './scale.ts';
 import { badRequest, methodNotAllowed, resourceNotServed, successStatus } from './status.ts';
 import type { ObjectStore } from './store.ts';
+import { acceptsTable, listTable, objectTable } from './table.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
 import type { WatchHub } from './watch.ts';
 
@@ -51,11 +54,17 @@ export interface ApiRequest {
   method: string;
   url: URL;
   contentType: string;
+  /** The Accept header: Table renderings, protobuf OpenAPI. */
+  accept: string;
+  userAgent: string | undefined;
   body: Buffer;
 }
 
-/** A JSON (or, for health endpoints, text) answer; `streamed` when a watch took over the response. */
-export type ApiReply = { status: number; body: unknown } | { streamed: true };
+/**
+ * A JSON (or, for health endpoints, text) answer, or bytes of another content type (protobuf OpenAPI);
+ * `streamed` when a watch took over the response.
+ */
+export type ApiReply = { status: number; body: unknown } | { status: number; bytes: Buffer; contentType: string } | { streamed: true };
 
 const HEALTH_PATHS = new Set(['/healthz', '/livez', '/readyz']);
 
@@ -145,13 +154,17 @@ function filterOf(query: URLSearchParams): ObjectPredicate {
   return combine(parseLabelSelector(query.get('labelSelector')), parseFieldSelector(query.get('fieldSelector')));
 }
 
-function list(ctx: ApiContext, { type, path }: Target, query: URLSearchParams): ApiReply {
+function list(ctx: ApiContext, { type, path }: Target, request: ApiRequest): ApiReply {
+  const query = request.url.searchParams;
   const matching = ctx.lifecycle.list(type, path.namespace).filter(filterOf(query));
   const currentVersion = String(ctx.store.currentRevision);
   const page = paginate(matching, parseLimit(query.get('limit')), query.get('continue'), currentVersion);
   const metadata: Record<string, unknown> = { resourceVersion: page.resourceVersion };
   if (page.continueToken !== undefined) metadata.continue = page.continueToken;
   if (page.remainingItemCount !== undefined) metadata.remainingItemCount = page.remainingItemCount;
+  if (acceptsTable(request.accept)) {
+    return ok(listTable(type, page.items.map((item) => render(type, item)), metadata, query.get('includeObject')));
+  }
   return ok({
     apiVersion: apiVersionOf(type),
     kind: `${type.kind}List`,
@@ -179,6 +192,7 @@ function watch(ctx: ApiContext, { type, path }: Target, query: URLSearchParams, 
 }
 
 function deleteOptions(request: ApiRequest, query: URLSearchParams): DeleteOptions {
+  if (query.has('dryRun')) throw badRequest('dryRun of a delete is not supported by the fake API server');
   const body = parseBody(request);
   const options = isPlainObject(body) ? body : {};
   const policy = query.get('propagationPolicy') ?? options.propagationPolicy;
@@ -220,15 +234,27 @@ function deleteCollection(
   return ok({ apiVersion: apiVersionOf(type), kind: `${type.kind}List`, metadata: {}, items: deleted });
 }
 
+/** `dryRun=All` (the only value there is) makes a write a dry run. */
+function writeOptions(request: ApiRequest): WriteOptions {
+  const query = request.url.searchParams;
+  const dryRun = query.getAll('dryRun');
+  if (dryRun.some((value) => value !== 'All')) {
+    throw badRequest(`dryRun: unsupported value ${JSON.stringify(dryRun)}: the only supported value is "All"`);
+  }
+  return { manager: query.get('fieldManager') ?? managerFromUserAgent(request.userAgent), dryRun: dryRun.length > 0 };
+}
+
 function collection(ctx: ApiContext, target: Target, request: ApiRequest, res: ServerResponse): ApiReply {
   const { type, path } = target;
   const query = request.url.searchParams;
   switch (request.method) {
     case 'GET':
-      return path.watchPrefix || isTrue(query.get('watch')) ? watch(ctx, target, query, res) : list(ctx, target, query);
-    case 'POST':
+      return path.watchPrefix || isTrue(query.get('watch')) ? watch(ctx, target, query, res) : list(ctx, target, request);
+    case 'POST': {
       if (type.namespaced && path.namespace === undefined) break;
-      return ok(render(type, ctx.lifecycle.create(type, path.namespace, objectBody(request))), 201);
+      const created = ctx.lifecycle.create(type, path.namespace, objectBody(request), writeOptions(request));
+      return ok(render(type, created), 201);
+    }
     case 'DELETE':
       return deleteCollection(ctx, target, request, query);
   }
@@ -243,7 +269,7 @@ function scaleItem(ctx: ApiContext, { type, path }: Target, request: ApiRequest)
   if (request.method !== 'PUT' && request.method !== 'PATCH') throw methodNotAllowed(request.method, request.url.pathname);
   const contentType = request.method === 'PATCH' ? request.contentType.split(';')[0]!.trim() : undefined;
   const scaled = scaledParent(type, parent, { contentType, body: parseBody(request) });
-  return ok(scaleOf(ctx.lifecycle.replace(type, path.namespace, name, scaled, undefined)));
+  return ok(scaleOf(ctx.lifecycle.replace(type, path.namespace, name, scaled, undefined, writeOptions(request))));
 }
 
 function item(ctx: ApiContext, target: Target, request: ApiRequest): ApiReply {
@@ -252,10 +278,14 @@ function item(ctx: ApiContext, target: Target, request: ApiRequest): ApiReply {
   const name = path.name!;
   const query = request.url.searchParams;
   switch (request.method) {
-    case 'GET':
-      return ok(render(type, ctx.lifecycle.get(type, path.namespace, name)));
-    case 'PUT':
-      return ok(render(type, ctx.lifecycle.replace(type, path.namespace, name, objectBody(request), subresource)));
+    case 'GET': {
+      const object = render(type, ctx.lifecycle.get(type, path.namespace, name));
+      return ok(acceptsTable(request.accept) ? objectTable(type, object, query.get('includeObject')) : object);
+    }
+    case 'PUT': {
+      const replaced = ctx.lifecycle.replace(type, path.namespace, name, objectBody(request), subresource, writeOptions(request));
+      return ok(render(type, replaced));
+    }
     case 'PATCH': {
       const patch = {
         contentType: request.contentType.split(';')[0]!.trim(),
@@ -263,7 +293,7 @@ function item(ctx: ApiContext, target: Target, request: ApiRequest): ApiReply {
         fieldManager: query.get('fieldManager') ?? undefined,
         force: isTrue(query.get('force')),
       };
-      const { object, created } = ctx.lifecycle.patch(type, path.namespace, name, patch, subresource);
+      const { object, created } = ctx.lifecycle.patch(type, path.namespace, name, patch, subresource, writeOptions(request));
       return ok(render(type, object), created ? 201 : 200);
     }
     case 'DELETE':
@@ -274,10 +304,9 @@ function item(ctx: ApiContext, target: Target, request: ApiRequest): ApiReply {
 }
 
 export function handleApiRequest(ctx: ApiContext, request: ApiRequest, res: ServerResponse): ApiReply {
-  const { pathname, searchParams } = request.url;
-  if (searchParams.has('dryRun')) throw badRequest('dryRun is not supported by the fake API server');
+  const { pathname } = request.url;
   if (request.method === 'GET') {
-    const answer = discovery(ctx, pathname);
+    const answer = discovery(ctx, pathname) ?? openApiDocument(ctx.registry, pathname, request.accept);
     if (answer !== undefined) return answer;
   }
   const target = resolve(ctx, pathname);

@@ -1,13 +1,15 @@
 // Server-side apply (`application/apply-patch+yaml`), simplified: each Apply manager's field set is kept
-// in managedFields (FieldsV1 shape). An apply merges the configuration into the live object (maps merge,
+// in managedFields (field-sets.ts). An apply merges the configuration into the live object (maps merge,
 // lists and scalars are replaced whole), removes fields the manager applied last time but no longer
-// does (unless another Apply manager also owns them), and refuses with 409 to change a leaf field another
-// Apply manager owns unless `force` is set, which takes the field over. Not modelled: ownership by
-// non-apply writers (Update operations), associative lists merged by key, defaulting of removed fields.
+// does (unless another manager also owns them), and refuses with 409 to change a leaf field another
+// manager owns — an Apply manager, or the Update entry of a create/update/patch (managed-fields.ts) —
+// unless `force` is set, which takes the field over. Not modelled: associative lists merged by key,
+// defaulting of removed fields.
 
+import { comparePaths, fieldPathString, hasLeaf, leaves, ownableFieldSet, removeLeaf, valueAt, type FieldPath } from './field-sets.ts';
 import { KubeError, type StatusCause } from './status.ts';
 import { apiVersionOf, resourceKey, type ResourceType } from './resources.ts';
-import { deepEqual, isPlainObject, type FieldSet, type KubeObject, type ManagedFieldsEntry } from './types.ts';
+import { deepEqual, isPlainObject, type KubeObject, type ManagedFieldsEntry } from './types.ts';
 
 export interface ApplyRequest {
   type: ResourceType;
@@ -20,51 +22,6 @@ export interface ApplyRequest {
   force: boolean;
   subresource: 'status' | undefined;
   now: string;
-}
-
-/** Metadata a manager can own; the rest of metadata identifies the object or is the server's. */
-const OWNABLE_METADATA = ['labels', 'annotations', 'ownerReferences', 'finalizers'];
-
-function fieldSetOf(value: Record<string, unknown>): FieldSet {
-  const set: FieldSet = {};
-  for (const [key, child] of Object.entries(value)) {
-    if (child === undefined) continue;
-    set[`f:${key}`] = isPlainObject(child) && Object.keys(child).length > 0 ? fieldSetOf(child) : {};
-  }
-  return set;
-}
-
-function appliedFieldSet(applied: KubeObject): FieldSet {
-  const { apiVersion: _apiVersion, kind: _kind, metadata, ...content } = applied;
-  const ownedMetadata = Object.fromEntries(Object.entries(metadata).filter(([k]) => OWNABLE_METADATA.includes(k)));
-  return fieldSetOf(Object.keys(ownedMetadata).length > 0 ? { metadata: ownedMetadata, ...content } : content);
-}
-
-type FieldPath = string[];
-
-function leaves(set: FieldSet, prefix: FieldPath = []): FieldPath[] {
-  return Object.entries(set).flatMap(([key, child]) => {
-    const path = [...prefix, key.slice(2)];
-    return Object.keys(child).length === 0 ? [path] : leaves(child, path);
-  });
-}
-
-function leafNode(set: FieldSet, path: FieldPath): FieldSet | undefined {
-  let node: FieldSet | undefined = set;
-  for (const segment of path) node = node?.[`f:${segment}`];
-  return node !== undefined && Object.keys(node).length === 0 ? node : undefined;
-}
-
-function removeLeaf(set: FieldSet, path: FieldPath): void {
-  const [head, ...rest] = path;
-  const child = set[`f:${head}`];
-  if (child === undefined) return;
-  if (rest.length > 0) removeLeaf(child, rest);
-  if (rest.length === 0 || Object.keys(child).length === 0) delete set[`f:${head}`];
-}
-
-function valueAt(object: unknown, path: FieldPath): unknown {
-  return path.reduce<unknown>((node, segment) => (isPlainObject(node) ? node[segment] : undefined), object);
 }
 
 function deleteAt(object: Record<string, unknown>, path: FieldPath): void {
@@ -81,19 +38,34 @@ function mergeInto(target: Record<string, unknown>, source: Record<string, unkno
   }
 }
 
-function conflictError(request: ApplyRequest, conflicts: { manager: string; path: FieldPath }[]): KubeError {
-  const causes: StatusCause[] = conflicts.map(({ manager, path }) => ({
+interface FieldConflict {
+  owner: ManagedFieldsEntry;
+  path: FieldPath;
+}
+
+/** How the real server names a manager in conflicts: Update managers with the version they wrote. */
+function describeManager(owner: ManagedFieldsEntry): string {
+  return owner.operation === 'Update' ? `"${owner.manager}" using ${owner.apiVersion}` : `"${owner.manager}"`;
+}
+
+/** The real server's 409: one cause per field, the message grouping fields by manager (sorted). */
+function conflictError(conflicts: FieldConflict[]): KubeError {
+  const causes: StatusCause[] = conflicts.map(({ owner, path }) => ({
     reason: 'FieldManagerConflict',
-    message: `conflict with "${manager}"`,
-    field: `.${path.join('.')}`,
+    message: `conflict with ${describeManager(owner)}`,
+    field: fieldPathString(path),
   }));
-  const list = causes.map((c) => `${c.message}: ${c.field}`).join(', ');
-  return new KubeError(409, 'Conflict', `Apply failed with ${conflicts.length} conflict(s): ${list}`, {
-    name: request.name,
-    group: request.type.group,
-    kind: request.type.plural,
-    causes,
-  });
+  if (conflicts.length === 1) {
+    const message = `Apply failed with 1 conflict: ${causes[0]!.message}: ${causes[0]!.field}`;
+    return new KubeError(409, 'Conflict', message, { causes });
+  }
+  const byManager = new Map<string, string[]>();
+  for (const { owner, path } of conflicts) {
+    const manager = describeManager(owner);
+    byManager.set(manager, [...(byManager.get(manager) ?? []), fieldPathString(path)]);
+  }
+  const groups = [...byManager.keys()].sort().map((manager) => [`conflicts with ${manager}:`, ...byManager.get(manager)!.map((f) => `- ${f}`)].join('\n'));
+  return new KubeError(409, 'Conflict', `Apply failed with ${conflicts.length} conflicts: ${groups.join('\n')}`, { causes });
 }
 
 /** The object after the apply, with its managedFields updated. Throws 409 on conflicts without force. */
@@ -101,31 +73,29 @@ export function serverSideApply(request: ApplyRequest): KubeObject {
   const { live, manager, subresource } = request;
   const { managedFields: _ignored, ...appliedMetadata } = request.applied.metadata;
   const applied: KubeObject = { ...request.applied, metadata: appliedMetadata };
-  const appliedSet = appliedFieldSet(applied);
+  const appliedSet = ownableFieldSet(applied, subresource === 'status' ? 'status' : 'whole');
   const isMine = (entry: ManagedFieldsEntry): boolean =>
     entry.manager === manager && entry.operation === 'Apply' && entry.subresource === subresource;
 
   const entries = structuredClone(live?.metadata.managedFields ?? []);
   const previous = entries.find(isMine);
-  const otherAppliers = entries.filter((entry) => entry.operation === 'Apply' && !isMine(entry));
+  const others = entries.filter((entry) => !isMine(entry));
 
-  const conflicts: { manager: string; path: FieldPath }[] = [];
+  const conflicts: FieldConflict[] = [];
   for (const path of leaves(appliedSet)) {
-    for (const other of otherAppliers) {
-      if (leafNode(other.fieldsV1, path) === undefined || deepEqual(valueAt(live, path), valueAt(applied, path))) {
-        continue;
-      }
+    for (const other of others) {
+      if (!hasLeaf(other.fieldsV1, path) || deepEqual(valueAt(live, path), valueAt(applied, path))) continue;
       if (request.force) removeLeaf(other.fieldsV1, path);
-      else conflicts.push({ manager: other.manager, path });
+      else conflicts.push({ owner: other, path });
     }
   }
-  if (conflicts.length > 0) throw conflictError(request, conflicts);
+  // The real server reports them in field path order (its field sets are sorted).
+  const byPath = (x: FieldConflict, y: FieldConflict): number => comparePaths(x.path, y.path);
+  if (conflicts.length > 0) throw conflictError(conflicts.sort(byPath));
 
   const result: KubeObject = live === undefined ? { metadata: {} } : structuredClone(live);
   for (const path of leaves(previous?.fieldsV1 ?? {})) {
-    const stillOwned =
-      leafNode(appliedSet, path) !== undefined ||
-      otherAppliers.some((other) => leafNode(other.fieldsV1, path) !== undefined);
+    const stillOwned = hasLeaf(appliedSet, path) || others.some((other) => hasLeaf(other.fieldsV1, path));
     if (!stillOwned) deleteAt(result, path);
   }
   mergeInto(result, applied);
@@ -140,7 +110,7 @@ export function serverSideApply(request: ApplyRequest): KubeObject {
     fieldsV1: appliedSet,
   };
   if (subresource !== undefined) entry.subresource = subresource;
-  const kept = entries.filter((e) => e === previous || e.operation !== 'Apply' || Object.keys(e.fieldsV1).length > 0);
+  const kept = entries.filter((e) => e === previous || Object.keys(e.fieldsV1).length > 0);
   result.metadata.managedFields =
     previous === undefined ? [...kept, entry] : kept.map((e) => (e === previous ? entry : e));
   return result;

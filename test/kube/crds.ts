@@ -2,7 +2,7 @@
 // controllers would give it (names accepted, Established). Registration happens synchronously when the
 // CRD is written, so a client may create custom objects right after creating the CRD.
 
-import { customResourceType, type ResourceType } from './resources.ts';
+import { customResourceType, type JsonSchema, type PrinterColumn, type ResourceType } from './resources.ts';
 import type { StatusCause } from './status.ts';
 import { isPlainObject, timestamp, type KubeObject } from './types.ts';
 
@@ -10,6 +10,8 @@ interface CrdNames {
   plural: string;
   singular?: string;
   kind: string;
+  shortNames?: string[];
+  categories?: string[];
 }
 
 interface CrdVersion {
@@ -17,6 +19,8 @@ interface CrdVersion {
   served: boolean;
   storage: boolean;
   subresources?: { status?: object };
+  schema?: { openAPIV3Schema?: JsonSchema };
+  additionalPrinterColumns?: PrinterColumn[];
 }
 
 interface CrdSpec {
@@ -71,6 +75,10 @@ export function crdResourceTypes(crd: KubeObject): ResourceType[] {
         singular: spec.names.singular ?? spec.names.kind.toLowerCase(),
         namespaced: spec.scope === 'Namespaced',
         hasStatus: isPlainObject(version.subresources) && version.subresources.status !== undefined,
+        shortNames: spec.names.shortNames ?? [],
+        categories: spec.names.categories ?? [],
+        schema: version.schema?.openAPIV3Schema,
+        printerColumns: version.additionalPrinterColumns,
       }),
     );
 }

@@ -53,6 +53,8 @@ function apiResources(type: ResourceType): object[] {
     namespaced: type.namespaced,
     kind: type.kind,
     verbs: type.verbs,
+    ...(type.shortNames.length > 0 ? { shortNames: type.shortNames } : {}),
+    ...(type.categories.length > 0 ? { categories: type.categories } : {}),
   };
   const subresources: object[] = [];
   if (type.hasStatus) {

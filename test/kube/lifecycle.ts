@@ -9,6 +9,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { appliedIdentityProblem, serverSideApply } from './apply.ts';
 import { kindBehaviors, type KindBehavior } from './kinds.ts';
+import { recordUpdate, type UpdateWriter } from './managed-fields.ts';
 import {
   APPLY_PATCH,
   JSON_PATCH,
@@ -20,6 +21,7 @@ import {
 } from './patch.ts';
 import { enforcedLevel, podSecurityViolations } from './pod-security.ts';
 import { apiVersionOf, resourceKey, type ResourceRegistry, type ResourceType } from './resources.ts';
+import { conformToSchema } from './schema-conformance.ts';
 import {
   STALE_OBJECT,
   alreadyExists,
@@ -28,6 +30,7 @@ import {
   forbidden,
   invalid,
   notFound,
+  unsupportedPatchType,
 } from './status.ts';
 import type { ObjectStore } from './store.ts';
 import { deepEqual, isPlainObject, timestamp, type KubeObject, type ManagedFieldsEntry } from './types.ts';
@@ -38,9 +41,21 @@ export interface LifecycleOptions {
   requireNamespaces: boolean;
 }
 
+/** Who writes, and whether for real. */
+export interface WriteOptions {
+  /** The manager of the write's managedFields entry: `fieldManager`, else the User-Agent's product. */
+  manager: string;
+  /** `?dryRun=All`: the write is checked, defaulted and answered as if stored, but not stored (nor watched). */
+  dryRun: boolean;
+}
+
+/** The server's own writes (the namespaces it starts with). */
+const SERVER_WRITE: WriteOptions = { manager: 'kube-apiserver', dryRun: false };
+
 export interface PatchRequest {
   contentType: string;
   body: unknown;
+  /** The `fieldManager` parameter, which apply requires. */
   fieldManager: string | undefined;
   force: boolean;
 }
@@ -88,6 +103,8 @@ const NON_APPLY_PATCHES: Record<string, (target: unknown, patch: unknown) => unk
   [STRATEGIC_MERGE_PATCH]: strategicMergePatch,
   [JSON_PATCH]: jsonPatch,
 };
+/** In the real server's order of its 415 message. */
+const CUSTOM_RESOURCE_PATCHES = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH];
 
 export class ObjectLifecycle {
   private readonly store: ObjectStore;
@@ -116,7 +133,8 @@ export class ObjectLifecycle {
     type: ResourceType,
     namespace: string | undefined,
     body: KubeObject,
-    managedFields?: ManagedFieldsEntry[],
+    write: WriteOptions = SERVER_WRITE,
+    appliedFields?: ManagedFieldsEntry[],
   ): KubeObject {
     const object = structuredClone(body);
     this.checkKind(type, object);
@@ -138,10 +156,12 @@ export class ObjectLifecycle {
     for (const serverOwned of ['resourceVersion', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'managedFields']) {
       delete meta[serverOwned];
     }
-    if (managedFields !== undefined) meta.managedFields = managedFields;
     // Status is written through the subresource only; creation starts without one.
     if (type.hasStatus) delete object.status;
     this.prepareAndValidate(type, object, undefined);
+    meta.managedFields = appliedFields ?? recordUpdate(this.writer(type, write, undefined), undefined, object, type.hasStatus);
+    if (meta.managedFields.length === 0) delete meta.managedFields;
+    if (write.dryRun) return object;
 
     const stored = this.store.create(resourceKey(type), object);
     this.behaviorOf(type)?.stored?.(stored);
@@ -154,6 +174,7 @@ export class ObjectLifecycle {
     name: string,
     body: KubeObject,
     subresource: Subresource,
+    write: WriteOptions,
   ): KubeObject {
     if (body.metadata.name !== name) {
       const bodyName = String(body.metadata.name);
@@ -161,7 +182,7 @@ export class ObjectLifecycle {
     }
     const candidate = structuredClone(body);
     this.placeInNamespace(type, candidate, namespace);
-    return this.commitUpdate(type, this.get(type, namespace, name), candidate, subresource);
+    return this.commitUpdate(type, this.get(type, namespace, name), candidate, subresource, write);
   }
 
   patch(
@@ -170,17 +191,20 @@ export class ObjectLifecycle {
     name: string,
     request: PatchRequest,
     subresource: Subresource,
+    write: WriteOptions,
   ): { object: KubeObject; created: boolean } {
-    if (request.contentType === APPLY_PATCH) return this.apply(type, namespace, name, request, subresource);
-    const patchFn = NON_APPLY_PATCHES[request.contentType];
-    if (patchFn === undefined) throw badRequest(`unsupported patch content type ${request.contentType}`);
+    if (request.contentType === APPLY_PATCH) return this.apply(type, namespace, name, request, subresource, write);
+    // Custom resources have no Go types to carry the strategic merge keys: the real server takes the others only.
+    const accepted = type.custom ? CUSTOM_RESOURCE_PATCHES : [...Object.keys(NON_APPLY_PATCHES), APPLY_PATCH];
+    const patchFn = accepted.includes(request.contentType) ? NON_APPLY_PATCHES[request.contentType] : undefined;
+    if (patchFn === undefined) throw unsupportedPatchType(accepted);
     if (request.force) throw badRequest('force may only be set for apply patches');
     const existing = this.get(type, namespace, name);
     const patched = patchFn(existing, request.body);
     if (!isPlainObject(patched) || !isPlainObject(patched.metadata)) {
       throw badRequest(`the ${request.contentType} patch did not leave an object with metadata`);
     }
-    return { object: this.commitUpdate(type, existing, patched as KubeObject, subresource), created: false };
+    return { object: this.commitUpdate(type, existing, patched as KubeObject, subresource, write), created: false };
   }
 
   delete(type: ResourceType, namespace: string | undefined, name: string, options: DeleteOptions): DeleteOutcome {
@@ -204,6 +228,7 @@ export class ObjectLifecycle {
     name: string,
     request: PatchRequest,
     subresource: Subresource,
+    write: WriteOptions,
   ): { object: KubeObject; created: boolean } {
     if (!request.fieldManager) throw badRequest('fieldManager is required for apply patches');
     const applied = request.body;
@@ -235,9 +260,9 @@ export class ObjectLifecycle {
       now: timestamp(),
     });
     if (live === undefined) {
-      return { object: this.create(type, namespace, next, next.metadata.managedFields), created: true };
+      return { object: this.create(type, namespace, next, write, next.metadata.managedFields), created: true };
     }
-    const object = this.commitUpdate(type, live, next, subresource, next.metadata.managedFields);
+    const object = this.commitUpdate(type, live, next, subresource, write, next.metadata.managedFields);
     return { object, created: false };
   }
 
@@ -246,7 +271,8 @@ export class ObjectLifecycle {
     existing: KubeObject,
     candidate: KubeObject,
     subresource: Subresource,
-    managedFields?: ManagedFieldsEntry[],
+    write: WriteOptions,
+    appliedFields?: ManagedFieldsEntry[],
   ): KubeObject {
     const name = existing.metadata.name!;
     if (candidate.metadata.name !== undefined && candidate.metadata.name !== name) {
@@ -261,14 +287,16 @@ export class ObjectLifecycle {
       subresource === 'status'
         ? this.withStatusOf(existing, candidate)
         : this.withServerFields(type, existing, candidate);
-    if (managedFields !== undefined) next.metadata.managedFields = managedFields;
     this.prepareAndValidate(type, next, existing);
+    next.metadata.managedFields = appliedFields ?? recordUpdate(this.writer(type, write, subresource), existing, next, type.hasStatus);
+    if (next.metadata.managedFields.length === 0) delete next.metadata.managedFields;
     if (!deepEqual(generationRelevant(type, next), generationRelevant(type, existing))) {
       next.metadata.generation = (existing.metadata.generation ?? 0) + 1;
     }
     next.metadata.resourceVersion = existing.metadata.resourceVersion;
     // A write that changes nothing is not a write: no new resourceVersion, no watch event.
     if (deepEqual(next, existing)) return existing;
+    if (write.dryRun) return next;
 
     const stored = this.store.update(resourceKey(type), next);
     this.behaviorOf(type)?.stored?.(stored);
@@ -442,7 +470,12 @@ export class ObjectLifecycle {
     throw forbidden(`pods "${pod.metadata.name}" is forbidden: violates PodSecurity "${level}:latest": ${violations.join(', ')}`);
   }
 
+  private writer(type: ResourceType, write: WriteOptions, subresource: Subresource): UpdateWriter {
+    return { manager: write.manager, apiVersion: apiVersionOf(type), subresource, now: timestamp() };
+  }
+
   private prepareAndValidate(type: ResourceType, next: KubeObject, previous: KubeObject | undefined): void {
+    if (type.schema !== undefined) conformToSchema(next, type.schema);
     const causes = [
       ...validateObject(type, next),
       ...(previous === undefined ? [] : validateUpdate(previous, next)),

@@ -14,6 +14,34 @@ export interface ResourceType {
   readonly verbs: readonly string[];
   /** Served because a CRD declares it (items of lists carry apiVersion/kind, as for real custom resources). */
   readonly custom: boolean;
+  /** Discovery's short names (`kubectl get cm`) and categories (`kubectl get all`). */
+  readonly shortNames: readonly string[];
+  readonly categories: readonly string[];
+  /** A CRD version's `openAPIV3Schema` (pruning, defaulting, OpenAPI documents); none for built-ins. */
+  readonly schema?: JsonSchema;
+  /** A CRD version's `additionalPrinterColumns`, for Table responses. */
+  readonly printerColumns?: readonly PrinterColumn[];
+}
+
+/** An OpenAPI v3 schema as CRDs write it (structural: every node typed, or preserving unknown fields). */
+export interface JsonSchema {
+  type?: string;
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  items?: JsonSchema;
+  additionalProperties?: JsonSchema | boolean;
+  default?: unknown;
+  'x-kubernetes-preserve-unknown-fields'?: boolean;
+  [keyword: string]: unknown;
+}
+
+export interface PrinterColumn {
+  name: string;
+  type: string;
+  jsonPath: string;
+  format?: string;
+  description?: string;
+  priority?: number;
 }
 
 const OBJECT_VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
@@ -46,8 +74,24 @@ const REVIEW_ROWS: Row[] = [
   ['authorization.k8s.io', 'v1', 'SubjectAccessReview', 'subjectaccessreviews', false, false],
 ];
 
+/** The real server's short names and categories of the built-in kinds. */
+const BUILTIN_NAMES: Record<string, { shortNames?: string[]; categories?: string[] }> = {
+  namespaces: { shortNames: ['ns'] },
+  configmaps: { shortNames: ['cm'] },
+  services: { shortNames: ['svc'], categories: ['all'] },
+  serviceaccounts: { shortNames: ['sa'] },
+  pods: { shortNames: ['po'], categories: ['all'] },
+  events: { shortNames: ['ev'] },
+  deployments: { shortNames: ['deploy'], categories: ['all'] },
+  replicasets: { shortNames: ['rs'], categories: ['all'] },
+  ingresses: { shortNames: ['ing'] },
+  customresourcedefinitions: { shortNames: ['crd', 'crds'], categories: ['api-extensions'] },
+};
+
 function fromRow([group, version, kind, plural, namespaced, hasStatus]: Row, verbs: readonly string[]): ResourceType {
-  return { group, version, kind, plural, singular: kind.toLowerCase(), namespaced, hasStatus, verbs, custom: false };
+  const { shortNames = [], categories = [] } = BUILTIN_NAMES[plural] ?? {};
+  const singular = kind.toLowerCase();
+  return { group, version, kind, plural, singular, namespaced, hasStatus, verbs, custom: false, shortNames, categories };
 }
 
 export const BUILTIN_RESOURCES: readonly ResourceType[] = [

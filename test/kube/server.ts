@@ -353,9 +353,17 @@ export class KubeApiServer {
     }
     try {
       const body = await readBody(req);
-      const reply = handleApiRequest(this.context, { method, url, contentType: contentType ?? '', body }, res);
-      if ('streamed' in reply) record.status = 200;
-      else this.respond(res, record, reply.status, reply.body);
+      const request = { method, url, contentType: contentType ?? '', accept: req.headers.accept ?? '', userAgent: req.headers['user-agent'], body };
+      const reply = handleApiRequest(this.context, request, res);
+      if ('streamed' in reply) {
+        record.status = 200;
+      } else if ('bytes' in reply) {
+        record.status = reply.status;
+        res.writeHead(reply.status, { 'content-type': reply.contentType });
+        res.end(reply.bytes);
+      } else {
+        this.respond(res, record, reply.status, reply.body);
+      }
     } catch (error) {
       const failure =
         error instanceof KubeError

@@ -99,6 +99,15 @@ export function badRequest(message: string): KubeError {
   return new KubeError(400, 'BadRequest', message);
 }
 
+/** What the real server answers a patch type the resource does not take (strategic merge on custom resources). */
+export function unsupportedPatchType(accepted: readonly string[]): KubeError {
+  return new KubeError(
+    415,
+    'UnsupportedMediaType',
+    `the body of the request was in an unknown format - accepted media types include: ${accepted.join(', ')}`,
+  );
+}
+
 export function methodNotAllowed(method: string, path: string): KubeError {
   return new KubeError(405, 'MethodNotAllowed', `the server does not allow method ${method} on ${path}`);
 }
