@@ -31,8 +31,9 @@ test-ts: install
 control-plane:
 	@test/control-plane/control-plane.sh build || echo "control-plane: cannot be built on this machine; its tests will be skipped"
 
+# One file at a time: each starts its own control plane, and two at once overload a 2-core machine.
 test-cluster: install control-plane
-	$(NPM) run test -- $(CLUSTER_TESTS)
+	$(NPM) run test -- --no-file-parallelism $(CLUSTER_TESTS)
 
 test: typecheck test-python test-ts test-cluster
 
