@@ -21,8 +21,9 @@ test-python:
 	cd runtime/python && $(PYTHON) -m unittest discover -s tests -t . -v
 
 # Everything but the control-plane tier, which test-cluster runs.
+CLUSTER_TESTS := test/operator/control-plane.test.ts test/operator/readme-walkthrough.test.ts
 test-ts: install
-	$(NPM) run test -- --exclude test/operator/control-plane.test.ts
+	$(NPM) run test -- $(addprefix --exclude ,$(CLUSTER_TESTS))
 
 # A real Kubernetes control plane (test/control-plane/control-plane.sh): built from Debian's kubernetes source
 # on the first run on a machine (cached under ~/.cache/runlet/control-plane), reused after. Where it cannot be
@@ -30,8 +31,9 @@ test-ts: install
 control-plane:
 	@test/control-plane/control-plane.sh build || echo "control-plane: cannot be built on this machine; its tests will be skipped"
 
+# One file at a time: each starts its own control plane, and two at once overload a 2-core machine.
 test-cluster: install control-plane
-	$(NPM) run test -- test/operator/control-plane.test.ts
+	$(NPM) run test -- --no-file-parallelism $(CLUSTER_TESTS)
 
 test: typecheck test-python test-ts test-cluster
 

@@ -1,6 +1,7 @@
 // `runlet operator`: reconciles App resources in every namespace. Settings come from --config (YAML or JSON),
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
-import { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeCredentials } from '../kube/load-credentials.ts';
+import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
 import { createOperator } from '../operator/main.ts';
 import { createLogger } from '../sidecar/logger.ts';
@@ -11,7 +12,7 @@ export const OPERATOR_USAGE = `Usage: runlet operator [options]
 
 Reconciles App resources (all namespaces) into Deployments, Services, Ingresses and the sidecar's RBAC,
 and keeps their status. Replicas elect a leader through a Lease; standbys serve health and metrics.
-Kubernetes access: the in-cluster service account, else KUBECONFIG or ~/.kube/config.
+Kubernetes access as the sidecar's: KUBECONFIG, else ~/.kube/config, else the pod's service account.
 
 Options (environment variable in brackets); flags override the environment, which overrides --config:
   --config FILE                   YAML or JSON file with any settings (see docs/operator.md) [RUNLET_OPERATOR_CONFIG]
@@ -29,7 +30,9 @@ Options (environment variable in brackets); flags override the environment, whic
   --host ADDRESS                  address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
   --port N                        port of /healthz, /ready, /metrics (default 8080) [RUNLET_METRICS_PORT]
   --workers N                     Apps reconciled concurrently (default 4) [RUNLET_OPERATOR_WORKERS]
-  --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]`;
+  --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
+  --service-account-dir DIR       where the pod's service-account token and CA are mounted
+                                  (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]`;
 
 const OPTIONS = {
   config: { env: ['RUNLET_OPERATOR_CONFIG'] },
@@ -48,15 +51,23 @@ const OPTIONS = {
   port: { env: ['RUNLET_METRICS_PORT'] },
   workers: { env: ['RUNLET_OPERATOR_WORKERS'] },
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
+  'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
 } as const satisfies Record<string, EnvBackedOption>;
 
 type OptionName = keyof typeof OPTIONS;
 
 export async function runOperatorCommand(args: string[]): Promise<number> {
-  const config = await loadConfig(readOptions(args));
+  const option = readOptions(args);
+  const config = await loadConfig(option);
   const logger = createLogger({ name: 'runlet-operator', level: config.logLevel });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromDefault();
+  // Found as the sidecar finds its own (kube/load-credentials.ts): no credentials is an error at start, where
+  // client-node's loadFromDefault would fall back to http://localhost:8080 and fail on every call after.
+  let kubeConfig;
+  try {
+    kubeConfig = await (await loadKubeCredentials({ serviceAccountDir: option('service-account-dir') })).kubeConfig();
+  } catch (error) {
+    throw new CliError(`runlet operator: ${(error as Error).message}`);
+  }
 
   const operator = createOperator({ kubeConfig, config, logger });
   // Listening first: probes get answers while the caches fill.

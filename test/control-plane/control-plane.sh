@@ -70,6 +70,8 @@ ensure_packages() {
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
   command -v openssl >/dev/null || missing+=(openssl)
+  # The README walkthrough (test/operator/readme-walkthrough.test.ts) reads TokenRequest answers with jq.
+  command -v jq >/dev/null || missing+=(jq)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -9,12 +9,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { ApiException, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Operator } from '../../operator/main.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
-import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
-import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
+import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
+import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO, createNoPodsQuota, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
@@ -26,10 +26,6 @@ const TOKEN_AUDIENCE = 'runlet';
 export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-operator', lease: 'runlet-operator' } as const;
 
 const run = promisify(execFile);
-
-function isNotFound(error: unknown): boolean {
-  return error instanceof ApiException && error.code === 404;
-}
 
 export interface ControlPlaneCluster extends E2eCluster {
   readonly controlPlane: ControlPlane;
@@ -76,25 +72,7 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
     // The operator runs in this process instead (same ServiceAccount and Lease), where the test reads its log.
     await kubectl('scale', '--namespace', OPERATOR.namespace, 'deployment/runlet-operator', '--replicas', '0');
 
-    const tokenOf = async (namespace: string, name: string, audiences?: string[], pod?: V1Pod) => {
-      const spec = {
-        audiences: audiences ?? [],
-        expirationSeconds: 3600,
-        ...(pod === undefined ? {} : { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } }),
-      };
-      // A namespace's service accounts appear shortly after it (the controller manager creates `default`).
-      return waitFor(
-        () =>
-          core
-            .createNamespacedServiceAccountToken({ namespace, name, body: { spec } })
-            .then((request) => request.status?.token)
-            .catch((error: unknown) => {
-              if (isNotFound(error)) return undefined;
-              throw error;
-            }),
-        { what: `a token of ${namespace}/${name}`, timeoutMs: 30_000, intervalMs: 250 },
-      );
-    };
+    const tokenOf = (namespace: string, name: string, audiences?: string[]) => requestToken(core, namespace, name, { audiences });
     const serviceAccountConfig = async (namespace: string, name: string, audiences?: string[]) => {
       const config = new KubeConfig();
       config.loadFromOptions({
@@ -106,29 +84,11 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
       return config;
     };
 
-    const images: ImageTable = {
-      [SIDECAR_IMAGE]: {
-        commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
-        // In a pod the sidecar fetches the issuer's key set from https://kubernetes.default.svc, which does
-        // not resolve here: the same endpoint at the API server's loopback address, with the pod's own token.
-        env: {
-          RUNLET_AUTH_JWKS_URL: `${controlPlane.server}/openid/v1/jwks`,
-          RUNLET_AUTH_JWKS_CA_FILE: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
-          RUNLET_AUTH_JWKS_TOKEN_FILE: `${SERVICE_ACCOUNT_DIR}/token`,
-        },
-      },
-      [PYTHON_IMAGE]: {
-        commands: { python: ['python3'], python3: ['python3'] },
-        env: { PYTHONPATH: join(REPO, 'runtime/python'), PYTHONUNBUFFERED: '1' },
-      },
-    };
-    const kubelet = await startKubelet({
+    const kubelet = await startControlPlaneKubelet({
       kubeConfig: admin,
-      images,
+      server: controlPlane.server,
       workDir: join(workDir, 'kubelet'),
-      realControlPlane: { host: '127.0.0.1', port: controlPlane.port },
-      serviceAccountToken: (pod, audience) =>
-        tokenOf(pod.metadata!.namespace!, pod.spec?.serviceAccountName ?? 'default', audience === undefined ? undefined : [audience], pod),
+      images: localImages(controlPlane.server, { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE }),
     });
     stops.push(() => kubelet.stop());
 
