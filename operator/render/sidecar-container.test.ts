@@ -42,12 +42,13 @@ describe('renderSidecarContainer', () => {
   });
 
   it.each([
-    ['native sidecar: restartPolicy Always and a startup probe on /healthz', true],
-    ['plain container: neither', false],
+    ['native sidecar: restartPolicy Always, and the startup probe on /healthz', true],
+    ['plain container: no restartPolicy, the same startup probe', false],
   ])('%s', (_case, nativeSidecars) => {
     const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ nativeSidecars }));
     expect(container.restartPolicy).toBe(nativeSidecars ? 'Always' : undefined);
-    expect(container.startupProbe?.httpGet).toEqual(nativeSidecars ? { path: '/healthz', port: 8001 } : undefined);
+    // Both ways: liveness waits for it, so a slow start on a busy node is not a crash loop.
+    expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 8001 });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 8001 });
     expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 8001 });
   });

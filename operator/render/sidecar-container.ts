@@ -68,11 +68,11 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
       { name: 'http', containerPort: SIDECAR_RUN_PORT, protocol: 'TCP' },
       { name: 'admin', containerPort: SIDECAR_ADMIN_PORT, protocol: 'TCP' },
     ],
-    // The kubelet starts the app container only once this startup probe passes, so it asks /healthz:
-    // /ready waits for the app container and would never pass.
-    ...(config.nativeSidecars
-      ? { restartPolicy: 'Always', startupProbe: adminGet('/healthz', { periodSeconds: 1, failureThreshold: 60, timeoutSeconds: 2 }) }
-      : {}),
+    // Liveness counts only once this passes, so a sidecar slow to start (a busy node) is not killed for it.
+    // As a native sidecar the kubelet also starts the app container only then, so it asks /healthz: /ready
+    // waits for the app container and would never pass.
+    startupProbe: adminGet('/healthz', { periodSeconds: 1, failureThreshold: 60, timeoutSeconds: 2 }),
+    ...(config.nativeSidecars ? { restartPolicy: 'Always' } : {}),
     // Fails at once while draining, so the endpoint leaves the Service before the pod stops taking runs.
     readinessProbe: adminGet('/ready', { periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 }),
     livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 }),
