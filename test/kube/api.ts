@@ -11,6 +11,7 @@ import { paginate, parseLimit } from './paging.ts';
 import { parseResourcePath, type ResourcePath } from './paths.ts';
 import { apiVersionOf, resourceKey, type ResourceRegistry, type ResourceType } from './resources.ts';
 import { combine, parseFieldSelector, parseLabelSelector, type ObjectPredicate } from './selectors.ts';
+import { handleScale, servesScale } from './scale.ts';
 import { badRequest, methodNotAllowed, resourceNotServed, successStatus } from './status.ts';
 import type { ObjectStore } from './store.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
@@ -106,7 +107,7 @@ function discovery(ctx: ApiContext, pathname: string): ApiReply | undefined {
 interface Target {
   type: ResourceType;
   path: ResourcePath;
-  subresource: 'status' | undefined;
+  subresource: 'status' | 'scale' | undefined;
 }
 
 function resolve(ctx: ApiContext, pathname: string): Target {
@@ -114,6 +115,7 @@ function resolve(ctx: ApiContext, pathname: string): Target {
   const type = path && ctx.registry.find(path.group, path.version, path.plural);
   if (path === undefined || type === undefined) throw resourceNotServed(pathname);
   if (path.namespace !== undefined && !type.namespaced) throw resourceNotServed(pathname);
+  if (path.subresource === 'scale' && servesScale(type)) return { type, path, subresource: 'scale' };
   if (path.subresource !== undefined && !(path.subresource === 'status' && type.hasStatus)) {
     throw resourceNotServed(pathname);
   }
@@ -215,9 +217,15 @@ function collection(ctx: ApiContext, target: Target, request: ApiRequest, res: S
 }
 
 function item(ctx: ApiContext, target: Target, request: ApiRequest): ApiReply {
-  const { type, path, subresource } = target;
+  const { type, path } = target;
   const name = path.name!;
   const query = request.url.searchParams;
+  if (target.subresource === 'scale') {
+    const scale = handleScale(ctx.lifecycle, type, path.namespace, name, request.method, request.method === 'GET' ? undefined : parseBody(request));
+    if (scale === undefined) throw methodNotAllowed(request.method, request.url.pathname);
+    return ok(scale);
+  }
+  const subresource = target.subresource;
   switch (request.method) {
     case 'GET':
       return ok(render(type, ctx.lifecycle.get(type, path.namespace, name)));
