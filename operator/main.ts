@@ -16,6 +16,7 @@ import { LeaderElector } from '../kube/leader.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
+import { switchEndpoints } from './autoscaling/endpoints-switch.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { mountManagementApi } from './management.ts';
@@ -132,7 +133,9 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, logger }), metrics, logger });
+  const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
+  const switchAppEndpoints = (app: App) => switchEndpoints(api, app, holderService);
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: createReconciler({ api, config, apps: appCache, rbac, logger, switchEndpoints: switchAppEndpoints }), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }

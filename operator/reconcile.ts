@@ -14,6 +14,7 @@ import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
 import { owningAppName } from './render/labels.ts';
 import { appUrl } from './render/names.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
+import { scalesToZero } from './autoscaling/endpoints.ts';
 
 export interface ReconcilerDeps {
   api: KubeApi;
@@ -21,6 +22,8 @@ export interface ReconcilerDeps {
   /** The App watch's cache. */
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
+  /** Points the Endpoints of an App that scales to zero at its ready pods or the holder (autoscaling/endpoints-switch.ts). */
+  switchEndpoints?: (app: App) => Promise<unknown>;
   logger: Logger;
   now?: () => Date;
 }
@@ -101,6 +104,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       const children = renderAppChildren(app, config, code.hash);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
+      if (scalesToZero(app)) await deps.switchEndpoints?.(app);
       const deployment = applied.find((child) => child.kind === 'Deployment') as { status?: DeploymentReplicas } | undefined;
       await writeStatus(app, {
         kind: 'applied',

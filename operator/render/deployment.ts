@@ -1,6 +1,7 @@
 // The Deployment of an App: its pods run the app container and the sidecar, with the sidecar's RunLog
 // token, a scratch directory for run records and, for mounted code, the code ConfigMap at /app.
 import type { V1Deployment, V1Volume } from '@kubernetes/client-node';
+import { scalesToZero } from '../autoscaling/endpoints.ts';
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
 import { renderAppContainer } from './app-container.ts';
@@ -35,8 +36,10 @@ export function renderDeployment(app: App, config: RenderConfig, codeHash: strin
     kind: 'Deployment',
     metadata: childMetadata(app, childName(app)),
     spec: {
-      // Autoscaling is not the operator's yet: the App runs its minimum.
-      replicas: scaling.minReplicas,
+      // Autoscaling is not the operator's yet: the App runs its minimum — unless that is zero, when the scale
+      // subresource owns the replicas (the holder wakes the app, the scaler puts it to sleep); a new Deployment
+      // then starts with Kubernetes' default of one.
+      ...(scalesToZero(app) ? {} : { replicas: scaling.minReplicas }),
       selector: { matchLabels: selectorLabels(app) },
       template: {
         metadata: {
