@@ -17,6 +17,7 @@ import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { switchEndpoints } from './autoscaling/endpoints-switch.ts';
+import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { mountManagementApi } from './management.ts';
@@ -42,7 +43,12 @@ export interface OperatorOptions {
   processMetrics?: boolean;
   /** Wall clock for RunLog retention and the completion time of lost runs; tests move it. Default the system's. */
   clock?: () => Date;
+  /** Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts); absent: no holder. */
+  holder?: OperatorHolderOptions;
 }
+
+/** What the holder needs beyond the operator's own: how callers and replicas are trusted. */
+export type OperatorHolderOptions = Pick<HolderOptions, 'auth' | 'holderKey' | 'replicaAddress' | 'coldStartTimeoutMs' | 'retryDelayMs'>;
 
 /** The Apps the operator knows, as the management API asks: without I/O (it is the watch cache). */
 export interface AppCache {
@@ -59,9 +65,11 @@ export interface Operator {
   readonly isLeader: boolean;
   /** Every watch has filled its cache (the RunLog cache of the management API too). */
   readonly ready: boolean;
+  /** The holder, once `listen()` started it (when the options ask for one). */
+  readonly holder: Holder | undefined;
   /** Starts the watches and the campaign for leadership; returns at once. */
   start(): void;
-  /** Listens on `config.server`; resolves with the address (`http://host:port`). */
+  /** Listens on `config.server` (and the holder on `config.holder`); resolves with the server's address (`http://host:port`). */
   listen(): Promise<string>;
   /** Releases leadership, finishes the reconciles in hand, stops watching and closes the server. */
   stop(): Promise<void>;
@@ -184,6 +192,7 @@ export function createOperator(options: OperatorOptions): Operator {
   mountManagementApi(server, { api, runs: runLogs, apps: runLogs, logger });
 
   let started = false;
+  let holder: Holder | undefined;
   return {
     server,
     metrics,
@@ -194,6 +203,9 @@ export function createOperator(options: OperatorOptions): Operator {
     get ready() {
       return cachesSynced();
     },
+    get holder() {
+      return holder;
+    },
     start() {
       if (started) return;
       started = true;
@@ -203,9 +215,27 @@ export function createOperator(options: OperatorOptions): Operator {
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
     },
     async listen() {
-      return server.listen({ host: config.server.host, port: config.server.port });
+      const url = await server.listen({ host: config.server.host, port: config.server.port });
+      if (options.holder !== undefined && holder === undefined) {
+        holder = await startHolder({
+          ...options.holder,
+          api,
+          apps: appCache,
+          appsSynced: () => apps.whenSynced(),
+          logger,
+          identity: config.leaderElection.identity,
+          watchdogMs,
+          host: config.holder.host,
+          port: config.holder.port,
+        });
+        // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
+        const recovered = await holder.recover();
+        if (recovered > 0) logger.info({ recovered }, 'holder: handing over held async calls found at start');
+      }
+      return url;
     },
     async stop() {
+      await holder?.close();
       await elector.stop();
       await duties.ended();
       await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
