@@ -69,6 +69,7 @@ async function scaleTo(replicas: number): Promise<void> {
 
 /** At zero: no pod left, the Endpoints on the holder. */
 async function atZero(): Promise<void> {
+  await waitFor(() => hello.deployment(), { ...WAIT, what: 'the Deployment' });
   await scaleTo(0);
   await waitFor(async () => (await hello.pods()).length === 0 && (await pointsAtHolder()), { ...WAIT, what: 'no pod left and the Endpoints on the holder' });
 }
