@@ -1,9 +1,11 @@
 // Scale to zero: what the holder adds to a cold start. The tests' local cluster (in-memory API server, process
 // kubelet, operator with its holder, all in this process) runs examples/hello with minReplicas 0; each sample
 // scales it to zero, sends a sync call to the holder, and compares the call's answer with the moment the
-// replica's containers were all ready in the kubelet (polled every 2 ms): the holding path's added latency is
-// answer − ready − the same call's warm latency, i.e. the holder noticing the ready pod (kubelet status write,
-// API watch) and relaying the call. Measured once per run, after the rounds, like the operator scenario.
+// replica's containers were all ready in the kubelet (polled every 2 ms). The holding path's added latency is
+// from that moment to the holder relaying the call (the holder runs in this process: its own count of the
+// wait, from the call's arrival, dates the relay on the same clock): the kubelet's status write, the API
+// watch, the holder's wake-up. Apart from it, what the first call on a new replica costs over a warm one
+// (answer − relay − the same call warm). Measured once per run, after the rounds, like the operator scenario.
 import { CoreV1Api, CustomObjectsApi, AppsV1Api } from '@kubernetes/client-node';
 import { HelloApp } from '../../test/operator/hello-app.ts';
 import { startLocalCluster, type LocalCluster } from '../../test/operator/local-cluster.ts';
@@ -16,7 +18,8 @@ const WAIT = { timeoutMs: 120_000, intervalMs: 50 };
 
 export const COLD_START_FIGURES: FigureSpec[] = [
   { key: 'coldstart.replicaStartSeconds', scenario: SCENARIO, label: `replica start from the wake to ready, process kubelet (median of ${SAMPLES})`, unit: 's', decimals: 1 },
-  { key: 'coldstart.holderAddedMs', scenario: SCENARIO, label: 'holding path added to the replica start (answer − ready − warm call)', unit: 'ms', decimals: 0, target: { op: '<=', value: 100 } },
+  { key: 'coldstart.holderAddedMs', scenario: SCENARIO, label: 'holding path added to the replica start (containers ready → call relayed)', unit: 'ms', decimals: 0, target: { op: '<=', value: 100 } },
+  { key: 'coldstart.firstCallExtraMs', scenario: SCENARIO, label: "first call on the new replica over a warm one (the replica's, not the holder's)", unit: 'ms', decimals: 0 },
 ];
 
 function median(values: number[]): number {
@@ -49,6 +52,8 @@ export async function measureColdStart(): Promise<RoundFigures> {
 
     const starts: number[] = [];
     const added: number[] = [];
+    const firstCallExtra: number[] = [];
+    const holder = cluster.operator.holder!;
     for (let sample = 0; sample < SAMPLES; sample++) {
       await scaleToZero(cluster, apps, hello);
       const sentAt = performance.now();
@@ -56,19 +61,22 @@ export async function measureColdStart(): Promise<RoundFigures> {
       const readyWatch = waitFor(() => (readyAt = readyInKubelet(cluster, hello.namespace)), { ...WAIT, intervalMs: 2, what: 'a ready replica in the kubelet' });
       const answeredAt = await callHolder();
       await readyWatch;
+      const relayedAt = sentAt + holder.stats.coldStartMs.at(-1)!;
       // The pod is warm now and the holder still knows it: the same call, relayed at once, is the warm latency.
       const warmStart = performance.now();
       const warmMs = (await callHolder()) - warmStart;
       starts.push((readyAt! - sentAt) / 1000);
-      added.push(answeredAt - readyAt! - warmMs);
+      added.push(relayedAt - readyAt!);
+      firstCallExtra.push(answeredAt - relayedAt - warmMs);
     }
-    return { 'coldstart.replicaStartSeconds': median(starts), 'coldstart.holderAddedMs': median(added) };
+    return { 'coldstart.replicaStartSeconds': median(starts), 'coldstart.holderAddedMs': median(added), 'coldstart.firstCallExtraMs': median(firstCallExtra) };
   } finally {
     await cluster.close();
   }
 }
 
 async function scaleToZero(cluster: LocalCluster, apps: AppsV1Api, hello: HelloApp): Promise<void> {
+  await waitFor(() => hello.deployment(), { ...WAIT, what: 'the Deployment' });
   const scale = await apps.readNamespacedDeploymentScale({ namespace: hello.namespace, name: hello.name });
   await apps.replaceNamespacedDeploymentScale({ namespace: hello.namespace, name: hello.name, body: { ...scale, spec: { replicas: 0 } } });
   await waitFor(async () => (await hello.pods()).length === 0 && cluster.kubelet.pods({ namespace: hello.namespace }).length === 0, { ...WAIT, what: 'no replica left' });
