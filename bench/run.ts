@@ -19,6 +19,7 @@ import { ProcessGroup } from './processes.ts';
 import { summarise, writeReport, type FigureSpec, type RoundFigures } from './report.ts';
 import { ASYNC_FIGURES, measureAsync } from './scenarios/async.ts';
 import { DEV_FIGURES, measureDev } from './scenarios/dev.ts';
+import { COLD_START_FIGURES, measureColdStart } from './scenarios/cold-start.ts';
 import { measureOperator, OPERATOR_FIGURES } from './scenarios/operator.ts';
 import { measureMemory, MEMORY_FIGURES } from './scenarios/memory.ts';
 import { measurePythonRuntime, PYTHON_RUNTIME_FIGURES } from './scenarios/python-runtime.ts';
@@ -40,6 +41,8 @@ interface Scenario {
 
 /** Measured once per run, after the rounds (see scenarios/operator.ts). */
 const OPERATOR = 'operator';
+/** Scale to zero's cold start through the holder: measured once per run, after the operator. */
+const COLD_START = 'coldstart';
 
 /** In the order of a round; memory reads the sidecar right after the sync scenario's loads. */
 const SCENARIOS: Scenario[] = [
@@ -73,6 +76,7 @@ async function main(): Promise<void> {
   const rounds = positiveInteger(values.rounds, '--rounds');
   const scenarios = selectScenarios(values.scenarios);
   const runOperator = values.scenarios === undefined || values.scenarios.split(',').includes(OPERATOR);
+  const runColdStart = values.scenarios === undefined || values.scenarios.split(',').includes(COLD_START);
   const reportDir = values.scenarios === undefined ? BENCH_DIR : WORK_DIR;
   const durationS = positiveInteger(values.duration, '--duration');
   const settings: Settings = { durationS, latencyDurationS: Math.max(1, Math.round(durationS * 0.67)) };
@@ -116,12 +120,16 @@ async function main(): Promise<void> {
       log('operator (once)');
       Object.assign(measured.at(-1) ?? {}, await measureOperator(group, WORK_DIR));
     }
+    if (runColdStart) {
+      log('coldstart (once)');
+      Object.assign(measured.at(-1) ?? {}, await measureColdStart());
+    }
   } finally {
     closeStreamClient();
     await group.stopAll();
   }
 
-  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : [])];
+  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : []), ...(runColdStart ? COLD_START_FIGURES : [])];
   const results = summarise(figures, measured);
   const finishedAt = new Date();
   writeReport(
@@ -151,8 +159,8 @@ async function main(): Promise<void> {
 function selectScenarios(list: string | undefined): Scenario[] {
   if (list === undefined) return SCENARIOS;
   const names = list.split(',').map((name) => name.trim());
-  const unknown = names.filter((name) => name !== OPERATOR && !SCENARIOS.some((scenario) => scenario.name === name));
-  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...SCENARIOS.map((scenario) => scenario.name), OPERATOR].join(', ')}`);
+  const unknown = names.filter((name) => name !== OPERATOR && name !== COLD_START && !SCENARIOS.some((scenario) => scenario.name === name));
+  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...SCENARIOS.map((scenario) => scenario.name), OPERATOR, COLD_START].join(', ')}`);
   return SCENARIOS.filter((scenario) => names.includes(scenario.name));
 }
 

@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
+import { HOLDER_KEY_ENV, holderKeyFromText } from '../sidecar/auth/held-run.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
@@ -132,6 +133,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       },
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
+      holderKey: holderKeyOf(process.env[HOLDER_KEY_ENV]),
       logger,
     });
   } catch (err) {
@@ -139,6 +141,16 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     throw err;
   }
   return 0;
+}
+
+/** The key held calls are signed with, from the environment (a Secret in a cluster); none: no call is held. */
+function holderKeyOf(text: string | undefined): Uint8Array | undefined {
+  if (text === undefined || text === '') return undefined;
+  try {
+    return holderKeyFromText(text);
+  } catch (err) {
+    throw new CliError((err as Error).message, 2);
+  }
 }
 
 function readOptions(args: string[]): (name: OptionName) => string | undefined {

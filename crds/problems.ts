@@ -40,6 +40,7 @@ export const Problems = {
   appUnavailable: { code: 'app-unavailable', status: 503, title: 'App not ready' },
   overCapacity: { code: 'over-capacity', status: 503, title: 'App at capacity' },
   draining: { code: 'draining', status: 503, title: 'Replica is shutting down' },
+  coldStartTimeout: { code: 'cold-start-timeout', status: 503, title: 'App did not start in time' },
   authKeysUnavailable: { code: 'auth-keys-unavailable', status: 503, title: 'Token signing keys unavailable' },
   authUnavailable: { code: 'auth-unavailable', status: 503, title: 'Authentication unavailable' },
   authOverloaded: { code: 'auth-overloaded', status: 503, title: 'Authentication overloaded' },

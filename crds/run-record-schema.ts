@@ -51,6 +51,9 @@ export const RunRecordSchema = Struct(
     queueTimeMs: duration('Time waiting for a free slot of the replica.'),
     runtimeMs: duration('Time the function ran.'),
     responseTimeMs: duration('Time from acceptance to the end of the response.'),
+    coldStartMs: Type.Optional(
+      duration('Time the call was held while its app had no ready replica (scale to zero), before this replica took it; absent when it was not held.'),
+    ),
     replica: Type.String({ description: 'The pod (or the local host name in runlet dev) that ran it.' }),
     webhook: Nullable(WebhookRecordSchema, {
       description: 'Delivery of the outcome to `webhookEndpoint`; null when none was asked.',

@@ -67,7 +67,7 @@ describe('KubeApi', () => {
 
 describe('resourcePath', () => {
   it("guesses plurals as client-go does, and builds namespaced, cluster and status paths", () => {
-    expect(['App', 'RunLog', 'Ingress', 'NetworkPolicy', 'Lease', 'ConfigMap'].map(pluralOf)).toEqual(['apps', 'runlogs', 'ingresses', 'networkpolicies', 'leases', 'configmaps']);
+    expect(['App', 'RunLog', 'Ingress', 'NetworkPolicy', 'Lease', 'ConfigMap', 'Endpoints'].map(pluralOf)).toEqual(['apps', 'runlogs', 'ingresses', 'networkpolicies', 'leases', 'configmaps', 'endpoints']);
     expect(resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'team a', name: 'web' })).toBe('/apis/apps/v1/namespaces/team%20a/deployments/web');
     expect(resourcePath({ apiVersion: 'v1', kind: 'Namespace', name: 'team' })).toBe('/api/v1/namespaces/team');
     expect(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team', name: 'hello' }, 'status')).toBe('/apis/runlet.dev/v1alpha1/namespaces/team/apps/hello/status');

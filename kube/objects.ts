@@ -55,6 +55,8 @@ export interface ObjectRef {
  */
 export function pluralOf(kind: string): string {
   const lower = kind.toLowerCase();
+  // client-go's one exception: Endpoints is already plural.
+  if (lower === 'endpoints') return lower;
   if (lower.endsWith('s')) return `${lower}es`;
   if (lower.endsWith('y')) return `${lower.slice(0, -1)}ies`;
   return `${lower}s`;

@@ -38,6 +38,13 @@ export const AutoscalingConfigSchema = StrictObject({
   tickMilliseconds: Type.Integer({ minimum: 50, maximum: 10_000, description: 'How often the leader decides every autoscaled App.' }),
 });
 
+export const HolderConfigSchema = StrictObject({
+  host: Type.String({ minLength: 1 }),
+  port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of the holder: calls to Apps at zero replicas (docs/scale-to-zero.md).' }),
+  serviceNamespace: Type.String({ minLength: 1, description: 'Namespace of the Service whose Endpoints list the holder replicas.' }),
+  serviceName: Type.String({ minLength: 1, description: 'That Service: Apps at zero have their Endpoints pointed at its addresses.' }),
+});
+
 export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
@@ -53,6 +60,7 @@ export const OperatorConfigSchema = StrictObject({
   }),
   runLogs: RunLogsConfigSchema,
   autoscaling: AutoscalingConfigSchema,
+  holder: HolderConfigSchema,
   workers: Type.Integer({ minimum: 1, maximum: 64, description: 'Apps reconciled concurrently.' }),
   watchdogSeconds: Seconds('Restart a watch that delivered no event and no bookmark for this long.'),
   resyncSeconds: Seconds('Reconcile every App this often even without events (repairs drift).'),
@@ -64,6 +72,7 @@ export type OperatorConfig = Static<typeof OperatorConfigSchema>;
 export type IngressConfig = Static<typeof IngressConfigSchema>;
 export type LeaderElectionConfig = Static<typeof LeaderElectionConfigSchema>;
 export type RunLogsConfig = Static<typeof RunLogsConfigSchema>;
+export type HolderConfig = Static<typeof HolderConfigSchema>;
 
 /** One layer of configuration: any subset, nested objects merged field by field. */
 export type ConfigLayer = {
@@ -93,6 +102,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
+    holder: { host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder' },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,

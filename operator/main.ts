@@ -20,6 +20,8 @@ import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
+import { switchEndpoints } from './autoscaling/endpoints-switch.ts';
+import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
 import { AUTOSCALER_FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
@@ -52,7 +54,12 @@ export interface OperatorOptions {
   clock?: () => Date;
   /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
   onAppLoad?(appKey: string, load: AppLoad): void;
+  /** Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts); absent: no holder. */
+  holder?: OperatorHolderOptions;
 }
+
+/** What the holder needs beyond the operator's own: how callers and replicas are trusted. */
+export type OperatorHolderOptions = Pick<HolderOptions, 'auth' | 'holderKey' | 'replicaAddress' | 'coldStartTimeoutMs' | 'retryDelayMs'>;
 
 /** The Apps the operator knows, as the management API asks: without I/O (it is the watch cache). */
 export interface AppCache {
@@ -71,9 +78,11 @@ export interface Operator {
   readonly isLeader: boolean;
   /** Every watch has filled its cache (the RunLog cache of the management API too). */
   readonly ready: boolean;
+  /** The holder, once `listen()` started it (when the options ask for one). */
+  readonly holder: Holder | undefined;
   /** Starts the watches and the campaign for leadership; returns at once. */
   start(): void;
-  /** Listens on `config.server`; resolves with the address (`http://host:port`). */
+  /** Listens on `config.server` (and the holder on `config.holder`); resolves with the server's address (`http://host:port`). */
   listen(): Promise<string>;
   /** Releases leadership (work in hand can write no more), waits for the reconciles in hand, stops watching and closes the server. */
   stop(): Promise<void>;
@@ -169,12 +178,24 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
+  const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
+  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, holderService);
   // Rendering needs the sidecar mode, which start() decides from the server's version (sidecar-mode.ts); the
   // campaign for leadership begins only once it is known, so no reconcile ever waits on it.
   const stopping = new AbortController();
   let sidecarModeDecided: (nativeSidecars: boolean) => void = () => {};
   const reconciler = new Promise<boolean>((resolve) => (sidecarModeDecided = resolve)).then((nativeSidecars) =>
-    createReconciler({ api: leaderApi, autoscalerApi, config: { ...config, nativeSidecars }, apps: appCache, deployments: watches.deployments, rbac, events, logger }),
+    createReconciler({
+      api: leaderApi,
+      autoscalerApi,
+      config: { ...config, nativeSidecars },
+      apps: appCache,
+      deployments: watches.deployments,
+      rbac,
+      events,
+      logger,
+      switchEndpoints: switchAppEndpoints,
+    }),
   );
   const queue = createReconcileQueue({ workers: config.workers, reconcile: async (namespace, name) => (await reconciler)(namespace, name), metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
@@ -186,6 +207,8 @@ export function createOperator(options: OperatorOptions): Operator {
     apps: appCache,
     deployments: watches.deployments,
     loads,
+    // Calls waiting at this replica's holder; calls held by other replicas wake the app themselves (0 → 1).
+    held: (namespace, app) => holder?.held(namespace, app) ?? 0,
     stableWindowMs: config.autoscaling.stableWindowSeconds * 1000,
     tickMs: config.autoscaling.tickMilliseconds,
     events,
@@ -237,6 +260,7 @@ export function createOperator(options: OperatorOptions): Operator {
   mountManagementApi(server, { api, runs: runLogs, apps: runLogs, logger });
 
   let started = false;
+  let holder: Holder | undefined;
   return {
     server,
     metrics,
@@ -247,6 +271,9 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     get ready() {
       return cachesSynced();
+    },
+    get holder() {
+      return holder;
     },
     start() {
       if (started) return;
@@ -264,10 +291,28 @@ export function createOperator(options: OperatorOptions): Operator {
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
     },
     async listen() {
-      return server.listen({ host: config.server.host, port: config.server.port });
+      const url = await server.listen({ host: config.server.host, port: config.server.port });
+      if (options.holder !== undefined && holder === undefined) {
+        holder = await startHolder({
+          ...options.holder,
+          api,
+          apps: appCache,
+          appsSynced: () => apps.whenSynced(),
+          logger,
+          identity: config.leaderElection.identity,
+          watchdogMs,
+          host: config.holder.host,
+          port: config.holder.port,
+        });
+        // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
+        const recovered = await holder.recover();
+        if (recovered > 0) logger.info({ recovered }, 'holder: handing over held async calls found at start');
+      }
+      return url;
     },
     async stop() {
       stopping.abort();
+      await holder?.close();
       await elector.stop();
       await duties.ended();
       await events.flushed();

@@ -18,6 +18,7 @@ import { owningAppName } from './render/labels.ts';
 import { appUrl, childName } from './render/names.ts';
 import type { DeploymentView } from './rollout-state.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
+import { scalesToZero } from './autoscaling/endpoints.ts';
 
 export interface ReconcilerDeps {
   api: KubeApi;
@@ -31,6 +32,8 @@ export interface ReconcilerDeps {
   autoscalerApi: KubeApi;
   /** Events on the App: failures, and when it starts or stops serving. */
   events: EventRecorder;
+  /** Points the Endpoints of an App that scales to zero at its ready pods or the holder (autoscaling/endpoints-switch.ts). */
+  switchEndpoints?: (app: App) => Promise<unknown>;
   logger: Logger;
   now?: () => Date;
 }
@@ -113,6 +116,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       const children = renderAppChildren(app, config, code.hash, replicas);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
+      if (scalesToZero(app)) await deps.switchEndpoints?.(app);
       const deployment = applied.find((child) => child.kind === 'Deployment') as (ScaledDeployment & DeploymentView) | undefined;
       if (deployment !== undefined && autoscales(app.spec.scaling)) await takeReplicas(deps.autoscalerApi, deployment);
       await writeStatus(app, {

@@ -37,6 +37,8 @@ export interface SidecarSettings {
   webhookAllowCidrs: string[];
   /** Verifies callers' bearer tokens; undefined: callers are not authenticated. */
   auth: RunAuthenticator | undefined;
+  /** Shared with the holder (scale to zero): vouches for held calls' run ids. */
+  holderKey?: Uint8Array;
   logger: Logger;
 }
 
@@ -72,6 +74,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
     bodyTimeoutMs: settings.timeouts.bodyMs,
     webhooks: { allowCidrs: settings.webhookAllowCidrs },
     auth: settings.auth,
+    holderKey: settings.holderKey,
     registry,
   });
   const watcher = new RuntimeWatcher(target, settings.runtime, logger);

@@ -25,6 +25,8 @@ export interface ReplicaOptions {
   registry?: Registry;
   /** Verifies callers' bearer tokens; absent: the run interface is open (loopback `runlet dev`, auth off). */
   auth?: RunAuthenticator;
+  /** Shared with the holder: vouches for a held call's run id and wait (auth/held-run.ts). Absent: none accepted. */
+  holderKey?: Uint8Array;
 }
 
 /** Deliveries still pending when drain's bound passes get this much more before they are abandoned. */
@@ -37,6 +39,7 @@ export class Replica {
   readonly bodyLimitBytes: number | undefined;
   readonly bodyTimeoutMs: number | undefined;
   readonly auth: RunAuthenticator | null;
+  readonly holderKey: Uint8Array | null;
   readonly recorder: RunRecorder;
   readonly activeRuns = new ActiveRuns();
   readonly metrics: SidecarMetrics;
@@ -51,6 +54,7 @@ export class Replica {
     this.bodyLimitBytes = options.bodyLimitBytes;
     this.bodyTimeoutMs = options.bodyTimeoutMs;
     this.auth = options.auth ?? null;
+    this.holderKey = options.holderKey ?? null;
     this.recorder = new RunRecorder(options.store, options.replicaName);
     this.metrics = new SidecarMetrics({
       inFlight: () => this.#sumOverApps((app) => app.admission.inFlight),

@@ -24,6 +24,7 @@ import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from './request-timeouts.ts';
 import { RunLifecycle, type Call } from './run-lifecycle.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import { parseRunPath, parseRunPathOrNull, pathOf, type RunPath } from './run-path.ts';
+import { HELD_RUN_HEADER, verifyHeldRun } from './auth/held-run.ts';
 import { newRunId } from './runs/recorder.ts';
 import { callCustomBuffered } from './runtimes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './runtimes/custom-proxy.ts';
@@ -67,11 +68,13 @@ export function createRunInterface(replica: Replica): RunInterface {
 
   /** `route`: the exchange's path, when the caller has parsed it already. */
   function serve(exchange: Exchange, route?: RunPath): void {
-    const runId = newRunId();
-    handleRun(exchange, runId, route).catch((error: unknown) => sendProblem(exchange.answer, runId, toProblem(error)));
+    // A call the holder kept while the app was at zero keeps the run id its caller may already have.
+    const held = replica.holderKey === null ? null : verifyHeldRun(replica.holderKey, exchange.headers[HELD_RUN_HEADER]);
+    const runId = held === null ? newRunId() : held.runId;
+    handleRun(exchange, runId, route, held === null ? null : held.coldStartMs).catch((error: unknown) => sendProblem(exchange.answer, runId, toProblem(error)));
   }
 
-  async function handleRun(exchange: Exchange, runId: string, parsedRoute: RunPath | undefined): Promise<void> {
+  async function handleRun(exchange: Exchange, runId: string, parsedRoute: RunPath | undefined, coldStartMs: number | null): Promise<void> {
     const receivedAt = performance.now();
     const { url, method, headers } = exchange;
     const queryStart = url.indexOf('?');
@@ -92,7 +95,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const options = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
     const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, webhookSecretOf(exchange));
-    const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook };
+    const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook, coldStartMs };
 
     if (target.runtime === 'custom') {
       const forwardPath = '/' + route.rawRest + (queryStart === -1 ? '' : withQuery(forwardedQuery(url.slice(queryStart + 1))));

@@ -18,6 +18,8 @@ export interface Call {
   method: string;
   receivedAt: number;
   webhook: WebhookRequest | null;
+  /** Held by the holder while the app was at zero, this long (sidecar/auth/held-run.ts); else null. */
+  coldStartMs: number | null;
 }
 
 export class RunLifecycle {
@@ -69,6 +71,7 @@ export class RunLifecycle {
       async: isAsync,
       webhook: call.webhook ? pendingWebhookRecord(call.webhook) : null,
       receivedAt: call.receivedAt,
+      coldStartMs: call.coldStartMs,
     });
     // The time limit counts from the request's arrival, read once for both.
     const run = new ActiveRun(record, call.receivedAt + call.target.runTimeLimitMs);

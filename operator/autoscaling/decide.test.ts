@@ -344,3 +344,23 @@ describe('properties', () => {
     );
   });
 });
+
+describe('a wake from zero by another writer', () => {
+  it('is a start: the replica a holder asked for is kept until it has served, not put back to zero', () => {
+    const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0, cooldown: 10 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
+    const sample = (at: number, readyReplicas: number) => ({ at, replicasReporting: readyReplicas, readyReplicas, inFlight: 0, queued: 0, requestsPerSecond: 0, held: 0 });
+    autoscaler.observe(sample(T0, 0));
+    expect(autoscaler.decide(T0, { replicas: 0, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 0, reason: 'Idle' });
+    // Another operator replica's holder woke it (0 → 1): this one sees no held call of its own.
+    for (let second = 1; second <= 30; second += 1) {
+      autoscaler.observe(sample(T0 + second * SECOND, 0));
+      expect(autoscaler.decide(T0 + second * SECOND, { replicas: 1, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 1, reason: 'WaitingForReady' });
+    }
+    // Once ready, the idle countdown starts then, not before.
+    const ready = T0 + 31 * SECOND;
+    autoscaler.observe(sample(ready, 1));
+    expect(autoscaler.decide(ready, { replicas: 1, readyReplicas: 1 }).desiredReplicas).toBe(1);
+    autoscaler.observe(sample(ready + 11 * SECOND, 1));
+    expect(autoscaler.decide(ready + 11 * SECOND, { replicas: 1, readyReplicas: 1 })).toMatchObject({ desiredReplicas: 0, reason: 'IdleToZero' });
+  });
+});

@@ -101,19 +101,29 @@ export class AppAutoscaler {
     switch (this.#phase.kind) {
       case 'zero': {
         const held = this.#latest?.held ?? 0;
+        // Replicas asked for by someone else while at zero: a holder that woke the app for the calls it holds
+        // (another operator replica's, whose count this one does not see). A start like any other.
+        if (deployment.replicas > 0) {
+          this.#phase = { kind: 'waking', peakCalls: held };
+          return this.#decideWaking(deployment, firstReplicas);
+        }
         if (held === 0 && minReplicas === 0) return this.#decision(0, 'idle', 'Idle', 'at zero replicas; no call waits');
         this.#phase = { kind: 'waking', peakCalls: held };
         const why = held > 0 ? `${held} calls wait at zero replicas` : `minReplicas is ${minReplicas}`;
         return this.#decision(firstReplicas, 'cold', 'ColdStart', `${why}: starting ${firstReplicas}`);
       }
-      case 'waking': {
-        const keep = clamp(Math.max(firstReplicas, deployment.replicas), minReplicas, maxReplicas);
-        const held = this.#latest?.held ?? 0;
-        return this.#decision(keep, 'cold', 'WaitingForReady', `${keep} replicas starting, none ready yet; ${held} calls wait`);
-      }
+      case 'waking':
+        return this.#decideWaking(deployment, firstReplicas);
       case 'warm':
         return this.#decideWarm(now, deployment);
     }
+  }
+
+  #decideWaking(deployment: DeploymentScale, firstReplicas: number): ScalingDecision {
+    const { minReplicas, maxReplicas } = this.#settings;
+    const keep = clamp(Math.max(firstReplicas, deployment.replicas), minReplicas, maxReplicas);
+    const held = this.#latest?.held ?? 0;
+    return this.#decision(keep, 'cold', 'WaitingForReady', `${keep} replicas starting, none ready yet; ${held} calls wait`);
   }
 
   #decideWarm(now: number, deployment: DeploymentScale): ScalingDecision {

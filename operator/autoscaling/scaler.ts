@@ -118,6 +118,8 @@ export class Scaler {
       if (tracked.busy || (current.replicas !== tracked.written && now < tracked.awaitingWatchUntil)) continue;
       const decision = tracked.autoscaler.decide(now, current);
       this.#options.metrics?.desired(app, decision.desiredReplicas);
+      // What the decision keeps is this leader's too, whoever wrote it (a holder's wake from zero).
+      if (decision.desiredReplicas === current.replicas) tracked.written = current.replicas;
       if (decision.desiredReplicas !== current.replicas) {
         const overridden = tracked.written !== current.replicas;
         this.#inHand(tracked, key, this.#scale(app, tracked, current.replicas, decision, overridden, now));

@@ -17,3 +17,11 @@ describe('renderService', () => {
     });
   });
 });
+
+describe('renderService of an App that scales to zero', () => {
+  it('has no selector: the operator writes its Endpoints', () => {
+    const service = renderService(storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 3 } }, { name: 'hello', namespace: 'team-a' }));
+    expect(service.spec?.selector).toBeUndefined();
+    expect(service.spec?.ports).toEqual([{ name: 'http', port: 80, targetPort: 8000, protocol: 'TCP' }]);
+  });
+});

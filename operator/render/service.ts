@@ -2,6 +2,7 @@
 // is never a Service target: every call passes the sidecar.
 import type { V1Service } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
+import { scalesToZero } from '../autoscaling/endpoints.ts';
 import { childMetadata, selectorLabels } from './labels.ts';
 import { SERVICE_PORT, SERVICE_PORT_NAME, SIDECAR_RUN_PORT, childName } from './names.ts';
 
@@ -12,7 +13,8 @@ export function renderService(app: App): V1Service {
     metadata: childMetadata(app, childName(app)),
     spec: {
       type: 'ClusterIP',
-      selector: selectorLabels(app),
+      // An App that scales to zero has no selector: its Endpoints are the operator's (autoscaling/endpoints.ts).
+      ...(scalesToZero(app) ? {} : { selector: selectorLabels(app) }),
       // A number, not the container port's name: endpoint controllers resolve names in init containers
       // (native sidecars) only on recent Kubernetes versions.
       ports: [{ name: SERVICE_PORT_NAME, port: SERVICE_PORT, targetPort: SIDECAR_RUN_PORT, protocol: 'TCP' }],

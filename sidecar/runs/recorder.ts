@@ -65,6 +65,8 @@ export interface RunStart {
   webhook: WebhookRecord | null;
   /** The request's arrival, from `performance.now()`, so response time covers queueing. */
   receivedAt: number;
+  /** How long the holder kept the call while the app was at zero; null or absent when it did not. */
+  coldStartMs?: number | null;
 }
 
 export interface RunEnd {
@@ -113,6 +115,7 @@ export class RunRecorder {
       replica: this.#replica,
       webhook: start.webhook,
     };
+    if (typeof start.coldStartMs === 'number') record.coldStartMs = start.coldStartMs;
     this.#clocks.set(start.id, { receivedAt: start.receivedAt, startedAt: start.receivedAt });
     return record;
   }

@@ -54,6 +54,7 @@ const BUILTIN_ROWS: Row[] = [
   ['', 'v1', 'ConfigMap', 'configmaps', true, false],
   ['', 'v1', 'Secret', 'secrets', true, false],
   ['', 'v1', 'Service', 'services', true, true],
+  ['', 'v1', 'Endpoints', 'endpoints', true, false],
   ['', 'v1', 'ServiceAccount', 'serviceaccounts', true, false],
   ['', 'v1', 'Pod', 'pods', true, true],
   ['', 'v1', 'Event', 'events', true, false],

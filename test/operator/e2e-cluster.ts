@@ -7,8 +7,8 @@ import { ApiException, ApiextensionsV1Api, CoreV1Api, type KubeConfig, type V1Cu
 import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
-import { startOperator, type Operator } from '../../operator/main.ts';
 import type { KubeApiServer } from '../kube/index.ts';
+import { startOperator, type Operator, type OperatorHolderOptions } from '../../operator/main.ts';
 import type { SidecarUrls } from '../kubelet/index.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
@@ -85,6 +85,8 @@ export interface TestOperatorOptions {
   listen?: boolean;
   /** More settings, e.g. short RunLog upkeep intervals. */
   config?: ConfigLayer;
+  /** Run the holder (scale to zero) on an ephemeral loopback port, trusting callers and replicas so. */
+  holder?: OperatorHolderOptions;
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -96,9 +98,10 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
       server: { host: '127.0.0.1', port: 0 },
       leaderElection: { namespace: options.leaseNamespace, leaseName: options.leaseName ?? 'runlet-operator-e2e', identity: options.identity ?? `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
       logLevel: 'debug',
+      holder: { host: '127.0.0.1', port: 0 },
     },
     options.config ?? {},
   );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
-  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false });
+  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false, holder: options.holder });
 }

@@ -16,6 +16,15 @@ import { waitFor } from '../support/wait.ts';
 import { REPO, installCrds, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
+import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
+import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
+import { DEFAULT_AUDIENCE } from '../../sidecar/auth/config.ts';
+import { HOLDER_KEY_ENV, holderKeyFromText } from '../../sidecar/auth/held-run.ts';
+import { KubeApi } from '../../kube/client.ts';
+import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeObject } from '../../kube/objects.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -30,9 +39,19 @@ export interface LocalCluster extends E2eCluster {
   readonly authKey: string;
   /** The service-account token issuer every sidecar trusts, whatever the project. */
   readonly issuer: ServiceAccountIssuer;
+  /** The operator in this process (its holder, with `holder: true`). */
+  readonly operator: Operator;
+  /** With `holder: true`: what the operator's holder was started with, to start another like it. */
+  readonly holderOptions: OperatorHolderOptions | undefined;
 }
 
-export async function startLocalCluster(options: { operatorConfig?: ConfigLayer } = {}): Promise<LocalCluster> {
+/**
+ * `holder`: the operator runs the holder (scale to zero) trusting the issuer's tokens, the sidecars share its key,
+ * and the Endpoints `default/runlet-holder` list it, as the operator's config expects.
+ */
+export async function startLocalCluster(
+  options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs'] } = {},
+): Promise<LocalCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
   const server = await startKubeApiServer();
   const kubeConfig = server.kubeConfig();
@@ -42,12 +61,13 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
 
   const authKey = randomBytes(32).toString('hex');
   const issuer = await startServiceAccountIssuer();
+  const holderKey = randomBytes(32).toString('hex');
   const images: ImageTable = {
     [SIDECAR_IMAGE]: {
       commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
       // no kubeconfig, not even one in the user's home) and a token verifier.
-      env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
+      env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl, ...(options.holder ? { [HOLDER_KEY_ENV]: holderKey } : {}) },
     },
     [PYTHON_IMAGE]: {
       commands: { python: ['python3'], python3: ['python3'] },
@@ -55,6 +75,16 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
     },
   };
   const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
+  const holderOptions: OperatorHolderOptions | undefined = options.holder
+    ? {
+        auth: new RunAuthenticator({ audience: DEFAULT_AUDIENCE, jwksUrl: issuer.jwksUrl }),
+        holderKey: holderKeyFromText(holderKey),
+        // Pods share 127.0.0.1 here: a pod's sidecar run port is the local port standing for it.
+        replicaAddress: (pod) => ({ host: '127.0.0.1', port: kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace)!.localPort(SIDECAR_RUN_PORT) }),
+        retryDelayMs: 200,
+        coldStartTimeoutMs: options.coldStartTimeoutMs,
+      }
+    : undefined;
   const operatorLog = join(workDir, 'operator.log');
   const operator = await startTestOperator({
     kubeConfig,
@@ -64,7 +94,9 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
     leaseNamespace: 'default',
     listen: true,
     config: options.operatorConfig,
+    holder: holderOptions,
   });
+  if (operator.holder !== undefined) await listHolder(kubeConfig, Number(new URL(operator.holder.url).port));
 
   const localPod = (pod: V1Pod) =>
     waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
@@ -77,6 +109,8 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
     operatorUrl: operator.url!,
     authKey,
     issuer,
+    operator,
+    holderOptions,
     async sidecar(pod) {
       return sidecarUrls(await localPod(pod));
     },
@@ -96,4 +130,16 @@ export async function startLocalCluster(options: { operatorConfig?: ConfigLayer 
       await issuer.close();
     },
   };
+}
+
+/** The Service and Endpoints `default/runlet-holder` listing the holder (in a cluster, the operator pods' holder port). */
+async function listHolder(kubeConfig: KubeConfig, port: number): Promise<void> {
+  const api = new KubeApi(kubeConfigCredentials(kubeConfig), { fieldManager: 'local-cluster' });
+  try {
+    const metadata = { name: 'runlet-holder', namespace: 'default' };
+    await api.apply({ apiVersion: 'v1', kind: 'Service', metadata, spec: { ports: [{ name: 'http', port: 80 }] } } as KubeObject);
+    await api.apply({ apiVersion: 'v1', kind: 'Endpoints', metadata, subsets: [{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'http', port }] }] } as KubeObject);
+  } finally {
+    await api.close();
+  }
 }

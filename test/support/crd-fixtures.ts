@@ -91,6 +91,7 @@ export function runRecord(): RunRecord {
     queueTimeMs: 10,
     runtimeMs: 1000,
     responseTimeMs: 1010.5,
+    coldStartMs: 2100,
     replica: 'hello-7d9c-abcde',
     webhook: { endpoint: 'https://hooks.example/x', state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null },
   };

@@ -31,6 +31,7 @@ PROBLEM_TYPES = {
     "app-unavailable": (503, "App not ready"),
     "over-capacity": (503, "App at capacity"),
     "draining": (503, "Replica is shutting down"),
+    "cold-start-timeout": (503, "App did not start in time"),
     "auth-keys-unavailable": (503, "Token signing keys unavailable"),
     "auth-unavailable": (503, "Authentication unavailable"),
     "auth-overloaded": (503, "Authentication overloaded"),

@@ -1,0 +1,44 @@
+// Writes the Endpoints of an App that scales to zero (endpoints.ts) from what is true now: its ready pods, or
+// the holder's addresses, which are the Endpoints of the Service in front of the operator pods' holder port.
+// Run by the reconcile of such an App, which follows its Deployment's ready replicas.
+import type { V1Endpoints, V1Pod } from '@kubernetes/client-node';
+import type { App } from '../../crds/app-schema.ts';
+import { APP_LABEL } from '../../crds/api-group.ts';
+import type { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { namespaceOf } from '../render/names.ts';
+import { endpointsTarget, renderAppEndpoints, type EndpointsTarget, type HolderAddress, type ReadyPod } from './endpoints.ts';
+
+/** The Service whose Endpoints list the holder's replicas (the operator's pods, on the holder port). */
+export interface HolderService {
+  namespace: string;
+  name: string;
+}
+
+export function isReadyPod(pod: V1Pod): boolean {
+  return (
+    pod.metadata?.deletionTimestamp === undefined &&
+    pod.status?.podIP !== undefined &&
+    (pod.status.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')
+  );
+}
+
+export async function readyPodsOf(api: KubeApi, app: App): Promise<ReadyPod[]> {
+  const pods = await api.list<V1Pod>(`/api/v1/namespaces/${encodeURIComponent(namespaceOf(app))}/pods`, { labelSelector: `${APP_LABEL}=${app.metadata.name}` });
+  return pods.items.filter(isReadyPod).map((pod) => ({ name: pod.metadata!.name!, ip: pod.status!.podIP! }));
+}
+
+export async function holderAddresses(api: KubeApi, service: HolderService): Promise<HolderAddress[]> {
+  const endpoints = await api.find<V1Endpoints & KubeObject>(`/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints/${encodeURIComponent(service.name)}`);
+  return (endpoints?.subsets ?? []).flatMap((subset) => {
+    const port = subset.ports?.[0]?.port;
+    return port === undefined ? [] : (subset.addresses ?? []).map((address) => ({ ip: address.ip, port }));
+  });
+}
+
+/** Points the App's Endpoints at its ready pods or at the holder; returns which. */
+export async function switchEndpoints(api: KubeApi, app: App, holder: HolderService): Promise<EndpointsTarget> {
+  const [pods, holders] = await Promise.all([readyPodsOf(api, app), holderAddresses(api, holder)]);
+  await api.apply(renderAppEndpoints(app, pods, holders) as V1Endpoints & KubeObject);
+  return endpointsTarget(pods, holders);
+}

@@ -1,0 +1,90 @@
+// Handing a held async call to a replica: wake the app, wait for a ready pod, post the call with its run id
+// and wait (the held-run header), and drop the durable record once the replica has accepted it (202: from
+// then on the replica's run record and webhook carry it, as for any async call). Until then the record stays:
+// a replica that refuses for now (503: draining, at capacity) or cannot be reached is tried again.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { App } from '../../crds/app-schema.ts';
+import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
+import type { ReadyPods } from './hold-pods.ts';
+import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
+import { callOfRecord, type HeldRecord, type HeldRecords } from './hold-records.ts';
+
+export interface DispatchDeps {
+  apps: { get(namespace: string, name: string): App | undefined };
+  /** Resolves once the App cache is filled: before, an App missing from it may well exist. */
+  appsSynced(): Promise<void>;
+  records: HeldRecords;
+  pods: ReadyPods;
+  wake(namespace: string, appName: string): Promise<unknown>;
+  replicaAddress(pod: V1Pod): ReplicaAddress;
+  coldStartTimeoutMs(app: App): number;
+  holderKey: Uint8Array;
+  logger: Logger;
+  /** Pause before trying a replica again after it refused for now or could not be reached. */
+  retryDelayMs: number;
+  /** A call the replica refused for good (e.g. the caller's token has expired since): logged and dropped. */
+  onRefused?(status: number): void;
+  onHandedOver?(coldStartMs: number): void;
+}
+
+const POST_TIMEOUT_MS = 30_000;
+
+export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRecord): Promise<void>; readonly stopped: boolean; stop(): void } {
+  const { records, pods, logger } = deps;
+  let stopped = false;
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref());
+
+  async function handOver(initial: HeldRecord): Promise<void> {
+    let record: HeldRecord | null = initial;
+    const call = callOfRecord(initial);
+    const what = { app: `${call.namespace}/${call.appName}`, runId: call.runId };
+    await deps.appsSynced();
+    while (record !== null && !stopped) {
+      const app = deps.apps.get(call.namespace, call.appName);
+      if (app === undefined) {
+        logger.warn(what, 'holder: the app of a held async call is gone; dropping the call');
+        await records.remove(record);
+        return;
+      }
+      await deps.wake(call.namespace, call.appName);
+      const pod = await pods.waitForReadyPod(call.namespace, call.appName, deps.coldStartTimeoutMs(app));
+      if (stopped) return;
+      if (pod === null) {
+        logger.warn(what, 'holder: no replica ready within the cold-start limit; still holding the async call');
+        record = await records.claim(record);
+        continue;
+      }
+      const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
+      try {
+        const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(deps.holderKey, { runId: call.runId, coldStartMs }) }, POST_TIMEOUT_MS);
+        if (answer.status === 202) {
+          await records.remove(record);
+          deps.onHandedOver?.(coldStartMs);
+          return;
+        }
+        if (answer.status !== 503) {
+          logger.error({ ...what, status: answer.status, answer: answer.body.slice(0, 500) }, 'holder: the replica refused a held async call; dropping it');
+          deps.onRefused?.(answer.status);
+          await records.remove(record);
+          return;
+        }
+      } catch (error) {
+        logger.warn({ ...what, err: error }, 'holder: could not hand a held async call to a replica; retrying');
+      }
+      await pause(deps.retryDelayMs);
+      record = await records.claim(record);
+    }
+  }
+
+  return {
+    handOver: (record) =>
+      handOver(record).catch((error: unknown) => logger.error({ err: error, record: record.metadata?.name }, 'holder: handing over a held async call failed; it stays recorded for the next recovery')),
+    get stopped() {
+      return stopped;
+    },
+    stop() {
+      stopped = true;
+    },
+  };
+}
