@@ -96,10 +96,9 @@ async function followUntilReady(api: KubeApi, applied: App, timeoutMs: number): 
     const status = app.status;
     const current = status !== undefined && (status.observedGeneration ?? 0) >= generation;
     if (current) {
-      for (const condition of status.conditions ?? []) {
-        const line = describe(condition);
-        if (shown.get(condition.type) !== line) {
-          shown.set(condition.type, line);
+      for (const [key, line] of [...(status.conditions ?? []).map((c) => [c.type, describe(c)] as const), ['replicas', replicasLine(status)] as const]) {
+        if (shown.get(key) !== line) {
+          shown.set(key, line);
           say(line);
         }
       }
@@ -120,6 +119,12 @@ async function followUntilReady(api: KubeApi, applied: App, timeoutMs: number): 
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     app = await api.get<App>(path);
   }
+}
+
+/** `Replicas: 1 ready of 2 (autoscaler wants 3: PanicBurst)`: what runs, and what the autoscaler asked for. */
+function replicasLine(status: NonNullable<App['status']>): string {
+  const wanted = status.desiredReplicas === undefined ? '' : ` (autoscaler wants ${status.desiredReplicas}${status.lastScaling ? `: ${status.lastScaling.reason}` : ''})`;
+  return `Replicas: ${status.readyReplicas ?? 0} ready of ${status.replicas ?? 0}${wanted}`;
 }
 
 function describe(condition: Condition): string {

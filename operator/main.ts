@@ -209,6 +209,7 @@ export function createOperator(options: OperatorOptions): Operator {
     loads,
     // Calls waiting at this replica's holder; calls held by other replicas wake the app themselves (0 → 1).
     held: (namespace, app) => holder?.held(namespace, app) ?? 0,
+    scalesToZero: options.holder !== undefined,
     stableWindowMs: config.autoscaling.stableWindowSeconds * 1000,
     tickMs: config.autoscaling.tickMilliseconds,
     events,

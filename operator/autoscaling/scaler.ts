@@ -37,6 +37,11 @@ export interface ScalerOptions {
   held?(namespace: string, app: string): number;
   /** Knative's stable window (the panic window is a tenth of it). Default 60 s; tests shorten it. */
   stableWindowMs?: number;
+  /**
+   * A holder takes the calls of an App at zero (autoscaling/holder.ts). Without one, nothing would answer
+   * them, so `minReplicas: 0` is kept at one replica. Default true.
+   */
+  scalesToZero?: boolean;
   events: ScalingEvents;
   metrics?: ScalerMetrics;
   logger: Logger;
@@ -181,7 +186,8 @@ export class Scaler {
   #settingsOf(app: App): ScalingSettings {
     const settings = scalingSettingsOf(app.spec.scaling);
     const stableWindowMs = this.#options.stableWindowMs ?? settings.stableWindowMs;
-    return { ...settings, stableWindowMs, panicWindowMs: stableWindowMs / 10 };
+    const minReplicas = this.#options.scalesToZero === false ? Math.max(1, settings.minReplicas) : settings.minReplicas;
+    return { ...settings, minReplicas, stableWindowMs, panicWindowMs: stableWindowMs / 10 };
   }
 
   /**

@@ -36,6 +36,7 @@ describe('runlet deploy on a cluster with the operator', () => {
     expect(result.stdout).toMatch(/^applied app demo\/hello and its code \(ConfigMap hello-code\)$/m);
     expect(result.stdout).toMatch(/^Ready: True \(Serving/m);
     expect(result.stdout).toMatch(/^Available: True \(MinimumReplicasAvailable/m);
+    expect(result.stdout).toMatch(/^Replicas: 1 ready of 1/m);
     expect(result.stdout).toMatch(/^hello is ready at http:\/\/hello\.demo\.svc\.cluster\.local\/v4\/demo\/hello$/m);
   }, 180_000);
 
