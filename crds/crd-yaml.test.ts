@@ -48,9 +48,9 @@ describe.each(files)('$fileName', ({ fileName, crd, yaml }) => {
   });
 });
 
-it('shows ready replicas, URL and age for apps; app, runs and age for runlogs', () => {
+it('shows desired and ready replicas, the last scaling, URL and age for apps; app, runs and age for runlogs', () => {
   const columns = Object.fromEntries(files.map((file) => [file.crd.spec.names.plural, file.crd.spec.versions[0]!.additionalPrinterColumns.map((c) => c.name)]));
-  expect(columns).toEqual({ apps: ['Ready', 'URL', 'Age'], runlogs: ['App', 'Runs', 'Age'] });
+  expect(columns).toEqual({ apps: ['Desired', 'Ready', 'Scaling', 'URL', 'Age'], runlogs: ['App', 'Runs', 'Age'] });
 });
 
 it('the fixtures exercise every App and RunLog field (so the schemas are not tested on a subset)', () => {

@@ -22,7 +22,7 @@ import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { switchEndpoints } from './autoscaling/endpoints-switch.ts';
 import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
-import { AUTOSCALER_FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
+import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
@@ -36,8 +36,6 @@ import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
 import { decideNativeSidecars } from './sidecar-mode.ts';
 
-/** Who owns the fields of the objects the operator applies and patches (managedFields). */
-const FIELD_MANAGER = 'runlet-operator';
 /** Who reports the Events on Apps (`kubectl describe app` shows it under "From"). */
 const EVENT_SOURCE = 'runlet-operator';
 

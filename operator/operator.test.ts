@@ -69,7 +69,9 @@ describe('reconciling an App', () => {
         { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'hello', uid: created.metadata.uid, controller: true, blockOwnerDeletion: true },
       ]);
       expect(child.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('runlet');
-      expect(child.metadata?.managedFields?.map((entry) => (entry as { manager: string }).manager)).toEqual(['runlet-operator']);
+      // The Deployment's spec.replicas is the autoscaler's (maxReplicas defaults to 10): handed over by its own apply.
+      const managers = path === paths.deployment('create', 'hello') ? ['runlet-operator', 'runlet-autoscaler'] : ['runlet-operator'];
+      expect(child.metadata?.managedFields?.map((entry) => entry.manager)).toEqual(managers);
     }
     // Shared by the namespace's Apps: owned by each, controlled by none.
     for (const path of [paths.serviceAccount('create', 'runlet-sidecar'), paths.roleBinding('create', 'runlet-sidecar')]) {
@@ -146,7 +148,7 @@ describe('reconciling an App', () => {
     await createApp(api, 'change', 'hello', pythonSpec());
     await waitForApp(api, 'change', 'hello', isAppliedAtGeneration, 'applied at generation 1');
 
-    await api.mergePatch(paths.app('change', 'hello'), { spec: { scaling: { minReplicas: 2, maxReplicas: 3, replicaConcurrency: 9 } } });
+    await api.mergePatch(paths.app('change', 'hello'), { spec: { scaling: { minReplicas: 2, maxReplicas: 2, replicaConcurrency: 9 } } });
     const app = await waitForApp(api, 'change', 'hello', (a) => a.metadata.generation === 2 && isAppliedAtGeneration(a), 'applied at generation 2');
     expect(condition(app, 'ChildrenApplied')).toMatchObject({ status: 'True', observedGeneration: 2 });
     const deployment = await api.get<Deployment>(paths.deployment('change', 'hello'));

@@ -78,6 +78,10 @@ describe('spec.replicas', () => {
     expect(replicasToApply(scaling, { spec: { replicas: 0 } })).toBe(2);
     const owned = { spec: { replicas: 3 }, metadata: { managedFields: [{ manager: AUTOSCALER_FIELD_MANAGER, operation: 'Apply', fieldsV1: { 'f:spec': { 'f:replicas': {} } } }] } };
     expect(replicasToApply(scaling, owned)).toBeNull();
+    const scaledByKubectl = { spec: { replicas: 7 }, metadata: { managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsV1: { 'f:spec': { 'f:replicas': {} } } }] } };
+    expect(replicasToApply(scaling, scaledByKubectl), 'left to the autoscaler to correct, with an Event').toBeNull();
+    const operatorAlone = { spec: { replicas: 3 }, metadata: { managedFields: [{ manager: 'runlet-operator', operation: 'Apply', fieldsV1: { 'f:spec': { 'f:replicas': {} } } }] } };
+    expect(replicasToApply(scaling, operatorAlone)).toBe(3);
     expect(replicasToApply({ ...scaling, maxReplicas: 2 }, owned)).toBe(2);
   });
 });

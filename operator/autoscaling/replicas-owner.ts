@@ -4,14 +4,18 @@
 //
 // Leaving a field out of a server-side apply deletes it when no other manager owns it (the Deployment would
 // fall back to 1 replica), so ownership is handed over first: the autoscaler applies `spec.replicas` under its
-// own field manager (both then own it), and only a later reconcile leaves it out. Until the autoscaler owns it
-// (a new App, an App that starts autoscaling, a `kubectl scale` that took the field), the operator applies the
-// live size clamped to [min, max], never its minimum: a handover never resizes a running app.
+// own field manager (both then own it), and only a later reconcile leaves it out. While the operator alone holds
+// it (a new App, an App that starts autoscaling), the operator applies the live size clamped to [min, max],
+// never its minimum: a handover never resizes a running app. Once anyone else holds it (the autoscaler, or a
+// `kubectl scale` that took it), the operator leaves it out: a size set outside Runlet is the autoscaler's to
+// correct, with an Event, not the reconcile's to overwrite silently.
 import type { App } from '../../crds/app-schema.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import type { KubeObject, ManagedFieldsEntry } from '../../kube/objects.ts';
 
 export const AUTOSCALER_FIELD_MANAGER = 'runlet-autoscaler';
+/** Who owns the fields of the objects the operator applies and patches (managedFields). */
+export const OPERATOR_FIELD_MANAGER = 'runlet-operator';
 
 export interface ScaledDeployment extends KubeObject {
   spec?: { replicas?: number };
@@ -32,7 +36,7 @@ export function clampReplicas(replicas: number, scaling: Scaling): number {
 /** What the operator's apply says of `spec.replicas`: a count, or null when the autoscaler owns it. */
 export function replicasToApply(scaling: Scaling, live: ScaledDeployment | undefined): number | null {
   if (!autoscales(scaling) || live === undefined) return scaling.minReplicas;
-  if (ownsReplicas(live, AUTOSCALER_FIELD_MANAGER)) return null;
+  if (replicasOwners(live).some((entry) => entry.manager !== OPERATOR_FIELD_MANAGER)) return null;
   return clampReplicas(live.spec?.replicas ?? scaling.minReplicas, scaling);
 }
 

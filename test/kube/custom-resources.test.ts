@@ -51,15 +51,15 @@ describe('custom resources as a real API server serves them', () => {
   it('answers Tables with the CRD printer columns, and Name and Age for other kinds', async () => {
     await installCrds();
     await call('POST', APPS, app('hello'));
-    const status = { readyReplicas: 2, url: 'http://hello.default' };
+    const status = { desiredReplicas: 3, readyReplicas: 2, url: 'http://hello.default', lastScaling: { time: '2026-11-25T00:00:00Z', from: 2, to: 3, reason: 'PanicBurst', message: 'a burst' } };
     await call('PATCH', `${APPS}/hello/status`, { status }, 'application/merge-patch+json');
 
     const table = (await call('GET', `${APPS}?includeObject=Object`, undefined, undefined, TABLE)).body;
     expect(table.kind).toBe('Table');
-    expect(table.columnDefinitions.map((c: { name: string }) => c.name)).toEqual(['Name', 'Ready', 'URL', 'Age']);
+    expect(table.columnDefinitions.map((c: { name: string }) => c.name)).toEqual(['Name', 'Desired', 'Ready', 'Scaling', 'URL', 'Age']);
     expect(table.rows).toHaveLength(1);
-    expect(table.rows[0].cells.slice(0, 3)).toEqual(['hello', 2, 'http://hello.default']);
-    expect(table.rows[0].cells[3]).toMatch(/^\d+s$/);
+    expect(table.rows[0].cells.slice(0, 5)).toEqual(['hello', 3, 2, 'PanicBurst', 'http://hello.default']);
+    expect(table.rows[0].cells[5]).toMatch(/^\d+s$/);
     expect(table.rows[0].object.spec.runtime).toBeDefined();
 
     const one = (await call('GET', `${APPS}/hello`, undefined, undefined, TABLE)).body;
@@ -96,7 +96,7 @@ describe('custom resources as a real API server serves them', () => {
     expect(created.body.extra).toBeUndefined();
     expect(created.body.spec.bogus).toBeUndefined();
     expect(created.body.spec.runtime.python).toEqual({ code: { baked: true }, module: 'main' });
-    expect(created.body.spec.scaling).toMatchObject({ minReplicas: 1, maxReplicas: 1 });
+    expect(created.body.spec.scaling).toMatchObject({ minReplicas: 1, maxReplicas: 10 });
     expect(created.body.metadata.name).toBe('hello');
 
     const runLog = { apiVersion: 'runlet.dev/v1alpha1', kind: 'RunLog', metadata: { name: 'hello' }, spec: { appName: 'hello' } };

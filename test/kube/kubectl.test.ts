@@ -74,7 +74,7 @@ describe('kubectl against the fake API server', () => {
       expect(await kubectl(binary, 'explain', 'apps.spec.runtime')).toMatch(/python\s+<Object>/);
 
       const wide = (await kubectl(binary, 'get', 'apps', '-o', 'wide')).split('\n');
-      expect(wide[0]!.split(/\s+/)).toEqual(['NAME', 'READY', 'URL', 'AGE']);
+      expect(wide[0]!.split(/\s+/)).toEqual(['NAME', 'DESIRED', 'READY', 'SCALING', 'URL', 'AGE']);
       expect(wide[1]).toMatch(/^hello\s+\d+s$/);
       expect(await kubectl(binary, 'get', 'runlet')).toContain('app.runlet.dev/hello');
       expect(await kubectl(binary, 'get', 'rl', '-o', 'name')).toBe('');

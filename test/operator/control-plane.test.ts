@@ -11,7 +11,9 @@ import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
 import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
 import { HelloApp } from './hello-app.ts';
-import { availableAtGeneration, isReady, operatorSuite, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
+import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
+import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
+import type { KubeObject } from '../../kube/objects.ts';
 
 const skipReason = controlPlaneSkipReason();
 if (skipReason !== undefined) console.log(`operator end to end on a real control plane: skipped, ${skipReason}`);
@@ -24,8 +26,8 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     waitFor(check, { what, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 200 });
 
   /** An App applied with plain `kubectl apply` (validation on), once Available with a Ready pod. */
-  async function kubectlApplyApp(namespace: string): Promise<HelloApp> {
-    const app = new HelloApp(cluster.kubeConfig, namespace);
+  async function kubectlApplyApp(namespace: string, scaling?: Record<string, unknown>): Promise<HelloApp> {
+    const app = new HelloApp(cluster.kubeConfig, namespace, { scaling });
     const manifest = join(cluster.controlPlane.dir, `${namespace}.yaml`);
     await writeFile(manifest, (await app.manifests()).map((object) => toYaml(object)).join('---\n'));
     await cluster.kubectl('apply', '-f', manifest);
@@ -132,6 +134,29 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     await wait('the sidecar ServiceAccount and RoleBinding gone with the last App', async () => (await sidecarRbac()).every((object) => object === undefined));
     await third!.apply();
     await wait('the sidecar RBAC applied again for a new App', ownedBy('third'));
+  });
+
+  it('autoscales through the real scale subresource: the autoscaler owns spec.replicas, a reconcile keeps it, a kubectl scale is overridden with an Event', async () => {
+    const app = await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`, { minReplicas: 1, maxReplicas: 2 });
+    const deployment = await wait('spec.replicas owned by the autoscaler (server-side apply handover)', async () => {
+      const found = await app.deployment();
+      return ownsReplicas(found as KubeObject, AUTOSCALER_FIELD_MANAGER) && found;
+    });
+    const name = deployment.metadata!.name!;
+    await cluster.kubectl('scale', 'deployment', name, '--namespace', app.namespace, '--replicas', '5');
+    const warning = await wait('the ScaleOverridden Event', async () => (await app.events()).find((event) => event.reason === 'ScaleOverridden'));
+    expect(warning).toMatchObject({ type: 'Warning' });
+    expect(warning.message).toContain('set to 5 outside Runlet');
+    const settled = await wait('spec.replicas back within [1, 2]', async () => {
+      const replicas = (await app.deployment())?.spec?.replicas;
+      return replicas !== undefined && replicas <= 2 && replicas;
+    });
+    // A spec change is reconciled (a server-side apply of the Deployment without spec.replicas): the size stays.
+    await app.patchSpec({ env: [{ name: 'TOUCH', value: 'yes' }] });
+    const touched = (await app.read()).metadata.generation!;
+    await wait('the spec change reconciled', async () => (await app.read()).status?.observedGeneration === touched);
+    await wait('the rollout of the change done', async () => readyAtGeneration(await app.read()));
+    expect((await app.deployment())?.spec?.replicas).toBe(settled);
   });
 
   it('hands the lease over to a second operator when the first stops, which then reconciles', async () => {

@@ -66,6 +66,8 @@ export function customApp(): App {
       ],
       replicas: 2,
       readyReplicas: 2,
+      desiredReplicas: 2,
+      lastScaling: { time: '2025-01-31T11:59:00Z', from: 1, to: 2, reason: 'PanicBurst', message: 'burst (load 5.2 over 6 s, target 2.8 per replica, 1 ready): 2' },
       url: 'https://runlet.example/v4/team-a/web',
       runs: { total: 10, success: 8, failure: 1, inFlight: 1, lastRunTime: '2025-01-31T12:00:00.123Z' },
     },
