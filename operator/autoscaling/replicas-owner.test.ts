@@ -74,6 +74,7 @@ describe('spec.replicas', () => {
   it('is applied by the operator as the live size clamped to the range until the autoscaler owns it', () => {
     const scaling: App['spec']['scaling'] = { minReplicas: 2, maxReplicas: 4, replicaConcurrency: 1, responseGracePeriod: 900, cooldown: 60, scalingMetric: 'concurrency_utilization', coldStartTimeout: 60 };
     expect(replicasToApply(scaling, undefined)).toBe(2);
+    expect(replicasToApply({ ...scaling, minReplicas: 0 }, undefined), 'a new App that scales to zero starts with one').toBe(1);
     expect(replicasToApply(scaling, { spec: { replicas: 9 } })).toBe(4);
     expect(replicasToApply(scaling, { spec: { replicas: 0 } })).toBe(2);
     const owned = { spec: { replicas: 3 }, metadata: { managedFields: [{ manager: AUTOSCALER_FIELD_MANAGER, operation: 'Apply', fieldsV1: { 'f:spec': { 'f:replicas': {} } } }] } };

@@ -33,9 +33,14 @@ export function clampReplicas(replicas: number, scaling: Scaling): number {
   return Math.min(scaling.maxReplicas, Math.max(scaling.minReplicas, replicas));
 }
 
-/** What the operator's apply says of `spec.replicas`: a count, or null when the autoscaler owns it. */
+/**
+ * What the operator's apply says of `spec.replicas`: a count, or null when the autoscaler owns it. A new
+ * autoscaled App starts with at least one replica, as Knative's initial scale: its first start shows that the
+ * app works at all; an App with `minReplicas: 0` goes to zero once idle.
+ */
 export function replicasToApply(scaling: Scaling, live: ScaledDeployment | undefined): number | null {
-  if (!autoscales(scaling) || live === undefined) return scaling.minReplicas;
+  if (!autoscales(scaling)) return scaling.minReplicas;
+  if (live === undefined) return Math.max(1, scaling.minReplicas);
   if (replicasOwners(live).some((entry) => entry.manager !== OPERATOR_FIELD_MANAGER)) return null;
   return clampReplicas(live.spec?.replicas ?? scaling.minReplicas, scaling);
 }
