@@ -101,6 +101,11 @@ export class Scaler {
     this.#specs.clear();
   }
 
+  /** Resolves once the writes in hand have ended (tests step the clock between ticks with it). */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.#inFlight);
+  }
+
   /** One round of decisions (the timer's; tests call it to step an injected clock). */
   tick(): void {
     const now = this.#clock();
@@ -128,7 +133,8 @@ export class Scaler {
       if (decision.desiredReplicas !== current.replicas) {
         const overridden = tracked.written !== current.replicas;
         this.#inHand(tracked, key, this.#scale(app, tracked, current.replicas, decision, overridden, now));
-      } else if (app.status?.desiredReplicas !== decision.desiredReplicas) {
+      } else if (stored.status?.desiredReplicas !== decision.desiredReplicas) {
+        // (The stored App's status: `app` is its spec, defaulted, as first seen at this generation.)
         // Taken over at the right size: the status says so once, for `kubectl get apps`.
         this.#inHand(tracked, key, this.#writeStatus(app, { desiredReplicas: decision.desiredReplicas }));
       }
