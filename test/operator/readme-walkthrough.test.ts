@@ -110,7 +110,7 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
           await run(controlPlane.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, 'wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/apps.runlet.dev']);
         },
         check: async (result) => {
-          expect(result.stdout).toContain('hello is available');
+          expect(result.stdout).toContain('hello is ready at ');
           await exportPodAddresses();
         },
         timeoutMs: DEPLOY_TIMEOUT_MS,
