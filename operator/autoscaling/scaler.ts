@@ -7,7 +7,7 @@ import type { App, AppStatus, ScalingDecisionRecord } from '../../crds/app-schem
 import type { KubeApi } from '../../kube/client.ts';
 import { applyAppDefaults, validateApp } from '../../crds/validate.ts';
 import { isNotFound } from '../../kube/errors.ts';
-import { resourcePath } from '../../kube/objects.ts';
+import { metaTime, resourcePath } from '../../kube/objects.ts';
 import { objectKey } from '../../kube/watch.ts';
 import { childName } from '../render/names.ts';
 import type { AppLoad } from './app-load.ts';
@@ -234,7 +234,7 @@ export class Scaler {
     this.#options.metrics?.decided(app, decision, from);
     logger.info({ app: `${namespace}/${app.metadata.name}`, from, to: decision.desiredReplicas, reason: decision.reason }, decision.message);
     const lastScaling: ScalingDecisionRecord = {
-      time: new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      time: metaTime(new Date(now)),
       from,
       to: decision.desiredReplicas,
       reason: decision.reason,

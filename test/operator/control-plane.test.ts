@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { ApiException, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
+import type { KubeObject } from '../../kube/objects.ts';
+import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
 import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
 import { HelloApp } from './hello-app.ts';
 import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
-import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
-import type { KubeObject } from '../../kube/objects.ts';
 
 const skipReason = controlPlaneSkipReason();
 if (skipReason !== undefined) console.log(`operator end to end on a real control plane: skipped, ${skipReason}`);
