@@ -221,7 +221,18 @@ describe('runs through the operator, on the in-memory API server with the test k
     cluster.server.pause('refuse');
     try {
       for (let i = 0; i < 3; i++) made.push(await runIdOf(await call(solo, pod!, 'run', { name: `offline ${i}` }), 200));
-      const refused = await call(solo, pod!, 'run', { name: 'async offline' }, { query: '?async=true' });
+      // Refused once the sidecar has seen a RunLog write fail. Its last write (a load report) may be too recent
+      // for the sync runs' batch to have been tried yet; an async call accepted meanwhile is journaled (durable),
+      // and its own prompt write is the one that fails: the next is refused.
+      const refused = await waitFor(
+        async () => {
+          const answer = await call(solo, pod!, 'run', { name: 'async offline' }, { query: '?async=true' });
+          if (answer.status !== 202) return answer;
+          await answer.body?.cancel();
+          return undefined;
+        },
+        { what: 'an async call refused while the RunLog cannot be written', timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100 },
+      );
       const problem = (await refused.json()) as { type: string };
       expect(refused.status).toBe(503);
       expect(problem.type).toBe(problemTypeUri('run-store-unavailable'));
