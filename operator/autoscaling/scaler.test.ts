@@ -26,9 +26,10 @@ afterEach(async () => {
 const idle: AppLoad = { at: 0, replicasReporting: 1, inFlight: 0, queued: 0, averageConcurrency: 0, peakConcurrency: 0, requestsPerSecond: 0 };
 
 /** An App (min 1, max 3) and its Deployment at `replicas`, one ready; the caches are what the test says. */
-async function scalerFor(replicas: number, load: () => AppLoad) {
+async function scalerFor(replicas: number, load: () => AppLoad, options: { minReplicas?: number; scalesToZero?: boolean } = {}) {
   await createNamespace(cluster.api, 'team');
-  let app = await createApp(cluster.api, 'team', 'hello', pythonSpec({ scaling: { minReplicas: 1, maxReplicas: 3, replicaConcurrency: 2, scalingTarget: 100, cooldown: 5 } }));
+  const scaling = { minReplicas: options.minReplicas ?? 1, maxReplicas: 3, replicaConcurrency: 2, scalingTarget: 100, cooldown: 5 };
+  let app = await createApp(cluster.api, 'team', 'hello', pythonSpec({ scaling }));
   const deployment: ScaledDeployment = { metadata: { name: 'hello', namespace: 'team' }, spec: { replicas }, status: { replicas, readyReplicas: 1 } };
   await cluster.api.create(paths.deployment('team', ''), {
     apiVersion: 'apps/v1',
@@ -46,6 +47,7 @@ async function scalerFor(replicas: number, load: () => AppLoad) {
     logger: testLogger(),
     clock: () => now,
     stableWindowMs: 6000,
+    scalesToZero: options.scalesToZero,
   });
   return {
     deployment,
@@ -73,6 +75,19 @@ describe('the scaler', () => {
     expect((await cluster.api.get<App>(paths.app('team', 'hello'))).status?.desiredReplicas).toBe(1);
     expect(statusWrites()).toBe(1);
     expect(scaleWrites()).toBe(0);
+  });
+
+  it('keeps an App with minReplicas 0 at one replica when no holder would answer its calls at zero', async () => {
+    const { run } = await scalerFor(1, () => idle, { minReplicas: 0, scalesToZero: false });
+    await run(20);
+    expect((await cluster.api.get<ScaledDeployment>(paths.deployment('team', 'hello'))).spec?.replicas).toBe(1);
+    expect(scaleWrites()).toBe(0);
+  });
+
+  it('takes an idle App with minReplicas 0 to zero after its cooldown when a holder answers there', async () => {
+    const { run } = await scalerFor(1, () => idle, { minReplicas: 0 });
+    await run(20);
+    expect((await cluster.api.get<ScaledDeployment>(paths.deployment('team', 'hello'))).spec?.replicas).toBe(0);
   });
 
   it('scales a burst through the scale subresource and records the decision in the status', async () => {
