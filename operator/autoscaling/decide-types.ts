@@ -39,6 +39,8 @@ export type ScalingReason =
   | 'ColdStart'
   /** Replicas were asked for and none is ready yet; none is removed before one has served. */
   | 'WaitingForReady'
+  /** A start from zero had no ready replica by its deadline and no call waits: back to zero. */
+  | 'NeverReady'
   /** The first replica is working off the calls that waited during its start; they do not count as new load. */
   | 'ColdStartBacklog'
   /** No load sample in the stable window: the replicas are kept as they are. */

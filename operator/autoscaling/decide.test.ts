@@ -3,7 +3,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { AppScaling } from '../../crds/app-schema.ts';
-import { AppAutoscaler } from './decide.ts';
+import { AppAutoscaler, WAKE_DEADLINE_MS } from './decide.ts';
 import type { DeploymentScale, ScalingDecision } from './decide-types.ts';
 import { DEFAULT_SCALING_TARGET, scalingSettingsOf, type ScalingSettings } from './settings.ts';
 
@@ -143,6 +143,42 @@ describe('cold start from zero', () => {
     const decisions = sim.run(300, (second) => (second === 0 ? { held: 1 } : {}));
     expect(desired(decisions).every((replicas) => replicas === 1)).toBe(true);
     expect(decisions.at(-1)).toMatchObject({ reason: 'WaitingForReady', mode: 'cold' });
+  });
+
+  it('gives up a start from zero that no replica answers by the wake deadline, once no call waits, and starts afresh on the next call', () => {
+    const sim = new Simulation(settingsOf({ minReplicas: 0, cooldown: 10 }), { replicas: 0, startSeconds: 100_000 });
+    const deadline = WAKE_DEADLINE_MS / SECOND;
+    // One call held 2 minutes (a long cold-start limit), then nothing; the replica never becomes ready.
+    const decisions = sim.run(deadline + 10, (second) => (second < 120 ? { held: 1 } : second === deadline + 5 ? { held: 1 } : {}));
+    expect(desired(decisions.slice(0, deadline)).every((replicas) => replicas === 1)).toBe(true);
+    expect(decisions[deadline]).toMatchObject({ desiredReplicas: 0, mode: 'idle', reason: 'NeverReady' });
+    // The simulated Deployment followed at once: at zero, and the next call starts a replica again.
+    expect(decisions[deadline + 5]).toMatchObject({ desiredReplicas: 1, reason: 'ColdStart' });
+  });
+
+  it('does not give up a start while a call still waits for it, nor one of an app with minReplicas above 0', () => {
+    const held = new Simulation(settingsOf({ minReplicas: 0, coldStartTimeout: 900 }), { replicas: 0, startSeconds: 100_000 });
+    const heldDecisions = held.run(WAKE_DEADLINE_MS / SECOND + 60, () => ({ held: 1 }));
+    expect(desired(heldDecisions).every((replicas) => replicas === 1)).toBe(true);
+    const floor = new Simulation(settingsOf({ minReplicas: 1 }), { replicas: 0, startSeconds: 100_000 });
+    const floorDecisions = floor.run(WAKE_DEADLINE_MS / SECOND + 60, () => ({}));
+    expect(desired(floorDecisions).every((replicas) => replicas === 1)).toBe(true);
+    expect(floorDecisions.at(-1)).toMatchObject({ reason: 'WaitingForReady' });
+  });
+
+  it('keeps going back to zero until the Deployment is there, without taking its own pending write for a wake', () => {
+    const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
+    const sample = (at: number, held: number) => ({ at, replicasReporting: 0, readyReplicas: 0, inFlight: 0, queued: 0, requestsPerSecond: 0, held });
+    autoscaler.observe(sample(T0, 1));
+    expect(autoscaler.decide(T0, { replicas: 0, readyReplicas: 0 }).reason).toBe('ColdStart');
+    const late = T0 + WAKE_DEADLINE_MS;
+    autoscaler.observe(sample(late, 0));
+    expect(autoscaler.decide(late, { replicas: 1, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 0, reason: 'NeverReady' });
+    // The write of 0 not yet seen: still 0, not a wake by someone else.
+    expect(autoscaler.decide(late + SECOND, { replicas: 1, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 0, reason: 'NeverReady' });
+    expect(autoscaler.decide(late + 2 * SECOND, { replicas: 0, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 0, reason: 'Idle' });
+    // Now at zero, a holder's wake (0 → 1) is a start again.
+    expect(autoscaler.decide(late + 3 * SECOND, { replicas: 1, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 1, reason: 'WaitingForReady' });
   });
 
   it('does not take a Deployment seen before the first replica was ready for one at zero', () => {

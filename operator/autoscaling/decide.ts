@@ -8,21 +8,32 @@
 //   scale down only to the most any decision of the last `cooldown` wanted (Knative's scale-down delay);
 //   to zero (minReplicas 0) only after `cooldown` without any call, counted from when a replica was ready;
 //   from zero, one replica, and its start's backlog is not new load (decide-backlog.ts);
+//   a start from zero that no replica answers within the wake deadline goes back to zero once no call waits;
 //   always within [minReplicas, maxReplicas].
 import { ColdStartBacklog } from './decide-backlog.ts';
 import type { DeploymentScale, LoadSample, ScalingDecision, ScalingMode, ScalingReason } from './decide-types.ts';
 import { BUCKET_MS, type ScalingSettings } from './settings.ts';
 import { AveragingWindow, MaxWindow } from './windows.ts';
 
+/**
+ * How long a start from zero may go without a ready replica before it is given up (when no call waits):
+ * Kubernetes' default `progressDeadlineSeconds`, after which the Deployment itself reports the rollout failed.
+ */
+export const WAKE_DEADLINE_MS = 600_000;
+
 export type { DeploymentScale, LoadSample, ScalingDecision, ScalingMode, ScalingReason } from './decide-types.ts';
 
 type Phase =
   /** No replica asked for. */
   | { kind: 'zero' }
-  /** Replicas asked for, none ready yet; `peakCalls`: the most calls seen waiting meanwhile. */
-  | { kind: 'waking'; peakCalls: number }
+  /**
+   * Replicas asked for, none ready yet, since `since`; `peakCalls`: the most calls seen waiting meanwhile;
+   * `givenUp`: past the wake deadline, going back to zero.
+   */
+  | { kind: 'waking'; since: number; peakCalls: number; givenUp?: boolean }
   /** A replica has been ready since the last start from zero. */
   | { kind: 'warm' };
+type Waking = Extract<Phase, { kind: 'waking' }>;
 
 interface Panic {
   /** When the panic condition last held. */
@@ -58,7 +69,7 @@ export class AppAutoscaler {
     const { replicas, readyReplicas } = start.deployment;
     // Taken over with replicas none of which is ready: a start under way, maybe from zero, with no record of
     // calls waiting. Its replicas are kept until one is ready, like any start's.
-    this.#phase = replicas === 0 ? { kind: 'zero' } : readyReplicas > 0 ? { kind: 'warm' } : { kind: 'waking', peakCalls: 0 };
+    this.#phase = replicas === 0 ? { kind: 'zero' } : readyReplicas > 0 ? { kind: 'warm' } : { kind: 'waking', since: start.now, peakCalls: 0 };
     // The idle countdown starts now at the earliest: what happened before is unknown.
     this.#lastBusyAt = start.now;
   }
@@ -95,7 +106,8 @@ export class AppAutoscaler {
     // The scale to zero took effect (or someone scaled the Deployment to zero). A replica the load reports
     // still show ready means the Deployment seen is older than they are: not at zero yet.
     const atZero = deployment.replicas === 0 && deployment.readyReplicas === 0 && (this.#latest?.readyReplicas ?? 0) === 0;
-    if (this.#phase.kind === 'warm' && atZero) this.#phase = { kind: 'zero' };
+    const goingToZero = this.#phase.kind === 'warm' || (this.#phase.kind === 'waking' && this.#phase.givenUp === true);
+    if (goingToZero && atZero) this.#phase = { kind: 'zero' };
     const { minReplicas, maxReplicas } = this.#settings;
     const firstReplicas = clamp(Math.max(1, minReplicas), minReplicas, maxReplicas);
     switch (this.#phase.kind) {
@@ -104,25 +116,36 @@ export class AppAutoscaler {
         // Replicas asked for by someone else while at zero: a holder that woke the app for the calls it holds
         // (another operator replica's, whose count this one does not see). A start like any other.
         if (deployment.replicas > 0) {
-          this.#phase = { kind: 'waking', peakCalls: held };
-          return this.#decideWaking(deployment, firstReplicas);
+          const waking: Waking = { kind: 'waking', since: now, peakCalls: held };
+          this.#phase = waking;
+          return this.#decideWaking(now, waking, deployment, firstReplicas);
         }
         if (held === 0 && minReplicas === 0) return this.#decision(0, 'idle', 'Idle', 'at zero replicas; no call waits');
-        this.#phase = { kind: 'waking', peakCalls: held };
+        this.#phase = { kind: 'waking', since: now, peakCalls: held };
         const why = held > 0 ? `${held} calls wait at zero replicas` : `minReplicas is ${minReplicas}`;
         return this.#decision(firstReplicas, 'cold', 'ColdStart', `${why}: starting ${firstReplicas}`);
       }
       case 'waking':
-        return this.#decideWaking(deployment, firstReplicas);
+        return this.#decideWaking(now, this.#phase, deployment, firstReplicas);
       case 'warm':
         return this.#decideWarm(now, deployment);
     }
   }
 
-  #decideWaking(deployment: DeploymentScale, firstReplicas: number): ScalingDecision {
-    const { minReplicas, maxReplicas } = this.#settings;
-    const keep = clamp(Math.max(firstReplicas, deployment.replicas), minReplicas, maxReplicas);
+  #decideWaking(now: number, waking: Waking, deployment: DeploymentScale, firstReplicas: number): ScalingDecision {
+    const { minReplicas, maxReplicas, coldStartTimeoutMs } = this.#settings;
     const held = this.#latest?.held ?? 0;
+    const wakingMs = now - waking.since;
+    // A replica that crash-loops, or cannot be scheduled, would otherwise be kept for ever: the rule that
+    // nothing is removed before it served cannot tell a slow start from one that never ends. Past the
+    // Deployment's own progress deadline (and the cold-start limit, so no held sync call is cut short), and
+    // with no call waiting here, the app goes back to zero; the next call starts it afresh.
+    const deadlineMs = Math.max(WAKE_DEADLINE_MS, coldStartTimeoutMs);
+    if (waking.givenUp === true || (minReplicas === 0 && wakingMs >= deadlineMs && callsOf(this.#latest) === 0)) {
+      waking.givenUp = true;
+      return this.#decision(0, 'idle', 'NeverReady', `no replica ready ${Math.floor(wakingMs / 1000)} s after the start from zero, and no call waits: back to zero`);
+    }
+    const keep = clamp(Math.max(firstReplicas, deployment.replicas), minReplicas, maxReplicas);
     return this.#decision(keep, 'cold', 'WaitingForReady', `${keep} replicas starting, none ready yet; ${held} calls wait`);
   }
 
