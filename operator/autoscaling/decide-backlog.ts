@@ -13,31 +13,51 @@
 //     only the load above what is left of it. What is left shrinks to the lowest load seen since (a backlog
 //     only drains; calls beyond it are new load), so a backlog worked off within the window never counts,
 //     and new calls that come on top of it count at once;
+//   - B is at least the peak of the replicas' first load report after that: calls held by another operator
+//     replica's holder, which this one does not count, reach the replica with the rest. Until that report
+//     comes (a replica writes its load at most once a second), the zero load of no report drains nothing;
 //   - after that window, count the load in full: a backlog that one replica could not work off in a panic
 //     window is load that needs more replicas, and gets them then.
 // The price: a burst at zero that really needs several replicas gets them one panic window (6 s) after the
 // first replica is ready, rather than at the cold start. With requests_per_second the backlog, counted in
 // calls, is discounted from the calls started per second; calls drained within a second count as B per second.
 
+/** What the replicas' reports say at one moment, beside the load being counted. */
+export interface BacklogReport {
+  /** Replicas whose load report is in the sample: none, and the sample's zero load means nothing yet. */
+  replicasReporting: number;
+  /** The most calls running and queued at once in the replicas' last second. */
+  peakCalls: number;
+}
+
 export class ColdStartBacklog {
   #remaining = 0;
   #until = Number.NEGATIVE_INFINITY;
+  #awaitingFirstReport = false;
 
-  /** The first replica became ready at `at` while `calls` had been waiting. */
+  /** The first replica became ready at `at` while `calls` had been waiting (at this operator replica's holder). */
   begin(at: number, calls: number, graceMs: number): void {
     this.#remaining = calls;
     this.#until = at + graceMs;
+    this.#awaitingFirstReport = true;
   }
 
   /** The load to count at `at`: what exceeds the part of the backlog not yet worked off. */
-  discount(at: number, load: number): number {
-    if (!this.active(at)) return load;
+  discount(at: number, load: number, report: BacklogReport): number {
+    if (!this.active(at) || report.replicasReporting === 0) return load;
+    if (this.#awaitingFirstReport) {
+      // The first report's average covers a second the held calls may have reached only part of: its peak
+      // is the backlog's size, and it drains nothing.
+      this.#awaitingFirstReport = false;
+      this.#remaining = Math.max(this.#remaining, report.peakCalls);
+      return Math.max(0, load - this.#remaining);
+    }
     this.#remaining = Math.min(this.#remaining, load);
     return load - this.#remaining;
   }
 
   active(at: number): boolean {
-    return at < this.#until && this.#remaining > 0;
+    return at < this.#until && (this.#remaining > 0 || this.#awaitingFirstReport);
   }
 
   /** Calls of the backlog possibly still being worked off. */

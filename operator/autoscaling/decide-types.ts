@@ -10,6 +10,8 @@ export interface LoadSample {
   readyReplicas: number;
   /** Calls running in the replicas. */
   inFlight: number;
+  /** The most calls running and queued at once in the replicas' last second, summed over them. */
+  peakCalls: number;
   /** Calls admitted by the replicas' sidecars and waiting for a slot. */
   queued: number;
   /** Calls started per second, summed over the replicas. */

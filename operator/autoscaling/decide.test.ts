@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { AppScaling } from '../../crds/app-schema.ts';
 import { AppAutoscaler, WAKE_DEADLINE_MS } from './decide.ts';
-import type { DeploymentScale, ScalingDecision } from './decide-types.ts';
+import type { DeploymentScale, LoadSample, ScalingDecision } from './decide-types.ts';
 import { DEFAULT_SCALING_TARGET, scalingSettingsOf, type ScalingSettings } from './settings.ts';
 
 const SECOND = 1000;
@@ -27,6 +27,7 @@ function settingsOf(scaling: Partial<AppScaling>): ScalingSettings {
 
 interface Load {
   inFlight?: number;
+  peakCalls?: number;
   queued?: number;
   held?: number;
   requestsPerSecond?: number;
@@ -65,6 +66,7 @@ class Simulation {
       replicasReporting: this.ready(),
       readyReplicas: this.ready(),
       inFlight: load.inFlight ?? 0,
+      peakCalls: load.peakCalls ?? (load.inFlight ?? 0) + (load.queued ?? 0),
       queued: load.queued ?? 0,
       requestsPerSecond: load.requestsPerSecond ?? 0,
       held: load.held ?? 0,
@@ -168,7 +170,7 @@ describe('cold start from zero', () => {
 
   it('keeps going back to zero until the Deployment is there, without taking its own pending write for a wake', () => {
     const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
-    const sample = (at: number, held: number) => ({ at, replicasReporting: 0, readyReplicas: 0, inFlight: 0, queued: 0, requestsPerSecond: 0, held });
+    const sample = (at: number, held: number) => ({ at, replicasReporting: 0, readyReplicas: 0, inFlight: 0, peakCalls: 0, queued: 0, requestsPerSecond: 0, held });
     autoscaler.observe(sample(T0, 1));
     expect(autoscaler.decide(T0, { replicas: 0, readyReplicas: 0 }).reason).toBe('ColdStart');
     const late = T0 + WAKE_DEADLINE_MS;
@@ -183,7 +185,7 @@ describe('cold start from zero', () => {
 
   it('does not take a Deployment seen before the first replica was ready for one at zero', () => {
     const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
-    const sample = { replicasReporting: 0, readyReplicas: 0, inFlight: 0, queued: 0, requestsPerSecond: 0, held: 0 };
+    const sample = { replicasReporting: 0, readyReplicas: 0, inFlight: 0, peakCalls: 0, queued: 0, requestsPerSecond: 0, held: 0 };
     autoscaler.observe({ ...sample, at: T0, held: 5 });
     expect(autoscaler.decide(T0, { replicas: 0, readyReplicas: 0 }).desiredReplicas).toBe(1);
     autoscaler.observe({ ...sample, at: T0 + 3 * SECOND, replicasReporting: 1, readyReplicas: 1, inFlight: 5 });
@@ -372,8 +374,8 @@ describe('properties', () => {
           const sample = { at, replicasReporting: deployment.readyReplicas, readyReplicas: deployment.readyReplicas };
           const small = { inFlight: Math.min(a.inFlight, b.inFlight), queued: Math.min(a.queued, b.queued), held: Math.min(a.held, b.held), requestsPerSecond: Math.min(a.requestsPerSecond, b.requestsPerSecond) };
           const large = { inFlight: Math.max(a.inFlight, b.inFlight), queued: Math.max(a.queued, b.queued), held: Math.max(a.held, b.held), requestsPerSecond: Math.max(a.requestsPerSecond, b.requestsPerSecond) };
-          lower.observe({ ...sample, ...small });
-          higher.observe({ ...sample, ...large });
+          lower.observe({ ...sample, ...small, peakCalls: small.inFlight + small.queued });
+          higher.observe({ ...sample, ...large, peakCalls: large.inFlight + large.queued });
           expect(lower.decide(at, deployment).desiredReplicas).toBeLessThanOrEqual(higher.decide(at, deployment).desiredReplicas);
         });
       }),
@@ -381,10 +383,37 @@ describe('properties', () => {
   });
 });
 
+describe('the cold start backlog', () => {
+  it('does not take calls held at another operator replica for new load, though their report comes late', () => {
+    // Target 10 calls per replica. Another replica's holder held 30 calls and woke the app; this one held none.
+    const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
+    const sample = (second: number, load: Partial<LoadSample>): LoadSample => ({
+      at: T0 + second * SECOND, replicasReporting: 0, readyReplicas: 0, inFlight: 0, peakCalls: 0, queued: 0, requestsPerSecond: 0, held: 0, ...load,
+    });
+    const step = (second: number, load: Partial<LoadSample>, deployment: DeploymentScale) => {
+      autoscaler.observe(sample(second, load));
+      return autoscaler.decide(T0 + second * SECOND, deployment);
+    };
+    expect(step(0, {}, { replicas: 0, readyReplicas: 0 }).reason).toBe('Idle');
+    expect(step(1, {}, { replicas: 1, readyReplicas: 0 }).reason).toBe('WaitingForReady');
+    // Ready; its first load report is not written yet.
+    expect(step(3, { readyReplicas: 1 }, { replicas: 1, readyReplicas: 1 }).desiredReplicas).toBe(1);
+    // The report: the 30 calls arrived during its last second (average 15, peak 30), then still running.
+    const decisions = [
+      step(4, { readyReplicas: 1, replicasReporting: 1, inFlight: 15, peakCalls: 30, requestsPerSecond: 30 }, { replicas: 1, readyReplicas: 1 }),
+      step(5, { readyReplicas: 1, replicasReporting: 1, inFlight: 30, peakCalls: 30 }, { replicas: 1, readyReplicas: 1 }),
+      step(6, { readyReplicas: 1, replicasReporting: 1, inFlight: 2, peakCalls: 30 }, { replicas: 1, readyReplicas: 1 }),
+      step(7, { readyReplicas: 1, replicasReporting: 1 }, { replicas: 1, readyReplicas: 1 }),
+    ];
+    expect(decisions.map((decision) => decision.desiredReplicas)).toEqual([1, 1, 1, 1]);
+    expect(decisions[0]).toMatchObject({ mode: 'cold', reason: 'ColdStartBacklog' });
+  });
+});
+
 describe('a wake from zero by another writer', () => {
   it('is a start: the replica a holder asked for is kept until it has served, not put back to zero', () => {
     const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0, cooldown: 10 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
-    const sample = (at: number, readyReplicas: number) => ({ at, replicasReporting: readyReplicas, readyReplicas, inFlight: 0, queued: 0, requestsPerSecond: 0, held: 0 });
+    const sample = (at: number, readyReplicas: number) => ({ at, replicasReporting: readyReplicas, readyReplicas, inFlight: 0, peakCalls: 0, queued: 0, requestsPerSecond: 0, held: 0 });
     autoscaler.observe(sample(T0, 0));
     expect(autoscaler.decide(T0, { replicas: 0, readyReplicas: 0 })).toMatchObject({ desiredReplicas: 0, reason: 'Idle' });
     // Another operator replica's holder woke it (0 → 1): this one sees no held call of its own.

@@ -97,7 +97,7 @@ export class AppAutoscaler {
     if (this.#phase.kind === 'waking') this.#phase.peakCalls = Math.max(this.#phase.peakCalls, calls);
     this.#noteReady(sample.at, sample.readyReplicas);
     // Before a replica serves, the load is calls waiting, not what replicas carry: it stays out of the windows.
-    if (this.#phase.kind === 'warm') this.#load.record(sample.at, this.#backlog.discount(sample.at, this.#loadOf(sample)));
+    if (this.#phase.kind === 'warm') this.#load.record(sample.at, this.#backlog.discount(sample.at, this.#loadOf(sample), sample));
   }
 
   /** The replicas the App should have at `now`, given its Deployment. */

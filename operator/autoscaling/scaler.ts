@@ -209,6 +209,7 @@ export class Scaler {
       replicasReporting: load.replicasReporting,
       readyReplicas,
       inFlight: load.averageConcurrency,
+      peakCalls: load.peakConcurrency,
       queued: 0,
       requestsPerSecond: load.requestsPerSecond,
       held: this.#options.held?.(namespace, app.metadata.name) ?? 0,
