@@ -1,9 +1,10 @@
 // The replica's load in its RunLog: written with the runs' writes, at most about once a second however often
 // it changes, and not at all while it stays the same; on a simulated clock, against the in-memory API server.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Admission } from '../admission.ts';
 import { LoadMeter } from '../load/load-meter.ts';
 import { ManualTimers, createStore, removeDataDir, runRecord, startCluster, yieldToIo, type Cluster, type TestStore } from '../../test/support/runlog-store-kit.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
 
 const STATUS_WRITES = { method: 'PATCH', pathPattern: '/status' };
@@ -126,5 +127,36 @@ describe('RunLogStore with the replica load', () => {
     const status = (await running.readRunLog())?.status;
     expect(status?.runs?.map((run) => run.id)).toEqual([record.id]);
     expect(status?.load).toEqual(load);
+  });
+
+  it('serialises only the runs saved since the last write, though the load (and so the runs\' byte budget) changed in between', async () => {
+    cluster = await startCluster();
+    const running = cluster;
+    const { admission, timers, tickUntil } = await openWithLoad(running);
+    const earlier = Array.from({ length: 30 }, () => runRecord('success'));
+    for (const record of earlier) tested!.store.save(record);
+    await timers.drive(tested!.store.flush());
+    const idleLength = JSON.stringify((await running.readRunLog())?.status?.load ?? null).length;
+
+    const saved = new Set<RunRecord>(earlier);
+    const stringify = vi.spyOn(JSON, 'stringify');
+    const serialisedRuns = (): RunRecord[] => stringify.mock.calls.map(([value]) => value as RunRecord).filter((value) => saved.has(value));
+    try {
+      for (let i = 0; i < 3; i += 1) admission.tryAcquire();
+      // Written while part of the window is still idle: a fractional average, a load longer than the idle one.
+      await tickUntil('three in flight, in a load of another length', (load) => load.inFlight === 3 && JSON.stringify(load).length !== idleLength);
+      const later = runRecord('success');
+      saved.add(later);
+      tested!.store.save(later);
+      await timers.drive(tested!.store.flush());
+      await yieldToIo();
+      // The load's writes carried the thirty runs as first serialised; the new run was serialised once.
+      expect(serialisedRuns()).toEqual([later]);
+      const status = (await running.readRunLog())?.status;
+      expect(status?.runs).toHaveLength(31);
+      expect(status?.load).toMatchObject({ inFlight: 3 });
+    } finally {
+      stringify.mockRestore();
+    }
   });
 });
