@@ -30,6 +30,7 @@ import { measureSync, SYNC_FIGURES } from './scenarios/sync.ts';
 import { measureWebhook, WEBHOOK_FIGURES } from './scenarios/webhook.ts';
 import { startStack, type Stack } from './stack.ts';
 import { ensureTools, toolVersions } from './tools.ts';
+import { warmPathSection } from './warm-path.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const WORK_DIR = join(BENCH_DIR, '.work');
@@ -144,6 +145,7 @@ async function main(): Promise<void> {
 
   const figures = [...scenarios, ...onceScenarios].flatMap((scenario) => scenario.figures);
   const results = summarise(figures, measured);
+  const warmPath = warmPathSection(results);
   const finishedAt = new Date();
   writeReport(
     { markdown: join(reportDir, 'results.md'), json: join(reportDir, 'results.json') },
@@ -161,7 +163,7 @@ async function main(): Promise<void> {
     figures,
     results,
     explainMisses(results, cpus().length),
-    [NODE_FLAGS_SECTION],
+    [...(warmPath === undefined ? [] : [warmPath]), NODE_FLAGS_SECTION],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);
