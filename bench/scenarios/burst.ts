@@ -72,7 +72,7 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
   const [first] = await waitFor(() => nonEmpty(readyReplicas(cluster, namespace)), { ...WAIT, what: `the first replica of ${namespace}/${hello.name} ready` });
   // Not a synchronisation: the experiment's set-up. A burst meets an app that has been quiet for a while, so
   // the panic window holds idle samples, as it would in production.
-  await new Promise((resolve) => setTimeout(resolve, PANIC_WINDOW_MS));
+  await pause(PANIC_WINDOW_MS);
   const token = await cluster.issuer.token(namespace);
 
   const startedAt = performance.now();
@@ -89,6 +89,11 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
   const caller = async (): Promise<void> => {
     while (!over()) {
       const replicas = readyReplicas(cluster, namespace);
+      if (replicas.length === 0) {
+        // None ready for a moment (a readiness probe failed under the burst): as a Service would, none to send to.
+        await pause(POLL_MS);
+        continue;
+      }
       const pod = replicas[turn++ % replicas.length]!;
       const response = await fetch(`${sidecarUrls(pod).runUrl}/v4/${namespace}/${hello.name}/count`, {
         method: 'POST',
@@ -109,7 +114,7 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
       mostReplicas = Math.max(mostReplicas, replicas);
       if (replicas > 1) decidedAt ??= now;
       if (readyReplicas(cluster, namespace).some(isNew)) newReplicaReadyAt ??= now;
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      await pause(POLL_MS);
     }
   };
   await Promise.all([observer(), ...Array.from({ length: CALLERS }, caller)]);
@@ -121,6 +126,10 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
   await hello.delete();
   await waitFor(() => cluster.kubelet.pods({ namespace }).length === 0, { ...WAIT, what: `the replicas of ${namespace}/${hello.name} gone` });
   return { loadSeenMs: loadSeenAt - startedAt, decisionMs: decidedAt - startedAt, firstAnswerMs: newReplicaAnsweredAt - startedAt, replicaStartMs: newReplicaReadyAt - decidedAt, mostReplicas };
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function nonEmpty<T>(items: T[]): T[] | undefined {
