@@ -19,6 +19,7 @@ import { ProcessGroup } from './processes.ts';
 import { summarise, writeReport, type FigureSpec, type RoundFigures } from './report.ts';
 import { ASYNC_FIGURES, measureAsync } from './scenarios/async.ts';
 import { DEV_FIGURES, measureDev } from './scenarios/dev.ts';
+import { BURST_FIGURES, measureBurst } from './scenarios/burst.ts';
 import { COLD_START_FIGURES, measureColdStart } from './scenarios/cold-start.ts';
 import { measureOperator, OPERATOR_FIGURES } from './scenarios/operator.ts';
 import { measureMemory, MEMORY_FIGURES } from './scenarios/memory.ts';
@@ -29,6 +30,7 @@ import { measureSync, SYNC_FIGURES } from './scenarios/sync.ts';
 import { measureWebhook, WEBHOOK_FIGURES } from './scenarios/webhook.ts';
 import { startStack, type Stack } from './stack.ts';
 import { ensureTools, toolVersions } from './tools.ts';
+import { warmPathSection } from './warm-path.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const WORK_DIR = join(BENCH_DIR, '.work');
@@ -39,10 +41,12 @@ interface Scenario {
   measure: (stack: Stack, settings: Settings, round: number) => Promise<RoundFigures> | RoundFigures;
 }
 
-/** Measured once per run, after the rounds (see scenarios/operator.ts). */
-const OPERATOR = 'operator';
-/** Scale to zero's cold start through the holder: measured once per run, after the operator. */
-const COLD_START = 'coldstart';
+/** Measured once per run, after the rounds, with servers of their own (not the stack's). */
+interface OnceScenario {
+  name: string;
+  figures: FigureSpec[];
+  measure: (group: ProcessGroup, workDir: string) => Promise<RoundFigures>;
+}
 
 /** In the order of a round; memory reads the sidecar right after the sync scenario's loads. */
 const SCENARIOS: Scenario[] = [
@@ -55,6 +59,15 @@ const SCENARIOS: Scenario[] = [
   { name: 'dev', figures: DEV_FIGURES, measure: measureDev },
 ];
 
+/**
+ * In this order, after the rounds: the operator at scale (see scenarios/operator.ts), then autoscaling on the
+ * tests' local cluster — scale to zero's cold start through the holder, and a burst's scale-up.
+ */
+const ONCE_SCENARIOS: OnceScenario[] = [
+  { name: 'operator', figures: OPERATOR_FIGURES, measure: measureOperator },
+  { name: 'coldstart', figures: COLD_START_FIGURES, measure: () => measureColdStart() },
+  { name: 'burst', figures: BURST_FIGURES, measure: () => measureBurst() },
+];
 
 function log(line: string): void {
   process.stdout.write(`bench: ${line}\n`);
@@ -74,9 +87,7 @@ async function main(): Promise<void> {
     throw new Error('--sidecar-node-options needs --scenarios: bench/results.md reports the sidecar as the pod starts it');
   }
   const rounds = positiveInteger(values.rounds, '--rounds');
-  const scenarios = selectScenarios(values.scenarios);
-  const runOperator = values.scenarios === undefined || values.scenarios.split(',').includes(OPERATOR);
-  const runColdStart = values.scenarios === undefined || values.scenarios.split(',').includes(COLD_START);
+  const { scenarios, onceScenarios } = selectScenarios(values.scenarios);
   const reportDir = values.scenarios === undefined ? BENCH_DIR : WORK_DIR;
   const durationS = positiveInteger(values.duration, '--duration');
   const settings: Settings = { durationS, latencyDurationS: Math.max(1, Math.round(durationS * 0.67)) };
@@ -100,37 +111,41 @@ async function main(): Promise<void> {
 
   const measured: RoundFigures[] = [];
   try {
-    log('starting the servers');
-    const stack = await startStack(group, WORK_DIR, { sidecarNodeOptions });
-    // Node compiles its hot paths during the first seconds of load: a short unreported round first, so every
-    // reported round measures warm servers.
-    log('warm-up round (not reported)');
-    for (const scenario of scenarios) await scenario.measure(stack, { durationS: 1, latencyDurationS: 1 }, 0);
-    for (let round = 0; round < rounds; round++) {
-      log(`round ${round + 1} of ${rounds}`);
-      const figures: RoundFigures = {};
-      for (const scenario of scenarios) {
-        const began = performance.now();
-        Object.assign(figures, await scenario.measure(stack, settings, round));
-        log(`  ${scenario.name} (${((performance.now() - began) / 1000).toFixed(1)} s)`);
+    // The servers of the rounds: started only when a round has a scenario to measure on them.
+    if (scenarios.length > 0) {
+      log('starting the servers');
+      const stack = await startStack(group, WORK_DIR, { sidecarNodeOptions });
+      // Node compiles its hot paths during the first seconds of load: a short unreported round first, so every
+      // reported round measures warm servers.
+      log('warm-up round (not reported)');
+      for (const scenario of scenarios) await scenario.measure(stack, { durationS: 1, latencyDurationS: 1 }, 0);
+      for (let round = 0; round < rounds; round++) {
+        log(`round ${round + 1} of ${rounds}`);
+        const figures: RoundFigures = {};
+        for (const scenario of scenarios) {
+          const began = performance.now();
+          Object.assign(figures, await scenario.measure(stack, settings, round));
+          log(`  ${scenario.name} (${((performance.now() - began) / 1000).toFixed(1)} s)`);
+        }
+        measured.push(figures);
       }
-      measured.push(figures);
     }
-    if (runOperator) {
-      log('operator (once)');
-      Object.assign(measured.at(-1) ?? {}, await measureOperator(group, WORK_DIR));
-    }
-    if (runColdStart) {
-      log('coldstart (once)');
-      Object.assign(measured.at(-1) ?? {}, await measureColdStart());
+    // Reported with the last round's figures (a run of these alone: as one round).
+    if (measured.length === 0 && onceScenarios.length > 0) measured.push({});
+    for (const scenario of onceScenarios) {
+      log(`${scenario.name} (once)`);
+      const began = performance.now();
+      Object.assign(measured.at(-1)!, await scenario.measure(group, WORK_DIR));
+      log(`  ${scenario.name} (${((performance.now() - began) / 1000).toFixed(1)} s)`);
     }
   } finally {
     closeStreamClient();
     await group.stopAll();
   }
 
-  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : []), ...(runColdStart ? COLD_START_FIGURES : [])];
+  const figures = [...scenarios, ...onceScenarios].flatMap((scenario) => scenario.figures);
   const results = summarise(figures, measured);
+  const warmPath = warmPathSection(results);
   const finishedAt = new Date();
   writeReport(
     { markdown: join(reportDir, 'results.md'), json: join(reportDir, 'results.json') },
@@ -148,7 +163,7 @@ async function main(): Promise<void> {
     figures,
     results,
     explainMisses(results, cpus().length),
-    [NODE_FLAGS_SECTION],
+    [...(warmPath === undefined ? [] : [warmPath]), NODE_FLAGS_SECTION],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);
@@ -156,12 +171,13 @@ async function main(): Promise<void> {
   log(`wrote ${join(reportDir, 'results.md')} and results.json (${Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000)} s)`);
 }
 
-function selectScenarios(list: string | undefined): Scenario[] {
-  if (list === undefined) return SCENARIOS;
+function selectScenarios(list: string | undefined): { scenarios: Scenario[]; onceScenarios: OnceScenario[] } {
+  if (list === undefined) return { scenarios: SCENARIOS, onceScenarios: ONCE_SCENARIOS };
   const names = list.split(',').map((name) => name.trim());
-  const unknown = names.filter((name) => name !== OPERATOR && name !== COLD_START && !SCENARIOS.some((scenario) => scenario.name === name));
-  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...SCENARIOS.map((scenario) => scenario.name), OPERATOR, COLD_START].join(', ')}`);
-  return SCENARIOS.filter((scenario) => names.includes(scenario.name));
+  const known = [...SCENARIOS, ...ONCE_SCENARIOS].map((scenario) => scenario.name);
+  const unknown = names.filter((name) => !known.includes(name));
+  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${known.join(', ')}`);
+  return { scenarios: SCENARIOS.filter((scenario) => names.includes(scenario.name)), onceScenarios: ONCE_SCENARIOS.filter((scenario) => names.includes(scenario.name)) };
 }
 
 function positiveInteger(text: string, name: string): number {
