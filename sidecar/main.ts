@@ -84,6 +84,8 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();
   load?.start();
+  // While the app container starts, which takes longer: its first call then finds the keys in hand.
+  void settings.auth?.prefetchKeys();
   logger.info({ app: `${target.projectId}/${target.appName}`, runPort: settings.ports.run, adminPort: settings.ports.admin }, 'sidecar listening');
 
   return {

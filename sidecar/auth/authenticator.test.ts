@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT, UnsecuredJWT, base64url, exportJWK, exportSPKI, generateKeyPair } from 'jose';
 import type { CryptoKey, JWK, JWTPayload } from 'jose';
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ProblemError } from '../../crds/problem.ts';
 import { RunAuthenticator } from './authenticator.ts';
@@ -368,6 +369,30 @@ describe('RunAuthenticator with a token issuer (JWKS)', () => {
     expect((problem.cause as Error).message).toContain('answered 500');
     issuer.jwksStatus = 200;
     await auth.authenticate(header, PROJECT);
+  });
+
+  it('fetches the key set ahead of the first caller, who then fetches nothing', async () => {
+    const auth = authenticator();
+    await auth.prefetchKeys();
+    expect([issuer.discoveryFetches, issuer.jwksFetches]).toEqual([1, 1]);
+    await auth.authenticate(`Bearer ${await token()}`, PROJECT);
+    expect([issuer.discoveryFetches, issuer.jwksFetches]).toEqual([1, 1]);
+    expect(auth.stats.verifications).toBe(1);
+  });
+
+  it('logs a failed fetch ahead of the first caller, without throwing, and the first caller fetches again', async () => {
+    issuer.jwksStatus = 500;
+    const lines: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
+    const auth = authenticator({}, { logger });
+    await auth.prefetchKeys();
+    expect(lines).toHaveLength(1);
+    const logged = JSON.parse(lines[0]!) as { msg: string; err: { message: string } };
+    expect(logged.msg).toMatch(/key set ahead of the first call/);
+    expect(logged.err.message).toContain('answered 500');
+    issuer.jwksStatus = 200;
+    await auth.authenticate(`Bearer ${await token()}`, PROJECT);
+    expect(issuer.jwksFetches).toBe(2);
   });
 
   it('answers 503 when the discovery document names another issuer', async () => {

@@ -113,6 +113,19 @@ export class RunAuthenticator {
     return { cacheHits: this.#cacheHits, verifications: this.#verifications, rejections: this.#rejections };
   }
 
+  /**
+   * Fetches the issuer's keys ahead of the first caller; never throws. Without it a new replica's first call
+   * — on a start from zero, the call that waited for it — pays for the fetch. A failure is logged, and the
+   * first token tries again, as it would have anyway.
+   */
+  async prefetchKeys(): Promise<void> {
+    try {
+      await this.#keySet?.prefetch();
+    } catch (err) {
+      this.#logger?.warn({ err }, "could not fetch the token issuer's key set ahead of the first call; the first call will try again");
+    }
+  }
+
   /** Releases the key-set connections. */
   async close(): Promise<void> {
     await this.#keySet?.close();
