@@ -43,7 +43,7 @@ describe('renderAppContainer', () => {
         env: [{ name: 'PORT', value: '8080' }],
         ports: [{ name: 'app', containerPort: 8080, protocol: 'TCP' }],
         livenessProbe: { httpGet: { path: '/health', port: 8080 }, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 },
-        readinessProbe: { httpGet: { path: '/ready', port: 8080 }, periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 },
+        readinessProbe: { httpGet: { path: '/ready', port: 8080 }, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 2 },
       },
     ],
     [

@@ -58,7 +58,7 @@ function customRuntime(custom: CustomRuntime, env: EnvVar[] | undefined): Runtim
       : { livenessProbe: { ...httpGet(custom.healthcheckEndpoint), periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 } }),
     ...(custom.readycheckEndpoint === undefined
       ? {}
-      : { readinessProbe: { ...httpGet(custom.readycheckEndpoint), periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 } }),
+      : { readinessProbe: { ...httpGet(custom.readycheckEndpoint), periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 2 } }),
   };
 }
 

@@ -73,8 +73,10 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     // waits for the app container and would never pass.
     startupProbe: adminGet('/healthz', { periodSeconds: 1, failureThreshold: 60, timeoutSeconds: 2 }),
     ...(config.nativeSidecars ? { restartPolicy: 'Always' } : {}),
-    // Fails at once while draining, so the endpoint leaves the Service before the pod stops taking runs.
-    readinessProbe: adminGet('/ready', { periodSeconds: 2, failureThreshold: 1, timeoutSeconds: 2 }),
+    // Fails at once while draining, so the endpoint leaves the Service before the pod stops taking runs. Every
+    // second (the kubelet's shortest): a replica started for calls held at zero serves them on average half a
+    // period after its app is ready, so the period is part of every cold start.
+    readinessProbe: adminGet('/ready', { periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 2 }),
     livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 }),
     resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
     securityContext: containerSecurityContext(SIDECAR_UID),
