@@ -202,7 +202,8 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, holderService);
+  // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
+  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, options.holder === undefined ? null : holderService);
   // Apps at zero point at the holder's addresses: when those change, they follow at once (the leader's queue).
   const holderEndpoints =
     options.holder === undefined

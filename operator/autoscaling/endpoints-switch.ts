@@ -40,9 +40,9 @@ export async function holderAddresses(api: KubeApi, service: HolderService): Pro
   return holderAddressesOf(await api.find<V1Endpoints & KubeObject>(`/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints/${encodeURIComponent(service.name)}`));
 }
 
-/** Points the App's Endpoints at its ready pods or at the holder; returns which. */
-export async function switchEndpoints(api: KubeApi, app: App, holder: HolderService): Promise<EndpointsTarget> {
-  const [pods, holders] = await Promise.all([readyPodsOf(api, app), holderAddresses(api, holder)]);
+/** Points the App's Endpoints at its ready pods or at the holder (none when the operator runs without one); returns which. */
+export async function switchEndpoints(api: KubeApi, app: App, holder: HolderService | null): Promise<EndpointsTarget> {
+  const [pods, holders] = await Promise.all([readyPodsOf(api, app), holder === null ? [] : holderAddresses(api, holder)]);
   await api.apply(renderAppEndpoints(app, pods, holders) as V1Endpoints & KubeObject);
   return endpointsTarget(pods, holders);
 }
