@@ -88,7 +88,15 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
 
   const operator = createOperator({ kubeConfig, config, logger, holder });
   // Listening first: probes get answers while the caches fill.
-  const address = await operator.listen();
+  let address: string;
+  try {
+    address = await operator.listen();
+  } catch (error) {
+    // The health server may be up already: closed, so that the process exits (and its pod restarts) rather
+    // than answer probes without doing its work.
+    await operator.stop();
+    throw new CliError(`runlet operator: could not start: ${(error as Error).message}`);
+  }
   operator.start();
   logger.info({ address, holder: operator.holder?.url, identity: config.leaderElection.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'operator listening');
 

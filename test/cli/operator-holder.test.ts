@@ -1,11 +1,12 @@
 // `runlet operator` starts the scale-to-zero holder by default, as in the chart's pods: it makes the holder key's
 // Secret in its namespace, and authenticates callers as the sidecars do, from the sidecars' own variables (here
 // RUNLET_AUTH_JWKS_URL, a stand-in for the cluster's service-account issuer). `--holder off` runs without it.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
+import { installCrds } from '../operator/e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from '../operator/service-account-issuer.ts';
 import { startOperatorProcess, type OperatorProcess } from '../support/operator-process.ts';
 import { waitFor } from '../support/wait.ts';
@@ -27,12 +28,17 @@ afterEach(async () => {
 });
 
 /** An operator in a "pod" of the in-memory API server: its service account in RUNLET_SERVICE_ACCOUNT_DIR. */
-async function startInPod(args: string[]): Promise<OperatorProcess> {
+async function startInPod(args: string[], prepare: (server: KubeApiServer) => void = () => {}): Promise<OperatorProcess> {
   dir = await mkdtemp(join(tmpdir(), 'runlet-operator-holder-'));
   server = await startKubeApiServer();
+  // The holder answers once the App cache is filled: the CRDs are there, as in a cluster.
+  await installCrds(server.kubeConfig());
   issuer = await startServiceAccountIssuer();
   const serviceAccountDir = join(dir, 'serviceaccount');
   await server.writeServiceAccount(serviceAccountDir);
+  // As the kubelet writes it, without a newline (see operator-credentials.test.ts).
+  await writeFile(join(serviceAccountDir, 'token'), 'operator-token');
+  prepare(server);
   operator = startOperatorProcess({
     home: dir,
     env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, RUNLET_IDENTITY: 'holder-test', RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
@@ -84,6 +90,15 @@ describe('runlet operator’s holder', () => {
     expect(fields.holder).toBeUndefined();
     expect(started.output()).toContain('the holder is off');
   }, START_TIMEOUT_MS + 30_000);
+
+  it('exits, naming the Secret, when it cannot read its key (a missing permission), rather than run without doing its work', async () => {
+    const started = await startInPod(['--holder-host', '127.0.0.1', '--holder-port', '0'], (kube) =>
+      kube.failNext({ method: 'GET', pathPattern: '/secrets/runlet-holder-key', status: 403, message: 'secrets "runlet-holder-key" is forbidden' }),
+    );
+    expect(await started.exited).toBe(1);
+    expect(started.output()).toContain('could not start');
+    expect(started.output()).toContain('/api/v1/namespaces/default/secrets/runlet-holder-key: 403');
+  }, START_TIMEOUT_MS);
 
   it('refuses to start the holder without a token issuer to trust, naming the options', async () => {
     dir = await mkdtemp(join(tmpdir(), 'runlet-operator-holder-'));
