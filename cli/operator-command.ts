@@ -105,6 +105,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     process.once('SIGINT', () => resolve());
   });
   await operator.stop();
+  await holder?.auth?.close();
   return 0;
 }
 
