@@ -2,8 +2,11 @@
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
+import type { Logger } from 'pino';
 import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
-import { createOperator } from '../operator/main.ts';
+import { createOperator, type OperatorHolderOptions } from '../operator/main.ts';
+import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
+import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE, loadIssuerAuthConfig } from '../sidecar/auth/config.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
@@ -30,9 +33,16 @@ Options (environment variable in brackets); flags override the environment, whic
   --host ADDRESS                  address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
   --port N                        port of /healthz, /ready, /metrics (default 8080) [RUNLET_METRICS_PORT]
   --workers N                     Apps reconciled concurrently (default 4) [RUNLET_OPERATOR_WORKERS]
+  --holder on|off                 hold calls to Apps at zero replicas (default on; off keeps min_replicas = 0 at one
+                                  replica) [RUNLET_HOLDER]
+  --holder-host ADDRESS           address of the holder (default 0.0.0.0) [RUNLET_HOLDER_HOST]
+  --holder-port N                 port of the holder (default 8090) [RUNLET_HOLDER_PORT]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
-                                  (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]`;
+                                  (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
+
+The holder authenticates callers as the sidecars do, from the same options and variables:
+${ISSUER_AUTH_USAGE}`;
 
 const OPTIONS = {
   config: { env: ['RUNLET_OPERATOR_CONFIG'] },
@@ -50,8 +60,12 @@ const OPTIONS = {
   host: { env: ['RUNLET_OPERATOR_HOST'] },
   port: { env: ['RUNLET_METRICS_PORT'] },
   workers: { env: ['RUNLET_OPERATOR_WORKERS'] },
+  holder: { env: ['RUNLET_HOLDER'] },
+  'holder-host': { env: ['RUNLET_HOLDER_HOST'] },
+  'holder-port': { env: ['RUNLET_HOLDER_PORT'] },
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
+  ...ISSUER_AUTH_OPTIONS,
 } as const satisfies Record<string, EnvBackedOption>;
 
 type OptionName = keyof typeof OPTIONS;
@@ -69,18 +83,53 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: ${(error as Error).message}`);
   }
 
-  const operator = createOperator({ kubeConfig, config, logger });
+  const holder: OperatorHolderOptions | undefined = config.holder.enabled ? { auth: holderAuthenticator(option, logger) } : undefined;
+  if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
+
+  const operator = createOperator({ kubeConfig, config, logger, holder });
   // Listening first: probes get answers while the caches fill.
-  const address = await operator.listen();
+  let address: string;
+  try {
+    address = await operator.listen();
+  } catch (error) {
+    // The health server may be up already: closed, so that the process exits (and its pod restarts) rather
+    // than answer probes without doing its work.
+    await operator.stop();
+    throw new CliError(`runlet operator: could not start: ${(error as Error).message}`);
+  }
   operator.start();
-  logger.info({ address, identity: config.leaderElection.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'operator listening');
+  logger.info({ address, holder: operator.holder?.url, identity: config.leaderElection.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'operator listening');
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());
   });
   await operator.stop();
+  await holder?.auth?.close();
   return 0;
+}
+
+/**
+ * The holder answers calls in the sidecars' place, so it trusts exactly what they trust: the issuer and audience
+ * they read from the same options and variables (sidecar/auth/config.ts), in a pod the API server's
+ * service-account issuer, reached with this pod's own service-account CA and token.
+ */
+function holderAuthenticator(option: (name: OptionName) => string | undefined, logger: Logger): RunAuthenticator {
+  const turnOff = 'or run without the holder: --holder off (RUNLET_HOLDER=off)';
+  let config;
+  try {
+    config = loadIssuerAuthConfig((name) => option(name), process.env, option('service-account-dir'));
+  } catch (error) {
+    throw new CliError(`runlet operator: the holder's authentication: ${(error as Error).message}; ${turnOff}`, 2);
+  }
+  if (config.jwksUrl === undefined && config.issuer === undefined) {
+    throw new CliError(
+      'runlet operator: the holder authenticates callers as the sidecars do, against their token issuer: give --auth-jwks-url or ' +
+        `--auth-issuer (in a pod, the API server's issuer is the default), ${turnOff}`,
+      2,
+    );
+  }
+  return new RunAuthenticator(config, { logger });
 }
 
 async function loadConfig(option: (name: OptionName) => string | undefined): Promise<OperatorConfig> {
@@ -96,6 +145,13 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     if (value === 'true' || value === '1') return true;
     if (value === 'false' || value === '0') return false;
     throw new CliError(`--${name} must be true or false, got "${value}"`, 2);
+  };
+  const onOff = (name: OptionName): boolean | undefined => {
+    const value = option(name);
+    if (value === undefined) return undefined;
+    if (value === 'on') return true;
+    if (value === 'off') return false;
+    throw new CliError(`--${name} must be on or off, got "${value}"`, 2);
   };
   const autoOrBoolean = (name: OptionName): 'auto' | boolean | undefined => {
     const value = option(name);
@@ -119,6 +175,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
     server: { host: option('host'), port: integer('port') },
+    holder: { enabled: onOff('holder'), host: option('holder-host'), port: integer('holder-port') },
     workers: integer('workers'),
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,

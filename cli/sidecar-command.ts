@@ -36,6 +36,7 @@ Options (environment variable in brackets):
                               (default /var/run/runlet, the pod's emptyDir) [RUNLET_DATA_DIR]
   --replica NAME              this replica's name on run records [POD_NAME]
   --service-account-dir DIR   where the pod's service-account token and CA are mounted, for the RunLog
+                              and the API server's key set
                               (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
@@ -108,7 +109,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     // Imported only when callers are authenticated: jose and its key-set client are ~9 MB of RSS.
     const { RunAuthenticator } = await import('../sidecar/auth/authenticator.ts');
     try {
-      auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), app.projectId), { logger });
+      auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), app.projectId, process.env, required('service-account-dir')), { logger });
     } catch (err) {
       throw new CliError(`${(err as Error).message} (or --auth off)`, 2);
     }

@@ -40,6 +40,8 @@ export interface ResourceWatchOptions<T> {
   /** The collection path, all namespaces: `/apis/apps/v1/deployments`. */
   path: string;
   labelSelector?: string;
+  /** E.g. `metadata.name=runlet-holder`: one object of a namespace's collection. */
+  fieldSelector?: string;
   watchdogMs: number;
   handlers: ResourceWatchHandlers<T>;
   logger: Logger;
@@ -150,12 +152,12 @@ export class ResourceWatch<T extends KubeObject> {
 
   /** Lists every page, then makes the cache equal to the list, telling the handlers what differs. */
   async #relist(): Promise<void> {
-    const { api, path, labelSelector, pageSize = 100 } = this.#options;
+    const { api, path, labelSelector, fieldSelector, pageSize = 100 } = this.#options;
     const items: T[] = [];
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = await api.list<T>(path, { labelSelector, limit: pageSize, continue: continueToken });
+      const page = await api.list<T>(path, { labelSelector, fieldSelector, limit: pageSize, continue: continueToken });
       items.push(...page.items);
       continueToken = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
@@ -178,7 +180,7 @@ export class ResourceWatch<T extends KubeObject> {
   }
 
   #watchOnce(): Promise<WatchOutcome> {
-    const { api, path, labelSelector, watchdogMs } = this.#options;
+    const { api, path, labelSelector, fieldSelector, watchdogMs } = this.#options;
     return new Promise((resolve) => {
       let events = 0;
       let controller: AbortController | undefined;
@@ -226,6 +228,7 @@ export class ResourceWatch<T extends KubeObject> {
             resourceVersion: this.#resourceVersion,
             allowWatchBookmarks: true,
             labelSelector,
+            fieldSelector,
             // Like client-go: the server ends each watch after 5–10 minutes, so none lives forever.
             timeoutSeconds: 300 + Math.floor(Math.random() * 300),
           },

@@ -39,10 +39,15 @@ export const AutoscalingConfigSchema = StrictObject({
 });
 
 export const HolderConfigSchema = StrictObject({
+  enabled: Type.Boolean({ description: 'Run the holder, so that Apps with minReplicas 0 go to zero; false keeps them at one replica.' }),
   host: Type.String({ minLength: 1 }),
   port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of the holder: calls to Apps at zero replicas (docs/scale-to-zero.md).' }),
   serviceNamespace: Type.String({ minLength: 1, description: 'Namespace of the Service whose Endpoints list the holder replicas.' }),
   serviceName: Type.String({ minLength: 1, description: 'That Service: Apps at zero have their Endpoints pointed at its addresses.' }),
+  keySecretName: Type.String({
+    minLength: 1,
+    description: 'Secret in serviceNamespace holding the key the holder signs hand-overs with; created with a random key when missing, copied into app namespaces.',
+  }),
 });
 
 export const OperatorConfigSchema = StrictObject({
@@ -102,7 +107,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
-    holder: { host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder' },
+    holder: { enabled: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,

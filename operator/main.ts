@@ -7,6 +7,8 @@
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
 //   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
+//   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
+//   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -20,8 +22,11 @@ import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
+import { scalesToZero } from './autoscaling/endpoints.ts';
 import { switchEndpoints } from './autoscaling/endpoints-switch.ts';
 import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
+import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
+import { ensureHolderKey } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
@@ -32,6 +37,7 @@ import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
+import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
 import { decideNativeSidecars } from './sidecar-mode.ts';
@@ -52,12 +58,16 @@ export interface OperatorOptions {
   clock?: () => Date;
   /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
   onAppLoad?(appKey: string, load: AppLoad): void;
-  /** Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts); absent: no holder. */
+  /**
+   * Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts), signing hand-overs with the
+   * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
+   * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
+   */
   holder?: OperatorHolderOptions;
 }
 
-/** What the holder needs beyond the operator's own: how callers and replicas are trusted. */
-export type OperatorHolderOptions = Pick<HolderOptions, 'auth' | 'holderKey' | 'replicaAddress' | 'coldStartTimeoutMs' | 'retryDelayMs'>;
+/** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
+export type OperatorHolderOptions = Pick<HolderOptions, 'auth' | 'replicaAddress' | 'coldStartTimeoutMs' | 'retryDelayMs'>;
 
 /** The Apps the operator knows, as the management API asks: without I/O (it is the watch cache). */
 export interface AppCache {
@@ -124,7 +134,23 @@ export function createOperator(options: OperatorOptions): Operator {
   });
   const { apps, pods } = watches;
   const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
-  const rbac = new SidecarRbacApplier({ api: leaderApi, appsIn: liveAppsIn, logger });
+  const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
+  const holderKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };
+  // Read (or made) once per process; a failure is retried by whoever asks next (the holder's start, a reconcile).
+  let holderKeyRead: Promise<Uint8Array> | undefined;
+  const holderKey = (): Promise<Uint8Array> => {
+    holderKeyRead ??= ensureHolderKey(api, holderKeySecret).catch((error: unknown) => {
+      holderKeyRead = undefined;
+      throw error;
+    });
+    return holderKeyRead;
+  };
+  const rbac = new SidecarRbacApplier({
+    api: leaderApi,
+    appsIn: liveAppsIn,
+    logger,
+    holderKey: options.holder === undefined ? undefined : { source: holderKeySecret, key: holderKey },
+  });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
     get: (namespace, name) => apps.get(namespace, name),
@@ -176,8 +202,26 @@ export function createOperator(options: OperatorOptions): Operator {
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
-  const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
-  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, holderService);
+  // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
+  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, options.holder === undefined ? null : holderService);
+  // Apps at zero point at the holder's addresses: when those change, they follow at once (the leader's queue).
+  const holderEndpoints =
+    options.holder === undefined
+      ? undefined
+      : watchHolderEndpoints({
+          api,
+          service: holderService,
+          logger,
+          watchdogMs,
+          onChange: (addresses) => {
+            logger.info({ addresses: addresses.map((address) => `${address.ip}:${address.port}`) }, 'the holder’s addresses changed: re-pointing the Apps at zero');
+            for (const app of apps.list()) {
+              const namespace = app.metadata.namespace;
+              if (namespace === undefined || !scalesToZero(app)) continue;
+              if ((watches.deployments.get(namespace, childName(app))?.status?.readyReplicas ?? 0) === 0) reconcileSoon(namespace, app.metadata.name);
+            }
+          },
+        });
   // Rendering needs the sidecar mode, which start() decides from the server's version (sidecar-mode.ts); the
   // campaign for leadership begins only once it is known, so no reconcile ever waits on it.
   const stopping = new AbortController();
@@ -278,6 +322,7 @@ export function createOperator(options: OperatorOptions): Operator {
       if (started) return;
       started = true;
       for (const watch of watches.all) watch.start();
+      holderEndpoints?.start();
       runLogs.start();
       decideNativeSidecars(config.nativeSidecars, api, logger, stopping.signal).then(
         (nativeSidecars) => {
@@ -294,6 +339,7 @@ export function createOperator(options: OperatorOptions): Operator {
       if (options.holder !== undefined && holder === undefined) {
         holder = await startHolder({
           ...options.holder,
+          holderKey: await holderKey(),
           api,
           apps: appCache,
           appsSynced: () => apps.whenSynced(),
@@ -315,7 +361,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await elector.stop();
       await duties.ended();
       await events.flushed();
-      await Promise.all([...watches.all.map((watch) => watch.stop()), runLogs.stop()]);
+      await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs.stop()]);
       await server.close();
       await Promise.all([api.close(), leaderApi.close(), autoscalerApi.close()]);
       logger.info('operator stopped');

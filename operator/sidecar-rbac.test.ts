@@ -5,7 +5,7 @@ import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { SidecarRbacApplier } from './sidecar-rbac.ts';
+import { SidecarRbacApplier, type SidecarRbacApplierOptions } from './sidecar-rbac.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1/namespaces/team-a';
 const BINDING = `${RBAC}/rolebindings/runlet-sidecar`;
@@ -19,10 +19,10 @@ describe('the sidecar RBAC of a namespace', () => {
     await server?.close();
   });
 
-  async function start(apps: App[]): Promise<{ applier: SidecarRbacApplier; server: KubeApiServer; api: KubeApi }> {
-    server = await startKubeApiServer({ namespaces: ['team-a'] });
+  async function start(apps: App[], holderKey?: SidecarRbacApplierOptions['holderKey']): Promise<{ applier: SidecarRbacApplier; server: KubeApiServer; api: KubeApi }> {
+    server = await startKubeApiServer({ namespaces: ['team-a', 'runlet-system'] });
     api = new KubeApi(await server.credentials(), { fieldManager: 'runlet-operator' });
-    const applier = new SidecarRbacApplier({ api, appsIn: (namespace) => apps.filter((app) => app.metadata.namespace === namespace), logger: pino({ level: 'silent' }) });
+    const applier = new SidecarRbacApplier({ api, appsIn: (namespace) => apps.filter((app) => app.metadata.namespace === namespace), logger: pino({ level: 'silent' }), holderKey });
     return { applier, server, api };
   }
 
@@ -94,5 +94,33 @@ describe('the sidecar RBAC of a namespace', () => {
     expect(applier.needsRepair('ServiceAccount', { metadata: { name: 'runlet-sidecar', namespace: 'team-a', labels: {} } }, false), 'its labels gone').toBe(true);
     apps.pop();
     expect(applier.needsRepair('RoleBinding', binding, true), 'no App left').toBe(false);
+  });
+
+  describe('with a holder: the copy of its key', () => {
+    const KEY = new Uint8Array(32).fill(7);
+    const COPY = '/api/v1/namespaces/team-a/secrets/runlet-holder-key';
+    const holderKey = (namespace = 'runlet-system') => ({ source: { namespace, name: 'runlet-holder-key' }, key: async () => KEY });
+
+    it('is applied beside the ServiceAccount and RoleBinding, as hex text, owned by every App of the namespace', async () => {
+      const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' }), storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' })];
+      const { applier } = await start(apps, holderKey());
+      await applier.ensure('team-a');
+      const copy = await api!.get<KubeObject & { data?: Record<string, string> }>(COPY);
+      expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe('07'.repeat(32));
+      expect(await ownerUids(COPY)).toEqual(['uid-1', 'uid-2']);
+    });
+
+    it('is not made in the namespace of the key’s own Secret when it has the same name (a copy owned by Apps would replace it)', async () => {
+      const { applier } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })], holderKey('team-a'));
+      await applier.ensure('team-a');
+      expect(await api!.find(COPY)).toBeUndefined();
+      expect(await api!.find(ACCOUNT), 'the rest is applied').toBeDefined();
+    });
+
+    it('is not made without a holder', async () => {
+      const { applier } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })]);
+      await applier.ensure('team-a');
+      expect(await api!.find(COPY)).toBeUndefined();
+    });
   });
 });

@@ -34,7 +34,7 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
     const kubeconfig = join(workDir, 'operator-kubeconfig');
     await cluster.server.writeKubeconfig(kubeconfig);
     const config = join(workDir, 'operator.yaml');
-    writeFileSync(config, [`sidecarImage: ${SIDECAR_IMAGE}`, `pythonRuntimeImage: ${PYTHON_IMAGE}`, 'ingress: { className: nginx, host: apps.example }', 'server: { host: 127.0.0.1, port: 0 }', 'logLevel: info'].join('\n'));
+    writeFileSync(config, [`sidecarImage: ${SIDECAR_IMAGE}`, `pythonRuntimeImage: ${PYTHON_IMAGE}`, 'ingress: { className: nginx, host: apps.example }', 'server: { host: 127.0.0.1, port: 0 }', 'logLevel: info', 'holder: { enabled: false }'].join('\n'));
     for (let n = 0; n < NAMESPACES; n++) await createNamespace(cluster.api, `bench-${n}`);
 
     const operator = group.start({

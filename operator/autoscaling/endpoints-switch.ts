@@ -28,17 +28,21 @@ export async function readyPodsOf(api: KubeApi, app: App): Promise<ReadyPod[]> {
   return pods.items.filter(isReadyPod).map((pod) => ({ name: pod.metadata!.name!, ip: pod.status!.podIP! }));
 }
 
-export async function holderAddresses(api: KubeApi, service: HolderService): Promise<HolderAddress[]> {
-  const endpoints = await api.find<V1Endpoints & KubeObject>(`/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints/${encodeURIComponent(service.name)}`);
+/** The ready addresses the Endpoints of the holder's Service list (none when they are absent). */
+export function holderAddressesOf(endpoints: Pick<V1Endpoints, 'subsets'> | undefined): HolderAddress[] {
   return (endpoints?.subsets ?? []).flatMap((subset) => {
     const port = subset.ports?.[0]?.port;
     return port === undefined ? [] : (subset.addresses ?? []).map((address) => ({ ip: address.ip, port }));
   });
 }
 
-/** Points the App's Endpoints at its ready pods or at the holder; returns which. */
-export async function switchEndpoints(api: KubeApi, app: App, holder: HolderService): Promise<EndpointsTarget> {
-  const [pods, holders] = await Promise.all([readyPodsOf(api, app), holderAddresses(api, holder)]);
+export async function holderAddresses(api: KubeApi, service: HolderService): Promise<HolderAddress[]> {
+  return holderAddressesOf(await api.find<V1Endpoints & KubeObject>(`/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints/${encodeURIComponent(service.name)}`));
+}
+
+/** Points the App's Endpoints at its ready pods or at the holder (none when the operator runs without one); returns which. */
+export async function switchEndpoints(api: KubeApi, app: App, holder: HolderService | null): Promise<EndpointsTarget> {
+  const [pods, holders] = await Promise.all([readyPodsOf(api, app), holder === null ? [] : holderAddresses(api, holder)]);
   await api.apply(renderAppEndpoints(app, pods, holders) as V1Endpoints & KubeObject);
   return endpointsTarget(pods, holders);
 }

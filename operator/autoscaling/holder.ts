@@ -42,7 +42,7 @@ export interface HolderOptions {
   apps: { get(namespace: string, name: string): App | undefined };
   /** Resolves once the App cache is filled. */
   appsSynced(): Promise<void>;
-  /** As the sidecars authenticate callers; null: no authentication (as a sidecar without auth). */
+  /** As the sidecars authenticate callers (but not for an App with `spec.auth.enabled: false`); null: no authentication. */
   auth: RunAuthenticator | null;
   /** Shared with the sidecars: signs the run id and wait of each hand-over. */
   holderKey: Uint8Array;
@@ -146,12 +146,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const route = parseRunPath(pathOf(url));
     if (route === null) throw new ProblemError(Problems.routeNotFound, `${request.method} ${pathOf(url)} is not a route of the run interface`);
     const { projectId, appName } = route;
-    if (auth) {
+    await options.appsSynced();
+    const app = apps.get(projectId, appName);
+    // As the App's sidecars would (`--auth on|off` from spec.auth.enabled); callers of an App that does not
+    // exist are authenticated too, so that none learns which Apps exist without a token.
+    if (auth && app?.spec.auth?.enabled !== false) {
       const pending = auth.authenticate(request.headers.authorization, projectId);
       if (pending) await pending;
     }
-    await options.appsSynced();
-    const app = apps.get(projectId, appName);
     if (app === undefined) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const queryStart = url.indexOf('?');
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));

@@ -38,12 +38,13 @@ async function scalerFor(replicas: number, load: () => AppLoad, options: { minRe
     spec: { replicas, selector: { matchLabels: { app: 'hello' } }, template: { metadata: { labels: { app: 'hello' } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
   } as ScaledDeployment);
   let now = 1_800_000_000_000;
+  const events: { type: string; reason: string; message: string }[] = [];
   const scaler = new Scaler({
     api: autoscalerApi,
     apps: { list: () => [app] },
     deployments: { get: () => deployment },
     loads: { get: () => ({ ...load(), at: now }) },
-    events: { record: () => {} },
+    events: { record: (_app, note) => events.push(note) },
     logger: testLogger(),
     clock: () => now,
     stableWindowMs: 6000,
@@ -51,6 +52,8 @@ async function scalerFor(replicas: number, load: () => AppLoad, options: { minRe
   });
   return {
     deployment,
+    /** The Events the scaler recorded on the App. */
+    events,
     /** `seconds` of ticks, each once its writes are done; the App and the Deployment's size re-read as watches would deliver them. */
     async run(seconds: number): Promise<void> {
       for (let tick = 0; tick < seconds * 2; tick += 1) {
@@ -77,17 +80,21 @@ describe('the scaler', () => {
     expect(scaleWrites()).toBe(0);
   });
 
-  it('keeps an App with minReplicas 0 at one replica when no holder would answer its calls at zero', async () => {
-    const { run } = await scalerFor(1, () => idle, { minReplicas: 0, scalesToZero: false });
+  it('keeps an App with minReplicas 0 at one replica when no holder would answer its calls at zero, and says why once', async () => {
+    const { run, events } = await scalerFor(1, () => idle, { minReplicas: 0, scalesToZero: false });
     await run(20);
     expect((await cluster.api.get<ScaledDeployment>(paths.deployment('team', 'hello'))).spec?.replicas).toBe(1);
     expect(scaleWrites()).toBe(0);
+    const warnings = events.filter((event) => event.reason === 'ScaleToZeroUnavailable');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ type: 'Warning', message: expect.stringContaining('without its holder') });
   });
 
   it('takes an idle App with minReplicas 0 to zero after its cooldown when a holder answers there', async () => {
-    const { run } = await scalerFor(1, () => idle, { minReplicas: 0 });
+    const { run, events } = await scalerFor(1, () => idle, { minReplicas: 0 });
     await run(20);
     expect((await cluster.api.get<ScaledDeployment>(paths.deployment('team', 'hello'))).spec?.replicas).toBe(0);
+    expect(events.map((event) => event.reason)).not.toContain('ScaleToZeroUnavailable');
   });
 
   it('scales a burst through the scale subresource and records the decision in the status', async () => {

@@ -179,14 +179,26 @@ export class Scaler {
       if (existing.generation !== spec.generation) {
         existing.autoscaler.updateSettings(this.#settingsOf(spec.app));
         existing.generation = spec.generation;
+        this.#explainKeptFromZero(spec.app);
       }
       return existing;
     }
+    this.#explainKeptFromZero(spec.app);
     const autoscaler = new AppAutoscaler(this.#settingsOf(spec.app), { now, deployment });
     // The size found at takeover is taken as this leader's own: a change it did not write is someone else's.
     const tracked: Tracked = { autoscaler, generation: spec.generation, written: deployment.replicas, awaitingWatchUntil: 0, busy: false };
     this.#tracked.set(key, tracked);
     return tracked;
+  }
+
+  /** Says why an App with `minReplicas: 0` never goes to zero here: once per leadership and generation. */
+  #explainKeptFromZero(app: App): void {
+    if (this.#options.scalesToZero !== false || app.spec.scaling.minReplicas !== 0) return;
+    const message =
+      'minReplicas is 0, but the operator runs without its holder (holder.enabled: false, or runlet operator --holder off), ' +
+      'so nothing would answer calls while the App has no replica: it is kept at one replica';
+    this.#options.events.record(app, { type: 'Warning', reason: 'ScaleToZeroUnavailable', message });
+    this.#options.logger.warn({ app: `${app.metadata.namespace}/${app.metadata.name}` }, message);
   }
 
   #settingsOf(app: App): ScalingSettings {

@@ -40,8 +40,8 @@ export function renderSidecarRbac(namespace: string, owners: readonly App[]): Si
   ];
 }
 
-/** Sorted by uid, so that the same Apps always render the same list (no needless writes). */
-function sharedOwnerReferences(owners: readonly App[]): V1OwnerReference[] {
+/** Every App of the namespace, sorted by uid, so that the same Apps always render the same list (no needless writes). */
+export function sharedOwnerReferences(owners: readonly App[]): V1OwnerReference[] {
   return owners
     .map((app) => {
       const uid = app.metadata.uid;

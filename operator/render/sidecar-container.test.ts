@@ -66,6 +66,14 @@ describe('renderSidecarContainer', () => {
     expect(env.find((variable) => variable.name === 'RUNLET_WEBHOOK_ALLOW_CIDRS')?.value).toBe(value);
   });
 
+  it('takes the holder key from the namespace’s copy, optionally: without a holder the pod starts all the same', () => {
+    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig()).env!;
+    expect(env.find((variable) => variable.name === 'RUNLET_HOLDER_KEY')).toEqual({
+      name: 'RUNLET_HOLDER_KEY',
+      valueFrom: { secretKeyRef: { name: 'runlet-holder-key', key: 'key', optional: true } },
+    });
+  });
+
   it('runs as the Runlet image’s user (1000), without privileges, on a read-only root', () => {
     expect(renderSidecarContainer(storedApp(pythonSpec()), renderConfig()).securityContext).toEqual({
       runAsUser: 1000,

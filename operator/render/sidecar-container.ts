@@ -3,10 +3,13 @@
 // it starts before the app container and stops after it, so a draining app never loses its front door.
 import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
+import { HOLDER_KEY_ENV } from '../../sidecar/auth/held-run.ts';
 import type { RenderConfig } from '../config.ts';
 import {
   DATA_DIR,
   DATA_VOLUME,
+  HOLDER_KEY_DATA_KEY,
+  HOLDER_KEY_SECRET,
   SERVICE_ACCOUNT_DIR,
   SIDECAR_ADMIN_PORT,
   SIDECAR_CONTAINER,
@@ -57,6 +60,10 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     { name: 'NODE_OPTIONS', value: SIDECAR_NODE_OPTIONS },
     ...(config.webhookAllowCidrs.length === 0 ? [] : [{ name: 'RUNLET_WEBHOOK_ALLOW_CIDRS', value: config.webhookAllowCidrs.join(',') }]),
+    // The key the scale-to-zero holder signs hand-overs with (the run id an async caller got, the wait), from the
+    // namespace's copy of it (render/holder-key.ts). Optional: without a holder there is no copy, and the pod
+    // starts all the same — it then takes no hand-over's word for a run id.
+    { name: HOLDER_KEY_ENV, valueFrom: { secretKeyRef: { name: HOLDER_KEY_SECRET, key: HOLDER_KEY_DATA_KEY, optional: true } } },
   ];
   return {
     name: SIDECAR_CONTAINER,

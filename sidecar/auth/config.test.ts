@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RunAuthenticator } from './authenticator.ts';
-import { IN_CLUSTER, loadRunAuthConfig } from './config.ts';
+import { IN_CLUSTER, loadIssuerAuthConfig, loadRunAuthConfig } from './config.ts';
 import type { RunAuthOptionName } from './config.ts';
 import { localDevAuth, signLocalToken } from './local-key.ts';
 
@@ -65,9 +65,32 @@ describe('loadRunAuthConfig', () => {
     expect(() => loadRunAuthConfig(options({}), 'team-a', { KUBERNETES_SERVICE_HOST: '10.0.0.1' })).toThrow(`--auth-jwks-ca-file: cannot read ${IN_CLUSTER.caFile}`);
   });
 
+  it("in a pod, reaches the API server's key set with the CA and token of the service-account directory it is given", () => {
+    const accountDir = join(dir, 'serviceaccount');
+    mkdirSync(accountDir, { recursive: true });
+    writeFileSync(join(accountDir, 'ca.crt'), 'PEM');
+    writeFileSync(join(accountDir, 'token'), 'sa-token');
+    expect(loadRunAuthConfig(options({}), 'team-a', { KUBERNETES_SERVICE_HOST: '10.0.0.1' }, accountDir)).toEqual({
+      audience: ['runlet'],
+      jwksUrl: IN_CLUSTER.jwksUrl,
+      jwksCaFile: join(accountDir, 'ca.crt'),
+      jwksTokenFile: join(accountDir, 'token'),
+    });
+  });
+
   it('needs an issuer or a key outside a pod', () => {
     expect(() => loadRunAuthConfig(options({}), 'team-a', {})).toThrow(/needs a token issuer/);
     expect(() => loadRunAuthConfig(options({ 'auth-issuer': 'not a url' }), 'team-a', {})).toThrow('--auth-issuer must be an absolute URL, got "not a url"');
+  });
+});
+
+describe('loadIssuerAuthConfig (the holder’s: every project, the sidecars’ issuer)', () => {
+  it('reads the same flags as the sidecar but no shared key, and leaves the issuer out when none is configured', () => {
+    expect(loadIssuerAuthConfig(options({ 'auth-jwks-url': 'https://issuer.example/jwks' }), { RUNLET_AUTH_KEY: KEY })).toEqual({
+      audience: ['runlet'],
+      jwksUrl: 'https://issuer.example/jwks',
+    });
+    expect(loadIssuerAuthConfig(options({}), {})).toEqual({ audience: ['runlet'] });
   });
 });
 

@@ -1,7 +1,11 @@
 // What run-interface authentication trusts and requires: the issuer whose key set signs tokens (in a cluster,
 // the API server's service-account issuer), per-project shared HS256 keys, the audience, and the bounds of the
-// verified-token cache. `loadRunAuthConfig` reads it from the sidecar's flags and environment.
+// verified-token cache. `loadRunAuthConfig` reads it from the sidecar's flags and environment;
+// `loadIssuerAuthConfig`, its issuer part, is what the operator's holder reads from the same flags and variables,
+// so that it trusts exactly the tokens the sidecars trust (it answers for every project, so no shared key).
 import { accessSync, constants, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SERVICE_ACCOUNT_DIR } from '../../kube/in-cluster.ts';
 
 export const DEFAULT_AUDIENCE = 'runlet';
 
@@ -50,44 +54,53 @@ export interface RunAuthConfig {
   cacheMaxAgeMs?: number;
 }
 
-/** Flags of `runlet sidecar`, in the shape of its OPTIONS table (flag → environment variables, default). */
-export const RUN_AUTH_OPTIONS = {
+/** The issuer and audience flags, in the shape of an OPTIONS table (flag → environment variables, default): the sidecar's and the holder's. */
+export const ISSUER_AUTH_OPTIONS = {
   'auth-audience': { env: ['RUNLET_AUTH_AUDIENCE'], default: DEFAULT_AUDIENCE },
   'auth-issuer': { env: ['RUNLET_AUTH_ISSUER'] },
   'auth-jwks-url': { env: ['RUNLET_AUTH_JWKS_URL'] },
   'auth-jwks-ca-file': { env: ['RUNLET_AUTH_JWKS_CA_FILE'] },
   'auth-jwks-token-file': { env: ['RUNLET_AUTH_JWKS_TOKEN_FILE'] },
+} as const satisfies Record<string, { env: readonly string[]; default?: string }>;
+
+/** Flags of `runlet sidecar`: the issuer's, and the project's shared key. */
+export const RUN_AUTH_OPTIONS = {
+  ...ISSUER_AUTH_OPTIONS,
   'auth-key-file': { env: ['RUNLET_AUTH_KEY_FILE'] },
 } as const satisfies Record<string, { env: readonly string[]; default?: string }>;
 
+export type IssuerAuthOptionName = keyof typeof ISSUER_AUTH_OPTIONS;
 export type RunAuthOptionName = keyof typeof RUN_AUTH_OPTIONS;
 
 /** The project's shared key as a value, never a flag: a flag would show in the pod spec and in `ps`. */
 export const SHARED_KEY_ENV = 'RUNLET_AUTH_KEY';
 
-export const RUN_AUTH_USAGE = `  --auth-audience LIST        accepted token audiences, comma-separated (default runlet) [RUNLET_AUTH_AUDIENCE]
+export const ISSUER_AUTH_USAGE = `  --auth-audience LIST        accepted token audiences, comma-separated (default runlet) [RUNLET_AUTH_AUDIENCE]
   --auth-issuer URL           required iss of key-set tokens; key set discovered from it without --auth-jwks-url [RUNLET_AUTH_ISSUER]
   --auth-jwks-url URL         key set of the token issuer (in a pod, default the API server's) [RUNLET_AUTH_JWKS_URL]
   --auth-jwks-ca-file FILE    CA bundle for the issuer (in a pod, default the service account's) [RUNLET_AUTH_JWKS_CA_FILE]
-  --auth-jwks-token-file FILE bearer token for key-set requests (in a pod, default the service account's) [RUNLET_AUTH_JWKS_TOKEN_FILE]
+  --auth-jwks-token-file FILE bearer token for key-set requests (in a pod, default the service account's) [RUNLET_AUTH_JWKS_TOKEN_FILE]`;
+
+export const RUN_AUTH_USAGE = `${ISSUER_AUTH_USAGE}
   --auth-key-file FILE        the project's shared HS256 key (or its value in ${SHARED_KEY_ENV}) [RUNLET_AUTH_KEY_FILE]`;
 
-/** Where Kubernetes mounts a pod's service-account credentials, and where the API server serves its key set. */
+/** Where Kubernetes mounts a pod's service-account credentials (by default), and where the API server serves its key set. */
 export const IN_CLUSTER = {
   jwksUrl: 'https://kubernetes.default.svc/openid/v1/jwks',
-  caFile: '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt',
-  tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token',
+  caFile: join(SERVICE_ACCOUNT_DIR, 'ca.crt'),
+  tokenFile: join(SERVICE_ACCOUNT_DIR, 'token'),
 } as const;
 
 /**
- * The sidecar's auth configuration for the app's project. In a pod (KUBERNETES_SERVICE_HOST set) with no issuer
- * configured, tokens are verified against the API server's service-account issuer. Throws an Error whose message
- * names the flag to fix.
+ * Who issues the tokens callers present, and for which audience. In a pod (KUBERNETES_SERVICE_HOST set) with no
+ * issuer configured, the API server's service-account issuer, reached with the CA and token in
+ * `serviceAccountDir` (where the process finds its own API credentials). Neither issuer nor key set when none
+ * is configured outside a pod. Throws an Error whose message names the flag to fix.
  */
-export function loadRunAuthConfig(
-  option: (name: RunAuthOptionName) => string | undefined,
-  projectId: string,
+export function loadIssuerAuthConfig(
+  option: (name: IssuerAuthOptionName) => string | undefined,
   env: NodeJS.ProcessEnv = process.env,
+  serviceAccountDir: string = SERVICE_ACCOUNT_DIR,
 ): RunAuthConfig {
   const audience = (option('auth-audience') ?? DEFAULT_AUDIENCE).split(',').map((value) => value.trim()).filter(Boolean);
   if (audience.length === 0) throw new Error('--auth-audience must name at least one audience');
@@ -99,14 +112,27 @@ export function loadRunAuthConfig(
   let tokenFile = option('auth-jwks-token-file');
   if (!jwksUrl && !issuer && env.KUBERNETES_SERVICE_HOST) {
     jwksUrl = IN_CLUSTER.jwksUrl;
-    caFile ??= IN_CLUSTER.caFile;
-    tokenFile ??= IN_CLUSTER.tokenFile;
+    caFile ??= join(serviceAccountDir, 'ca.crt');
+    tokenFile ??= join(serviceAccountDir, 'token');
   }
   if (issuer) config.issuer = checkedUrl('--auth-issuer', issuer);
   if (jwksUrl) config.jwksUrl = checkedUrl('--auth-jwks-url', jwksUrl);
   if (caFile) config.jwksCaFile = readableFile('--auth-jwks-ca-file', caFile);
   if (tokenFile) config.jwksTokenFile = readableFile('--auth-jwks-token-file', tokenFile);
+  return config;
+}
 
+/**
+ * The sidecar's auth configuration for the app's project: the issuer's (above) and the project's shared key.
+ * Throws an Error whose message names the flag to fix.
+ */
+export function loadRunAuthConfig(
+  option: (name: RunAuthOptionName) => string | undefined,
+  projectId: string,
+  env: NodeJS.ProcessEnv = process.env,
+  serviceAccountDir: string = SERVICE_ACCOUNT_DIR,
+): RunAuthConfig {
+  const config = loadIssuerAuthConfig(option, env, serviceAccountDir);
   const keyFile = option('auth-key-file');
   const keyValue = env[SHARED_KEY_ENV];
   if (keyFile && keyValue) throw new Error(`give the shared key once: --auth-key-file or ${SHARED_KEY_ENV}, not both`);

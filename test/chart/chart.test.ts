@@ -54,8 +54,11 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'Deployment/runlet-operator',
         ...ingress,
         'PodDisruptionBudget/runlet-operator',
+        'Role/runlet-operator-holder',
         'Role/runlet-operator-leader-election',
+        'RoleBinding/runlet-operator-holder',
         'RoleBinding/runlet-operator-leader-election',
+        'Service/runlet-holder',
         'Service/runlet-operator',
         'ServiceAccount/runlet-operator',
       ].sort(),
@@ -82,7 +85,10 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('probes start-up, readiness and liveness on the health port the configuration serves', async () => {
     const config = await operatorConfigOf(configMap);
-    expect(container.ports).toEqual([{ name: 'http', containerPort: config.server.port, protocol: 'TCP' }]);
+    expect(container.ports).toEqual([
+      { name: 'http', containerPort: config.server.port, protocol: 'TCP' },
+      { name: 'holder', containerPort: config.holder.port, protocol: 'TCP' },
+    ]);
     expect(config.server.host).toBe('0.0.0.0');
     expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
@@ -121,6 +127,27 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     const service = objectOf<V1Service>(chart, 'Service', NAME);
     expect(service.spec!.selector).toEqual(selector);
     expect(service.spec!.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+  });
+
+  it('runs the holder in the operator pods, listed by the headless Service and with the key Secret its Role may read, as its configuration says', async () => {
+    const config = await operatorConfigOf(configMap);
+    expect(config.holder).toEqual({
+      enabled: true,
+      host: '0.0.0.0',
+      port: 8090,
+      serviceNamespace: RELEASE.namespace,
+      serviceName: 'runlet-holder',
+      keySecretName: 'runlet-holder-key',
+    });
+    const service = objectOf<V1Service>(chart, 'Service', config.holder.serviceName);
+    expect(service.metadata!.namespace).toBe(config.holder.serviceNamespace);
+    expect(service.spec).toEqual({
+      clusterIP: 'None',
+      selector: deployment.spec!.selector.matchLabels,
+      ports: [{ name: 'holder', port: 8090, targetPort: 'holder', protocol: 'TCP' }],
+    });
+    const role = objectOf<V1Role>(chart, 'Role', `${NAME}-holder`);
+    expect(role.rules!.find((rule) => rule.resources?.includes('secrets'))).toEqual({ apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] });
   });
 
   it('elects the leader on the one Lease its Role may renew, in the release namespace', async () => {
@@ -176,6 +203,25 @@ describe('the Kubernetes versions the chart supports', () => {
   ])('on %s the PodDisruptionBudget is %s', (version, apiVersion) => {
     const chart = renderChart(CHART_DIR, { release: RELEASE, kubeVersion: version });
     expect(objectOf(chart, 'PodDisruptionBudget', NAME).apiVersion).toBe(apiVersion);
+  });
+});
+
+describe('holder.enabled false', () => {
+  it('runs no holder: the configuration says so, and neither its port, Service nor Role is rendered', async () => {
+    const chart = renderWith([], { holder: { enabled: false } });
+    const config = await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`));
+    expect(config.holder.enabled).toBe(false);
+    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports!.map((port) => port.name)).toEqual(['http']);
+    const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
+    expect(names.filter((name) => name.includes('holder'))).toEqual([]);
+  });
+
+  it('moves the holder to holder.port', async () => {
+    const chart = renderWith([], { holder: { port: 9000 } });
+    const config = await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`));
+    expect(config.holder.port).toBe(9000);
+    expect(objectOf<V1Service>(chart, 'Service', 'runlet-holder').spec!.ports![0]!.port).toBe(9000);
+    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports).toContainEqual({ name: 'holder', containerPort: 9000, protocol: 'TCP' });
   });
 });
 

@@ -11,9 +11,11 @@ import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
+import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
+import { signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { kubernetesProblems } from './kube-validate.ts';
-import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes } from './rbac.ts';
+import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes, type TableRule } from './rbac.ts';
 import type { RenderedChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
 
@@ -21,29 +23,46 @@ const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
 const VIEWER_TABLE = '## Read access to runs';
 const SIDECAR_TABLE = "## The sidecar's permissions";
+const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more';
 
 /** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
 function plain(rule: PolicyRule): PolicyRule {
   return { apiGroups: rule.apiGroups, resources: rule.resources, verbs: rule.verbs, ...(rule.resourceNames === undefined ? {} : { resourceNames: rule.resourceNames }) };
 }
 
-function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[] } {
+function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[]; holder: PolicyRule[] } {
+  const holderRole = chart.manifests.some((m) => m.object.kind === 'Role' && m.object.metadata.name === 'runlet-operator-holder');
   return {
     cluster: objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-operator').rules!,
     leaderElection: objectOf<V1Role>(chart, 'Role', 'runlet-operator-leader-election').rules!,
+    holder: holderRole ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-holder').rules! : [],
   };
+}
+
+/** The table's rows of these scopes, as rules. */
+function rowsOf(table: TableRule[], ...scopes: string[]): PolicyRule[] {
+  return table.filter((row) => scopes.includes(row.scope)).map(plain);
 }
 
 describe('the RBAC tables of charts/runlet/README.md', () => {
   const chart = renderWith(VALUE_SETS.default);
 
-  it("are the operator's ClusterRole and leader-election Role, row for row", () => {
+  it("are the operator's ClusterRole, leader-election Role and holder Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
-    const { cluster, leaderElection } = operatorRoles(chart);
-    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'release namespace']));
-    expect(cluster.map(plain)).toEqual(table.filter((row) => row.scope === 'cluster').map(plain));
-    expect(leaderElection.map(plain)).toEqual(table.filter((row) => row.scope === 'release namespace').map(plain));
+    const { cluster, leaderElection, holder } = operatorRoles(chart);
+    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'cluster (holder)', 'release namespace', 'release namespace (holder)']));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)'));
+    expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
+    expect(holder.map(plain)).toEqual(rowsOf(table, 'release namespace (holder)'));
     for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
+  });
+
+  it('lose the (holder) rows, and the holder Role, with holder.enabled false', () => {
+    const table = rulesFromTable(README, OPERATOR_TABLE);
+    const { cluster, leaderElection, holder } = operatorRoles(renderWith([], { holder: { enabled: false } }));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster'));
+    expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
+    expect(holder).toEqual([]);
   });
 
   it('are the runs viewer ClusterRole, which grants the SubjectAccessReview the management API asks', () => {
@@ -82,25 +101,48 @@ describe('the operator under the chart’s RBAC', () => {
     operator = server = undefined;
   });
 
-  /** The configuration the chart gives the operator, made to run here: a loopback port and quick elections. */
+  /** The configuration the chart gives the operator, made to run here: loopback ports and quick elections. */
   function chartConfig(chart: RenderedChart): ConfigLayer[] {
     const file = parseYaml(objectOf<V1ConfigMap>(chart, 'ConfigMap', 'runlet-operator-config').data!['operator.yaml']!) as ConfigLayer;
-    return [file, { server: { host: '127.0.0.1', port: 0 }, leaderElection: { identity: 'runlet-operator-0', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 } }];
+    return [
+      file,
+      {
+        server: { host: '127.0.0.1', port: 0 },
+        holder: { host: '127.0.0.1', port: 0 },
+        leaderElection: { identity: 'runlet-operator-0', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 },
+      },
+    ];
   }
 
-  /** Runs an operator with that configuration until `done` is logged; the requests it made meanwhile. */
-  async function requestsOfOperator(chart: RenderedChart, done: { method: string; pathPattern: RegExp }): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
+  /**
+   * Runs an operator with that configuration, its holder as `runlet operator` runs it (callers of team-a
+   * authenticated with its key here), until every request of `done` is logged, calling `meanwhile` once it
+   * listens; the requests it made meanwhile.
+   */
+  async function requestsOfOperator(
+    chart: RenderedChart,
+    done: { method: string; pathPattern: RegExp }[],
+    meanwhile: (operator: Operator) => Promise<void> = async () => {},
+  ): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
     const from = server!.requests.length;
-    operator = createOperator({ kubeConfig: server!.kubeConfig(), config: resolveConfig(...chartConfig(chart)), logger: pino({ level: 'silent' }), processMetrics: false });
-    operator.start();
-    await server!.waitForRequest(done, 20_000);
-    // Stopping releases the Lease: those requests count too.
-    await operator.stop();
+    const config = resolveConfig(...chartConfig(chart));
+    const auth = new RunAuthenticator({ audience: 'runlet', hs256Keys: { 'team-a': new TextEncoder().encode(PROJECT_KEY) } });
+    operator = createOperator({ kubeConfig: server!.kubeConfig(), config, logger: pino({ level: 'silent' }), processMetrics: false, holder: config.holder.enabled ? { auth } : undefined });
+    try {
+      operator.start();
+      await operator.listen();
+      await meanwhile(operator);
+      for (const request of done) await server!.waitForRequest(request, 20_000);
+      // Stopping releases the Lease: those requests count too.
+      await operator.stop();
+    } finally {
+      await auth.close();
+    }
     operator = undefined;
     return server!.requests.slice(from);
   }
 
-  it('makes only requests the ClusterRole and the leader-election Role allow, binding the sidecar ClusterRole in place of an earlier version’s Role', async () => {
+  it('makes only requests its ClusterRole and Roles allow, with its holder taking a call at zero, binding the sidecar ClusterRole in place of an earlier version’s Role', async () => {
     server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, 'team-a'] });
     const api = new KubeApi(await server.credentials());
     try {
@@ -121,21 +163,54 @@ describe('the operator under the chart’s RBAC', () => {
         subjects: [{ kind: 'ServiceAccount', name: 'runlet-sidecar', namespace: 'team-a' }],
       });
 
-      // With the app ingress on (production values), then off (defaults): the second removes the Ingress.
+      // An App that scales to zero, at zero (its Deployment made so by the test): a call to it wakes it.
+      await api.create(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a' }), { ...app, metadata: { name: 'zero', namespace: 'team-a' }, spec: { ...app.spec, scaling: { minReplicas: 0 } } });
+      const zeroLabels = { 'runlet.dev/app': 'zero' };
+      await api.create(resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'team-a' }), {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'zero' },
+        spec: { replicas: 0, selector: { matchLabels: zeroLabels }, template: { metadata: { labels: zeroLabels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
+      } as KubeObject);
+      const callAtZero = async (running: Operator) => {
+        const answer = await fetch(`${running.holder!.url}/v4/team-a/zero/run?async=true`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${await signLocalToken({ projectId: 'team-a', key: PROJECT_KEY })}`, 'content-type': 'application/json' },
+          body: '{}',
+        });
+        expect(answer.status).toBe(202);
+      };
+
+      // With the app ingress on (production values), then off (defaults): the second removes the Ingress, and its
+      // holder takes over the call the first one held.
       const requests = [
-        ...(await requestsOfOperator(production, { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ })),
-        ...(await requestsOfOperator(renderWith(VALUE_SETS.default), { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ })),
+        ...(await requestsOfOperator(
+          production,
+          [
+            { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ },
+            { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/endpoints\/zero$/ },
+            { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
+            { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
+          ],
+          callAtZero,
+        )),
+        ...(await requestsOfOperator(renderWith(VALUE_SETS.default), [
+          { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
+          { method: 'PUT', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-held-/ },
+        ])),
       ];
 
-      const { cluster, leaderElection } = operatorRoles(production);
-      const permitted = (request: RequestAttributes) => allows(cluster, request) || (request.namespace === RELEASE.namespace && allows(leaderElection, request));
+      const { cluster, leaderElection, holder } = operatorRoles(production);
+      const permitted = (request: RequestAttributes) =>
+        allows(cluster, request) || (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request)));
       const attributes = requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, ...attrs })));
       expect(attributes.filter((attrs) => !permitted(attrs))).toEqual([]);
       // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
       const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
-      for (const expected of [...kinds, ...watches, 'delete rolebindings', 'delete roles']) {
+      const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'patch endpoints', 'get deployments/scale', 'update deployments/scale'];
+      for (const expected of [...kinds, ...watches, ...holding, 'delete rolebindings', 'delete roles']) {
         expect(seen, expected).toContain(expected);
       }
 

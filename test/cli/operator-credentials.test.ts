@@ -1,29 +1,23 @@
 // `runlet operator` as a process finds the API server as the sidecar does (kube/load-credentials.ts): in a pod
 // from the service account mounted in RUNLET_SERVICE_ACCOUNT_DIR (where the test kubelet puts it), and with no
 // credentials at all it says so and exits, instead of calling http://localhost:8080 for ever.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
+import { startOperatorProcess, type OperatorProcess } from '../support/operator-process.ts';
 import { waitFor } from '../support/wait.ts';
 
-const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
-const ARGS = ['--sidecar-image', 'runlet/runlet:test', '--python-runtime-image', 'runlet/python-runtime:test', '--host', '127.0.0.1', '--port', '0', '--leader-election-namespace', 'default'];
 /** A process starting on a loaded 2-core machine, then electing itself. */
 const START_TIMEOUT_MS = 90_000;
 
 let dir: string | undefined;
 let server: KubeApiServer | undefined;
-let operator: ChildProcess | undefined;
+let operator: OperatorProcess | undefined;
 
 afterEach(async () => {
-  if (operator !== undefined && operator.exitCode === null && operator.signalCode === null) {
-    const exited = new Promise((resolveExit) => operator!.once('exit', resolveExit));
-    operator.kill('SIGKILL');
-    await exited;
-  }
+  await operator?.kill();
   operator = undefined;
   await server?.close();
   server = undefined;
@@ -31,17 +25,10 @@ afterEach(async () => {
   dir = undefined;
 });
 
-/** The operator with `env` and no kubeconfig to find (KUBECONFIG empty, HOME an empty folder). */
+/** The operator with `env` and no kubeconfig to find; its holder on an ephemeral loopback port. */
 function startOperator(home: string, env: Record<string, string>) {
-  operator = spawn(process.execPath, [CLI, 'operator', ...ARGS], {
-    env: { ...process.env, KUBECONFIG: '', HOME: home, RUNLET_IDENTITY: 'credentials-test', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  operator.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  operator.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const exited = new Promise<number | null>((resolveExit) => operator!.once('exit', resolveExit));
-  return { output: () => output, exited };
+  operator = startOperatorProcess({ home, env: { RUNLET_IDENTITY: 'credentials-test', ...env }, args: ['--holder-host', '127.0.0.1', '--holder-port', '0'] });
+  return operator;
 }
 
 describe('runlet operator credentials', () => {

@@ -32,6 +32,9 @@ export function localImages(server: string, names: { runlet: string; pythonRunti
         // variable (which overrides the file) is, to the local port standing for the container's 8080.
         RUNLET_OPERATOR_HOST: '127.0.0.1',
         RUNLET_METRICS_PORT: '8080',
+        // The same for the holder's port (8090 in the file): two operator pods share this machine's loopback.
+        RUNLET_HOLDER_HOST: '127.0.0.1',
+        RUNLET_HOLDER_PORT: '8090',
       },
     },
     [names.pythonRuntime]: {

@@ -19,8 +19,7 @@ import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
-import { DEFAULT_AUDIENCE } from '../../sidecar/auth/config.ts';
-import { HOLDER_KEY_ENV, holderKeyFromText } from '../../sidecar/auth/held-run.ts';
+import { loadIssuerAuthConfig } from '../../sidecar/auth/config.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -46,8 +45,10 @@ export interface LocalCluster extends E2eCluster {
 }
 
 /**
- * `holder`: the operator runs the holder (scale to zero) trusting the issuer's tokens, the sidecars share its key,
- * and the Endpoints `default/runlet-holder` list it, as the operator's config expects.
+ * `holder`: the operator runs the holder (scale to zero) trusting the issuer's tokens, as the chart configures it:
+ * it makes its key's Secret `default/runlet-holder-key` and copies it into the app namespaces, where the sidecars
+ * read it from their environment (a secretKeyRef); and the Endpoints `default/runlet-holder` list it, as the
+ * endpoints controller lists the operator pods' holder port for the chart's Service.
  */
 export async function startLocalCluster(
   options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs'] } = {},
@@ -61,13 +62,12 @@ export async function startLocalCluster(
 
   const authKey = randomBytes(32).toString('hex');
   const issuer = await startServiceAccountIssuer();
-  const holderKey = randomBytes(32).toString('hex');
   const images: ImageTable = {
     [SIDECAR_IMAGE]: {
       commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
       // no kubeconfig, not even one in the user's home) and a token verifier.
-      env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl, ...(options.holder ? { [HOLDER_KEY_ENV]: holderKey } : {}) },
+      env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
     },
     [PYTHON_IMAGE]: {
       commands: { python: ['python3'], python3: ['python3'] },
@@ -77,8 +77,8 @@ export async function startLocalCluster(
   const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
   const holderOptions: OperatorHolderOptions | undefined = options.holder
     ? {
-        auth: new RunAuthenticator({ audience: DEFAULT_AUDIENCE, jwksUrl: issuer.jwksUrl }),
-        holderKey: holderKeyFromText(holderKey),
+        // What `runlet operator` builds from the sidecars' own RUNLET_AUTH_JWKS_URL (the issuer; no project key).
+        auth: new RunAuthenticator(loadIssuerAuthConfig((name) => (name === 'auth-jwks-url' ? issuer.jwksUrl : undefined), {})),
         // Pods share 127.0.0.1 here: a pod's sidecar run port is the local port standing for it.
         replicaAddress: (pod) => ({ host: '127.0.0.1', port: kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace)!.localPort(SIDECAR_RUN_PORT) }),
         retryDelayMs: 200,

@@ -1,11 +1,14 @@
 // Scale to zero, end to end on the fake API server with the process kubelet: an App with minReplicas 0 is
 // reached through its Service (the test kube-proxy, following the Endpoints the operator writes); at zero the
 // holder keeps sync, stream and async calls until a replica is up, and the warm path never passes it.
-// The scaler loop is not here yet: the holder's wake raises the replicas, the tests lower them by the scale.
+// The operator is set up as the chart sets it up: it makes the holder key's Secret, copies it into the app
+// namespace, and the sidecars read it from there (the run ids and waits of held calls prove they have it).
+// The scaler loop is not here: the holder's wake raises the replicas, the tests lower them by the scale.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { startHolder } from '../../operator/autoscaling/holder.ts';
+import { ensureHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import { EventReader } from '../support/sse.ts';
@@ -18,6 +21,9 @@ import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
 /** Pods start real Python processes on a loaded 2-core machine. */
 const WAIT = { timeoutMs: 90_000, intervalMs: 50 };
 const NEVER_READY = 'never';
+/** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
+const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
+const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
 
 let cluster: LocalCluster;
 let hello: HelloApp;
@@ -183,6 +189,36 @@ describe('scale to zero', () => {
     }
   }, 180_000);
 
+  it('the holder key: the operator made its Secret, copied it into the app namespace, owned by the App, and the sidecar reads that copy', async () => {
+    const source = await core.readNamespacedSecret(HOLDER_KEY);
+    expect(Buffer.from(source.data!.key!, 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
+    const copy = await core.readNamespacedSecret({ namespace: hello.namespace, name: 'runlet-holder-key' });
+    expect(copy.data).toEqual(source.data);
+    const app = cluster.operator.apps.get(hello.namespace, hello.name)!;
+    expect(copy.metadata!.ownerReferences!.map((owner) => owner.uid)).toContain(app.metadata.uid);
+    const deployment = await hello.deployment();
+    const sidecar = [...(deployment!.spec!.template.spec!.initContainers ?? []), ...deployment!.spec!.template.spec!.containers].find((container) => container.name === 'sidecar')!;
+    expect(sidecar.env).toContainEqual({ name: 'RUNLET_HOLDER_KEY', valueFrom: { secretKeyRef: { name: 'runlet-holder-key', key: 'key', optional: true } } });
+    // Nothing else gives the sidecars the key here (the test image's environment has none): the async test's
+    // run id, which the sidecar takes from the signed hand-over only with the key, proves they read it.
+  });
+
+  it('an App at zero follows the holder’s Endpoints when they change, without waiting for its own reconcile', async () => {
+    await atZero();
+    const holderPort = Number(new URL(cluster.operator.holder!.url).port);
+    const setHolderAddresses = (ips: string[]) =>
+      core.replaceNamespacedEndpoints({ ...HOLDER_SERVICE, body: { metadata: HOLDER_SERVICE, subsets: [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: 'http', port: holderPort }] }] } });
+    const appAddresses = async () => ((await endpoints())?.subsets ?? []).flatMap((subset) => (subset.addresses ?? []).map((address) => address.ip)).sort();
+    try {
+      // A second operator pod's holder joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
+      await setHolderAddresses(['127.0.0.1', '127.0.0.2']);
+      await waitFor(async () => (await appAddresses()).join() === '127.0.0.1,127.0.0.2', { ...WAIT, what: 'the App’s Endpoints listing both holders' });
+    } finally {
+      await setHolderAddresses(['127.0.0.1']);
+      await waitFor(async () => (await appAddresses()).join() === '127.0.0.1', { ...WAIT, what: 'the App’s Endpoints back on the one holder' });
+    }
+  }, 180_000);
+
   // Last: it closes the operator's holder.
   it('a held async call survives a holder restart: the new holder finds its record and hands it over', async () => {
     await atZero();
@@ -202,6 +238,8 @@ describe('scale to zero', () => {
     const api = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
     const second = await startHolder({
       ...cluster.holderOptions!,
+      // Another operator replica's holder: the same key, from the same Secret.
+      holderKey: await ensureHolderKey(api, HOLDER_KEY),
       api,
       apps: cluster.operator.apps,
       appsSynced: async () => {},

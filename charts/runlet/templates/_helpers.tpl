@@ -20,6 +20,11 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-operator" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The Service listing the operator pods' holder port; its key's Secret is "<this>-key". */}}
+{{- define "runlet.holderName" -}}
+{{- printf "%s-holder" (include "runlet.fullname" .) | trunc 59 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The ClusterRole users bind for read access to runs. */}}
 {{- define "runlet.runsViewerName" -}}
 {{- printf "%s-runs-viewer" (include "runlet.fullname" .) }}
@@ -112,5 +117,18 @@ leaderElection:
 server:
   host: 0.0.0.0
   port: {{ .Values.operator.port }}
+{{- if .Values.holder.enabled }}
+holder:
+  enabled: true
+  host: 0.0.0.0
+  port: {{ .Values.holder.port }}
+  # The chart's Service and the key's Secret, in the release namespace (the Role <release>-operator-holder).
+  serviceNamespace: {{ .Release.Namespace | quote }}
+  serviceName: {{ include "runlet.holderName" . | quote }}
+  keySecretName: {{ printf "%s-key" (include "runlet.holderName" .) | quote }}
+{{- else }}
+holder:
+  enabled: false
+{{- end }}
 logLevel: {{ .Values.operator.logLevel | quote }}
 {{- end }}

@@ -1,0 +1,50 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
+import { ensureHolderKey } from './holder-key.ts';
+
+const WHERE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
+const SECRETS = '/api/v1/namespaces/runlet-system/secrets';
+
+describe('the holder key’s Secret', () => {
+  let server: KubeApiServer | undefined;
+  let api: KubeApi | undefined;
+  afterEach(async () => {
+    await api?.close();
+    await server?.close();
+  });
+
+  async function start(): Promise<KubeApi> {
+    server = await startKubeApiServer({ namespaces: ['runlet-system'] });
+    api = new KubeApi(await server.credentials());
+    return api;
+  }
+
+  it('is made with a random 32-byte key when missing, and read back as it is afterwards', async () => {
+    const kube = await start();
+    const key = await ensureHolderKey(kube, WHERE);
+    expect(key).toHaveLength(32);
+    const secret = await kube.get<KubeObject & { data?: Record<string, string> }>(`${SECRETS}/runlet-holder-key`);
+    expect(Buffer.from(secret.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(key).toString('hex'));
+    expect(await ensureHolderKey(kube, WHERE)).toEqual(key);
+    expect(server!.countRequests({ method: 'POST' })).toBe(1);
+  });
+
+  it('is one key for replicas that start together: the one whose create lost (409) reads the winner’s', async () => {
+    const kube = await start();
+    const keys = await Promise.all([ensureHolderKey(kube, WHERE), ensureHolderKey(kube, WHERE), ensureHolderKey(kube, WHERE)]);
+    expect(keys[1]).toEqual(keys[0]);
+    expect(keys[2]).toEqual(keys[0]);
+  });
+
+  it('keeps a key the cluster’s admin provided, and refuses one shorter than 32 bytes, naming the Secret', async () => {
+    const kube = await start();
+    const provided = 'a key chosen by the admin, longer than 32 bytes';
+    await kube.create(SECRETS, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-holder-key' }, stringData: { key: provided } } as KubeObject);
+    expect(Buffer.from(await ensureHolderKey(kube, WHERE)).toString('utf8')).toBe(provided);
+
+    await kube.create(SECRETS, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'short' }, stringData: { key: 'too short' } } as KubeObject);
+    await expect(ensureHolderKey(kube, { namespace: 'runlet-system', name: 'short' })).rejects.toThrow(/runlet-system\/short: RUNLET_HOLDER_KEY must hold at least 32 bytes/);
+  });
+});

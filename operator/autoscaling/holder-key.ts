@@ -1,0 +1,56 @@
+// The key the holder signs every hand-over with (sidecar/auth/held-run.ts), shared with the sidecars. It lives
+// in a Secret in the operator's namespace: made here, at start, with a random key when it is missing — so no
+// key is ever published in install.yaml or the chart's defaults — or read when it exists (one written by a
+// concurrent replica, which makes our create a 409, or one the cluster's admin provided). Every replica reads
+// the same Secret, so every holder signs with one key; the leader copies it into the app namespaces
+// (render/holder-key.ts), where the sidecars read it through their environment.
+import { randomBytes } from 'node:crypto';
+import type { V1Secret } from '@kubernetes/client-node';
+import type { KubeApi } from '../../kube/client.ts';
+import { isConflict } from '../../kube/errors.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { holderKeyFromText } from '../../sidecar/auth/held-run.ts';
+import { HOLDER_KEY_DATA_KEY } from '../render/names.ts';
+
+export interface SecretName {
+  namespace: string;
+  name: string;
+}
+
+/** 32 random bytes as hex: `holderKeyFromText` reads hex back into the bytes. */
+const NEW_KEY_BYTES = 32;
+
+function secretPath(secret: SecretName, named = true): string {
+  const collection = `/api/v1/namespaces/${encodeURIComponent(secret.namespace)}/secrets`;
+  return named ? `${collection}/${encodeURIComponent(secret.name)}` : collection;
+}
+
+function keyOf(secret: V1Secret, where: SecretName): Uint8Array {
+  const encoded = secret.data?.[HOLDER_KEY_DATA_KEY];
+  if (encoded === undefined) throw new Error(`the holder key Secret ${where.namespace}/${where.name} has no "${HOLDER_KEY_DATA_KEY}" entry`);
+  try {
+    return holderKeyFromText(Buffer.from(encoded, 'base64').toString('utf8'));
+  } catch (error) {
+    throw new Error(`the holder key Secret ${where.namespace}/${where.name}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** The holder key: read from its Secret, or made and stored there when the Secret does not exist. */
+export async function ensureHolderKey(api: KubeApi, where: SecretName): Promise<Uint8Array> {
+  const found = await api.find<V1Secret & KubeObject>(secretPath(where));
+  if (found !== undefined) return keyOf(found, where);
+  const secret: V1Secret & KubeObject = {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: { name: where.name, namespace: where.namespace, labels: { 'app.kubernetes.io/part-of': 'runlet', 'app.kubernetes.io/component': 'holder-key' } },
+    data: { [HOLDER_KEY_DATA_KEY]: Buffer.from(randomBytes(NEW_KEY_BYTES).toString('hex')).toString('base64') },
+  };
+  try {
+    return keyOf(await api.create(secretPath(where, false), secret), where);
+  } catch (error) {
+    // Another replica created it first: its key is the one.
+    if (!isConflict(error)) throw new Error(`creating the holder key Secret ${where.namespace}/${where.name}: ${(error as Error).message}`, { cause: error });
+    return keyOf(await api.get<V1Secret & KubeObject>(secretPath(where)), where);
+  }
+}

@@ -1,0 +1,27 @@
+// The holder key's copy in an app namespace: the sidecars there read it into RUNLET_HOLDER_KEY (a secretKeyRef,
+// render/sidecar-container.ts) to trust the run id and wait the holder vouches for (sidecar/auth/held-run.ts).
+// A pod reads only Secrets of its own namespace, hence a copy per namespace; like the sidecar's ServiceAccount
+// and RoleBinding (render/rbac.ts) it is owned by every App of the namespace, so it goes with the last one.
+import type { V1Secret } from '@kubernetes/client-node';
+import type { App } from '../../crds/app-schema.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL } from './labels.ts';
+import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from './names.ts';
+import { SIDECAR_COMPONENT_LABEL, sharedOwnerReferences } from './rbac.ts';
+
+export const HOLDER_KEY_COMPONENT = 'holder-key';
+
+/** `key`: the holder key's bytes, stored as hex text as in the operator's own Secret. */
+export function renderHolderKeyCopy(namespace: string, owners: readonly App[], key: Uint8Array): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: {
+      name: HOLDER_KEY_SECRET,
+      namespace,
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [SIDECAR_COMPONENT_LABEL]: HOLDER_KEY_COMPONENT },
+      ownerReferences: sharedOwnerReferences(owners),
+    },
+    data: { [HOLDER_KEY_DATA_KEY]: Buffer.from(Buffer.from(key).toString('hex')).toString('base64') },
+  };
+}
