@@ -33,7 +33,8 @@ export interface AppWatchesOptions {
   /** An App is gone: `key` is its `namespace/name`. */
   appDeleted(key: string): void;
   /** A pod of an App changed, or (`gone`) was deleted. */
-  podChanged(pod: PodObject, gone: boolean): void;
+  /** `previous`: the pod as the cache last held it, for an update. */
+  podChanged(pod: PodObject, gone: boolean, previous?: PodObject): void;
   /** The sidecar ServiceAccount or RoleBinding of a namespace changed (not when first listed), or (`gone`) was deleted. */
   sidecarRbacChanged(kind: 'ServiceAccount' | 'RoleBinding', object: KubeObject, gone: boolean): void;
 }
@@ -108,18 +109,23 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: metadataOnly,
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
-  // Whether a pod exists, whether it has ended, and whether it is ready (its load counts) is all that matters.
+  // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
+  // zero lists it in its Endpoints) is all that matters.
   const pods = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
     path: '/api/v1/pods',
     labelSelector: APP_LABEL,
     onRestart: (reason) => metrics.watchRestarted('pods', reason),
-    transform: (pod) => ({
-      ...metadataOnly(pod),
-      status: { phase: pod.status?.phase, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
-    }),
-    handlers: { onUpsert: (pod) => options.podChanged(pod, false), onDelete: (pod) => options.podChanged(pod, true) },
+    transform: (pod) => {
+      const identity = metadataOnly(pod);
+      return {
+        ...identity,
+        metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
+        status: { phase: pod.status?.phase, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+      };
+    },
+    handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },
   });
   const services = new ResourceWatch<KubeObject>({
     ...common,

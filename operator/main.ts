@@ -12,6 +12,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
+import { APP_LABEL } from '../crds/api-group.ts';
 import type { App } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
 import { EventRecorder } from '../kube/event-recorder.ts';
@@ -23,7 +24,7 @@ import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
-import { switchEndpoints } from './autoscaling/endpoints-switch.ts';
+import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
 import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey } from './autoscaling/holder-key.ts';
@@ -122,9 +123,16 @@ export function createOperator(options: OperatorOptions): Operator {
       counters.appDeleted(key);
       loads.appDeleted(key);
     },
-    podChanged: (pod, gone) => {
+    podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
+      // The Endpoints of an App that scales to zero follow its pods as the endpoints controller's would: a
+      // reconcile (serialised per App by the queue) writes them from the pods then.
+      const namespace = pod.metadata?.namespace;
+      const appName = pod.metadata?.labels?.[APP_LABEL];
+      if (namespace === undefined || appName === undefined || !servingChanged(pod, gone, previous)) return;
+      const app = apps.get(namespace, appName);
+      if (app !== undefined && scalesToZero(app)) reconcileSoon(namespace, appName);
     },
     sidecarRbacChanged: (kind, object, gone) => {
       // Applied again through a reconcile of one of the namespace's Apps: on the leader, with its retries.
@@ -348,6 +356,7 @@ export function createOperator(options: OperatorOptions): Operator {
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,
+          metrics: metrics.holder,
         });
         // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
         const recovered = await holder.recover();

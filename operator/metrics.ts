@@ -2,6 +2,7 @@
 // process, and the management API mounted later adds to the same registry).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RestartReason } from '../kube/watch.ts';
+import type { HolderMetrics } from './autoscaling/holder.ts';
 import type { ScalerMetrics } from './autoscaling/scaler.ts';
 
 export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';
@@ -136,6 +137,31 @@ export class OperatorMetrics {
         direction: decision.desiredReplicas > from ? 'up' : 'down',
         reason: decision.reason,
       }),
+  };
+
+  readonly heldCalls = new Counter({
+    name: 'runlet_holder_calls_total',
+    help: 'Calls to Apps at zero replicas taken by this replica’s holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202).',
+    labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly coldStart = new Histogram({
+    name: 'runlet_holder_cold_start_seconds',
+    help: 'How long a call to an App at zero waited for a replica: from its arrival at the holder to its hand-over (the run record’s coldStartMs).',
+    labelNames: ['namespace', 'app', 'mode'] as const,
+    buckets: [0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+
+  /** What the holder reports (autoscaling/holder.ts). */
+  readonly holder: HolderMetrics = {
+    handedOver: (namespace, app, mode, waitMs) => {
+      this.heldCalls.inc({ namespace, app, mode, outcome: 'handed_over' });
+      this.coldStart.observe({ namespace, app, mode }, waitMs / 1000);
+    },
+    timedOut: (namespace, app, mode) => this.heldCalls.inc({ namespace, app, mode, outcome: 'timed_out' }),
+    accepted: (namespace, app) => this.heldCalls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
   };
 
   watchRestarted(resource: string, reason: RestartReason): void {

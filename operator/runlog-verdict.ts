@@ -5,11 +5,13 @@
 // A pod "runs" until it is gone from the API server or has ended (phase Failed or Succeeded). A pod being
 // deleted still runs: its sidecar is draining, finishing its runs and writing them down.
 import type { RunLog } from '../crds/runlog-schema.ts';
-import type { KubeObject } from '../kube/objects.ts';
+import type { KubeObject, ObjectMeta } from '../kube/objects.ts';
 import { isUnfinished } from './replica-lost.ts';
 
 /** What the operator keeps of a pod: its identity, its phase, and its Ready condition (for the load). */
 export interface PodObject extends KubeObject {
+  /** `deletionTimestamp` (RFC 3339): the pod is ending. */
+  metadata?: ObjectMeta & { deletionTimestamp?: string };
   status?: { phase?: string; conditions?: { type: string; status: string }[] };
 }
 

@@ -28,6 +28,27 @@ export async function readyPodsOf(api: KubeApi, app: App): Promise<ReadyPod[]> {
   return pods.items.filter(isReadyPod).map((pod) => ({ name: pod.metadata!.name!, ip: pod.status!.podIP! }));
 }
 
+/** What of a pod tells whether it serves: a client-node V1Pod or the operator's trimmed cache entry. */
+interface PodServing {
+  metadata?: { deletionTimestamp?: unknown };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+/** Whether a pod belongs in its App's Endpoints (as far as the operator's pod cache tells: ready, not ending). */
+function serves(pod: PodServing): boolean {
+  return pod.metadata?.deletionTimestamp === undefined && (pod.status?.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True');
+}
+
+/**
+ * Whether a pod event changes what the Endpoints of its App should list: it started or stopped serving, or is
+ * gone. The Deployment's ready count alone comes later than the pod's end, and not at all for a pod that
+ * stops being ready while another becomes so.
+ */
+export function servingChanged(pod: PodServing, gone: boolean, previous: PodServing | undefined): boolean {
+  if (gone) return true;
+  return previous === undefined ? serves(pod) : serves(pod) !== serves(previous);
+}
+
 /** The ready addresses the Endpoints of the holder's Service list (none when they are absent). */
 export function holderAddressesOf(endpoints: Pick<V1Endpoints, 'subsets'> | undefined): HolderAddress[] {
   return (endpoints?.subsets ?? []).flatMap((subset) => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { renderAppEndpoints, scalesToZero } from './endpoints.ts';
+import { servingChanged } from './endpoints-switch.ts';
 
 const app = storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 3 } }, { name: 'hello', namespace: 'team-a' });
 
@@ -35,5 +36,27 @@ describe('renderAppEndpoints', () => {
   it('only Apps with minReplicas 0 scale to zero', () => {
     expect(scalesToZero(app)).toBe(true);
     expect(scalesToZero(storedApp(pythonSpec(), { name: 'warm', namespace: 'team-a' }))).toBe(false);
+  });
+});
+
+describe('servingChanged', () => {
+  const pod = (ready: boolean, ending = false) => ({
+    metadata: ending ? { deletionTimestamp: '2026-11-25T20:00:00Z' } : {},
+    status: { conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+  });
+
+  it('is a change when a pod starts or stops serving, begins to end, or is gone; not when it stays as it was', () => {
+    expect(servingChanged(pod(true), false, pod(false))).toBe(true);
+    expect(servingChanged(pod(false), false, pod(true))).toBe(true);
+    expect(servingChanged(pod(true, true), false, pod(true))).toBe(true);
+    expect(servingChanged(pod(false), true, undefined)).toBe(true);
+    expect(servingChanged(pod(true), false, pod(true))).toBe(false);
+    expect(servingChanged(pod(false), false, pod(false))).toBe(false);
+    expect(servingChanged(pod(false, true), false, pod(true, true))).toBe(false);
+  });
+
+  it('takes a pod first seen ready as a change, and one first seen not ready as none', () => {
+    expect(servingChanged(pod(true), false, undefined)).toBe(true);
+    expect(servingChanged(pod(false), false, undefined)).toBe(false);
   });
 });

@@ -8,7 +8,7 @@ import type { App } from '../../crds/app-schema.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
 import type { ReadyPods } from './hold-pods.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
-import { callOfRecord, type HeldRecord, type HeldRecords } from './hold-records.ts';
+import { callOfRecord, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';
 
 export interface DispatchDeps {
   apps: { get(namespace: string, name: string): App | undefined };
@@ -25,7 +25,7 @@ export interface DispatchDeps {
   retryDelayMs: number;
   /** A call the replica refused for good (e.g. the caller's token has expired since): logged and dropped. */
   onRefused?(status: number): void;
-  onHandedOver?(coldStartMs: number): void;
+  onHandedOver?(call: HeldCall, coldStartMs: number): void;
 }
 
 const POST_TIMEOUT_MS = 30_000;
@@ -60,7 +60,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(deps.holderKey, { runId: call.runId, coldStartMs }) }, POST_TIMEOUT_MS);
         if (answer.status === 202) {
           await records.remove(record);
-          deps.onHandedOver?.(coldStartMs);
+          deps.onHandedOver?.(call, coldStartMs);
           return;
         }
         if (answer.status !== 503) {

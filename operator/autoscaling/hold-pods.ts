@@ -18,6 +18,7 @@ export class ReadyPods {
   readonly #watch: ResourceWatch<HeldPod>;
   /** Waiters by `namespace/app`. */
   readonly #waiters = new Map<string, Set<Waiter>>();
+  #stopped = false;
 
   constructor(options: { api: KubeApi; logger: Logger; watchdogMs: number }) {
     this.#watch = new ResourceWatch<HeldPod>({
@@ -45,6 +46,7 @@ export class ReadyPods {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     for (const waiters of this.#waiters.values()) for (const waiter of waiters) this.#settle(waiter, null);
     this.#waiters.clear();
     await this.#watch.stop();
@@ -57,7 +59,10 @@ export class ReadyPods {
 
   /** The App's first ready pod, or null when none is ready within `timeoutMs`. */
   async waitForReadyPod(namespace: string, app: string, timeoutMs: number): Promise<HeldPod | null> {
+    // A waiter that came after stop() would wait out its whole limit: a closing holder's hand-overs end now.
+    if (this.#stopped) return null;
     await this.#watch.whenSynced();
+    if (this.#stopped) return null;
     const ready = this.readyPod(namespace, app);
     if (ready !== undefined) return ready;
     const key = objectKey(namespace, app);

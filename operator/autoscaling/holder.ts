@@ -17,6 +17,7 @@ import type { KubeApi } from '../../kube/client.ts';
 import type { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
 import { sendProblem } from '../../sidecar/exchange.ts';
+import { acceptsEventStream } from '../../sidecar/http-negotiation.ts';
 import { readLimitedBody } from '../../sidecar/request-body.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from '../../sidecar/request-timeouts.ts';
 import { NO_OPTIONS, parseRunOptions } from '../../sidecar/run-options.ts';
@@ -60,6 +61,20 @@ export interface HolderOptions {
   retryDelayMs?: number;
   /** A claim on a held async call not renewed for this long is taken over by another holder. Default 5 min. */
   staleClaimMs?: number;
+  /** Told of each held call's outcome and wait (the operator's metrics). */
+  metrics?: HolderMetrics;
+}
+
+/** How a held call was called: the wait means different things for a caller that waits and one that does not. */
+export type HeldMode = 'sync' | 'stream' | 'async';
+
+export interface HolderMetrics {
+  /** A held call reached a replica after `waitMs` (sync and stream: relayed; async: handed over). */
+  handedOver(namespace: string, app: string, mode: HeldMode, waitMs: number): void;
+  /** A sync or stream call found no ready replica within its App's cold-start limit (503). */
+  timedOut(namespace: string, app: string, mode: HeldMode): void;
+  /** An async call was recorded and answered 202. */
+  accepted(namespace: string, app: string): void;
 }
 
 export interface HolderStats {
@@ -71,8 +86,6 @@ export interface HolderStats {
   accepted: number;
   /** Async calls a replica accepted. */
   handedOver: number;
-  /** Of every call held then handed over, the wait: ms from arrival to hand-over. */
-  coldStartMs: number[];
 }
 
 export interface Holder {
@@ -86,9 +99,8 @@ export interface Holder {
 }
 
 function configuredColdStartMs(app: App): number {
-  // `coldStartTimeout` joins [scaling] on the scalecore branch; read loosely until its type is merged.
-  const seconds = (app.spec.scaling as { coldStartTimeout?: number } | undefined)?.coldStartTimeout;
-  return (seconds ?? DEFAULT_COLD_START_TIMEOUT_SECONDS) * 1000;
+  // The App cache holds what the API server stored, which an older server may not have defaulted.
+  return (app.spec.scaling?.coldStartTimeout ?? DEFAULT_COLD_START_TIMEOUT_SECONDS) * 1000;
 }
 
 function podAddress(pod: V1Pod): ReplicaAddress {
@@ -99,7 +111,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKey } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
-  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, coldStartMs: [] };
+  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0 };
+  const metrics = options.metrics;
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
   const records = new HeldRecords({ api, identity: options.identity, staleClaimMs: options.staleClaimMs ?? 5 * 60_000 });
   const wake = (namespace: string, appName: string) =>
@@ -117,9 +130,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     holderKey,
     logger,
     retryDelayMs: options.retryDelayMs ?? 1000,
-    onHandedOver: (coldStartMs) => {
+    onHandedOver: (call, coldStartMs) => {
       stats.handedOver += 1;
-      stats.coldStartMs.push(coldStartMs);
+      metrics?.handedOver(call.namespace, call.appName, 'async', coldStartMs);
     },
   });
   const handOvers = new Set<Promise<void>>();
@@ -168,6 +181,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now() };
       const record = await records.save(call);
       stats.accepted += 1;
+      metrics?.accepted(projectId, appName);
       response.writeHead(202, { 'content-type': 'application/json', 'x-request-id': runId });
       response.end(JSON.stringify({ run_id: runId }));
       handOver(record);
@@ -177,15 +191,17 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     await wake(projectId, childName(app));
     const limitMs = coldStartTimeoutMs(app);
     const pod = await counted(projectId, appName, pods.waitForReadyPod(projectId, appName, Math.max(0, limitMs - (performance.now() - arrivedAt))));
+    const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
     if (pod === null) {
       stats.timedOut += 1;
+      metrics?.timedOut(projectId, appName, mode);
       throw new ProblemError(Problems.coldStartTimeout, `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`, {
         headers: { 'retry-after': RETRY_AFTER_SECONDS },
       });
     }
     const coldStartMs = performance.now() - arrivedAt;
     stats.relayed += 1;
-    stats.coldStartMs.push(coldStartMs);
+    metrics?.handedOver(projectId, appName, mode, coldStartMs);
     await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKey, { runId, coldStartMs }) });
   }
 
@@ -201,6 +217,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     });
   });
   pods.start();
+  // The first call at zero would otherwise wait for the key set too.
+  void auth?.prefetchKeys();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, resolve);

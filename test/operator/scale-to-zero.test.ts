@@ -3,9 +3,10 @@
 // holder keeps sync, stream and async calls until a replica is up, and the warm path never passes it.
 // The operator is set up as the chart sets it up: it makes the holder key's Secret, copies it into the app
 // namespace, and the sidecars read it from there (the run ids and waits of held calls prove they have it).
-// The scaler loop is not here: the holder's wake raises the replicas, the tests lower them by the scale.
+// The holder's wake raises the replicas; the tests lower them by the scale, which the leader's autoscaler
+// overrides (one replica stays for the idle countdown) until the App's cooldown has passed without a call.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { startHolder } from '../../operator/autoscaling/holder.ts';
 import { ensureHolderKey } from '../../operator/autoscaling/holder-key.ts';
@@ -42,7 +43,8 @@ beforeAll(async () => {
   deployments = cluster.kubeConfig.makeApiClient(AppsV1Api);
   hello = new HelloApp(cluster.kubeConfig, 'zero');
   const [namespace, configMap, app] = await hello.manifests();
-  app.spec.scaling = { ...app.spec.scaling, minReplicas: 0, maxReplicas: 2 };
+  // A short cooldown: a scale to zero by a test is undone by the autoscaler until it has passed.
+  app.spec.scaling = { ...app.spec.scaling, minReplicas: 0, maxReplicas: 2, cooldown: 10 };
   await core.createNamespace({ body: namespace });
   await core.createNamespacedConfigMap({ namespace: hello.namespace, body: configMap });
   await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace: hello.namespace, body: app });
@@ -68,9 +70,12 @@ const pointsAtHolder = async () => {
   return (await endpoints())?.subsets?.[0]?.ports?.[0]?.port === holderPort;
 };
 
+/** As `kubectl scale` does: a merge patch, so a concurrent write of the autoscaler is no conflict. */
 async function scaleTo(replicas: number): Promise<void> {
-  const scale = await deployments.readNamespacedDeploymentScale({ namespace: hello.namespace, name: hello.name });
-  await deployments.replaceNamespacedDeploymentScale({ namespace: hello.namespace, name: hello.name, body: { ...scale, spec: { replicas } } });
+  await deployments.patchNamespacedDeploymentScale(
+    { namespace: hello.namespace, name: hello.name, body: { spec: { replicas } }, fieldManager: 'kubectl' },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
 }
 
 /** At zero: no pod left, the Endpoints on the holder. */
@@ -103,6 +108,14 @@ async function runRecord(runId: string): Promise<Record<string, unknown>> {
   );
 }
 
+/** The operator's metric samples of this test's App (a counter or a histogram's `_count`), by their labels. */
+async function heldMetric(name: 'runlet_holder_calls_total' | 'runlet_holder_cold_start_seconds_count', labels: Record<string, string>): Promise<number> {
+  const metric = await cluster.operator.metrics.registry.getSingleMetric(name.replace(/_count$/, ''))!.get();
+  const matches = (sample: { labels: Record<string, unknown>; metricName?: string }) =>
+    (sample.metricName ?? metric.name) === name && sample.labels.namespace === hello.namespace && Object.entries(labels).every(([key, value]) => sample.labels[key] === value);
+  return metric.values.filter(matches).reduce((sum, sample) => sum + sample.value, 0);
+}
+
 describe('scale to zero: the cold-start limit', () => {
   it('a sync call whose app starts no replica within its limit gets 503 cold-start-timeout with Retry-After', async () => {
     // An app whose code ConfigMap does not exist: its pod never starts.
@@ -122,6 +135,7 @@ describe('scale to zero: the cold-start limit', () => {
     expect(answer.headers.get('retry-after')).toBe('5');
     expect(answer.headers.get('content-type')).toBe('application/problem+json');
     expect(await answer.json()).toMatchObject({ type: 'https://runlet.dev/problems#cold-start-timeout', status: 503 });
+    expect(await heldMetric('runlet_holder_calls_total', { app: NEVER_READY, mode: 'sync', outcome: 'timed_out' })).toBe(1);
   }, 120_000);
 });
 
@@ -138,6 +152,7 @@ describe('scale to zero', () => {
 
   it('a sync call at zero is held, wakes the app and is answered after the cold start; the run record shows the wait', async () => {
     await atZero();
+    const waitsBefore = await heldMetric('runlet_holder_cold_start_seconds_count', { app: hello.name, mode: 'sync' });
     const answer = await call('run', { body: { name: 'Zero' } });
     expect(answer.status, await answer.clone().text()).toBe(200);
     expect(((await answer.json()) as { result: unknown }).result).toEqual({ greeting: 'Hello, Zero!' });
@@ -146,6 +161,9 @@ describe('scale to zero', () => {
     const record = await runRecord(runId);
     expect(record).toMatchObject({ id: runId, status: 'success', mode: 'sync' });
     expect(record.coldStartMs).toBeGreaterThan(0);
+    // The wait is a metric too, beside the run record.
+    expect(await heldMetric('runlet_holder_cold_start_seconds_count', { app: hello.name, mode: 'sync' })).toBe(waitsBefore + 1);
+    expect(await heldMetric('runlet_holder_calls_total', { app: hello.name, mode: 'sync', outcome: 'handed_over' })).toBeGreaterThanOrEqual(1);
     // Once the replica is ready the Endpoints leave the holder: the next call is warm.
     await waitFor(pointsAtPods, { ...WAIT, what: 'the Endpoints back on the pod' });
   }, 180_000);
