@@ -1,6 +1,7 @@
 // The run interface, `/v4/{project_id}/{app_name}/{function}`, read top to bottom:
 // route → drain → auth → app → options (async, webhook) → body → mode (sync | stream | async | custom), each
-// mode's run taken through admission, recording and its webhook by the run lifecycle (run-lifecycle.ts).
+// mode's run taken through admission, recording and its webhook by the run lifecycle (run-lifecycle.ts). A
+// refused async call the holder had already answered 202 becomes a failed run instead (modes/held-refusal.ts).
 //
 // It answers two kinds of request (exchange.ts). The pod sidecar's run port (run-server.ts) reads a Python
 // app's call — a POST with its whole body in hand — with its own front (run-front/) and hands it over as a
@@ -16,6 +17,7 @@ import type { StreamableAnswerSink } from './answer-sink.ts';
 import { nodeExchange, nodeHttpExchange, sendProblem, streamedResponse, webhookSecretOf, wholeExchange, type Exchange, type WholeRequest } from './exchange.ts';
 import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
 import { acceptAsync, executeAsync } from './modes/async.ts';
+import { recordRefusedHeldCall, refusalBecomesFailure, refusalOf, refusedAsyncCall } from './modes/held-refusal.ts';
 import { runStream } from './modes/stream.ts';
 import { runSync, settle } from './modes/sync.ts';
 import type { Replica } from './replica.ts';
@@ -24,7 +26,7 @@ import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from './request-timeouts.ts';
 import { RunLifecycle, type Call } from './run-lifecycle.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import { parseRunPath, parseRunPathOrNull, pathOf, type RunPath } from './run-path.ts';
-import { HELD_RUN_HEADER, verifyHeldRun } from './auth/held-run.ts';
+import { HELD_RUN_HEADER, verifyHeldRun, type HeldRun } from './auth/held-run.ts';
 import { newRunId } from './runs/recorder.ts';
 import { callCustomBuffered } from './runtimes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './runtimes/custom-proxy.ts';
@@ -68,14 +70,29 @@ export function createRunInterface(replica: Replica): RunInterface {
 
   /** `route`: the exchange's path, when the caller has parsed it already. */
   function serve(exchange: Exchange, route?: RunPath): void {
+    const receivedAt = performance.now();
     // A call the holder kept while the app was at zero keeps the run id its caller may already have.
     const held = replica.holderKey === null ? null : verifyHeldRun(replica.holderKey, exchange.headers[HELD_RUN_HEADER]);
     const runId = held === null ? newRunId() : held.runId;
-    handleRun(exchange, runId, route, held === null ? null : held.coldStartMs).catch((error: unknown) => sendProblem(exchange.answer, runId, toProblem(error)));
+    handleRun(exchange, runId, receivedAt, route, held === null ? null : held.coldStartMs).catch((error: unknown) => {
+      const problem = toProblem(error);
+      if (held === null) sendProblem(exchange.answer, runId, problem);
+      else refuseHeld(exchange, held, receivedAt, problem);
+    });
   }
 
-  async function handleRun(exchange: Exchange, runId: string, parsedRoute: RunPath | undefined, coldStartMs: number | null): Promise<void> {
-    const receivedAt = performance.now();
+  /**
+   * A held call refused (modes/held-refusal.ts): an async one's caller already has its 202, so the refusal
+   * becomes its run's failure. Here, where every refusal of the pipeline ends up and only once a call is
+   * refused, rather than at each check: one place sees them all, and no call that runs pays for it.
+   */
+  function refuseHeld(exchange: Exchange, held: HeldRun, receivedAt: number, problem: ProblemError): void {
+    const call = refusalBecomesFailure(problem.status) && !exchange.answer.headersSent ? refusedAsyncCall(exchange, held, receivedAt) : null;
+    if (call === null) return sendProblem(exchange.answer, held.runId, problem);
+    recordRefusedHeldCall(replica, lifecycle, call, refusalOf(problem), exchange.answer).catch((error: unknown) => sendProblem(exchange.answer, held.runId, toProblem(error)));
+  }
+
+  async function handleRun(exchange: Exchange, runId: string, receivedAt: number, parsedRoute: RunPath | undefined, coldStartMs: number | null): Promise<void> {
     const { url, method, headers } = exchange;
     const queryStart = url.indexOf('?');
     const path = pathOf(url);
@@ -118,6 +135,9 @@ export function createRunInterface(replica: Replica): RunInterface {
         throw new ProblemError(Problems.upstreamFailed, `The app's runtime could not check the call: ${(err as Error).message}`, { cause: err });
       });
       if (refusal) {
+        // The runtime's refusal is answered here, not thrown: a held call's (it alone has a cold start) becomes
+        // its run's failure here too, as in `refuseHeld`.
+        if (coldStartMs !== null && refusalBecomesFailure(refusal.statusCode)) return recordRefusedHeldCall(replica, lifecycle, call, refusal, exchange.answer);
         exchange.answer.writeHead(refusal.statusCode, { ...refusal.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
         exchange.answer.end(refusal.body);
         return;

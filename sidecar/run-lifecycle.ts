@@ -121,12 +121,17 @@ export class RunLifecycle {
   }
 
   finalize(run: ActiveRun, call: Call, outcome: RunOutcome): void {
-    const { activeRuns, metrics, logger, webhooks } = this.#replica;
-    activeRuns.delete(run);
-    metrics.runCompleted(run.record.mode, run.record.status, run.record.runtimeMs);
+    this.#replica.activeRuns.delete(run);
+    this.report(run.record, call.webhook, outcome);
+  }
+
+  /** A run that has ended: counted, logged, and its outcome forwarded to its webhook. */
+  report(record: RunRecord, webhook: WebhookRequest | null, outcome: RunOutcome): void {
+    const { metrics, logger, webhooks } = this.#replica;
+    metrics.runCompleted(record.mode, record.status, record.runtimeMs);
     // Checked first: the log line's object would otherwise be built for every run and thrown away.
-    if (logger.isLevelEnabled('info')) this.#logRun(run.record);
-    if (call.webhook) webhooks.forward(run.record, call.webhook, outcome);
+    if (logger.isLevelEnabled('info')) this.#logRun(record);
+    if (webhook) webhooks.forward(record, webhook, outcome);
   }
 
   #logRun(record: RunRecord): void {

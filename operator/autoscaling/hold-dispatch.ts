@@ -1,7 +1,9 @@
 // Handing a held async call to a replica: wake the app, wait for a ready pod, post the call with its run id
 // and wait (the held-run header), and drop the durable record once the replica has accepted it (202: from
-// then on the replica's run record and webhook carry it, as for any async call). Until then the record stays:
-// a replica that refuses for now (503: draining, at capacity) or cannot be reached is tried again.
+// then on the replica's run record and webhook carry it, as for any async call — a call it refuses, too, is
+// recorded as a failed run and answered 202: sidecar/modes/held-refusal.ts). Until then the record stays:
+// a replica that refuses for now (503: draining, at capacity) or cannot be reached is tried again, and any
+// other answer a few times (MAX_UNRECORDED_ANSWERS).
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App } from '../../crds/app-schema.ts';
@@ -23,12 +25,25 @@ export interface DispatchDeps {
   logger: Logger;
   /** Pause before trying a replica again after it refused for now or could not be reached. */
   retryDelayMs: number;
-  /** A call the replica refused for good (e.g. the caller's token has expired since): logged and dropped. */
+  /** A call no replica recorded after MAX_UNRECORDED_ANSWERS answers (the last one's status): logged and dropped. */
   onRefused?(status: number): void;
   onHandedOver?(call: HeldCall, coldStartMs: number): void;
 }
 
 const POST_TIMEOUT_MS = 30_000;
+
+/**
+ * Answers other than 202 and 503 a held call gets before it is dropped. A replica with the holder key records
+ * every refusal of the call itself as its failed run and answers 202, so such an answer means the replica
+ * could not record it: a 5xx of its own (an internal error, its runtime failing to check the call), 408 (the
+ * hand-over's body stalled), or a replica without the key (not yet restarted after a rotation, or a copy of
+ * the key missing) refusing a bad call as an ordinary one. The first kinds pass within seconds; the last
+ * repeats until a replica with the key serves. Keeping the record for ever would keep waking the app, and
+ * the call would count as its load (the scaler never takes it to zero), for a call that may never pass;
+ * dropping it at once would lose a call that a second attempt saves. So a few attempts, spaced as a 503's
+ * retries, then dropped with an error log naming its run id (its caller's run is never listed).
+ */
+export const MAX_UNRECORDED_ANSWERS = 5;
 
 export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRecord): Promise<void>; readonly stopped: boolean; stop(): void } {
   const { records, pods, logger } = deps;
@@ -37,6 +52,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
 
   async function handOver(initial: HeldRecord): Promise<void> {
     let record: HeldRecord | null = initial;
+    let unrecorded = 0;
     const call = callOfRecord(initial);
     const what = { app: `${call.namespace}/${call.appName}`, runId: call.runId };
     await deps.appsSynced();
@@ -64,10 +80,15 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
           return;
         }
         if (answer.status !== 503) {
-          logger.error({ ...what, status: answer.status, answer: answer.body.slice(0, 500) }, 'holder: the replica refused a held async call; dropping it');
-          deps.onRefused?.(answer.status);
-          await records.remove(record);
-          return;
+          unrecorded += 1;
+          const answered = { ...what, status: answer.status, answer: answer.body.slice(0, 500), attempt: unrecorded };
+          if (unrecorded >= MAX_UNRECORDED_ANSWERS) {
+            logger.error(answered, 'holder: no replica recorded a held async call; dropping it');
+            deps.onRefused?.(answer.status);
+            await records.remove(record);
+            return;
+          }
+          logger.error(answered, 'holder: the replica did not record a held async call; trying again');
         }
       } catch (error) {
         logger.warn({ ...what, err: error }, 'holder: could not hand a held async call to a replica; retrying');

@@ -23,9 +23,14 @@ export async function acceptAsync(replica: Replica, lifecycle: RunLifecycle, cal
       headers: { 'retry-after': '1' },
     });
   }
-  response.writeHead(202, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', call.runId]);
-  response.end('{"run_id":"' + call.runId + '"}');
+  answerAccepted(response, call.runId);
   return run;
+}
+
+/** `202 {"run_id"}`: the run is recorded durably, and goes on without its caller. */
+export function answerAccepted(response: AnswerSink, runId: string): void {
+  response.writeHead(202, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', runId]);
+  response.end('{"run_id":"' + runId + '"}');
 }
 
 /** Runs an accepted async run once it has a slot; never throws (nobody is waiting for an answer). */

@@ -57,7 +57,8 @@ function formatUuid(bytes: Uint8Array): string {
 
 export interface RunStart {
   id: string;
-  target: AppTarget;
+  /** Whose run: the app's target, or only its names (a held call refused before its app was looked up). */
+  target: Pick<AppTarget, 'projectId' | 'appName'>;
   functionName: string;
   method: string;
   mode: RunMode;

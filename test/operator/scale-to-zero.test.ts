@@ -9,9 +9,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { startHolder } from '../../operator/autoscaling/holder.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { RUNS_ACCESS } from '../../management/kube-auth.ts';
 import { ensureHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
+import { verifyWebhookSignature } from '../support/signature.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -25,6 +28,8 @@ const NEVER_READY = 'never';
 /** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
 const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
+/** A management API caller the cluster authenticates, and allows to list runs. */
+const READER = { token: 'zero-reader.eyJydW5zIjoicmVhZGVyIn0.sig', user: 'system:serviceaccount:runlet-e2e:reader' };
 
 let cluster: LocalCluster;
 let hello: HelloApp;
@@ -39,6 +44,8 @@ beforeAll(async () => {
     // The app that never starts gives up after 2 s; the others have the default limit.
     coldStartTimeoutMs: (app: App) => (app.metadata.name === NEVER_READY ? 2000 : 60_000),
   });
+  cluster.server.tokens.set(READER.token, { username: READER.user });
+  cluster.server.allow({ user: READER.user, ...RUNS_ACCESS });
   core = cluster.kubeConfig.makeApiClient(CoreV1Api);
   deployments = cluster.kubeConfig.makeApiClient(AppsV1Api);
   hello = new HelloApp(cluster.kubeConfig, 'zero');
@@ -202,6 +209,39 @@ describe('scale to zero', () => {
       const record = await runRecord(runId);
       expect(record).toMatchObject({ id: runId, async: true, status: 'success' });
       expect(record.coldStartMs).toBeGreaterThan(0);
+    } finally {
+      await receiver.close();
+    }
+  }, 180_000);
+
+  it('an async call at zero to a function the app lacks gets its 202; its run is listed as a failure with its cold start, its webhook signed with that failure', async () => {
+    await atZero();
+    const holder = cluster.operator.holder!;
+    const handedOverBefore = holder.stats.handedOver;
+    const receiver = await WebhookReceiver.start();
+    try {
+      const webhook = encodeURIComponent(receiver.at().toString());
+      const answer = await call(`nope?async=true&webhookEndpoint=${webhook}`, { body: {}, headers: { 'x-webhook-secret': 'zero-secret' } });
+      expect(answer.status).toBe(202);
+      const { run_id: runId } = (await answer.json()) as { run_id: string };
+      // The replica refuses it (no function `nope`) once it is up: it becomes the run's failure, not a lost call.
+      const listed = await waitFor(
+        async () => {
+          const response = await fetch(`${cluster.operatorUrl}/v2/projects/${hello.namespace}/apps/${hello.name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
+          return response.status === 200 && ((await response.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId);
+        },
+        { ...WAIT, what: `run ${runId} in the list API` },
+      );
+      expect(listed).toMatchObject({ async: true, mode: 'async', status: 'failure', statusCode: 404, error: { type: 'Function not found' } });
+      expect(listed.coldStartMs).toBeGreaterThan(0);
+
+      await receiver.received(1, WAIT.timeoutMs);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('zero-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'failure', status_code: 404, error: listed.error });
+      // The replica's 202 for it let the holder delete its record.
+      await waitFor(() => holder.stats.handedOver === handedOverBefore + 1, { ...WAIT, what: 'the hand-over counted' });
+      expect((await core.listSecretForAllNamespaces({ labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
     } finally {
       await receiver.close();
     }

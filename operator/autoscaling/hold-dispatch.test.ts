@@ -1,0 +1,125 @@
+// Handing over a held async call, against the in-memory API server (its record a Secret, the App's ready pod
+// watched) and a real HTTP server standing for the replica's sidecar, answering as scripted: a 503 is retried
+// for as long as it lasts, any other answer but 202 only MAX_UNRECORDED_ANSWERS times before the call is dropped.
+import { once } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { APP_LABEL } from '../../crds/api-group.ts';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { HELD_RUN_HEADER, verifyHeldRun } from '../../sidecar/auth/held-run.ts';
+import { newRunId } from '../../sidecar/runs/recorder.ts';
+import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
+import { testLogger } from '../../test/support/logger.ts';
+import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
+import { createDispatcher, MAX_UNRECORDED_ANSWERS } from './hold-dispatch.ts';
+import { ReadyPods } from './hold-pods.ts';
+import { HELD_CALL_LABEL, HeldRecords } from './hold-records.ts';
+import { wakeDeployment } from './hold-wake.ts';
+
+const NAMESPACE = 'team-a';
+const APP = 'hello';
+const HOLDER_KEY = randomBytes(32);
+const PODS = `/api/v1/namespaces/${NAMESPACE}/pods`;
+
+describe('handing a held async call to a replica', () => {
+  let server: KubeApiServer;
+  let api: KubeApi;
+  let pods: ReadyPods;
+  let replica: Server;
+  /** The replica's answers, in order; 202 once they run out. */
+  let script: number[];
+  /** The held run ids of the calls the replica received. */
+  let received: string[];
+
+  beforeEach(async () => {
+    server = await startKubeApiServer({ namespaces: [NAMESPACE] });
+    api = new KubeApi(await server.credentials());
+    const labels = { [APP_LABEL]: APP };
+    await api.create(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: APP },
+      spec: { replicas: 1, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
+    } as KubeObject);
+    const pod = await api.create(PODS, { apiVersion: 'v1', kind: 'Pod', metadata: { name: `${APP}-1`, labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
+    await api.replace(`${PODS}/${APP}-1/status`, { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
+    pods = new ReadyPods({ api, logger: testLogger(), watchdogMs: 60_000 });
+    pods.start();
+
+    script = [];
+    received = [];
+    replica = createServer((request, response) => {
+      received.push(verifyHeldRun(HOLDER_KEY, request.headers[HELD_RUN_HEADER])?.runId ?? 'unsigned');
+      request.resume();
+      const status = script.shift() ?? 202;
+      response.writeHead(status, { 'content-type': 'application/json' }).end(status === 202 ? '{}' : '{"title":"scripted"}');
+    });
+    replica.listen(0, '127.0.0.1');
+    await once(replica, 'listening');
+  });
+
+  afterEach(async () => {
+    replica.close();
+    await pods.stop();
+    await api.close();
+    await server.close();
+  });
+
+  /** Holds one async call (its record saved) and hands it over; what the dispatcher reported. */
+  async function holdAndHandOver(): Promise<{ runId: string; refused: number[]; handedOver: number; recordsLeft: number }> {
+    const records = new HeldRecords({ api, identity: 'holder-test', staleClaimMs: 60_000 });
+    const runId = newRunId();
+    const record = await records.save({ runId, namespace: NAMESPACE, appName: APP, method: 'POST', url: `/v4/${NAMESPACE}/${APP}/run?async=true`, headers: {}, body: Buffer.from('{}'), acceptedAt: Date.now() });
+    const refused: number[] = [];
+    let handedOver = 0;
+    const dispatcher = createDispatcher({
+      apps: { get: () => storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 1 } }, { name: APP, namespace: NAMESPACE }) },
+      appsSynced: async () => {},
+      records,
+      pods,
+      wake: (namespace, appName) => wakeDeployment(api, namespace, appName),
+      replicaAddress: () => ({ host: '127.0.0.1', port: (replica.address() as AddressInfo).port }),
+      coldStartTimeoutMs: () => 10_000,
+      holderKey: HOLDER_KEY,
+      logger: testLogger(),
+      retryDelayMs: 10,
+      onRefused: (status) => refused.push(status),
+      onHandedOver: () => (handedOver += 1),
+    });
+    await dispatcher.handOver(record);
+    const left = await api.list(`/api/v1/namespaces/${NAMESPACE}/secrets`, { labelSelector: HELD_CALL_LABEL });
+    return { runId, refused, handedOver, recordsLeft: left.items.length };
+  }
+
+  it('a call the replica records (202) is handed over once, and its record deleted', async () => {
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
+    expect(received).toEqual([outcome.runId]);
+  });
+
+  it('503 is tried again for as long as it lasts', async () => {
+    script = Array.from({ length: MAX_UNRECORDED_ANSWERS + 2 }, () => 503);
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
+    expect(received).toHaveLength(MAX_UNRECORDED_ANSWERS + 3);
+  });
+
+  it('another answer is tried again: a replica that fails for a while, then records the call, gets it', async () => {
+    script = [500, 408, 503, 502];
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
+    expect(received).toHaveLength(5);
+  });
+
+  it(`a call no replica records is dropped after ${MAX_UNRECORDED_ANSWERS} such answers, 503s not counted`, async () => {
+    script = [400, 503, ...Array.from({ length: MAX_UNRECORDED_ANSWERS }, () => 404)];
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [404], handedOver: 0, recordsLeft: 0 });
+    // The 400, the 503, then four 404s: the fifth answer that is not a 503 drops it.
+    expect(received).toHaveLength(MAX_UNRECORDED_ANSWERS + 1);
+    expect(new Set(received)).toEqual(new Set([outcome.runId]));
+  });
+});
