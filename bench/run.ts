@@ -1,6 +1,7 @@
 // `make bench` / `npm run bench`: installs the tools it needs, builds dist/, starts every server once, runs every
 // scenario in each of several rounds, and writes bench/results.md and bench/results.json.
 //   npm run bench -- [--rounds 3] [--duration 3] [--scenarios sync,memory,...] [--sidecar-node-options=FLAGS]
+//                    [--ab-base REF] [--ab-rounds 10]   (the warm-path A/B: scenarios/warm-ab.ts)
 // With --scenarios (for profiling one scenario), the report goes to bench/.work/ instead. Only then may
 // --sidecar-node-options start the sidecars with other Node flags than the pod's (to measure alternatives;
 // `--sidecar-node-options=` for Node's defaults).
@@ -27,6 +28,8 @@ import type { Settings } from './scenarios/settings.ts';
 import { measureStream, STREAM_FIGURES } from './scenarios/stream.ts';
 import { measureSync, SYNC_FIGURES } from './scenarios/sync.ts';
 import { measureWebhook, WEBHOOK_FIGURES } from './scenarios/webhook.ts';
+import { DEFAULT_AB_BASE, DEFAULT_AB_ROUNDS, measureWarmAb, WARM_AB, type WarmAbResult } from './scenarios/warm-ab.ts';
+import { resolveBaselineRef } from './baseline.ts';
 import { startStack, type Stack } from './stack.ts';
 import { ensureTools, toolVersions } from './tools.ts';
 
@@ -67,6 +70,8 @@ async function main(): Promise<void> {
       duration: { type: 'string', default: '3' },
       scenarios: { type: 'string' },
       'sidecar-node-options': { type: 'string' },
+      'ab-base': { type: 'string' },
+      'ab-rounds': { type: 'string' },
     },
   });
   const sidecarNodeOptions = values['sidecar-node-options'] ?? SIDECAR_NODE_OPTIONS;
@@ -77,6 +82,10 @@ async function main(): Promise<void> {
   const scenarios = selectScenarios(values.scenarios);
   const runOperator = values.scenarios === undefined || values.scenarios.split(',').includes(OPERATOR);
   const runColdStart = values.scenarios === undefined || values.scenarios.split(',').includes(COLD_START);
+  const runWarmAb = values.scenarios === undefined || values.scenarios.split(',').includes(WARM_AB);
+  if (!runWarmAb && (values['ab-base'] ?? values['ab-rounds']) !== undefined) throw new Error(`--ab-base and --ab-rounds need the ${WARM_AB} scenario`);
+  const abBaseline = runWarmAb ? resolveBaselineRef(values['ab-base'] ?? DEFAULT_AB_BASE) : null;
+  const abRounds = positiveInteger(values['ab-rounds'] ?? String(DEFAULT_AB_ROUNDS), '--ab-rounds');
   const reportDir = values.scenarios === undefined ? BENCH_DIR : WORK_DIR;
   const durationS = positiveInteger(values.duration, '--duration');
   const settings: Settings = { durationS, latencyDurationS: Math.max(1, Math.round(durationS * 0.67)) };
@@ -99,6 +108,7 @@ async function main(): Promise<void> {
   process.once('SIGTERM', interrupted);
 
   const measured: RoundFigures[] = [];
+  let warmAb: WarmAbResult | null = null;
   try {
     log('starting the servers');
     const stack = await startStack(group, WORK_DIR, { sidecarNodeOptions });
@@ -124,13 +134,17 @@ async function main(): Promise<void> {
       log('coldstart (once)');
       Object.assign(measured.at(-1) ?? {}, await measureColdStart());
     }
+    if (abBaseline !== null) {
+      log(`${WARM_AB} (once, ${abRounds} rounds against ${abBaseline.ref})`);
+      warmAb = await measureWarmAb(stack, group, WORK_DIR, { baseline: abBaseline, rounds: abRounds, sidecarNodeOptions }, log);
+    }
   } finally {
     closeStreamClient();
     await group.stopAll();
   }
 
-  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : []), ...(runColdStart ? COLD_START_FIGURES : [])];
-  const results = summarise(figures, measured);
+  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : []), ...(runColdStart ? COLD_START_FIGURES : []), ...(warmAb?.figures ?? [])];
+  const results = summarise(figures, [...measured, ...(warmAb?.rounds ?? [])]);
   const finishedAt = new Date();
   writeReport(
     { markdown: join(reportDir, 'results.md'), json: join(reportDir, 'results.json') },
@@ -148,7 +162,7 @@ async function main(): Promise<void> {
     figures,
     results,
     explainMisses(results, cpus().length),
-    [NODE_FLAGS_SECTION],
+    [NODE_FLAGS_SECTION, ...(warmAb ? [warmAb.section] : [])],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);
@@ -159,8 +173,8 @@ async function main(): Promise<void> {
 function selectScenarios(list: string | undefined): Scenario[] {
   if (list === undefined) return SCENARIOS;
   const names = list.split(',').map((name) => name.trim());
-  const unknown = names.filter((name) => name !== OPERATOR && name !== COLD_START && !SCENARIOS.some((scenario) => scenario.name === name));
-  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...SCENARIOS.map((scenario) => scenario.name), OPERATOR, COLD_START].join(', ')}`);
+  const unknown = names.filter((name) => name !== OPERATOR && name !== COLD_START && name !== WARM_AB && !SCENARIOS.some((scenario) => scenario.name === name));
+  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...SCENARIOS.map((scenario) => scenario.name), OPERATOR, COLD_START, WARM_AB].join(', ')}`);
   return SCENARIOS.filter((scenario) => names.includes(scenario.name));
 }
 
