@@ -137,14 +137,17 @@ async function main(): Promise<void> {
     if (abBaseline !== null) {
       log(`${WARM_AB} (once, ${abRounds} rounds against ${abBaseline.ref})`);
       warmAb = await measureWarmAb(stack, group, WORK_DIR, { baseline: abBaseline, rounds: abRounds, sidecarNodeOptions }, log);
+      // Its own rounds, with keys of their own: its figures' medians and ranges are over them.
+      measured.push(...warmAb.rounds);
     }
   } finally {
     closeStreamClient();
     await group.stopAll();
   }
 
-  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : []), ...(runColdStart ? COLD_START_FIGURES : []), ...(warmAb?.figures ?? [])];
-  const results = summarise(figures, [...measured, ...(warmAb?.rounds ?? [])]);
+  const figures = [...scenarios.flatMap((scenario) => scenario.figures), ...(runOperator ? OPERATOR_FIGURES : []), ...(runColdStart ? COLD_START_FIGURES : [])];
+  if (warmAb !== null) figures.push(...warmAb.figures);
+  const results = summarise(figures, measured);
   const finishedAt = new Date();
   writeReport(
     { markdown: join(reportDir, 'results.md'), json: join(reportDir, 'results.json') },
