@@ -164,7 +164,7 @@ function section(baseline: BaselineRef, rounds: Round[]): ReportSection {
       `- Sidecar CPU per run, HEAD ÷ ${base}: ${spread(ratios((load) => load.cpuUs), 'HEAD spent more')}.`,
       `- Runs/s, HEAD ÷ ${base}: ${spread(ratios((load) => load.rps), 'HEAD served more')}.`,
       `- Medians: HEAD ${n(medianOf((round) => round.head.cpuUs), 1)} µs per run and ${n(medianOf((round) => round.head.rps), 0)} runs/s, ${base} ${n(medianOf((round) => round.base.cpuUs), 1)} µs and ${n(medianOf((round) => round.base.rps), 0)} runs/s; the API server spent ${n(medianOf((round) => round.head.kubeApiCpuUs), 1)} and ${n(medianOf((round) => round.base.kubeApiCpuUs), 1)} µs per run on their RunLog writes.`,
-      `- Read a ratio as a change, not noise, only when its middle half leaves out 1 and HEAD lands on the same side in most rounds: ${signTestNeeds(rounds.length)}.`,
+      `- Read a ratio as a change, not noise, only when its middle half leaves out 1 and HEAD lands on the same side in most rounds: ${signTestNeeds(rounds.length)}. \`--ab-base HEAD\` (the build against its own commit) shows how far identical sidecars stray on the machine of the day.`,
       '',
       `| round | first | HEAD runs/s | ${base} runs/s | ratio | HEAD µs/run | ${base} µs/run | ratio |`,
       '|---|---|---|---|---|---|---|---|',
