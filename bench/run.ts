@@ -1,6 +1,7 @@
 // `make bench` / `npm run bench`: installs the tools it needs, builds dist/, starts every server once, runs every
 // scenario in each of several rounds, and writes bench/results.md and bench/results.json.
 //   npm run bench -- [--rounds 3] [--duration 3] [--scenarios sync,memory,...] [--sidecar-node-options=FLAGS]
+//                    [--ab-base REF] [--ab-rounds 10]   (the warm-path A/B: scenarios/warm-ab.ts)
 // With --scenarios (for profiling one scenario), the report goes to bench/.work/ instead. Only then may
 // --sidecar-node-options start the sidecars with other Node flags than the pod's (to measure alternatives;
 // `--sidecar-node-options=` for Node's defaults).
@@ -28,9 +29,10 @@ import type { Settings } from './scenarios/settings.ts';
 import { measureStream, STREAM_FIGURES } from './scenarios/stream.ts';
 import { measureSync, SYNC_FIGURES } from './scenarios/sync.ts';
 import { measureWebhook, WEBHOOK_FIGURES } from './scenarios/webhook.ts';
+import { DEFAULT_AB_BASE, DEFAULT_AB_ROUNDS, measureWarmAb, WARM_AB, type WarmAbResult } from './scenarios/warm-ab.ts';
+import { resolveBaselineRef } from './baseline.ts';
 import { startStack, type Stack } from './stack.ts';
 import { ensureTools, toolVersions } from './tools.ts';
-import { warmPathSection } from './warm-path.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const WORK_DIR = join(BENCH_DIR, '.work');
@@ -80,6 +82,8 @@ async function main(): Promise<void> {
       duration: { type: 'string', default: '3' },
       scenarios: { type: 'string' },
       'sidecar-node-options': { type: 'string' },
+      'ab-base': { type: 'string' },
+      'ab-rounds': { type: 'string' },
     },
   });
   const sidecarNodeOptions = values['sidecar-node-options'] ?? SIDECAR_NODE_OPTIONS;
@@ -88,6 +92,10 @@ async function main(): Promise<void> {
   }
   const rounds = positiveInteger(values.rounds, '--rounds');
   const { scenarios, onceScenarios } = selectScenarios(values.scenarios);
+  const runWarmAb = values.scenarios === undefined || values.scenarios.split(',').includes(WARM_AB);
+  if (!runWarmAb && (values['ab-base'] ?? values['ab-rounds']) !== undefined) throw new Error(`--ab-base and --ab-rounds need the ${WARM_AB} scenario`);
+  const abBaseline = runWarmAb ? resolveBaselineRef(values['ab-base'] ?? DEFAULT_AB_BASE) : null;
+  const abRounds = positiveInteger(values['ab-rounds'] ?? String(DEFAULT_AB_ROUNDS), '--ab-rounds');
   const reportDir = values.scenarios === undefined ? BENCH_DIR : WORK_DIR;
   const durationS = positiveInteger(values.duration, '--duration');
   const settings: Settings = { durationS, latencyDurationS: Math.max(1, Math.round(durationS * 0.67)) };
@@ -110,11 +118,13 @@ async function main(): Promise<void> {
   process.once('SIGTERM', interrupted);
 
   const measured: RoundFigures[] = [];
+  let warmAb: WarmAbResult | null = null;
   try {
-    // The servers of the rounds: started only when a round has a scenario to measure on them.
-    if (scenarios.length > 0) {
-      log('starting the servers');
-      const stack = await startStack(group, WORK_DIR, { sidecarNodeOptions });
+    // The servers of the rounds (and the A/B's runtime and API server): started only when something measures on them.
+    const needsStack = scenarios.length > 0 || abBaseline !== null;
+    if (needsStack) log('starting the servers');
+    const stack = needsStack ? await startStack(group, WORK_DIR, { sidecarNodeOptions }) : undefined;
+    if (stack !== undefined && scenarios.length > 0) {
       // Node compiles its hot paths during the first seconds of load: a short unreported round first, so every
       // reported round measures warm servers.
       log('warm-up round (not reported)');
@@ -138,14 +148,20 @@ async function main(): Promise<void> {
       Object.assign(measured.at(-1)!, await scenario.measure(group, WORK_DIR));
       log(`  ${scenario.name} (${((performance.now() - began) / 1000).toFixed(1)} s)`);
     }
+    if (stack !== undefined && abBaseline !== null) {
+      log(`${WARM_AB} (once, ${abRounds} rounds against ${abBaseline.ref})`);
+      warmAb = await measureWarmAb(stack, group, WORK_DIR, { baseline: abBaseline, rounds: abRounds, sidecarNodeOptions }, log);
+      // Its own rounds, with keys of their own: its figures' medians and ranges are over them.
+      measured.push(...warmAb.rounds);
+    }
   } finally {
     closeStreamClient();
     await group.stopAll();
   }
 
   const figures = [...scenarios, ...onceScenarios].flatMap((scenario) => scenario.figures);
+  if (warmAb !== null) figures.push(...warmAb.figures);
   const results = summarise(figures, measured);
-  const warmPath = warmPathSection(results);
   const finishedAt = new Date();
   writeReport(
     { markdown: join(reportDir, 'results.md'), json: join(reportDir, 'results.json') },
@@ -163,7 +179,7 @@ async function main(): Promise<void> {
     figures,
     results,
     explainMisses(results, cpus().length),
-    [...(warmPath === undefined ? [] : [warmPath]), NODE_FLAGS_SECTION],
+    [NODE_FLAGS_SECTION, ...(warmAb ? [warmAb.section] : [])],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);
@@ -174,7 +190,7 @@ async function main(): Promise<void> {
 function selectScenarios(list: string | undefined): { scenarios: Scenario[]; onceScenarios: OnceScenario[] } {
   if (list === undefined) return { scenarios: SCENARIOS, onceScenarios: ONCE_SCENARIOS };
   const names = list.split(',').map((name) => name.trim());
-  const known = [...SCENARIOS, ...ONCE_SCENARIOS].map((scenario) => scenario.name);
+  const known = [...SCENARIOS, ...ONCE_SCENARIOS].map((scenario) => scenario.name).concat(WARM_AB);
   const unknown = names.filter((name) => !known.includes(name));
   if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${known.join(', ')}`);
   return { scenarios: SCENARIOS.filter((scenario) => names.includes(scenario.name)), onceScenarios: ONCE_SCENARIOS.filter((scenario) => names.includes(scenario.name)) };

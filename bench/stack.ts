@@ -39,6 +39,8 @@ export interface Stack {
   runtimeIdleRssMb: number;
   /** The in-memory Kubernetes API server (bench/servers/kube-api-server.ts) the pod's sidecars write RunLogs to. */
   kubeApi: Server;
+  /** How a pod's sidecar reaches it: for sidecars started beside the stack's (the warm-path A/B's). */
+  runLogStore: RunLogStore;
   /** `runlet sidecar` as in a pod, runs recorded in its RunLog: for the sync and stream scenarios. */
   sidecar: Server & { adminUrl: string };
   /** Its RSS right after start, before any call, in MB. */
@@ -60,7 +62,7 @@ export interface Stack {
 export async function startStack(group: ProcessGroup, workDir: string, options: StackOptions): Promise<Stack> {
   const [runtime, kubeApi] = await Promise.all([startRuntime(group, workDir), startKubeApi(group, workDir)]);
   const runtimeIdleRssMb = runtime.process.rssMb();
-  const runLog: RunStore = { kind: 'runlog', serviceAccountDir: kubeApi.serviceAccountDir, serverUrl: kubeApi.server.url };
+  const runLog: RunLogStore = { kind: 'runlog', serviceAccountDir: kubeApi.serviceAccountDir, serverUrl: kubeApi.server.url };
   const node = options.sidecarNodeOptions;
   // For bursts of async runs: a queue no burst fills, and webhooks to the loopback receiver admitted.
   const asyncArgs = ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8'];
@@ -79,6 +81,7 @@ export async function startStack(group: ProcessGroup, workDir: string, options: 
     runtime,
     runtimeIdleRssMb,
     kubeApi: kubeApi.server,
+    runLogStore: runLog,
     sidecar,
     sidecarIdleRssMb: sidecar.process.rssMb(),
     sqliteSidecar,
@@ -121,12 +124,20 @@ async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ ser
   return { server: { process: started, url: match[1]! }, serviceAccountDir };
 }
 
+export interface RunLogStore {
+  kind: 'runlog';
+  serviceAccountDir: string;
+  serverUrl: string;
+}
+
 /** Where a sidecar records its runs: the pod's RunLog through the API server, or SQLite in its data dir. */
-type RunStore = { kind: 'runlog'; serviceAccountDir: string; serverUrl: string } | { kind: 'sqlite' };
+type RunStore = RunLogStore | { kind: 'sqlite' };
 
 interface SidecarSpec {
   /** Process name, also its POD_NAME (the RunLog is named after the pod). */
   name: string;
+  /** The compiled CLI to start: this checkout's unless another build is measured beside it (the warm-path A/B's baseline). */
+  cli?: string;
   runtime: Server;
   workDir: string;
   store: RunStore;
@@ -139,14 +150,14 @@ interface SidecarSpec {
  * renders for the pod's sidecar container (operator/render/sidecar-container.ts): NODE_OPTIONS, POD_NAME, and
  * for the RunLog the API server's address and the service account, as in a pod (mounted elsewhere here).
  */
-async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Promise<Server & { adminUrl: string }> {
+export async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Promise<Server & { adminUrl: string }> {
   const { name, runtime, workDir, store } = spec;
   const [port, adminPort] = [await freePort(), await freePort()];
   const started = group.start({
     name,
     command: process.execPath,
     args: [
-      COMPILED_CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
+      spec.cli ?? COMPILED_CLI, 'sidecar', '--project', PROJECT, '--app', APP, '--app-port', new URL(runtime.url).port,
       '--port', String(port), '--admin-port', String(adminPort), '--concurrency', String(CONCURRENCY),
       '--run-store', store.kind, '--data-dir', join(workDir, `${name}-data`), '--log-level', 'warn',
       // The load generators send no bearer token: the run path is measured without caller authentication.

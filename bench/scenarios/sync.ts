@@ -97,7 +97,7 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
 }
 
 /** CPU the proxy (if any), the runtime and the API server (the RunLog's writes) spend during a load, per request. */
-function cpuMeter(proxy: BenchProcess | null, runtime: BenchProcess, kubeApi: BenchProcess) {
+export function cpuMeter(proxy: BenchProcess | null, runtime: BenchProcess, kubeApi: BenchProcess) {
   const proxyStart = proxy?.cpuMs() ?? 0;
   const runtimeStart = runtime.cpuMs();
   const kubeApiStart = kubeApi.cpuMs();
