@@ -1,29 +1,19 @@
-// Scale to zero, end to end on the fake API server with the process kubelet: an App with minReplicas 0 is
-// reached through its Service (the test kube-proxy, following the Endpoints the operator writes); at zero the
-// holder keeps sync, stream and async calls until a replica is up, and the warm path never passes it.
-// The scaler loop is not here yet: the holder's wake raises the replicas, the tests lower them by the scale.
+// Scale to zero, end to end on the fake API server with the process kubelet: the shared suite
+// (scale-to-zero-suite.ts: warm path, sync, stream and async calls at zero, idle to zero), then what is tested
+// here only — the cold-start limit, and a held async call surviving a holder restart.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { startHolder } from '../../operator/autoscaling/holder.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
-import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
-import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import { startKubeProxy, type EndpointsObject, type KubeProxy } from '../kubelet/kube-proxy.ts';
-import { HelloApp, type RunLogView } from './hello-app.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
+import { scaleToZeroSuite, ZERO_WAIT, ZeroApp } from './scale-to-zero-suite.ts';
 
-/** Pods start real Python processes on a loaded 2-core machine. */
-const WAIT = { timeoutMs: 90_000, intervalMs: 50 };
 const NEVER_READY = 'never';
 
 let cluster: LocalCluster;
-let hello: HelloApp;
-let proxy: KubeProxy;
-let core: CoreV1Api;
-let deployments: AppsV1Api;
 
 beforeAll(async () => {
   cluster = await startLocalCluster({
@@ -32,19 +22,9 @@ beforeAll(async () => {
     // The app that never starts gives up after 2 s; the others have the default limit.
     coldStartTimeoutMs: (app: App) => (app.metadata.name === NEVER_READY ? 2000 : 60_000),
   });
-  core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  deployments = cluster.kubeConfig.makeApiClient(AppsV1Api);
-  hello = new HelloApp(cluster.kubeConfig, 'zero');
-  const [namespace, configMap, app] = await hello.manifests();
-  app.spec.scaling = { ...app.spec.scaling, minReplicas: 0, maxReplicas: 2 };
-  await core.createNamespace({ body: namespace });
-  await core.createNamespacedConfigMap({ namespace: hello.namespace, body: configMap });
-  await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace: hello.namespace, body: app });
-  proxy = await startKubeProxy({ kubeConfig: cluster.kubeConfig, pods: cluster.kubelet, namespace: hello.namespace, service: hello.name });
 }, 120_000);
 
 afterAll(async () => {
-  await proxy?.close();
   await cluster?.close();
 }, 60_000);
 
@@ -52,64 +32,31 @@ beforeEach((context) => {
   context.onTestFailed(() => console.log(cluster.diagnostics()));
 });
 
-async function endpoints(): Promise<EndpointsObject | undefined> {
-  return (await core.readNamespacedEndpoints({ namespace: hello.namespace, name: hello.name }).catch(() => undefined)) as EndpointsObject | undefined;
-}
+scaleToZeroSuite(() => cluster);
 
-const pointsAtPods = async () => (await endpoints())?.subsets?.[0]?.addresses?.some((address) => address.targetRef?.kind === 'Pod') === true;
-const pointsAtHolder = async () => {
-  const holderPort = Number(new URL(cluster.operator.holder!.url).port);
-  return (await endpoints())?.subsets?.[0]?.ports?.[0]?.port === holderPort;
-};
+describe('scale to zero: the holder itself', () => {
+  let zero: ZeroApp;
 
-async function scaleTo(replicas: number): Promise<void> {
-  const scale = await deployments.readNamespacedDeploymentScale({ namespace: hello.namespace, name: hello.name });
-  await deployments.replaceNamespacedDeploymentScale({ namespace: hello.namespace, name: hello.name, body: { ...scale, spec: { replicas } } });
-}
-
-/** At zero: no pod left, the Endpoints on the holder. */
-async function atZero(): Promise<void> {
-  await waitFor(() => hello.deployment(), { ...WAIT, what: 'the Deployment' });
-  await scaleTo(0);
-  await waitFor(async () => (await hello.pods()).length === 0 && (await pointsAtHolder()), { ...WAIT, what: 'no pod left and the Endpoints on the holder' });
-}
-
-async function call(path: string, init: { body: unknown; headers?: Record<string, string> }): Promise<Response> {
-  return fetch(`${proxy.url}/v4/${hello.namespace}/${hello.name}/${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.issuer.token(hello.namespace)}`, ...init.headers },
-    body: JSON.stringify(init.body),
+  beforeAll(async () => {
+    zero = await ZeroApp.apply(cluster, 'zero-holder');
+  }, 120_000);
+  afterAll(async () => {
+    await zero?.close();
   });
-}
 
-/** The run record with this id, from the RunLogs of the App's pods. */
-async function runRecord(runId: string): Promise<Record<string, unknown>> {
-  return waitFor(
-    async () => {
-      for (const pod of await hello.pods()) {
-        const runLog = (await hello.runLog(pod.metadata!.name!)) as (RunLogView & { status?: { runs?: Record<string, unknown>[] } }) | undefined;
-        const record = runLog?.status?.runs?.find((run) => run.id === runId);
-        if (record !== undefined && record.status !== 'pending' && record.status !== 'running') return record;
-      }
-      return undefined;
-    },
-    { ...WAIT, what: `the run record ${runId}` },
-  );
-}
-
-describe('scale to zero: the cold-start limit', () => {
   it('a sync call whose app starts no replica within its limit gets 503 cold-start-timeout with Retry-After', async () => {
     // An app whose code ConfigMap does not exist: its pod never starts.
-    const [, , manifest] = await hello.manifests();
-    const never = { ...manifest, metadata: { name: NEVER_READY, namespace: hello.namespace } } as App;
+    const { namespace } = zero.hello;
+    const [, , manifest] = await zero.hello.manifests();
+    const never = { ...manifest, metadata: { name: NEVER_READY, namespace } } as App;
     never.spec = { ...never.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...never.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
-    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace: hello.namespace, body: never });
-    await waitFor(() => cluster.operator.apps.get(hello.namespace, NEVER_READY), { ...WAIT, what: 'the App in the operator cache' });
+    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: never });
+    await waitFor(() => cluster.operator.apps.get(namespace, NEVER_READY), { ...ZERO_WAIT, what: 'the App in the operator cache' });
 
     const holder = cluster.operator.holder!;
-    const answer = await fetch(`${holder.url}/v4/${hello.namespace}/${NEVER_READY}/run`, {
+    const answer = await fetch(`${holder.url}/v4/${namespace}/${NEVER_READY}/run`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.issuer.token(hello.namespace)}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.callerToken(namespace)}` },
       body: JSON.stringify({ name: 'Nobody' }),
     });
     expect(answer.status).toBe(503);
@@ -117,80 +64,16 @@ describe('scale to zero: the cold-start limit', () => {
     expect(answer.headers.get('content-type')).toBe('application/problem+json');
     expect(await answer.json()).toMatchObject({ type: 'https://runlet.dev/problems#cold-start-timeout', status: 503 });
   }, 120_000);
-});
-
-describe('scale to zero', () => {
-  it('the warm path goes from the Service to the pod, not through the holder', async () => {
-    await waitFor(pointsAtPods, { ...WAIT, what: 'the Endpoints on the first pod' });
-    const relayed = cluster.operator.holder!.stats.relayed;
-    const answer = await call('run', { body: { name: 'Ada' } });
-    expect(answer.status).toBe(200);
-    expect(((await answer.json()) as { result: unknown }).result).toEqual({ greeting: 'Hello, Ada!' });
-    expect(proxy.routes.at(-1)).toMatch(/^pod\//);
-    expect(cluster.operator.holder!.stats.relayed).toBe(relayed);
-  }, 120_000);
-
-  it('a sync call at zero is held, wakes the app and is answered after the cold start; the run record shows the wait', async () => {
-    await atZero();
-    const answer = await call('run', { body: { name: 'Zero' } });
-    expect(answer.status, await answer.clone().text()).toBe(200);
-    expect(((await answer.json()) as { result: unknown }).result).toEqual({ greeting: 'Hello, Zero!' });
-    expect(proxy.routes.at(-1)).toBe(`127.0.0.1:${new URL(cluster.operator.holder!.url).port}`);
-    const runId = answer.headers.get('x-request-id')!;
-    const record = await runRecord(runId);
-    expect(record).toMatchObject({ id: runId, status: 'success', mode: 'sync' });
-    expect(record.coldStartMs).toBeGreaterThan(0);
-    // Once the replica is ready the Endpoints leave the holder: the next call is warm.
-    await waitFor(pointsAtPods, { ...WAIT, what: 'the Endpoints back on the pod' });
-  }, 180_000);
-
-  it('a stream call at zero is held, then streams its events as they are yielded', async () => {
-    await atZero();
-    const answer = await call('count', { body: { n: 3, pause: 0.05 }, headers: { accept: 'text/event-stream' } });
-    expect(answer.status, await answer.clone().text()).toBe(200);
-    expect(answer.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    const events = await new EventReader(answer.body!).rest();
-    expect(events.map((event) => JSON.parse(event.data))).toEqual([1, 2, 3].map((item) => ({ item, of: 3 })));
-    const record = await runRecord(answer.headers.get('x-request-id')!);
-    expect(record).toMatchObject({ mode: 'stream', status: 'success' });
-    expect(record.coldStartMs).toBeGreaterThan(0);
-  }, 180_000);
-
-  it('an async call at zero gets its 202 at once; it runs once a replica is up, its webhook delivered with that run id', async () => {
-    await atZero();
-    const receiver = await WebhookReceiver.start();
-    try {
-      const webhook = encodeURIComponent(receiver.at().toString());
-      const answer = await fetch(`${proxy.url}/v4/${hello.namespace}/${hello.name}/run?async=true&webhookEndpoint=${webhook}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.issuer.token(hello.namespace)}` },
-        body: JSON.stringify({ name: 'Later' }),
-      });
-      expect(answer.status).toBe(202);
-      const { run_id: runId } = (await answer.json()) as { run_id: string };
-      expect(answer.headers.get('x-request-id')).toBe(runId);
-      // Answered by the holder, before any replica was ready.
-      expect((await hello.pods()).some((pod) => pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))).toBe(false);
-
-      await receiver.received(1, WAIT.timeoutMs);
-      const delivered = JSON.parse(receiver.deliveries[0]!.body) as { run_id: string; response: unknown };
-      expect(delivered.run_id).toBe(runId);
-      const record = await runRecord(runId);
-      expect(record).toMatchObject({ id: runId, async: true, status: 'success' });
-      expect(record.coldStartMs).toBeGreaterThan(0);
-    } finally {
-      await receiver.close();
-    }
-  }, 180_000);
 
   // Last: it closes the operator's holder.
   it('a held async call survives a holder restart: the new holder finds its record and hands it over', async () => {
-    await atZero();
+    await zero.atZero();
+    const { namespace, name } = zero.hello;
     const first = cluster.operator.holder!;
     const handedOverBefore = first.stats.handedOver;
-    const answer = await fetch(`${first.url}/v4/${hello.namespace}/${hello.name}/run?async=true`, {
+    const answer = await fetch(`${first.url}/v4/${namespace}/${name}/run?async=true`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.issuer.token(hello.namespace)}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.callerToken(namespace)}` },
       body: JSON.stringify({ name: 'Survivor' }),
     });
     expect(answer.status).toBe(202);
@@ -215,10 +98,10 @@ describe('scale to zero', () => {
     });
     try {
       expect(await second.recover()).toBe(1);
-      const record = await runRecord(runId);
+      const record = await zero.runRecord(runId);
       expect(record).toMatchObject({ id: runId, async: true, status: 'success' });
-      await waitFor(() => second.stats.handedOver === 1, { ...WAIT, what: 'the hand-over counted' });
-      const left = await core.listSecretForAllNamespaces({ labelSelector: 'runlet.dev/held-call-for' });
+      await waitFor(() => second.stats.handedOver === 1, { ...ZERO_WAIT, what: 'the hand-over counted' });
+      const left = await cluster.kubeConfig.makeApiClient(CoreV1Api).listSecretForAllNamespaces({ labelSelector: 'runlet.dev/held-call-for' });
       expect(left.items).toEqual([]);
     } finally {
       await second.close();
@@ -226,4 +109,3 @@ describe('scale to zero', () => {
     }
   }, 180_000);
 });
-
