@@ -18,6 +18,7 @@ export class ReadyPods {
   readonly #watch: ResourceWatch<HeldPod>;
   /** Waiters by `namespace/app`. */
   readonly #waiters = new Map<string, Set<Waiter>>();
+  #stopped = false;
 
   constructor(options: { api: KubeApi; logger: Logger; watchdogMs: number }) {
     this.#watch = new ResourceWatch<HeldPod>({
@@ -45,6 +46,7 @@ export class ReadyPods {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     for (const waiters of this.#waiters.values()) for (const waiter of waiters) this.#settle(waiter, null);
     this.#waiters.clear();
     await this.#watch.stop();
@@ -55,9 +57,15 @@ export class ReadyPods {
     return this.#watch.list().find((pod) => pod.metadata?.namespace === namespace && pod.metadata.labels?.[APP_LABEL] === app && isReadyPod(pod));
   }
 
-  /** The App's first ready pod, or null when none is ready within `timeoutMs`. */
+  /**
+   * The App's first ready pod, or null when none is ready within `timeoutMs` or once stopped. A wait that
+   * begins after stop() (a hand-over that was waking the app meanwhile) ends at once: the holder's close()
+   * waits for its hand-overs, which must not each hold it for a whole cold-start limit.
+   */
   async waitForReadyPod(namespace: string, app: string, timeoutMs: number): Promise<HeldPod | null> {
+    if (this.#stopped) return null;
     await this.#watch.whenSynced();
+    if (this.#stopped) return null;
     const ready = this.readyPod(namespace, app);
     if (ready !== undefined) return ready;
     const key = objectKey(namespace, app);
