@@ -4,7 +4,7 @@
 // the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
 // on, less what 1.20 does not serve (kube-1.20.ts), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
 // ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
-// The kubelet reports pods at addresses of the test pod network (TEST-NET-1, test/kubelet/pod-network.ts),
+// The kubelet reports pods at addresses of the test pod network (a documentation range, test/kubelet/pod-network.ts),
 // which the API server takes in Endpoints as it would not 127.0.0.1; nothing dials them: the test process and
 // every sidecar refuse any connection but to the loopback (test/support/loopback-only.ts), and close() fails
 // if one was attempted.

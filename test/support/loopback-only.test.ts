@@ -1,8 +1,8 @@
 // The loopback-only guard. Nothing here may reach the network even if the guard were broken: the refusals are
-// checked against a stand-in for Socket#connect (net.connect's real argument handling in front of it), and the
-// only real connections go to a server on 127.0.0.1.
+// checked against a recorder standing for Socket#connect (net.connect's real argument handling in front of it,
+// here and in a child process), and the only real connections go to a server on 127.0.0.1.
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer } from 'node:http';
 import { connect, Socket, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -84,15 +84,12 @@ describe('the loopback-only guard', () => {
     const dir = await mkdtemp(join(tmpdir(), 'loopback-only-'));
     const guard = installLoopbackGuard(join(dir, 'refused.log'));
     undo.push(() => guard.uninstall());
-    // The child tries only once it sees the guard in place (--import runs before its code): were it missing,
-    // the child would say so instead of dialling.
-    const script = [
-      "const net = require('node:net');",
-      "if (net.Socket.prototype.connect.name !== 'guarded') { console.log('unguarded'); process.exit(0); }",
-      "try { net.connect({ host: '192.0.2.9', port: 8000 }); console.log('connected'); } catch (e) { console.log(e.code); }",
-    ].join('\n');
+    // Beneath the guard, the child's Socket#connect is a recorder: even a broken guard would connect nothing.
+    const recorder = join(dir, 'connect-recorder.mjs');
+    await writeFile(recorder, "import net from 'node:net';\nnet.Socket.prototype.connect = function () { console.log('reached'); return this; };\n");
+    const script = "try { require('node:net').connect({ host: '192.0.2.9', port: 8000 }); console.log('connected'); } catch (e) { console.log(e.code); }";
     const [node, ...prefix] = guard.node;
-    const { stdout } = await run(node!, [...prefix, '--input-type=commonjs', '-e', script], { env: { ...process.env, ...guard.env } });
+    const { stdout } = await run(node!, ['--import', recorder, ...prefix, '--input-type=commonjs', '-e', script], { env: { ...process.env, ...guard.env } });
     expect(stdout.trim()).toBe('ERR_LOOPBACK_ONLY');
     expect(await readFile(join(dir, 'refused.log'), 'utf8')).toMatch(/^192\.0\.2\.9:8000 \(pid \d+/);
     expect(() => guard.assertNoneRefused()).toThrow(/192\.0\.2\.9:8000/);
