@@ -76,7 +76,10 @@ export interface ControlPlaneCluster extends E2eCluster {
 export interface ControlPlaneClusterOptions {
   /** More operator settings (both operators). */
   operatorConfig?: ConfigLayer;
-  /** The first operator runs the holder (scale to zero), listed by the Service runlet-system/runlet-e2e-holder. */
+  /**
+   * Every operator runs the holder (scale to zero), as each replica does in a cluster; the first one's is the
+   * one the Service runlet-system/runlet-e2e-holder lists.
+   */
   holder?: boolean;
 }
 
