@@ -57,9 +57,12 @@ export class ReadyPods {
     return this.#watch.list().find((pod) => pod.metadata?.namespace === namespace && pod.metadata.labels?.[APP_LABEL] === app && isReadyPod(pod));
   }
 
-  /** The App's first ready pod, or null when none is ready within `timeoutMs`. */
+  /**
+   * The App's first ready pod, or null when none is ready within `timeoutMs` or once stopped. A wait that
+   * begins after stop() (a hand-over that was waking the app meanwhile) ends at once: the holder's close()
+   * waits for its hand-overs, which must not each hold it for a whole cold-start limit.
+   */
   async waitForReadyPod(namespace: string, app: string, timeoutMs: number): Promise<HeldPod | null> {
-    // A waiter that came after stop() would wait out its whole limit: a closing holder's hand-overs end now.
     if (this.#stopped) return null;
     await this.#watch.whenSynced();
     if (this.#stopped) return null;

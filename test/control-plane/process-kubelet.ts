@@ -15,14 +15,20 @@ export const RELEASE_IMAGES = { runlet: 'runlet/runlet', pythonRuntime: 'runlet/
 
 /**
  * The runlet image (operator and sidecar: `runlet …`, its entrypoint) and the Python runtime image as this
- * checkout's programs. `server` is the API server's URL on loopback.
+ * checkout's programs. `server` is the API server's URL on loopback. `runlet.node`: the argv of the Node that
+ * runs `runlet` (default this process's binary), `runlet.env`: more variables of its image.
  */
-export function localImages(server: string, names: { runlet: string; pythonRuntime: string } = RELEASE_IMAGES): ImageTable {
+export function localImages(
+  server: string,
+  names: { runlet: string; pythonRuntime: string } = RELEASE_IMAGES,
+  runlet: { node?: readonly string[]; env?: Record<string, string> } = {},
+): ImageTable {
   return {
     [names.runlet]: {
-      commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
+      commands: { runlet: [...(runlet.node ?? [process.execPath]), join(REPO, 'cli/runlet.ts')] },
       entrypoint: ['runlet'],
       env: {
+        ...runlet.env,
         // In a pod the sidecar fetches the issuer's key set from https://kubernetes.default.svc, which does
         // not resolve here: the same endpoint at the API server's loopback address, with the pod's own token.
         RUNLET_AUTH_JWKS_URL: `${server}/openid/v1/jwks`,

@@ -131,6 +131,19 @@ describe('CRUD', () => {
     expect(badLabel.code).toBe(422);
   });
 
+  it('refuses endpoint addresses no other node could reach (loopback, link-local, unspecified), in the real server’s words', async () => {
+    const endpoints = (ip: string) => ({ metadata: { name: 'web' }, subsets: [{ addresses: [{ ip }], ports: [{ name: 'http', port: 8000 }] }] });
+    const loopback = await failureOf(kube.core.createNamespacedEndpoints({ namespace: 'default', body: endpoints('127.0.0.1') }));
+    expect(loopback.code).toBe(422);
+    // What kube-apiserver 1.20 answers (test/operator/control-plane.test.ts asserts the same there).
+    expect(loopback.status.message).toBe('Endpoints "web" is invalid: subsets[0].addresses[0].ip: Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8)');
+    for (const ip of ['::1', '169.254.1.1', '0.0.0.0', '224.0.0.5', 'fe80::1', 'not-an-ip']) {
+      expect((await failureOf(kube.core.createNamespacedEndpoints({ namespace: 'default', body: endpoints(ip) }))).code, ip).toBe(422);
+    }
+    const created = await kube.core.createNamespacedEndpoints({ namespace: 'default', body: endpoints('192.0.2.1') });
+    expect(created.subsets?.[0]?.addresses?.[0]?.ip).toBe('192.0.2.1');
+  });
+
   it('generates names from generateName', async () => {
     const created = await kube.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { generateName: 'run-' } } });
     expect(created.metadata?.name).toMatch(/^run-[a-z0-9]{5}$/);

@@ -71,3 +71,28 @@ describe('field ownership of non-apply writes', () => {
     expect(conflict.body.message).toBe('Apply failed with 1 conflict: conflict with "editor" using v1: .data.a');
   });
 });
+
+describe('apply of associative lists', () => {
+  it('refuses a Service port or a container port without protocol (a list key 1.20 defaults only later), in the real server’s words', async () => {
+    const service = { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ name: 'http', port: 80 }] } };
+    const refused = await call('PATCH', '/api/v1/namespaces/default/services/s?fieldManager=applier', service, 'application/apply-patch+yaml');
+    expect(refused.status).toBe(500);
+    // As kube-apiserver 1.20 answered the control-plane tier's harness.
+    expect(refused.body.message).toBe(
+      'failed to create typed patch object: .spec.ports: element 0: associative list with keys has an element that omits key field "protocol" (and doesn\'t have default value)',
+    );
+    const withProtocol = { ...service, spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } };
+    expect((await call('PATCH', '/api/v1/namespaces/default/services/s?fieldManager=applier', withProtocol, 'application/apply-patch+yaml')).status).toBe(201);
+
+    const container = { name: 'app', image: 'app:1', ports: [{ containerPort: 8000, protocol: 'TCP' }, { containerPort: 8001 }] };
+    const deployment = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd' },
+      spec: { selector: { matchLabels: { app: 'd' } }, template: { metadata: { labels: { app: 'd' } }, spec: { containers: [container] } } },
+    };
+    const refusedDeployment = await call('PATCH', '/apis/apps/v1/namespaces/default/deployments/d?fieldManager=applier', deployment, 'application/apply-patch+yaml');
+    expect(refusedDeployment.status).toBe(500);
+    expect(refusedDeployment.body.message).toContain('.spec.template.spec.containers[name="app"].ports: element 1: associative list with keys has an element that omits key field "protocol"');
+  });
+});

@@ -1,5 +1,7 @@
 // Per-kind server behaviour beyond generic storage: what the real API server (or the controllers that
-// run inside it) does for secrets, namespaces, role bindings and CustomResourceDefinitions on every write.
+// run inside it) does for secrets, namespaces, role bindings, endpoints and CustomResourceDefinitions on every
+// write.
+import { isIP } from 'node:net';
 
 import { CRD_RESOURCE_KEY, crdResourceTypes, establishedStatus, validateCrd } from './crds.ts';
 import type { ResourceRegistry } from './resources.ts';
@@ -53,6 +55,45 @@ const roleBindings: KindBehavior = {
   },
 };
 
+/**
+ * What a special address is (Kubernetes' validateNonSpecialIP, pkg/apis/core/validation), in its words: none
+ * may be an endpoint — a Service's endpoints are addresses other nodes can reach.
+ */
+function specialAddressProblem(ip: string): string | undefined {
+  const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.(\d+)\.(\d+)$/i.exec(ip);
+  if (v4 !== null) {
+    const [a, b, c, d] = v4.slice(1).map(Number) as [number, number, number, number];
+    if (a === 0 && b === 0 && c === 0 && d === 0) return 'may not be unspecified (0.0.0.0)';
+    if (a === 127) return 'may not be in the loopback range (127.0.0.0/8)';
+    if (a === 169 && b === 254) return 'may not be in the link-local range (169.254.0.0/16)';
+    if (a === 224 && b === 0 && c === 0) return 'may not be in the link-local multicast range (224.0.0.0/24)';
+    return undefined;
+  }
+  const lower = ip.toLowerCase();
+  if (lower === '::') return 'may not be unspecified (0.0.0.0)';
+  if (lower === '::1') return 'may not be in the loopback range (127.0.0.0/8)';
+  if (/^fe[89ab]/.test(lower)) return 'may not be in the link-local range (169.254.0.0/16)';
+  if (/^ff02:/.test(lower)) return 'may not be in the link-local multicast range (224.0.0.0/24)';
+  return undefined;
+}
+
+/** Endpoints: each address a valid IP, none loopback, link-local or unspecified (as the real server refuses them). */
+const endpoints: KindBehavior = {
+  prepare(next) {
+    const subsets = Array.isArray(next.subsets) ? (next.subsets as unknown[]) : [];
+    return subsets.flatMap((subset, i) =>
+      (['addresses', 'notReadyAddresses'] as const).flatMap((list) => {
+        const addresses = isPlainObject(subset) && Array.isArray(subset[list]) ? (subset[list] as unknown[]) : [];
+        return addresses.flatMap((address, j) => {
+          const ip = isPlainObject(address) && typeof address.ip === 'string' ? address.ip : '';
+          const problem = isIP(ip) === 0 ? 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)' : specialAddressProblem(ip);
+          return problem === undefined ? [] : [{ reason: 'FieldValueInvalid', field: `subsets[${i}].${list}[${j}].ip`, message: `Invalid value: "${ip}": ${problem}` }];
+        });
+      }),
+    );
+  },
+};
+
 function customResourceDefinitions(
   registry: ResourceRegistry,
   removeAllObjects: (resourceKey: string) => void,
@@ -87,6 +128,7 @@ export function kindBehaviors(
   return new Map([
     ['secrets', secrets],
     ['namespaces', namespaces],
+    ['endpoints', endpoints],
     ['rolebindings.rbac.authorization.k8s.io', roleBindings],
     ['clusterrolebindings.rbac.authorization.k8s.io', roleBindings],
     [CRD_RESOURCE_KEY, customResourceDefinitions(registry, removeAllObjects)],

@@ -8,6 +8,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { appliedIdentityProblem, serverSideApply } from './apply.ts';
+import { appliedListKeyError } from './apply-list-keys.ts';
 import { kindBehaviors, type KindBehavior } from './kinds.ts';
 import { recordUpdate, type UpdateWriter } from './managed-fields.ts';
 import {
@@ -238,6 +239,8 @@ export class ObjectLifecycle {
     const configuration = applied as KubeObject;
     const problem = appliedIdentityProblem(configuration, type, name);
     if (problem !== undefined) throw badRequest(problem);
+    const listKeyError = appliedListKeyError(type, configuration);
+    if (listKeyError !== undefined) throw listKeyError;
     this.placeInNamespace(type, configuration, namespace);
 
     const { status, ...withoutStatus } = configuration;

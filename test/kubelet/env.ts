@@ -5,8 +5,12 @@ import type { V1Container, V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import { configMapFiles, secretFiles, type ObjectSource } from './cluster-objects.ts';
 import { PodSetupError } from './setup-error.ts';
 
-/** The IP every local pod has: they all share the loopback interface. */
-export const POD_IP = '127.0.0.1';
+/**
+ * Where every local pod's processes listen and are reached: they all share the loopback interface. The node's
+ * address, and what the downward API gives for `status.podIP` (a program binding to it must be able to);
+ * the Pod API reports each pod at an address of its own instead (pod-network.ts).
+ */
+export const LOCAL_IP = '127.0.0.1';
 
 /**
  * Kubernetes' dependent-variable expansion: `$(NAME)` becomes the value of NAME when NAME is defined,
@@ -32,10 +36,10 @@ export function fieldValue(pod: V1Pod, fieldPath: string): string {
     'metadata.uid': pod.metadata?.uid,
     'spec.nodeName': pod.spec?.nodeName,
     'spec.serviceAccountName': pod.spec?.serviceAccountName ?? 'default',
-    'status.podIP': POD_IP,
-    'status.podIPs': POD_IP,
-    'status.hostIP': POD_IP,
-    'status.hostIPs': POD_IP,
+    'status.podIP': LOCAL_IP,
+    'status.podIPs': LOCAL_IP,
+    'status.hostIP': LOCAL_IP,
+    'status.hostIPs': LOCAL_IP,
   };
   if (!(fieldPath in fields)) {
     throw new PodSetupError('CreateContainerConfigError', `fieldRef "${fieldPath}" is not supported by the test kubelet`);

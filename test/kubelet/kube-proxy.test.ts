@@ -1,5 +1,6 @@
 // The test kube-proxy against the fake API server: connections follow the Service's Endpoints as they change,
-// to a pod's local port (targetRef) or to a plain address.
+// to what the pod network says an address stands for — a pod's local port, a server on the loopback — and an
+// address the network does not know is not dialled.
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +8,7 @@ import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { startKubeProxy, type EndpointsObject, type KubeProxy } from './kube-proxy.ts';
+import { PodNetwork } from './pod-network.ts';
 
 let server: KubeApiServer;
 let api: KubeApi;
@@ -42,19 +44,26 @@ afterAll(async () => {
 });
 
 describe('test kube-proxy', () => {
-  it('routes each new connection to the current Endpoints: a plain address, then a pod of the kubelet', async () => {
+  it('routes each new connection to the current Endpoints: a server standing for a pod, then a pod of the kubelet; an unknown address is not dialled', async () => {
     const holderPort = await named('holder');
     const podLocalPort = await named('pod');
-    const pods = { pod: (name: string) => (name === 'web-1' ? { localPort: (port: number) => (port === 8080 ? podLocalPort : -1) } : undefined) };
+    const network = new PodNetwork();
+    const holderIp = network.assignLoopbackServer('the holder');
+    const podIp = network.assign('pod web-1', { localPort: (port) => (port === 8080 ? podLocalPort : -1) });
     const endpoints = (subsets: EndpointsObject['subsets']): EndpointsObject => ({ apiVersion: 'v1', kind: 'Endpoints', metadata: { name: 'web', namespace: 'default' }, subsets });
-    const proxy: KubeProxy = await startKubeProxy({ kubeConfig: server.kubeConfig(), pods, namespace: 'default', service: 'web' });
+    const proxy: KubeProxy = await startKubeProxy({ kubeConfig: server.kubeConfig(), network, namespace: 'default', service: 'web' });
     try {
-      await api.apply(endpoints([{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'http', port: holderPort }] }]));
+      await api.apply(endpoints([{ addresses: [{ ip: holderIp }], ports: [{ name: 'http', port: holderPort }] }]));
       expect(await get(proxy.url)).toBe('holder');
 
-      await api.apply(endpoints([{ addresses: [{ ip: '127.0.0.1', targetRef: { kind: 'Pod', name: 'web-1', namespace: 'default' } }], ports: [{ name: 'http', port: 8080 }] }]));
+      await api.apply(endpoints([{ addresses: [{ ip: podIp, targetRef: { kind: 'Pod', name: 'web-1', namespace: 'default' } }], ports: [{ name: 'http', port: 8080 }] }]));
       expect(await get(proxy.url)).toBe('pod');
-      expect(proxy.routes).toEqual([`127.0.0.1:${holderPort}`, 'pod/web-1']);
+      expect(proxy.routes).toEqual([`${holderIp}:${holderPort}`, 'pod/web-1']);
+
+      // A pod gone from the network (its address released): the connection fails, nothing is dialled.
+      network.release(podIp);
+      await expect(get(proxy.url)).rejects.toThrow();
+      expect(proxy.routes).toHaveLength(2);
 
       await api.apply(endpoints([]));
       await expect(get(proxy.url)).rejects.toThrow();

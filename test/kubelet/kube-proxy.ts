@@ -1,14 +1,14 @@
 // A kube-proxy for tests: one local port standing for a Service's port, each new connection sent where the
-// Service's core v1 Endpoints say at that moment — an address whose targetRef is a pod of the test kubelet
-// reaches that pod's local port for the endpoint port (pods share 127.0.0.1 here); any other address is
-// dialled as it is (a holder listening on the loopback). Like kube-proxy, it routes connections, not requests:
-// a kept-alive connection stays with the endpoint it was opened to.
+// Service's core v1 Endpoints say at that moment. Their addresses are those of the test pod network
+// (pod-network.ts): a pod's, or one standing for a server of this machine (the holder); the network says which
+// loopback port each stands for, and no other address is dialled. Like kube-proxy, it routes connections,
+// not requests: a kept-alive connection stays with the endpoint it was opened to.
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import type { PodRunner } from './pod-runner.ts';
+import type { DialTarget, PodNetwork } from './pod-network.ts';
 
 interface EndpointAddress {
   ip: string;
@@ -21,8 +21,8 @@ export interface EndpointsObject extends KubeObject {
 
 export interface KubeProxyOptions {
   kubeConfig: KubeConfig;
-  /** The pods of the test kubelet, by name and namespace. */
-  pods: { pod(name: string, namespace?: string): Pick<PodRunner, 'localPort'> | undefined };
+  /** The test kubelet's pod network: where a connection to an endpoint address goes. */
+  network: Pick<PodNetwork, 'dialTarget'>;
   namespace: string;
   service: string;
   /** The Service port's name, matched against the Endpoints' port names. Default `http`. */
@@ -37,26 +37,23 @@ export interface KubeProxy {
   close(): Promise<void>;
 }
 
-interface Route {
+interface Endpoint {
+  /** `pod/<name>` for a pod's address, else `<ip>:<port>`. */
   label: string;
-  host: string;
+  ip: string;
   port: number;
 }
 
 /** The endpoint a new connection goes to: the ready addresses in turn, null when there is none. */
-export function chooseRoute(endpoints: EndpointsObject | undefined, portName: string, pods: KubeProxyOptions['pods'], turn: number): Route | null {
-  const candidates: Route[] = [];
+export function chooseEndpoint(endpoints: EndpointsObject | undefined, portName: string, turn: number): Endpoint | null {
+  const candidates: Endpoint[] = [];
   for (const subset of endpoints?.subsets ?? []) {
     const port = subset.ports?.find((candidate) => (candidate.name ?? '') === portName) ?? (subset.ports?.length === 1 ? subset.ports[0] : undefined);
     if (port === undefined) continue;
     for (const address of subset.addresses ?? []) {
       const ref = address.targetRef;
-      if (ref?.kind === 'Pod' && ref.name !== undefined) {
-        const pod = pods.pod(ref.name, ref.namespace ?? endpoints?.metadata?.namespace);
-        if (pod !== undefined) candidates.push({ label: `pod/${ref.name}`, host: '127.0.0.1', port: pod.localPort(port.port) });
-      } else {
-        candidates.push({ label: `${address.ip}:${port.port}`, host: address.ip, port: port.port });
-      }
+      const label = ref?.kind === 'Pod' && ref.name !== undefined ? `pod/${ref.name}` : `${address.ip}:${port.port}`;
+      candidates.push({ label, ip: address.ip, port: port.port });
     }
   }
   return candidates.length === 0 ? null : candidates[turn % candidates.length]!;
@@ -71,14 +68,16 @@ export async function startKubeProxy(options: KubeProxyOptions): Promise<KubePro
   let turn = 0;
 
   async function route(client: Socket): Promise<void> {
-    const chosen = chooseRoute(await api.find<EndpointsObject>(path), portName, options.pods, turn++);
+    const chosen = chooseEndpoint(await api.find<EndpointsObject>(path), portName, turn++);
     if (chosen === null || client.destroyed) {
       // Real kube-proxy rejects connections to a Service without endpoints.
       client.destroy();
       return;
     }
+    // Throws for an address no pod (nor stand-in) has: the connection fails, as to a vanished pod.
+    const target: DialTarget = options.network.dialTarget(chosen.ip, chosen.port);
     routes.push(chosen.label);
-    const upstream = createConnection({ host: chosen.host, port: chosen.port });
+    const upstream = createConnection(target);
     open.add(upstream);
     upstream.once('close', () => open.delete(upstream));
     upstream.on('error', () => client.destroy());

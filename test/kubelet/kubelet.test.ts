@@ -113,13 +113,17 @@ describe('the test kubelet', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
     expect(pod!.metadata!.name).toMatch(new RegExp(`^web-${hash}-[a-z0-9]{5}$`));
     expect(pod!.metadata!.ownerReferences).toMatchObject([{ kind: 'Deployment', name: 'web', uid: deployment.metadata!.uid, controller: true }]);
     expect(pod!.metadata!.finalizers).toEqual([KUBELET_FINALIZER]);
-    expect(pod!.status).toMatchObject({ phase: 'Running', podIP: '127.0.0.1' });
+    // Reported at an address of the test pod network, which stands for the pod's local ports (pod-network.ts).
+    expect(pod!.status).toMatchObject({ phase: 'Running', hostIP: '127.0.0.1', podIPs: [{ ip: pod!.status!.podIP }] });
+    expect(pod!.status!.podIP!.startsWith(kubelet.network.prefix)).toBe(true);
+    expect(kubelet.network.nameOf(pod!.status!.podIP!)).toBe(`pod ${namespace}/${pod!.metadata!.name}`);
     expect(isReady(pod!)).toBe(true);
     expect(pod!.status!.initContainerStatuses).toMatchObject([{ name: 'helper', ready: true, started: true, restartCount: 0 }]);
     expect(pod!.status!.containerStatuses).toMatchObject([{ name: 'main', ready: true, started: true, restartCount: 0 }]);
     expect(pod!.status!.containerStatuses![0]!.state?.running).toBeDefined();
 
     const local = kubelet.pod(pod!.metadata!.name!, namespace)!;
+    expect(kubelet.network.dialTarget(pod!.status!.podIP!, MAIN_PORT)).toEqual({ host: '127.0.0.1', port: local.localPort(MAIN_PORT) });
     const volumes = join(local.dir, 'volumes');
     const info = await getJson(`${local.url(MAIN_PORT)}/info`);
     expect(info.argv).toEqual([

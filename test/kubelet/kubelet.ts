@@ -25,6 +25,7 @@ import type { ImageTable } from './images.ts';
 import { LogFile } from './log-file.ts';
 import { NodeRegistration } from './node.ts';
 import { KUBELET_FINALIZER, TEMPLATE_HASH_LABEL, podForDeployment } from './pod-factory.ts';
+import { PodNetwork } from './pod-network.ts';
 import { PodRunner } from './pod-runner.ts';
 import { deploymentStatus, planRollout, type OwnedPod, type RolloutSpec } from './rollout.ts';
 import { SerialTask } from './serial-task.ts';
@@ -121,6 +122,8 @@ export class Kubelet {
   readonly workDir: string;
   /** The kubelet's own log: pods created and deleted, API errors. Each pod has its own (PodRunner.log.path). */
   readonly log: LogFile;
+  /** The pods' addresses, and where a connection to one of them really goes (pod-network.ts). */
+  readonly network = new PodNetwork();
 
   readonly #options: KubeletOptions;
   readonly #timing: KubeletTiming;
@@ -259,7 +262,10 @@ export class Kubelet {
   async #startPod(pod: V1Pod): Promise<PodRunner> {
     const dir = join(this.workDir, 'pods', `${pod.metadata!.namespace}_${pod.metadata!.name}`);
     await mkdir(dir, { recursive: true });
-    const runner = new PodRunner({
+    // The address stands for the runner's local ports, which exist once it is set up.
+    let runner: PodRunner | undefined;
+    const podIP = this.network.assign(`pod ${key(pod)}`, { localPort: (port) => runner!.localPort(port) });
+    runner = new PodRunner({
       pod,
       images: this.#options.images,
       source: this.#source,
@@ -267,11 +273,12 @@ export class Kubelet {
       inClusterApi: this.#options.realControlPlane,
       timing: this.#timing,
       dir,
+      podIP,
       logPath: join(this.workDir, `${pod.metadata!.namespace}_${pod.metadata!.name}.log`),
       onChange: () => this.#loop.request(),
     });
     this.#runners.set(runner.uid, runner);
-    this.log.event(`starting pod ${key(pod)}; log ${runner.log.path}`);
+    this.log.event(`starting pod ${key(pod)} at ${podIP}; log ${runner.log.path}`);
     runner.start();
     return runner;
   }
@@ -341,6 +348,7 @@ export class Kubelet {
 
   #forget(runner: PodRunner): void {
     this.#runners.delete(runner.uid);
+    this.network.release(runner.podIP);
     this.#writtenStatus.delete(runner.uid);
   }
 

@@ -13,7 +13,7 @@ import {
   type V1Lease,
   type V1Node,
 } from '@kubernetes/client-node';
-import { POD_IP } from './env.ts';
+import { LOCAL_IP } from './env.ts';
 import type { LogFile } from './log-file.ts';
 
 const LEASE_NAMESPACE = 'kube-node-lease';
@@ -39,7 +39,7 @@ function nodeObject(name: string): V1Node {
       capacity,
       allocatable: capacity,
       addresses: [
-        { type: 'InternalIP', address: POD_IP },
+        { type: 'InternalIP', address: LOCAL_IP },
         { type: 'Hostname', address: name },
       ],
       conditions: [

@@ -34,6 +34,8 @@ export interface PodRunnerOptions {
   timing: KubeletTiming;
   /** This pod's own directory (volumes live under it). */
   dir: string;
+  /** Its address in the Pod API (pod-network.ts). */
+  podIP: string;
   logPath: string;
   /** Called whenever the pod's status may have changed. */
   onChange: () => void;
@@ -71,6 +73,8 @@ export class PodRunner {
   readonly uid: string;
   readonly pod: V1Pod;
   readonly dir: string;
+  /** The pod's address in the Pod API, a label for its local ports (pod-network.ts). */
+  readonly podIP: string;
   readonly log: LogFile;
   /** Pod port → the local port standing for it. */
   readonly ports = new Map<number, number>();
@@ -92,6 +96,7 @@ export class PodRunner {
     this.namespace = options.pod.metadata?.namespace ?? 'default';
     this.uid = options.pod.metadata?.uid ?? '';
     this.dir = options.dir;
+    this.podIP = options.podIP;
     this.log = new LogFile(options.logPath);
     this.#options = options;
   }
@@ -153,6 +158,7 @@ export class PodRunner {
       mainStarted: this.#mainStarted,
       terminating: this.terminating,
       startTime: this.#startTime,
+      podIP: this.podIP,
     };
   }
 

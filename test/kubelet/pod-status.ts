@@ -3,7 +3,7 @@
 import type { V1Container } from '@kubernetes/client-node';
 import type { ConditionClock, ConditionStatus } from './conditions.ts';
 import type { ContainerRunner, ContainerStateView } from './container-runner.ts';
-import { POD_IP } from './env.ts';
+import { LOCAL_IP } from './env.ts';
 import type { PodSetupError } from './setup-error.ts';
 
 export interface ContainerStatusView {
@@ -48,6 +48,8 @@ export interface PodStatusInput {
   mainStarted: boolean;
   terminating: boolean;
   startTime: string;
+  /** The pod's address in the Pod API (pod-network.ts); its processes listen on LOCAL_IP. */
+  podIP: string;
 }
 
 function containerStatus(spec: V1Container, runner: ContainerRunner | undefined, setupError: PodSetupError | undefined): ContainerStatusView {
@@ -96,10 +98,10 @@ export function podStatus(input: PodStatusInput, clock: ConditionClock): PodStat
       podCondition(clock, 'ContainersReady', containersReady, 'ContainersNotReady'),
       podCondition(clock, 'Ready', containersReady, 'ContainersNotReady'),
     ],
-    hostIP: POD_IP,
-    hostIPs: [{ ip: POD_IP }],
-    podIP: POD_IP,
-    podIPs: [{ ip: POD_IP }],
+    hostIP: LOCAL_IP,
+    hostIPs: [{ ip: LOCAL_IP }],
+    podIP: input.podIP,
+    podIPs: [{ ip: input.podIP }],
     startTime: input.startTime,
     initContainerStatuses,
     containerStatuses,

@@ -4,7 +4,7 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import type { V1Container, V1HTTPGetAction, V1TCPSocketAction } from '@kubernetes/client-node';
-import { POD_IP } from './env.ts';
+import { LOCAL_IP } from './env.ts';
 import { PodSetupError } from './setup-error.ts';
 
 export type ProbeAction =
@@ -42,7 +42,7 @@ export function probeAction(handler: Handler, container: V1Container, ports: Rea
     if ((httpGet.scheme ?? 'HTTP').toUpperCase() !== 'HTTP') {
       throw new PodSetupError('CreateContainerConfigError', `${what} of container "${container.name}": only HTTP httpGet is supported`);
     }
-    const host = httpGet.host === undefined || httpGet.host === '' ? POD_IP : httpGet.host;
+    const host = httpGet.host === undefined || httpGet.host === '' ? LOCAL_IP : httpGet.host;
     const path = httpGet.path === undefined || httpGet.path === '' ? '/' : httpGet.path;
     const headers = Object.fromEntries((httpGet.httpHeaders ?? []).map((h) => [h.name, h.value]));
     return { kind: 'http', url: `http://${host}:${localPort(httpGet.port, container, ports)}${path.startsWith('/') ? path : `/${path}`}`, headers };
@@ -77,7 +77,7 @@ function httpAttempt(url: string, headers: Record<string, string>, timeoutMs: nu
 
 function tcpAttempt(port: number, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect({ host: POD_IP, port, timeout: timeoutMs });
+    const socket = connect({ host: LOCAL_IP, port, timeout: timeoutMs });
     socket.once('connect', () => {
       socket.destroy();
       resolve(true);

@@ -1,22 +1,19 @@
-// Autoscaling end to end on the in-memory API server with the test kubelet: the sidecars' load reaches the
-// leader, which scales the Deployment through its scale subresource within [min, max]; idle brings it back
-// to the minimum after the cooldown; a replica removed while it runs a call drains it; `kubectl scale` is
-// overridden with a Warning Event. The windows are shortened (operator config), not the rules.
-import type { V1Pod } from '@kubernetes/client-node';
+// Autoscaling end to end on the in-memory API server with the test kubelet: the shared suite
+// (autoscaling-suite.ts: a burst within [min, max], back to min after the cooldown, a removed replica drains),
+// and `kubectl scale` overridden with a Warning Event (control-plane.test.ts does that one with kubectl).
 import { AppsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { App } from '../../crds/app-schema.ts';
-import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
+import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
 import { HelloApp } from './hello-app.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
-import { availableAtGeneration, isReady, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
+import { availableAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
 
 let cluster: LocalCluster;
-let namespaces = 0;
 
 beforeAll(async () => {
-  cluster = await startLocalCluster({ operatorConfig: { autoscaling: { stableWindowSeconds: 6, tickMilliseconds: 250 } } });
+  cluster = await startLocalCluster({ operatorConfig: AUTOSCALING_TEST_CONFIG });
 }, 120_000);
 afterAll(async () => {
   await cluster?.close();
@@ -27,88 +24,15 @@ beforeEach((context) => {
 
 const wait = <T>(what: string, check: () => Promise<T | false | undefined>) => waitFor(check, { what, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 100 });
 
-/** Min 1, max 3, two calls at once per replica, a target of 100 %: one replica per two calls. */
-async function autoscaledApp(scaling: Record<string, unknown> = {}): Promise<HelloApp> {
-  namespaces += 1;
-  const app = new HelloApp(cluster.kubeConfig, `runlet-scale-${Date.now().toString(36)}-${namespaces}`, {
-    scaling: { minReplicas: 1, maxReplicas: 3, replicaConcurrency: 2, scalingTarget: 100, cooldown: 3, ...scaling },
-  });
-  await app.apply();
-  await wait('the App Available', async () => availableAtGeneration(await app.read()));
-  return app;
-}
-
-/** A stream call of `seconds` on `pod`'s sidecar, read to its end; resolves to its items' count. */
-async function longCall(app: HelloApp, pod: V1Pod, seconds: number): Promise<number> {
-  const { runUrl } = await cluster.sidecar(pod);
-  const n = Math.max(2, Math.round(seconds / 0.25));
-  const response = await fetch(`${runUrl}/v4/${app.namespace}/${app.name}/count`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${await cluster.token(app.namespace)}` },
-    body: JSON.stringify({ n, pause: 0.25 }),
-  });
-  expect(response.status).toBe(200);
-  const items = (await new EventReader(response.body!).rest()).filter((event) => event.event !== 'end' && event.event !== 'error');
-  expect(items).toHaveLength(n);
-  return items.length;
-}
-
-/** Watches `spec.replicas` of the App's Deployment until stopped: the values seen, in order. */
-function recordReplicas(app: HelloApp): { seen: number[]; stop(): void } {
-  const seen: number[] = [];
-  let stopped = false;
-  void (async () => {
-    while (!stopped) {
-      const replicas = (await app.deployment())?.spec?.replicas;
-      if (replicas !== undefined && seen.at(-1) !== replicas) seen.push(replicas);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  })();
-  return { seen, stop: () => (stopped = true) };
-}
-
-const replicasOf = async (app: HelloApp) => (await app.deployment())?.spec?.replicas;
-const readyPods = async (app: HelloApp) => (await app.pods()).filter(isReady);
-
 describe('autoscaling with the test kubelet', SUITE_OPTIONS, () => {
-  it('a burst raises the replicas to what it needs, never above max; idle brings them back to min after the cooldown', async () => {
-    const app = await autoscaledApp();
-    const [pod] = await readyPods(app);
-    const record = recordReplicas(app);
-    // 8 calls on one replica: 2 run, 6 wait in its queue. Needed: ceil(8 ÷ 2) = 4, capped at max 3.
-    const burst = Array.from({ length: 8 }, () => longCall(app, pod!, 6));
-    await wait('3 replicas wanted', async () => (await replicasOf(app)) === 3);
-    const scaled = await app.read();
-    expect(scaled.status?.desiredReplicas).toBe(3);
-    expect(scaled.status?.lastScaling).toMatchObject({ to: 3 });
-    await wait('3 replicas ready', async () => (await readyPods(app)).length === 3);
-    expect(await Promise.all(burst)).toEqual(Array(8).fill(24));
-
-    await wait('back to 1 replica once idle for the cooldown', async () => (await replicasOf(app)) === 1);
-    record.stop();
-    expect(Math.max(...record.seen)).toBe(3);
-    const idle = await app.read();
-    expect(idle.status).toMatchObject({ desiredReplicas: 1, lastScaling: { from: expect.any(Number), to: 1 } });
-    // Up in panic mode (reason PanicBurst, or AtMaximum when the burst asked for more than max): its Event says so.
-    const messages = (await app.events()).map((event) => event.message ?? '');
-    expect(messages.some((message) => / → 3 replicas: burst /.test(message)), messages.join('\n')).toBe(true);
-  });
-
-  it('a replica removed while it runs a call drains it: the call completes', async () => {
-    const app = await autoscaledApp();
-    const [first] = await readyPods(app);
-    // Load for 2 replicas, then most of it ends while one call keeps running on the newest replica.
-    const opening = Array.from({ length: 4 }, () => longCall(app, first!, 4));
-    await wait('2 or more replicas ready', async () => (await readyPods(app)).length >= 2);
-    const newest = (await readyPods(app)).filter((pod) => pod.metadata?.name !== first!.metadata?.name);
-    const running = newest.map((pod) => longCall(app, pod, 10));
-    await Promise.all(opening);
-    await wait('scaled down to 1 while the newer replicas still ran calls', async () => (await replicasOf(app)) === 1);
-    expect(await Promise.all(running)).toEqual(newest.map(() => 40));
-  });
+  autoscalingSuite(() => cluster);
 
   it('a kubectl scale of an autoscaled App is overridden, with a Warning Event that says why', async () => {
-    const app = await autoscaledApp();
+    const app = new HelloApp(cluster.kubeConfig, `runlet-scale-${Date.now().toString(36)}-override`, {
+      scaling: { minReplicas: 1, maxReplicas: 3, replicaConcurrency: 2, scalingTarget: 100, cooldown: 3 },
+    });
+    await app.apply();
+    await wait('the App Available', async () => availableAtGeneration(await app.read()));
     const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
     const name = (await app.deployment())!.metadata!.name!;
     await apps.patchNamespacedDeploymentScale(
@@ -116,7 +40,7 @@ describe('autoscaling with the test kubelet', SUITE_OPTIONS, () => {
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
     await wait('set back within [1, 3]', async () => {
-      const replicas = await replicasOf(app);
+      const replicas = (await app.deployment())?.spec?.replicas;
       return replicas !== undefined && replicas <= 3;
     });
     const warning = await wait('the ScaleOverridden Event', async () => (await app.events()).find((event) => event.reason === 'ScaleOverridden'));

@@ -4,19 +4,29 @@
 // the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
 // on, less what 1.20 does not serve (kube-1.20.ts), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
 // ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
+// The kubelet reports pods at addresses of the test pod network (a documentation range, test/kubelet/pod-network.ts),
+// which the API server takes in Endpoints as it would not 127.0.0.1; nothing dials them: the test process and
+// every sidecar refuse any connection but to the loopback (test/support/loopback-only.ts), and close() fails
+// if one was attempted.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import type { Operator } from '../../operator/main.ts';
+import type { ConfigLayer } from '../../operator/config.ts';
+import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
+import type { Holder } from '../../operator/autoscaling/holder.ts';
+import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
+import { DEFAULT_AUDIENCE } from '../../sidecar/auth/config.ts';
+import { installLoopbackGuard } from '../support/loopback-only.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, createNoPodsQuota, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { REPO, createNoPodsQuota, listHolder, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
@@ -24,6 +34,8 @@ const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 const TOKEN_AUDIENCE = 'runlet';
 /** install.yaml's operator identity: the ServiceAccount its ClusterRole is bound to, and its Lease. */
 export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-operator', lease: 'runlet-operator' } as const;
+/** The Service whose Endpoints list the holder (named apart from any the chart may ship: the tier writes its Endpoints). */
+const HOLDER_SERVICE = 'runlet-e2e-holder';
 
 const run = promisify(execFile);
 
@@ -42,13 +54,41 @@ export interface ControlPlaneCluster extends E2eCluster {
   startOperator(identity: string): Promise<Operator & { url: string | undefined }>;
   /** Stops the operator the cluster started with (`e2e-operator-1`). */
   stopFirstOperator(): Promise<void>;
+  /** With `holder: true`, the first operator's holder (scale to zero), while it runs. */
+  readonly holder: Holder | undefined;
+  /** The pod-network address the holder's Endpoints list it at. */
+  readonly holderIp: string | undefined;
+  /** A token the run interface accepts, whether the holder or a sidecar verifies it (as `token`). */
+  callerToken(namespace: string): Promise<string>;
 }
 
-export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
+export interface ControlPlaneClusterOptions {
+  /** More operator settings (both operators). */
+  operatorConfig?: ConfigLayer;
+  /**
+   * Every operator runs the holder (scale to zero), as each replica does in a cluster; the first one's is the
+   * one the Service runlet-system/runlet-e2e-holder lists.
+   */
+  holder?: boolean;
+}
+
+export async function startControlPlaneCluster(options: ControlPlaneClusterOptions = {}): Promise<ControlPlaneCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-e2e-'));
-  const controlPlane = await startControlPlane();
-  // Closed in reverse: the operators, the kubelet, the control plane, then the logs and pod directories.
-  const stops: (() => Promise<void>)[] = [() => rm(workDir, { recursive: true, force: true }), () => controlPlane.stop()];
+  const guard = installLoopbackGuard(join(workDir, 'refused-connections.log'));
+  const controlPlane = await startControlPlane().catch((error: unknown) => {
+    guard.uninstall();
+    throw error;
+  });
+  // Closed in reverse: the operators, the kubelet, the control plane, then the logs and pod directories; the
+  // guard's record is read before the directory goes.
+  const stops: (() => Promise<void>)[] = [
+    () => rm(workDir, { recursive: true, force: true }),
+    async () => {
+      guard.uninstall();
+      guard.assertNoneRefused();
+    },
+    () => controlPlane.stop(),
+  ];
   const closeAll = async () => {
     for (const stop of stops.reverse()) await stop();
   };
@@ -88,9 +128,27 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
       kubeConfig: admin,
       server: controlPlane.server,
       workDir: join(workDir, 'kubelet'),
-      images: localImages(controlPlane.server, { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE }),
+      images: localImages(
+        controlPlane.server,
+        { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE },
+        { node: guard.node, env: guard.env },
+      ),
     });
     stops.push(() => kubelet.stop());
+
+    const holderOptions = options.holder ? await prepareHolder(workDir, controlPlane, () => tokenOf(OPERATOR.namespace, OPERATOR.serviceAccount)) : undefined;
+    const holder: OperatorHolderOptions | undefined =
+      holderOptions === undefined
+        ? undefined
+        : {
+            ...holderOptions,
+            // As the holder's default dials the pod's IP: here a label for the local port standing for its run port.
+            replicaAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_RUN_PORT),
+          };
+    const operatorConfig: ConfigLayer = {
+      ...options.operatorConfig,
+      ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
+    };
 
     const operatorLogs: string[] = [];
     const startOperator = async (identity: string) => {
@@ -106,6 +164,8 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
         identity,
         // No sidecar setting: the operator reads 1.20 from /version and renders the classic sidecar itself.
         listen: true,
+        config: operatorConfig,
+        holder,
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
@@ -116,6 +176,8 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
       return operator;
     };
     const operator = await startOperator('e2e-operator-1');
+    const holderIp = operator.holder === undefined ? undefined : kubelet.network.assignLoopbackServer('the operator’s holder');
+    if (operator.holder !== undefined) await listHolder(admin, { namespace: OPERATOR.namespace, name: HOLDER_SERVICE }, holderIp!, Number(new URL(operator.holder.url).port));
 
     const localPod = (pod: V1Pod) =>
       waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
@@ -135,6 +197,11 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
         return sidecarUrls(await localPod(pod));
       },
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
+      callerToken: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
+      get holder() {
+        return operator.holder;
+      },
+      holderIp,
       refusePods: (namespace) => createNoPodsQuota(admin, namespace),
       stopCheck(pod) {
         const local = kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace);
@@ -150,4 +217,18 @@ export async function startControlPlaneCluster(): Promise<ControlPlaneCluster> {
     await closeAll();
     throw error;
   }
+}
+
+/**
+ * The holder's trust, as the sidecars': tokens of the API server's issuer for the run interface's audience (its
+ * key set fetched with the operator's own token). What it may do is install.yaml's RBAC alone; the key it
+ * signs hand-overs with is the Secret the operator makes, which the sidecars read through their copies.
+ */
+async function prepareHolder(workDir: string, controlPlane: ControlPlane, operatorToken: () => Promise<string>): Promise<Omit<OperatorHolderOptions, 'replicaAddress'>> {
+  const tokenFile = join(workDir, 'holder-jwks-token');
+  await writeFile(tokenFile, await operatorToken());
+  return {
+    auth: new RunAuthenticator({ audience: DEFAULT_AUDIENCE, jwksUrl: `${controlPlane.server}/openid/v1/jwks`, jwksCaFile: controlPlane.caFile, jwksTokenFile: tokenFile }),
+    retryDelayMs: 200,
+  };
 }

@@ -1,26 +1,39 @@
 // The operator on a real Kubernetes control plane (test/control-plane: kube-apiserver, controller manager and
-// scheduler from Debian's kubernetes 1.20 source), pods run by the test kubelet: the shared end-to-end suite
-// (operator-suite.ts), then what only a real server shows — kubectl applies with validation on, the
-// operator's ClusterRole, TokenReview and SubjectAccessReview, the garbage collector, leader election.
+// scheduler from Debian's kubernetes 1.20 source), pods run by the test kubelet: the shared end-to-end suites
+// (operator-suite.ts; autoscaling-suite.ts and scale-to-zero-suite.ts with the real Deployment controller acting
+// on the scale), then what only a real server shows — kubectl applies with validation on, the operator's
+// ClusterRole, TokenReview and SubjectAccessReview, the garbage collector, leader election.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ApiException, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
+import { KubeApi } from '../../kube/client.ts';
+import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
+import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
 import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
 import { HelloApp } from './hello-app.ts';
 import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
+import { scaleToZeroSuite } from './scale-to-zero-suite.ts';
 
 const skipReason = controlPlaneSkipReason();
 if (skipReason !== undefined) console.log(`operator end to end on a real control plane: skipped, ${skipReason}`);
 
 describe.skipIf(skipReason !== undefined)('operator end to end on a real control plane', SUITE_OPTIONS, () => {
   let cluster: ControlPlaneCluster;
-  operatorSuite(async () => (cluster = await startControlPlaneCluster()));
+  operatorSuite(
+    async () =>
+      (cluster = await startControlPlaneCluster({
+        // The autoscaling suite's short windows (Apps of fixed size are not autoscaled), and the holder, whose
+        // async calls' webhooks go to a receiver on the loopback.
+        operatorConfig: { ...AUTOSCALING_TEST_CONFIG, webhookAllowCidrs: ['127.0.0.0/8'] },
+        holder: true,
+      })),
+  );
 
   const wait = <T>(what: string, check: () => Promise<T | false | undefined>) =>
     waitFor(check, { what, timeoutMs: STATE_TIMEOUT_MS, intervalMs: 200 });
@@ -159,6 +172,35 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     expect((await app.deployment())?.spec?.replicas).toBe(settled);
   });
 
+  autoscalingSuite(() => cluster);
+
+  it('refuses loopback addresses in Endpoints and an applied Service port without protocol, as the fake API server does in the same words', async () => {
+    const namespace = `runlet-cp-${Date.now().toString(36)}`;
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    const api = new KubeApi(kubeConfigCredentials(cluster.kubeConfig), { fieldManager: 'control-plane-test' });
+    const service = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace }, spec: { ports: [{ name: 'http', port: 80 }] } } as KubeObject;
+    await expect(api.apply(service).finally(() => api.close())).rejects.toThrow(
+      'failed to create typed patch object: .spec.ports: element 0: associative list with keys has an element that omits key field "protocol" (and doesn\'t have default value)',
+    );
+
+    const endpoints = (ip: string) => ({ metadata: { name: 'web' }, subsets: [{ addresses: [{ ip }], ports: [{ name: 'http', port: 8000 }] }] });
+    const refusal = await core.createNamespacedEndpoints({ namespace, body: endpoints('127.0.0.1') }).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ApiException);
+    expect((refusal as ApiException<string>).code).toBe(422);
+    expect(JSON.parse((refusal as ApiException<string>).body).message).toBe(
+      'Endpoints "web" is invalid: subsets[0].addresses[0].ip: Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8)',
+    );
+    // What the test kubelet reports pods at instead (test/kubelet/pod-network.ts); nothing dials it.
+    const documentation = `${cluster.kubelet.network.prefix}254`;
+    const created = await core.createNamespacedEndpoints({ namespace, body: endpoints(documentation) });
+    expect(created.subsets?.[0]?.addresses?.[0]?.ip).toBe(documentation);
+    await core.deleteNamespace({ name: namespace });
+  });
+
+  scaleToZeroSuite(() => cluster);
+
+  // Last: it stops the first operator, whose holder the scale-to-zero suite uses.
   it('hands the lease over to a second operator when the first stops, which then reconciles', async () => {
     const coordination = cluster.kubeConfig.makeApiClient(CoordinationV1Api);
     const holder = async () => {

@@ -9,6 +9,9 @@ import { parse as parseYaml } from 'yaml';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import type { KubeApiServer } from '../kube/index.ts';
 import { startOperator, type Operator, type OperatorHolderOptions } from '../../operator/main.ts';
+import { KubeApi } from '../../kube/client.ts';
+import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
+import type { KubeObject } from '../../kube/objects.ts';
 import type { SidecarUrls } from '../kubelet/index.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
@@ -104,4 +107,19 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
   );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
   return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false, holder: options.holder });
+}
+
+/**
+ * The selector-less Service `service` and its Endpoints listing the holder at `ip:port` (in a cluster, the
+ * operator pods' holder port): where the operator points the Endpoints of an App at zero.
+ */
+export async function listHolder(kubeConfig: KubeConfig, service: { namespace: string; name: string }, ip: string, port: number): Promise<void> {
+  const api = new KubeApi(kubeConfigCredentials(kubeConfig), { fieldManager: 'e2e-cluster' });
+  try {
+    const metadata = { name: service.name, namespace: service.namespace };
+    await api.apply({ apiVersion: 'v1', kind: 'Service', metadata, spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } } as KubeObject);
+    await api.apply({ apiVersion: 'v1', kind: 'Endpoints', metadata, subsets: [{ addresses: [{ ip }], ports: [{ name: 'http', port, protocol: 'TCP' }] }] } as KubeObject);
+  } finally {
+    await api.close();
+  }
 }

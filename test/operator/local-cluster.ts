@@ -2,7 +2,9 @@
 // running each pod as local processes — `runlet sidecar` from cli/runlet.ts and the Python runtime from
 // runtime/python — and the operator in-process. Sidecars verify tokens with their project's HS256 key and
 // against a stand-in for the cluster's service-account issuer, and record runs in their pod's RunLog through
-// the fake API server, as in a cluster.
+// the fake API server, as in a cluster. Nothing dials anything but the loopback: pods are reported at
+// addresses of the test pod network (test/kubelet/pod-network.ts), and the test process and every sidecar
+// refuse any other connection (test/support/loopback-only.ts); close() fails if one was attempted.
 import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,17 +15,15 @@ import { signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, installCrds, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
+import { installLoopbackGuard } from '../support/loopback-only.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
+import type { Holder } from '../../operator/autoscaling/holder.ts';
 import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../sidecar/auth/config.ts';
-import { KubeApi } from '../../kube/client.ts';
-import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
-import type { KubeObject } from '../../kube/objects.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -42,6 +42,12 @@ export interface LocalCluster extends E2eCluster {
   readonly operator: Operator;
   /** With `holder: true`: what the operator's holder was started with, to start another like it. */
   readonly holderOptions: OperatorHolderOptions | undefined;
+  /** With `holder: true`: the operator's holder, while it runs. */
+  readonly holder: Holder | undefined;
+  /** The pod-network address the holder's Endpoints list it at. */
+  readonly holderIp: string | undefined;
+  /** A token the holder and the sidecars both accept: the issuer's, for the namespace's default service account. */
+  callerToken(namespace: string): Promise<string>;
 }
 
 /**
@@ -54,6 +60,7 @@ export async function startLocalCluster(
   options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs'] } = {},
 ): Promise<LocalCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
+  const guard = installLoopbackGuard(join(workDir, 'refused-connections.log'));
   const server = await startKubeApiServer();
   const kubeConfig = server.kubeConfig();
   const serviceAccountDir = join(workDir, 'serviceaccount');
@@ -64,10 +71,10 @@ export async function startLocalCluster(
   const issuer = await startServiceAccountIssuer();
   const images: ImageTable = {
     [SIDECAR_IMAGE]: {
-      commands: { runlet: [process.execPath, join(REPO, 'cli/runlet.ts')] },
+      commands: { runlet: [...guard.node, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
       // no kubeconfig, not even one in the user's home) and a token verifier.
-      env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
+      env: { ...guard.env, ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
     },
     [PYTHON_IMAGE]: {
       commands: { python: ['python3'], python3: ['python3'] },
@@ -79,8 +86,8 @@ export async function startLocalCluster(
     ? {
         // What `runlet operator` builds from the sidecars' own RUNLET_AUTH_JWKS_URL (the issuer; no project key).
         auth: new RunAuthenticator(loadIssuerAuthConfig((name) => (name === 'auth-jwks-url' ? issuer.jwksUrl : undefined), {})),
-        // Pods share 127.0.0.1 here: a pod's sidecar run port is the local port standing for it.
-        replicaAddress: (pod) => ({ host: '127.0.0.1', port: kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace)!.localPort(SIDECAR_RUN_PORT) }),
+        // As the holder's default dials the pod's IP: here a label for the local port standing for its run port.
+        replicaAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_RUN_PORT),
         retryDelayMs: 200,
         coldStartTimeoutMs: options.coldStartTimeoutMs,
       }
@@ -96,7 +103,11 @@ export async function startLocalCluster(
     config: options.operatorConfig,
     holder: holderOptions,
   });
-  if (operator.holder !== undefined) await listHolder(kubeConfig, Number(new URL(operator.holder.url).port));
+  // In a cluster the holder listens in the operator's pods: an address of the pod network stands for it here.
+  const holderIp = operator.holder === undefined ? undefined : kubelet.network.assignLoopbackServer('the operator’s holder');
+  if (operator.holder !== undefined) {
+    await listHolder(kubeConfig, { namespace: 'default', name: 'runlet-holder' }, holderIp!, Number(new URL(operator.holder.url).port));
+  }
 
   const localPod = (pod: V1Pod) =>
     waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
@@ -111,6 +122,11 @@ export async function startLocalCluster(
     issuer,
     operator,
     holderOptions,
+    get holder() {
+      return operator.holder;
+    },
+    holderIp,
+    callerToken: (namespace) => issuer.token(namespace),
     async sidecar(pod) {
       return sidecarUrls(await localPod(pod));
     },
@@ -128,18 +144,8 @@ export async function startLocalCluster(
       await kubelet.stop();
       await server.close();
       await issuer.close();
+      guard.uninstall();
+      guard.assertNoneRefused();
     },
   };
-}
-
-/** The Service and Endpoints `default/runlet-holder` listing the holder (in a cluster, the operator pods' holder port). */
-async function listHolder(kubeConfig: KubeConfig, port: number): Promise<void> {
-  const api = new KubeApi(kubeConfigCredentials(kubeConfig), { fieldManager: 'local-cluster' });
-  try {
-    const metadata = { name: 'runlet-holder', namespace: 'default' };
-    await api.apply({ apiVersion: 'v1', kind: 'Service', metadata, spec: { ports: [{ name: 'http', port: 80 }] } } as KubeObject);
-    await api.apply({ apiVersion: 'v1', kind: 'Endpoints', metadata, subsets: [{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'http', port }] }] } as KubeObject);
-  } finally {
-    await api.close();
-  }
 }
