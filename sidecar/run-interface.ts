@@ -72,7 +72,7 @@ export function createRunInterface(replica: Replica): RunInterface {
   function serve(exchange: Exchange, route?: RunPath): void {
     const receivedAt = performance.now();
     // A call the holder kept while the app was at zero keeps the run id its caller may already have.
-    const held = replica.holderKey === null ? null : verifyHeldRun(replica.holderKey, exchange.headers[HELD_RUN_HEADER]);
+    const held = replica.holderKey === null ? null : verifyHeldRun(replica.holderKey, exchange.headers[HELD_RUN_HEADER], exchange);
     const runId = held === null ? newRunId() : held.runId;
     handleRun(exchange, runId, receivedAt, route, held === null ? null : held.coldStartMs).catch((error: unknown) => {
       const problem = toProblem(error);

@@ -52,7 +52,7 @@ describe('handing a held async call to a replica', () => {
     script = [];
     received = [];
     replica = createServer((request, response) => {
-      received.push(verifyHeldRun(HOLDER_KEY, request.headers[HELD_RUN_HEADER])?.runId ?? 'unsigned');
+      received.push(verifyHeldRun(HOLDER_KEY, request.headers[HELD_RUN_HEADER], { method: request.method!, url: request.url! })?.runId ?? 'unsigned');
       request.resume();
       const status = script.shift() ?? 202;
       response.writeHead(status, { 'content-type': 'application/json' }).end(status === 202 ? '{}' : '{"title":"scripted"}');

@@ -73,7 +73,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
       }
       const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
       try {
-        const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(deps.holderKey, { runId: call.runId, coldStartMs }) }, POST_TIMEOUT_MS);
+        const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(deps.holderKey, { runId: call.runId, coldStartMs }, call) }, POST_TIMEOUT_MS);
         if (answer.status === 202) {
           await records.remove(record);
           deps.onHandedOver?.(call, coldStartMs);

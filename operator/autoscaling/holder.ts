@@ -202,7 +202,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const coldStartMs = performance.now() - arrivedAt;
     stats.relayed += 1;
     metrics?.handedOver(projectId, appName, mode, coldStartMs);
-    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKey, { runId, coldStartMs }) });
+    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKey, { runId, coldStartMs }, { method: request.method ?? 'POST', url }) });
   }
 
   const server: Server = createServer((request, response) => {

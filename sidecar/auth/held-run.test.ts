@@ -2,32 +2,54 @@ import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { newRunId } from '../runs/recorder.ts';
-import { heldRunHeader, holderKeyFromText, verifyHeldRun } from './held-run.ts';
+import { HELD_RUN_MAX_AGE_MS, heldRunHeader, holderKeyFromText, verifyHeldRun } from './held-run.ts';
 
 const key = randomBytes(32);
+const line = { method: 'POST', url: '/v4/team-a/hello/run?async=true&webhookEndpoint=https%3A%2F%2Fhooks.example.com%2Fa' };
+const NOW = 1_795_000_000_000;
 
 describe('held-run header', () => {
   it('vouches for the run id and wait it was signed with, and only with the same key', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 3_600_000 }), (coldStartMs) => {
         const run = { runId: newRunId(), coldStartMs };
-        const header = heldRunHeader(key, run);
-        expect(verifyHeldRun(key, header)).toEqual(run);
-        expect(verifyHeldRun(randomBytes(32), header)).toBeNull();
+        const header = heldRunHeader(key, run, line, NOW);
+        expect(verifyHeldRun(key, header, line, NOW)).toEqual(run);
+        expect(verifyHeldRun(randomBytes(32), header, line, NOW)).toBeNull();
       }),
     );
   });
 
-  it('refuses a changed run id or wait, a malformed value, and everything without a key', () => {
+  it('refuses a changed run id, wait or date, a malformed value, and everything without a key', () => {
     const runId = newRunId();
-    const header = heldRunHeader(key, { runId, coldStartMs: 1200 });
-    const [, , signature] = header.split(';');
-    expect(verifyHeldRun(key, `${newRunId()};1200;${signature}`)).toBeNull();
-    expect(verifyHeldRun(key, `${runId};1;${signature}`)).toBeNull();
-    expect(verifyHeldRun(key, `${header};extra`)).toBeNull();
-    expect(verifyHeldRun(key, 'not-a-run;1;zz')).toBeNull();
-    expect(verifyHeldRun(key, [header])).toBeNull();
-    expect(verifyHeldRun(null, header)).toBeNull();
+    const header = heldRunHeader(key, { runId, coldStartMs: 1200 }, line, NOW);
+    const [, , issuedAt, signature] = header.split(';');
+    expect(verifyHeldRun(key, `${newRunId()};1200;${issuedAt};${signature}`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, `${runId};1;${issuedAt};${signature}`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, `${runId};1200;${NOW + 1};${signature}`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, `${header};extra`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, `${runId};1200;${signature}`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, 'not-a-run;1;1;zz', line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, [header], line, NOW)).toBeNull();
+    expect(verifyHeldRun(null, header, line, NOW)).toBeNull();
+  });
+
+  it('is good for the call it was made for only: replayed on another method, path or query it vouches for nothing', () => {
+    const run = { runId: newRunId(), coldStartMs: 800 };
+    const header = heldRunHeader(key, run, line, NOW);
+    expect(verifyHeldRun(key, header, { ...line, method: 'PUT' }, NOW)).toBeNull();
+    expect(verifyHeldRun(key, header, { ...line, url: '/v4/team-b/hello/run?async=true&webhookEndpoint=https%3A%2F%2Fhooks.example.com%2Fa' }, NOW)).toBeNull();
+    expect(verifyHeldRun(key, header, { ...line, url: '/v4/team-a/hello/run?async=true&webhookEndpoint=https%3A%2F%2Fevil.example%2F' }, NOW)).toBeNull();
+    expect(verifyHeldRun(key, header, line, NOW)).toEqual(run);
+  });
+
+  it('is good for minutes around when it was made (clock skew between nodes), not longer', () => {
+    const run = { runId: newRunId(), coldStartMs: 50 };
+    const header = heldRunHeader(key, run, line, NOW);
+    expect(verifyHeldRun(key, header, line, NOW + HELD_RUN_MAX_AGE_MS)).toEqual(run);
+    expect(verifyHeldRun(key, header, line, NOW - HELD_RUN_MAX_AGE_MS)).toEqual(run);
+    expect(verifyHeldRun(key, header, line, NOW + HELD_RUN_MAX_AGE_MS + 1)).toBeNull();
+    expect(verifyHeldRun(key, header, line, NOW - HELD_RUN_MAX_AGE_MS - 1)).toBeNull();
   });
 
   it('needs a key of at least 32 bytes', () => {

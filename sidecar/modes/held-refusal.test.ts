@@ -67,7 +67,8 @@ interface HeldCallOptions {
   /** Default a valid token for project dev. */
   token?: string;
   /** The held-run header: signed with the holder's key (default), with another key, or absent. */
-  held?: 'valid' | 'forged' | 'absent';
+  /** forged: signed with another key; replayed: a valid header of another call (another webhook address). */
+  held?: 'valid' | 'forged' | 'replayed' | 'absent';
   /** Default: the receiver, signed with SECRET. */
   query?: string;
 }
@@ -80,13 +81,15 @@ async function handOver(path: string, options: HeldCallOptions = {}): Promise<{ 
   const runId = newRunId();
   const held = options.held ?? 'valid';
   const key = held === 'forged' ? randomBytes(32) : HOLDER_KEY;
-  const answer = await fetch(`${sidecar.url}/v4/dev/${path}?${options.query ?? webhookQuery()}`, {
-    method: options.method ?? 'POST',
+  const method = options.method ?? 'POST';
+  const url = `/v4/dev/${path}?${options.query ?? webhookQuery()}`;
+  const answer = await fetch(`${sidecar.url}${url}`, {
+    method,
     headers: {
       'content-type': 'application/json',
       authorization: `Bearer ${options.token ?? (await validToken())}`,
       'x-webhook-secret': SECRET,
-      ...(held === 'absent' ? {} : { [HELD_RUN_HEADER]: heldRunHeader(key, { runId, coldStartMs: COLD_START_MS }) }),
+      ...(held === 'absent' ? {} : { [HELD_RUN_HEADER]: heldRunHeader(key, { runId, coldStartMs: COLD_START_MS }, { method, url: held === 'replayed' ? `${url}x` : url }) }),
     },
     body: options.body ?? '{}',
   });
@@ -159,7 +162,7 @@ describe('refused as before', () => {
     expect(await listed('e2e', answer.headers.get('x-request-id')!)).toBeNull();
   }
 
-  it.each(['absent', 'forged'] as const)('an async call whose held-run header is %s', async (held) => {
+  it.each(['absent', 'forged', 'replayed'] as const)('an async call whose held-run header is %s', async (held) => {
     await expectRefused((await handOver('e2e/nope', { held })).answer, 404, 'function-not-found');
     await expectRefused((await handOver('e2e/greet', { held, body: '{"nom":"x"}' })).answer, 422, 'invalid-arguments');
     await expectRefused((await handOver('e2e/echo', { held, body: '{' })).answer, 400, 'invalid-json');
