@@ -174,7 +174,9 @@ describe('runlet sidecar --run-store runlog', () => {
     const appPort = await startApp();
     const first = await readySidecar(appPort, dataDir, access);
     const running = cluster;
-    await waitFor(async () => (await running.readRunLog()) !== undefined, { what: 'the sidecar to create its RunLog' });
+    // Its first load report written too: an idle sidecar writes nothing more, so the refused write below is the
+    // async run's own (a pending write failing first would have async runs refused from the start).
+    await waitFor(async () => (await running.readRunLog())?.status?.load !== undefined, { what: 'the sidecar to create its RunLog and report its load' });
 
     cluster.server.pause('refuse');
     const accepted = await fetch(`${first.runUrl}?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
