@@ -134,9 +134,9 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
     notes.push(
       `A call at zero waited ${n(value('coldstart.callerAddedMs'))} ms beyond its replica's start and a warm call: the holding path ` +
         `(${n(value('coldstart.holderAddedMs'))} ms) and, for ${n(value('coldstart.firstCallExtraMs'))} ms, the new replica's first call. ` +
-        `That is the replica's, whatever path its first call takes: its sidecar checks its first token (the issuer's key set fetched, the ` +
-        `verification run for the first time). Measured once on fresh replicas called directly, three of each: first calls took 107–278 ms ` +
-        `with auth on and 14–28 ms with auth off, second calls 9–26 ms.`,
+        `That is the replica's, whatever path its first call takes: its sidecar verifies its first token (the issuer's key set is ` +
+        `fetched while the app starts, but the verification code runs for the first time). Before that prefetch, first calls on fresh ` +
+        `replicas took 107–278 ms with auth on and 14–28 ms with auth off, second calls 9–26 ms.`,
     );
   }
   return notes;
