@@ -5,7 +5,10 @@ PYTHON ?= python3
 
 .PHONY: install dev test typecheck test-ts test-python test-cluster control-plane build bench images clean
 
+# npm ci empties node_modules first: through a link (a git worktree sharing another checkout's) it would empty
+# the other checkout's too, under whatever runs there.
 node_modules/.install-stamp: package.json package-lock.json
+	@if [ -L node_modules ]; then echo "node_modules is a link to another checkout's: install there, not through it" >&2; exit 1; fi
 	npm ci --no-audit --no-fund
 	@touch $@
 
