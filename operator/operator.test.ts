@@ -262,6 +262,26 @@ describe('reconciling an App', () => {
     expect((await api.get<Deployment>(paths.deployment('zero', 'hello'))).spec.replicas).toBe(1);
   });
 
+  it('points the Endpoints of an App with minReplicas 0 at its pods as their readiness changes, though no Deployment count does', async () => {
+    await namespaceWithCode('follow');
+    await createApp(api, 'follow', 'hello', pythonSpec({ scaling: { minReplicas: 0, maxReplicas: 2 } }));
+    await waitForApp(api, 'follow', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
+    // No Deployment controller runs here: the pod is made by hand, and the Deployment's status never moves.
+    const podsPath = '/api/v1/namespaces/follow/pods';
+    const container = { name: 'app', image: 'app:1' };
+    const pod = await api.create(podsPath, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'hello-1', labels: { 'runlet.dev/app': 'hello' } }, spec: { containers: [container] } } as KubeObject);
+    // An address of a documentation range: an object only, never dialled.
+    const withReady = (ready: boolean) => ({ ...pod, status: { podIP: '198.51.100.7', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } }) as KubeObject;
+    const addresses = async () =>
+      ((await api.find<KubeObject & { subsets?: { addresses?: { ip: string }[] }[] }>('/api/v1/namespaces/follow/endpoints/hello'))?.subsets ?? []).flatMap((subset) =>
+        (subset.addresses ?? []).map((address) => address.ip),
+      );
+    const pending = await api.replace<KubeObject>(`${podsPath}/hello-1/status`, withReady(true));
+    await waitFor(async () => (await addresses()).includes('198.51.100.7'), { what: 'the Endpoints listing the ready pod', timeoutMs: STATE_TIMEOUT_MS });
+    await api.replace(`${podsPath}/hello-1/status`, { ...withReady(false), metadata: pending.metadata });
+    await waitFor(async () => (await addresses()).length === 0, { what: 'the Endpoints without the pod no longer ready', timeoutMs: STATE_TIMEOUT_MS });
+  });
+
   it('puts back a Deployment deleted by hand', async () => {
     await namespaceWithCode('repair');
     await createApp(api, 'repair', 'hello', pythonSpec());

@@ -15,12 +15,9 @@ export interface HolderService {
   name: string;
 }
 
+/** A pod its App's Endpoints list: serving, with an address. */
 export function isReadyPod(pod: V1Pod): boolean {
-  return (
-    pod.metadata?.deletionTimestamp === undefined &&
-    pod.status?.podIP !== undefined &&
-    (pod.status.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')
-  );
+  return serves(pod) && pod.status?.podIP !== undefined;
 }
 
 export async function readyPodsOf(api: KubeApi, app: App): Promise<ReadyPod[]> {
@@ -34,7 +31,7 @@ interface PodServing {
   status?: { conditions?: { type: string; status: string }[] };
 }
 
-/** Whether a pod belongs in its App's Endpoints (as far as the operator's pod cache tells: ready, not ending). */
+/** Ready and not ending: all the operator's pod cache keeps of whether a pod belongs in its App's Endpoints. */
 function serves(pod: PodServing): boolean {
   return pod.metadata?.deletionTimestamp === undefined && (pod.status?.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True');
 }

@@ -10,6 +10,7 @@ import type { KubeApi } from '../../kube/client.ts';
 import { isConflict } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { holderKeyFromText } from '../../sidecar/auth/held-run.ts';
+import { holderKeyData } from '../render/holder-key.ts';
 import { HOLDER_KEY_DATA_KEY } from '../render/names.ts';
 
 export interface SecretName {
@@ -17,7 +18,7 @@ export interface SecretName {
   name: string;
 }
 
-/** 32 random bytes as hex: `holderKeyFromText` reads hex back into the bytes. */
+/** 32 random bytes, stored as hex: `holderKeyFromText` reads hex back into the bytes. */
 const NEW_KEY_BYTES = 32;
 
 function secretPath(secret: SecretName, named = true): string {
@@ -44,7 +45,7 @@ export async function ensureHolderKey(api: KubeApi, where: SecretName): Promise<
     kind: 'Secret',
     type: 'Opaque',
     metadata: { name: where.name, namespace: where.namespace, labels: { 'app.kubernetes.io/part-of': 'runlet', 'app.kubernetes.io/component': 'holder-key' } },
-    data: { [HOLDER_KEY_DATA_KEY]: Buffer.from(randomBytes(NEW_KEY_BYTES).toString('hex')).toString('base64') },
+    data: holderKeyData(randomBytes(NEW_KEY_BYTES)),
   };
   try {
     return keyOf(await api.create(secretPath(where, false), secret), where);

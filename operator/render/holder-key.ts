@@ -10,7 +10,11 @@ import { SIDECAR_COMPONENT_LABEL, sharedOwnerReferences } from './rbac.ts';
 
 export const HOLDER_KEY_COMPONENT = 'holder-key';
 
-/** `key`: the holder key's bytes, stored as hex text as in the operator's own Secret. */
+/** A holder key Secret's data (the operator's own and the copies): the key's bytes as hex text. */
+export function holderKeyData(key: Uint8Array): Record<string, string> {
+  return { [HOLDER_KEY_DATA_KEY]: Buffer.from(Buffer.from(key).toString('hex')).toString('base64') };
+}
+
 export function renderHolderKeyCopy(namespace: string, owners: readonly App[], key: Uint8Array): V1Secret {
   return {
     apiVersion: 'v1',
@@ -22,6 +26,6 @@ export function renderHolderKeyCopy(namespace: string, owners: readonly App[], k
       labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [SIDECAR_COMPONENT_LABEL]: HOLDER_KEY_COMPONENT },
       ownerReferences: sharedOwnerReferences(owners),
     },
-    data: { [HOLDER_KEY_DATA_KEY]: Buffer.from(Buffer.from(key).toString('hex')).toString('base64') },
+    data: holderKeyData(key),
   };
 }

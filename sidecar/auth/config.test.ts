@@ -2,8 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SERVICE_ACCOUNT_DIR } from '../../kube/in-cluster.ts';
 import { RunAuthenticator } from './authenticator.ts';
-import { IN_CLUSTER, loadIssuerAuthConfig, loadRunAuthConfig } from './config.ts';
+import { IN_CLUSTER_JWKS_URL, loadIssuerAuthConfig, loadRunAuthConfig } from './config.ts';
 import type { RunAuthOptionName } from './config.ts';
 import { localDevAuth, signLocalToken } from './local-key.ts';
 
@@ -62,7 +63,7 @@ describe('loadRunAuthConfig', () => {
   });
 
   it("defaults to the API server's issuer in a pod, and says which mounted file is missing", () => {
-    expect(() => loadRunAuthConfig(options({}), 'team-a', { KUBERNETES_SERVICE_HOST: '10.0.0.1' })).toThrow(`--auth-jwks-ca-file: cannot read ${IN_CLUSTER.caFile}`);
+    expect(() => loadRunAuthConfig(options({}), 'team-a', { KUBERNETES_SERVICE_HOST: '10.0.0.1' })).toThrow(`--auth-jwks-ca-file: cannot read ${join(SERVICE_ACCOUNT_DIR, 'ca.crt')}`);
   });
 
   it("in a pod, reaches the API server's key set with the CA and token of the service-account directory it is given", () => {
@@ -72,7 +73,7 @@ describe('loadRunAuthConfig', () => {
     writeFileSync(join(accountDir, 'token'), 'sa-token');
     expect(loadRunAuthConfig(options({}), 'team-a', { KUBERNETES_SERVICE_HOST: '10.0.0.1' }, accountDir)).toEqual({
       audience: ['runlet'],
-      jwksUrl: IN_CLUSTER.jwksUrl,
+      jwksUrl: IN_CLUSTER_JWKS_URL,
       jwksCaFile: join(accountDir, 'ca.crt'),
       jwksTokenFile: join(accountDir, 'token'),
     });

@@ -84,12 +84,8 @@ export const ISSUER_AUTH_USAGE = `  --auth-audience LIST        accepted token a
 export const RUN_AUTH_USAGE = `${ISSUER_AUTH_USAGE}
   --auth-key-file FILE        the project's shared HS256 key (or its value in ${SHARED_KEY_ENV}) [RUNLET_AUTH_KEY_FILE]`;
 
-/** Where Kubernetes mounts a pod's service-account credentials (by default), and where the API server serves its key set. */
-export const IN_CLUSTER = {
-  jwksUrl: 'https://kubernetes.default.svc/openid/v1/jwks',
-  caFile: join(SERVICE_ACCOUNT_DIR, 'ca.crt'),
-  tokenFile: join(SERVICE_ACCOUNT_DIR, 'token'),
-} as const;
+/** Where the API server serves its service-account issuer's key set, inside the cluster. */
+export const IN_CLUSTER_JWKS_URL = 'https://kubernetes.default.svc/openid/v1/jwks';
 
 /**
  * Who issues the tokens callers present, and for which audience. In a pod (KUBERNETES_SERVICE_HOST set) with no
@@ -111,7 +107,7 @@ export function loadIssuerAuthConfig(
   let caFile = option('auth-jwks-ca-file');
   let tokenFile = option('auth-jwks-token-file');
   if (!jwksUrl && !issuer && env.KUBERNETES_SERVICE_HOST) {
-    jwksUrl = IN_CLUSTER.jwksUrl;
+    jwksUrl = IN_CLUSTER_JWKS_URL;
     caFile ??= join(serviceAccountDir, 'ca.crt');
     tokenFile ??= join(serviceAccountDir, 'token');
   }
