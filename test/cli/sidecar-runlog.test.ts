@@ -4,6 +4,8 @@
 // API server refused every write survives the sidecar being killed: the next sidecar on the same data dir
 // records it. A data dir it cannot write fails its start.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -199,6 +201,31 @@ describe('runlet sidecar --run-store runlog', () => {
       what: 'the journaled run in the RunLog',
     });
     expect(run).toMatchObject({ status: 'failure', reason: 'replica_lost', async: true });
+  });
+
+  it('with caller auth on, fetches the token issuer’s key set at start, before any call comes', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+    cluster = await startCluster();
+    const access = await inPod(cluster, dir);
+    let keySetFetches = 0;
+    const issuer = createServer((request, response) => {
+      if (request.url === '/openid/v1/jwks') keySetFetches += 1;
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{"keys":[]}');
+    });
+    await new Promise<void>((listening) => issuer.listen(0, '127.0.0.1', listening));
+    try {
+      const jwksUrl = `http://127.0.0.1:${(issuer.address() as AddressInfo).port}/openid/v1/jwks`;
+      // No runtime listens: the fetch is the sidecar's own doing, not a call's.
+      const { output } = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(dir, 'data'), '--auth', 'on'], {
+        ...access,
+        RUNLET_AUTH_JWKS_URL: jwksUrl,
+      });
+      await waitFor(() => keySetFetches > 0, { what: 'the key set fetched before any call' }).catch((error: unknown) => {
+        throw new Error(`${(error as Error).message}; the sidecar's output:\n${output()}`, { cause: error });
+      });
+    } finally {
+      await new Promise((closed) => issuer.close(closed));
+    }
   });
 
   it("killed with an async run in flight, its next sidecar delivers the run's failure to its webhook, unsigned", async () => {
