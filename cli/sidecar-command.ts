@@ -7,6 +7,7 @@ import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
 import { HOLDER_KEY_ENV, holderKeyFromText } from '../sidecar/auth/held-run.ts';
+import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
@@ -26,7 +27,9 @@ Options (environment variable in brackets):
   --app-port N                port of the app container (default 8192) [RUNLET_APP_PORT]
   --ready-path PATH           runtime readiness path (python: /healthz) [RUNLET_READY_PATH]
   --port N                    run interface port (default 8000) [RUNLET_PORT]
-  --admin-port N              probes, metrics, drain (default 8001) [RUNLET_ADMIN_PORT]
+  --admin-port N              probes, metrics, drain (default 8001) [RUNLET_ADMIN_PORT]; its /drain takes
+                              only GET /drain/TOKEN, TOKEN from RUNLET_DRAIN_TOKEN (32+ of A-Za-z0-9_-;
+                              unset: the port drains nothing, SIGTERM drains)
   --concurrency N             calls in flight to the app (default 4) [RUNLET_CONCURRENCY]
   --queue-depth N             calls waiting for a slot (default 10 x concurrency) [RUNLET_QUEUE_DEPTH]
   --response-grace-period S   run time limit in seconds (default 900) [RUNLET_RESPONSE_GRACE_PERIOD]
@@ -135,6 +138,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
       holderKey: holderKeyOf(process.env[HOLDER_KEY_ENV]),
+      drainToken: drainTokenOf(process.env[DRAIN_TOKEN_ENV]),
       logger,
     });
   } catch (err) {
@@ -149,6 +153,16 @@ function holderKeyOf(text: string | undefined): Uint8Array | undefined {
   if (text === undefined || text === '') return undefined;
   try {
     return holderKeyFromText(text);
+  } catch (err) {
+    throw new CliError((err as Error).message, 2);
+  }
+}
+
+/** What the admin port's /drain asks for, from the environment (the operator renders it); none: no drain there. */
+function drainTokenOf(text: string | undefined): string | null {
+  if (text === undefined || text === '') return null;
+  try {
+    return checkDrainToken(text);
   } catch (err) {
     throw new CliError((err as Error).message, 2);
   }

@@ -100,7 +100,8 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
   const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler, serverOptions) });
   await server.register(runInterfaceRoutes(runInterface));
-  const admin = createAdminInterface(replica);
+  // Open: the dev port listens on 127.0.0.1 only and has no authentication anywhere (README, `runlet dev`).
+  const admin = createAdminInterface(replica, { drain: 'open' });
   server.all('/admin/*', (request, reply) => {
     reply.hijack();
     admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);

@@ -2,6 +2,7 @@
 // reach it, and so probes keep answering while the run port is saturated. Plain node:http, like the run port:
 // the pod sidecar loads no web framework.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { DRAIN_PATH, drainTokenMatches } from './drain-token.ts';
 import type { Replica } from './replica.ts';
 
 export interface AdminInterface {
@@ -9,10 +10,50 @@ export interface AdminInterface {
   handle(request: IncomingMessage, response: ServerResponse, path: string): void;
 }
 
-export function createAdminInterface(replica: Replica): AdminInterface {
+export interface AdminOptions {
+  /**
+   * Who may drain: `open` where only the machine's own users reach the interface (`runlet dev`, on
+   * 127.0.0.1); `{ token }` on the pod's admin port, which any pod can reach: `/drain/<token>` only; `{ token:
+   * null }`: no drain through the port at all (SIGTERM still drains).
+   */
+  drain: 'open' | { token: string | null };
+  /**
+   * How long a drained replica that is still running (no SIGTERM followed: a drain by hand, or the preStop
+   * of an app container that the kubelet restarts rather than stops) keeps passing liveness; then /healthz
+   * fails, so the kubelet restarts the sidecar and the replica serves again. Default DRAINED_LIVENESS_MS.
+   */
+  drainedLivenessMs?: number;
+}
+
+/**
+ * Longer than the pod's termination margin (render/names.ts: TERMINATION_MARGIN_SECONDS, 30 s), the longest a
+ * drained pod's app container takes to stop before the sidecar is sent SIGTERM: a pod that is stopping never
+ * fails liveness for it (and a terminating pod's containers are not restarted anyway).
+ */
+export const DRAINED_LIVENESS_MS = 60_000;
+
+const ROUTES = 'GET /healthz, /ready, /metrics; GET or POST /drain';
+
+export function createAdminInterface(replica: Replica, options: AdminOptions): AdminInterface {
+  const drainedLivenessMs = options.drainedLivenessMs ?? DRAINED_LIVENESS_MS;
+
+  /** Whether `path` is the drain route, as this mount takes it; null: not the drain route at all. */
+  function drainAllowed(path: string): boolean | null {
+    if (options.drain === 'open') return path === DRAIN_PATH ? true : null;
+    if (path !== DRAIN_PATH && !path.startsWith(`${DRAIN_PATH}/`)) return null;
+    const { token } = options.drain;
+    return token !== null && path.startsWith(`${DRAIN_PATH}/`) && drainTokenMatches(path.slice(DRAIN_PATH.length + 1), token);
+  }
+
   async function answer(method: string, path: string): Promise<{ status: number; contentType: string; body: string }> {
     const read = method === 'GET' || method === 'HEAD';
-    if (path === '/healthz' && read) return json(200, { status: 'ok' });
+    if (path === '/healthz' && read) {
+      const drainedMs = replica.drainedForMs();
+      if (drainedMs !== null && drainedMs >= drainedLivenessMs) {
+        return json(503, { status: 'drained', error: `drained ${Math.round(drainedMs / 1000)} s ago and not stopped: restart to serve again` });
+      }
+      return json(200, { status: 'ok' });
+    }
     if (path === '/ready' && read) {
       if (replica.ready) return json(200, { status: 'ready' });
       return json(503, { status: replica.draining ? 'draining' : 'starting' });
@@ -20,12 +61,15 @@ export function createAdminInterface(replica: Replica): AdminInterface {
     if (path === '/metrics' && read) {
       return { status: 200, contentType: replica.metrics.registry.contentType, body: await replica.metrics.registry.metrics() };
     }
+    const drain = drainAllowed(path);
     // GET too, so the app container's preStop can be an httpGet: it answers once the replica has drained.
-    if (path === '/drain' && (read || method === 'POST')) {
+    if (drain !== null && (read || method === 'POST')) {
+      if (!drain) return json(403, { error: refusal(options.drain === 'open' ? null : options.drain.token) });
       await replica.drain();
       return json(200, { status: 'drained' });
     }
-    return json(404, { error: `${method} ${path} is not a route of the admin port: GET /healthz, /ready, /metrics; GET or POST /drain` });
+    // Not a drain path here, so it holds no token: safe to echo.
+    return json(404, { error: `${method} ${path} is not a route of the admin port: ${ROUTES}` });
   }
 
   return {
@@ -36,13 +80,20 @@ export function createAdminInterface(replica: Replica): AdminInterface {
           response.end(body);
         },
         (err: unknown) => {
-          replica.logger.error({ err, path }, 'admin request failed');
+          const route = drainAllowed(path) === null ? path : DRAIN_PATH;
+          replica.logger.error({ err, path: route }, 'admin request failed');
           response.writeHead(500, { 'content-type': JSON_TYPE });
-          response.end(JSON.stringify({ error: `${path} failed: ${(err as Error).message}` }));
+          response.end(JSON.stringify({ error: `${route} failed: ${(err as Error).message}` }));
         },
       );
     },
   };
+}
+
+function refusal(token: string | null): string {
+  return token === null
+    ? 'this sidecar has no drain token (RUNLET_DRAIN_TOKEN), so its admin port drains nothing: send it SIGTERM'
+    : 'draining needs the pod\'s drain token (GET /drain/<token>, as the app container\'s preStop hook has it)';
 }
 
 /** The admin port as its own server (the pod sidecar's); `runlet dev` mounts the interface under /admin instead. */
@@ -50,7 +101,8 @@ export function createAdminServer(admin: AdminInterface): Server {
   return createServer((request, response) => {
     const url = request.url ?? '/';
     const queryStart = url.indexOf('?');
-    admin.handle(request, response, queryStart === -1 ? url : url.slice(0, queryStart));
+    // Kubelets before 1.26 ask a hook's path as `http://ip:port/` + path, so `/drain/…` arrives as `//drain/…`.
+    admin.handle(request, response, (queryStart === -1 ? url : url.slice(0, queryStart)).replace(/^\/{2,}/, '/'));
   });
 }
 

@@ -39,6 +39,10 @@ export interface SidecarSettings {
   auth: RunAuthenticator | undefined;
   /** Shared with the holder (scale to zero): vouches for held calls' run ids. */
   holderKey?: Uint8Array;
+  /** What the admin port's /drain asks for (sidecar/drain-token.ts); null: the admin port drains nothing. */
+  drainToken: string | null;
+  /** How long a drained replica not stopped keeps passing liveness (admin-interface.ts has the default). */
+  drainedLivenessMs?: number;
   logger: Logger;
 }
 
@@ -79,7 +83,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   });
   const watcher = new RuntimeWatcher(target, settings.runtime, logger);
   const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
-  const adminServer = createAdminServer(createAdminInterface(replica));
+  const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: settings.drainToken }, drainedLivenessMs: settings.drainedLivenessMs }));
   await listen(runServer, settings.ports.run, 'run');
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();

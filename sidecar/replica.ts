@@ -46,6 +46,8 @@ export class Replica {
   readonly deliverer: WebhookDeliverer;
   readonly webhooks: WebhookForwarder;
   #drain: Promise<void> | null = null;
+  /** When the drain ended (performance.now()), null before. */
+  #drainedAt: number | null = null;
 
   constructor(options: ReplicaOptions) {
     this.apps = options.apps;
@@ -76,13 +78,19 @@ export class Replica {
     return true;
   }
 
+  /** How long ago the drain ended; null while not drained (or still draining). */
+  drainedForMs(now = performance.now()): number | null {
+    return this.#drainedAt === null ? null : now - this.#drainedAt;
+  }
+
   /**
    * Stops taking runs; lets accepted ones (sync, stream, async, queued) and their webhook deliveries finish
    * within the longest run time limit of the apps; stops what is left (recorded `failure`, reason
    * `shutdown`); flushes the run records. Idempotent: every caller waits for the same drain.
    */
   drain(): Promise<void> {
-    this.#drain ??= this.#drainOnce();
+    // Drained even when the records could not all be flushed: the replica takes no more runs either way.
+    this.#drain ??= this.#drainOnce().finally(() => (this.#drainedAt = performance.now()));
     return this.#drain;
   }
 

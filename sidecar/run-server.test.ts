@@ -3,13 +3,14 @@
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DOCUMENT_FILES, noRuns } from '../docs/openapi-documents.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
 import { AppRegistry, AppTarget } from './apps.ts';
+import { newDrainToken } from './drain-token.ts';
 import { Replica } from './replica.ts';
 import { createRunInterface } from './run-interface.ts';
 import { createRunServer } from './run-server.ts';
@@ -19,7 +20,8 @@ const apps = new AppRegistry();
 apps.add(new AppTarget({ projectId: 'p', appName: 'a', runtime: 'python', replicaConcurrency: 1, responseGracePeriodSeconds: 5 }));
 const replica = new Replica({ apps, store: noRuns, replicaName: 'test', logger });
 const runServer = createRunServer(createRunInterface(replica), logger);
-const adminServer = createAdminServer(createAdminInterface(replica));
+const DRAIN_TOKEN = newDrainToken();
+const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: DRAIN_TOKEN } }));
 let runOrigin: string;
 let adminOrigin: string;
 
@@ -98,14 +100,71 @@ describe('the admin port', () => {
     }
   });
 
+  it('drains for no one without the drain token: a bare, wrong or truncated token gets 403, and the replica serves on', async () => {
+    const otherToken = newDrainToken();
+    for (const path of ['/drain', '/drain/', `/drain/${otherToken}`, `/drain/${DRAIN_TOKEN.slice(0, -1)}`, `/drain/${DRAIN_TOKEN}x`, `//drain`]) {
+      for (const method of ['GET', 'POST']) {
+        const refused = await fetch(`${adminOrigin}${path}`, { method });
+        expect([path, method, refused.status]).toEqual([path, method, 403]);
+        expect(((await refused.json()) as { error: string }).error).toMatch(/drain token/);
+      }
+    }
+    expect(replica.draining).toBe(false);
+    const ready = await fetch(`${adminOrigin}/ready`);
+    expect(await ready.json()).toEqual({ status: 'starting' });
+  });
+
+  it('drains for no one when no drain token is configured: SIGTERM is the way then', async () => {
+    const closed = createAdminServer(createAdminInterface(replica, { drain: { token: null } }));
+    const origin = await listen(closed);
+    try {
+      for (const path of ['/drain', `/drain/${DRAIN_TOKEN}`]) {
+        const refused = await fetch(`${origin}${path}`);
+        expect(refused.status).toBe(403);
+        expect(((await refused.json()) as { error: string }).error).toMatch(/no drain token \(RUNLET_DRAIN_TOKEN\).*SIGTERM/);
+      }
+      expect(replica.draining).toBe(false);
+    } finally {
+      closed.closeAllConnections();
+      closed.close();
+    }
+  });
+
   // Last: the replica stays drained.
-  it('drains on POST or GET /drain, then reports draining and refuses runs', async () => {
-    const drained = await fetch(`${adminOrigin}/drain`, { method: 'POST' });
+  it('drains on POST or GET /drain/<token> (also as a kubelet before 1.26 asks it, //drain/<token>), then reports draining and refuses runs', async () => {
+    const drained = await fetch(`${adminOrigin}/drain/${DRAIN_TOKEN}`, { method: 'POST' });
     expect([drained.status, await drained.json()]).toEqual([200, { status: 'drained' }]);
-    const again = await fetch(`${adminOrigin}/drain`);
-    expect([again.status, await again.json()]).toEqual([200, { status: 'drained' }]);
+    const again = await rawGet(adminOrigin, `//drain/${DRAIN_TOKEN}`);
+    expect(again).toMatch(/^HTTP\/1\.1 200 /);
+    expect(again).toContain('{"status":"drained"}');
     const ready = await fetch(`${adminOrigin}/ready`);
     expect([ready.status, await ready.json()]).toEqual([503, { status: 'draining' }]);
     await expectProblem(await fetch(`${runOrigin}/v4/p/a/f`, { method: 'POST', body: '{}' }), 503, 'draining');
   });
+
+  it('keeps passing liveness once drained until drainedLivenessMs, then fails it, so a replica not stopped is restarted', async () => {
+    const stale = createAdminServer(createAdminInterface(replica, { drain: { token: DRAIN_TOKEN }, drainedLivenessMs: 0 }));
+    const origin = await listen(stale);
+    try {
+      // The same drained replica, behind the default bound (a minute) and behind none.
+      const fresh = await fetch(`${adminOrigin}/healthz`);
+      expect([fresh.status, await fresh.json()]).toEqual([200, { status: 'ok' }]);
+      const expired = await fetch(`${origin}/healthz`);
+      expect(expired.status).toBe(503);
+      expect(await expired.json()).toMatchObject({ status: 'drained', error: expect.stringMatching(/not stopped: restart/) });
+    } finally {
+      stale.closeAllConnections();
+      stale.close();
+    }
+  });
 });
+
+/** A GET of `path` as written (fetch would normalise `//drain` away), the whole answer as text. */
+async function rawGet(origin: string, path: string): Promise<string> {
+  const { port } = new URL(origin);
+  const socket = connect(Number(port), '127.0.0.1');
+  socket.end(`GET ${path} HTTP/1.1\r\nhost: pod\r\nconnection: close\r\n\r\n`);
+  let answer = '';
+  for await (const chunk of socket) answer += String(chunk);
+  return answer;
+}
