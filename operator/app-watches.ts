@@ -15,13 +15,15 @@ import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
+import { drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
 import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import type { PodObject } from './runlog-verdict.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
-export type DeploymentObject = KubeObject & DeploymentView;
+/** `drainToken`: the one its pod template carries (render/drain-token.ts), for the reconcile to render again. */
+export type DeploymentObject = KubeObject & DeploymentView & { drainToken?: string };
 
 export interface AppWatchesOptions {
   api: KubeApi;
@@ -81,7 +83,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('deployments', reason),
     // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how its
-    // rollout stands: not the pod template.
+    // rollout stands, its drain token: not the pod template.
     transform: (deployment) => {
       const identity = metadataOnly(deployment);
       return {
@@ -89,6 +91,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
         metadata: { ...identity.metadata, managedFields: replicasOwners(deployment) },
         spec: { replicas: deployment.spec?.replicas },
         status: rolloutStatus(deployment.status),
+        drainToken: drainTokenOf(deployment as Parameters<typeof drainTokenOf>[0]),
       };
     },
     handlers: {

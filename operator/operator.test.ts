@@ -1,5 +1,6 @@
 // The operator against the in-memory API server: what an App turns into, how changes roll out, what its
 // status says, and what happens when it is invalid or deleted.
+import type { V1EnvVar, V1Lifecycle } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
@@ -23,7 +24,13 @@ import {
 } from '../test/support/fake-cluster.ts';
 
 interface Deployment extends KubeObject {
-  spec: { replicas: number; template: { metadata: { annotations?: Record<string, string> }; spec: { initContainers?: { args: string[] }[]; containers: { name: string }[] } } };
+  spec: {
+    replicas: number;
+    template: {
+      metadata: { annotations?: Record<string, string> };
+      spec: { initContainers?: { args: string[]; env?: V1EnvVar[] }[]; containers: { name: string; lifecycle?: V1Lifecycle }[] };
+    };
+  };
   status?: Record<string, unknown>;
 }
 
@@ -50,6 +57,14 @@ async function namespaceWithCode(namespace: string, app = 'hello'): Promise<void
 }
 
 const sidecarArgs = (deployment: Deployment) => deployment.spec.template.spec.initContainers![0]!.args;
+
+/** The drain token in the sidecar's env, checked to be the one in the app container's preStop path. */
+function drainTokenIn(deployment: Deployment): string | undefined {
+  const { initContainers, containers } = deployment.spec.template.spec;
+  const token = initContainers![0]!.env?.find((variable) => variable.name === 'RUNLET_DRAIN_TOKEN')?.value;
+  expect(containers.find((container) => container.name === 'app')?.lifecycle?.preStop?.httpGet?.path).toBe(`/drain/${token}`);
+  return token;
+}
 
 describe('reconciling an App', () => {
   it('applies its Deployment, Service and Ingress, owned by it, and the namespace’s sidecar RBAC; reports ChildrenApplied', async () => {
@@ -154,6 +169,28 @@ describe('reconciling an App', () => {
     const deployment = await api.get<Deployment>(paths.deployment('change', 'hello'));
     expect(deployment.spec.replicas).toBe(2);
     expect(sidecarArgs(deployment).join(' ')).toContain('--concurrency 9');
+  });
+
+  it('renders one drain token per App, in the sidecar’s env and the preStop path, kept across spec changes and a new operator (read back from the Deployment)', async () => {
+    await namespaceWithCode('drain-token');
+    await createApp(api, 'drain-token', 'hello', pythonSpec());
+    await waitForApp(api, 'drain-token', 'hello', isAppliedAtGeneration, 'applied at generation 1');
+    const first = drainTokenIn(await api.get<Deployment>(paths.deployment('drain-token', 'hello')));
+    expect(first).toMatch(/^[A-Za-z0-9_-]{43}$/);
+
+    await api.mergePatch(paths.app('drain-token', 'hello'), { spec: { scaling: { replicaConcurrency: 7 } } });
+    await waitForApp(api, 'drain-token', 'hello', (a) => a.metadata.generation === 2 && isAppliedAtGeneration(a), 'applied at generation 2');
+    expect(drainTokenIn(await api.get<Deployment>(paths.deployment('drain-token', 'hello')))).toBe(first);
+
+    // A new operator (a restart, another leader) has no memory of it: it reads the live Deployment's.
+    await operator.stop();
+    operator = testOperator(cluster, { ingress: { className: 'nginx', host: 'apps.example', tls: true } });
+    operator.start();
+    await api.mergePatch(paths.app('drain-token', 'hello'), { spec: { scaling: { replicaConcurrency: 8 } } });
+    await waitForApp(api, 'drain-token', 'hello', (a) => a.metadata.generation === 3 && isAppliedAtGeneration(a), 'applied at generation 3');
+    const third = await api.get<Deployment>(paths.deployment('drain-token', 'hello'));
+    expect(sidecarArgs(third).join(' ')).toContain('--concurrency 8');
+    expect(drainTokenIn(third)).toBe(first);
   });
 
   it('rolls the pods when the code ConfigMap changes', async () => {

@@ -14,6 +14,7 @@ import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
 import { refOf, resourcePath, type KubeObject, type ObjectRef } from '../kube/objects.ts';
 import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
+import { DrainTokens } from './drain-tokens.ts';
 import { owningAppName } from './render/labels.ts';
 import { appUrl, childName } from './render/names.ts';
 import type { DeploymentView } from './rollout-state.ts';
@@ -26,8 +27,8 @@ export interface ReconcilerDeps {
   /** The App watch's cache. */
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
-  /** The Deployment watch's cache: who owns `spec.replicas` now. */
-  deployments: { get(namespace: string, name: string): ScaledDeployment | undefined };
+  /** The Deployment watch's cache: who owns `spec.replicas` now, and the drain token its pods have. */
+  deployments: { get(namespace: string, name: string): (ScaledDeployment & { drainToken?: string }) | undefined };
   /** Applies as the autoscaler's field manager: hands `spec.replicas` of autoscaled Apps over to it. */
   autoscalerApi: KubeApi;
   /** Events on the App: failures, and when it starts or stops serving. */
@@ -49,6 +50,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
   const now = deps.now ?? (() => new Date());
   /** `<uid>/<kind>` of stale children already removed: looked for once per App, not on every reconcile. */
   const pruned = new Set<string>();
+  const drainTokens = new DrainTokens();
 
   async function writeStatus(app: App, observation: Observation): Promise<void> {
     const next = nextAppStatus(app, observation, appUrl(app, config.ingress), now());
@@ -100,7 +102,10 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
   return async function reconcile(namespace: string, name: string): Promise<ReconcileResult> {
     const stored = deps.apps.get(namespace, name);
     // Deleted: the API server's garbage collector removes the children through their owner references.
-    if (stored === undefined || stored.metadata.deletionTimestamp !== undefined) return 'gone';
+    if (stored === undefined || stored.metadata.deletionTimestamp !== undefined) {
+      drainTokens.forget(namespace, name);
+      return 'gone';
+    }
 
     // The API server may not enforce the CRD schema (older clusters, the test server): check it here. Status is ours to rewrite.
     const problems = validateApp({ ...stored, status: undefined }).map((issue) => issue.message);
@@ -112,8 +117,9 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
     try {
       const code = await readCode(app);
       await deps.rbac.ensure(namespace);
-      const replicas = replicasToApply(app.spec.scaling, deps.deployments.get(namespace, childName(app)));
-      const children = renderAppChildren(app, config, code.hash, replicas);
+      const live = deps.deployments.get(namespace, childName(app));
+      const replicas = replicasToApply(app.spec.scaling, live);
+      const children = renderAppChildren(app, config, { codeHash: code.hash, drainToken: drainTokens.tokenFor(app, live?.drainToken) }, replicas);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
       if (scalesToZero(app)) await deps.switchEndpoints?.(app);

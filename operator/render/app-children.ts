@@ -3,7 +3,7 @@
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
 import type { KubeObject, ObjectRef } from '../../kube/objects.ts';
-import { renderDeployment } from './deployment.ts';
+import { renderDeployment, type PodInputs } from './deployment.ts';
 import { renderIngress } from './ingress.ts';
 import { childName, namespaceOf } from './names.ts';
 import { renderService } from './service.ts';
@@ -14,12 +14,12 @@ export interface AppChildren {
   remove: ObjectRef[];
 }
 
-/** `replicas`: as renderDeployment takes it. */
-export function renderAppChildren(app: App, config: RenderConfig, codeHash: string | undefined, replicas?: number | null): AppChildren {
+/** `pod` and `replicas`: as renderDeployment takes them. */
+export function renderAppChildren(app: App, config: RenderConfig, pod: PodInputs, replicas?: number | null): AppChildren {
   const ingressRef: ObjectRef = { apiVersion: 'networking.k8s.io/v1', kind: 'Ingress', namespace: namespaceOf(app), name: childName(app) };
   return {
     apply: [
-      renderDeployment(app, config, codeHash, replicas),
+      renderDeployment(app, config, pod, replicas),
       renderService(app),
       ...(config.ingress === null ? [] : [renderIngress(app, config.ingress)]),
     ],

@@ -20,15 +20,26 @@ import {
 import { POD_SECURITY_CONTEXT } from './pod-security.ts';
 import { renderSidecarContainer } from './sidecar-container.ts';
 
+/** What a pod template is made of besides the App and the configuration. */
+export interface PodInputs {
+  /**
+   * Digest of the code ConfigMap's content (render/code-hash.ts), undefined when the code is baked, the runtime
+   * is custom, or the ConfigMap does not exist yet.
+   */
+  codeHash: string | undefined;
+  /** The App's drain token (render/drain-token.ts): the same on every reconcile, or every reconcile rolls out. */
+  drainToken: string;
+}
+
 /**
- * `codeHash`: digest of the code ConfigMap's content (render/code-hash.ts), undefined when the code is baked,
- * the runtime is custom, or the ConfigMap does not exist yet. `replicas`: the size to apply, or null to leave
- * `spec.replicas` to the autoscaler (autoscaling/replicas-owner.ts); the App's minimum by default.
+ * `replicas`: the size to apply, or null to leave `spec.replicas` to the autoscaler
+ * (autoscaling/replicas-owner.ts); the App's minimum by default.
  */
-export function renderDeployment(app: App, config: RenderConfig, codeHash: string | undefined, replicas: number | null = app.spec.scaling.minReplicas): V1Deployment {
+export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs, replicas: number | null = app.spec.scaling.minReplicas): V1Deployment {
   const { scaling } = app.spec;
-  const appContainer = renderAppContainer(app, config);
-  const sidecarContainer = renderSidecarContainer(app, config);
+  const { codeHash, drainToken } = pod;
+  const appContainer = renderAppContainer(app, config, drainToken);
+  const sidecarContainer = renderSidecarContainer(app, config, drainToken);
   const codeConfigMap = app.spec.runtime.python?.code.configMap;
   const volumes: V1Volume[] = [
     { name: DATA_VOLUME, emptyDir: {} },

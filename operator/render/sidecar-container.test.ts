@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../../test/support/operator-apps.ts';
+import { DRAIN_TOKEN, renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../../test/support/operator-apps.ts';
 import { renderSidecarContainer, SIDECAR_NODE_OPTIONS } from './sidecar-container.ts';
 
 const customSpec = (extra: Record<string, unknown> = {}) => ({ runtime: { custom: { image: 'web:1', port: 3000, ...extra } } });
@@ -7,7 +7,7 @@ const customSpec = (extra: Record<string, unknown> = {}) => ({ runtime: { custom
 describe('renderSidecarContainer', () => {
   it('runs `runlet sidecar` with the flags of a Python app', () => {
     const app = storedApp(pythonSpec({ scaling: { replicaConcurrency: 8, responseGracePeriod: 120 } }), { name: 'hello', namespace: 'team-a' });
-    const container = renderSidecarContainer(app, renderConfig());
+    const container = renderSidecarContainer(app, renderConfig(), DRAIN_TOKEN);
     expect(container.image).toBe(SIDECAR_IMAGE);
     expect(container.command).toEqual(['runlet']);
     expect(container.args).toEqual([
@@ -27,7 +27,7 @@ describe('renderSidecarContainer', () => {
   });
 
   it('turns caller auth off only when the App says so', () => {
-    const open = renderSidecarContainer(storedApp(pythonSpec({ auth: { enabled: false } })), renderConfig()).args!;
+    const open = renderSidecarContainer(storedApp(pythonSpec({ auth: { enabled: false } })), renderConfig(), DRAIN_TOKEN).args!;
     expect(open[open.indexOf('--auth') + 1]).toBe('off');
   });
 
@@ -36,7 +36,7 @@ describe('renderSidecarContainer', () => {
     ['readiness path preferred', customSpec({ healthcheckEndpoint: '/live', readycheckEndpoint: '/ready' }), ['--runtime', 'custom'], '/ready'],
     ['health path when there is no readiness path', customSpec({ healthcheckEndpoint: '/live' }), ['--runtime', 'custom'], '/live'],
   ])('custom runtime: %s', (_case, spec, expectedArgs, readyPath) => {
-    const args = renderSidecarContainer(storedApp(spec), renderConfig()).args!;
+    const args = renderSidecarContainer(storedApp(spec), renderConfig(), DRAIN_TOKEN).args!;
     expect(args.join(' ')).toContain(expectedArgs.join(' '));
     expect(args.includes('--ready-path') ? args[args.indexOf('--ready-path') + 1] : undefined).toBe(readyPath);
   });
@@ -45,7 +45,7 @@ describe('renderSidecarContainer', () => {
     ['native sidecar: restartPolicy Always, and the startup probe on /healthz', true],
     ['plain container: no restartPolicy, the same startup probe', false],
   ])('%s', (_case, nativeSidecars) => {
-    const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ nativeSidecars }));
+    const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), DRAIN_TOKEN);
     expect(container.restartPolicy).toBe(nativeSidecars ? 'Always' : undefined);
     // Both ways: liveness waits for it, so a slow start on a busy node is not a crash loop.
     expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 8001 });
@@ -57,7 +57,7 @@ describe('renderSidecarContainer', () => {
     ['no allow-list: no variable', [], undefined],
     ['allow-list joined by commas', ['10.0.0.0/8', '192.168.1.0/24'], '10.0.0.0/8,192.168.1.0/24'],
   ])('webhook CIDRs: %s', (_case, webhookAllowCidrs, value) => {
-    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ webhookAllowCidrs })).env!;
+    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ webhookAllowCidrs }), DRAIN_TOKEN).env!;
     expect(env.slice(0, 3)).toEqual([
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -67,15 +67,20 @@ describe('renderSidecarContainer', () => {
   });
 
   it('takes the holder key from the namespace’s copy, optionally: without a holder the pod starts all the same', () => {
-    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig()).env!;
+    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig(), DRAIN_TOKEN).env!;
     expect(env.find((variable) => variable.name === 'RUNLET_HOLDER_KEY')).toEqual({
       name: 'RUNLET_HOLDER_KEY',
       valueFrom: { secretKeyRef: { name: 'runlet-holder-key', key: 'key', optional: true } },
     });
   });
 
+  it('gives the sidecar the App’s drain token, which its admin port asks of whoever drains', () => {
+    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig(), DRAIN_TOKEN).env!;
+    expect(env.find((variable) => variable.name === 'RUNLET_DRAIN_TOKEN')).toEqual({ name: 'RUNLET_DRAIN_TOKEN', value: DRAIN_TOKEN });
+  });
+
   it('runs as the Runlet image’s user (1000), without privileges, on a read-only root', () => {
-    expect(renderSidecarContainer(storedApp(pythonSpec()), renderConfig()).securityContext).toEqual({
+    expect(renderSidecarContainer(storedApp(pythonSpec()), renderConfig(), DRAIN_TOKEN).securityContext).toEqual({
       runAsUser: 1000,
       runAsGroup: 1000,
       allowPrivilegeEscalation: false,
@@ -85,7 +90,7 @@ describe('renderSidecarContainer', () => {
   });
 
   it('mounts /tmp, the run-record directory and the RunLog token, with modest resources', () => {
-    const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig());
+    const container = renderSidecarContainer(storedApp(pythonSpec()), renderConfig(), DRAIN_TOKEN);
     expect(container.volumeMounts).toEqual([
       { name: 'sidecar-tmp', mountPath: '/tmp' },
       { name: 'runlet-data', mountPath: '/var/run/runlet' },

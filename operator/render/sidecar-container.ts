@@ -4,6 +4,7 @@
 import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { HOLDER_KEY_ENV } from '../../sidecar/auth/held-run.ts';
+import { DRAIN_TOKEN_ENV } from '../../sidecar/drain-token.ts';
 import type { RenderConfig } from '../config.ts';
 import {
   DATA_DIR,
@@ -35,7 +36,8 @@ const adminGet = (path: string, probe: Omit<V1Probe, 'httpGet'>): V1Probe => ({
   ...probe,
 });
 
-export function renderSidecarContainer(app: App, config: RenderConfig): V1Container {
+/** `drainToken`: what the admin port's /drain asks for (render/drain-token.ts), the app container's preStop has it. */
+export function renderSidecarContainer(app: App, config: RenderConfig, drainToken: string): V1Container {
   const { spec } = app;
   const custom = spec.runtime.custom;
   const readyPath = custom?.readycheckEndpoint ?? custom?.healthcheckEndpoint;
@@ -64,6 +66,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     // namespace's copy of it (render/holder-key.ts). Optional: without a holder there is no copy, and the pod
     // starts all the same — it then takes no hand-over's word for a run id.
     { name: HOLDER_KEY_ENV, valueFrom: { secretKeyRef: { name: HOLDER_KEY_SECRET, key: HOLDER_KEY_DATA_KEY, optional: true } } },
+    // A literal, not a secretKeyRef: the preStop hook's path must hold it literally anyway (render/drain-token.ts).
+    { name: DRAIN_TOKEN_ENV, value: drainToken },
   ];
   return {
     name: SIDECAR_CONTAINER,
