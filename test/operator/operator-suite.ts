@@ -126,6 +126,36 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     );
   });
 
+  it('the admin port drains for no one but the pod: another pod’s GET or POST /drain is refused and the pod serves on; deleting the pod drains it through its preStop, the call in flight completing', async () => {
+    const app = await applyApp();
+    const pod = await onlyReadyPod(app, 'the pod ready');
+    const { adminUrl } = await cluster.sidecar(pod);
+    for (const path of ['/drain', '/drain/a-guessed-token-that-is-long-enough-0123456789']) {
+      for (const method of ['GET', 'POST']) {
+        const refused = await fetch(`${adminUrl}${path}`, { method });
+        expect([method, path, refused.status]).toEqual([method, path, 403]);
+      }
+    }
+    const ready = await fetch(`${adminUrl}/ready`);
+    expect([ready.status, await ready.json()]).toEqual([200, { status: 'ready' }]);
+    expect(await greeting(app, pod)).toEqual({ greeting: 'Hello, Ada!' });
+
+    const stream = await call(app, pod, 'count', { n: 12, pause: 0.25 }, { accept: 'text/event-stream' });
+    expect(stream.status).toBe(200);
+    const reader = new EventReader(stream.body!);
+    await reader.next();
+    const stopped = cluster.stopCheck(pod);
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).deleteNamespacedPod({ namespace: app.namespace, name: pod.metadata!.name! });
+    const rest = await reader.rest();
+    expect(rest.map((event) => JSON.parse(event.data))).toEqual(Array.from({ length: 11 }, (_, i) => ({ item: i + 2, of: 12 })));
+    await waitFor(async () => !(await app.pods()).some((live) => live.metadata!.uid === pod.metadata!.uid), {
+      what: `${app.namespace}: the deleted pod gone`,
+      timeoutMs: STATE_TIMEOUT_MS,
+      intervalMs: 100,
+    });
+    expect(await stopped(), 'every process of the pod has exited').toBe(true);
+  });
+
   it('rolls a spec change out: a new pod with the new settings takes over and the old one is stopped', async () => {
     const app = await applyApp();
     await waitForApp(app, 'Available', availableAtGeneration);
