@@ -50,6 +50,27 @@ export const HolderConfigSchema = StrictObject({
   }),
 });
 
+const Labels = Type.Record(Type.String({ minLength: 1 }), Type.String());
+const LabelSelectorSchema = StrictObject({
+  matchLabels: Type.Optional(Labels),
+  matchExpressions: Type.Optional(
+    Type.Array(StrictObject({ key: Type.String({ minLength: 1 }), operator: Type.Union([Type.Literal('In'), Type.Literal('NotIn'), Type.Literal('Exists'), Type.Literal('DoesNotExist')]), values: Type.Optional(Type.Array(Type.String())) })),
+  ),
+});
+
+export const NetworkPolicyConfigSchema = StrictObject({
+  ingressController: Type.Object(
+    { namespaceSelector: LabelSelectorSchema, podSelector: Type.Optional(LabelSelectorSchema) },
+    { additionalProperties: false, description: 'The ingress controller’s pods: they may call the run port.' },
+  ),
+  runFromNamespaces: Type.Array(Type.String({ minLength: 1 }), { description: 'Namespaces (by name) whose pods may call the run port too.' }),
+  metricsFromNamespaces: Type.Array(Type.String({ minLength: 1 }), { description: 'Namespaces (by name) whose pods may scrape the admin port (Prometheus); none: no pod may.' }),
+  operatorPods: Type.Object(
+    { namespace: Type.String({ minLength: 1 }), matchLabels: Labels },
+    { additionalProperties: false, description: 'The operator pods: the holder in them hands held calls to the run port.' },
+  ),
+});
+
 export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
@@ -58,6 +79,9 @@ export const OperatorConfigSchema = StrictObject({
     description: 'Sidecar as an init container with restartPolicy Always: auto (from the API server version: ≥ 1.29), true or false.',
   }),
   webhookAllowCidrs: Type.Array(Type.String({ minLength: 1 }), { description: 'CIDRs webhooks may reach despite the SSRF guard.' }),
+  networkPolicy: Type.Union([NetworkPolicyConfigSchema, Type.Null()], {
+    description: 'A NetworkPolicy per App admitting run traffic only from these peers (render/network-policy.ts); null: none.',
+  }),
   leaderElection: LeaderElectionConfigSchema,
   server: StrictObject({
     host: Type.String({ minLength: 1 }),
@@ -92,6 +116,8 @@ export type ConfigLayer = {
 export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): ConfigLayer {
   return {
     ingress: null,
+    // Off: which pods are the ingress controller is the cluster's, and a policy without it would cut every call.
+    networkPolicy: null,
     nativeSidecars: 'auto',
     webhookAllowCidrs: [],
     leaderElection: {
@@ -181,4 +207,5 @@ function withoutUndefined(value: Record<string, unknown>): Record<string, unknow
 }
 
 /** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */
-export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress'> & { nativeSidecars: boolean };
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
+export type NetworkPolicyConfig = Static<typeof NetworkPolicyConfigSchema>;

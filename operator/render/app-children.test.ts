@@ -5,11 +5,19 @@ import { renderAppChildren } from './app-children.ts';
 describe('renderAppChildren', () => {
   const app = storedApp(pythonSpec(), { name: 'hello', namespace: 'team-a' });
 
+  const networkPolicy = {
+    ingressController: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
+    runFromNamespaces: [],
+    metricsFromNamespaces: [],
+    operatorPods: { namespace: 'runlet-system', matchLabels: { 'app.kubernetes.io/component': 'operator' } },
+  };
+
   it.each([
-    ['ingress configured: Deployment, Service and Ingress', { className: 'nginx' }, ['Deployment', 'Service', 'Ingress'], []],
-    ['no ingress: no Ingress, and an old one removed', null, ['Deployment', 'Service'], ['Ingress']],
-  ])('%s', (_case, ingress, applied, removed) => {
-    const children = renderAppChildren(app, renderConfig({ ingress }), { codeHash: undefined, drainToken: DRAIN_TOKEN });
+    ['ingress configured: Deployment, Service and Ingress', { className: 'nginx' }, null, ['Deployment', 'Service', 'Ingress'], ['NetworkPolicy']],
+    ['no ingress, no network policy: neither, and old ones removed', null, null, ['Deployment', 'Service'], ['Ingress', 'NetworkPolicy']],
+    ['network policy configured: a NetworkPolicy', null, networkPolicy, ['Deployment', 'Service', 'NetworkPolicy'], ['Ingress']],
+  ])('%s', (_case, ingress, policy, applied, removed) => {
+    const children = renderAppChildren(app, renderConfig({ ingress, networkPolicy: policy }), { codeHash: undefined, drainToken: DRAIN_TOKEN });
     expect(children.apply.map((child) => child.kind)).toEqual(applied);
     expect(children.remove.map((ref) => ref.kind)).toEqual(removed);
     for (const ref of children.remove) expect(ref).toMatchObject({ namespace: 'team-a', name: 'hello' });

@@ -157,7 +157,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(role.rules!.find((rule) => rule.resourceNames !== undefined)?.resourceNames).toEqual([config.leaderElection.leaseName]);
   });
 
-  it('writes images, ingress, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
+  it('writes images, ingress, network policy, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
     const config = await operatorConfigOf(configMap);
     const { leaderElection: _election, ...settings } = config;
     const expected =
@@ -166,6 +166,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             sidecarImage: 'runlet/runlet:0.1.0',
             pythonRuntimeImage: 'runlet/python-runtime:0.1.0',
             ingress: null,
+            networkPolicy: null,
             nativeSidecars: 'auto',
             webhookAllowCidrs: [],
             logLevel: 'info',
@@ -179,6 +180,16 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
               tls: true,
               tlsSecretName: 'apps-example-com-tls',
               annotations: { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '43200', 'nginx.ingress.kubernetes.io/proxy-buffering': 'off' },
+            },
+            networkPolicy: {
+              ingressController: {
+                namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } },
+                podSelector: { matchLabels: { 'app.kubernetes.io/name': 'ingress-nginx' } },
+              },
+              runFromNamespaces: ['batch-jobs'],
+              metricsFromNamespaces: ['monitoring'],
+              // The operator Deployment's own selector: the holder's pods.
+              operatorPods: { namespace: RELEASE.namespace, matchLabels: objectOf<V1Deployment>(chart, 'Deployment', NAME).spec!.selector.matchLabels },
             },
             nativeSidecars: false,
             webhookAllowCidrs: ['10.20.0.0/16', '192.168.100.0/24'],

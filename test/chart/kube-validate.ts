@@ -4,7 +4,7 @@
 import * as clientNode from '@kubernetes/client-node';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
-import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
@@ -22,6 +22,7 @@ const KINDS: Record<string, { model: new (data: never) => Validatable; type: str
   'apps/v1/Deployment': { model: Deployment, type: 'V1Deployment' },
   'policy/v1/PodDisruptionBudget': { model: PodDisruptionBudget, type: 'V1PodDisruptionBudget' },
   'networking.k8s.io/v1/Ingress': { model: Ingress, type: 'V1Ingress' },
+  'networking.k8s.io/v1/NetworkPolicy': { model: NetworkPolicy, type: 'V1NetworkPolicy' },
   'rbac.authorization.k8s.io/v1/ClusterRole': { model: ClusterRole, type: 'V1ClusterRole' },
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': { model: ClusterRoleBinding, type: 'V1ClusterRoleBinding' },
   'rbac.authorization.k8s.io/v1/Role': { model: Role, type: 'V1Role' },

@@ -188,6 +188,7 @@ describe('the operator under the chart’s RBAC', () => {
           production,
           [
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ },
+            { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/endpoints\/zero$/ },
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
             { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
@@ -196,6 +197,7 @@ describe('the operator under the chart’s RBAC', () => {
         )),
         ...(await requestsOfOperator(renderWith(VALUE_SETS.default), [
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
+          { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
           { method: 'PUT', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-held-/ },
         ])),
       ];

@@ -61,6 +61,7 @@ const BUILTIN_ROWS: Row[] = [
   ['apps', 'v1', 'Deployment', 'deployments', true, true],
   ['apps', 'v1', 'ReplicaSet', 'replicasets', true, true],
   ['networking.k8s.io', 'v1', 'Ingress', 'ingresses', true, true],
+  ['networking.k8s.io', 'v1', 'NetworkPolicy', 'networkpolicies', true, false],
   ['rbac.authorization.k8s.io', 'v1', 'Role', 'roles', true, false],
   ['rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings', true, false],
   ['rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', false, false],
@@ -86,6 +87,7 @@ const BUILTIN_NAMES: Record<string, { shortNames?: string[]; categories?: string
   deployments: { shortNames: ['deploy'], categories: ['all'] },
   replicasets: { shortNames: ['rs'], categories: ['all'] },
   ingresses: { shortNames: ['ing'] },
+  networkpolicies: { shortNames: ['netpol'] },
   customresourcedefinitions: { shortNames: ['crd', 'crds'], categories: ['api-extensions'] },
 };
 

@@ -27,6 +27,7 @@ export function renderConfig(overrides: Partial<RenderConfig> = {}): RenderConfi
     nativeSidecars: true,
     webhookAllowCidrs: [],
     ingress: null,
+    networkPolicy: null,
     ...overrides,
   };
 }

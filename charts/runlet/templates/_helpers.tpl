@@ -103,6 +103,30 @@ ingress:
 {{- else }}
 ingress: null
 {{- end }}
+{{- if .Values.apps.networkPolicy.enabled }}
+networkPolicy:
+  ingressController:
+    {{- toYaml .Values.apps.networkPolicy.ingressController | nindent 4 }}
+  {{- with .Values.apps.networkPolicy.runFromNamespaces }}
+  runFromNamespaces:
+    {{- toYaml . | nindent 4 }}
+  {{- else }}
+  runFromNamespaces: []
+  {{- end }}
+  {{- with .Values.apps.networkPolicy.metricsFromNamespaces }}
+  metricsFromNamespaces:
+    {{- toYaml . | nindent 4 }}
+  {{- else }}
+  metricsFromNamespaces: []
+  {{- end }}
+  # The operator pods: the holder in them hands held calls over to App pods.
+  operatorPods:
+    namespace: {{ .Release.Namespace | quote }}
+    matchLabels:
+      {{- include "runlet.operatorSelectorLabels" . | nindent 6 }}
+{{- else }}
+networkPolicy: null
+{{- end }}
 nativeSidecars: {{ .Values.apps.nativeSidecars }}
 {{- with .Values.apps.webhookAllowCidrs }}
 webhookAllowCidrs:
