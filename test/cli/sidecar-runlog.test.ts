@@ -17,6 +17,7 @@ import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { WEBHOOK_SIGNATURE_HEADER } from '../../sidecar/webhook/sign.ts';
+import { newDrainToken } from '../../sidecar/drain-token.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 const RECORD_MODULES = resolve(import.meta.dirname, '../support/record-modules.ts');
@@ -129,7 +130,7 @@ async function startApp(): Promise<number> {
 }
 
 /** A sidecar in front of the app on `appPort`, its journal in `dataDir`, once it is ready to take runs. */
-async function readySidecar(appPort: number, dataDir: string, access: Record<string, string>, args: string[] = []): Promise<{ sidecar: StartedSidecar; runUrl: string }> {
+async function readySidecar(appPort: number, dataDir: string, access: Record<string, string>, args: string[] = []): Promise<{ sidecar: StartedSidecar; runUrl: string; adminUrl: string }> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const sidecar = startSidecar(
     ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', dataDir, ...args],
@@ -142,7 +143,7 @@ async function readySidecar(appPort: number, dataDir: string, access: Record<str
   } catch (error) {
     throw new Error(`${(error as Error).message}; the sidecar's output:\n${sidecar.output()}`, { cause: error });
   }
-  return { sidecar, runUrl: `http://127.0.0.1:${port}/v4/${NAMESPACE}/${APP_NAME}/run` };
+  return { sidecar, runUrl: `http://127.0.0.1:${port}/v4/${NAMESPACE}/${APP_NAME}/run`, adminUrl: `http://127.0.0.1:${adminPort}` };
 }
 
 describe('runlet sidecar --run-store runlog', () => {
@@ -303,6 +304,34 @@ describe('runlet sidecar --run-store runlog', () => {
     // Idle with nothing new to say: no status write within twice the write cadence.
     running.server.clearRequests();
     await expect(running.server.waitForRequest({ method: 'PATCH', pathPattern: '/status' }, 2000)).rejects.toThrow(/no request matching/);
+  });
+
+  it('drains through its admin port only with the drain token of RUNLET_DRAIN_TOKEN: another client’s /drain is refused, the replica stays ready and serves', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
+    cluster = await startCluster();
+    const token = newDrainToken();
+    const access = { ...(await inPod(cluster, dir)), RUNLET_DRAIN_TOKEN: token };
+    const { sidecar, runUrl, adminUrl } = await readySidecar(await startApp(), join(dir, 'data'), access);
+    for (const path of ['/drain', `/drain/${newDrainToken()}`]) {
+      for (const method of ['GET', 'POST']) {
+        const refused = await fetch(`${adminUrl}${path}`, { method });
+        expect([method, path, refused.status]).toEqual([method, path, 403]);
+      }
+    }
+    const ready = await fetch(`${adminUrl}/ready`);
+    expect([ready.status, await ready.json()]).toEqual([200, { status: 'ready' }]);
+    expect((await fetch(runUrl, { method: 'POST', body: '{}' })).status).toBe(200);
+    expect(sidecar.output()).not.toContain(token);
+
+    const drained = await fetch(`${adminUrl}/drain/${token}`);
+    expect([drained.status, await drained.json()]).toEqual([200, { status: 'drained' }]);
+    expect((await fetch(`${adminUrl}/ready`)).status).toBe(503);
+  });
+
+  it('fails at start, naming RUNLET_DRAIN_TOKEN, when the drain token is too short to be a secret', async () => {
+    const { output, exited } = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', '/nonexistent', '--run-store', 'sqlite'], { RUNLET_DRAIN_TOKEN: 'drain-me' });
+    expect(await exited).toBe(2);
+    expect(output()).toMatch(/RUNLET_DRAIN_TOKEN must be at least 32 characters/);
   });
 
   it('fails at start, naming the data dir, when it cannot write there', async () => {
