@@ -95,6 +95,8 @@ export function startControlPlaneKubelet(options: ControlPlaneKubeletOptions): P
     images: options.images,
     workDir: options.workDir,
     realControlPlane: { host: hostname, port: Number(port) },
+    // The tier's API server is 1.20: its kubelet would ask hooks the old way.
+    hookRequests: 'before-1.26',
     serviceAccountToken: (pod, audience) =>
       requestToken(core, pod.metadata!.namespace!, pod.spec?.serviceAccountName ?? 'default', {
         audiences: audience === undefined ? undefined : [audience],

@@ -27,6 +27,7 @@ import { NodeRegistration } from './node.ts';
 import { KUBELET_FINALIZER, TEMPLATE_HASH_LABEL, podForDeployment } from './pod-factory.ts';
 import { PodNetwork } from './pod-network.ts';
 import { PodRunner } from './pod-runner.ts';
+import type { HookRequests } from './probe-action.ts';
 import { deploymentStatus, planRollout, type OwnedPod, type RolloutSpec } from './rollout.ts';
 import { SerialTask } from './serial-task.ts';
 import { templateHash } from './template-hash.ts';
@@ -55,6 +56,12 @@ export interface KubeletOptions {
    * controller.
    */
   realControlPlane?: InClusterApi;
+  /**
+   * How httpGet lifecycle hooks are asked: `consistent` (default) as kubelets from 1.26 ask them, like probes
+   * (headers, the path as given); `before-1.26` as older kubelets did: no headers, and the URL
+   * `http://<ip>:<port>/` + path, so a path `/drain` arrives as `//drain` (the control-plane tier's 1.20).
+   */
+  hookRequests?: HookRequests;
 }
 
 function defaultServiceAccountToken(pod: V1Pod): string {
@@ -271,6 +278,7 @@ export class Kubelet {
       source: this.#source,
       serviceAccountToken: this.#options.serviceAccountToken ?? defaultServiceAccountToken,
       inClusterApi: this.#options.realControlPlane,
+      hookRequests: this.#options.hookRequests ?? 'consistent',
       timing: this.#timing,
       dir,
       podIP,

@@ -14,7 +14,7 @@ import { containerLaunch, type LaunchContext } from './launch.ts';
 import { LogFile } from './log-file.ts';
 import { podStatus, type PodStatusInput, type PodStatusView } from './pod-status.ts';
 import { allocatePort, releasePorts } from './ports.ts';
-import { handlerPorts, probeAction } from './probe-action.ts';
+import { handlerPorts, hookAction, probeAction, type HookRequests } from './probe-action.ts';
 import { portFlagValues } from './rewrite.ts';
 import { PodSetupError } from './setup-error.ts';
 import type { KubeletTiming } from './timing.ts';
@@ -31,6 +31,8 @@ export interface PodRunnerOptions {
   serviceAccountToken: VolumeContext['serviceAccountToken'];
   /** Set on a real control plane (launch.ts). */
   inClusterApi: InClusterApi | undefined;
+  /** How its httpGet hooks are asked (kubelet.ts). */
+  hookRequests: HookRequests;
   timing: KubeletTiming;
   /** This pod's own directory (volumes live under it). */
   dir: string;
@@ -237,7 +239,7 @@ export class PodRunner {
       if (readinessProbe !== undefined) setup.readinessProbe = readinessProbe;
       if (livenessProbe !== undefined) setup.livenessProbe = livenessProbe;
       const preStop = spec.lifecycle?.preStop;
-      if (preStop !== undefined) setup.preStop = probeAction(preStop, spec, this.ports, 'preStop hook');
+      if (preStop !== undefined) setup.preStop = hookAction(probeAction(preStop, spec, this.ports, 'preStop hook'), this.#options.hookRequests);
       setups.push(setup);
     }
     return setups.map((setup) => new ContainerRunner(setup, this.log, timing, this.#options.onChange));

@@ -7,6 +7,9 @@ import type { V1Container, V1HTTPGetAction, V1TCPSocketAction } from '@kubernete
 import { LOCAL_IP } from './env.ts';
 import { PodSetupError } from './setup-error.ts';
 
+/** How a kubelet asks an httpGet lifecycle hook (kubelet.ts: `hookRequests`). */
+export type HookRequests = 'consistent' | 'before-1.26';
+
 export type ProbeAction =
   | { kind: 'http'; url: string; headers: Record<string, string> }
   | { kind: 'tcp'; port: number };
@@ -49,6 +52,16 @@ export function probeAction(handler: Handler, container: V1Container, ports: Rea
   }
   if (handler.tcpSocket !== undefined) return { kind: 'tcp', port: localPort(handler.tcpSocket.port, container, ports) };
   throw new PodSetupError('CreateContainerConfigError', `${what} of container "${container.name}": only httpGet and tcpSocket are supported by the test kubelet`);
+}
+
+/**
+ * A lifecycle hook's request as `requests` asks it: kubelets before 1.26 (ConsistentHTTPGetHandlers) sent
+ * no headers and built the URL as `http://` + host:port + `/` + path, doubling the path's leading slash.
+ */
+export function hookAction(action: ProbeAction, requests: HookRequests): ProbeAction {
+  if (action.kind !== 'http' || requests === 'consistent') return action;
+  const url = new URL(action.url);
+  return { kind: 'http', url: `${url.origin}/${url.pathname}${url.search}`, headers: {} };
 }
 
 /** The pod ports a handler targets (so they are given local ports). */
