@@ -102,6 +102,20 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       await expectProblem(response, 400, 'invalid-json', /could not be parsed as JSON/);
     });
 
+    // Valid JSON that Python will not decode (its recursion and int-digit limits): the runtime's 400, which once
+    // broke its connection and came back as 502 upstream-failed. The runtime serves on after it.
+    it.each([
+      ['arrays nested 30,000 deep', '{"a":' + '['.repeat(30_000) + ']'.repeat(30_000) + '}', /deeper than the runtime decodes/],
+      ['objects nested 5,000 deep', '{"a":'.repeat(5_000) + '1' + '}'.repeat(5_000), /deeper than the runtime decodes/],
+      ['an integer of 60,000 digits', `{"a":${'1'.repeat(60_000)}}`, /more than 4300 digits/],
+    ])('%s → 400 json-too-complex, recorded as a failure, and the runtime serves on', async (_, body, detail) => {
+      const response = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      await expectProblem(response, 400, 'json-too-complex', detail);
+      const record = await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs/${response.headers.get('x-request-id')}`)).json();
+      expect(record).toMatchObject({ item: { status: 'failure', statusCode: 400 } });
+      expect(await (await postJson(`${base}/echo`, { again: true })).json()).toMatchObject({ result: { again: true } });
+    });
+
     it.each([
       ['an array', '[1,2]'],
       ['a string', '"x"'],

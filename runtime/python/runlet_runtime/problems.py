@@ -49,6 +49,21 @@ def invalid_json(reason):
     return Problem("invalid-json", f"the request body is not valid JSON: {reason}")
 
 
+def json_too_deep(recursion_limit):
+    return Problem(
+        "json-too-complex",
+        f"the request body nests arrays or objects deeper than the runtime decodes (about {recursion_limit} levels)",
+    )
+
+
+def json_integer_too_long(digit_limit):
+    return Problem(
+        "json-too-complex",
+        f"the request body holds an integer of more than {digit_limit} digits, which the runtime does not convert; "
+        "send such numbers as strings",
+    )
+
+
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
