@@ -121,7 +121,7 @@ def _decode_arguments(body):
     # Valid JSON past what Python decodes (RFC 8259 lets a parser limit depth and numbers). Uncaught, these would
     # break the connection: the sidecar would see a crash, not a refusal.
     except RecursionError:
-        raise problems.json_too_deep(sys.getrecursionlimit()) from None
+        raise problems.json_too_deep() from None
     except ValueError:  # the one other refusal of valid JSON: an integer of more digits than int() converts
         raise problems.json_integer_too_long(sys.get_int_max_str_digits()) from None
     if type(arguments) is not dict:
