@@ -107,10 +107,19 @@ export function hasBody(request: IncomingMessage): boolean {
   return contentLength !== undefined ? contentLength !== '0' : request.headers['transfer-encoding'] !== undefined;
 }
 
+/**
+ * Whether a caller's header is Runlet's own, never the app's to see: the webhook's signing secret (an app that
+ * logs its headers would log it) and the `x-runlet-` namespace (the holder's `x-runlet-held-run`, the runtime
+ * protocol's headers), which only Runlet's parts may send.
+ */
+function isRunletsOwn(name: string): boolean {
+  return name === 'x-webhook-secret' || name.startsWith('x-runlet-');
+}
+
 export function forwardedRequestHeaders(request: IncomingMessage, runId: string, dropAuthorization: boolean): IncomingHttpHeaders {
   const headers: IncomingHttpHeaders = {};
   for (const name in request.headers) {
-    if (!HOP_BY_HOP.has(name)) headers[name] = request.headers[name];
+    if (!HOP_BY_HOP.has(name) && !isRunletsOwn(name)) headers[name] = request.headers[name];
   }
   if (dropAuthorization) delete headers.authorization;
   // A chunked body is forwarded chunked; a sized one keeps its size.
