@@ -8,7 +8,7 @@ import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { appUnavailable } from './runtime-client.ts';
 import type { RunOutcome } from '../modes/outcome.ts';
-import { recordFailedExchange } from './python-call.ts';
+import { recordFailedExchange, waitForRuntime } from './python-call.ts';
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those undici sets itself. */
 const HOP_BY_HOP = new Set([
@@ -41,8 +41,9 @@ export async function proxyCustom(
   raw: ServerResponse,
   options: CustomProxyOptions,
 ): Promise<RunOutcome> {
-  const pool = target.pool;
-  if (!pool) throw recordFailedExchange(run, recorder, appUnavailable(target));
+  // A run that waited in the queue waits for a runtime that is down (restarting); its body is not read yet.
+  if (!target.ready) await waitForRuntime(run, target, recorder);
+  const pool = target.pool!;
   let response: Dispatcher.ResponseData;
   try {
     response = await pool.request({
@@ -53,7 +54,10 @@ export async function proxyCustom(
       signal: run.signal,
     });
   } catch (err) {
-    throw recordFailedExchange(run, recorder, err);
+    // Refused: the app's server has just gone down; this call is answered as one arriving while it is down.
+    if (!connectionRefused(err)) throw recordFailedExchange(run, recorder, err);
+    if (target.pool === pool) target.runtimeGone();
+    throw recordFailedExchange(run, recorder, appUnavailable(target));
   }
 
   raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
@@ -99,6 +103,11 @@ export async function proxyCustom(
         ? JSON.stringify(`[the app's answer of ${answerBytes} bytes is over the ${options.captureBytes}-byte webhook limit and is not forwarded]`)
         : capturedAsJson(captured, response.headers['content-type']);
   return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
+}
+
+/** The app's server refused the connection: nothing listens, so nothing of the call reached it. */
+export function connectionRefused(err: unknown): boolean {
+  return (err as { code?: string }).code === 'ECONNREFUSED';
 }
 
 /** A request with a body to forward: a declared length over 0, or a chunked one. */
