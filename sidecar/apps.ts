@@ -5,6 +5,7 @@
 import type { Pool } from 'undici';
 import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
+import { ReturnProbe } from './runtimes/return-probe.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtimes/runtime-connections.ts';
 
 export type RuntimeKind = 'python' | 'custom';
@@ -37,6 +38,8 @@ export class AppTarget {
   #connections: RuntimeConnections | null = null;
   #origin: string | null = null;
   #paused = false;
+  /** Set while the runtime is seen gone (runtimeGone): watched for its return until the next attach or detach. */
+  #returnProbe: ReturnProbe | null = null;
   /** Runs waiting for the runtime to be ready again. */
   readonly #readyWaiters = new Set<() => void>();
 
@@ -51,7 +54,7 @@ export class AppTarget {
   }
 
   get ready(): boolean {
-    return (this.#pool !== null || this.#connections !== null) && !this.#paused;
+    return (this.#pool !== null || this.#connections !== null) && !this.#paused && this.#returnProbe === null;
   }
 
   get origin(): string | null {
@@ -70,6 +73,7 @@ export class AppTarget {
 
   /** The runtime answers at `origin` (e.g. `http://127.0.0.1:8192`). */
   attach(origin: string): void {
+    this.#stopReturnProbe();
     if (this.#origin === origin && (this.#pool !== null || this.#connections !== null)) {
       // The same runtime (or one restarted in its place) takes calls again: its connections reconnect as needed.
       this.#paused = false;
@@ -129,7 +133,17 @@ export class AppTarget {
    * health probe can tell. New calls see the app as not ready (503) and queued runs wait, until the next attach.
    */
   runtimeGone(): void {
-    this.#paused = true;
+    const origin = this.#origin;
+    if (origin === null || this.#returnProbe !== null) return;
+    this.#returnProbe = new ReturnProbe(origin, () => {
+      this.#returnProbe = null;
+      if (this.ready) this.#wakeReadyWaiters();
+    });
+  }
+
+  #stopReturnProbe(): void {
+    this.#returnProbe?.stop();
+    this.#returnProbe = null;
   }
 
   /**
@@ -148,6 +162,7 @@ export class AppTarget {
 
   /** The runtime went away: calls in flight on its connections fail, new ones see the app as not ready. */
   async detach(): Promise<void> {
+    this.#stopReturnProbe();
     const pool = this.#pool;
     this.#pool = null;
     this.#connections?.destroy();

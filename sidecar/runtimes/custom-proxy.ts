@@ -42,8 +42,11 @@ export async function proxyCustom(
   options: CustomProxyOptions,
 ): Promise<RunOutcome> {
   // A run that waited in the queue waits for a runtime that is down (restarting); its body is not read yet.
-  if (!target.ready) await waitForRuntime(run, target, recorder);
-  const pool = target.pool!;
+  let pool = target.ready ? target.pool : null;
+  while (pool === null) {
+    await waitForRuntime(run, target, recorder);
+    pool = target.ready ? target.pool : null;
+  }
   let response: Dispatcher.ResponseData;
   try {
     response = await pool.request({
