@@ -88,6 +88,18 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       expect(body).toMatchObject({ run_id: runId, error: { type: 'ValueError', message: 'it broke' } });
     });
 
+    it.each([
+      ['nested 100,000 deep', 'nested', { depth: 100_000 }, 'RecursionError'],
+      ['an integer of 1,000,000 digits', 'big_integer', { digits: 1_000_000 }, 'ValueError'],
+    ])('answers a result %s, which JSON cannot encode, with the function error 500, and serves on', async (_, name, args, type) => {
+      const response = await postJson(`${base}/${name}`, args);
+      expect(response.status).toBe(500);
+      const body = (await response.json()) as { error: { type: string; message: string } };
+      expect(body.error.type).toBe(type);
+      expect(body.error.message).toMatch(/result cannot be encoded as JSON/);
+      expect((await postJson(`${base}/greet`, { name: 'after' })).status).toBe(200);
+    });
+
     it('answers a clear error naming the type of a result JSON cannot encode', async () => {
       const response = await postJson(`${base}/not_serialisable`, {});
       expect(response.status).toBe(500);
