@@ -96,6 +96,10 @@ def headers_too_large(limit):
     return Problem("headers-too-large", f"the request head exceeds {limit} bytes")
 
 
+def internal_error(detail):
+    return Problem("internal-error", f"{detail}; the cause is in the runtime's log")
+
+
 def malformed_request(reason):
     return Problem("malformed-request", reason)
 

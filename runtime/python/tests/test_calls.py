@@ -122,6 +122,18 @@ class JsonBeyondLimitsTests(RuntimeTestCase):
                          (200, {"a": functools.reduce(lambda inner, _: [inner], range(99), [])}))
 
 
+class RuntimeFaultTests(RuntimeTestCase):
+    def test_a_fault_preparing_a_call_is_answered_500_and_the_connection_serves_on(self):
+        status, headers, problem = self.call("odd_callable", {})
+        self.assertEqual(status, 500)
+        self.assertEqual(headers["content-type"], "application/problem+json")
+        self.assertEqual(problem["type"], "https://runlet.dev/problems#internal-error")
+        self.runtime.wait_for_output("RuntimeError: no signature here")
+        sock = self.connection.sock
+        self.assertEqual(self.call("add", {"a": 1})[::2], (200, 1))
+        self.assertIs(self.connection.sock, sock)
+
+
 class RefusalTests(RuntimeTestCase):
     options = ("--max-body-bytes", "1024")
 
