@@ -16,6 +16,7 @@ import type { ProblemSpec } from './problem.ts';
 export const Problems = {
   invalidJson: { code: 'invalid-json', status: 400, title: 'Request body is not valid JSON' },
   bodyNotObject: { code: 'body-not-object', status: 400, title: 'Request body is not a JSON object' },
+  jsonTooComplex: { code: 'json-too-complex', status: 400, title: 'Request body JSON is too complex' },
   invalidParameter: { code: 'invalid-parameter', status: 400, title: 'Invalid query parameter' },
   invalidHeader: { code: 'invalid-header', status: 400, title: 'Invalid request header' },
   invalidWebhookEndpoint: { code: 'invalid-webhook-endpoint', status: 400, title: 'Invalid webhookEndpoint' },

@@ -15,6 +15,12 @@ export class ActiveRun implements CallStopper {
   #stopReason: Error | null = null;
   /** Set when the platform stopped the run; distinguishes timeout/shutdown from a runtime failure. */
   stoppedFor: FailureReason | null = null;
+  /**
+   * The run waited in the queue (every async run does): should the runtime be down when its turn comes, it waits
+   * for the runtime's return, within its own time limit, rather than fail. A call that arrives while the runtime
+   * is down is answered 503 at once instead.
+   */
+  waitsForRuntime = false;
   onStop: ((reason: Error) => void) | null = null;
 
   constructor(record: RunRecord, deadline: number) {

@@ -1,8 +1,11 @@
 // The apps a sidecar fronts: one in a pod, several in `runlet dev`. An app is reachable only while its runtime
 // is attached (ready); the supervisor attaches and detaches it as the runtime starts, crashes and restarts.
+// Runs that waited in the queue wait for it to be ready again (`whenReady`) rather than fail for a runtime
+// that is restarting.
 import type { Pool } from 'undici';
 import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
+import { ReturnProbe } from './runtimes/return-probe.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtimes/runtime-connections.ts';
 
 export type RuntimeKind = 'python' | 'custom';
@@ -35,6 +38,10 @@ export class AppTarget {
   #connections: RuntimeConnections | null = null;
   #origin: string | null = null;
   #paused = false;
+  /** Set while the runtime is seen gone (runtimeGone): watched for its return until the next attach or detach. */
+  #returnProbe: ReturnProbe | null = null;
+  /** Runs waiting for the runtime to be ready again. */
+  readonly #readyWaiters = new Set<() => void>();
 
   constructor(options: AppTargetOptions) {
     this.projectId = options.projectId;
@@ -47,7 +54,7 @@ export class AppTarget {
   }
 
   get ready(): boolean {
-    return (this.#pool !== null || this.#connections !== null) && !this.#paused;
+    return (this.#pool !== null || this.#connections !== null) && !this.#paused && this.#returnProbe === null;
   }
 
   get origin(): string | null {
@@ -66,24 +73,77 @@ export class AppTarget {
 
   /** The runtime answers at `origin` (e.g. `http://127.0.0.1:8192`). */
   attach(origin: string): void {
-    if (this.#origin === origin && this.ready) return;
+    this.#stopReturnProbe();
+    if (this.#origin === origin && (this.#pool !== null || this.#connections !== null)) {
+      // The same runtime (or one restarted in its place) takes calls again: its connections reconnect as needed.
+      this.#paused = false;
+      this.#wakeReadyWaiters();
+      return;
+    }
     void this.detach();
     this.#origin = origin;
     this.#paused = false;
     // Admission bounds calls in flight to the concurrency; streams and webhook-less bursts fit in the margin.
     const maxConnections = this.replicaConcurrency * 2 + 2;
     if (this.runtime === 'python') {
-      this.#connections = new RuntimeConnections(origin, { maxConnections, resultLimitBytes: this.resultLimitBytes });
-      return;
+      const connections: RuntimeConnections = new RuntimeConnections(origin, {
+        maxConnections,
+        resultLimitBytes: this.resultLimitBytes,
+        onRuntimeGone: () => {
+          if (this.#connections === connections) this.runtimeGone();
+        },
+      });
+      this.#connections = connections;
+    } else {
+      this.#pool = new (undici().Pool)(origin, {
+        connections: maxConnections,
+        pipelining: 1,
+        // Runs are bounded by the app's run time limit, not by undici's 300 s defaults.
+        headersTimeout: 0,
+        bodyTimeout: 0,
+        keepAliveTimeout: 30_000,
+      });
     }
-    this.#pool = new (undici().Pool)(origin, {
-      connections: maxConnections,
-      pipelining: 1,
-      // Runs are bounded by the app's run time limit, not by undici's 300 s defaults.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      keepAliveTimeout: 30_000,
+    this.#wakeReadyWaiters();
+  }
+
+  /**
+   * Resolves once the runtime takes calls (at once if it does); rejects with the signal's reason if it aborts
+   * first. A run that waited in the queue waits here for a runtime that is restarting.
+   */
+  whenReady(signal: AbortSignal): Promise<void> {
+    if (this.ready) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      signal.throwIfAborted();
+      const onAbort = (): void => {
+        this.#readyWaiters.delete(wake);
+        reject(signal.reason);
+      };
+      const wake = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#readyWaiters.add(wake);
     });
+  }
+
+  /**
+   * The runtime refused a connection or dropped one unasked: it is going away, sooner than its supervisor or
+   * health probe can tell. New calls see the app as not ready (503) and queued runs wait, until the next attach.
+   */
+  runtimeGone(): void {
+    const origin = this.#origin;
+    if (origin === null || this.#returnProbe !== null) return;
+    this.#returnProbe = new ReturnProbe(origin, () => {
+      this.#returnProbe = null;
+      if (this.ready) this.#wakeReadyWaiters();
+    });
+  }
+
+  #stopReturnProbe(): void {
+    this.#returnProbe?.stop();
+    this.#returnProbe = null;
   }
 
   /**
@@ -94,8 +154,15 @@ export class AppTarget {
     this.#paused = true;
   }
 
+  #wakeReadyWaiters(): void {
+    const waiters = [...this.#readyWaiters];
+    this.#readyWaiters.clear();
+    for (const wake of waiters) wake();
+  }
+
   /** The runtime went away: calls in flight on its connections fail, new ones see the app as not ready. */
   async detach(): Promise<void> {
+    this.#stopReturnProbe();
     const pool = this.#pool;
     this.#pool = null;
     this.#connections?.destroy();

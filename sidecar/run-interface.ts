@@ -31,7 +31,7 @@ import { newRunId } from './runs/recorder.ts';
 import { callCustomBuffered } from './runtimes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './runtimes/custom-proxy.ts';
 import { callRecorded } from './runtimes/python-call.ts';
-import { appUnavailable, validateCall } from './runtimes/runtime-client.ts';
+import { appUnavailable, neverReachedRuntime, validateCall } from './runtimes/runtime-client.ts';
 import { parseWebhookRequest } from './webhook-forwarding.ts';
 
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
@@ -132,6 +132,8 @@ export function createRunInterface(replica: Replica): RunInterface {
     if (options.async) {
       // Checked before the 202, so a bad call gets the same answer as sync: nothing is accepted that cannot run.
       const refusal = await validateCall(target, rest, body, runId).catch((err: unknown) => {
+        // A runtime that has just gone down is answered as one that is down: retry shortly, nothing ran.
+        if (neverReachedRuntime(err)) throw appUnavailable(target);
         throw new ProblemError(Problems.upstreamFailed, `The app's runtime could not check the call: ${(err as Error).message}`, { cause: err });
       });
       if (refusal) {

@@ -85,10 +85,15 @@ export class RunLifecycle {
     this.#replica.activeRuns.delete(run);
   }
 
-  /** Waits in the queue; a run stopped while waiting is recorded, and the caller finalizes it. */
+  /**
+   * Waits in the queue, then for the runtime should it be down (restarting): the run stays `pending` until it
+   * can be sent. A run stopped while waiting is recorded, and the caller finalizes it.
+   */
   async waitForSlot(run: ActiveRun, call: Call): Promise<void> {
+    run.waitsForRuntime = true;
     try {
       await call.target.admission.acquire(run.signal, true);
+      if (!call.target.ready) await this.#waitForRuntime(run, call);
     } catch (err) {
       const reason = run.stoppedFor ?? 'shutdown';
       const problem =
@@ -97,6 +102,16 @@ export class RunLifecycle {
           : new ProblemError(Problems.draining, 'The replica shut down before the run started', { headers: { 'retry-after': '1' } });
       this.#replica.recorder.finish(run.record, { statusCode: problem.status, error: { type: problem.spec.title, message: problem.detail }, reason });
       throw err instanceof ProblemError ? err : problem;
+    }
+  }
+
+  /** Holding its slot, so the queue keeps its order; the slot is given back if the run is stopped meanwhile. */
+  async #waitForRuntime(run: ActiveRun, call: Call): Promise<void> {
+    try {
+      await call.target.whenReady(run.signal);
+    } catch (err) {
+      call.target.admission.release();
+      throw err;
     }
   }
 

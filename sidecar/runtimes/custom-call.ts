@@ -5,10 +5,9 @@ import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { appUnavailable } from './runtime-client.ts';
-import { capturedAsJson } from './custom-proxy.ts';
+import { capturedAsJson, connectionRefused } from './custom-proxy.ts';
 import type { RunOutcome } from '../modes/outcome.ts';
-import { recordFailedExchange } from './python-call.ts';
+import { recordFailedExchange, waitForRuntime } from './python-call.ts';
 
 export interface BufferedCall {
   method: string;
@@ -25,35 +24,53 @@ export async function callCustomBuffered(
   recorder: RunRecorder,
   call: BufferedCall,
 ): Promise<RunOutcome> {
-  const pool = target.pool;
-  if (!pool) throw recordFailedExchange(run, recorder, appUnavailable(target));
-  let statusCode: number;
-  let contentType: string | string[] | undefined;
-  const chunks: Buffer[] = [];
-  try {
-    const response = await pool.request({
-      method: call.method as Dispatcher.HttpMethod,
-      path: call.forwardPath,
-      headers: call.headers,
-      body: call.body,
-      signal: run.signal,
-    });
-    statusCode = response.statusCode;
-    contentType = response.headers['content-type'];
-    let length = 0;
-    for await (const chunk of response.body) {
-      length += (chunk as Buffer).length;
-      if (length > call.answerLimitBytes) {
-        response.body.destroy();
-        throw new Error(`the app's answer is larger than ${call.answerLimitBytes} bytes, too large to record and forward`);
-      }
-      chunks.push(chunk as Buffer);
+  let answer: BufferedAnswer;
+  for (;;) {
+    const pool = target.ready ? target.pool : null;
+    // The runtime is down (restarting): the run, which never reached it, waits for its return.
+    if (!pool) {
+      await waitForRuntime(run, target, recorder);
+      continue;
     }
-  } catch (err) {
-    throw recordFailedExchange(run, recorder, err);
+    try {
+      answer = await exchange(pool, run, call);
+      break;
+    } catch (err) {
+      if (!connectionRefused(err)) throw recordFailedExchange(run, recorder, err);
+      if (target.pool === pool) target.runtimeGone();
+      await waitForRuntime(run, target, recorder);
+    }
   }
+  const { statusCode, contentType, chunks } = answer;
   const success = statusCode < 400;
   const error = success ? null : { type: `HTTP ${statusCode}`, message: `The app answered ${statusCode}` };
   const runTimeMs = recorder.finish(run.record, { statusCode, error });
   return { statusCode, success, resultJson: capturedAsJson(chunks, contentType), error, runTimeMs };
+}
+
+interface BufferedAnswer {
+  statusCode: number;
+  contentType: string | string[] | undefined;
+  chunks: Buffer[];
+}
+
+async function exchange(pool: Dispatcher, run: ActiveRun, call: BufferedCall): Promise<BufferedAnswer> {
+  const response = await pool.request({
+    method: call.method as Dispatcher.HttpMethod,
+    path: call.forwardPath,
+    headers: call.headers,
+    body: call.body,
+    signal: run.signal,
+  });
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of response.body) {
+    length += (chunk as Buffer).length;
+    if (length > call.answerLimitBytes) {
+      response.body.destroy();
+      throw new Error(`the app's answer is larger than ${call.answerLimitBytes} bytes, too large to record and forward`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return { statusCode: response.statusCode, contentType: response.headers['content-type'], chunks };
 }

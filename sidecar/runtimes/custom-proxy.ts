@@ -8,7 +8,7 @@ import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { appUnavailable } from './runtime-client.ts';
 import type { RunOutcome } from '../modes/outcome.ts';
-import { recordFailedExchange } from './python-call.ts';
+import { recordFailedExchange, waitForRuntime } from './python-call.ts';
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those undici sets itself. */
 const HOP_BY_HOP = new Set([
@@ -41,8 +41,12 @@ export async function proxyCustom(
   raw: ServerResponse,
   options: CustomProxyOptions,
 ): Promise<RunOutcome> {
-  const pool = target.pool;
-  if (!pool) throw recordFailedExchange(run, recorder, appUnavailable(target));
+  // A run that waited in the queue waits for a runtime that is down (restarting); its body is not read yet.
+  let pool = target.ready ? target.pool : null;
+  while (pool === null) {
+    await waitForRuntime(run, target, recorder);
+    pool = target.ready ? target.pool : null;
+  }
   let response: Dispatcher.ResponseData;
   try {
     response = await pool.request({
@@ -53,7 +57,10 @@ export async function proxyCustom(
       signal: run.signal,
     });
   } catch (err) {
-    throw recordFailedExchange(run, recorder, err);
+    // Refused: the app's server has just gone down; this call is answered as one arriving while it is down.
+    if (!connectionRefused(err)) throw recordFailedExchange(run, recorder, err);
+    if (target.pool === pool) target.runtimeGone();
+    throw recordFailedExchange(run, recorder, appUnavailable(target));
   }
 
   raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
@@ -101,16 +108,30 @@ export async function proxyCustom(
   return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
 }
 
+/** The app's server refused the connection: nothing listens, so nothing of the call reached it. */
+export function connectionRefused(err: unknown): boolean {
+  return (err as { code?: string }).code === 'ECONNREFUSED';
+}
+
 /** A request with a body to forward: a declared length over 0, or a chunked one. */
 export function hasBody(request: IncomingMessage): boolean {
   const contentLength = request.headers['content-length'];
   return contentLength !== undefined ? contentLength !== '0' : request.headers['transfer-encoding'] !== undefined;
 }
 
+/**
+ * Whether a caller's header is Runlet's own, never the app's to see: the webhook's signing secret (an app that
+ * logs its headers would log it) and the `x-runlet-` namespace (the holder's `x-runlet-held-run`, the runtime
+ * protocol's headers), which only Runlet's parts may send.
+ */
+function isRunletsOwn(name: string): boolean {
+  return name === 'x-webhook-secret' || name.startsWith('x-runlet-');
+}
+
 export function forwardedRequestHeaders(request: IncomingMessage, runId: string, dropAuthorization: boolean): IncomingHttpHeaders {
   const headers: IncomingHttpHeaders = {};
   for (const name in request.headers) {
-    if (!HOP_BY_HOP.has(name)) headers[name] = request.headers[name];
+    if (!HOP_BY_HOP.has(name) && !isRunletsOwn(name)) headers[name] = request.headers[name];
   }
   if (dropAuthorization) delete headers.authorization;
   // A chunked body is forwarded chunked; a sized one keeps its size.

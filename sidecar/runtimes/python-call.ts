@@ -6,14 +6,20 @@ import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import {
+  appUnavailable,
   callFunction,
   describeUpstreamError,
   isResultTooLarge,
+  neverReachedRuntime,
   upstreamFailureReason,
   type RuntimeAnswer,
 } from './runtime-client.ts';
 
-/** Calls the function; a failed exchange is recorded and thrown as the problem the caller gets. */
+/**
+ * Calls the function; a failed exchange is recorded and thrown as the problem the caller gets. A call that never
+ * reached the runtime (down, restarting) is `503 app-unavailable`, unless the run waited in the queue: then it
+ * waits for the runtime's return (within its time limit) and is sent again.
+ */
 export async function callRecorded(
   run: ActiveRun,
   target: AppTarget,
@@ -22,10 +28,27 @@ export async function callRecorded(
   stream: boolean,
   relayLargeBody = false,
 ): Promise<RuntimeAnswer> {
+  for (;;) {
+    try {
+      return await callFunction(target, run.record.functionName, body, run.record.id, stream, run, relayLargeBody);
+    } catch (err) {
+      if (!neverReachedRuntime(err)) throw recordFailedExchange(run, recorder, err);
+      await waitForRuntime(run, target, recorder);
+    }
+  }
+}
+
+/**
+ * After a call that never reached the runtime: returns once it is back, for a run that waits for it (the
+ * runtime marked itself not ready as it went, so this waits for its return, not for a retry at once); else
+ * records the run and throws its problem, `503 app-unavailable`, or the reason the run stopped while waiting.
+ */
+export async function waitForRuntime(run: ActiveRun, target: AppTarget, recorder: RunRecorder): Promise<void> {
+  if (!run.waitsForRuntime) throw recordFailedExchange(run, recorder, appUnavailable(target));
   try {
-    return await callFunction(target, run.record.functionName, body, run.record.id, stream, run, relayLargeBody);
-  } catch (err) {
-    throw recordFailedExchange(run, recorder, err);
+    await target.whenReady(run.signal);
+  } catch (stopped) {
+    throw recordFailedExchange(run, recorder, stopped);
   }
 }
 

@@ -27,7 +27,8 @@ export async function callFunction(
   relayLargeBody = false,
 ): Promise<RuntimeAnswer> {
   const connections = target.connections;
-  if (!connections) throw appUnavailable(target);
+  // Paused too: the runtime takes no new calls (it drains, restarts, or was just seen going away).
+  if (!connections || !target.ready) throw appUnavailable(target);
   const response = await connections.request({ path: '/' + functionName, runId, stream, body, stopper, relayLargeBody });
   const contentType = response.contentType;
   if (response.stream) {
@@ -63,7 +64,8 @@ export async function validateCall(
   runId: string,
 ): Promise<(RuntimeAnswer & { kind: 'problem' }) | null> {
   const connections = target.connections;
-  if (!connections) throw appUnavailable(target);
+  // Paused too: the runtime takes no new calls (it drains, restarts, or was just seen going away).
+  if (!connections || !target.ready) throw appUnavailable(target);
   const stopper = stopperOf(AbortSignal.timeout(VALIDATE_TIMEOUT_MS));
   const response = await connections.request({ path: '/' + functionName, runId, stream: false, validateOnly: true, body, stopper });
   if (response.statusCode === 200) {
@@ -95,12 +97,20 @@ export function appUnavailable(target: AppTarget): ProblemError {
   );
 }
 
-/** Errors of a connection to the runtime that mean it went away (exited, crashed, or was detached). */
+/**
+ * The call never reached the runtime: it was not attached (starting, restarting), or refused the connection
+ * (its process had just died). Nothing of the call ran, so it may wait for the runtime and be sent again.
+ */
+export function neverReachedRuntime(err: unknown): boolean {
+  return (err as { code?: string }).code === 'RUNTIME_UNREACHABLE' || (err instanceof ProblemError && err.spec === Problems.appUnavailable);
+}
+
 /** The runtime answered a result over the app's result limit: refused unread. */
 export function isResultTooLarge(err: unknown): boolean {
   return (err as { code?: string }).code === 'RESULT_TOO_LARGE';
 }
 
+/** Errors of a connection to the runtime that mean it went away (exited, crashed, or was detached). */
 const CRASH_CODES = new Set(['RUNTIME_CONNECTION_CLOSED', 'RUNTIME_DETACHED', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE']);
 
 /** Maps a failed exchange with the runtime to the reason recorded on the run. */

@@ -39,6 +39,15 @@ async function scriptedServer(answer: (request: Received) => void): Promise<{ or
   return { origin: `http://127.0.0.1:${address.port}`, server, connections: () => connections };
 }
 
+/** Polls a condition of this process's own state, each turn of the event loop, within a bound. */
+async function waitUntil(condition: () => boolean): Promise<void> {
+  const bound = performance.now() + 5_000;
+  while (!condition()) {
+    if (performance.now() > bound) throw new Error('the condition never held');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
 /** Writes `bytes` one at a time, each in its own TCP segment as far as the kernel allows. */
 async function dribble(socket: Socket, bytes: string): Promise<void> {
   for (const byte of Buffer.from(bytes)) {
@@ -193,14 +202,53 @@ describe('RuntimeConnections', () => {
     expect(connections()).toBe(2);
   });
 
-  it('fails calls in flight and later calls once destroyed (the app was detached)', async () => {
+  it('fails calls in flight once destroyed (the app was detached), and later ones as never sent', async () => {
     const { origin } = await scriptedServer(() => undefined);
     const pool = connectionsTo(origin);
     const pending = pool.request(call());
     await new Promise((resolve) => setTimeout(resolve, 20));
     pool.destroy();
     await expect(pending).rejects.toMatchObject({ code: 'RUNTIME_DETACHED' });
-    await expect(pool.request(call())).rejects.toMatchObject({ code: 'RUNTIME_DETACHED' });
+    await expect(pool.request(call())).rejects.toMatchObject({ code: 'RUNTIME_UNREACHABLE' });
+  });
+
+  it('fails a call whose connection is refused as never sent, and says the runtime is gone', async () => {
+    const { origin, server } = await scriptedServer(() => undefined);
+    await new Promise((resolve) => server.close(resolve));
+    let gone = 0;
+    const pool = new RuntimeConnections(origin, { maxConnections: 4, onRuntimeGone: () => gone++ });
+    pools.push(pool);
+    await expect(pool.request(call())).rejects.toMatchObject({ code: 'RUNTIME_UNREACHABLE' });
+    expect(gone).toBe(1);
+  });
+
+  it('says the runtime is gone when it closes a connection unasked, idle or mid-call, and not when a call is stopped', async () => {
+    const sockets: Socket[] = [];
+    const { origin } = await scriptedServer((request) => {
+      sockets.push(request.socket);
+      if (sockets.length === 1) request.socket.write(JSON_ANSWER);
+    });
+    let gone = 0;
+    const pool = new RuntimeConnections(origin, { maxConnections: 4, onRuntimeGone: () => gone++ });
+    pools.push(pool);
+    expect((await pool.request(call())).statusCode).toBe(200);
+    sockets[0]!.destroy();
+    await waitUntil(() => gone === 1);
+
+    const midCall = pool.request(call());
+    await waitUntil(() => sockets.length === 2);
+    sockets[1]!.destroy();
+    await expect(midCall).rejects.toMatchObject({ code: 'RUNTIME_CONNECTION_CLOSED' });
+    expect(gone).toBe(2);
+
+    const controller = new AbortController();
+    const stopped = pool.request(call({ stopper: stopperOf(controller.signal) }));
+    await waitUntil(() => sockets.length === 3);
+    const closed = once(sockets[2]!, 'close');
+    controller.abort(new Error('the run was stopped'));
+    await expect(stopped).rejects.toThrow('the run was stopped');
+    await closed;
+    expect(gone).toBe(2);
   });
 
   it('holds calls beyond its connection limit until a connection is free', async () => {

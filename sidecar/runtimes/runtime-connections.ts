@@ -6,9 +6,13 @@
 import { connect, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 
-/** A connection to the runtime failed or closed mid-call (the runtime exited, or the app was detached). */
+/**
+ * A connection to the runtime failed or closed mid-call (the runtime exited, or the app was detached), or the
+ * call never reached it: `RUNTIME_UNREACHABLE`, its connection refused (nothing listens: the runtime is down) or
+ * the app detached before the call was sent. Only that one is sure to have run nothing.
+ */
 export class RuntimeConnectionError extends Error {
-  readonly code: 'RUNTIME_CONNECTION_CLOSED' | 'RUNTIME_DETACHED' | 'RUNTIME_PROTOCOL_ERROR' | 'RESULT_TOO_LARGE';
+  readonly code: 'RUNTIME_CONNECTION_CLOSED' | 'RUNTIME_DETACHED' | 'RUNTIME_UNREACHABLE' | 'RUNTIME_PROTOCOL_ERROR' | 'RESULT_TOO_LARGE';
 
   constructor(code: RuntimeConnectionError['code'], message: string) {
     super(message);
@@ -90,6 +94,16 @@ export const RELAY_BODY_BYTES = 1024 * 1024;
 const COALESCE_BODY_BYTES = 64 * 1024;
 const CRLF_CRLF = Buffer.from('\r\n\r\n');
 
+export interface RuntimeConnectionsOptions {
+  maxConnections: number;
+  resultLimitBytes?: number;
+  /**
+   * Called when the runtime is seen going away: it refused a connection, or closed one it was not asked to (the
+   * Python runtime closes connections only as it exits). Sooner than its supervisor or health probe can tell.
+   */
+  onRuntimeGone?: () => void;
+}
+
 export class RuntimeConnections {
   readonly #host: string;
   readonly #port: number;
@@ -97,6 +111,7 @@ export class RuntimeConnections {
   readonly #maxConnections: number;
   /** An answer body declared longer than this is refused unread (RESULT_TOO_LARGE). */
   readonly resultLimitBytes: number;
+  readonly #onRuntimeGone: (() => void) | undefined;
   readonly #idle: RuntimeConnection[] = [];
   readonly #open = new Set<RuntimeConnection>();
   /** Calls waiting for a connection when all `maxConnections` are busy, first come first served. */
@@ -104,13 +119,14 @@ export class RuntimeConnections {
   #destroyed = false;
 
   /** `origin`: `http://host:port` of the runtime. */
-  constructor(origin: string, options: { maxConnections: number; resultLimitBytes?: number }) {
+  constructor(origin: string, options: RuntimeConnectionsOptions) {
     const url = new URL(origin);
     this.#host = url.hostname;
     this.#port = Number(url.port || 80);
     this.#headSuffix = ` HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\nx-request-id: `;
     this.#maxConnections = options.maxConnections;
     this.resultLimitBytes = options.resultLimitBytes ?? DEFAULT_RESULT_LIMIT_BYTES;
+    this.#onRuntimeGone = options.onRuntimeGone;
   }
 
   async request(request: RuntimeRequest): Promise<RuntimeResponse> {
@@ -119,7 +135,7 @@ export class RuntimeConnections {
     return connection.exchange(request, this.#head(request));
   }
 
-  /** Closes every connection; calls in flight fail with RUNTIME_DETACHED, later ones at once. */
+  /** Closes every connection; calls in flight fail with RUNTIME_DETACHED, later ones (never sent) RUNTIME_UNREACHABLE. */
   destroy(): void {
     this.#destroyed = true;
     for (const connection of [...this.#open]) connection.destroy(new RuntimeConnectionError('RUNTIME_DETACHED', 'the app was detached from its runtime'));
@@ -131,6 +147,11 @@ export class RuntimeConnections {
     const wake = this.#waiting.shift();
     this.#idle.push(connection);
     wake?.();
+  }
+
+  /** Called by a connection whose runtime refused it or closed it unasked. */
+  runtimeGone(): void {
+    if (!this.#destroyed) this.#onRuntimeGone?.();
   }
 
   /** Called by a connection once its socket has closed. */
@@ -155,7 +176,7 @@ export class RuntimeConnections {
   }
 
   #connectIfAllowed(): RuntimeConnection | null {
-    if (this.#destroyed) throw new RuntimeConnectionError('RUNTIME_DETACHED', 'the app was detached from its runtime');
+    if (this.#destroyed) throw new RuntimeConnectionError('RUNTIME_UNREACHABLE', 'the app was detached from its runtime before the call was sent');
     if (this.#open.size >= this.#maxConnections) return null;
     const connection = new RuntimeConnection(this, connect({ host: this.#host, port: this.#port, noDelay: true }));
     this.#open.add(connection);
@@ -195,6 +216,8 @@ class RuntimeConnection {
   #pending: Buffer | null = null;
   #closeAfter = false;
   #closed = false;
+  /** The socket connected: until then, a failure means the runtime never saw the call. */
+  #connected = false;
   // The exchange in flight.
   #resolve: ((response: RuntimeResponse) => void) | null = null;
   #reject: ((error: Error) => void) | null = null;
@@ -208,10 +231,23 @@ class RuntimeConnection {
   constructor(pool: RuntimeConnections, socket: Socket) {
     this.#pool = pool;
     this.#socket = socket;
+    socket.once('connect', () => (this.#connected = true));
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('error', (error) => this.destroy(error));
-    socket.on('end', () => this.destroy(new RuntimeConnectionError('RUNTIME_CONNECTION_CLOSED', 'the runtime closed the connection')));
-    socket.on('close', () => this.destroy(new RuntimeConnectionError('RUNTIME_CONNECTION_CLOSED', 'the connection to the runtime closed')));
+    socket.on('error', (error) => this.#lost(error));
+    socket.on('end', () => this.#lost(new RuntimeConnectionError('RUNTIME_CONNECTION_CLOSED', 'the runtime closed the connection')));
+    socket.on('close', () => this.#lost(new RuntimeConnectionError('RUNTIME_CONNECTION_CLOSED', 'the connection to the runtime closed')));
+  }
+
+  /**
+   * The socket failed or closed without this side ending it. Refused (nothing listens), or closed by the runtime
+   * once connected: the runtime is going away. Any other failure to connect (this process out of sockets, say)
+   * says nothing about the runtime.
+   */
+  #lost(error: Error): void {
+    if (this.#closed) return;
+    const refused = !this.#connected && (error as { code?: string }).code === 'ECONNREFUSED';
+    this.destroy(refused ? new RuntimeConnectionError('RUNTIME_UNREACHABLE', 'the runtime refused the connection: it is not listening') : error);
+    if (refused || this.#connected) this.#pool.runtimeGone();
   }
 
   exchange(request: RuntimeRequest, head: string): Promise<RuntimeResponse> {

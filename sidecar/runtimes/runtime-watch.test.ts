@@ -35,4 +35,28 @@ describe('the watch of a pod runtime’s health', () => {
     await new Promise((resolve) => server!.close(resolve));
     await waitFor(() => target.origin === null, { what: 'the gone runtime detached' });
   });
+
+  it('detaches a runtime its connections saw die, and attaches its restart on the same port, waking the runs waiting for it', async () => {
+    server = createServer((_request, response) => response.writeHead(200).end());
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const origin = `http://127.0.0.1:${port}`;
+    watcher = new RuntimeWatcher(target, { origin, readyPath: '/healthz', intervalMs: 20 }, testLogger());
+    watcher.start();
+    await waitFor(() => target.ready, { what: 'the runtime attached' });
+
+    server.closeAllConnections();
+    await new Promise((resolve) => server!.close(resolve));
+    target.runtimeGone(); // as its connections report it, before the watch's next probe
+    expect(target.ready).toBe(false);
+    const waiting = target.whenReady(new AbortController().signal);
+    await waitFor(() => target.origin === null, { what: 'the gone runtime detached' });
+
+    // The container restarted: the same port answers again.
+    server = createServer((_request, response) => response.writeHead(200).end());
+    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
+    await waiting;
+    expect(target.ready).toBe(true);
+    expect(target.origin).toBe(origin);
+  });
 });

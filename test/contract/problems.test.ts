@@ -90,11 +90,12 @@ describe("the Python runtime's problems", () => {
         'built = [problems.function_not_found("main", "f"), problems.invalid_arguments("f", ["a"], []),',
         '  problems.invalid_json("x"), problems.body_not_object([]), problems.method_not_allowed("GET", "POST"),',
         '  problems.body_too_large(2, 1), problems.length_required(), problems.headers_too_large(1),',
-        '  problems.malformed_request("x"), problems.DRAINING]',
+        '  problems.malformed_request("x"), problems.json_too_deep(), problems.json_integer_too_long(4300),',
+        '  problems.internal_error("x"), problems.DRAINING]',
         'print(json.dumps([{"status": p.status, **json.loads(p.body)} for p in built]))',
       ].join('\n'),
     )) as Array<{ status: number; type: string; title: string }>;
-    expect(bodies).toHaveLength(10);
+    expect(bodies).toHaveLength(13);
     for (const body of bodies) {
       const spec = specOf(body.type.slice(PROBLEM_TYPE_BASE.length));
       expect(spec, body.type).toBeDefined();

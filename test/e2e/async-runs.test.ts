@@ -94,6 +94,10 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const unknownFunction = await postJson(`${runOrigin}/v4/dev/e2e/nope?async=true`, {});
       expect(unknownFunction.status).toBe(404);
       expect(((await unknownFunction.json()) as { type: string }).type).toBe('https://runlet.dev/problems#function-not-found');
+      // Checked by the runtime before the 202: JSON deeper than Python decodes is its 400, not a 502.
+      const tooDeep = await fetch(`${runOrigin}/v4/dev/e2e/echo?async=true`, { method: 'POST', body: '{"a":' + '['.repeat(30_000) + ']'.repeat(30_000) + '}' });
+      expect(tooDeep.status).toBe(400);
+      expect(((await tooDeep.json()) as { type: string }).type).toBe('https://runlet.dev/problems#json-too-complex');
       const badArguments = await postJson(`${runOrigin}/v4/dev/e2e/greet?async=true`, { nom: 'x' });
       expect(badArguments.status).toBe(422);
       expect(await badArguments.json()).toMatchObject({ missing: ['name'], unexpected: ['nom'] });

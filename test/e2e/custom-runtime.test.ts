@@ -1,4 +1,7 @@
 // Custom runtime: any method and path after the app name reach the app's own server unchanged.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
@@ -9,9 +12,15 @@ let dev: TestDevServer;
 /** Origin of the front door under test. */
 let runOrigin: string;
 let base: string;
+/** Gate files; and the file that, while it exists, keeps the app `solo` from starting. */
+let gates: string;
+let holdStart: string;
 
 beforeAll(async () => {
-  dev = await startTestDevServer({ appDirs: [await makeCustomApp('web')], bodyLimitBytes: 64 * 1024 });
+  gates = await mkdtemp(join(tmpdir(), 'runlet-custom-gates-'));
+  holdStart = join(gates, 'hold-start');
+  const solo = await makeCustomApp('solo', `[deployment.env]\nHOLD_START_WHILE = "${holdStart}"\n\n[scaling]\nreplica_concurrency = 1`);
+  dev = await startTestDevServer({ appDirs: [await makeCustomApp('web'), solo], bodyLimitBytes: 64 * 1024 });
 });
 afterAll(async () => dev?.dispose());
 
@@ -83,6 +92,43 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const response = await fetch(`${base}/things`, { method: 'POST', body: 'x'.repeat(70 * 1024) });
       expect(response.status).toBe(413);
       expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems#body-too-large');
+    });
+
+    it("fails only the call in flight when the app's server dies; queued runs wait for its restart; calls meanwhile get 503", async () => {
+      const solo = dev.apps.find((candidate) => candidate.target.appName === 'solo')!;
+      const crashesBefore = solo.supervisor.crashes;
+      const soloBase = `${runOrigin}/v4/dev/solo`;
+      const gate = join(gates, `crash-${door.replaceAll(' ', '-')}`);
+      await writeFile(holdStart, '');
+
+      const inFlight = fetch(`${soloBase}/exit-when-open?gate=${encodeURIComponent(gate)}`);
+      await waitFor(() => solo.target.admission.inFlight === 1, { what: 'the crashing call in flight' });
+      const accepted = await fetch(`${soloBase}/things?async=true`, { method: 'POST', body: 'queued async' });
+      expect(accepted.status).toBe(202);
+      const asyncRunId = accepted.headers.get('x-request-id')!;
+      const queuedSync = fetch(`${soloBase}/things`, { method: 'POST', body: 'queued sync' });
+      await waitFor(() => solo.target.admission.queued === 2, { what: 'an async and a sync run queued behind it' });
+
+      await writeFile(gate, '');
+      expect((await inFlight).status).toBe(502);
+      await waitFor(() => solo.supervisor.crashes > crashesBefore, { what: 'the supervisor to see the exit' });
+      const during = await fetch(`${soloBase}/things`);
+      expect(during.status).toBe(503);
+      expect(during.headers.get('retry-after')).toBe('1');
+      // Unfinished: it may have tried the server as it died (then it shows `running`), but it did not fail.
+      const waiting = await fetch(`${dev.url}/v2/projects/dev/apps/solo/runs/${asyncRunId}`);
+      expect(((await waiting.json()) as { item: { completedAt: string | null } }).item.completedAt).toBeNull();
+
+      await rm(holdStart);
+      const served = await queuedSync;
+      expect(served.status).toBe(200);
+      expect(await served.json()).toMatchObject({ body: 'queued sync' });
+      const settled = await waitFor(async () => {
+        const response = await fetch(`${dev.url}/v2/projects/dev/apps/solo/runs/${asyncRunId}`);
+        const { item } = (await response.json()) as { item: { status: string; statusCode: number } };
+        return item.status === 'pending' || item.status === 'running' ? null : item;
+      }, { what: 'the queued async run to finish' });
+      expect(settled).toMatchObject({ status: 'success', statusCode: 200 });
     });
 
     it('records each call with the status the app answered', async () => {

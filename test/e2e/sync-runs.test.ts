@@ -88,6 +88,18 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       expect(body).toMatchObject({ run_id: runId, error: { type: 'ValueError', message: 'it broke' } });
     });
 
+    it.each([
+      ['nested 100,000 deep', 'nested', { depth: 100_000 }, 'RecursionError'],
+      ['an integer of 1,000,000 digits', 'big_integer', { digits: 1_000_000 }, 'ValueError'],
+    ])('answers a result %s, which JSON cannot encode, with the function error 500, and serves on', async (_, name, args, type) => {
+      const response = await postJson(`${base}/${name}`, args);
+      expect(response.status).toBe(500);
+      const body = (await response.json()) as { error: { type: string; message: string } };
+      expect(body.error.type).toBe(type);
+      expect(body.error.message).toMatch(/result cannot be encoded as JSON/);
+      expect((await postJson(`${base}/greet`, { name: 'after' })).status).toBe(200);
+    });
+
     it('answers a clear error naming the type of a result JSON cannot encode', async () => {
       const response = await postJson(`${base}/not_serialisable`, {});
       expect(response.status).toBe(500);
@@ -100,6 +112,21 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     it('invalid JSON → 400', async () => {
       const response = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name": ' });
       await expectProblem(response, 400, 'invalid-json', /could not be parsed as JSON/);
+    });
+
+    // Valid JSON that Python will not decode (its recursion and int-digit limits): the runtime's 400, which once
+    // broke its connection and came back as 502 upstream-failed. The runtime serves on after it.
+    it.each([
+      ['arrays nested 30,000 deep', '{"a":' + '['.repeat(30_000) + ']'.repeat(30_000) + '}', /deeper than the runtime decodes/],
+      // Deeper than any Python's limit (3.13 decodes 9,000 levels of objects), within the 64 KiB body limit.
+      ['objects nested 12,000 deep', '{"":'.repeat(12_000) + '1' + '}'.repeat(12_000), /deeper than the runtime decodes/],
+      ['an integer of 60,000 digits', `{"a":${'1'.repeat(60_000)}}`, /more than 4300 digits/],
+    ])('%s → 400 json-too-complex, recorded as a failure, and the runtime serves on', async (_, body, detail) => {
+      const response = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      await expectProblem(response, 400, 'json-too-complex', detail);
+      const record = await (await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs/${response.headers.get('x-request-id')}`)).json();
+      expect(record).toMatchObject({ item: { status: 'failure', statusCode: 400 } });
+      expect(await (await postJson(`${base}/echo`, { again: true })).json()).toMatchObject({ result: { again: true } });
     });
 
     it.each([

@@ -46,6 +46,13 @@ afterEach(async () => {
 });
 const contract = new ContractChecker('run');
 
+/** The body of the delivery about run `runId`. */
+function waitedDelivery(runId: string): { result: { headers: Record<string, string> } } {
+  const delivery = receiver.deliveries.find((d) => d.headers['x-request-id'] === runId);
+  expect(delivery, `a delivery for run ${runId}`).toBeDefined();
+  return JSON.parse(delivery!.body) as { result: { headers: Record<string, string> } };
+}
+
 function hook(path = '/hook'): string {
   return encodeURIComponent(`${receiver.url}${path}`);
 }
@@ -141,6 +148,24 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       await fetch(`${runOrigin}/v4/dev/web/stream?webhookEndpoint=${hook()}`).then((r) => r.text());
       await receiver.received(2);
       expect(JSON.parse(receiver.deliveries[1]!.body)).toMatchObject({ result: 'part 0\npart 1\npart 2\n' });
+    });
+
+    it("never shows a custom app the caller's X-Webhook-Secret nor X-Runlet-* headers, sync or async", async () => {
+      const headers = { 'x-webhook-secret': SECRET, 'x-runlet-held-run': 'forged', 'x-runlet-stream': '1', 'x-caller': 'kept' };
+      const sync = await fetch(`${runOrigin}/v4/dev/web/headers?webhookEndpoint=${hook()}`, { headers });
+      expect(sync.status).toBe(200);
+      const seenSync = ((await sync.json()) as { headers: Record<string, string> }).headers;
+      const accepted = await fetch(`${runOrigin}/v4/dev/web/headers?async=true&webhookEndpoint=${hook()}`, { method: 'POST', headers });
+      expect(accepted.status).toBe(202);
+      await receiver.received(2);
+      const seenAsync = waitedDelivery(accepted.headers.get('x-request-id')!).result.headers;
+      for (const seen of [seenSync, seenAsync]) {
+        expect(seen['x-caller']).toBe('kept');
+        expect(Object.keys(seen).filter((name) => name === 'x-webhook-secret' || name.startsWith('x-runlet-'))).toEqual([]);
+        expect(JSON.stringify(seen)).not.toContain(SECRET);
+      }
+      // The secret still signs both deliveries.
+      for (const delivery of receiver.deliveries) expect(delivery.headers['x-service-webhook-signature']).toMatch(/^v1,[0-9a-f]{64}$/);
     });
 
     it('answers the caller without waiting for a receiver that hangs, then retries it', async () => {

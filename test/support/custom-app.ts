@@ -13,13 +13,14 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function makeCustomApp(name: string): Promise<string> {
+/** `extraToml`: more of service.toml, such as `[scaling]` or `[deployment.env]` tables. */
+export async function makeCustomApp(name: string, extraToml = ''): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `runlet-custom-${name}-`));
   await copyFile(join(FIXTURE_APPS, 'custom/server.mjs'), join(dir, 'server.mjs'));
   const port = await freePort();
   await writeFile(
     join(dir, 'service.toml'),
-    `[deployment]\nname = "${name}"\n\n[runtime.custom]\nentrypoint = ["node", "server.mjs"]\nport = ${port}\nreadycheck_endpoint = "/ready"\n`,
+    `[deployment]\nname = "${name}"\n\n[runtime.custom]\nentrypoint = ["node", "server.mjs"]\nport = ${port}\nreadycheck_endpoint = "/ready"\n\n${extraToml}\n`,
   );
   return dir;
 }

@@ -5,6 +5,7 @@ import functools
 import inspect
 import json
 import logging
+import sys
 
 from . import problems
 from .encoding import ENCODING_ERRORS, encode_value, error_body
@@ -117,6 +118,12 @@ def _decode_arguments(body):
         raise problems.invalid_json(f"not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise problems.invalid_json(f"{error.msg} at line {error.lineno} column {error.colno}") from None
+    # Valid JSON past what Python decodes (RFC 8259 lets a parser limit depth and numbers). Uncaught, these would
+    # break the connection: the sidecar would see a crash, not a refusal.
+    except RecursionError:
+        raise problems.json_too_deep() from None
+    except ValueError:  # the one other refusal of valid JSON: an integer of more digits than int() converts
+        raise problems.json_integer_too_long(sys.get_int_max_str_digits()) from None
     if type(arguments) is not dict:
         raise problems.body_not_object(arguments)
     return arguments

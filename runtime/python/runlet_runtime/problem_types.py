@@ -7,6 +7,7 @@ TYPE_BASE = "https://runlet.dev/problems#"
 PROBLEM_TYPES = {
     "invalid-json": (400, "Request body is not valid JSON"),
     "body-not-object": (400, "Request body is not a JSON object"),
+    "json-too-complex": (400, "Request body JSON is too complex"),
     "invalid-parameter": (400, "Invalid query parameter"),
     "invalid-header": (400, "Invalid request header"),
     "invalid-webhook-endpoint": (400, "Invalid webhookEndpoint"),

@@ -350,6 +350,12 @@ class HttpConnection(asyncio.Protocol):
             except Problem as problem:
                 self._respond_problem(problem)
                 return
+            except Exception:
+                # A fault of the runtime's own (or of an odd module attribute) while reading the call: answered,
+                # so the connection and the calls behind it on it live on; uncaught, it would drop the connection.
+                log.exception("preparing a call of %r failed (request %s)", name, request_id)
+                self._respond_problem(problems.internal_error(f"the runtime failed to prepare the call of {name!r}"))
+                return
             if validate:
                 # The sidecar checks an async call before it answers 202: it would run, so nothing runs now.
                 self._respond(_CALL_HEADS[200], _VALID_CALL_BODY)

@@ -1,5 +1,6 @@
 """Calls answered with one JSON body: results, errors, refusals, and the HTTP framing around them."""
 
+import functools
 import json
 import socket
 import threading
@@ -69,6 +70,68 @@ class FunctionErrorTests(RuntimeTestCase):
         self.assertEqual(status, 500)
         self.assertEqual(body, {"type": "ValueError",
                                 "message": "result contains NaN or Infinity, which JSON cannot represent"})
+
+    def test_result_too_deep_to_encode_is_the_call_s_500_and_the_connection_serves_on(self):
+        status, _, body = self.call("nested", {"depth": 100_000})
+        self.assertEqual(status, 500)
+        self.assertEqual(body["type"], "RecursionError")
+        self.assertIn("result cannot be encoded as JSON", body["message"])
+        sock = self.connection.sock
+        self.assertEqual(self.call("add", {"a": 1})[::2], (200, 1))
+        self.assertIs(self.connection.sock, sock)
+
+    def test_integer_too_long_to_encode_is_the_call_s_500(self):
+        status, _, body = self.call("big_integer", {"digits": 1_000_000})
+        self.assertEqual(status, 500)
+        self.assertEqual(body["type"], "ValueError")
+        self.assertIn("result cannot be encoded as JSON", body["message"])
+        self.assertEqual(self.call("add", {"a": 1})[::2], (200, 1))
+
+
+class JsonBeyondLimitsTests(RuntimeTestCase):
+    """Valid JSON that Python will not decode: refused with 400, and the connection and runtime serve on."""
+
+    def assertRefusedAndServingOn(self, body):
+        status, headers, problem = self.call("echo", body=body)
+        self.assertEqual(status, 400, "a body beyond the limits was decoded")
+        self.assertEqual(headers["content-type"], "application/problem+json")
+        self.assertEqual(problem["type"], "https://runlet.dev/problems#json-too-complex")
+        sock = self.connection.sock
+        self.assertEqual(self.call("add", {"a": 1})[::2], (200, 1))
+        self.assertIs(self.connection.sock, sock)
+        return problem["detail"]
+
+    def test_arrays_nested_100_000_deep(self):
+        detail = self.assertRefusedAndServingOn(b"[" * 100_000 + b"]" * 100_000)
+        self.assertIn("deeper than the runtime decodes", detail)
+
+    def test_objects_nested_100_000_deep(self):
+        self.assertRefusedAndServingOn(b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
+
+    def test_an_integer_of_a_million_digits(self):
+        detail = self.assertRefusedAndServingOn(b'{"a":' + b"1" * 1_000_000 + b"}")
+        self.assertIn("send such numbers as strings", detail)
+
+    def test_the_check_of_an_async_call_refuses_it_alike(self):
+        status, _, problem = self.call("echo", body=b"[" * 100_000 + b"]" * 100_000,
+                                       headers={"x-runlet-validate": "1"})
+        self.assertEqual((status, problem["type"]), (400, "https://runlet.dev/problems#json-too-complex"))
+
+    def test_nesting_within_the_limit_is_decoded(self):
+        self.assertEqual(self.call("echo", body=b'{"a":' + b"[" * 100 + b"]" * 100 + b"}")[::2],
+                         (200, {"a": functools.reduce(lambda inner, _: [inner], range(99), [])}))
+
+
+class RuntimeFaultTests(RuntimeTestCase):
+    def test_a_fault_preparing_a_call_is_answered_500_and_the_connection_serves_on(self):
+        status, headers, problem = self.call("odd_callable", {})
+        self.assertEqual(status, 500)
+        self.assertEqual(headers["content-type"], "application/problem+json")
+        self.assertEqual(problem["type"], "https://runlet.dev/problems#internal-error")
+        self.runtime.wait_for_output("RuntimeError: no signature here")
+        sock = self.connection.sock
+        self.assertEqual(self.call("add", {"a": 1})[::2], (200, 1))
+        self.assertIs(self.connection.sock, sock)
 
 
 class RefusalTests(RuntimeTestCase):

@@ -98,6 +98,13 @@ class StreamTests(StreamTestCase):
         self.assertStreamEnded(response)
         self.runtime.wait_for_output("yields_unserialisable closed")
 
+    def test_item_too_deep_to_encode_ends_with_an_error_line(self):
+        response = self.open_stream("yields_nested", {"depth": 100_000})
+        self.assertLines(response, b'i"fine"\n')
+        line = response.readline()
+        self.assertEqual(json.loads(line[1:])["type"], "RecursionError")
+        self.assertStreamEnded(response)
+
     def assertErrorLine(self, response, error_type, message):
         line = response.readline()
         self.assertEqual(line[:1], b"e")
