@@ -7,9 +7,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { jsonPost, RawConnection } from '../../test/support/raw-http.ts';
 import { UnreadingCaller } from '../../test/support/unreading-caller.ts';
 import { waitFor } from '../../test/support/wait.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { WholeRequest } from '../exchange.ts';
-import type { RunInterface } from '../run-interface.ts';
+import { RequestBudget } from '../request-budget.ts';
+import type { HeadScreening, RunInterface } from '../run-interface.ts';
 import { FrontConnection, type FrontSettings } from './front-connection.ts';
 
 interface Harness {
@@ -59,12 +62,22 @@ afterEach(async () => {
 
 /**
  * Answers every whole request with its body on a later turn of the event loop (once `gate` resolves, if its
- * path says `gated`), unless its path says `pass`.
+ * path says `gated`), unless its path says `pass`. A head whose path says `refused` is refused 401 on sight,
+ * one that says `verifying` once `gate` resolves (as a new token is refused once verified); `screened` counts
+ * the heads it was asked about.
  */
-const echoing = (handled: WholeRequest[], gate: Promise<void>): RunInterface => ({
+const echoing = (handled: WholeRequest[], gate: Promise<void>, screened: string[] = []): RunInterface => ({
   handle() {
     throw new Error('the front never calls handle');
   },
+  screenHead(url: string): HeadScreening {
+    screened.push(url);
+    const refusal = new ProblemError(Problems.unauthorized, 'no token', { headers: { 'www-authenticate': 'Bearer' } });
+    if (url.includes('refused')) return refusal;
+    if (url.includes('verifying')) return gate.then(() => refusal);
+    return null;
+  },
+  bodyBounds: { limitBytes: 1024, idleMs: 60_000, deadlineMs: 60_000, budget: new RequestBudget(1024 * 1024) },
   handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
     if (request.url.includes('pass')) return false;
     handled.push(request);
@@ -95,6 +108,8 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
     maxBodyBytes: 1024,
     headTimeoutMs: 60_000,
     bodyTimeoutMs: 60_000,
+    deadlineMs: 60_000,
+    budget: new RequestBudget(1024 * 1024),
     ...overrides,
   };
   const sockets: Socket[] = [];
