@@ -93,31 +93,26 @@ interface FloodResult {
 
 async function floodWithoutToken(port: number, sidecar: BenchProcess): Promise<FloodResult> {
   const body = Buffer.alloc(BODY_BYTES - 1, 0x20);
-  const answers: Record<string, number> = {};
   let sentBytes = 0;
-  const sockets: Socket[] = [];
+  const callers: Array<{ socket: Socket; answer: string; ended: string }> = [];
   const sent: Array<Promise<void>> = [];
   for (let i = 0; i < FLOOD_CONNECTIONS; i++) {
-    const socket = connect(port, '127.0.0.1');
-    sockets.push(socket);
-    let answer = '';
-    socket.on('data', (chunk: Buffer) => {
-      if (answer === '') answer = chunk.toString('latin1').split('\r\n', 1)[0]!;
+    const caller = { socket: connect(port, '127.0.0.1'), answer: '', ended: '' };
+    callers.push(caller);
+    caller.socket.on('data', (chunk: Buffer) => {
+      if (caller.answer === '') caller.answer = chunk.toString('latin1').split('\r\n', 1)[0]!;
     });
     sent.push(
       new Promise<void>((done) => {
-        const settle = (how: string): void => {
-          const key = answer || how;
-          answers[key] = (answers[key] ?? 0) + 1;
+        caller.socket.on('error', (err: NodeJS.ErrnoException) => {
+          caller.ended = err.code ?? 'error';
           done();
-        };
-        socket.on('error', (err: NodeJS.ErrnoException) => settle(err.code ?? 'error'));
-        socket.write(head(null, BODY_BYTES));
+        });
+        caller.socket.write(head(null, BODY_BYTES));
         // All but the last byte; counted once the kernel took it (the sidecar may have stopped reading).
-        socket.write(body, (err) => {
-          if (err) return;
-          sentBytes += body.length;
-          settle('all sent, no answer');
+        caller.socket.write(body, (err) => {
+          if (!err) sentBytes += body.length;
+          done();
         });
       }),
     );
@@ -126,7 +121,12 @@ async function floodWithoutToken(port: number, sidecar: BenchProcess): Promise<F
   await Promise.race([Promise.all(sent), new Promise((done) => setTimeout(done, 60_000))]);
   await new Promise((done) => setTimeout(done, 2_000));
   const afterMb = sidecar.rssMb();
-  for (const socket of sockets) socket.destroy();
+  const answers: Record<string, number> = {};
+  for (const caller of callers) {
+    const key = caller.answer || caller.ended || 'no answer yet';
+    answers[key] = (answers[key] ?? 0) + 1;
+    caller.socket.destroy();
+  }
   return { afterMb, answers, sentBytes };
 }
 
