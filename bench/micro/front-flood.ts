@@ -3,15 +3,18 @@
 //   flood   — 1,000 connections with no token, each sending a head for a 256 KiB body and then all of it but
 //             its last byte, held open: the sidecar's RSS before, at its peak, and once all are sent;
 //   trickle — one caller sending a 256 KiB body in 8-byte writes (Nagle off), with no token and with a valid
-//             one: the sidecar's CPU time for it.
+//             one: the sidecar's CPU time for it;
+//   warm    — wrk, 8 connections for 5 s, a small call with a valid (cached) token, answered 503 (no app
+//             container): the sidecar's CPU per call on the front's common path, up to the runtime.
 // Run: `node bench/micro/front-flood.ts [--cli path/to/cli/runlet.ts]` (another tree's CLI measures that tree,
 // e.g. an untouched main for a before/after).
+import { execFile } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { freePort, ProcessGroup, type BenchProcess } from '../processes.ts';
 
 const PROJECT = 'bench';
@@ -42,6 +45,17 @@ try {
   await waitForAnswer(port, sidecar);
   const token = hs256Token(key);
 
+  // First, on a fresh sidecar: the flood's garbage would weigh on it.
+  const script = join(workDir, 'call.lua');
+  await writeFile(script, `wrk.method = "POST"\nwrk.body = "{}"\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer ${token}"\n`);
+  const wrk = (seconds: number) => promisify(execFile)('wrk', ['-t1', '-c8', `-d${seconds}s`, '-s', script, `http://127.0.0.1:${port}/v4/${PROJECT}/${APP}/main`]);
+  // Its first calls verify the token and warm the JIT: not measured.
+  await wrk(2);
+  const before = sidecar.cpuMs();
+  const { stdout } = await wrk(5);
+  const calls = Number(/(\d+) requests in/.exec(stdout)?.[1]);
+  console.log(`warm: ${calls} calls in 5 s; sidecar CPU ${(((sidecar.cpuMs() - before) * 1000) / calls).toFixed(1)} µs per call`);
+
   const idleMb = sidecar.rssMb();
   const flood = await floodWithoutToken(port, sidecar);
   console.log(`flood: ${FLOOD_CONNECTIONS} connections, no token, 256 KiB body less one byte each`);
@@ -53,6 +67,7 @@ try {
     const status = await trickle(port, authorization);
     console.log(`trickle (${label}): 256 KiB in ${TRICKLE_WRITE_BYTES}-byte writes → ${status}; sidecar CPU ${sidecar.cpuMs() - before} ms`);
   }
+
 } finally {
   await group.stopAll();
   await rm(workDir, { recursive: true, force: true });
