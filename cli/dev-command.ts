@@ -7,7 +7,8 @@ import { pythonInterpreter } from '../local/runtime-supervisor.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES } from '../sidecar/request-budget.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
 import { parseCommandArgs, parseSecondsFlag } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
@@ -29,6 +30,10 @@ Options:
                     longest a request's head may take to arrive, then 408 (default 10)
   --request-body-timeout S
                     longest pause while a request's body arrives, then 408 (default 30)
+  --request-deadline S
+                    longest a request may take to arrive whole, then 408 (default 60)
+  --request-buffer-bytes N
+                    what all connections may hold of requests still arriving, then 503 (default 64 MiB)
   -h, --help        this help`;
 
 const READY_TIMEOUT_MS = 60_000;
@@ -40,7 +45,12 @@ export async function runDevCommand(args: string[]): Promise<number> {
   const timeouts = {
     headMs: parseSecondsFlag('request-head-timeout', values['request-head-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
     bodyMs: parseSecondsFlag('request-body-timeout', values['request-body-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
+    deadlineMs: parseSecondsFlag('request-deadline', values['request-deadline'], MAX_REQUEST_TIMEOUT_SECONDS),
   };
+  const requestBufferBytes = Number(values['request-buffer-bytes']);
+  if (!Number.isSafeInteger(requestBufferBytes) || requestBufferBytes < 1) {
+    throw new CliError(`--request-buffer-bytes must be a positive integer, got "${values['request-buffer-bytes']}"`, 2);
+  }
   const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
 
@@ -52,7 +62,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
     if (!Number.isSafeInteger(resultLimitBytes) || resultLimitBytes < 1) {
       throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
     }
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, requestBufferBytes });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -95,6 +105,8 @@ function parseDevArgs(args: string[]) {
       'result-limit-bytes': { type: 'string', default: String(DEFAULT_RESULT_LIMIT_BYTES) },
       'request-head-timeout': { type: 'string', default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
       'request-body-timeout': { type: 'string', default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
+      'request-deadline': { type: 'string', default: String(DEFAULT_REQUEST_DEADLINE_MS / 1000) },
+      'request-buffer-bytes': { type: 'string', default: String(DEFAULT_REQUEST_BUFFER_BYTES) },
     },
     DEV_USAGE,
   );

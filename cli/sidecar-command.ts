@@ -10,7 +10,8 @@ import { HOLDER_KEY_ENV, holderKeyFromText } from '../sidecar/auth/held-run.ts';
 import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES } from '../sidecar/request-budget.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
 import { DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
@@ -46,6 +47,9 @@ Options (environment variable in brackets):
   --result-limit-bytes N      the largest result a Python function may return (default 32 MiB) [RUNLET_RESULT_LIMIT_BYTES]
   --request-head-timeout S    longest a request's head may take to arrive, then 408 (default 10) [RUNLET_REQUEST_HEAD_TIMEOUT]
   --request-body-timeout S    longest pause while a request's body arrives, then 408 (default 30) [RUNLET_REQUEST_BODY_TIMEOUT]
+  --request-deadline S        longest a request may take to arrive whole, then 408 (default 60) [RUNLET_REQUEST_DEADLINE]
+  --request-buffer-bytes N    what all connections may hold of requests still arriving, then 503 (default 64 MiB)
+                              [RUNLET_REQUEST_BUFFER_BYTES]
   --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]
   --auth on|off               verify callers' bearer tokens (default on; off exposes the app to anyone who reaches the pod) [RUNLET_AUTH]
 ${RUN_AUTH_USAGE}`;
@@ -70,6 +74,8 @@ const OPTIONS = {
   'result-limit-bytes': { env: ['RUNLET_RESULT_LIMIT_BYTES'], default: String(DEFAULT_RESULT_LIMIT_BYTES) },
   'request-head-timeout': { env: ['RUNLET_REQUEST_HEAD_TIMEOUT'], default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
   'request-body-timeout': { env: ['RUNLET_REQUEST_BODY_TIMEOUT'], default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
+  'request-deadline': { env: ['RUNLET_REQUEST_DEADLINE'], default: String(DEFAULT_REQUEST_DEADLINE_MS / 1000) },
+  'request-buffer-bytes': { env: ['RUNLET_REQUEST_BUFFER_BYTES'], default: String(DEFAULT_REQUEST_BUFFER_BYTES) },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   auth: { env: ['RUNLET_AUTH'], default: 'on' },
   ...RUN_AUTH_OPTIONS,
@@ -134,7 +140,9 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       timeouts: {
         headMs: parseSecondsFlag('request-head-timeout', required('request-head-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
         bodyMs: parseSecondsFlag('request-body-timeout', required('request-body-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
+        deadlineMs: parseSecondsFlag('request-deadline', required('request-deadline'), MAX_REQUEST_TIMEOUT_SECONDS),
       },
+      requestBufferBytes: integer('request-buffer-bytes', 1, 2 ** 40),
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
       holderKey: holderKeyOf(process.env[HOLDER_KEY_ENV]),

@@ -38,6 +38,8 @@ export interface DevServerOptions {
   auth?: RunAuthConfig;
   /** How long a request may take to arrive (sidecar/request-timeouts.ts has the defaults). */
   timeouts?: Partial<RequestTimeouts>;
+  /** What all connections may hold of requests still arriving (sidecar/request-budget.ts has the default). */
+  requestBufferBytes?: number;
 }
 
 export interface DevApp {
@@ -91,6 +93,8 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     logger,
     bodyLimitBytes,
     bodyTimeoutMs: options.timeouts?.bodyMs,
+    requestDeadlineMs: options.timeouts?.deadlineMs,
+    requestBufferBytes: options.requestBufferBytes,
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });

@@ -34,6 +34,8 @@ export interface SidecarSettings {
   replicaName: string;
   bodyLimitBytes: number;
   timeouts: RequestTimeouts;
+  /** What all the run port's connections may hold of requests still arriving (`--request-buffer-bytes`). */
+  requestBufferBytes: number;
   webhookAllowCidrs: string[];
   /** Verifies callers' bearer tokens; undefined: callers are not authenticated. */
   auth: RunAuthenticator | undefined;
@@ -76,6 +78,8 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
     logger,
     bodyLimitBytes: settings.bodyLimitBytes,
     bodyTimeoutMs: settings.timeouts.bodyMs,
+    requestDeadlineMs: settings.timeouts.deadlineMs,
+    requestBufferBytes: settings.requestBufferBytes,
     webhooks: { allowCidrs: settings.webhookAllowCidrs },
     auth: settings.auth,
     holderKey: settings.holderKey,

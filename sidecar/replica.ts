@@ -7,6 +7,7 @@ import type { RunAuthenticator } from './auth/authenticator.ts';
 import type { AppRegistry, AppTarget } from './apps.ts';
 import { SidecarMetrics } from './metrics.ts';
 import type { RunStore } from './runs/store.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES, RequestBudget } from './request-budget.ts';
 import { RunRecorder } from './runs/recorder.ts';
 import { WebhookDeliverer, type DelivererOptions } from './webhook/deliver.ts';
 import { WebhookForwarder } from './webhook-forwarding.ts';
@@ -20,6 +21,10 @@ export interface ReplicaOptions {
   bodyLimitBytes?: number;
   /** The longest pause while a request's body arrives (sidecar/request-timeouts.ts has the default). */
   bodyTimeoutMs?: number;
+  /** The longest a request read into memory may take to arrive, head and body (the default is there too). */
+  requestDeadlineMs?: number;
+  /** What all connections may hold of requests still arriving (sidecar/request-budget.ts has the default). */
+  requestBufferBytes?: number;
   webhooks?: DelivererOptions;
   /** Where the sidecar's metrics register; shared with the run store's own. Default: a new registry. */
   registry?: Registry;
@@ -38,6 +43,9 @@ export class Replica {
   readonly logger: Logger;
   readonly bodyLimitBytes: number | undefined;
   readonly bodyTimeoutMs: number | undefined;
+  readonly requestDeadlineMs: number | undefined;
+  /** Shared by the run port's front and node:http's body reads: one budget per replica, as one run port. */
+  readonly requestBudget: RequestBudget;
   readonly auth: RunAuthenticator | null;
   readonly holderKey: Uint8Array | null;
   readonly recorder: RunRecorder;
@@ -55,6 +63,8 @@ export class Replica {
     this.logger = options.logger;
     this.bodyLimitBytes = options.bodyLimitBytes;
     this.bodyTimeoutMs = options.bodyTimeoutMs;
+    this.requestDeadlineMs = options.requestDeadlineMs;
+    this.requestBudget = new RequestBudget(options.requestBufferBytes ?? DEFAULT_REQUEST_BUFFER_BYTES);
     this.auth = options.auth ?? null;
     this.holderKey = options.holderKey ?? null;
     this.recorder = new RunRecorder(options.store, options.replicaName);

@@ -3,14 +3,21 @@
 import type { IncomingMessage } from 'node:http';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
-import { bodyStalled } from './request-timeouts.ts';
+import { requestBufferFull, type RequestBudget } from './request-budget.ts';
+import { bodyStalled, requestDeadlinePassed } from './request-timeouts.ts';
 
 const EMPTY_OBJECT = Buffer.from('{}');
 
-/** How a body is read: refused past `limitBytes`, and once no byte of it has come for `idleMs`. */
+/**
+ * How a body is read: refused past `limitBytes`, once no byte of it has come for `idleMs`, once it is not whole
+ * `deadlineMs` after its reading began, and when the bytes it holds would overspend the run port's `budget`.
+ */
 export interface BodyBounds {
   limitBytes: number;
   idleMs: number;
+  deadlineMs: number;
+  /** Shared with every connection of the run port (request-budget.ts); null: no shared bound. */
+  budget: RequestBudget | null;
 }
 
 export async function readJsonObjectBody(request: IncomingMessage, bounds: BodyBounds): Promise<Buffer> {
@@ -50,22 +57,30 @@ export function assertBodyWithinLimit(body: Buffer, limitBytes: number): void {
 }
 
 /**
- * The whole body, refused with 413 as soon as it is known to exceed the limit, and with 408 (the connection
- * then closed) once it stops arriving. Past the limit the rest is read and dropped, as node:http drops a body
- * nobody reads, so the caller, still sending, receives the 413 rather than a reset. Read with listeners rather
- * than `for await`: an async iterator per request measured ~2% of a sync run's CPU in the sidecar.
+ * The whole body, refused with 413 as soon as it is known to exceed the limit; with 408 (the connection then
+ * closed) once it stops arriving or misses its deadline; with 503 (closed too) when the run port's budget has
+ * no room for it. Past the limit the rest is read and dropped, as node:http drops a body nobody reads, so the
+ * caller, still sending, receives the 413 rather than a reset. Read with listeners rather than `for await`: an
+ * async iterator per request measured ~2% of a sync run's CPU in the sidecar.
  */
 export function readLimitedBody(request: IncomingMessage, bounds: BodyBounds): Promise<Buffer> {
-  const { limitBytes, idleMs } = bounds;
+  const { limitBytes, idleMs, deadlineMs, budget } = bounds;
   assertDeclaredLength(request, limitBytes);
   return new Promise((resolve, reject) => {
     let first: Buffer | null = null;
     let more: Buffer[] | null = null;
     let length = 0;
+    /** Of `length`, what the budget has given. */
+    let taken = 0;
     const stalled = setTimeout(() => {
       stop();
-      reject(bodyStalled(idleMs, length, { connection: 'close' }));
+      reject(bodyStalled(idleMs, length, CLOSE));
     }, idleMs);
+    // Unlike `stalled`, never refreshed: a body trickled just fast enough to keep `stalled` away still ends.
+    const late = setTimeout(() => {
+      stop();
+      reject(requestDeadlinePassed(deadlineMs, length, CLOSE));
+    }, deadlineMs);
     const onData = (chunk: Buffer): void => {
       stalled.refresh();
       length += chunk.length;
@@ -73,7 +88,15 @@ export function readLimitedBody(request: IncomingMessage, bounds: BodyBounds): P
         stop();
         request.resume();
         reject(tooLarge(length, limitBytes));
-      } else if (first === null) {
+        return;
+      }
+      if (budget !== null && !budget.take(chunk.length)) {
+        stop();
+        reject(requestBufferFull(budget.limitBytes, length, true));
+        return;
+      }
+      taken += chunk.length;
+      if (first === null) {
         first = chunk;
       } else {
         (more ??= [first]).push(chunk);
@@ -91,6 +114,10 @@ export function readLimitedBody(request: IncomingMessage, bounds: BodyBounds): P
     const onClose = (): void => onError(new Error(`the caller closed the connection after ${length} bytes of the body`));
     function stop(): void {
       clearTimeout(stalled);
+      clearTimeout(late);
+      // The body is the run's from here (or dropped): the budget bounds bodies still arriving.
+      budget?.give(taken);
+      taken = 0;
       request.off('data', onData);
       request.off('end', onEnd);
       request.off('error', onError);
@@ -103,6 +130,7 @@ export function readLimitedBody(request: IncomingMessage, bounds: BodyBounds): P
   });
 }
 
+const CLOSE = { connection: 'close' };
 const EMPTY_BODY = Buffer.alloc(0);
 
 function tooLarge(bytes: number, limitBytes: number): ProblemError {

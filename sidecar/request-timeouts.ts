@@ -1,6 +1,6 @@
 // How long the run port (the sidecar's, and `runlet dev`'s) waits for a caller's request to arrive: its head
-// whole, and its body byte after byte. Without these bounds a caller that trickles a request holds a
-// connection, and a Python call's body buffer, for ever.
+// whole, its body byte after byte, and the whole of it. Without these bounds a caller that trickles a request
+// holds a connection, and a Python call's body buffer, for ever: the pause bound alone is reset by every byte.
 import type { ServerOptions } from 'node:http';
 import { Problems } from '../crds/problems.ts';
 import { ProblemError } from '../crds/problem.ts';
@@ -16,6 +16,13 @@ export const DEFAULT_REQUEST_HEAD_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_REQUEST_BODY_TIMEOUT_MS = 30_000;
 
+/**
+ * The longest a request read into memory may take to arrive, head and body: a body trickled a byte every
+ * 2.5 s is cut after a minute (its pauses never reach the body timeout), while a 16 MiB body, the largest
+ * limit, needs only 280 KB/s to make it. Behind an ingress that buffers bodies it arrives at once.
+ */
+export const DEFAULT_REQUEST_DEADLINE_MS = 60_000;
+
 /** An hour: a longer wait for a request to arrive is no bound at all. */
 export const MAX_REQUEST_TIMEOUT_SECONDS = 3600;
 
@@ -24,6 +31,12 @@ export interface RequestTimeouts {
   headMs: number;
   /** The longest pause while a body arrives. */
   bodyMs: number;
+  /**
+   * From a request's first byte until it is whole, for the requests read into memory: all at the front, and
+   * on node:http a Python call's body or a custom app's async one (counted from its head's end there). A
+   * custom app's sync call streams its body to the app instead, bounded by the run's time limit.
+   */
+  deadlineMs: number;
 }
 
 /** node:http's own answer to a head that did not arrive in time (its `headersTimeout`), byte for byte. */
@@ -33,8 +46,8 @@ export const HEAD_TIMEOUT_ANSWER = 'HTTP/1.1 408 Request Timeout\r\nConnection: 
  * The options of a node:http server that bound a head's arrival. node:http checks its connections for the
  * bound on an interval (30 s by default, which let a slow head live twice its bound): a tenth of the bound
  * keeps the check within 10% of it, and at most once a second. `requestTimeout` (the whole request) stays
- * off: a custom app's upload or a long stream is bounded by the run's own time limit, and a stalled body by
- * the body timeout.
+ * off: a custom app's upload or a long stream is bounded by the run's own time limit, and a body read into
+ * memory by the body timeout and the deadline where it is read (request-body.ts).
  */
 export function headTimeoutServerOptions(headMs: number): ServerOptions {
   return {
@@ -42,6 +55,17 @@ export function headTimeoutServerOptions(headMs: number): ServerOptions {
     requestTimeout: 0,
     connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(headMs / 10))),
   };
+}
+
+/**
+ * The `408` answered when a request has not arrived whole by its deadline; closed after it, as `bodyStalled`.
+ */
+export function requestDeadlinePassed(deadlineMs: number, receivedBytes: number, headers?: Record<string, string>): ProblemError {
+  return new ProblemError(
+    Problems.requestTimeout,
+    `The request did not arrive whole within ${deadlineMs / 1000} s (${receivedBytes} bytes of its body came); it was not run`,
+    { headers },
+  );
 }
 
 /**

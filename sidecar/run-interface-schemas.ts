@@ -187,10 +187,10 @@ const platformErrors = {
   401: problemAnswer('Missing or invalid bearer token (with WWW-Authenticate).'),
   403: problemAnswer('The token is for another project.'),
   404: problemAnswer('Unknown project, app or function, or a private function (name starting with "_").'),
-  408: problemAnswer('The body stopped arriving: no byte of it for the request body timeout (30 s by default). The connection is closed.'),
+  408: problemAnswer('The request did not arrive in time: no byte of its body for the request body timeout (30 s by default), or not whole by the request deadline (60 s by default). The connection is closed.'),
   413: problemAnswer('The body is over the limit (16 MiB by default).'),
   502: problemAnswer("The app's runtime exited or failed mid-call."),
-  503: problemAnswer('The app is not ready, at capacity, or the replica is draining; the run store is unavailable. With Retry-After.'),
+  503: problemAnswer('The app is not ready, at capacity, or the replica is draining; the run store is unavailable; the replica holds too many requests still arriving. With Retry-After.'),
   504: problemAnswer('The run exceeded response_grace_period.'),
 };
 

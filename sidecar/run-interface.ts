@@ -9,7 +9,7 @@
 // the front lends its connection. Everything else arrives as node:http's request and response: on the run
 // port whatever the front passes on (custom apps, anything unusual), which in `runlet dev` goes through
 // fastify routes (run-interface-routes.ts), as does everything for the OpenAPI document.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
@@ -22,7 +22,8 @@ import { runStream } from './modes/stream.ts';
 import { runSync, settle } from './modes/sync.ts';
 import type { Replica } from './replica.ts';
 import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody, type BodyBounds } from './request-body.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from './request-timeouts.ts';
+import type { RequestBudget } from './request-budget.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from './request-timeouts.ts';
 import { RunLifecycle, type Call } from './run-lifecycle.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import { parseRunPath, parseRunPathOrNull, pathOf, type RunPath } from './run-path.ts';
@@ -37,6 +38,16 @@ import { parseWebhookRequest } from './webhook-forwarding.ts';
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 const EMPTY_BODY = Buffer.alloc(0);
 
+/** `screenHead`'s answer for a request node:http is to read (a custom app's call, a path that is not a run's). */
+export const PASS_ON = 'pass-on';
+
+/**
+ * What to do with a request whose head the front has whole and whose body it has not: read the body (null),
+ * leave the connection to node:http (`PASS_ON`), refuse the request now (the problem), or — while a new token
+ * is verified — wait, reading nothing, for one of the first or third.
+ */
+export type HeadScreening = null | typeof PASS_ON | ProblemError | Promise<ProblemError | typeof PASS_ON | null>;
+
 export interface RunInterface {
   /**
    * Answers a request for a path of the run interface: a run, or a problem (404 for a path that is not a
@@ -49,13 +60,27 @@ export interface RunInterface {
    * returns false having done nothing, and the front passes the connection on to node:http.
    */
   handleWhole(request: WholeRequest, answer: StreamableAnswerSink): boolean;
+  /**
+   * The refusals of a run's call that its head alone decides — route, drain, auth, app — as `handle` would
+   * make them, for a request whose body is still arriving: a caller refused is answered before it has sent
+   * (and the front has held) its body. A held call the holder vouches for is never refused here: refused, it
+   * may have to become its run's failure, which takes the whole pipeline (modes/held-refusal.ts).
+   */
+  screenHead(url: string, headers: IncomingHttpHeaders): HeadScreening;
+  /** How a request body read into memory is bounded, on node:http and at the front alike. */
+  readonly bodyBounds: BodyBounds & { budget: RequestBudget };
 }
 
 export function createRunInterface(replica: Replica): RunInterface {
   const { apps, recorder, metrics, logger, auth } = replica;
   const lifecycle = new RunLifecycle(replica);
   const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
-  const bodyBounds: BodyBounds = { limitBytes: bodyLimitBytes, idleMs: replica.bodyTimeoutMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS };
+  const bodyBounds: BodyBounds & { budget: RequestBudget } = {
+    limitBytes: bodyLimitBytes,
+    idleMs: replica.bodyTimeoutMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+    deadlineMs: replica.requestDeadlineMs ?? DEFAULT_REQUEST_DEADLINE_MS,
+    budget: replica.requestBudget,
+  };
 
   function handle(request: IncomingMessage, response: ServerResponse): void {
     serve(nodeHttpExchange(request, response));
@@ -66,6 +91,25 @@ export function createRunInterface(replica: Replica): RunInterface {
     if (route === null || apps.find(route.projectId, route.appName)?.runtime === 'custom') return false;
     serve(wholeExchange(request, answer), route);
     return true;
+  }
+
+  function screenHead(url: string, headers: IncomingHttpHeaders): HeadScreening {
+    const route = parseRunPathOrNull(pathOf(url));
+    if (route === null) return PASS_ON;
+    if (replica.holderKey !== null && headers[HELD_RUN_HEADER] !== undefined && verifyHeldRun(replica.holderKey, headers[HELD_RUN_HEADER], { method: 'POST', url }) !== null) {
+      return apps.find(route.projectId, route.appName)?.runtime === 'custom' ? PASS_ON : null;
+    }
+    if (replica.draining) return drainingProblem();
+    const pending = auth?.authenticate(headers.authorization, route.projectId);
+    if (pending) return pending.then(() => screenApp(route), (error: unknown) => toProblem(error));
+    return screenApp(route);
+  }
+
+  /** `screenHead`'s last step, once the caller is known to be let in: the app must exist. */
+  function screenApp(route: RunPath): ProblemError | typeof PASS_ON | null {
+    const target = apps.find(route.projectId, route.appName);
+    if (!target) return appNotFound(route);
+    return target.runtime === 'custom' ? PASS_ON : null;
   }
 
   /** `route`: the exchange's path, when the caller has parsed it already. */
@@ -98,10 +142,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     const path = pathOf(url);
     const route = parsedRoute ?? parseRunPath(path);
     if (route === null) throw new ProblemError(Problems.routeNotFound, `${method} ${path} is not a route of the run interface`);
-    if (replica.draining) {
-      metrics.refused.labels('draining').inc();
-      throw new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
-    }
+    if (replica.draining) throw drainingProblem();
     const { projectId, appName, rest } = route;
     if (auth) {
       // Before the app lookup: a caller without a valid token learns nothing about which apps exist.
@@ -109,7 +150,7 @@ export function createRunInterface(replica: Replica): RunInterface {
       if (pending) await pending;
     }
     const target = apps.find(projectId, appName);
-    if (!target) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
+    if (!target) throw appNotFound(route);
     const options = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
     const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, webhookSecretOf(exchange));
     const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook, coldStartMs };
@@ -185,13 +226,22 @@ export function createRunInterface(replica: Replica): RunInterface {
     await lifecycle.complete(run, call, proxyCustom(run, target, recorder, request, response, { forwardPath, captureBytes, dropAuthorization: auth !== null }));
   }
 
+  function drainingProblem(): ProblemError {
+    metrics.refused.labels('draining').inc();
+    return new ProblemError(Problems.draining, 'This replica is shutting down; retry on another', { headers: { 'retry-after': '1' } });
+  }
+
   function toProblem(error: unknown): ProblemError {
     if (error instanceof ProblemError) return error;
     logger.error({ err: error }, 'run interface error');
     return new ProblemError(Problems.internalError, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
   }
 
-  return { handle, handleWhole };
+  return { handle, handleWhole, screenHead, bodyBounds };
+}
+
+function appNotFound(route: RunPath): ProblemError {
+  return new ProblemError(Problems.appNotFound, `No app named "${route.appName}" in project "${route.projectId}"`);
 }
 
 function withQuery(query: string): string {

@@ -19,8 +19,11 @@ import { newRunId } from './runs/recorder.ts';
 export interface RunServerOptions {
   /** The run interface's body limit (`--body-limit-bytes`), for an `Expect: 100-continue` refused at once. */
   bodyLimitBytes?: number;
-  timeouts?: Partial<RequestTimeouts>;
+  /** The request deadline is the run interface's (its `bodyBounds`), as is the budget. */
+  timeouts?: Partial<FrontTimeouts>;
 }
+
+type FrontTimeouts = Pick<RequestTimeouts, 'headMs' | 'bodyMs'>;
 
 const DOCUMENT_PATH = '/v4/openapi.json';
 /**
@@ -40,7 +43,7 @@ class RunServer extends Server {
     runInterface: RunInterface,
     handleRequest: (request: IncomingMessage, response: ServerResponse) => void,
     bodyLimitBytes: number,
-    timeouts: RequestTimeouts,
+    timeouts: FrontTimeouts,
   ) {
     // The body's pauses are bounded where it is read (request-body.ts), the head's here.
     super(headTimeoutServerOptions(timeouts.headMs), handleRequest);
@@ -56,6 +59,9 @@ class RunServer extends Server {
       maxBodyBytes: FRONT_MAX_BODY_BYTES,
       headTimeoutMs: timeouts.headMs,
       bodyTimeoutMs: timeouts.bodyMs,
+      // The run interface's own bounds: one budget and one deadline for the front and node:http alike.
+      deadlineMs: runInterface.bodyBounds.deadlineMs,
+      budget: runInterface.bodyBounds.budget,
     };
     const gone = (connection: FrontConnection) => this.#frontConnections.delete(connection);
     this.on('connection', (socket: Socket) => {
@@ -113,7 +119,7 @@ export function createRunServer(runInterface: RunInterface, logger: Logger, opti
   return createFrontedServer(runInterface, handleRequest, options);
 }
 
-function requestTimeouts(options: RunServerOptions): RequestTimeouts {
+function requestTimeouts(options: RunServerOptions): FrontTimeouts {
   return {
     headMs: options.timeouts?.headMs ?? DEFAULT_REQUEST_HEAD_TIMEOUT_MS,
     bodyMs: options.timeouts?.bodyMs ?? DEFAULT_REQUEST_BODY_TIMEOUT_MS,

@@ -19,7 +19,7 @@ import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
 import { sendProblem } from '../../sidecar/exchange.ts';
 import { acceptsEventStream } from '../../sidecar/http-negotiation.ts';
 import { readLimitedBody } from '../../sidecar/request-body.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS } from '../../sidecar/request-timeouts.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from '../../sidecar/request-timeouts.ts';
 import { NO_OPTIONS, parseRunOptions } from '../../sidecar/run-options.ts';
 import { parseRunPath, pathOf } from '../../sidecar/run-path.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
@@ -172,7 +172,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
 
     if (runOptions.async) {
-      const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS });
+      const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = request.headers[name];

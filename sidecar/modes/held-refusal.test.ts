@@ -8,6 +8,7 @@ import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { makeCustomApp } from '../../test/support/custom-app.ts';
 import { FIXTURE_APPS, startTestDevServer, type TestDevServer } from '../../test/support/dev-server.ts';
 import { testLogger } from '../../test/support/logger.ts';
+import { RawConnection } from '../../test/support/raw-http.ts';
 import { startRunServer, type TestRunServer } from '../../test/support/run-server.ts';
 import { verifyWebhookSignature } from '../../test/support/signature.ts';
 import { waitFor } from '../../test/support/wait.ts';
@@ -137,6 +138,29 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     expect(verifyWebhookSignature(SECRET, delivery.headers, delivery.body)).toBe(true);
     expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'failure', status_code: statusCode, error: record!.error });
     await waitFor(async () => (await listed(app, runId))?.webhook?.state === 'delivered', { what: 'the delivery on the record' });
+  });
+
+  it("a held call whose body comes after its head is not refused on its head, as other calls are: the front reads its body, and its refusal becomes its failure", async () => {
+    const runId = newRunId();
+    const url = `/v4/dev/e2e/echo?${webhookQuery()}`;
+    const expired = await signLocalToken({ projectId: 'dev', key: PROJECT_KEYS.dev, expiresIn: -60 });
+    const held = heldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url });
+    const connection = await RawConnection.open(sidecar.url);
+    try {
+      connection.write(
+        `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: Bearer ${expired}\r\n` +
+          `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
+      );
+      // The front holds the head and the body's first byte: it was screened and let through.
+      await waitFor(() => replica.requestBudget.usedBytes > 0, { what: 'the front to hold the call' });
+      connection.write('}');
+      const answer = await connection.next();
+      expect(answer.status, answer.body).toBe(202);
+      expect(JSON.parse(answer.body)).toEqual({ run_id: runId });
+    } finally {
+      connection.close();
+    }
+    expect(await listed('e2e', runId)).toMatchObject({ id: runId, status: 'failure', statusCode: 401, coldStartMs: COLD_START_MS });
   });
 
   it('a webhookEndpoint that is itself refused (400): recorded failure, with no webhook to deliver to', async () => {

@@ -2,14 +2,17 @@
 // passed on carries every byte it has not answered. The run interface here answers at once with what it got;
 // test/e2e/run-front.test.ts has the real pipeline behind it.
 import { once } from 'node:events';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { createServer, Socket, type AddressInfo, type Server } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { jsonPost, RawConnection } from '../../test/support/raw-http.ts';
 import { UnreadingCaller } from '../../test/support/unreading-caller.ts';
 import { waitFor } from '../../test/support/wait.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import type { AnswerSink } from '../answer-sink.ts';
 import type { WholeRequest } from '../exchange.ts';
-import type { RunInterface } from '../run-interface.ts';
+import { RequestBudget } from '../request-budget.ts';
+import type { HeadScreening, RunInterface } from '../run-interface.ts';
 import { FrontConnection, type FrontSettings } from './front-connection.ts';
 
 interface Harness {
@@ -24,6 +27,9 @@ interface Harness {
   timedOut: Promise<void>;
   /** Answers to requests whose path says `gated` wait for this. */
   openGate(): void;
+  /** The paths of the heads the run interface was asked about before their bodies. */
+  screened: string[];
+  budget: RequestBudget;
 }
 
 /** A socket passed on, read at once (as node:http's connection handling does) into `received`. */
@@ -59,12 +65,22 @@ afterEach(async () => {
 
 /**
  * Answers every whole request with its body on a later turn of the event loop (once `gate` resolves, if its
- * path says `gated`), unless its path says `pass`.
+ * path says `gated`), unless its path says `pass`. A head whose path says `refused` is refused 401 on sight,
+ * one that says `verifying` once `gate` resolves (as a new token is refused once verified); `screened` counts
+ * the heads it was asked about.
  */
-const echoing = (handled: WholeRequest[], gate: Promise<void>): RunInterface => ({
+const echoing = (handled: WholeRequest[], gate: Promise<void>, screened: string[] = []): RunInterface => ({
   handle() {
     throw new Error('the front never calls handle');
   },
+  screenHead(url: string): HeadScreening {
+    screened.push(url);
+    const refusal = new ProblemError(Problems.unauthorized, 'no token', { headers: { 'www-authenticate': 'Bearer' } });
+    if (url.includes('refused')) return refusal;
+    if (url.includes('verifying')) return gate.then(() => refusal);
+    return null;
+  },
+  bodyBounds: { limitBytes: 1024, idleMs: 60_000, deadlineMs: 60_000, budget: new RequestBudget(1024 * 1024) },
   handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
     if (request.url.includes('pass')) return false;
     handled.push(request);
@@ -88,13 +104,16 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   const gate = new Promise<void>((resolve) => (openGate = resolve));
   let resolveTimedOut!: () => void;
   const timedOut = new Promise<void>((resolve) => (resolveTimedOut = resolve));
+  const screened: string[] = [];
   const settings: FrontSettings = {
-    runInterface: echoing(handled, gate),
+    runInterface: echoing(handled, gate, screened),
     passOn,
     keepAliveTimeoutMs: 60_000,
     maxBodyBytes: 1024,
     headTimeoutMs: 60_000,
     bodyTimeoutMs: 60_000,
+    deadlineMs: 60_000,
+    budget: new RequestBudget(1024 * 1024),
     ...overrides,
   };
   const sockets: Socket[] = [];
@@ -106,7 +125,7 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   servers.push(server);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sockets, handled, passedOn, timedOut, openGate };
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sockets, handled, passedOn, timedOut, openGate, screened, budget: settings.budget };
 }
 
 async function open(origin: string): Promise<RawConnection> {
@@ -250,3 +269,165 @@ describe('FrontConnection', () => {
   });
 });
 
+
+/** A head for `path` declaring a body of `length` bytes. */
+function postHead(path: string, length: number): string {
+  return `POST ${path} HTTP/1.1\r\nHost: t\r\nContent-Length: ${length}\r\n\r\n`;
+}
+
+describe('FrontConnection, what a caller costs before it is let in', () => {
+  it('refuses a caller its head refuses before the body comes, and holds none of it: the answer arrives while the body is unsent', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    connection.write(postHead('/v4/p/a/refused', 1000) + '{"a":');
+    const answer = await connection.next();
+    expect(answer.status).toBe(401);
+    expect(answer.headers).toMatchObject({ 'www-authenticate': 'Bearer', connection: 'close' });
+    expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://runlet.dev/problems#unauthorized' });
+    // What the caller sends after its answer is dropped, not held.
+    connection.write('x'.repeat(995));
+    await connection.closedByServer();
+    expect(harness.handled).toHaveLength(0);
+    await waitFor(() => harness.budget.usedBytes === 0, { what: 'the refused request to leave the budget' });
+  });
+
+  it('reads nothing more while a new token is verified, and refuses the caller once it is refused', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    connection.write(postHead('/v4/p/a/verifying', 1000) + '{"a":');
+    await waitFor(() => harness.screened.length === 1, { what: 'the head to be screened' });
+    expect(harness.sockets[0]!.isPaused()).toBe(true);
+    harness.openGate();
+    expect((await connection.next()).status).toBe(401);
+    await connection.closedByServer();
+    expect(harness.handled).toHaveLength(0);
+  });
+
+  it('asks nothing of the run interface for a request that came whole: the common call pays nothing more', async () => {
+    const harness = await start();
+    const connection = await open(harness.origin);
+    connection.write(jsonPost('/v4/p/a/refused-if-screened', { a: 1 }));
+    expect((await connection.next()).status).toBe(200);
+    expect(harness.screened).toEqual([]);
+    await waitFor(() => harness.budget.usedBytes === 0, { what: 'the request to leave the budget' });
+  });
+
+  it('refuses (503 request-buffer-full, Retry-After, closed) a request the shared budget has no room for, and lets the others finish', async () => {
+    const harness = await start({ budget: new RequestBudget(1100) });
+    const first = await open(harness.origin);
+    first.write(postHead('/v4/p/a/f', 1000) + 'a'.repeat(600));
+    await waitFor(() => harness.budget.usedBytes >= 600, { what: 'the first request to be held' });
+    const second = await open(harness.origin);
+    second.write(postHead('/v4/p/a/f', 1000) + 'b'.repeat(600));
+    const refused = await second.next();
+    expect(refused.status).toBe(503);
+    expect(refused.headers).toMatchObject({ 'retry-after': '1', connection: 'close', 'content-type': 'application/problem+json' });
+    expect(JSON.parse(refused.body)).toMatchObject({ type: 'https://runlet.dev/problems#request-buffer-full', status: 503 });
+    await second.closedByServer();
+    first.write('a'.repeat(400));
+    expect(await first.next()).toMatchObject({ status: 200, body: 'a'.repeat(1000) });
+    expect(harness.handled).toHaveLength(1);
+    await waitFor(() => harness.budget.usedBytes === 0, { what: 'every request to leave the budget' });
+  });
+
+  it('answers 408 request-timeout to a body that keeps coming too slowly to finish by the deadline, then closes', async () => {
+    const harness = await start({ deadlineMs: 300 });
+    const connection = await open(harness.origin);
+    connection.write(postHead('/v4/p/a/f', 100));
+    // A byte every 20 ms: the body timeout (60 s here) never comes near; only the deadline ends it.
+    const trickle = setInterval(() => connection.write('a'), 20);
+    try {
+      const answer = await connection.next();
+      expect(answer.status).toBe(408);
+      expect(answer.headers.connection).toBe('close');
+      expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://runlet.dev/problems#request-timeout', status: 408 });
+      expect(JSON.parse(answer.body).detail).toContain('did not arrive whole within 0.3 s');
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(harness.handled).toHaveLength(0);
+  });
+
+  it('refuses a head still trickling at the deadline as node:http refuses a late head: 408, then closed', async () => {
+    const harness = await start({ deadlineMs: 300 });
+    const connection = await open(harness.origin);
+    connection.write('POST /v4/p/a/f HTTP/1.1\r\nX-Long: ');
+    const trickle = setInterval(() => connection.write('a'), 20);
+    try {
+      await connection.closedByServer();
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(connection.received()).toBe('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');
+  });
+});
+
+/** A front on a socket with no peer: its bytes are given to it as chunks chosen here, its answers dropped. */
+function frontOnLoneSocket(maxBodyBytes: number): { receive(chunk: Buffer): void; close(): void; handled: WholeRequest[]; budget: RequestBudget } {
+  const socket = new Socket();
+  socket.write = (() => true) as Socket['write'];
+  const handled: WholeRequest[] = [];
+  const budget = new RequestBudget(1 << 30);
+  const runInterface: RunInterface = {
+    handle() {
+      throw new Error('the front never calls handle');
+    },
+    screenHead: () => null,
+    bodyBounds: { limitBytes: maxBodyBytes, idleMs: 60_000, deadlineMs: 60_000, budget },
+    handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
+      handled.push({ ...request, body: Buffer.from(request.body) });
+      answer.end('');
+      return true;
+    },
+  };
+  const settings: FrontSettings = { runInterface, passOn: () => undefined, keepAliveTimeoutMs: 60_000, maxBodyBytes, headTimeoutMs: 60_000, bodyTimeoutMs: 60_000, deadlineMs: 60_000, budget };
+  const front = new FrontConnection(socket, settings, () => undefined);
+  return { receive: (chunk) => socket.emit('data', chunk), close: () => front.destroy(), handled, budget };
+}
+
+describe('FrontConnection, the work a request costs', () => {
+  it('copies a body sent in 8-byte pieces a bounded number of times, not once per piece', () => {
+    const body = JSON.stringify({ text: 'x'.repeat(64 * 1024) });
+    const request = Buffer.from(postHead('/v4/p/a/f', body.length) + body);
+    const pieces: Buffer[] = [];
+    for (let at = 0; at < request.length; at += 8) pieces.push(Buffer.from(request.subarray(at, at + 8)));
+    const front = frontOnLoneSocket(128 * 1024);
+    const allocations = [vi.spyOn(Buffer, 'allocUnsafe'), vi.spyOn(Buffer, 'allocUnsafeSlow'), vi.spyOn(Buffer, 'alloc')];
+    const concat = vi.spyOn(Buffer, 'concat');
+    let allocated: number;
+    try {
+      for (const piece of pieces) front.receive(piece);
+      // Counted before the spies are restored, which forgets their calls.
+      allocated =
+        allocations.reduce((sum, spy) => sum + spy.mock.calls.reduce((bytes, [size]) => bytes + Number(size), 0), 0) +
+        concat.mock.results.reduce((bytes, result) => bytes + (result.value as Buffer).length, 0);
+    } finally {
+      for (const spy of [...allocations, concat]) spy.mockRestore();
+      front.close();
+    }
+    expect(front.handled.map((handled) => handled.body.toString())).toEqual([body]);
+    expect(allocated).toBeGreaterThan(0);
+    // Doubling allocates under twice the request; a copy per piece, thousands of times it.
+    expect(allocated).toBeLessThan(3 * request.length);
+  });
+
+  it('reads the same requests however their bytes are split: at every position, and one byte at a time', () => {
+    const bytes = Buffer.from(postHead('/v4/p/a/one', 12) + '{"first":1} ' + postHead('/v4/p/a/two?x=1', 13) + '{"second":2} ');
+    const read = (chunks: Buffer[]): Array<[string, string]> => {
+      const front = frontOnLoneSocket(1024);
+      for (const chunk of chunks) front.receive(chunk);
+      expect(front.budget.usedBytes).toBe(0);
+      front.close();
+      return front.handled.map((request) => [request.url, request.body.toString()]);
+    };
+    const reference = read([bytes]);
+    expect(reference).toEqual([
+      ['/v4/p/a/one', '{"first":1} '],
+      ['/v4/p/a/two?x=1', '{"second":2} '],
+    ]);
+    for (let at = 1; at < bytes.length; at++) {
+      expect(read([Buffer.from(bytes.subarray(0, at)), Buffer.from(bytes.subarray(at))]), `split at ${at}`).toEqual(reference);
+    }
+    expect(read([...bytes].map((byte) => Buffer.from([byte])))).toEqual(reference);
+  });
+});

@@ -1,16 +1,21 @@
 // What the run port does with a caller that sends too much, too slowly, or not as HTTP/1.1 allows, through
 // both front doors (`runlet dev`, and the sidecar's run server with its front), to a real Python runtime: a
-// body over the limit gets its 413 however it is framed, a request that stops arriving gets a 408, a repeated
-// X-Webhook-Secret a 400.
+// body over the limit gets its 413 however it is framed, a request that stops arriving or arrives too slowly
+// gets a 408, one the shared request buffer has no room for a 503, a repeated X-Webhook-Secret a 400.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FIXTURE_APPS, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { RawConnection } from '../support/raw-http.ts';
 import { FRONT_DOORS, openFrontDoor, type OpenFrontDoor } from '../support/run-server.ts';
+import { waitFor } from '../support/wait.ts';
 
 const BODY_LIMIT_BYTES = 64 * 1024;
 /** Short, so a test waits for them: the sidecar's run server and `runlet dev` both get them. */
 const HEAD_TIMEOUT_MS = 300;
 const BODY_TIMEOUT_MS = 300;
+/** Long enough for every other request here, short enough to wait for. */
+const DEADLINE_MS = 1000;
+/** Room for one body at the limit, not two. */
+const REQUEST_BUFFER_BYTES = 96 * 1024;
 
 let dev: TestDevServer;
 const connections: RawConnection[] = [];
@@ -19,7 +24,8 @@ beforeAll(async () => {
   dev = await startTestDevServer({
     appDirs: [`${FIXTURE_APPS}/e2e`],
     bodyLimitBytes: BODY_LIMIT_BYTES,
-    timeouts: { headMs: HEAD_TIMEOUT_MS, bodyMs: BODY_TIMEOUT_MS },
+    timeouts: { headMs: HEAD_TIMEOUT_MS, bodyMs: BODY_TIMEOUT_MS, deadlineMs: DEADLINE_MS },
+    requestBufferBytes: REQUEST_BUFFER_BYTES,
   });
 });
 afterAll(async () => dev?.dispose());
@@ -101,6 +107,24 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       await connection.closedByServer();
     });
 
+    it.each([
+      ['read by the front', 'Content-Length: 200\r\n\r\n', (byte: string) => byte],
+      ['read by node:http (chunked)', 'Transfer-Encoding: chunked\r\n\r\n', (byte: string) => chunk(byte)],
+    ])('gets 408 request-timeout once its body, however steady, is not whole by the deadline (%s), then is closed', async (_path, rest, frame) => {
+      const connection = await open();
+      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n${rest}`);
+      // A byte every 50 ms: far within the body timeout each time, 200 bytes take 10 s.
+      const trickle = setInterval(() => connection.write(frame(' ')), 50);
+      try {
+        const answer = await connection.next();
+        expectProblem(answer, 408, 'request-timeout');
+        expect(JSON.parse(answer.body).detail).toContain(`did not arrive whole within ${DEADLINE_MS / 1000} s`);
+        await connection.closedByServer();
+      } finally {
+        clearInterval(trickle);
+      }
+    });
+
     // node:http's own answers (fastify's in `runlet dev`, which words the body its way): the status line is the contract.
     it('gets 408 once its head takes longer than the head timeout, then is closed', async () => {
       const connection = await open();
@@ -117,6 +141,29 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       await connection.closedByServer();
       expect(connection.received()).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
     });
+  });
+
+  const byFront = (bytes: number) => ({ head: `Content-Length: ${bytes + 1}\r\n\r\n`, body: ' '.repeat(bytes) });
+  const byNode = (bytes: number) => ({ head: 'Transfer-Encoding: chunked\r\n\r\n', body: chunk(' '.repeat(bytes)) });
+  it.each([
+    ['the front', 'node:http', byFront, byNode],
+    ['node:http', 'the front', byNode, byFront],
+  ])('refuses (503 request-buffer-full) a body the request buffer has no room for, while %s holds one (refused by %s)', async (_holder, _refuser, holding, refused) => {
+    const budget = dev.replica.requestBudget;
+    const holder = await open();
+    const held = holding(60 * 1024);
+    holder.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${held.head}${held.body}`);
+    await waitFor(() => budget.usedBytes >= 60 * 1024, { what: 'the first body to be held' });
+    const second = await open();
+    const more = refused(40 * 1024);
+    second.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${more.head}${more.body}`);
+    const answer = await second.next();
+    expectProblem(answer, 503, 'request-buffer-full');
+    expect(answer.headers['retry-after']).toBe('1');
+    await second.closedByServer();
+    holder.close();
+    // Let go of at once: the next test starts with all of the budget.
+    await waitFor(() => budget.usedBytes === 0, { what: 'the held body to leave the budget' });
   });
 
   it('refuses a repeated X-Webhook-Secret with 400 invalid-header, and runs nothing', async () => {
