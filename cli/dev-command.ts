@@ -5,6 +5,7 @@ import { startDevServer } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
+import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
@@ -29,6 +30,9 @@ Options:
                     longest a request's head may take to arrive, then 408 (default 10)
   --request-body-timeout S
                     longest pause while a request's body arrives, then 408 (default 30)
+  --client-stall-timeout S
+                    longest a caller may read nothing of a stream (or of a custom app's or a large
+                    result's answer) before the run is cut, cancelled client_stalled (default 60)
   -h, --help        this help`;
 
 const READY_TIMEOUT_MS = 60_000;
@@ -41,6 +45,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
     headMs: parseSecondsFlag('request-head-timeout', values['request-head-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
     bodyMs: parseSecondsFlag('request-body-timeout', values['request-body-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
   };
+  const clientStallTimeoutMs = parseSecondsFlag('client-stall-timeout', values['client-stall-timeout'], MAX_REQUEST_TIMEOUT_SECONDS);
   const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
 
@@ -52,7 +57,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
     if (!Number.isSafeInteger(resultLimitBytes) || resultLimitBytes < 1) {
       throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
     }
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, clientStallTimeoutMs });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -95,6 +100,7 @@ function parseDevArgs(args: string[]) {
       'result-limit-bytes': { type: 'string', default: String(DEFAULT_RESULT_LIMIT_BYTES) },
       'request-head-timeout': { type: 'string', default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
       'request-body-timeout': { type: 'string', default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
+      'client-stall-timeout': { type: 'string', default: String(DEFAULT_CLIENT_STALL_TIMEOUT_MS / 1000) },
     },
     DEV_USAGE,
   );

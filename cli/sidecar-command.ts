@@ -8,6 +8,7 @@ import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
 import { HOLDER_KEY_ENV, holderKeyFromText } from '../sidecar/auth/held-run.ts';
 import { createLogger } from '../sidecar/logger.ts';
+import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
 import { DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
@@ -43,6 +44,9 @@ Options (environment variable in brackets):
   --result-limit-bytes N      the largest result a Python function may return (default 32 MiB) [RUNLET_RESULT_LIMIT_BYTES]
   --request-head-timeout S    longest a request's head may take to arrive, then 408 (default 10) [RUNLET_REQUEST_HEAD_TIMEOUT]
   --request-body-timeout S    longest pause while a request's body arrives, then 408 (default 30) [RUNLET_REQUEST_BODY_TIMEOUT]
+  --client-stall-timeout S    longest a caller may read nothing of a stream (or of a custom app's or a large
+                              result's answer) before the run is cut, cancelled client_stalled, and its slot
+                              freed (default 60) [RUNLET_CLIENT_STALL_TIMEOUT]
   --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]
   --auth on|off               verify callers' bearer tokens (default on; off exposes the app to anyone who reaches the pod) [RUNLET_AUTH]
 ${RUN_AUTH_USAGE}`;
@@ -67,6 +71,7 @@ const OPTIONS = {
   'result-limit-bytes': { env: ['RUNLET_RESULT_LIMIT_BYTES'], default: String(DEFAULT_RESULT_LIMIT_BYTES) },
   'request-head-timeout': { env: ['RUNLET_REQUEST_HEAD_TIMEOUT'], default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
   'request-body-timeout': { env: ['RUNLET_REQUEST_BODY_TIMEOUT'], default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
+  'client-stall-timeout': { env: ['RUNLET_CLIENT_STALL_TIMEOUT'], default: String(DEFAULT_CLIENT_STALL_TIMEOUT_MS / 1000) },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   auth: { env: ['RUNLET_AUTH'], default: 'on' },
   ...RUN_AUTH_OPTIONS,
@@ -132,6 +137,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
         headMs: parseSecondsFlag('request-head-timeout', required('request-head-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
         bodyMs: parseSecondsFlag('request-body-timeout', required('request-body-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
       },
+      clientStallTimeoutMs: parseSecondsFlag('client-stall-timeout', required('client-stall-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
       holderKey: holderKeyOf(process.env[HOLDER_KEY_ENV]),

@@ -38,6 +38,8 @@ export interface DevServerOptions {
   auth?: RunAuthConfig;
   /** How long a request may take to arrive (sidecar/request-timeouts.ts has the defaults). */
   timeouts?: Partial<RequestTimeouts>;
+  /** How long a caller may read nothing of an answer written as it comes (sidecar/active-runs.ts has the default). */
+  clientStallTimeoutMs?: number;
 }
 
 export interface DevApp {
@@ -91,6 +93,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     logger,
     bodyLimitBytes,
     bodyTimeoutMs: options.timeouts?.bodyMs,
+    clientStallTimeoutMs: options.clientStallTimeoutMs,
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });

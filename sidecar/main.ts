@@ -34,6 +34,8 @@ export interface SidecarSettings {
   replicaName: string;
   bodyLimitBytes: number;
   timeouts: RequestTimeouts;
+  /** How long a caller may read nothing of an answer written as it comes; then `client_stalled`. */
+  clientStallTimeoutMs?: number;
   webhookAllowCidrs: string[];
   /** Verifies callers' bearer tokens; undefined: callers are not authenticated. */
   auth: RunAuthenticator | undefined;
@@ -72,6 +74,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
     logger,
     bodyLimitBytes: settings.bodyLimitBytes,
     bodyTimeoutMs: settings.timeouts.bodyMs,
+    clientStallTimeoutMs: settings.clientStallTimeoutMs,
     webhooks: { allowCidrs: settings.webhookAllowCidrs },
     auth: settings.auth,
     holderKey: settings.holderKey,

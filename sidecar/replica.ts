@@ -21,6 +21,8 @@ export interface ReplicaOptions {
   /** The longest pause while a request's body arrives (sidecar/request-timeouts.ts has the default). */
   bodyTimeoutMs?: number;
   webhooks?: DelivererOptions;
+  /** How long a caller may read nothing of an answer written as it comes (active-runs.ts has the default). */
+  clientStallTimeoutMs?: number;
   /** Where the sidecar's metrics register; shared with the run store's own. Default: a new registry. */
   registry?: Registry;
   /** Verifies callers' bearer tokens; absent: the run interface is open (loopback `runlet dev`, auth off). */
@@ -41,7 +43,7 @@ export class Replica {
   readonly auth: RunAuthenticator | null;
   readonly holderKey: Uint8Array | null;
   readonly recorder: RunRecorder;
-  readonly activeRuns = new ActiveRuns();
+  readonly activeRuns: ActiveRuns;
   readonly metrics: SidecarMetrics;
   readonly deliverer: WebhookDeliverer;
   readonly webhooks: WebhookForwarder;
@@ -56,6 +58,7 @@ export class Replica {
     this.auth = options.auth ?? null;
     this.holderKey = options.holderKey ?? null;
     this.recorder = new RunRecorder(options.store, options.replicaName);
+    this.activeRuns = new ActiveRuns(options.clientStallTimeoutMs);
     this.metrics = new SidecarMetrics({
       inFlight: () => this.#sumOverApps((app) => app.admission.inFlight),
       queued: () => this.#sumOverApps((app) => app.admission.queued),

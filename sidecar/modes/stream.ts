@@ -36,6 +36,7 @@ export async function runStream(
     'x-accel-buffering': 'no',
     ...(options.gzip ? { 'content-encoding': 'gzip', vary: 'accept-encoding' } : {}),
   });
+  run.watchCaller(response.socket);
   const sink = new EventSink(response, options.gzip, run.signal);
   const decoder = new RuntimeStreamDecoder({ keepItems: options.keepItems });
   const callerGone = (): void => run.stop('client_closed');
@@ -57,9 +58,11 @@ export async function runStream(
   }
 
   const resultJson = decoder.items ? '[' + decoder.items.join(',') + ']' : null;
-  if (run.stoppedFor === 'client_closed') {
-    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: 'client_closed' });
-    const error = { type: 'Cancelled', message: `the caller closed the stream after ${decoder.itemCount} items` };
+  if (run.stoppedFor === 'client_closed' || run.stoppedFor === 'client_stalled') {
+    // A stalled caller reads nothing more: the stream is cut, not ended.
+    if (run.stoppedFor === 'client_stalled') response.destroy();
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: run.stoppedFor });
+    const error = { type: 'Cancelled', message: callerGoneMessage(run.stoppedFor, decoder.itemCount) };
     return { statusCode: 200, success: false, resultJson, error, runTimeMs };
   }
   if (decoder.state === 'done') {
@@ -80,9 +83,16 @@ export async function runStream(
   return { statusCode: 500, success: false, resultJson: null, error, runTimeMs };
 }
 
+function callerGoneMessage(reason: 'client_closed' | 'client_stalled', itemCount: number): string {
+  return reason === 'client_closed'
+    ? `the caller closed the stream after ${itemCount} items`
+    : `the caller read nothing of the stream for the client stall timeout; cut after ${itemCount} items`;
+}
+
 /**
  * Writes SSE text to the caller with backpressure, compressed when the caller accepts gzip. Waits end when the
- * run is stopped (the caller went away), so a stalled caller never pins a run.
+ * run is stopped (the caller went away, or read nothing for the client stall timeout), so a stalled caller
+ * never pins a run.
  */
 class EventSink {
   readonly #response: ServerResponse;
