@@ -8,6 +8,7 @@ import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { describeUpstreamError, upstreamFailureReason } from '../runtimes/runtime-client.ts';
 import { errorEvent, RuntimeStreamDecoder } from '../sse/runtime-stream.ts';
+import type { RunError } from '../../crds/run-record-schema.ts';
 import type { RunOutcome } from './outcome.ts';
 import { callRecorded } from '../runtimes/python-call.ts';
 import { sendPlainAnswer, settle } from './sync.ts';
@@ -18,6 +19,7 @@ export async function runStream(
   recorder: RunRecorder,
   body: Buffer,
   response: ServerResponse,
+  /** `keepItems`: a webhook is to receive the items' list, kept up to the app's result limit. */
   options: { gzip: boolean; keepItems: boolean },
 ): Promise<RunOutcome> {
   const answer = await callRecorded(run, target, recorder, body, true);
@@ -38,7 +40,7 @@ export async function runStream(
   });
   run.watchCaller(response.socket);
   const sink = new EventSink(response, options.gzip, run.signal);
-  const decoder = new RuntimeStreamDecoder({ keepItems: options.keepItems });
+  const decoder = new RuntimeStreamDecoder({ keepLimitBytes: options.keepItems ? target.resultLimitBytes : null });
   const callerGone = (): void => run.stop('client_closed');
   response.once('close', callerGone);
 
@@ -68,6 +70,8 @@ export async function runStream(
   if (decoder.state === 'done') {
     await sink.end('');
     const runTimeMs = recorder.finish(run.record, { statusCode: 200 });
+    // The caller had every item; the webhook cannot: it is told why, as for a sync result over the limit.
+    if (decoder.keptOverLimit) return { statusCode: 502, success: false, resultJson: null, error: listTooLarge(decoder, target), runTimeMs };
     return { statusCode: 200, success: true, resultJson, error: null, runTimeMs };
   }
   if (decoder.state === 'error') {
@@ -81,6 +85,15 @@ export async function runStream(
   await sink.end(errorEvent(JSON.stringify(error)));
   const runTimeMs = recorder.finish(run.record, { statusCode: 500, error, reason });
   return { statusCode: 500, success: false, resultJson: null, error, runTimeMs };
+}
+
+function listTooLarge(decoder: RuntimeStreamDecoder, target: AppTarget): RunError {
+  return {
+    type: 'ResultTooLarge',
+    message:
+      `the stream's ${decoder.itemCount} items make a list of ${decoder.listBytes} bytes, over the result limit of ` +
+      `${target.resultLimitBytes} bytes: the caller received them all, the webhook receives none; yield less, or store them and yield where they are`,
+  };
 }
 
 function callerGoneMessage(reason: 'client_closed' | 'client_stalled', itemCount: number): string {
