@@ -82,6 +82,15 @@ describe.each(FRONT_DOORS)('through %s', (server) => {
       expect(answer.bytes).toBeGreaterThan(items * 64 * 1024);
     });
 
+    it('is cut when gzipped once its caller has read nothing for the stall timeout', async () => {
+      const before = await runIds('e2e');
+      const request = streamRequest(door, '/v4/dev/e2e/random_blobs', JSON.stringify({ n: 400, size: 64 * 1024 }), 'Accept-Encoding: gzip\r\n');
+      const reader = await startReader(request);
+      const [record] = await newRuns('e2e', before, 1, (run) => run.status === 'cancelled', 'the stalled gzip stream to be cut');
+      expect(record).toMatchObject({ mode: 'stream', reason: 'client_stalled' });
+      expect(await reader.read(65536, 0)).toMatchObject({ status: '200', complete: false });
+    });
+
     it('is not cut while its caller is caught up, however long the function is quiet', async () => {
       const gate = join(await mkdtemp(join(tmpdir(), 'runlet-quiet-')), 'gate');
       const before = await runIds('e2e');
@@ -137,6 +146,13 @@ describe.each(FRONT_DOORS)('a large sync result through %s', (server) => {
       await Promise.all(readers.splice(0).map((reader) => reader.close()));
       await front.close();
     };
+  });
+
+  it.each(REQUEST_DOORS)('read slowly by %s arrives whole', async (door) => {
+    const size = 4 * 1024 * 1024;
+    const answer = await (await startReader(callRequest(door, '/v4/dev/e2e/big', JSON.stringify({ size })))).read(4096, 1);
+    expect(answer).toMatchObject({ status: '200', complete: true });
+    expect(answer.bytes).toBeGreaterThan(size);
   });
 
   it.each(REQUEST_DOORS)('read by %s is cut once its caller has read nothing for the stall timeout', async (door) => {
