@@ -5,6 +5,7 @@ import { startDevServer } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
+import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { localDevAuth } from '../sidecar/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_REQUEST_BUFFER_BYTES } from '../sidecar/request-budget.ts';
@@ -34,6 +35,9 @@ Options:
                     longest a request may take to arrive whole, then 408 (default 60)
   --request-buffer-bytes N
                     what all connections may hold of requests still arriving, then 503 (default 64 MiB)
+  --client-stall-timeout S
+                    longest a caller may read nothing of a stream (or of a custom app's or a large
+                    result's answer) before the run is cut, cancelled client_stalled (default 60)
   -h, --help        this help`;
 
 const READY_TIMEOUT_MS = 60_000;
@@ -51,6 +55,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
   if (!Number.isSafeInteger(requestBufferBytes) || requestBufferBytes < 1) {
     throw new CliError(`--request-buffer-bytes must be a positive integer, got "${values['request-buffer-bytes']}"`, 2);
   }
+  const clientStallTimeoutMs = parseSecondsFlag('client-stall-timeout', values['client-stall-timeout'], MAX_REQUEST_TIMEOUT_SECONDS);
   const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
 
@@ -63,6 +68,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
       throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
     }
     server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, requestBufferBytes });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, clientStallTimeoutMs });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -107,6 +113,7 @@ function parseDevArgs(args: string[]) {
       'request-body-timeout': { type: 'string', default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
       'request-deadline': { type: 'string', default: String(DEFAULT_REQUEST_DEADLINE_MS / 1000) },
       'request-buffer-bytes': { type: 'string', default: String(DEFAULT_REQUEST_BUFFER_BYTES) },
+      'client-stall-timeout': { type: 'string', default: String(DEFAULT_CLIENT_STALL_TIMEOUT_MS / 1000) },
     },
     DEV_USAGE,
   );

@@ -9,6 +9,7 @@ import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/
 import { HOLDER_KEY_ENV, holderKeyFromText } from '../sidecar/auth/held-run.ts';
 import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
 import { createLogger } from '../sidecar/logger.ts';
+import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BUFFER_BYTES } from '../sidecar/request-budget.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
@@ -50,6 +51,9 @@ Options (environment variable in brackets):
   --request-deadline S        longest a request may take to arrive whole, then 408 (default 60) [RUNLET_REQUEST_DEADLINE]
   --request-buffer-bytes N    what all connections may hold of requests still arriving, then 503 (default 64 MiB)
                               [RUNLET_REQUEST_BUFFER_BYTES]
+  --client-stall-timeout S    longest a caller may read nothing of a stream (or of a custom app's or a large
+                              result's answer) before the run is cut, cancelled client_stalled, and its slot
+                              freed (default 60) [RUNLET_CLIENT_STALL_TIMEOUT]
   --log-level LEVEL           (default info) [RUNLET_LOG_LEVEL]
   --auth on|off               verify callers' bearer tokens (default on; off exposes the app to anyone who reaches the pod) [RUNLET_AUTH]
 ${RUN_AUTH_USAGE}`;
@@ -76,6 +80,7 @@ const OPTIONS = {
   'request-body-timeout': { env: ['RUNLET_REQUEST_BODY_TIMEOUT'], default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
   'request-deadline': { env: ['RUNLET_REQUEST_DEADLINE'], default: String(DEFAULT_REQUEST_DEADLINE_MS / 1000) },
   'request-buffer-bytes': { env: ['RUNLET_REQUEST_BUFFER_BYTES'], default: String(DEFAULT_REQUEST_BUFFER_BYTES) },
+  'client-stall-timeout': { env: ['RUNLET_CLIENT_STALL_TIMEOUT'], default: String(DEFAULT_CLIENT_STALL_TIMEOUT_MS / 1000) },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   auth: { env: ['RUNLET_AUTH'], default: 'on' },
   ...RUN_AUTH_OPTIONS,
@@ -143,6 +148,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
         deadlineMs: parseSecondsFlag('request-deadline', required('request-deadline'), MAX_REQUEST_TIMEOUT_SECONDS),
       },
       requestBufferBytes: integer('request-buffer-bytes', 1, 2 ** 40),
+      clientStallTimeoutMs: parseSecondsFlag('client-stall-timeout', required('client-stall-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
       holderKey: holderKeyOf(process.env[HOLDER_KEY_ENV]),

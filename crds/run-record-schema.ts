@@ -10,7 +10,7 @@ import { DateTime, Nullable, StringEnum, Struct } from './schema-kit.ts';
 
 export const RUN_STATUSES = ['pending', 'running', 'success', 'failure', 'cancelled'] as const;
 export const RUN_MODES = ['sync', 'async', 'stream'] as const;
-export const FAILURE_REASONS = ['timeout', 'shutdown', 'replica_lost', 'runtime_crashed', 'client_closed', 'upstream_error'] as const;
+export const FAILURE_REASONS = ['timeout', 'shutdown', 'replica_lost', 'runtime_crashed', 'client_closed', 'client_stalled', 'upstream_error'] as const;
 export const WEBHOOK_STATES = ['pending', 'delivered', 'failed'] as const;
 
 const duration = (description: string) => Nullable(Type.Number(), { description: `${description} In milliseconds.` });

@@ -40,6 +40,8 @@ export interface DevServerOptions {
   timeouts?: Partial<RequestTimeouts>;
   /** What all connections may hold of requests still arriving (sidecar/request-budget.ts has the default). */
   requestBufferBytes?: number;
+  /** How long a caller may read nothing of an answer written as it comes (sidecar/active-runs.ts has the default). */
+  clientStallTimeoutMs?: number;
 }
 
 export interface DevApp {
@@ -95,6 +97,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     bodyTimeoutMs: options.timeouts?.bodyMs,
     requestDeadlineMs: options.timeouts?.deadlineMs,
     requestBufferBytes: options.requestBufferBytes,
+    clientStallTimeoutMs: options.clientStallTimeoutMs,
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
   });

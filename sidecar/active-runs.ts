@@ -1,9 +1,19 @@
 // The runs this sidecar is executing: what drain waits for, and where run time limits are enforced.
-// One coarse sweep stops overdue runs, so the hot path arms no timer per request.
+// One coarse sweep stops overdue runs, and runs whose caller has stopped reading, so the hot path arms no
+// timer per request.
+import type { Socket } from 'node:net';
+import { CallerProgress } from './caller-progress.ts';
 import type { CallStopper } from './runtimes/runtime-connections.ts';
 import type { FailureReason, RunRecord } from '../crds/run-record-schema.ts';
 
 const SWEEP_INTERVAL_MS = 250;
+
+/**
+ * How long a caller may read nothing of an answer written as it comes before its run is stopped
+ * (`client_stalled`). A minute is far past any pause of a working client (a browser tab in the background is
+ * still read by its network stack), and a slot held that long by no one is what it costs at most.
+ */
+export const DEFAULT_CLIENT_STALL_TIMEOUT_MS = 60_000;
 
 /** A run in flight; it stops its runtime call itself (CallStopper), and gives an AbortSignal to those that need one. */
 export class ActiveRun implements CallStopper {
@@ -13,6 +23,8 @@ export class ActiveRun implements CallStopper {
   /** Made on first use: a Python sync run, the common one, never needs it. */
   #abort: AbortController | null = null;
   #stopReason: Error | null = null;
+  /** The caller's socket, once the answer is written as it comes; null for a plain answer, written at once. */
+  #caller: CallerProgress | null = null;
   /** Set when the platform stopped the run; distinguishes timeout/shutdown from a runtime failure. */
   stoppedFor: FailureReason | null = null;
   /**
@@ -41,6 +53,22 @@ export class ActiveRun implements CallStopper {
     return this.#abort.signal;
   }
 
+  /** The answer is written into `socket` as it comes: a caller that stops reading it stops the run. */
+  watchCaller(socket: Socket | null): void {
+    if (socket !== null && this.#caller === null) this.#caller = new CallerProgress(socket, performance.now());
+  }
+
+  /** How long the caller has read nothing of what waits for it, in ms (0 when not watched). */
+  callerStalledFor(now: number): number {
+    return this.#caller?.stalledFor(now) ?? 0;
+  }
+
+  /** The run left the replica: its caller is watched no more. */
+  release(): void {
+    this.#caller?.stop();
+    this.#caller = null;
+  }
+
   stop(reason: FailureReason): void {
     if (this.stoppedFor) return;
     this.stoppedFor = reason;
@@ -52,8 +80,14 @@ export class ActiveRun implements CallStopper {
 
 export class ActiveRuns {
   readonly #runs = new Set<ActiveRun>();
+  readonly #clientStallMs: number;
   readonly #idleWaiters: Array<() => void> = [];
   #sweeper: NodeJS.Timeout | null = null;
+
+  /** `clientStallMs`: a run whose caller reads nothing this long is stopped (`client_stalled`). */
+  constructor(clientStallMs = DEFAULT_CLIENT_STALL_TIMEOUT_MS) {
+    this.#clientStallMs = clientStallMs;
+  }
 
   get size(): number {
     return this.#runs.size;
@@ -62,12 +96,13 @@ export class ActiveRuns {
   add(run: ActiveRun): void {
     this.#runs.add(run);
     if (!this.#sweeper) {
-      this.#sweeper = setInterval(() => this.#stopOverdue(), SWEEP_INTERVAL_MS);
+      this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS);
       this.#sweeper.unref();
     }
   }
 
   delete(run: ActiveRun): void {
+    run.release();
     if (!this.#runs.delete(run) || this.#runs.size > 0) return;
     if (this.#sweeper) {
       clearInterval(this.#sweeper);
@@ -86,8 +121,12 @@ export class ActiveRuns {
     for (const run of this.#runs) run.stop(reason);
   }
 
-  #stopOverdue(): void {
+  /** Stops the runs past their time limit, and those whose caller has read nothing for the stall bound. */
+  #sweep(): void {
     const now = performance.now();
-    for (const run of this.#runs) if (run.deadline <= now) run.stop('timeout');
+    for (const run of this.#runs) {
+      if (run.deadline <= now) run.stop('timeout');
+      else if (run.callerStalledFor(now) >= this.#clientStallMs) run.stop('client_stalled');
+    }
   }
 }

@@ -36,6 +36,8 @@ export interface SidecarSettings {
   timeouts: RequestTimeouts;
   /** What all the run port's connections may hold of requests still arriving (`--request-buffer-bytes`). */
   requestBufferBytes: number;
+  /** How long a caller may read nothing of an answer written as it comes; then `client_stalled`. */
+  clientStallTimeoutMs?: number;
   webhookAllowCidrs: string[];
   /** Verifies callers' bearer tokens; undefined: callers are not authenticated. */
   auth: RunAuthenticator | undefined;
@@ -80,6 +82,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
     bodyTimeoutMs: settings.timeouts.bodyMs,
     requestDeadlineMs: settings.timeouts.deadlineMs,
     requestBufferBytes: settings.requestBufferBytes,
+    clientStallTimeoutMs: settings.clientStallTimeoutMs,
     webhooks: { allowCidrs: settings.webhookAllowCidrs },
     auth: settings.auth,
     holderKey: settings.holderKey,

@@ -26,6 +26,8 @@ export interface ReplicaOptions {
   /** What all connections may hold of requests still arriving (sidecar/request-budget.ts has the default). */
   requestBufferBytes?: number;
   webhooks?: DelivererOptions;
+  /** How long a caller may read nothing of an answer written as it comes (active-runs.ts has the default). */
+  clientStallTimeoutMs?: number;
   /** Where the sidecar's metrics register; shared with the run store's own. Default: a new registry. */
   registry?: Registry;
   /** Verifies callers' bearer tokens; absent: the run interface is open (loopback `runlet dev`, auth off). */
@@ -49,7 +51,7 @@ export class Replica {
   readonly auth: RunAuthenticator | null;
   readonly holderKey: Uint8Array | null;
   readonly recorder: RunRecorder;
-  readonly activeRuns = new ActiveRuns();
+  readonly activeRuns: ActiveRuns;
   readonly metrics: SidecarMetrics;
   readonly deliverer: WebhookDeliverer;
   readonly webhooks: WebhookForwarder;
@@ -68,6 +70,7 @@ export class Replica {
     this.auth = options.auth ?? null;
     this.holderKey = options.holderKey ?? null;
     this.recorder = new RunRecorder(options.store, options.replicaName);
+    this.activeRuns = new ActiveRuns(options.clientStallTimeoutMs);
     this.metrics = new SidecarMetrics({
       inFlight: () => this.#sumOverApps((app) => app.admission.inFlight),
       queued: () => this.#sumOverApps((app) => app.admission.queued),

@@ -8,6 +8,7 @@ import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { describeUpstreamError, upstreamFailureReason } from '../runtimes/runtime-client.ts';
 import { errorEvent, RuntimeStreamDecoder } from '../sse/runtime-stream.ts';
+import type { RunError } from '../../crds/run-record-schema.ts';
 import type { RunOutcome } from './outcome.ts';
 import { callRecorded } from '../runtimes/python-call.ts';
 import { sendPlainAnswer, settle } from './sync.ts';
@@ -18,6 +19,7 @@ export async function runStream(
   recorder: RunRecorder,
   body: Buffer,
   response: ServerResponse,
+  /** `keepItems`: a webhook is to receive the items' list, kept up to the app's result limit. */
   options: { gzip: boolean; keepItems: boolean },
 ): Promise<RunOutcome> {
   const answer = await callRecorded(run, target, recorder, body, true);
@@ -36,8 +38,9 @@ export async function runStream(
     'x-accel-buffering': 'no',
     ...(options.gzip ? { 'content-encoding': 'gzip', vary: 'accept-encoding' } : {}),
   });
+  run.watchCaller(response.socket);
   const sink = new EventSink(response, options.gzip, run.signal);
-  const decoder = new RuntimeStreamDecoder({ keepItems: options.keepItems });
+  const decoder = new RuntimeStreamDecoder({ keepLimitBytes: options.keepItems ? target.resultLimitBytes : null });
   const callerGone = (): void => run.stop('client_closed');
   response.once('close', callerGone);
 
@@ -57,14 +60,18 @@ export async function runStream(
   }
 
   const resultJson = decoder.items ? '[' + decoder.items.join(',') + ']' : null;
-  if (run.stoppedFor === 'client_closed') {
-    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: 'client_closed' });
-    const error = { type: 'Cancelled', message: `the caller closed the stream after ${decoder.itemCount} items` };
+  if (run.stoppedFor === 'client_closed' || run.stoppedFor === 'client_stalled') {
+    // A stalled caller reads nothing more: the stream is cut, not ended.
+    if (run.stoppedFor === 'client_stalled') response.destroy();
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: run.stoppedFor });
+    const error = { type: 'Cancelled', message: callerGoneMessage(run.stoppedFor, decoder.itemCount) };
     return { statusCode: 200, success: false, resultJson, error, runTimeMs };
   }
   if (decoder.state === 'done') {
     await sink.end('');
     const runTimeMs = recorder.finish(run.record, { statusCode: 200 });
+    // The caller had every item; the webhook cannot: it is told why, as for a sync result over the limit.
+    if (decoder.keptOverLimit) return { statusCode: 502, success: false, resultJson: null, error: listTooLarge(decoder, target), runTimeMs };
     return { statusCode: 200, success: true, resultJson, error: null, runTimeMs };
   }
   if (decoder.state === 'error') {
@@ -80,9 +87,25 @@ export async function runStream(
   return { statusCode: 500, success: false, resultJson: null, error, runTimeMs };
 }
 
+function listTooLarge(decoder: RuntimeStreamDecoder, target: AppTarget): RunError {
+  return {
+    type: 'ResultTooLarge',
+    message:
+      `the stream's ${decoder.itemCount} items make a list of ${decoder.listBytes} bytes, over the result limit of ` +
+      `${target.resultLimitBytes} bytes: the caller received them all, the webhook receives none; yield less, or store them and yield where they are`,
+  };
+}
+
+function callerGoneMessage(reason: 'client_closed' | 'client_stalled', itemCount: number): string {
+  return reason === 'client_closed'
+    ? `the caller closed the stream after ${itemCount} items`
+    : `the caller read nothing of the stream for the client stall timeout; cut after ${itemCount} items`;
+}
+
 /**
  * Writes SSE text to the caller with backpressure, compressed when the caller accepts gzip. Waits end when the
- * run is stopped (the caller went away), so a stalled caller never pins a run.
+ * run is stopped (the caller went away, or read nothing for the client stall timeout), so a stalled caller
+ * never pins a run.
  */
 class EventSink {
   readonly #response: ServerResponse;

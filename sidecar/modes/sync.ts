@@ -37,23 +37,38 @@ async function relayResult(run: ActiveRun, recorder: RunRecorder, result: Readab
   const runId = run.record.id;
   // Chunked: the run time, in the envelope's last member, is known only once the result has passed.
   response.writeHead(200, ['content-type', JSON_CONTENT_TYPE, 'x-request-id', runId]);
+  run.watchCaller(response.socket);
   response.write('{"run_id":"' + runId + '","result":');
   const decoder = keepResult ? new StringDecoder('utf8') : null;
   let kept = '';
+  let cut = false;
   try {
     for await (const chunk of result) {
       if (decoder) kept += decoder.write(chunk as Buffer);
-      if (!response.write(chunk) && !(await drained(response))) break;
+      if (!response.write(chunk) && !(await drained(response, run.signal))) {
+        cut = true;
+        break;
+      }
     }
   } catch (err) {
     response.destroy();
     throw recordFailedExchange(run, recorder, err);
   }
-  if (response.destroyed) {
+  if (cut || response.destroyed) {
+    // Cut while it waited for the caller to read: the caller left, read nothing for the client stall timeout,
+    // or the run's time ran out.
     result.destroy();
-    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason: 'client_closed' });
-    const error = { type: 'Cancelled', message: 'the caller closed the connection before the result was sent' };
-    return { statusCode: 200, success: false, resultJson: null, error, runTimeMs };
+    response.destroy();
+    if (run.stoppedFor !== null && run.stoppedFor !== 'client_stalled' && run.stoppedFor !== 'client_closed') {
+      throw recordFailedExchange(run, recorder, run.stopReason);
+    }
+    const reason = run.stoppedFor ?? 'client_closed';
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200, cancelled: true, reason });
+    const message =
+      reason === 'client_closed'
+        ? 'the caller closed the connection before the result was sent'
+        : 'the caller read nothing of the result for the client stall timeout; the result was cut';
+    return { statusCode: 200, success: false, resultJson: null, error: { type: 'Cancelled', message }, runTimeMs };
   }
   const runTimeMs = recorder.finish(run.record, { statusCode: 200 });
   response.end(',"run_time_ms":' + runTimeMs + '}');
@@ -61,24 +76,23 @@ async function relayResult(run: ActiveRun, recorder: RunRecorder, result: Readab
 }
 
 /**
- * Resolves true once the response can take more, false if the caller went away first. The socket's own `drain`
- * too: node:http relays it to the response only on connections its server accepted, and the run port's front
- * lends its connections to responses node:http's server never saw.
+ * Resolves true once the response can take more, false if the caller went away first or the run was stopped
+ * (its caller read nothing for the client stall timeout, or its time ran out).
  */
-function drained(response: ServerResponse): Promise<boolean> {
-  const socket = response.socket;
+function drained(response: ServerResponse, stopped: AbortSignal): Promise<boolean> {
+  if (stopped.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
     const settle = (writable: boolean): void => {
       response.off('drain', onDrain);
-      socket?.off('drain', onDrain);
       response.off('close', onClose);
+      stopped.removeEventListener('abort', onClose);
       resolve(writable);
     };
     const onDrain = (): void => settle(true);
     const onClose = (): void => settle(false);
     response.once('drain', onDrain);
-    socket?.once('drain', onDrain);
     response.once('close', onClose);
+    stopped.addEventListener('abort', onClose, { once: true });
   });
 }
 

@@ -3,7 +3,7 @@
 // is written as it comes (a stream) is node:http's own ServerResponse instead, lent the socket for that one
 // answer, as node:http's server does for each of its requests.
 import { IncomingMessage, ServerResponse, STATUS_CODES, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import type { StreamableAnswerSink } from '../answer-sink.ts';
 
 /** Told when the answer is written (or never will be), so the connection can read its next request. */
@@ -93,7 +93,13 @@ export class FrontAnswer implements StreamableAnswerSink {
     request.headers = requestHeaders;
     const response = new ServerResponse(request);
     response.shouldKeepAlive = this.#keepAlive;
+    // node:http's server tells a response its socket drained (its connection listener does): without it, a
+    // writer waiting for 'drain' once the caller's buffers filled would wait for ever.
+    const onDrain = (): void => relayDrain(response);
+    socket.on('drain', onDrain);
+    response.once('close', () => socket.off('drain', onDrain));
     response.once('finish', () => {
+      socket.off('drain', onDrain);
       response.detachSocket(socket);
       this.#ended = true;
       this.#listener.answered(!response.shouldKeepAlive);
@@ -111,6 +117,26 @@ export class FrontAnswer implements StreamableAnswerSink {
     }
     return this;
   }
+}
+
+/**
+ * ServerResponse's "a write was refused, 'drain' is owed" flag. node:http's server clears it before it emits
+ * the response's 'drain' (socketOnDrain in _http_server.js); it has no public setter, so it is found by name.
+ */
+const NEED_DRAIN: symbol = needDrainFlag();
+
+function needDrainFlag(): symbol {
+  const response = new ServerResponse(new IncomingMessage(new Socket()));
+  const flag = Object.getOwnPropertySymbols(response).find((symbol) => symbol.description === 'kNeedDrain');
+  if (flag === undefined) throw new Error("node:http's ServerResponse has no kNeedDrain flag: the front cannot relay its socket's 'drain'");
+  return flag;
+}
+
+/** What node:http's server does when a response's socket drains: the response drains too, if it was owed one. */
+function relayDrain(response: ServerResponse): void {
+  if (!response.writableNeedDrain) return;
+  (response as unknown as Record<symbol, boolean>)[NEED_DRAIN] = false;
+  response.emit('drain');
 }
 
 /**

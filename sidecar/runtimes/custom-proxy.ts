@@ -64,6 +64,7 @@ export async function proxyCustom(
   }
 
   raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
+  run.watchCaller(raw.socket);
   const captured: Buffer[] = [];
   let answerBytes = 0;
   let cut: unknown = null;
@@ -86,10 +87,13 @@ export async function proxyCustom(
     raw.off('close', callerGone);
   }
 
-  if (cut && run.stoppedFor === 'client_closed') {
-    const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, cancelled: true, reason: 'client_closed' });
-    const error = { type: 'Cancelled', message: 'the caller closed the connection before the answer ended' };
-    return { statusCode: response.statusCode, success: false, resultJson: null, error, runTimeMs };
+  if (cut && (run.stoppedFor === 'client_closed' || run.stoppedFor === 'client_stalled')) {
+    const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, cancelled: true, reason: run.stoppedFor });
+    const message =
+      run.stoppedFor === 'client_closed'
+        ? 'the caller closed the connection before the answer ended'
+        : "the caller read nothing of the app's answer for the client stall timeout; the answer was cut";
+    return { statusCode: response.statusCode, success: false, resultJson: null, error: { type: 'Cancelled', message }, runTimeMs };
   }
   if (cut) {
     // Headers are gone already: the caller sees a cut body; the run records why.

@@ -10,13 +10,26 @@ const LINE_BREAKS = /\r\n|\r|\n/;
 export class RuntimeStreamDecoder {
   state: StreamState = 'open';
   error: RunError | null = null;
-  /** The items as JSON texts, kept only when the outcome needs them (a webhook forwards the list). */
-  readonly items: string[] | null;
+  /**
+   * The items as JSON texts, kept only when the outcome needs them (a webhook forwards the list), and only
+   * while their list is within the result limit: past it none are kept (null), and `keptOverLimit` says so.
+   */
+  items: string[] | null;
+  /** The items' list came to more than the limit: it was dropped, and no more items are kept. */
+  keptOverLimit = false;
+  /** Bytes of the JSON list (`[a,b]`) all the items make, counted while they are to be kept: past the limit too. */
+  listBytes: number;
+  readonly #keeping: boolean;
+  readonly #keepLimitBytes: number;
   itemCount = 0;
   #partial = '';
 
-  constructor(options: { keepItems: boolean }) {
-    this.items = options.keepItems ? [] : null;
+  /** `keepLimitBytes`: keep the items' list up to this many bytes; null keeps none. */
+  constructor(options: { keepLimitBytes: number | null }) {
+    this.#keeping = options.keepLimitBytes !== null;
+    this.#keepLimitBytes = options.keepLimitBytes ?? 0;
+    this.items = this.#keeping ? [] : null;
+    this.listBytes = this.#keeping ? 2 : 0;
   }
 
   /** Consumes a decoded chunk; returns the SSE text of the complete lines in it ('' if none). */
@@ -38,7 +51,7 @@ export class RuntimeStreamDecoder {
     const json = line.slice(1);
     if (kind === 105 /* i */) {
       this.itemCount++;
-      this.items?.push(json);
+      if (this.#keeping) this.#keep(json);
       return json.charCodeAt(0) === 34 /* " */ ? stringEvent(JSON.parse(json) as string) : 'data: ' + json + '\n\n';
     }
     if (kind === 101 /* e */) {
@@ -53,6 +66,17 @@ export class RuntimeStreamDecoder {
     this.state = 'error';
     this.error = { type: 'ProtocolError', message: `unexpected line from the runtime: ${line.slice(0, 80)}` };
     return errorEvent(JSON.stringify(this.error));
+  }
+
+  #keep(json: string): void {
+    this.listBytes += Buffer.byteLength(json) + (this.itemCount > 1 ? 1 : 0);
+    if (this.items === null) return;
+    if (this.listBytes <= this.#keepLimitBytes) {
+      this.items.push(json);
+      return;
+    }
+    this.items = null;
+    this.keptOverLimit = true;
   }
 }
 
