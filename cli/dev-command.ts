@@ -67,8 +67,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
     if (!Number.isSafeInteger(resultLimitBytes) || resultLimitBytes < 1) {
       throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
     }
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, requestBufferBytes });
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, clientStallTimeoutMs });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, requestBufferBytes, clientStallTimeoutMs });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
