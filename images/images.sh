@@ -104,6 +104,10 @@ main() {
   case "$command" in
     engine) echo "$ENGINE" ;;
     build)
+      # One build at a time per machine: two would build the same stand-in into the same cache file.
+      mkdir -p "$IMAGES_CACHE"
+      exec 9>"$IMAGES_CACHE/.build.lock"
+      flock 9
       local version=${2:-$(sed -nE 's/^ *"version": *"([^"]+)".*/\1/p' "$REPO/package.json" | head -n1)}
       build_image "$IMAGE_REPO/runlet:$version" "$REPO/Dockerfile" "$REPO"
       build_image "$IMAGE_REPO/python-runtime:$version" "$REPO/runtime/python/Dockerfile" "$REPO/runtime/python"
