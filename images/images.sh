@@ -28,8 +28,10 @@ as_root() {
 install_packages() {
   command -v apt-get >/dev/null || die "cannot install $*: no apt-get (install docker, podman or buildah yourself)"
   log "installing $* from Debian's packages"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
-    || die "apt-get install $* failed (run apt-get update first?)"
+  local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@")
+  # A fresh machine may have no package lists yet: read them once, then try again.
+  as_root "${install[@]}" >/dev/null 2>&1 || { as_root apt-get update -qq && as_root "${install[@]}" >/dev/null; } \
+    || die "apt-get install $* failed"
 }
 
 # Sets ENGINE: docker, podman or buildah.
@@ -48,6 +50,8 @@ choose_engine() {
   fi
   command -v "$choice" >/dev/null || die "RUNLET_IMAGE_ENGINE=$choice is not installed"
   ENGINE=$choice
+  # RUN --mount (the npm_ca secret) needs BuildKit, docker's default builder from Docker 23 on.
+  [[ $ENGINE != docker ]] || export DOCKER_BUILDKIT=1
 }
 
 # The few engine commands this script uses, where buildah spells them differently from docker and podman.

@@ -60,10 +60,12 @@ ensure_base() {
     log "base $base: pulled"; return
   fi
   [[ $policy != never ]] || die "base image $base cannot be pulled and RUNLET_STAND_IN_BASES=never"
-  log "base $base: cannot be pulled; building a stand-in from Debian $DEBIAN_SUITE ($key)"
   local prefix=$IMAGES_CACHE/${base//[:\/]/-} dir stale
   dir=$prefix-$key
-  if [[ ! -s $dir/rootfs.tar ]]; then
+  if [[ -s $dir/rootfs.tar ]]; then
+    log "base $base: cannot be pulled; making the stand-in from its cached root filesystem ($dir)"
+  else
+    log "base $base: cannot be pulled; building a stand-in from Debian $DEBIAN_SUITE into $dir"
     # Root filesystems of earlier inputs (and a build cut off half way) are never used again.
     for stale in "$prefix"-*; do [[ ! -e $stale ]] || rm -rf "$stale"; done
     mkdir -p "$dir"

@@ -6,11 +6,12 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PYTHON_RUNTIME_IMAGE, DEFAULT_RUNLET_IMAGE } from '../../cli/images.ts';
 import { renderDeployment } from '../../operator/render/deployment.ts';
+import { PYTHON_RUNTIME_UID, SIDECAR_UID } from '../../operator/render/pod-security.ts';
 import { APP_CONTAINER, DATA_DIR, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT, SIDECAR_CONTAINER, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { DRAIN_TOKEN, pythonSpec, renderConfig, storedApp } from '../support/operator-apps.ts';
 import { waitFor } from '../support/wait.ts';
 import { startContainerApi, type ContainerApi } from './container-api.ts';
-import { BUILD_TIMEOUT_MS, buildImages, imageEngine, imageSizeBytes } from './images.ts';
+import { BUILD_TIMEOUT_MS, buildImages, imageEngine, imageSizeBytes, imageUser } from './images.ts';
 import { podContainers, startPod, type RunningPod } from './pod-containers.ts';
 
 const HELLO_DIR = resolve(import.meta.dirname, '../../examples/hello');
@@ -59,6 +60,13 @@ describe.skipIf(skipReason !== undefined)('the container images', { timeout: STA
       // Bounds that catch a dev dependency or a build tree slipping into the image, not a few MB of drift.
       expect(bytes).toBeLessThan(image === DEFAULT_RUNLET_IMAGE ? 400e6 : 200e6);
     }
+  });
+
+  it('carry, as their USER, the numeric users the operator renders as runAsUser', async () => {
+    // The operator renders runAsUser explicitly; `docker run` and a hand-written pod get the image's USER. One
+    // user for both, so the image behaves the same under either (the runtime's home is made for 10001).
+    expect((await imageUser(engine, DEFAULT_RUNLET_IMAGE)).split(':')[0]).toBe(String(SIDECAR_UID));
+    expect((await imageUser(engine, DEFAULT_PYTHON_RUNTIME_IMAGE)).split(':')[0]).toBe(String(PYTHON_RUNTIME_UID));
   });
 
   it('the Runlet image runs `runlet --help` and `runlet sidecar --help` as the sidecar runs: UID 1000, read-only root, no capabilities', async () => {

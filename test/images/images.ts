@@ -46,6 +46,12 @@ export async function buildImages(): Promise<{ seconds: number; log: string }> {
   }
 }
 
+/** The image's USER, as the engine reports it. */
+export async function imageUser(engine: Engine, image: string): Promise<string> {
+  const { stdout } = await run(engine, ['image', 'inspect', '--format', '{{.Config.User}}', image]);
+  return stdout.trim();
+}
+
 /** The image's size as the engine reports it (uncompressed, all layers). */
 export async function imageSizeBytes(engine: Engine, image: string): Promise<number> {
   const { stdout } = await run(engine, ['image', 'inspect', '--format', '{{.Size}}', image]);
