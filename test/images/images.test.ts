@@ -83,6 +83,8 @@ describe.skipIf(skipReason !== undefined)('the container images', { timeout: STA
     expect(write.exitCode).not.toBe(0);
     expect(write.output).toMatch(/Read-only file system/);
     await pod.exec(SIDECAR_CONTAINER, ['touch', '/tmp/probe']);
+    // Nor anywhere else the pod renders no volume (the engine's own tmpfs there are masked: pod-containers.ts).
+    expect((await pod.container(SIDECAR_CONTAINER).exec(['touch', '/var/tmp/probe'])).output).toMatch(/Read-only file system/);
     // Every capability dropped: the effective set is empty.
     expect(await pod.exec(SIDECAR_CONTAINER, ['grep', 'CapEff', '/proc/self/status'])).toMatch(/CapEff:\s+0000000000000000/);
   });

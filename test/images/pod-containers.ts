@@ -6,11 +6,19 @@
 // it but its loopback: calls are made from inside the pod, over 127.0.0.1, so no traffic leaves it and the
 // rendered ports are used as they are.
 //
+// podman's Docker API, given a read-only root, also mounts writable tmpfs at /tmp, /var/tmp and /run (podman's
+// --read-only-tmpfs, which that API cannot turn off; a kubelet mounts nothing of the kind). Where the pod renders
+// no volume there, a read-only tmpfs is mounted instead, so a container can write only to its rendered volumes,
+// as under a kubelet (those folders of the images hold nothing the images read).
+//
 // What a kubelet gives that this does not: the service account token volume (the tests run the sidecar with
 // `--run-store sqlite`, which needs no API server), probes, restarts, and startup order (the containers start
 // in the order given).
 import type { V1Container, V1Deployment, V1EnvVar, V1Volume } from '@kubernetes/client-node';
 import { GenericContainer, type StartedTestContainer } from 'testcontainers';
+
+/** Where podman puts writable tmpfs under a read-only root (see the header). */
+const ENGINE_WRITABLE_PATHS = ['/tmp', '/var/tmp', '/run'];
 
 /** GenericContainer plus the one securityContext field it has no method for. */
 class KubeletLikeContainer extends GenericContainer {
@@ -62,6 +70,10 @@ function toTestContainer(container: V1Container, volumes: Map<string, V1Volume>,
   const args = container.args ?? [];
   result = result.withCommand(options.args?.[container.name]?.(args) ?? args);
   result = result.withEnvironment(environment(container.env ?? [], options, what));
+  const mountPaths = new Set((container.volumeMounts ?? []).map((mount) => mount.mountPath));
+  if (security?.readOnlyRootFilesystem === true) {
+    for (const path of ENGINE_WRITABLE_PATHS) if (!mountPaths.has(path)) result = result.withTmpFs({ [path]: 'ro' });
+  }
   for (const mount of container.volumeMounts ?? []) {
     const volume = volumes.get(mount.name);
     if (volume === undefined) throw new Error(`${what}: volumeMount ${mount.name} names no volume of the pod`);
