@@ -3,8 +3,9 @@
 // the same inputs), and their sizes.
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { RUNLET_IMAGE_REPOSITORY, RUNLET_VERSION } from '../../cli/images.ts';
 
 const run = promisify(execFile);
 export const IMAGES_SCRIPT = resolve(import.meta.dirname, '../../images/images.sh');
@@ -38,7 +39,9 @@ function answers(command: string, args: string[]): boolean {
 export async function buildImages(): Promise<{ seconds: number; log: string }> {
   const started = performance.now();
   try {
-    const { stderr } = await run(IMAGES_SCRIPT, ['build'], { timeout: BUILD_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 });
+    // The names the tests run (cli/images.ts), whatever IMAGE_REPO the environment names for a push.
+    const env = { ...process.env, IMAGE_REPO: dirname(RUNLET_IMAGE_REPOSITORY) };
+    const { stderr } = await run(IMAGES_SCRIPT, ['build', RUNLET_VERSION], { env, timeout: BUILD_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 });
     return { seconds: (performance.now() - started) / 1000, log: stderr };
   } catch (error) {
     const { stderr } = error as { stderr?: string };
