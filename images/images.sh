@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Runlet's container images, with whichever engine the machine has:
 #
-#   images.sh build [VERSION]  build runlet/runlet:VERSION (Dockerfile) and runlet/python-runtime:VERSION
-#                              (runtime/python/Dockerfile); VERSION defaults to package.json's
-#   images.sh engine           print the engine (docker, podman or buildah), installing podman
-#                              from Debian's packages when the machine has none
+#   images.sh build [VERSION]  build $IMAGE_REPO/runlet:VERSION (Dockerfile) and $IMAGE_REPO/python-runtime:VERSION
+#                              (runtime/python/Dockerfile); IMAGE_REPO defaults to runlet, VERSION to package.json's
 #
 # The engine: RUNLET_IMAGE_ENGINE if set, else docker when its daemon answers, else podman, else buildah,
 # else podman installed with apt (root or sudo). A base image that cannot be pulled is built as a stand-in
@@ -106,7 +104,6 @@ main() {
   source "$REPO/images/stand-in-bases.sh"
   choose_engine
   case "$command" in
-    engine) echo "$ENGINE" ;;
     build)
       # One build at a time per machine: two would build the same stand-in into the same cache file.
       mkdir -p "$IMAGES_CACHE"
@@ -116,7 +113,7 @@ main() {
       build_image "$IMAGE_REPO/runlet:$version" "$REPO/Dockerfile" "$REPO"
       build_image "$IMAGE_REPO/python-runtime:$version" "$REPO/runtime/python/Dockerfile" "$REPO/runtime/python"
       ;;
-    *) die "unknown command $command (build [VERSION] | engine)" ;;
+    *) die "unknown command $command (build [VERSION])" ;;
   esac
 }
 

@@ -48,7 +48,12 @@ stand_in_builder() {
 # the pull fails anyway), =never refuses to build a stand-in.
 ensure_base() {
   local base=$1 policy=${RUNLET_STAND_IN_BASES:-auto} builder key present_key
-  builder=$(stand_in_builder "$base") || die "no stand-in is known for base image $base"
+  if ! builder=$(stand_in_builder "$base"); then
+    # A base this script cannot make (a Dockerfile changed its FROM): the engine's own copy, or a pull.
+    engine_label "$(qualified "$base")" "$STAND_IN_LABEL" >/dev/null 2>&1 || engine_pull "$(qualified "$base")" >&2 \
+      || die "base image $base cannot be pulled, and images/stand-in-bases.sh has no stand-in for it"
+    return
+  fi
   key=$(stand_in_key "$base")
   if present_key=$(engine_label "$(qualified "$base")" "$STAND_IN_LABEL" 2>/dev/null); then
     # A pulled image has no such label (Go templates print <no value> for a missing key) and is kept.
