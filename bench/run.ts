@@ -14,6 +14,7 @@ import { SIDECAR_NODE_OPTIONS } from '../operator/render/sidecar-container.ts';
 import { buildProject } from './build.ts';
 import { closeStreamClient } from './load/stream-client.ts';
 import { methodNotes } from './method.ts';
+import { IMAGES_SECTION } from './images.ts';
 import { NODE_FLAGS_SECTION } from './node-flags.ts';
 import { explainMisses } from './notes.ts';
 import { ProcessGroup } from './processes.ts';
@@ -179,7 +180,7 @@ async function main(): Promise<void> {
     figures,
     results,
     explainMisses(results, cpus().length),
-    [NODE_FLAGS_SECTION, ...(warmAb ? [warmAb.section] : [])],
+    [NODE_FLAGS_SECTION, IMAGES_SECTION, ...(warmAb ? [warmAb.section] : [])],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);

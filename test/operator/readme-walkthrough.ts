@@ -33,7 +33,7 @@ export function tokenRequestCommand(account: string, namespace: string, audience
 }
 
 export const ADAPTATIONS: readonly Adaptation[] = [
-  { pattern: /^make images$/, replacement: null, why: 'no Docker: the test kubelet runs this checkout for runlet/runlet and runlet/python-runtime' },
+  { pattern: /^make images$/, replacement: null, why: 'the process kubelet runs this checkout for runlet/runlet and runlet/python-runtime (the images themselves are built and run by test/images, make test-images)' },
   { pattern: /^helm /, replacement: null, why: 'no Helm here: install.yaml is the chart rendered with its default values' },
   {
     pattern: /^kubectl (apply|delete) -f install\.yaml$/,

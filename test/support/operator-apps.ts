@@ -4,8 +4,8 @@ import type { App } from '../../crds/app-schema.ts';
 import { applyAppDefaults } from '../../crds/validate.ts';
 import type { RenderConfig } from '../../operator/config.ts';
 
-export const SIDECAR_IMAGE = 'ghcr.io/runlet/runlet:test';
-export const PYTHON_IMAGE = 'ghcr.io/runlet/python:test';
+export const SIDECAR_IMAGE = 'runlet/runlet:test';
+export const PYTHON_IMAGE = 'runlet/python-runtime:test';
 /** A drain token as the operator renders one (render/drain-token.ts). */
 export const DRAIN_TOKEN = 'test-drain-token-0123456789-abcdefghijklmnopq';
 
