@@ -120,9 +120,21 @@ export function createRunInterface(replica: Replica): RunInterface {
     const runId = held === null ? newRunId() : held.runId;
     handleRun(exchange, runId, receivedAt, route, held === null ? null : held.coldStartMs).catch((error: unknown) => {
       const problem = toProblem(error);
+      closeIfBodyUnread(exchange);
       if (held === null) sendProblem(exchange.answer, runId, problem);
       else refuseHeld(exchange, held, receivedAt, problem);
     });
+  }
+
+  /**
+   * A request refused before any of its body was read (no token, say) ends its connection once answered, as the
+   * front does: node:http would otherwise read and drop the body for as long as the caller sends it, or wait
+   * for it, with no deadline, so a caller with no token could hold connections for ever. A body refused while
+   * read (413) was bounded as it came, and its connection goes on.
+   */
+  function closeIfBodyUnread(exchange: Exchange): void {
+    const node = exchange.node;
+    if (node !== null && !node.request.complete && !node.request.readableDidRead && !node.response.headersSent) node.response.setHeader('connection', 'close');
   }
 
   /**
