@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
-import { refuseOversizedExpectedBodies } from './expect-continue.ts';
+import { refuseExpectedBodiesEarly } from './expect-continue.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from './request-timeouts.ts';
 import { sendProblem } from './exchange.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, type RunInterface } from './run-interface.ts';
@@ -48,7 +48,7 @@ class RunServer extends Server {
     // The body's pauses are bounded where it is read (request-body.ts), the head's here.
     super(headTimeoutServerOptions(timeouts.headMs), handleRequest);
     this.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-    refuseOversizedExpectedBodies(this, bodyLimitBytes);
+    refuseExpectedBodiesEarly(this, runInterface, bodyLimitBytes);
     const nodeHandling = this.listeners('connection')[0] as ((this: Server, socket: Socket) => void) | undefined;
     if (nodeHandling === undefined) throw new Error("node:http's server has no connection listener to pass connections on to");
     this.removeListener('connection', nodeHandling);

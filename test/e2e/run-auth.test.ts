@@ -98,6 +98,29 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       expect(dev.replica.requestBudget.usedBytes).toBe(0);
     });
 
+    it('refuses a caller with no token that expects 100-continue instead of the 100, so it never sends its body', async () => {
+      const connection = await RawConnection.open(runOrigin);
+      try {
+        connection.write('POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n');
+        const answer = await connection.next();
+        expect(answer.status).toBe(401);
+        expect(answer.headers.connection).toBe('close');
+        await connection.closedByServer();
+      } finally {
+        connection.close();
+      }
+      const token = await signLocalToken({ projectId: 'dev', key });
+      const admitted = await RawConnection.open(runOrigin);
+      try {
+        admitted.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ${token}\r\nExpect: 100-continue\r\nContent-Length: 14\r\n\r\n`);
+        expect((await admitted.next()).status).toBe(100);
+        admitted.write('{"name":"Ada"}');
+        expect(JSON.parse((await admitted.next()).body)).toMatchObject({ result: { greeting: 'Hello, Ada!' } });
+      } finally {
+        admitted.close();
+      }
+    });
+
     it('runs a call whose body comes after its head, once its token is let in', async () => {
       const token = await signLocalToken({ projectId: 'dev', key });
       const body = JSON.stringify({ name: 'Later' });
