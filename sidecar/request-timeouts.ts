@@ -69,6 +69,18 @@ export function requestDeadlinePassed(deadlineMs: number, receivedBytes: number,
 }
 
 /**
+ * The `408` answered when a custom app's call (its body forwarded as it comes) has not arrived whole by its
+ * deadline: the app has seen part of it, and its call is aborted. Closed after it.
+ */
+export function uploadDeadlinePassed(deadlineMs: number): ProblemError {
+  return new ProblemError(
+    Problems.requestTimeout,
+    `The request did not arrive whole within ${deadlineMs / 1000} s; the app's call, which had part of its body, was aborted`,
+    { headers: { connection: 'close' } },
+  );
+}
+
+/**
  * The `408` answered when a body stops arriving. The connection is closed after it (node:http's answer is
  * given `headers` that say so; the front's says so itself), rather than kept waiting for the rest.
  */

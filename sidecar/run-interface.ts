@@ -235,7 +235,8 @@ export function createRunInterface(replica: Replica): RunInterface {
     assertDeclaredLength(request, bodyLimitBytes);
     const run = lifecycle.admitNow(call, 'sync') ?? (await lifecycle.admitQueued(call, 'sync'));
     const captureBytes = call.webhook ? bodyLimitBytes : 0;
-    await lifecycle.complete(run, call, proxyCustom(run, target, recorder, request, response, { forwardPath, captureBytes, dropAuthorization: auth !== null }));
+    const arrival = { deadlineMs: bodyBounds.deadlineMs, passesAt: call.receivedAt + bodyBounds.deadlineMs };
+    await lifecycle.complete(run, call, proxyCustom(run, target, recorder, request, response, { forwardPath, captureBytes, dropAuthorization: auth !== null, arrival }));
   }
 
   function drainingProblem(): ProblemError {

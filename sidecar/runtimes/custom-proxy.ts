@@ -6,6 +6,8 @@ import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
+import { sendProblem } from '../exchange.ts';
+import { uploadDeadlinePassed } from '../request-timeouts.ts';
 import { appUnavailable } from './runtime-client.ts';
 import type { RunOutcome } from '../modes/outcome.ts';
 import { recordFailedExchange, waitForRuntime } from './python-call.ts';
@@ -31,6 +33,11 @@ export interface CustomProxyOptions {
   captureBytes: number;
   /** The sidecar verified the caller's token: it is the platform's credential, not the app's to see. */
   dropAuthorization: boolean;
+  /**
+   * The request deadline (`--request-deadline`) and when it passes (a `performance.now()` time): a body still
+   * arriving then is cut, as the Python door cuts one, even though the app has seen part of it already.
+   */
+  arrival: { deadlineMs: number; passesAt: number };
 }
 
 export async function proxyCustom(
@@ -47,20 +54,29 @@ export async function proxyCustom(
     await waitForRuntime(run, target, recorder);
     pool = target.ready ? target.pool : null;
   }
+  const body = hasBody(request) ? request : null;
+  const upload = body !== null && !body.complete ? new UploadDeadline(run, raw, options.arrival) : null;
   let response: Dispatcher.ResponseData;
   try {
     response = await pool.request({
       method: (request.method ?? 'GET') as Dispatcher.HttpMethod,
       path: options.forwardPath,
       headers: forwardedRequestHeaders(request, run.record.id, options.dropAuthorization),
-      body: hasBody(request) ? request : null,
-      signal: run.signal,
+      body,
+      signal: upload?.signal ?? run.signal,
     });
   } catch (err) {
+    if (upload?.passed) {
+      const runTimeMs = recorder.finish(run.record, { statusCode: 408, error: upload.error });
+      return { statusCode: 408, success: false, resultJson: null, error: upload.error, runTimeMs };
+    }
     // Refused: the app's server has just gone down; this call is answered as one arriving while it is down.
     if (!connectionRefused(err)) throw recordFailedExchange(run, recorder, err);
     if (target.pool === pool) target.runtimeGone();
     throw recordFailedExchange(run, recorder, appUnavailable(target));
+  } finally {
+    // Once the app answers, its answer is bounded by the run's time limit, whatever is left of the upload.
+    upload?.stop();
   }
 
   raw.writeHead(response.statusCode, forwardedResponseHeaders(response.headers, run.record.id));
@@ -110,6 +126,34 @@ export async function proxyCustom(
         ? JSON.stringify(`[the app's answer of ${answerBytes} bytes is over the ${options.captureBytes}-byte webhook limit and is not forwarded]`)
         : capturedAsJson(captured, response.headers['content-type']);
   return { statusCode: response.statusCode, success, resultJson, error, runTimeMs };
+}
+
+/**
+ * A custom app's call whose body is still arriving: at the request deadline, the caller is answered `408` (the
+ * connection closed) and the call to the app aborted. A signal of its own rather than the run's: a run stopped
+ * for a reason of the platform's (timeout, shutdown) is recorded as such, this one as the request's failure.
+ */
+class UploadDeadline {
+  readonly #controller = new AbortController();
+  readonly #timer: NodeJS.Timeout;
+  readonly signal: AbortSignal;
+  passed = false;
+  readonly error: { type: string; message: string };
+
+  constructor(run: ActiveRun, raw: ServerResponse, arrival: { deadlineMs: number; passesAt: number }) {
+    this.signal = AbortSignal.any([run.signal, this.#controller.signal]);
+    const problem = uploadDeadlinePassed(arrival.deadlineMs);
+    this.error = { type: problem.spec.title, message: problem.detail };
+    this.#timer = setTimeout(() => {
+      this.passed = true;
+      sendProblem(raw, run.record.id, problem);
+      this.#controller.abort(new Error(problem.detail));
+    }, Math.max(0, arrival.passesAt - performance.now()));
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
 }
 
 /** The app's server refused the connection: nothing listens, so nothing of the call reached it. */

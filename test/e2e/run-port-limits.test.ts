@@ -3,6 +3,7 @@
 // body over the limit gets its 413 however it is framed, a request that stops arriving or arrives too slowly
 // gets a 408, one the shared request buffer has no room for a 503, a repeated X-Webhook-Secret a 400.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { makeCustomApp } from '../support/custom-app.ts';
 import { FIXTURE_APPS, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { RawConnection } from '../support/raw-http.ts';
 import { FRONT_DOORS, openFrontDoor, type OpenFrontDoor } from '../support/run-server.ts';
@@ -22,7 +23,7 @@ const connections: RawConnection[] = [];
 
 beforeAll(async () => {
   dev = await startTestDevServer({
-    appDirs: [`${FIXTURE_APPS}/e2e`],
+    appDirs: [`${FIXTURE_APPS}/e2e`, await makeCustomApp('upload')],
     bodyLimitBytes: BODY_LIMIT_BYTES,
     timeouts: { headMs: HEAD_TIMEOUT_MS, bodyMs: BODY_TIMEOUT_MS, deadlineMs: DEADLINE_MS },
     requestBufferBytes: REQUEST_BUFFER_BYTES,
@@ -120,6 +121,25 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
         expectProblem(answer, 408, 'request-timeout');
         expect(JSON.parse(answer.body).detail).toContain(`did not arrive whole within ${DEADLINE_MS / 1000} s`);
         await connection.closedByServer();
+      } finally {
+        clearInterval(trickle);
+      }
+    });
+
+    it.each([
+      ['sized', 'Content-Length: 200\r\n\r\n', (byte: string) => byte],
+      ['chunked', 'Transfer-Encoding: chunked\r\n\r\n', (byte: string) => chunk(byte)],
+    ])("gets 408 request-timeout once a custom app's %s upload, streamed to the app as it comes, is not whole by the deadline; the run is recorded so", async (_framing, rest, frame) => {
+      const connection = await open();
+      connection.write(`POST /v4/dev/upload/echo HTTP/1.1\r\nHost: t\r\n${rest}`);
+      const trickle = setInterval(() => connection.write(frame(' ')), 50);
+      try {
+        const answer = await connection.next();
+        expectProblem(answer, 408, 'request-timeout');
+        expect(JSON.parse(answer.body).detail).toContain(`did not arrive whole within ${DEADLINE_MS / 1000} s`);
+        await connection.closedByServer();
+        const run = (await (await fetch(`${dev.url}/v2/projects/dev/apps/upload/runs/${answer.headers['x-request-id']}`)).json()) as { item: unknown };
+        expect(run.item).toMatchObject({ status: 'failure', statusCode: 408 });
       } finally {
         clearInterval(trickle);
       }
