@@ -1,7 +1,7 @@
 // The Deployment of an App: its pods run the app container and the sidecar, with the sidecar's RunLog
 // token, a scratch directory for run records, a /tmp for each container and, for mounted code, the code
 // ConfigMap at /app; as the `restricted` Pod Security Standard asks (pod-security.ts).
-import type { V1Deployment, V1Volume } from '@kubernetes/client-node';
+import type { V1Deployment, V1PodSpec, V1Volume } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
 import { renderAppContainer } from './app-container.ts';
@@ -11,6 +11,7 @@ import {
   APP_TMP_VOLUME,
   CODE_VOLUME,
   DATA_VOLUME,
+  SIDECAR_CONTAINER,
   SIDECAR_SERVICE_ACCOUNT,
   SIDECAR_TMP_VOLUME,
   SIDECAR_TOKEN_VOLUME,
@@ -77,6 +78,13 @@ export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs,
       },
     },
   };
+}
+
+/** Whether a rendered Deployment runs its sidecar as a native sidecar (an init container); undefined when it has none. */
+export function nativeSidecarOf(deployment: { spec?: { template?: { spec?: V1PodSpec } } }): boolean | undefined {
+  const pod = deployment.spec?.template?.spec;
+  if (pod?.initContainers?.some((container) => container.name === SIDECAR_CONTAINER) === true) return true;
+  return pod?.containers?.some((container) => container.name === SIDECAR_CONTAINER) === true ? false : undefined;
 }
 
 /** What the API server's service-account admission would mount into every container: token, CA, namespace. */
