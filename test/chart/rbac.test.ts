@@ -50,8 +50,8 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it("are the operator's ClusterRole, leader-election Role and holder Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const { cluster, leaderElection, holder } = operatorRoles(chart);
-    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'cluster (holder)', 'release namespace', 'release namespace (holder)']));
-    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)'));
+    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)']));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder.map(plain)).toEqual(rowsOf(table, 'release namespace (holder)'));
     for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
@@ -60,9 +60,15 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it('lose the (holder) rows, and the holder Role, with holder.enabled false', () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const { cluster, leaderElection, holder } = operatorRoles(renderWith([], { holder: { enabled: false } }));
-    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster'));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder).toEqual([]);
+  });
+
+  it.each([false, true])('lose the (auto sidecars) row with apps.nativeSidecars %s', (nativeSidecars) => {
+    const table = rulesFromTable(README, OPERATOR_TABLE);
+    const { cluster } = operatorRoles(renderWith([], { apps: { nativeSidecars } }));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)'));
   });
 
   it('are the runs viewer ClusterRole, which grants the SubjectAccessReview the management API asks', () => {
@@ -121,7 +127,7 @@ describe('the operator under the chart’s RBAC', () => {
    */
   async function requestsOfOperator(
     chart: RenderedChart,
-    done: { method: string; pathPattern: RegExp }[],
+    done: { method: string; pathPattern: RegExp; watch?: boolean }[],
     meanwhile: (operator: Operator) => Promise<void> = async () => {},
   ): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
     const from = server!.requests.length;
@@ -183,8 +189,7 @@ describe('the operator under the chart’s RBAC', () => {
 
       // With the app ingress on (production values), then off (defaults): the second removes the Ingress, and its
       // holder takes over the call the first one held.
-      const requests = [
-        ...(await requestsOfOperator(
+      const productionRequests = await requestsOfOperator(
           production,
           [
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ },
@@ -194,25 +199,31 @@ describe('the operator under the chart’s RBAC', () => {
             { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
           ],
           callAtZero,
-        )),
-        ...(await requestsOfOperator(renderWith(VALUE_SETS.default), [
+        );
+      const defaults = renderWith(VALUE_SETS.default);
+      const defaultRequests = await requestsOfOperator(defaults, [
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
           { method: 'PUT', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-held-/ },
-        ])),
-      ];
+          { method: 'GET', pathPattern: /^\/api\/v1\/nodes$/, watch: true },
+        ]);
 
-      const { cluster, leaderElection, holder } = operatorRoles(production);
-      const permitted = (request: RequestAttributes) =>
-        allows(cluster, request) || (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request)));
-      const attributes = requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, ...attrs })));
-      expect(attributes.filter((attrs) => !permitted(attrs))).toEqual([]);
+      // Each run against the roles of the chart it ran with (the production values fix nativeSidecars: false).
+      const attributesUnder = (chart: RenderedChart, requests: typeof productionRequests) => {
+        const { cluster, leaderElection, holder } = operatorRoles(chart);
+        const permitted = (request: RequestAttributes) =>
+          allows(cluster, request) || (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request)));
+        return requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, permitted: permitted(attrs), ...attrs })));
+      };
+      const attributes = [...attributesUnder(production, productionRequests), ...attributesUnder(defaults, defaultRequests)];
+      expect(attributes.filter((attrs) => !attrs.permitted)).toEqual([]);
+      const { cluster } = operatorRoles(production);
       // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
       const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
       const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'patch endpoints', 'get deployments/scale', 'update deployments/scale'];
-      for (const expected of [...kinds, ...watches, ...holding, 'delete rolebindings', 'delete roles']) {
+      for (const expected of [...kinds, ...watches, ...holding, 'delete rolebindings', 'delete roles', 'list nodes', 'watch nodes']) {
         expect(seen, expected).toContain(expected);
       }
 
