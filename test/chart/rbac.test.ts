@@ -11,6 +11,7 @@ import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
+import { RUNS_ACCESS } from '../../management/kube-auth.ts';
 import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
@@ -23,6 +24,8 @@ const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
 const VIEWER_TABLE = '## Read access to runs';
 const SIDECAR_TABLE = "## The sidecar's permissions";
+const EDITOR_TABLE = '## Editing Apps';
+const AGGREGATE = 'rbac.authorization.k8s.io/aggregate-to-';
 const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more';
 
 /** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
@@ -37,6 +40,21 @@ function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderEle
     leaderElection: objectOf<V1Role>(chart, 'Role', 'runlet-operator-leader-election').rules!,
     holder: holderRole ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-holder').rules! : [],
   };
+}
+
+/**
+ * The rules the chart adds to a built-in ClusterRole (`view`, `edit`, `admin`) through the aggregation
+ * controller: those of every ClusterRole labelled `aggregate-to-<role>`. As Kubernetes bootstraps them, `view`
+ * is itself labelled `aggregate-to-edit` and `edit` `aggregate-to-admin`, so each includes the one below.
+ */
+function aggregatedInto(chart: RenderedChart, role: 'view' | 'edit' | 'admin'): PolicyRule[] {
+  const below = { view: undefined, edit: 'view', admin: 'edit' } as const;
+  const own = chart.manifests
+    .map((manifest) => manifest.object as V1ClusterRole)
+    .filter((object) => object.kind === 'ClusterRole' && object.metadata?.labels?.[`${AGGREGATE}${role}`] === 'true')
+    .flatMap((object) => object.rules ?? []);
+  const lower = below[role];
+  return [...own, ...(lower === undefined ? [] : aggregatedInto(chart, lower))];
 }
 
 /** The table's rows of these scopes, as rules. */
@@ -76,6 +94,29 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(viewer.map(plain)).toEqual(rulesFromTable(README, VIEWER_TABLE).map(plain));
     expect(allows(viewer, { verb: 'list', apiGroup: 'runlet.dev', resource: 'runs', namespace: 'team-a', name: undefined })).toBe(true);
     expect(allows(viewer, { verb: 'create', apiGroup: 'runlet.dev', resource: 'apps', namespace: 'team-a', name: undefined })).toBe(false);
+  });
+
+  it('are the App editor ClusterRole', () => {
+    const editor = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-app-editor').rules!;
+    expect(editor.map(plain)).toEqual(rulesFromTable(README, EDITOR_TABLE).map(plain));
+  });
+
+  it('let the built-in view read Apps and list runs, edit and admin also create Apps; none writes status or RunLogs', () => {
+    const inTeam = (verb: string, resource: string): RequestAttributes => ({ verb, apiGroup: 'runlet.dev', resource, namespace: 'team-a', name: undefined });
+    // What the management API asks of a caller (management/kube-auth.ts).
+    const listRuns: RequestAttributes = { verb: RUNS_ACCESS.verb, apiGroup: RUNS_ACCESS.group, resource: RUNS_ACCESS.resource, namespace: 'team-a', name: undefined };
+    const view = aggregatedInto(chart, 'view');
+    expect(allows(view, listRuns)).toBe(true);
+    for (const verb of ['get', 'list', 'watch']) expect(allows(view, inTeam(verb, 'apps')), `${verb} apps`).toBe(true);
+    expect(allows(view, inTeam('create', 'apps'))).toBe(false);
+    for (const role of ['edit', 'admin'] as const) {
+      const rules = aggregatedInto(chart, role);
+      expect(allows(rules, listRuns), `${role}: list runs`).toBe(true);
+      for (const verb of ['create', 'update', 'patch', 'delete', 'get', 'list', 'watch']) expect(allows(rules, inTeam(verb, 'apps')), `${role}: ${verb} apps`).toBe(true);
+      for (const [verb, resource] of [['patch', 'apps/status'], ['update', 'apps/status'], ['create', 'runlogs'], ['patch', 'runlogs/status'], ['delete', 'runlogs']]) {
+        expect(allows(rules, inTeam(verb!, resource!)), `${role}: ${verb} ${resource}`).toBe(false);
+      }
+    }
   });
 
   it('are the sidecar ClusterRole, which the operator may bind but holds nothing of', () => {
