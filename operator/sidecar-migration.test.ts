@@ -1,5 +1,5 @@
 // Which sidecar mode each App renders while the cluster's mode changes: one App moves at a time, Apps without
-// pods move at once, and the turn passes on when the moving App's rollout ends, stalls, or the App is deleted.
+// pods, or whose pods are replaced anyway, move at once, and the turn passes on when the moving App's rollout ends, stalls, or the App is deleted.
 import { describe, expect, it } from 'vitest';
 import type { DeploymentStatusView } from './rollout-state.ts';
 import { SidecarMigration, type SidecarModeView } from './sidecar-migration.ts';
@@ -51,6 +51,14 @@ describe('SidecarMigration', () => {
     const { sidecars } = migration(false);
     expect(sidecars.modeFor('team', 'a', live(true, 1, true))).toBe(false);
     expect(sidecars.modeFor('team', 'idle', live(true, 0, true))).toBe(false);
+    expect(sidecars.moving).toBe('team/a');
+  });
+
+  it('moves an App whose pods are replaced anyway at once, without taking the turn', () => {
+    const { sidecars } = migration(false);
+    expect(sidecars.modeFor('team', 'a', live(true, 1, true))).toBe(false);
+    expect(sidecars.modeFor('team', 'edited', live(true, 1, true), { replacedAnyway: true })).toBe(false);
+    expect(sidecars.modeFor('team', 'b', live(true, 1, true), { replacedAnyway: false })).toBe(true);
     expect(sidecars.moving).toBe('team/a');
   });
 

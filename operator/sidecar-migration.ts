@@ -4,6 +4,8 @@
 // cluster-wide restart, every cold start paid at the same moment. So an App keeps the mode its Deployment
 // already has, and takes the new one only
 // - when it has no Deployment yet, or no pod (at zero, or minReplicas 0 with none running): nothing to replace;
+// - when its pod template changes anyway (new code, an edited spec): the pods are replaced in any case, and
+//   moving with that rollout costs nothing more;
 // - when it is the one App moving: the next one moves once that one's rollout has finished, or stalled (a
 //   rollout stuck for reasons of its own must not hold every other App back), or the App is gone.
 // Which App is moving is this replica's memory: after a leader handover the new leader picks one again, so
@@ -16,6 +18,12 @@ import { rolloutState, type DeploymentView } from './rollout-state.ts';
 export interface SidecarModeView extends DeploymentView {
   /** Undefined when the template has no sidecar container (not ours, or not rendered yet). */
   nativeSidecar?: boolean;
+}
+
+/** What else the reconcile knows of the App's next apply. */
+export interface PendingApply {
+  /** Its pod template changes anyway (code, spec, configuration): its pods are replaced whatever the mode. */
+  replacedAnyway: boolean;
 }
 
 export interface SidecarMigrationOptions {
@@ -37,11 +45,11 @@ export class SidecarMigration {
   }
 
   /** Whether to render this App with native sidecars, given its live Deployment. */
-  modeFor(namespace: string, name: string, live: SidecarModeView | undefined): boolean {
+  modeFor(namespace: string, name: string, live: SidecarModeView | undefined, pending: PendingApply = { replacedAnyway: false }): boolean {
     const key = objectKey(namespace, name);
     const wanted = this.#options.native();
     if (this.#moving === key && (live === undefined || (live.nativeSidecar === wanted && rolloutEnded(live)))) this.#release();
-    if (live?.nativeSidecar === undefined || live.nativeSidecar === wanted || hasNoPods(live)) {
+    if (live?.nativeSidecar === undefined || live.nativeSidecar === wanted || hasNoPods(live) || pending.replacedAnyway) {
       this.#stopWaiting(key);
       return wanted;
     }

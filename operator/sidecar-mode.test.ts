@@ -121,7 +121,7 @@ describe('a change of mode while the operator runs', () => {
     });
   }
 
-  it('moves the Apps to classic sidecars one at a time when a 1.28 kubelet joins: the next once the previous one has rolled out', async () => {
+  it('moves the Apps to classic sidecars one at a time when a 1.28 kubelet joins, the next once the previous one has rolled out, one whose pods are replaced anyway at once', async () => {
     cluster = await prepareCluster(await startKubeApiServer({ version: 'v1.29.0' }));
     const { api, server } = cluster;
     await addNode(api, 'node-new', 'v1.29.2');
@@ -148,16 +148,17 @@ describe('a change of mode while the operator runs', () => {
     });
     expect((await modes(api)).filter((mode) => !mode)).toHaveLength(1);
 
-    // Its rollout ends: the next moves, and only that one.
-    await finishRollout(api, first);
-    const second = await waitFor(() => movedBesides(api, [first]), {
-      timeoutMs: STATE_TIMEOUT_MS,
-      what: 'a second App moved to classic sidecars',
-    });
-    expect((await modes(api)).filter((mode) => !mode)).toHaveLength(2);
+    // Another App's spec is edited meanwhile: its pods are replaced anyway, so it moves with that rollout,
+    // without waiting for its turn; the last one still waits.
+    const edited = APPS.find((name) => name !== first)!;
+    await api.mergePatch(paths.app('team', edited), { spec: { scaling: { responseGracePeriod: 120 } } });
+    await waitFor(async () => !(await native(api, edited)), { timeoutMs: STATE_TIMEOUT_MS, what: 'the edited App moved with its own rollout' });
+    const last = APPS.find((name) => name !== first && name !== edited)!;
+    expect(await native(api, last)).toBe(true);
 
-    await finishRollout(api, second);
-    await waitFor(async () => (await modes(api)).every((mode) => !mode), { timeoutMs: STATE_TIMEOUT_MS, what: 'the last App moved to classic sidecars' });
+    // The first one's rollout ends: the last moves.
+    await finishRollout(api, first);
+    await waitFor(async () => !(await native(api, last)), { timeoutMs: STATE_TIMEOUT_MS, what: 'the last App moved to classic sidecars' });
   });
 
   /** An App with classic sidecars other than these, if any. */
