@@ -1,5 +1,6 @@
-// Which sidecar mode each App renders while the cluster's mode changes: one App moves at a time, Apps without
-// pods, or whose pods are replaced anyway, move at once, and the turn passes on when the moving App's rollout ends, stalls, or the App is deleted.
+// Which sidecar mode each App renders while the cluster's mode changes: one App moves at a time; Apps without
+// pods, or whose pods are replaced anyway, move at once; the turn passes on when the moving App's rollout ends
+// or stalls, or the App is deleted.
 import { describe, expect, it } from 'vitest';
 import type { DeploymentStatusView } from './rollout-state.ts';
 import { SidecarMigration, type SidecarModeView } from './sidecar-migration.ts';
