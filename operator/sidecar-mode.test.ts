@@ -161,6 +161,22 @@ describe('a change of mode while the operator runs', () => {
     await waitFor(async () => !(await native(api, last)), { timeoutMs: STATE_TIMEOUT_MS, what: 'the last App moved to classic sidecars' });
   });
 
+  it('moves an App to native sidecars once the last old kubelet is upgraded', async () => {
+    cluster = await prepareCluster(await startKubeApiServer({ version: 'v1.29.0' }));
+    const { api } = cluster;
+    await addNode(api, 'node-a', 'v1.29.2');
+    await addNode(api, 'node-b', 'v1.28.9');
+    await createNamespace(api, 'team');
+    await createCodeConfigMap(api, 'team', 'hello-code', 'hello', { 'main.py': 'def run(): pass\n' });
+    await createApp(api, 'team', 'one', pythonSpec());
+    operator = testOperator(cluster);
+    operator.start();
+    await waitFor(() => api.find(paths.deployment('team', 'one')), { timeoutMs: STATE_TIMEOUT_MS, what: 'the Deployment' });
+    expect(await native(api, 'one')).toBe(false);
+    await api.mergePatch('/api/v1/nodes/node-b/status', { status: { nodeInfo: { kubeletVersion: 'v1.29.2' } } });
+    await waitFor(() => native(api, 'one'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the App moved to native sidecars' });
+  });
+
   /** An App with classic sidecars other than these, if any. */
   async function movedBesides(api: KubeApi, moved: string[]): Promise<string | undefined> {
     for (const name of APPS) if (!moved.includes(name) && !(await native(api, name))) return name;

@@ -95,9 +95,19 @@ export class SidecarMode {
       name: 'nodes',
       path: '/api/v1/nodes',
       onRestart: options.onWatchRestart,
-      // The kubelet's version is all that matters of a Node, and status heartbeats change nothing of it.
-      transform: (node) => ({ metadata: { name: node.metadata?.name }, status: { nodeInfo: { kubeletVersion: node.status?.nodeInfo?.kubeletVersion } } }),
-      handlers: { onUpsert: () => this.#decide(), onDelete: () => this.#decide() },
+      // The kubelet's version is all that matters of a Node (and the resourceVersion, which tells the watch an
+      // update from a repeat).
+      transform: (node) => ({
+        metadata: { name: node.metadata?.name, resourceVersion: node.metadata?.resourceVersion },
+        status: { nodeInfo: { kubeletVersion: node.status?.nodeInfo?.kubeletVersion } },
+      }),
+      handlers: {
+        // Most Node updates are status heartbeats: only a new node or a new kubelet version can change the mode.
+        onUpsert: (node, previous) => {
+          if (previous === undefined || previous.status?.nodeInfo?.kubeletVersion !== node.status?.nodeInfo?.kubeletVersion) this.#decide();
+        },
+        onDelete: () => this.#decide(),
+      },
     });
   }
 
