@@ -34,7 +34,7 @@ export function parseServerVersion(info: unknown): ServerVersion {
 }
 
 /** Whether the server is at least `major.minor`. */
-export function isAtLeast(version: ServerVersion, major: number, minor: number): boolean {
+export function isAtLeast(version: Pick<ServerVersion, 'major' | 'minor'>, major: number, minor: number): boolean {
   return version.major > major || (version.major === major && version.minor >= minor);
 }
 

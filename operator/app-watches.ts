@@ -19,11 +19,16 @@ import { drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
 import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
+import { nativeSidecarOf, podTemplateDigestOf } from './render/deployment.ts';
+import type { SidecarModeView } from './sidecar-migration.ts';
 import type { PodObject } from './runlog-verdict.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
-/** `drainToken`: the one its pod template carries (render/drain-token.ts), for the reconcile to render again. */
-export type DeploymentObject = KubeObject & DeploymentView & { drainToken?: string };
+/**
+ * `drainToken`: the one its pod template carries (render/drain-token.ts), for the reconcile to render again;
+ * `nativeSidecar`: the sidecar mode it has and `podTemplate` the digest of its template (sidecar-migration.ts).
+ */
+export type DeploymentObject = KubeObject & DeploymentView & SidecarModeView & { drainToken?: string; podTemplate?: string };
 
 export interface AppWatchesOptions {
   api: KubeApi;
@@ -83,7 +88,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('deployments', reason),
     // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how its
-    // rollout stands, its drain token: not the pod template.
+    // rollout stands, its drain token, sidecar mode and template digest: not the pod template.
     transform: (deployment) => {
       const identity = metadataOnly(deployment);
       return {
@@ -92,6 +97,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
         spec: { replicas: deployment.spec?.replicas },
         status: rolloutStatus(deployment.status),
         drainToken: drainTokenOf(deployment as Parameters<typeof drainTokenOf>[0]),
+        nativeSidecar: nativeSidecarOf(deployment as Parameters<typeof nativeSidecarOf>[0]),
+        podTemplate: podTemplateDigestOf(deployment),
       };
     },
     handlers: {

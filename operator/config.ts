@@ -76,7 +76,7 @@ export const OperatorConfigSchema = StrictObject({
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
   ingress: Type.Union([IngressConfigSchema, Type.Null()], { description: 'null: no Ingress objects; URLs are cluster-local.' }),
   nativeSidecars: Type.Union([Type.Literal('auto'), Type.Boolean()], {
-    description: 'Sidecar as an init container with restartPolicy Always: auto (from the API server version: ≥ 1.29), true or false.',
+    description: 'Sidecar as an init container with restartPolicy Always: auto (when the API server and the oldest kubelet among the Nodes are ≥ 1.29), true or false.',
   }),
   webhookAllowCidrs: Type.Array(Type.String({ minLength: 1 }), { description: 'CIDRs webhooks may reach despite the SSRF guard.' }),
   networkPolicy: Type.Union([NetworkPolicyConfigSchema, Type.Null()], {

@@ -41,7 +41,8 @@ import { RunLogJanitor } from './runlog-janitor.ts';
 import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
-import { decideNativeSidecars } from './sidecar-mode.ts';
+import { SidecarMigration } from './sidecar-migration.ts';
+import { SidecarMode } from './sidecar-mode.ts';
 
 /** Who reports the Events on Apps (`kubectl describe app` shows it under "From"). */
 const EVENT_SOURCE = 'runlet-operator';
@@ -230,24 +231,34 @@ export function createOperator(options: OperatorOptions): Operator {
             }
           },
         });
-  // Rendering needs the sidecar mode, which start() decides from the server's version (sidecar-mode.ts); the
-  // campaign for leadership begins only once it is known, so no reconcile ever waits on it.
-  const stopping = new AbortController();
-  let sidecarModeDecided: (nativeSidecars: boolean) => void = () => {};
-  const reconciler = new Promise<boolean>((resolve) => (sidecarModeDecided = resolve)).then((nativeSidecars) =>
-    createReconciler({
-      api: leaderApi,
-      autoscalerApi,
-      config: { ...config, nativeSidecars },
-      apps: appCache,
-      deployments: watches.deployments,
-      rbac,
-      events,
-      logger,
-      switchEndpoints: switchAppEndpoints,
-    }),
-  );
-  const queue = createReconcileQueue({ workers: config.workers, reconcile: async (namespace, name) => (await reconciler)(namespace, name), metrics, logger });
+  // Rendering needs the sidecar mode, which start() decides from the server's and the nodes' versions
+  // (sidecar-mode.ts); the campaign for leadership begins only once it is known, so no reconcile ever waits on
+  // it. When it changes, every App is reconciled, and they move to the new mode one at a time
+  // (sidecar-migration.ts).
+  const sidecarMode = new SidecarMode({
+    setting: config.nativeSidecars,
+    api,
+    logger,
+    watchdogMs,
+    onWatchRestart: (reason) => metrics.watchRestarted('nodes', reason),
+    onChange: () => {
+      if (elector.isLeader) for (const app of apps.list()) reconcileSoon(app.metadata.namespace, app.metadata.name);
+    },
+  });
+  const sidecars = new SidecarMigration({ native: () => sidecarMode.native, reconcileSoon: (namespace, name) => reconcileSoon(namespace, name) });
+  const reconciler = createReconciler({
+    api: leaderApi,
+    autoscalerApi,
+    config,
+    sidecars,
+    apps: appCache,
+    deployments: watches.deployments,
+    rbac,
+    events,
+    logger,
+    switchEndpoints: switchAppEndpoints,
+  });
+  const queue = createReconcileQueue({ workers: config.workers, reconcile: reconciler, metrics, logger });
   function reconcileSoon(namespace: string | undefined, name: string | undefined): void {
     if (namespace !== undefined && name !== undefined) queue.add(objectKey(namespace, name));
   }
@@ -311,6 +322,7 @@ export function createOperator(options: OperatorOptions): Operator {
   mountManagementApi(server, { api, runs: runLogs, apps: runLogs, logger });
 
   let started = false;
+  let stopping = false;
   let holder: Holder | undefined;
   return {
     server,
@@ -332,14 +344,10 @@ export function createOperator(options: OperatorOptions): Operator {
       for (const watch of watches.all) watch.start();
       holderEndpoints?.start();
       runLogs.start();
-      decideNativeSidecars(config.nativeSidecars, api, logger, stopping.signal).then(
-        (nativeSidecars) => {
-          sidecarModeDecided(nativeSidecars);
-          if (!stopping.signal.aborted) elector.start();
-        },
-        // Rejects only when stop() aborted the wait: there is nothing left to start.
-        () => {},
-      );
+      sidecarMode.start();
+      void sidecarMode.whenDecided().then(() => {
+        if (!stopping) elector.start();
+      });
       logger.info({ identity: config.leaderElection.identity }, 'operator started');
     },
     async listen() {
@@ -365,7 +373,8 @@ export function createOperator(options: OperatorOptions): Operator {
       return url;
     },
     async stop() {
-      stopping.abort();
+      stopping = true;
+      await sidecarMode.stop();
       await holder?.close();
       await elector.stop();
       await duties.ended();

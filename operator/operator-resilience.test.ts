@@ -53,8 +53,8 @@ async function start(serverOptions: KubeApiServerOptions = {}, watchdogSeconds =
   await waitForApp(cluster.api, 'team', 'before', isAppliedAtGeneration, 'the first App applied');
 }
 
-/** The operator's watches: Apps, Deployments, code ConfigMaps, pods, Services, Ingresses, sidecar ServiceAccounts and RoleBindings, RunLogs. */
-const WATCHES = 9;
+/** The operator's watches: Apps, Deployments, code ConfigMaps, pods, Services, Ingresses, sidecar ServiceAccounts and RoleBindings, RunLogs, Nodes (nativeSidecars: auto). */
+const WATCHES = 10;
 
 /** All the watches are open. */
 async function watching(): Promise<void> {

@@ -19,16 +19,21 @@ import { owningAppName } from './render/labels.ts';
 import { appUrl, childName } from './render/names.ts';
 import type { DeploymentView } from './rollout-state.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
+import type { PendingApply, SidecarModeView } from './sidecar-migration.ts';
+import { podTemplateDigestOf, renderDeployment } from './render/deployment.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 
 export interface ReconcilerDeps {
   api: KubeApi;
-  config: RenderConfig;
+  /** The sidecar mode is each App's own: `sidecars` chooses it. */
+  config: Omit<RenderConfig, 'nativeSidecars'>;
+  /** Which sidecar mode an App renders now (sidecar-migration.ts), and forgetting a deleted App. */
+  sidecars: { modeFor(namespace: string, name: string, live: SidecarModeView | undefined, pending: PendingApply): boolean; forget(namespace: string, name: string): void };
   /** The App watch's cache. */
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
   /** The Deployment watch's cache: who owns `spec.replicas` now, and the drain token its pods have. */
-  deployments: { get(namespace: string, name: string): (ScaledDeployment & { drainToken?: string }) | undefined };
+  deployments: { get(namespace: string, name: string): (ScaledDeployment & SidecarModeView & { drainToken?: string; podTemplate?: string }) | undefined };
   /** Applies as the autoscaler's field manager: hands `spec.replicas` of autoscaled Apps over to it. */
   autoscalerApi: KubeApi;
   /** Events on the App: failures, and when it starts or stops serving. */
@@ -104,6 +109,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
     // Deleted: the API server's garbage collector removes the children through their owner references.
     if (stored === undefined || stored.metadata.deletionTimestamp !== undefined) {
       drainTokens.forget(namespace, name);
+      deps.sidecars.forget(namespace, name);
       return 'gone';
     }
 
@@ -119,7 +125,13 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       await deps.rbac.ensure(namespace);
       const live = deps.deployments.get(namespace, childName(app));
       const replicas = replicasToApply(app.spec.scaling, live);
-      const children = renderAppChildren(app, config, { codeHash: code.hash, drainToken: drainTokens.tokenFor(app, live?.drainToken) }, replicas);
+      const pod = { codeHash: code.hash, drainToken: drainTokens.tokenFor(app, live?.drainToken) };
+      // In the mode it has, would the App's pod template change? Then it may change mode with that rollout.
+      const kept = live?.nativeSidecar;
+      const replacedAnyway =
+        kept !== undefined && live?.podTemplate !== undefined && podTemplateDigestOf(renderDeployment(app, { ...config, nativeSidecars: kept }, pod, replicas)) !== live.podTemplate;
+      const nativeSidecars = deps.sidecars.modeFor(namespace, name, live, { replacedAnyway });
+      const children = renderAppChildren(app, { ...config, nativeSidecars }, pod, replicas);
       const applied = await applyAll(children.apply);
       for (const ref of children.remove) await removeStale(app, ref);
       if (scalesToZero(app)) await deps.switchEndpoints?.(app);

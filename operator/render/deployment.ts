@@ -1,7 +1,8 @@
 // The Deployment of an App: its pods run the app container and the sidecar, with the sidecar's RunLog
 // token, a scratch directory for run records, a /tmp for each container and, for mounted code, the code
 // ConfigMap at /app; as the `restricted` Pod Security Standard asks (pod-security.ts).
-import type { V1Deployment, V1Volume } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
+import type { V1Deployment, V1PodSpec, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
 import { renderAppContainer } from './app-container.ts';
@@ -11,6 +12,7 @@ import {
   APP_TMP_VOLUME,
   CODE_VOLUME,
   DATA_VOLUME,
+  SIDECAR_CONTAINER,
   SIDECAR_SERVICE_ACCOUNT,
   SIDECAR_TMP_VOLUME,
   SIDECAR_TOKEN_VOLUME,
@@ -32,6 +34,18 @@ export interface PodInputs {
 }
 
 /**
+ * On the Deployment, not its template (writing it rolls nothing): a digest of the pod template applied, so a
+ * later reconcile can tell whether the template changes anyway, e.g. to move the App to a new sidecar mode
+ * with that rollout rather than one of its own (sidecar-migration.ts).
+ */
+export const POD_TEMPLATE_ANNOTATION = 'runlet.dev/pod-template';
+
+/** The digest a Deployment carries of its pod template, as this operator rendered it. */
+export function podTemplateDigestOf(deployment: { metadata?: { annotations?: Record<string, string> } }): string | undefined {
+  return deployment.metadata?.annotations?.[POD_TEMPLATE_ANNOTATION];
+}
+
+/**
  * `replicas`: the size to apply, or null to leave `spec.replicas` to the autoscaler
  * (autoscaling/replicas-owner.ts); the App's minimum by default.
  */
@@ -48,35 +62,43 @@ export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs,
     sidecarTokenVolume(),
     ...(codeConfigMap === undefined ? [] : [{ name: CODE_VOLUME, configMap: { name: codeConfigMap.name } }]),
   ];
+  const template: V1PodTemplateSpec = {
+    metadata: {
+      labels: appLabels(app),
+      annotations: {
+        'kubectl.kubernetes.io/default-container': APP_CONTAINER,
+        ...(codeHash === undefined ? {} : { [CODE_HASH_ANNOTATION]: codeHash }),
+      },
+    },
+    spec: {
+      serviceAccountName: SIDECAR_SERVICE_ACCOUNT,
+      // Mounted into the sidecar alone (sidecarTokenVolume), not into every container.
+      automountServiceAccountToken: false,
+      // Hundreds of Services per namespace would otherwise become thousands of env variables per pod.
+      enableServiceLinks: false,
+      securityContext: POD_SECURITY_CONTEXT,
+      terminationGracePeriodSeconds: scaling.responseGracePeriod + TERMINATION_MARGIN_SECONDS,
+      ...(config.nativeSidecars ? { initContainers: [sidecarContainer], containers: [appContainer] } : { containers: [appContainer, sidecarContainer] }),
+      volumes,
+    },
+  };
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: childMetadata(app, childName(app)),
+    metadata: { ...childMetadata(app, childName(app)), annotations: { [POD_TEMPLATE_ANNOTATION]: createHash('sha256').update(JSON.stringify(template)).digest('hex').slice(0, 16) } },
     spec: {
       ...(replicas === null ? {} : { replicas }),
       selector: { matchLabels: selectorLabels(app) },
-      template: {
-        metadata: {
-          labels: appLabels(app),
-          annotations: {
-            'kubectl.kubernetes.io/default-container': APP_CONTAINER,
-            ...(codeHash === undefined ? {} : { [CODE_HASH_ANNOTATION]: codeHash }),
-          },
-        },
-        spec: {
-          serviceAccountName: SIDECAR_SERVICE_ACCOUNT,
-          // Mounted into the sidecar alone (sidecarTokenVolume), not into every container.
-          automountServiceAccountToken: false,
-          // Hundreds of Services per namespace would otherwise become thousands of env variables per pod.
-          enableServiceLinks: false,
-          securityContext: POD_SECURITY_CONTEXT,
-          terminationGracePeriodSeconds: scaling.responseGracePeriod + TERMINATION_MARGIN_SECONDS,
-          ...(config.nativeSidecars ? { initContainers: [sidecarContainer], containers: [appContainer] } : { containers: [appContainer, sidecarContainer] }),
-          volumes,
-        },
-      },
+      template,
     },
   };
+}
+
+/** Whether a rendered Deployment runs its sidecar as a native sidecar (an init container); undefined when it has none. */
+export function nativeSidecarOf(deployment: { spec?: { template?: { spec?: V1PodSpec } } }): boolean | undefined {
+  const pod = deployment.spec?.template?.spec;
+  if (pod?.initContainers?.some((container) => container.name === SIDECAR_CONTAINER) === true) return true;
+  return pod?.containers?.some((container) => container.name === SIDECAR_CONTAINER) === true ? false : undefined;
 }
 
 /** What the API server's service-account admission would mount into every container: token, CA, namespace. */

@@ -41,11 +41,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(problems).toEqual([]);
   });
 
-  it('renders the operator, its RBAC, the API Service, the runs viewer and the sidecar ClusterRole, namespaced in the release namespace', () => {
+  it('renders the operator, its RBAC, the API Service, the runs viewer, the App editor and the sidecar ClusterRole, namespaced in the release namespace', () => {
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
       [
+        'ClusterRole/runlet-app-editor',
         'ClusterRole/runlet-operator',
         'ClusterRole/runlet-runs-viewer',
         'ClusterRole/runlet-sidecar',

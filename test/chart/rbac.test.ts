@@ -11,6 +11,7 @@ import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
+import { RUNS_ACCESS } from '../../management/kube-auth.ts';
 import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
@@ -23,6 +24,8 @@ const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
 const VIEWER_TABLE = '## Read access to runs';
 const SIDECAR_TABLE = "## The sidecar's permissions";
+const EDITOR_TABLE = '## Editing Apps';
+const AGGREGATE = 'rbac.authorization.k8s.io/aggregate-to-';
 const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more';
 
 /** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
@@ -39,6 +42,21 @@ function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderEle
   };
 }
 
+/**
+ * The rules the chart adds to a built-in ClusterRole (`view`, `edit`, `admin`) through the aggregation
+ * controller: those of every ClusterRole labelled `aggregate-to-<role>`. As Kubernetes bootstraps them, `view`
+ * is itself labelled `aggregate-to-edit` and `edit` `aggregate-to-admin`, so each includes the one below.
+ */
+function aggregatedInto(chart: RenderedChart, role: 'view' | 'edit' | 'admin'): PolicyRule[] {
+  const below = { view: undefined, edit: 'view', admin: 'edit' } as const;
+  const own = chart.manifests
+    .map((manifest) => manifest.object as V1ClusterRole)
+    .filter((object) => object.kind === 'ClusterRole' && object.metadata?.labels?.[`${AGGREGATE}${role}`] === 'true')
+    .flatMap((object) => object.rules ?? []);
+  const lower = below[role];
+  return [...own, ...(lower === undefined ? [] : aggregatedInto(chart, lower))];
+}
+
 /** The table's rows of these scopes, as rules. */
 function rowsOf(table: TableRule[], ...scopes: string[]): PolicyRule[] {
   return table.filter((row) => scopes.includes(row.scope)).map(plain);
@@ -50,8 +68,8 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it("are the operator's ClusterRole, leader-election Role and holder Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const { cluster, leaderElection, holder } = operatorRoles(chart);
-    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'cluster (holder)', 'release namespace', 'release namespace (holder)']));
-    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)'));
+    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)']));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder.map(plain)).toEqual(rowsOf(table, 'release namespace (holder)'));
     for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
@@ -60,9 +78,15 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it('lose the (holder) rows, and the holder Role, with holder.enabled false', () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const { cluster, leaderElection, holder } = operatorRoles(renderWith([], { holder: { enabled: false } }));
-    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster'));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder).toEqual([]);
+  });
+
+  it.each([false, true])('lose the (auto sidecars) row with apps.nativeSidecars %s', (nativeSidecars) => {
+    const table = rulesFromTable(README, OPERATOR_TABLE);
+    const { cluster } = operatorRoles(renderWith([], { apps: { nativeSidecars } }));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)'));
   });
 
   it('are the runs viewer ClusterRole, which grants the SubjectAccessReview the management API asks', () => {
@@ -70,6 +94,29 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(viewer.map(plain)).toEqual(rulesFromTable(README, VIEWER_TABLE).map(plain));
     expect(allows(viewer, { verb: 'list', apiGroup: 'runlet.dev', resource: 'runs', namespace: 'team-a', name: undefined })).toBe(true);
     expect(allows(viewer, { verb: 'create', apiGroup: 'runlet.dev', resource: 'apps', namespace: 'team-a', name: undefined })).toBe(false);
+  });
+
+  it('are the App editor ClusterRole', () => {
+    const editor = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-app-editor').rules!;
+    expect(editor.map(plain)).toEqual(rulesFromTable(README, EDITOR_TABLE).map(plain));
+  });
+
+  it('let the built-in view read Apps and list runs, edit and admin also create Apps; none writes status or RunLogs', () => {
+    const inTeam = (verb: string, resource: string): RequestAttributes => ({ verb, apiGroup: 'runlet.dev', resource, namespace: 'team-a', name: undefined });
+    // What the management API asks of a caller (management/kube-auth.ts).
+    const listRuns: RequestAttributes = { verb: RUNS_ACCESS.verb, apiGroup: RUNS_ACCESS.group, resource: RUNS_ACCESS.resource, namespace: 'team-a', name: undefined };
+    const view = aggregatedInto(chart, 'view');
+    expect(allows(view, listRuns)).toBe(true);
+    for (const verb of ['get', 'list', 'watch']) expect(allows(view, inTeam(verb, 'apps')), `${verb} apps`).toBe(true);
+    expect(allows(view, inTeam('create', 'apps'))).toBe(false);
+    for (const role of ['edit', 'admin'] as const) {
+      const rules = aggregatedInto(chart, role);
+      expect(allows(rules, listRuns), `${role}: list runs`).toBe(true);
+      for (const verb of ['create', 'update', 'patch', 'delete', 'get', 'list', 'watch']) expect(allows(rules, inTeam(verb, 'apps')), `${role}: ${verb} apps`).toBe(true);
+      for (const [verb, resource] of [['patch', 'apps/status'], ['update', 'apps/status'], ['create', 'runlogs'], ['patch', 'runlogs/status'], ['delete', 'runlogs']]) {
+        expect(allows(rules, inTeam(verb!, resource!)), `${role}: ${verb} ${resource}`).toBe(false);
+      }
+    }
   });
 
   it('are the sidecar ClusterRole, which the operator may bind but holds nothing of', () => {
@@ -121,7 +168,7 @@ describe('the operator under the chart’s RBAC', () => {
    */
   async function requestsOfOperator(
     chart: RenderedChart,
-    done: { method: string; pathPattern: RegExp }[],
+    done: { method: string; pathPattern: RegExp; watch?: boolean }[],
     meanwhile: (operator: Operator) => Promise<void> = async () => {},
   ): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
     const from = server!.requests.length;
@@ -183,8 +230,7 @@ describe('the operator under the chart’s RBAC', () => {
 
       // With the app ingress on (production values), then off (defaults): the second removes the Ingress, and its
       // holder takes over the call the first one held.
-      const requests = [
-        ...(await requestsOfOperator(
+      const productionRequests = await requestsOfOperator(
           production,
           [
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ },
@@ -194,25 +240,31 @@ describe('the operator under the chart’s RBAC', () => {
             { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
           ],
           callAtZero,
-        )),
-        ...(await requestsOfOperator(renderWith(VALUE_SETS.default), [
+        );
+      const defaults = renderWith(VALUE_SETS.default);
+      const defaultRequests = await requestsOfOperator(defaults, [
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
           { method: 'PUT', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-held-/ },
-        ])),
-      ];
+          { method: 'GET', pathPattern: /^\/api\/v1\/nodes$/, watch: true },
+        ]);
 
-      const { cluster, leaderElection, holder } = operatorRoles(production);
-      const permitted = (request: RequestAttributes) =>
-        allows(cluster, request) || (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request)));
-      const attributes = requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, ...attrs })));
-      expect(attributes.filter((attrs) => !permitted(attrs))).toEqual([]);
+      // Each run against the roles of the chart it ran with (the production values fix nativeSidecars: false).
+      const attributesUnder = (chart: RenderedChart, requests: typeof productionRequests) => {
+        const { cluster, leaderElection, holder } = operatorRoles(chart);
+        const permitted = (request: RequestAttributes) =>
+          allows(cluster, request) || (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request)));
+        return requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, permitted: permitted(attrs), ...attrs })));
+      };
+      const attributes = [...attributesUnder(production, productionRequests), ...attributesUnder(defaults, defaultRequests)];
+      expect(attributes.filter((attrs) => !attrs.permitted)).toEqual([]);
+      const { cluster } = operatorRoles(production);
       // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
       const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
       const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'patch endpoints', 'get deployments/scale', 'update deployments/scale'];
-      for (const expected of [...kinds, ...watches, ...holding, 'delete rolebindings', 'delete roles']) {
+      for (const expected of [...kinds, ...watches, ...holding, 'delete rolebindings', 'delete roles', 'list nodes', 'watch nodes']) {
         expect(seen, expected).toContain(expected);
       }
 

@@ -51,6 +51,7 @@ type Row = [group: string, version: string, kind: string, plural: string, namesp
 
 const BUILTIN_ROWS: Row[] = [
   ['', 'v1', 'Namespace', 'namespaces', false, true],
+  ['', 'v1', 'Node', 'nodes', false, true],
   ['', 'v1', 'ConfigMap', 'configmaps', true, false],
   ['', 'v1', 'Secret', 'secrets', true, false],
   ['', 'v1', 'Service', 'services', true, true],
@@ -79,6 +80,7 @@ const REVIEW_ROWS: Row[] = [
 /** The real server's short names and categories of the built-in kinds. */
 const BUILTIN_NAMES: Record<string, { shortNames?: string[]; categories?: string[] }> = {
   namespaces: { shortNames: ['ns'] },
+  nodes: { shortNames: ['no'] },
   configmaps: { shortNames: ['cm'] },
   services: { shortNames: ['svc'], categories: ['all'] },
   serviceaccounts: { shortNames: ['sa'] },

@@ -51,7 +51,9 @@ function nodeObject(name: string): V1Node {
       nodeInfo: {
         architecture: 'amd64',
         operatingSystem: 'linux',
-        kubeletVersion: 'runlet-test-kubelet',
+        // It runs native sidecars (pod-runner.ts) as a 1.29 kubelet does: the operator's `nativeSidecars: auto`
+        // reads this (operator/sidecar-mode.ts); the suffix says which kubelet it really is.
+        kubeletVersion: 'v1.29.0-runlet-test-kubelet',
         kubeProxyVersion: '',
         containerRuntimeVersion: 'local-process://0',
         bootID: '',

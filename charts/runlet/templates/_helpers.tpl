@@ -30,6 +30,10 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-runs-viewer" (include "runlet.fullname" .) }}
 {{- end }}
 
+{{- define "runlet.appEditorName" -}}
+{{- printf "%s-app-editor" (include "runlet.fullname" .) }}
+{{- end }}
+
 {{/* Labels on every object of the release. */}}
 {{- define "runlet.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
