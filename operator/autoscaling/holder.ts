@@ -3,7 +3,8 @@
 //   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
 //                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
 //   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
-// Every hand-over carries the run id and the wait, signed (sidecar/auth/held-run.ts), for the run record.
+// Every hand-over carries the run id and the wait, signed with the App namespace's key (sidecar/auth/held-run.ts),
+// for the run record.
 // It runs in every operator replica; nothing in it needs the leader.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -45,8 +46,8 @@ export interface HolderOptions {
   appsSynced(): Promise<void>;
   /** As the sidecars authenticate callers (but not for an App with `spec.auth.enabled: false`); null: no authentication. */
   auth: RunAuthenticator | null;
-  /** Shared with the sidecars: signs the run id and wait of each hand-over. */
-  holderKey: Uint8Array;
+  /** Each App namespace's key, shared with its sidecars: signs the run id and wait of each hand-over there (holder-key.ts). */
+  holderKeys: (namespace: string) => Uint8Array;
   logger: Logger;
   /** This replica's name, for claims on held async calls. */
   identity: string;
@@ -108,7 +109,7 @@ function podAddress(pod: V1Pod): ReplicaAddress {
 }
 
 export async function startHolder(options: HolderOptions): Promise<Holder> {
-  const { api, apps, auth, logger, holderKey } = options;
+  const { api, apps, auth, logger, holderKeys } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
   const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0 };
@@ -127,7 +128,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     wake,
     replicaAddress,
     coldStartTimeoutMs,
-    holderKey,
+    holderKeys,
     logger,
     retryDelayMs: options.retryDelayMs ?? 1000,
     onHandedOver: (call, coldStartMs) => {
@@ -202,7 +203,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const coldStartMs = performance.now() - arrivedAt;
     stats.relayed += 1;
     metrics?.handedOver(projectId, appName, mode, coldStartMs);
-    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKey, { runId, coldStartMs }, { method: request.method ?? 'POST', url }) });
+    // The body streams through, so the header signs none: it vouches for the run id and wait of this call, by this caller.
+    const line = { method: request.method ?? 'POST', url, authorization: request.headers.authorization };
+    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) });
   }
 
   const server: Server = createServer((request, response) => {
