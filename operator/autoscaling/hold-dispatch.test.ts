@@ -80,11 +80,12 @@ describe('handing a held async call to a replica', () => {
   });
 
   /** Holds one async call (its record saved) and hands it over; what the dispatcher reported. */
-  async function holdAndHandOver(): Promise<{ runId: string; refused: number[]; handedOver: number; recordsLeft: number }> {
+  async function holdAndHandOver(): Promise<{ runId: string; refused: string[]; handedOver: number; recordsLeft: number }> {
     const records = new HeldRecords({ api, identity: 'holder-test', staleClaimMs: 60_000 });
     const runId = newRunId();
     const record = await records.save({ runId, namespace: NAMESPACE, appName: APP, method: 'POST', url: `/v4/${NAMESPACE}/${APP}/run?async=true`, headers: { authorization: TOKEN }, body: Buffer.from(BODY), acceptedAt: Date.now() });
-    const refused: number[] = [];
+    /** Each call dropped: why, and the last answer's status. */
+    const refused: string[] = [];
     let handedOver = 0;
     const dispatcher = createDispatcher({
       apps: { get: () => storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 1 } }, { name: APP, namespace: NAMESPACE }) },
@@ -97,7 +98,7 @@ describe('handing a held async call to a replica', () => {
       holderKeys: holderKeysFor(HOLDER_KEY, KEY_SOURCE),
       logger: testLogger(),
       retryDelayMs: 10,
-      onRefused: (status) => refused.push(status),
+      onDropped: (_call, why, status) => refused.push(`${why} ${status}`),
       onHandedOver: () => (handedOver += 1),
     });
     await dispatcher.handOver(record);
@@ -114,7 +115,7 @@ describe('handing a held async call to a replica', () => {
   it.each([401, 403])('a refusal of its caller (%i) is reported and the call dropped at once: no replica records it', async (status) => {
     script = [status];
     const outcome = await holdAndHandOver();
-    expect(outcome).toMatchObject({ refused: [status], handedOver: 0, recordsLeft: 0 });
+    expect(outcome).toMatchObject({ refused: [`caller_refused ${status}`], handedOver: 0, recordsLeft: 0 });
     expect(received).toEqual([outcome.runId]);
   });
 
@@ -142,7 +143,7 @@ describe('handing a held async call to a replica', () => {
   it(`a call no replica records is dropped after ${MAX_UNRECORDED_ANSWERS} such answers, 503s not counted`, async () => {
     script = [400, 503, ...Array.from({ length: MAX_UNRECORDED_ANSWERS }, () => 404)];
     const outcome = await holdAndHandOver();
-    expect(outcome).toMatchObject({ refused: [404], handedOver: 0, recordsLeft: 0 });
+    expect(outcome).toMatchObject({ refused: ['unrecorded 404'], handedOver: 0, recordsLeft: 0 });
     // The 400, the 503, then four 404s: the fifth answer that is not a 503 drops it.
     expect(received).toHaveLength(MAX_UNRECORDED_ANSWERS + 1);
     expect(new Set(received)).toEqual(new Set([outcome.runId]));

@@ -4,7 +4,8 @@
 // record and webhook carry it, as for any async call — a call it refuses, too, is recorded as a failed run and
 // answered 202: sidecar/modes/held-refusal.ts — or 409: an earlier attempt was accepted, its answer lost).
 // A refusal of the caller (401, 403: its token expired while held, or no longer grants the project) is final
-// and recorded by no replica: it is ours to report, in the log and the refused count, and the call is dropped.
+// and recorded by no replica: it is ours to report, in the log and the holder's calls counted `caller_refused`,
+// and the call is dropped.
 // Until then the record stays: a replica that refuses for now (503: draining, at capacity) or cannot be reached
 // is tried again, and any other answer a few times (MAX_UNRECORDED_ANSWERS).
 import type { V1Pod } from '@kubernetes/client-node';
@@ -30,10 +31,13 @@ export interface DispatchDeps {
   logger: Logger;
   /** Pause before trying a replica again after it refused for now or could not be reached. */
   retryDelayMs: number;
-  /** A call no replica recorded (its caller refused, or MAX_UNRECORDED_ANSWERS answers; the last one's status): logged and dropped. */
-  onRefused?(status: number): void;
+  /** A call no replica recorded, logged and dropped: its caller refused, or MAX_UNRECORDED_ANSWERS answers (`status`: the last one's). */
+  onDropped?(call: HeldCall, why: DroppedWhy, status: number): void;
   onHandedOver?(call: HeldCall, coldStartMs: number): void;
 }
+
+/** Why a held async call was dropped unrecorded: the replica refused its caller (401, 403), or recorded none of its attempts. */
+export type DroppedWhy = 'caller_refused' | 'unrecorded';
 
 const POST_TIMEOUT_MS = 30_000;
 
@@ -89,7 +93,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         if (answer.status === Problems.unauthorized.status || answer.status === Problems.forbidden.status) {
           const refused = { ...what, status: answer.status, answer: answer.body.slice(0, 500) };
           logger.warn(refused, "holder: the replica refused a held async call's caller (its token expired while held, or no longer grants the project); its run is not recorded, dropping it");
-          deps.onRefused?.(answer.status);
+          deps.onDropped?.(call, 'caller_refused', answer.status);
           await records.remove(record);
           return;
         }
@@ -98,7 +102,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
           const answered = { ...what, status: answer.status, answer: answer.body.slice(0, 500), attempt: unrecorded };
           if (unrecorded >= MAX_UNRECORDED_ANSWERS) {
             logger.error(answered, 'holder: no replica recorded a held async call; dropping it');
-            deps.onRefused?.(answer.status);
+            deps.onDropped?.(call, 'unrecorded', answer.status);
             await records.remove(record);
             return;
           }

@@ -25,7 +25,7 @@ import { NO_OPTIONS, parseRunOptions } from '../../sidecar/run-options.ts';
 import { parseRunPath, pathOf } from '../../sidecar/run-path.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
-import { createDispatcher } from './hold-dispatch.ts';
+import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayCall, type ReplicaAddress } from './hold-proxy.ts';
 import { HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
@@ -76,6 +76,8 @@ export interface HolderMetrics {
   timedOut(namespace: string, app: string, mode: HeldMode): void;
   /** An async call was recorded and answered 202. */
   accepted(namespace: string, app: string): void;
+  /** An async call was dropped with no run recorded (hold-dispatch.ts). */
+  dropped(namespace: string, app: string, why: DroppedWhy): void;
 }
 
 export interface HolderStats {
@@ -131,6 +133,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     holderKeys,
     logger,
     retryDelayMs: options.retryDelayMs ?? 1000,
+    onDropped: (call, why) => metrics?.dropped(call.namespace, call.appName, why),
     onHandedOver: (call, coldStartMs) => {
       stats.handedOver += 1;
       metrics?.handedOver(call.namespace, call.appName, 'async', coldStartMs);
