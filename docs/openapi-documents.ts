@@ -17,6 +17,7 @@ export const DOCUMENT_FILES = { run: 'docs/openapi-run.json', management: 'docs/
 export const noRuns: RunStore & RunSource = {
   save: () => undefined,
   saveDurably: async () => undefined,
+  has: () => false,
   flush: async () => undefined,
   close: async () => undefined,
   listRuns: async () => ({ items: [], hasMore: false }),

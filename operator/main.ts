@@ -27,7 +27,7 @@ import { scalesToZero } from './autoscaling/endpoints.ts';
 import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
 import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
-import { ensureHolderKey } from './autoscaling/holder-key.ts';
+import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
@@ -355,7 +355,7 @@ export function createOperator(options: OperatorOptions): Operator {
       if (options.holder !== undefined && holder === undefined) {
         holder = await startHolder({
           ...options.holder,
-          holderKey: await holderKey(),
+          holderKeys: holderKeysFor(await holderKey(), holderKeySecret),
           api,
           apps: appCache,
           appsSynced: () => apps.whenSynced(),

@@ -5,6 +5,7 @@ import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { namespaceHolderKey } from './autoscaling/holder-key.ts';
 import { SidecarRbacApplier, type SidecarRbacApplierOptions } from './sidecar-rbac.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1/namespaces/team-a';
@@ -101,12 +102,13 @@ describe('the sidecar RBAC of a namespace', () => {
     const COPY = '/api/v1/namespaces/team-a/secrets/runlet-holder-key';
     const holderKey = (namespace = 'runlet-system') => ({ source: { namespace, name: 'runlet-holder-key' }, key: async () => KEY });
 
-    it('is applied beside the ServiceAccount and RoleBinding, as hex text, owned by every App of the namespace', async () => {
+    it("is the namespace's own key, never the operator's, applied beside the ServiceAccount and RoleBinding, as hex text, owned by every App of the namespace", async () => {
       const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' }), storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' })];
       const { applier } = await start(apps, holderKey());
       await applier.ensure('team-a');
       const copy = await api!.get<KubeObject & { data?: Record<string, string> }>(COPY);
-      expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe('07'.repeat(32));
+      expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(namespaceHolderKey(KEY, 'team-a')).toString('hex'));
+      expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).not.toBe('07'.repeat(32));
       expect(await ownerUids(COPY)).toEqual(['uid-1', 'uid-2']);
     });
 

@@ -13,7 +13,7 @@ import type { App } from '../crds/app-schema.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isInvalid, isNotFound } from '../kube/errors.ts';
 import { refOf, resourcePath, type KubeObject } from '../kube/objects.ts';
-import type { SecretName } from './autoscaling/holder-key.ts';
+import { holderKeysFor, type SecretName } from './autoscaling/holder-key.ts';
 import { renderHolderKeyCopy } from './render/holder-key.ts';
 import { HOLDER_KEY_SECRET, LEGACY_SIDECAR_ROLE } from './render/names.ts';
 import { renderSidecarRbac, sidecarRbacDrifted } from './render/rbac.ts';
@@ -88,7 +88,8 @@ export class SidecarRbacApplier {
     // Apps in the operator's own namespace: their sidecars read the key's Secret itself, which a copy (owned by
     // Apps, so collected with them) must not replace.
     if (namespace === holderKey.source.namespace && HOLDER_KEY_SECRET === holderKey.source.name) return;
-    await this.#options.api.apply(renderHolderKeyCopy(namespace, owners, await holderKey.key()));
+    // The namespace's own key, never the operator's: a copy read in one namespace signs nothing another trusts.
+    await this.#options.api.apply(renderHolderKeyCopy(namespace, owners, holderKeysFor(await holderKey.key(), holderKey.source)(namespace)));
   }
 
   /**

@@ -1,7 +1,8 @@
 // The run interface, `/v4/{project_id}/{app_name}/{function}`, read top to bottom:
 // route → drain → auth → app → options (async, webhook) → body → mode (sync | stream | async | custom), each
 // mode's run taken through admission, recording and its webhook by the run lifecycle (run-lifecycle.ts). A
-// refused async call the holder had already answered 202 becomes a failed run instead (modes/held-refusal.ts).
+// refused async call the holder had already answered 202 becomes a failed run instead (modes/held-refusal.ts),
+// unless the refusal is of the caller (401, 403) or of the hand-over itself (a run id taken, another body).
 //
 // It answers two kinds of request (exchange.ts). The pod sidecar's run port (run-server.ts) reads a Python
 // app's call — a POST with its whole body in hand — with its own front (run-front/) and hands it over as a
@@ -27,7 +28,8 @@ import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from './
 import { RunLifecycle, type Call } from './run-lifecycle.ts';
 import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
 import { parseRunPath, parseRunPathOrNull, pathOf, type RunPath } from './run-path.ts';
-import { HELD_RUN_HEADER, verifyHeldRun, type HeldRun } from './auth/held-run.ts';
+import { bodySha256, HELD_RUN_HEADER, verifyHeldRun, type VerifiedHeldRun } from './auth/held-run.ts';
+import { HeldRunClaims } from './auth/held-run-claims.ts';
 import { newRunId } from './runs/recorder.ts';
 import { callCustomBuffered } from './runtimes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './runtimes/custom-proxy.ts';
@@ -63,17 +65,25 @@ export interface RunInterface {
   /**
    * The refusals of a run's call that its head alone decides — route, drain, auth, app — as `handle` would
    * make them, for a request whose body is still arriving: a caller refused is answered before it has sent
-   * (and the front has held) its body. A held call the holder vouches for is never refused here: refused, it
-   * may have to become its run's failure, which takes the whole pipeline (modes/held-refusal.ts).
+   * (and the front has held) its body. A held call the holder vouches for is refused here only for what is
+   * never its run's failure (drain, auth); an unknown app may have to become one, which takes the whole
+   * pipeline (modes/held-refusal.ts).
    */
   screenHead(url: string, headers: IncomingHttpHeaders): HeadScreening;
   /** How a request body read into memory is bounded, on node:http and at the front alike. */
   readonly bodyBounds: BodyBounds & { budget: RequestBudget };
 }
 
+/** A verified hand-over, and whether this call took its run id (which is given back when nothing is recorded). */
+interface HeldCall {
+  run: VerifiedHeldRun;
+  taken: boolean;
+}
+
 export function createRunInterface(replica: Replica): RunInterface {
   const { apps, recorder, metrics, logger, auth } = replica;
   const lifecycle = new RunLifecycle(replica);
+  const heldClaims = new HeldRunClaims(recorder.store);
   const bodyLimitBytes = replica.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   const bodyBounds: BodyBounds & { budget: RequestBudget } = {
     limitBytes: bodyLimitBytes,
@@ -96,13 +106,18 @@ export function createRunInterface(replica: Replica): RunInterface {
   function screenHead(url: string, headers: IncomingHttpHeaders): HeadScreening {
     const route = parseRunPathOrNull(pathOf(url));
     if (route === null) return PASS_ON;
-    if (replica.holderKey !== null && headers[HELD_RUN_HEADER] !== undefined && verifyHeldRun(replica.holderKey, headers[HELD_RUN_HEADER], { method: 'POST', url }) !== null) {
-      return apps.find(route.projectId, route.appName)?.runtime === 'custom' ? PASS_ON : null;
-    }
     if (replica.draining) return drainingProblem();
+    const held = headers[HELD_RUN_HEADER] !== undefined && heldRunOf(headers, 'POST', url) !== null;
+    const next = () => (held ? (apps.find(route.projectId, route.appName)?.runtime === 'custom' ? PASS_ON : null) : screenApp(route));
     const pending = auth?.authenticate(headers.authorization, route.projectId);
-    if (pending) return pending.then(() => screenApp(route), (error: unknown) => toProblem(error));
-    return screenApp(route);
+    if (pending) return pending.then(next, (error: unknown) => toProblem(error));
+    return next();
+  }
+
+  /** The hand-over a held call's header vouches for, under this replica's key, or null. */
+  function heldRunOf(headers: IncomingHttpHeaders, method: string, url: string): VerifiedHeldRun | null {
+    if (replica.holderKey === null) return null;
+    return verifyHeldRun(replica.holderKey, headers[HELD_RUN_HEADER], { method, url, authorization: headers.authorization });
   }
 
   /** `screenHead`'s last step, once the caller is known to be let in: the app must exist. */
@@ -116,9 +131,10 @@ export function createRunInterface(replica: Replica): RunInterface {
   function serve(exchange: Exchange, route?: RunPath): void {
     const receivedAt = performance.now();
     // A call the holder kept while the app was at zero keeps the run id its caller may already have.
-    const held = replica.holderKey === null ? null : verifyHeldRun(replica.holderKey, exchange.headers[HELD_RUN_HEADER], exchange);
-    const runId = held === null ? newRunId() : held.runId;
-    handleRun(exchange, runId, receivedAt, route, held === null ? null : held.coldStartMs).catch((error: unknown) => {
+    const heldRun = heldRunOf(exchange.headers, exchange.method, exchange.url);
+    const held: HeldCall | null = heldRun === null ? null : { run: heldRun, taken: false };
+    const runId = heldRun === null ? newRunId() : heldRun.runId;
+    handleRun(exchange, runId, receivedAt, route, held).catch((error: unknown) => {
       const problem = toProblem(error);
       closeIfBodyUnread(exchange);
       if (held === null) sendProblem(exchange.answer, runId, problem);
@@ -142,13 +158,31 @@ export function createRunInterface(replica: Replica): RunInterface {
    * becomes its run's failure. Here, where every refusal of the pipeline ends up and only once a call is
    * refused, rather than at each check: one place sees them all, and no call that runs pays for it.
    */
-  function refuseHeld(exchange: Exchange, held: HeldRun, receivedAt: number, problem: ProblemError): void {
-    const call = refusalBecomesFailure(problem.status) && !exchange.answer.headersSent ? refusedAsyncCall(exchange, held, receivedAt) : null;
-    if (call === null) return sendProblem(exchange.answer, held.runId, problem);
-    recordRefusedHeldCall(replica, lifecycle, call, refusalOf(problem), exchange.answer).catch((error: unknown) => sendProblem(exchange.answer, held.runId, toProblem(error)));
+  function refuseHeld(exchange: Exchange, held: HeldCall, receivedAt: number, problem: ProblemError): void {
+    const { run } = held;
+    const call = held.taken && refusalBecomesFailure(problem.status) && !exchange.answer.headersSent ? refusedAsyncCall(exchange, run, receivedAt) : null;
+    // Nothing recorded under the run id: the holder may hand the call over again (after a 503) under it.
+    const giveBack = () => {
+      if (held.taken && !recorder.store.has(run.runId)) heldClaims.giveBack(run.runId);
+    };
+    if (call === null) {
+      giveBack();
+      return sendProblem(exchange.answer, run.runId, problem);
+    }
+    recordRefusedHeldCall(replica, lifecycle, call, refusalOf(problem), exchange.answer).catch((error: unknown) => {
+      giveBack();
+      sendProblem(exchange.answer, run.runId, toProblem(error));
+    });
   }
 
-  async function handleRun(exchange: Exchange, runId: string, receivedAt: number, parsedRoute: RunPath | undefined, coldStartMs: number | null): Promise<void> {
+  /** A held call's body, read first when the holder signed it, and refused when it is another. */
+  async function readHeldBody(exchange: Exchange, sha256: string): Promise<Buffer> {
+    const body = exchange.node === null ? (exchange.body ?? EMPTY_BODY) : await readLimitedBody(exchange.node.request, bodyBounds);
+    if (bodySha256(body) !== sha256) throw new ProblemError(Problems.heldBodyMismatch, 'The body is not the one the held-run header was signed for; nothing was recorded');
+    return body;
+  }
+
+  async function handleRun(exchange: Exchange, runId: string, receivedAt: number, parsedRoute: RunPath | undefined, held: HeldCall | null): Promise<void> {
     const { url, method, headers } = exchange;
     const queryStart = url.indexOf('?');
     const path = pathOf(url);
@@ -161,16 +195,24 @@ export function createRunInterface(replica: Replica): RunInterface {
       const pending = auth.authenticate(headers.authorization, projectId);
       if (pending) await pending;
     }
+    // After auth: only a caller let in may take a run id. Before anything else: no refusal of a call that did
+    // not take it is ever recorded under it.
+    if (held !== null) {
+      if (!heldClaims.take(runId)) throw new ProblemError(Problems.heldRunTaken, `Run ${runId} was handed over already; nothing was recorded`);
+      held.taken = true;
+    }
     const target = apps.find(projectId, appName);
     if (!target) throw appNotFound(route);
     const options = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
     const webhook = options.webhookEndpoint === null ? null : parseWebhookRequest(options.webhookEndpoint, webhookSecretOf(exchange));
+    const coldStartMs = held === null ? null : held.run.coldStartMs;
     const call: Call = { target, runId, functionName: rest, method, receivedAt, webhook, coldStartMs };
+    const heldBody = held?.run.bodySha256 ? await readHeldBody(exchange, held.run.bodySha256) : null;
 
     if (target.runtime === 'custom') {
       const forwardPath = '/' + route.rawRest + (queryStart === -1 ? '' : withQuery(forwardedQuery(url.slice(queryStart + 1))));
       const { request, response } = nodeExchange(exchange, target);
-      return handleCustom(call, request, response, forwardPath, options.async);
+      return handleCustom(call, request, response, forwardPath, options.async, heldBody);
     }
 
     if (method !== 'POST') {
@@ -179,7 +221,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     const nameProblem = functionNameProblem(rest);
     if (nameProblem) throw new ProblemError(Problems.functionNotFound, nameProblem);
     // A whole request's body is checked at once; only node's request is read, and waited for.
-    const body = exchange.node === null ? checkWholeBody(exchange.body) : await readJsonObjectBody(exchange.node.request, bodyBounds);
+    const body = heldBody !== null || exchange.node === null ? checkWholeBody(heldBody ?? exchange.body) : await readJsonObjectBody(exchange.node.request, bodyBounds);
     if (!target.ready) throw appUnavailable(target);
 
     if (options.async) {
@@ -220,11 +262,12 @@ export function createRunInterface(replica: Replica): RunInterface {
     return checkJsonObjectBody(whole);
   }
 
-  async function handleCustom(call: Call, request: IncomingMessage, response: ServerResponse, forwardPath: string, isAsync: boolean): Promise<void> {
+  /** `heldBody`: the body a held call's header was checked against, read already. */
+  async function handleCustom(call: Call, request: IncomingMessage, response: ServerResponse, forwardPath: string, isAsync: boolean, heldBody: Buffer | null): Promise<void> {
     const { target } = call;
     if (!target.ready) throw appUnavailable(target);
     if (isAsync) {
-      const body = hasBody(request) ? await readLimitedBody(request, bodyBounds) : null;
+      const body = heldBody ?? (hasBody(request) ? await readLimitedBody(request, bodyBounds) : null);
       const run = await acceptAsync(replica, lifecycle, call, response);
       const headers = forwardedRequestHeaders(request, call.runId, auth !== null);
       const buffered = { method: call.method, forwardPath, headers, body, answerLimitBytes: bodyLimitBytes };

@@ -73,6 +73,7 @@ const WEBHOOK_LAG_RUNS = 100;
 const TICKS = { pending: 1, running: 2, webhook: 5 };
 
 const noopStore: RunStore = {
+  has: () => false,
   save() {},
   saveDurably: () => Promise.resolve(),
   flush: () => Promise.resolve(),

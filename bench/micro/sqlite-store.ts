@@ -36,6 +36,7 @@ const ASYNC_SHARE = Number(args['async-share']);
 const TICK_MS = 1;
 
 const noopStore: RunStore = {
+  has: () => false,
   save: () => undefined,
   saveDurably: async () => undefined,
   flush: async () => undefined,

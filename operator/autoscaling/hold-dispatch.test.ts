@@ -1,6 +1,7 @@
 // Handing over a held async call, against the in-memory API server (its record a Secret, the App's ready pod
 // watched) and a real HTTP server standing for the replica's sidecar, answering as scripted: a 503 is retried
-// for as long as it lasts, any other answer but 202 only MAX_UNRECORDED_ANSWERS times before the call is dropped.
+// for as long as it lasts, any other answer but 202 only MAX_UNRECORDED_ANSWERS times before the call is dropped;
+// a refusal of the caller (401, 403) drops it at once, and 409 (taken already) counts as handed over.
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -9,12 +10,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import { HELD_RUN_HEADER, verifyHeldRun } from '../../sidecar/auth/held-run.ts';
+import { HELD_RUN_HEADER, bodySha256, verifyHeldRun } from '../../sidecar/auth/held-run.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { testLogger } from '../../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { createDispatcher, MAX_UNRECORDED_ANSWERS } from './hold-dispatch.ts';
+import { holderKeysFor, namespaceHolderKey } from './holder-key.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { HELD_CALL_LABEL, HeldRecords } from './hold-records.ts';
 import { wakeDeployment } from './hold-wake.ts';
@@ -22,6 +24,11 @@ import { wakeDeployment } from './hold-wake.ts';
 const NAMESPACE = 'team-a';
 const APP = 'hello';
 const HOLDER_KEY = randomBytes(32);
+const KEY_SOURCE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
+/** What the sidecars of NAMESPACE hold: their namespace's key, not the operator's. */
+const NAMESPACE_KEY = namespaceHolderKey(HOLDER_KEY, NAMESPACE);
+const TOKEN = 'Bearer caller-token';
+const BODY = '{"n":1}';
 const PODS = `/api/v1/namespaces/${NAMESPACE}/pods`;
 
 describe('handing a held async call to a replica', () => {
@@ -52,10 +59,14 @@ describe('handing a held async call to a replica', () => {
     script = [];
     received = [];
     replica = createServer((request, response) => {
-      received.push(verifyHeldRun(HOLDER_KEY, request.headers[HELD_RUN_HEADER], { method: request.method!, url: request.url! })?.runId ?? 'unsigned');
-      request.resume();
-      const status = script.shift() ?? 202;
-      response.writeHead(status, { 'content-type': 'application/json' }).end(status === 202 ? '{}' : '{"title":"scripted"}');
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.once('end', () => {
+        const held = verifyHeldRun(NAMESPACE_KEY, request.headers[HELD_RUN_HEADER], { method: request.method!, url: request.url!, authorization: request.headers.authorization });
+        received.push(held !== null && held.bodySha256 === bodySha256(Buffer.concat(chunks)) ? held.runId : 'unsigned');
+        const status = script.shift() ?? 202;
+        response.writeHead(status, { 'content-type': 'application/json' }).end(status === 202 ? '{}' : '{"title":"scripted"}');
+      });
     });
     replica.listen(0, '127.0.0.1');
     await once(replica, 'listening');
@@ -69,11 +80,12 @@ describe('handing a held async call to a replica', () => {
   });
 
   /** Holds one async call (its record saved) and hands it over; what the dispatcher reported. */
-  async function holdAndHandOver(): Promise<{ runId: string; refused: number[]; handedOver: number; recordsLeft: number }> {
+  async function holdAndHandOver(): Promise<{ runId: string; refused: string[]; handedOver: number; recordsLeft: number }> {
     const records = new HeldRecords({ api, identity: 'holder-test', staleClaimMs: 60_000 });
     const runId = newRunId();
-    const record = await records.save({ runId, namespace: NAMESPACE, appName: APP, method: 'POST', url: `/v4/${NAMESPACE}/${APP}/run?async=true`, headers: {}, body: Buffer.from('{}'), acceptedAt: Date.now() });
-    const refused: number[] = [];
+    const record = await records.save({ runId, namespace: NAMESPACE, appName: APP, method: 'POST', url: `/v4/${NAMESPACE}/${APP}/run?async=true`, headers: { authorization: TOKEN }, body: Buffer.from(BODY), acceptedAt: Date.now() });
+    /** Each call dropped: why, and the last answer's status. */
+    const refused: string[] = [];
     let handedOver = 0;
     const dispatcher = createDispatcher({
       apps: { get: () => storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 1 } }, { name: APP, namespace: NAMESPACE }) },
@@ -83,10 +95,10 @@ describe('handing a held async call to a replica', () => {
       wake: (namespace, appName) => wakeDeployment(api, namespace, appName),
       replicaAddress: () => ({ host: '127.0.0.1', port: (replica.address() as AddressInfo).port }),
       coldStartTimeoutMs: () => 10_000,
-      holderKey: HOLDER_KEY,
+      holderKeys: holderKeysFor(HOLDER_KEY, KEY_SOURCE),
       logger: testLogger(),
       retryDelayMs: 10,
-      onRefused: (status) => refused.push(status),
+      onDropped: (_call, why, status) => refused.push(`${why} ${status}`),
       onHandedOver: () => (handedOver += 1),
     });
     await dispatcher.handOver(record);
@@ -95,6 +107,20 @@ describe('handing a held async call to a replica', () => {
   }
 
   it('a call the replica records (202) is handed over once, and its record deleted', async () => {
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
+    expect(received).toEqual([outcome.runId]);
+  });
+
+  it.each([401, 403])('a refusal of its caller (%i) is reported and the call dropped at once: no replica records it', async (status) => {
+    script = [status];
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [`caller_refused ${status}`], handedOver: 0, recordsLeft: 0 });
+    expect(received).toEqual([outcome.runId]);
+  });
+
+  it('409 (its run id taken: an earlier attempt was accepted, its answer lost) counts as handed over', async () => {
+    script = [409];
     const outcome = await holdAndHandOver();
     expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
     expect(received).toEqual([outcome.runId]);
@@ -117,7 +143,7 @@ describe('handing a held async call to a replica', () => {
   it(`a call no replica records is dropped after ${MAX_UNRECORDED_ANSWERS} such answers, 503s not counted`, async () => {
     script = [400, 503, ...Array.from({ length: MAX_UNRECORDED_ANSWERS }, () => 404)];
     const outcome = await holdAndHandOver();
-    expect(outcome).toMatchObject({ refused: [404], handedOver: 0, recordsLeft: 0 });
+    expect(outcome).toMatchObject({ refused: ['unrecorded 404'], handedOver: 0, recordsLeft: 0 });
     // The 400, the 503, then four 404s: the fifth answer that is not a 503 drops it.
     expect(received).toHaveLength(MAX_UNRECORDED_ANSWERS + 1);
     expect(new Set(received)).toEqual(new Set([outcome.runId]));

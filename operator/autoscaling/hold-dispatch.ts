@@ -1,12 +1,17 @@
 // Handing a held async call to a replica: wake the app, wait for a ready pod, post the call with its run id
-// and wait (the held-run header), and drop the durable record once the replica has accepted it (202: from
-// then on the replica's run record and webhook carry it, as for any async call — a call it refuses, too, is
-// recorded as a failed run and answered 202: sidecar/modes/held-refusal.ts). Until then the record stays:
-// a replica that refuses for now (503: draining, at capacity) or cannot be reached is tried again, and any
-// other answer a few times (MAX_UNRECORDED_ANSWERS).
+// and wait (the held-run header, signed with the App namespace's key over the call, its caller's token and its
+// body), and drop the durable record once the replica has accepted it (202: from then on the replica's run
+// record and webhook carry it, as for any async call — a call it refuses, too, is recorded as a failed run and
+// answered 202: sidecar/modes/held-refusal.ts — or 409: an earlier attempt was accepted, its answer lost).
+// A refusal of the caller (401, 403: its token expired while held, or no longer grants the project) is final
+// and recorded by no replica: it is ours to report, in the log and the holder's calls counted `caller_refused`,
+// and the call is dropped.
+// Until then the record stays: a replica that refuses for now (503: draining, at capacity) or cannot be reached
+// is tried again, and any other answer a few times (MAX_UNRECORDED_ANSWERS).
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App } from '../../crds/app-schema.ts';
+import { Problems } from '../../crds/problems.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
 import type { ReadyPods } from './hold-pods.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
@@ -21,14 +26,18 @@ export interface DispatchDeps {
   wake(namespace: string, appName: string): Promise<unknown>;
   replicaAddress(pod: V1Pod): ReplicaAddress;
   coldStartTimeoutMs(app: App): number;
-  holderKey: Uint8Array;
+  /** Each App namespace's hand-over key (holder-key.ts `holderKeysFor`). */
+  holderKeys: (namespace: string) => Uint8Array;
   logger: Logger;
   /** Pause before trying a replica again after it refused for now or could not be reached. */
   retryDelayMs: number;
-  /** A call no replica recorded after MAX_UNRECORDED_ANSWERS answers (the last one's status): logged and dropped. */
-  onRefused?(status: number): void;
+  /** A call no replica recorded, logged and dropped: its caller refused, or MAX_UNRECORDED_ANSWERS answers (`status`: the last one's). */
+  onDropped?(call: HeldCall, why: DroppedWhy, status: number): void;
   onHandedOver?(call: HeldCall, coldStartMs: number): void;
 }
+
+/** Why a held async call was dropped unrecorded: the replica refused its caller (401, 403), or recorded none of its attempts. */
+export type DroppedWhy = 'caller_refused' | 'unrecorded';
 
 const POST_TIMEOUT_MS = 30_000;
 
@@ -73,10 +82,19 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
       }
       const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
       try {
-        const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(deps.holderKey, { runId: call.runId, coldStartMs }, call) }, POST_TIMEOUT_MS);
-        if (answer.status === 202) {
+        const line = { method: call.method, url: call.url, authorization: call.headers.authorization };
+        const header = heldRunHeader(deps.holderKeys(call.namespace), { runId: call.runId, coldStartMs }, line, call.body);
+        const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: header }, POST_TIMEOUT_MS);
+        if (answer.status === 202 || answer.status === Problems.heldRunTaken.status) {
           await records.remove(record);
           deps.onHandedOver?.(call, coldStartMs);
+          return;
+        }
+        if (answer.status === Problems.unauthorized.status || answer.status === Problems.forbidden.status) {
+          const refused = { ...what, status: answer.status, answer: answer.body.slice(0, 500) };
+          logger.warn(refused, "holder: the replica refused a held async call's caller (its token expired while held, or no longer grants the project); its run is not recorded, dropping it");
+          deps.onDropped?.(call, 'caller_refused', answer.status);
+          await records.remove(record);
           return;
         }
         if (answer.status !== 503) {
@@ -84,7 +102,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
           const answered = { ...what, status: answer.status, answer: answer.body.slice(0, 500), attempt: unrecorded };
           if (unrecorded >= MAX_UNRECORDED_ANSWERS) {
             logger.error(answered, 'holder: no replica recorded a held async call; dropping it');
-            deps.onRefused?.(answer.status);
+            deps.onDropped?.(call, 'unrecorded', answer.status);
             await records.remove(record);
             return;
           }

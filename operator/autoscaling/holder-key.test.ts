@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
-import { ensureHolderKey } from './holder-key.ts';
+import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from './holder-key.ts';
 
 const WHERE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
 const SECRETS = '/api/v1/namespaces/runlet-system/secrets';
@@ -46,5 +47,24 @@ describe('the holder key’s Secret', () => {
 
     await kube.create(SECRETS, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'short' }, stringData: { key: 'too short' } } as KubeObject);
     await expect(ensureHolderKey(kube, { namespace: 'runlet-system', name: 'short' })).rejects.toThrow(/runlet-system\/short: RUNLET_HOLDER_KEY must hold at least 32 bytes/);
+  });
+});
+
+describe("each App namespace's key", () => {
+  const key = randomBytes(32);
+
+  it("is its own, derived from the operator's: another namespace's key, or the operator's, is not it", () => {
+    const keys = holderKeysFor(key, WHERE);
+    const teamA = Buffer.from(keys('team-a'));
+    expect(teamA).toHaveLength(32);
+    expect(teamA.equals(Buffer.from(keys('team-b')))).toBe(false);
+    expect(teamA.equals(key)).toBe(false);
+    expect(teamA.equals(Buffer.from(namespaceHolderKey(key, 'team-a')))).toBe(true);
+    expect(teamA.equals(Buffer.from(holderKeysFor(randomBytes(32), WHERE)('team-a')))).toBe(false);
+  });
+
+  it("is the operator's own in the operator's namespace, whose Apps read the operator's Secret itself", () => {
+    expect(Buffer.from(holderKeysFor(key, WHERE)('runlet-system')).equals(key)).toBe(true);
+    expect(Buffer.from(holderKeysFor(key, { ...WHERE, name: 'my-key' })('runlet-system')).equals(key)).toBe(false);
   });
 });

@@ -1,17 +1,18 @@
-// The key the holder signs every hand-over with (sidecar/auth/held-run.ts), shared with the sidecars. It lives
-// in a Secret in the operator's namespace: made here, at start, with a random key when it is missing — so no
-// key is ever published in install.yaml or the chart's defaults — or read when it exists (one written by a
-// concurrent replica, which makes our create a 409, or one the cluster's admin provided). Every replica reads
-// the same Secret, so every holder signs with one key; the leader copies it into the app namespaces
-// (render/holder-key.ts), where the sidecars read it through their environment.
-import { randomBytes } from 'node:crypto';
+// The key the holder's hand-over keys come from (sidecar/auth/held-run.ts). It lives in a Secret in the
+// operator's namespace: made here, at start, with a random key when it is missing — so no key is ever published
+// in install.yaml or the chart's defaults — or read when it exists (one written by a concurrent replica, which
+// makes our create a 409, or one the cluster's admin provided). Every replica reads the same Secret. It never
+// leaves the operator's namespace: each App namespace gets a key of its own derived from it (`holderKeysFor`),
+// which the leader copies there (render/holder-key.ts) and the holder signs that namespace's hand-overs with. A
+// tenant who reads the copy in their namespace can sign hand-overs only their own namespace's sidecars trust.
+import { createHmac, randomBytes } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { holderKeyFromText } from '../../sidecar/auth/held-run.ts';
 import { holderKeyData } from '../render/holder-key.ts';
-import { HOLDER_KEY_DATA_KEY } from '../render/names.ts';
+import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from '../render/names.ts';
 
 export interface SecretName {
   namespace: string;
@@ -34,6 +35,23 @@ function keyOf(secret: V1Secret, where: SecretName): Uint8Array {
   } catch (error) {
     throw new Error(`the holder key Secret ${where.namespace}/${where.name}: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/**
+ * The key of the App namespace `namespace`: HMAC-SHA256 of its name under the operator's key, so one namespace's
+ * key says nothing of another's, and nothing more needs storing (a rotation of the operator's key rotates all).
+ */
+export function namespaceHolderKey(key: Uint8Array, namespace: string): Uint8Array {
+  return createHmac('sha256', key).update(`runlet holder key for namespace ${namespace}`).digest();
+}
+
+/**
+ * The hand-over key of each App namespace. In the operator's own namespace, when the operator's Secret has the
+ * copies' name, its Apps' sidecars read that Secret itself (no copy can replace it): there the key is the
+ * operator's own — whoever reads Secrets in that namespace reads it anyway.
+ */
+export function holderKeysFor(key: Uint8Array, source: SecretName): (namespace: string) => Uint8Array {
+  return (namespace) => (namespace === source.namespace && source.name === HOLDER_KEY_SECRET ? key : namespaceHolderKey(key, namespace));
 }
 
 /** The holder key: read from its Secret, or made and stored there when the Secret does not exist. */

@@ -48,7 +48,7 @@ describe('the holder’s authentication', () => {
       apps: { get: (namespace, name) => apps.find((app) => app.metadata.namespace === namespace && app.metadata.name === name) },
       appsSynced: async () => {},
       auth,
-      holderKey: randomBytes(32),
+      holderKeys: () => randomBytes(32),
       logger: testLogger(),
       identity: 'holder-test',
       watchdogMs: 60_000,

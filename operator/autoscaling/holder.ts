@@ -3,7 +3,8 @@
 //   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
 //                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
 //   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
-// Every hand-over carries the run id and the wait, signed (sidecar/auth/held-run.ts), for the run record.
+// Every hand-over carries the run id and the wait, signed with the App namespace's key (sidecar/auth/held-run.ts),
+// for the run record.
 // It runs in every operator replica; nothing in it needs the leader.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,7 +25,7 @@ import { NO_OPTIONS, parseRunOptions } from '../../sidecar/run-options.ts';
 import { parseRunPath, pathOf } from '../../sidecar/run-path.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
-import { createDispatcher } from './hold-dispatch.ts';
+import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayCall, type ReplicaAddress } from './hold-proxy.ts';
 import { HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
@@ -45,8 +46,8 @@ export interface HolderOptions {
   appsSynced(): Promise<void>;
   /** As the sidecars authenticate callers (but not for an App with `spec.auth.enabled: false`); null: no authentication. */
   auth: RunAuthenticator | null;
-  /** Shared with the sidecars: signs the run id and wait of each hand-over. */
-  holderKey: Uint8Array;
+  /** Each App namespace's key, shared with its sidecars: signs the run id and wait of each hand-over there (holder-key.ts). */
+  holderKeys: (namespace: string) => Uint8Array;
   logger: Logger;
   /** This replica's name, for claims on held async calls. */
   identity: string;
@@ -75,6 +76,8 @@ export interface HolderMetrics {
   timedOut(namespace: string, app: string, mode: HeldMode): void;
   /** An async call was recorded and answered 202. */
   accepted(namespace: string, app: string): void;
+  /** An async call was dropped with no run recorded (hold-dispatch.ts). */
+  dropped(namespace: string, app: string, why: DroppedWhy): void;
 }
 
 export interface HolderStats {
@@ -108,7 +111,7 @@ function podAddress(pod: V1Pod): ReplicaAddress {
 }
 
 export async function startHolder(options: HolderOptions): Promise<Holder> {
-  const { api, apps, auth, logger, holderKey } = options;
+  const { api, apps, auth, logger, holderKeys } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
   const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0 };
@@ -127,9 +130,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     wake,
     replicaAddress,
     coldStartTimeoutMs,
-    holderKey,
+    holderKeys,
     logger,
     retryDelayMs: options.retryDelayMs ?? 1000,
+    onDropped: (call, why) => metrics?.dropped(call.namespace, call.appName, why),
     onHandedOver: (call, coldStartMs) => {
       stats.handedOver += 1;
       metrics?.handedOver(call.namespace, call.appName, 'async', coldStartMs);
@@ -202,7 +206,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const coldStartMs = performance.now() - arrivedAt;
     stats.relayed += 1;
     metrics?.handedOver(projectId, appName, mode, coldStartMs);
-    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKey, { runId, coldStartMs }, { method: request.method ?? 'POST', url }) });
+    // The body streams through, so the header signs none: it vouches for the run id and wait of this call, by this caller.
+    const line = { method: request.method ?? 'POST', url, authorization: request.headers.authorization };
+    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) });
   }
 
   const server: Server = createServer((request, response) => {

@@ -1,7 +1,8 @@
-// A held async call the replica refuses becomes a failed run: through the pod sidecar's run server (its front for
+// A held async call the replica refuses becomes a failed run — unless the refusal is of its caller (401, 403) or
+// of the hand-over itself (a run id taken, another body) — through the pod sidecar's run server (its front for
 // small POSTs, node:http for the rest), in front of real runtimes (`runlet dev`'s, whose SQLite store and
-// management API record and list the runs), with a real webhook receiver. The replica has the holder's key and
-// verifies tokens, as in a pod.
+// management API record and list the runs), with a real webhook receiver. The replica has its namespace's holder
+// key and verifies tokens, as in a pod. Last, the attacks of issue #21 on hand-overs, each refused.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
@@ -65,11 +66,17 @@ interface HeldCallOptions {
   method?: string;
   /** JSON text; default `{}`. */
   body?: string;
-  /** Default a valid token for project dev. */
-  token?: string;
-  /** The held-run header: signed with the holder's key (default), with another key, or absent. */
-  /** forged: signed with another key; replayed: a valid header of another call (another webhook address). */
+  /** Default a valid token for project dev; null: no Authorization header. */
+  token?: string | null;
+  /**
+   * The held-run header: signed with the replica's key for this call (default), with another key (another
+   * namespace's), absent, or a valid header of another call (another webhook address).
+   */
   held?: 'valid' | 'forged' | 'replayed' | 'absent';
+  /** The header as it is, instead: one seen on the network, sent again. */
+  header?: string;
+  /** The run id the header names. Default a new one. */
+  runId?: string;
   /** Default: the receiver, signed with SECRET. */
   query?: string;
 }
@@ -78,23 +85,33 @@ const validToken = () => signLocalToken({ projectId: 'dev', key: PROJECT_KEYS.de
 const webhookQuery = () => `async=true&webhookEndpoint=${encodeURIComponent(receiver.at().href)}`;
 
 /** A call as the holder hands it over (hold-proxy.ts `postWholeCall`); returns the answer and the held run id. */
-async function handOver(path: string, options: HeldCallOptions = {}): Promise<{ answer: Response; runId: string }> {
-  const runId = newRunId();
-  const held = options.held ?? 'valid';
-  const key = held === 'forged' ? randomBytes(32) : HOLDER_KEY;
-  const method = options.method ?? 'POST';
-  const url = `/v4/dev/${path}?${options.query ?? webhookQuery()}`;
+async function handOver(path: string, options: HeldCallOptions = {}): Promise<{ answer: Response; runId: string; header: string | undefined }> {
+  const { url, method, body, authorization, runId, header } = await heldCall(path, options);
   const answer = await fetch(`${sidecar.url}${url}`, {
     method,
     headers: {
       'content-type': 'application/json',
-      authorization: `Bearer ${options.token ?? (await validToken())}`,
+      ...(authorization === undefined ? {} : { authorization }),
       'x-webhook-secret': SECRET,
-      ...(held === 'absent' ? {} : { [HELD_RUN_HEADER]: heldRunHeader(key, { runId, coldStartMs: COLD_START_MS }, { method, url: held === 'replayed' ? `${url}x` : url }) }),
+      ...(header === undefined ? {} : { [HELD_RUN_HEADER]: header }),
     },
-    body: options.body ?? '{}',
+    body,
   });
-  return { answer, runId };
+  return { answer, runId, header };
+}
+
+/** A call as the holder hands it over: its request line, body, Authorization header and held-run header. */
+async function heldCall(path: string, options: HeldCallOptions) {
+  const runId = options.runId ?? newRunId();
+  const held = options.held ?? 'valid';
+  const key = held === 'forged' ? randomBytes(32) : HOLDER_KEY;
+  const method = options.method ?? 'POST';
+  const url = `/v4/dev/${path}?${options.query ?? webhookQuery()}`;
+  const body = options.body ?? '{}';
+  const authorization = options.token === null ? undefined : `Bearer ${options.token ?? (await validToken())}`;
+  const signedUrl = held === 'replayed' ? `${url}x` : url;
+  const header = options.header ?? (held === 'absent' ? undefined : heldRunHeader(key, { runId, coldStartMs: COLD_START_MS }, { method, url: signedUrl, authorization }, Buffer.from(body)));
+  return { url, method, body, authorization, runId, header };
 }
 
 /** The run as the management API lists it; null when it has none with that id. */
@@ -109,8 +126,6 @@ function deliveryOf(runId: string): Promise<ReceivedDelivery> {
 
 describe('a held async call the replica refuses becomes a failed run', () => {
   const refusals: Array<{ what: string; path: string; options: () => Promise<HeldCallOptions>; statusCode: number; type: string }> = [
-    { what: 'a token that expired while the call was held (401)', path: 'e2e/echo', options: async () => ({ token: await signLocalToken({ projectId: 'dev', key: PROJECT_KEYS.dev, expiresIn: -60 }) }), statusCode: 401, type: 'Authentication required' },
-    { what: 'a token of another project (403)', path: 'e2e/echo', options: async () => ({ token: await signLocalToken({ projectId: 'other', key: PROJECT_KEYS.other }) }), statusCode: 403, type: 'Not allowed' },
     { what: 'a function the app does not have (404, from the runtime)', path: 'e2e/nope', options: async () => ({}), statusCode: 404, type: 'Function not found' },
     { what: 'a private function (404, from the sidecar)', path: 'e2e/_wait_for', options: async () => ({}), statusCode: 404, type: 'Function not found' },
     { what: 'arguments that do not match the function (422)', path: 'e2e/greet', options: async () => ({ body: '{"nom":"x"}' }), statusCode: 422, type: 'Arguments do not match the function' },
@@ -140,15 +155,15 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     await waitFor(async () => (await listed(app, runId))?.webhook?.state === 'delivered', { what: 'the delivery on the record' });
   });
 
-  it("a held call whose body comes after its head is not refused on its head, as other calls are: the front reads its body, and its refusal becomes its failure", async () => {
+  it("a held call whose body comes after its head is not refused on its head for an unknown app: the front reads its body, and its refusal becomes its failure", async () => {
     const runId = newRunId();
-    const url = `/v4/dev/e2e/echo?${webhookQuery()}`;
-    const expired = await signLocalToken({ projectId: 'dev', key: PROJECT_KEYS.dev, expiresIn: -60 });
-    const held = heldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url });
+    const url = `/v4/dev/gone/echo?${webhookQuery()}`;
+    const authorization = `Bearer ${await validToken()}`;
+    const held = heldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url, authorization }, Buffer.from('{}'));
     const connection = await RawConnection.open(sidecar.url);
     try {
       connection.write(
-        `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: Bearer ${expired}\r\n` +
+        `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
           `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
       );
       // The front holds the head and the body's first byte: it was screened and let through.
@@ -160,7 +175,27 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     } finally {
       connection.close();
     }
-    expect(await listed('e2e', runId)).toMatchObject({ id: runId, status: 'failure', statusCode: 401, coldStartMs: COLD_START_MS });
+    const record = await deliveryOf(runId);
+    expect(JSON.parse(record.body)).toMatchObject({ run_id: runId, status: 'failure', status_code: 404 });
+  });
+
+  it('a held call whose token expired while it waited is refused on its head (401), before the front holds its body', async () => {
+    const runId = newRunId();
+    const url = `/v4/dev/e2e/echo?${webhookQuery()}`;
+    const authorization = `Bearer ${await signLocalToken({ projectId: 'dev', key: PROJECT_KEYS.dev, expiresIn: -60 })}`;
+    const held = heldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url, authorization }, Buffer.from('{}'));
+    const connection = await RawConnection.open(sidecar.url);
+    try {
+      connection.write(
+        `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
+          `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
+      );
+      const answer = await connection.next();
+      expect(answer.status, answer.body).toBe(401);
+    } finally {
+      connection.close();
+    }
+    expect(await listed('e2e', runId)).toBeNull();
   });
 
   it('a webhookEndpoint that is itself refused (400): recorded failure, with no webhook to deliver to', async () => {
@@ -175,6 +210,111 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     const delivery = await deliveryOf(runId);
     expect(JSON.parse(delivery.body)).toMatchObject({ status: 'success', result: { greeting: 'Hello, Held!' } });
     expect(await listed('e2e', runId)).toMatchObject({ status: 'success', coldStartMs: COLD_START_MS });
+  });
+});
+
+describe('the attacks of issue #21 on hand-overs, each refused', () => {
+  /** A victim's held async call, accepted and run: its record, listed as a success, and its header. */
+  async function victimRun(): Promise<{ runId: string; header: string; token: string }> {
+    const token = await validToken();
+    const { answer, runId, header } = await handOver('e2e/greet', { body: '{"name":"Victim"}', token });
+    expect(answer.status).toBe(202);
+    await waitFor(async () => (await listed('e2e', runId))?.status === 'success', { what: "the victim's run to succeed" });
+    await deliveryOf(runId);
+    return { runId, header: header!, token };
+  }
+
+  /** The victim's run, still as it was, and no second webhook for it. */
+  async function expectUntouched(runId: string): Promise<void> {
+    expect(await listed('e2e', runId)).toMatchObject({ status: 'success', statusCode: 200, error: null });
+    expect(receiver.deliveries.filter((delivery) => (JSON.parse(delivery.body) as { run_id: string }).run_id === runId)).toHaveLength(1);
+  }
+
+  it.each(['forged', 'valid'] as const)("no Authorization header and a %s header naming a victim's run: 401, the victim's run not overwritten", async (held) => {
+    const victim = await victimRun();
+    const { answer } = await handOver('e2e/nope', { held, runId: victim.runId, token: null });
+    expect(answer.status).toBe(401);
+    await expectUntouched(victim.runId);
+  });
+
+  it('no Authorization header and a header naming an id the caller chose: 401, no run under it, no webhook to the URL it named', async () => {
+    const chosen = newRunId();
+    const hooked = await WebhookReceiver.start();
+    try {
+      const query = `async=true&webhookEndpoint=${encodeURIComponent(hooked.at().href)}`;
+      for (const held of ['forged', 'valid'] as const) {
+        const { answer } = await handOver('e2e/nope', { held, runId: chosen, token: null, query });
+        expect(answer.status).toBe(401);
+      }
+      expect(await listed('e2e', chosen)).toBeNull();
+      // A run that succeeds reaches its webhook: had the refusals been posted, they would be there before it.
+      const { answer } = await handOver('e2e/echo', { held: 'absent', query });
+      expect(answer.status).toBe(202);
+      const { run_id: runId } = (await answer.json()) as { run_id: string };
+      await waitFor(() => hooked.deliveries.some((delivery) => delivery.body.includes(runId)), { what: 'the webhook of a genuine run' });
+      expect(hooked.deliveries).toHaveLength(1);
+    } finally {
+      await hooked.close();
+    }
+  });
+
+  it("a header signed with another namespace's key names no run: with a token, the call runs under a new id", async () => {
+    const chosen = newRunId();
+    const { answer } = await handOver('e2e/echo', { held: 'forged', runId: chosen });
+    expect(answer.status).toBe(202);
+    expect(((await answer.json()) as { run_id: string }).run_id).not.toBe(chosen);
+    expect(await listed('e2e', chosen)).toBeNull();
+  });
+
+  it("a genuine header replayed with another body: refused (403), nothing recorded under its run id", async () => {
+    const runId = newRunId();
+    const token = await validToken();
+    const { header } = await heldCall('e2e/greet', { runId, body: '{"name":"Genuine"}', token });
+    // The caller's own token, so that only the body differs from what the header was signed for.
+    const { answer } = await handOver('e2e/greet', { header, body: '{"name":"Replayed"}', token });
+    expect(answer.status).toBe(403);
+    expect(((await answer.json()) as { type: string }).type).toBe('https://runlet.dev/problems#held-body-mismatch');
+    expect(await listed('e2e', runId)).toBeNull();
+    // The genuine hand-over still gets through under it.
+    const genuine = await handOver('e2e/greet', { header, body: '{"name":"Genuine"}', token });
+    expect(genuine.answer.status).toBe(202);
+    await waitFor(async () => (await listed('e2e', runId))?.status === 'success', { what: 'the genuine run' });
+  });
+
+  it("a genuine header replayed without a token, or with another caller's: 401, the run not overwritten", async () => {
+    const victim = await victimRun();
+    expect((await handOver('e2e/greet', { header: victim.header, body: '{"name":"Victim"}', token: null })).answer.status).toBe(401);
+    const other = await signLocalToken({ projectId: 'dev', key: PROJECT_KEYS.dev, expiresIn: '2h' });
+    const replayed = await handOver('e2e/greet', { header: victim.header, body: '{"name":"Victim"}', token: other });
+    // Another caller's token: the header vouches for nothing, and the call is an ordinary one under a new id.
+    expect(replayed.answer.headers.get('x-request-id')).not.toBe(victim.runId);
+    await expectUntouched(victim.runId);
+  });
+
+  it('a genuine header replayed as it was, after its hand-over: 409, the run not overwritten', async () => {
+    const victim = await victimRun();
+    const { answer } = await handOver('e2e/greet', { header: victim.header, body: '{"name":"Victim"}', token: victim.token });
+    expect(answer.status).toBe(409);
+    expect(((await answer.json()) as { type: string }).type).toBe('https://runlet.dev/problems#held-run-taken');
+    await expectUntouched(victim.runId);
+  });
+
+  it('two copies of one hand-over arriving together: one is accepted, the other refused (409)', async () => {
+    const runId = newRunId();
+    const options = { runId, body: '{"name":"Twice"}', token: await validToken() };
+    const { header } = await heldCall('e2e/greet', options);
+    const answers = await Promise.all([handOver('e2e/greet', { ...options, header }), handOver('e2e/greet', { ...options, header })]);
+    expect(answers.map(({ answer }) => answer.status).sort()).toEqual([202, 409]);
+    await waitFor(async () => (await listed('e2e', runId))?.status === 'success', { what: 'the run' });
+    await deliveryOf(runId);
+    expect(receiver.deliveries.filter((delivery) => delivery.body.includes(runId))).toHaveLength(1);
+  });
+
+  it('a hand-over refused with nothing recorded (503) gives its run id back: the next attempt is accepted', async () => {
+    const runId = newRunId();
+    expect((await handOver('idle/echo', { runId })).answer.status).toBe(503);
+    // Another app's call under the same id stands for the holder's next attempt, with a replica that can run it.
+    expect((await handOver('e2e/echo', { runId })).answer.status).toBe(202);
   });
 });
 

@@ -1,14 +1,19 @@
 // A held async call this replica refuses. The holder answered its caller `202 {"run_id"}` while the app was at
-// zero and handed it over later (auth/held-run.ts); refused now as a warm replica refuses a bad call — 401 for
-// a token that expired while it waited, 404 for an unknown function, 422, 400, 413 — it would vanish: the
-// caller holds a run id that is never listed and a webhook that never comes. So it becomes what the interface
-// says an async call that fails is (service-interface §7): a run in state `failure`, its problem as its error
-// (as a sync call's refusal by the runtime is recorded), its wait as `coldStartMs`, made durable before the
-// holder is answered `202` with that run id, its webhook delivered with the failure like any async run's.
+// zero and handed it over later (auth/held-run.ts); refused now as a warm replica refuses a bad call — 404 for
+// an unknown function, 422, 400, 413 — it would vanish: the caller holds a run id that is never listed and a
+// webhook that never comes. So it becomes what the interface says an async call that fails is (service-interface
+// §7): a run in state `failure`, its problem as its error (as a sync call's refusal by the runtime is recorded),
+// its wait as `coldStartMs`, made durable before the holder is answered `202` with that run id, its webhook
+// delivered with the failure like any async run's.
 //
-// Only a refusal of the call itself (4xx) becomes a failure. 503 — draining, at capacity, the runtime or the
-// run store not ready — is answered as such, and the holder tries again; so is any 5xx, and 408, the hand-over's
-// own body stalling. A call without a valid held header never comes here.
+// Only a refusal of the call itself (4xx) becomes a failure, and not every one. A refusal of its caller (401,
+// 403) is answered as such: the holder checked the token when it took the call, and one that expired meanwhile
+// is the holder's to report. Recording it would let whoever holds a hand-over's header, with no token at all,
+// write a failure and a webhook under another caller's run id. Nor is a refusal of the hand-over itself (409 a
+// run id taken already, 403 another body than the one signed): it must never touch the record it names. 503 —
+// draining, at capacity, the runtime or the run store not ready — is answered as such, and the holder tries
+// again; so is any 5xx, and 408, the hand-over's own body stalling. A call without a valid held header never
+// comes here.
 import { parse as parseQuery } from 'node:querystring';
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
@@ -24,6 +29,9 @@ import { parseRunPathOrNull, pathOf } from '../run-path.ts';
 import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from '../webhook-forwarding.ts';
 import { answerAccepted } from './async.ts';
 
+/** Refusals of the caller (401, 403: also a body not the signed one), of a run id taken (409), of a stalled body (408). */
+const NEVER_A_FAILURE = new Set<number>([Problems.unauthorized.status, Problems.forbidden.status, Problems.heldRunTaken.status, Problems.requestTimeout.status]);
+
 /** A held call as far as it is known when refused: its app may not be (app-not-found), nor its webhook. */
 export type RefusedCall = Omit<Call, 'target'> & { target: Pick<AppTarget, 'projectId' | 'appName'> };
 
@@ -34,7 +42,7 @@ export interface Refusal {
 
 /** True when a held async call refused with `status` is recorded as a failed run rather than answered so. */
 export function refusalBecomesFailure(status: number): boolean {
-  return status >= 400 && status < 500 && status !== Problems.requestTimeout.status;
+  return status >= 400 && status < 500 && !NEVER_A_FAILURE.has(status);
 }
 
 /** The run record's error for a problem: its title as the kind, its detail as the message (as queue waits record theirs). */

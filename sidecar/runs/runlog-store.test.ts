@@ -315,6 +315,9 @@ describe('RunLogStore', () => {
     const closed = runLog?.status?.runs?.find((run) => run.id === abandoned.id);
     expect(closed).toMatchObject({ status: 'failure', reason: 'replica_lost' });
     expect(runLog?.status?.counts).toEqual({ total: 4, success: 2, failure: 2, inFlight: 0 });
+    // So a held run id is taken once: the store knows the runs it took over and the ones it saved.
+    for (const record of [abandoned, ...done, next]) expect(store.has(record.id), record.id).toBe(true);
+    expect(store.has(finished().id)).toBe(false);
   });
 
   it('writes what is left on close, emptying the journal, then refuses saves', async () => {

@@ -198,6 +198,10 @@ export class RunLogStore implements RunStore {
     if (record.webhook !== null) void this.#trackDestination(record.webhook, record.id);
   }
 
+  has(id: string): boolean {
+    return this.#window.has(id);
+  }
+
   deliverOwedWebhooks(deliver: (record: RunRecord) => void): void {
     this.#deliverOwed = deliver;
     for (const record of this.#owed.splice(0)) deliver(record);

@@ -245,6 +245,11 @@ export class RunLogWindow {
     return this.#unwrittenCount > this.#maxUnwritten ? this.#dropOverflow() : 0;
   }
 
+  /** True when a run with this id is in the window (kept, or saved and not yet written). */
+  has(id: string): boolean {
+    return this.#present(id) !== undefined;
+  }
+
   /**
    * Takes back a run that never reached the API server (its durable save failed, so the caller refused it):
    * it leaves the window and the counts as if never saved. False when it can no longer be taken back.

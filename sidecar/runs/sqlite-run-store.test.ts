@@ -274,6 +274,20 @@ describe('SqliteRunStore durability', () => {
 });
 
 describe('SqliteRunStore reads', () => {
+  it('knows the ids it holds — saved a moment ago, committed, or by a previous process — so a held run id is taken once', async () => {
+    const store = openStore();
+    const saved = pendingAsyncRunRecord();
+    store.save(saved);
+    expect(store.has(saved.id), 'saved, not yet committed').toBe(true);
+    const durable = pendingAsyncRunRecord();
+    await store.saveDurably(durable);
+    expect(store.has(durable.id), 'committed').toBe(true);
+    expect(store.has(pendingAsyncRunRecord().id)).toBe(false);
+    await store.close();
+    const reopened = openStore();
+    expect(reopened.has(saved.id) && reopened.has(durable.id), 'after a restart').toBe(true);
+  });
+
   it('lists records saved a moment ago, not yet flushed', async () => {
     const store = openStore();
     const record = runRecord();

@@ -97,6 +97,7 @@ export class SqliteRunStore implements RunStore, RunSource {
   readonly #maxBatchSize: number;
   readonly #minWriteIntervalMs: number;
   readonly #selectOne: StatementSync;
+  readonly #selectId: StatementSync;
   /** List statements by filter shape, so each shape gets a plan that uses the index range on `id`. */
   readonly #listStatements = new Map<string, StatementSync>();
   /** The writer thread; started on the first batch, and again after it died. */
@@ -140,6 +141,7 @@ export class SqliteRunStore implements RunStore, RunSource {
     this.#selectOne = this.#db.prepare(
       'SELECT record FROM runs WHERE id = :id AND project_id = :projectId AND app_name = :appName',
     );
+    this.#selectId = this.#db.prepare('SELECT 1 FROM runs WHERE id = :id');
     this.#logger.info({ path: this.path, schemaVersion: SCHEMA_VERSION }, 'run store opened');
   }
 
@@ -154,6 +156,10 @@ export class SqliteRunStore implements RunStore, RunSource {
       this.#durableWaiters.push({ resolve, reject });
       this.#enqueue(record, true);
     });
+  }
+
+  has(id: string): boolean {
+    return this.#pending.has(id) || this.#inFlight?.records.has(id) === true || this.#selectId.get({ id }) !== undefined;
   }
 
   flush(): Promise<void> {

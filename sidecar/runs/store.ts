@@ -13,6 +13,11 @@ export interface RunStore {
    */
   saveDurably(record: RunRecord): Promise<void>;
   /**
+   * True when the store holds a record with this id (saved, written or about to be): a held call's run id is
+   * taken only when it is not (sidecar/auth/held-run-claims.ts), so a hand-over never overwrites a record.
+   */
+  has(id: string): boolean;
+  /**
    * Hands over, now and as they are found, the runs a previous process of this replica lost whose webhook is
    * still owed (recorded `failure`, reason `replica_lost`, their destinations kept beside them): `deliver`
    * sends each its failure. Absent where the store keeps no destinations, or finds its lost runs otherwise.

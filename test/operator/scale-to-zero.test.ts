@@ -8,7 +8,7 @@ import type { App } from '../../crds/app-schema.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNS_ACCESS } from '../../management/kube-auth.ts';
 import { startHolder } from '../../operator/autoscaling/holder.ts';
-import { ensureHolderKey } from '../../operator/autoscaling/holder-key.ts';
+import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
@@ -126,12 +126,16 @@ describe('scale to zero: the holder itself', () => {
     }
   }, 180_000);
 
-  it('the holder key: the operator made its Secret, copied it into the app namespace, owned by the App, and the sidecar reads that copy', async () => {
+  it("the holder key: the operator made its Secret, copied the app namespace's own key into it, owned by the App, and the sidecar reads that copy", async () => {
     const { namespace, name } = zero.hello;
     const source = await core.readNamespacedSecret(HOLDER_KEY);
-    expect(Buffer.from(source.data!.key!, 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
+    const keyText = Buffer.from(source.data!.key!, 'base64').toString('utf8');
+    expect(keyText).toMatch(/^[0-9a-f]{64}$/);
     const copy = await waitFor(() => core.readNamespacedSecret({ namespace, name: 'runlet-holder-key' }).catch(() => undefined), { ...ZERO_WAIT, what: 'the key’s copy' });
-    expect(copy.data).toEqual(source.data);
+    // The namespace's own key: a tenant who reads it holds nothing another namespace's sidecars trust.
+    expect(copy.data).not.toEqual(source.data);
+    const namespaceKey = namespaceHolderKey(Buffer.from(keyText, 'hex'), namespace);
+    expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(namespaceKey).toString('hex'));
     const app = cluster.operator.apps.get(namespace, name)!;
     expect(copy.metadata!.ownerReferences!.map((owner) => owner.uid)).toContain(app.metadata.uid);
     const deployment = await waitFor(() => zero.hello.deployment(), { ...ZERO_WAIT, what: 'the Deployment' });
@@ -181,7 +185,7 @@ describe('scale to zero: the holder itself', () => {
     const second = await startHolder({
       ...cluster.holderOptions!,
       // Another operator replica's holder: the same key, from the same Secret.
-      holderKey: await ensureHolderKey(api, HOLDER_KEY),
+      holderKeys: holderKeysFor(await ensureHolderKey(api, HOLDER_KEY), HOLDER_KEY),
       api,
       apps: cluster.operator.apps,
       appsSynced: async () => {},
