@@ -32,6 +32,8 @@ export const Problems = {
   runNotFound: { code: 'run-not-found', status: 404, title: 'Run not found' },
   methodNotAllowed: { code: 'method-not-allowed', status: 405, title: 'Method not allowed' },
   heldRunTaken: { code: 'held-run-taken', status: 409, title: 'Held run already taken' },
+  runCancelled: { code: 'run-cancelled', status: 409, title: 'Run cancelled' },
+  runFinished: { code: 'run-finished', status: 409, title: 'Run already finished' },
   requestTimeout: { code: 'request-timeout', status: 408, title: 'Request did not arrive in time' },
   lengthRequired: { code: 'length-required', status: 411, title: 'Length required' },
   bodyTooLarge: { code: 'body-too-large', status: 413, title: 'Request body too large' },

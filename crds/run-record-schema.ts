@@ -10,7 +10,7 @@ import { DateTime, Nullable, StringEnum, Struct } from './schema-kit.ts';
 
 export const RUN_STATUSES = ['pending', 'running', 'success', 'failure', 'cancelled'] as const;
 export const RUN_MODES = ['sync', 'async', 'stream'] as const;
-export const FAILURE_REASONS = ['timeout', 'shutdown', 'replica_lost', 'runtime_crashed', 'client_closed', 'client_stalled', 'upstream_error'] as const;
+export const FAILURE_REASONS = ['timeout', 'shutdown', 'replica_lost', 'runtime_crashed', 'client_closed', 'client_stalled', 'cancel_requested', 'upstream_error'] as const;
 export const WEBHOOK_STATES = ['pending', 'delivered', 'failed'] as const;
 
 const duration = (description: string) => Nullable(Type.Number(), { description: `${description} In milliseconds.` });
@@ -43,7 +43,7 @@ export const RunRecordSchema = Struct(
     }),
     error: Nullable(RunErrorSchema),
     reason: Nullable(StringEnum(FAILURE_REASONS), {
-      description: 'Why the platform ended the run as failure when the function itself did not fail.',
+      description: 'Why the platform ended the run (as failure, or cancelled) when the function itself did not fail.',
     }),
     createdAt: DateTime({ description: 'When the call was accepted.' }),
     startedAt: Nullable(DateTime(), { description: 'When the function started; null while pending.' }),

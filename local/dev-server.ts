@@ -113,7 +113,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     reply.hijack();
     admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);
   });
-  await server.register(managementApi, { runs: store, apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) } });
+  await server.register(managementApi, {
+    runs: store,
+    apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) },
+    canceller: replica.activeRuns,
+  });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();
   const url = `http://${HOST}:${typeof address === 'object' && address ? address.port : options.port}`;

@@ -9,6 +9,7 @@ import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
+import type { RunCanceller } from './run-canceller.ts';
 import type { RunSource } from './run-source.ts';
 import {
   BEARER_SECURITY_SCHEME_NAME,
@@ -34,12 +35,15 @@ export interface ManagementApiOptions {
    * which binds to loopback; its presence also marks the operations as requiring the bearer scheme.
    */
   authenticate?: (request: FastifyRequest, projectId: string) => Promise<void>;
+  /** Where runs in flight are stopped; without it (a cluster, for now) no cancel operation is served. */
+  canceller?: RunCanceller;
 }
 
 /** Version prefix of the management interface (interface section 9). */
 const API_PREFIX = '/v2';
 const RUNS_PATH = '/projects/:project_id/apps/:app_id/runs';
 const RUN_PATH = `${RUNS_PATH}/:run_id`;
+const CANCEL_PATH = `${RUN_PATH}/cancel`;
 const ALLOWED_METHODS = 'GET, HEAD';
 const REFUSED_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT'];
 
@@ -74,7 +78,7 @@ export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fa
 };
 
 async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
-  const { runs, apps, authenticate } = options;
+  const { runs, apps, authenticate, canceller } = options;
   const authHook =
     authenticate === undefined
       ? undefined
@@ -166,6 +170,42 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     },
   );
 
+  if (canceller !== undefined) {
+    const cancelRunSchema = {
+      operationId: 'cancelRun',
+      summary: 'Cancel a run: one still waiting never starts, a running one is stopped',
+      description:
+        'The run ends `cancelled` with reason `cancel_requested`; its caller is answered `409 run-cancelled` (a stream already answering: `event: error`), and its webhook is sent that outcome. Idempotent: a run already cancelled this way answers `202` again.',
+      tags: ['runs'],
+      ...security,
+      params: runParamsSchema,
+      querystring: noQuerySchema,
+      response: {
+        202: jsonResponse('The cancel is under way: the run as it stands (GET it to see it `cancelled`), or as it ended when it was cancelled already.', runItemSchema),
+        400: problemResponse('A query parameter was given; this operation takes none.'),
+        ...authResponses,
+        404: problemResponse('No such project, app or run.'),
+        409: problemResponse('The run has already finished (run-finished), or is ending for another reason (its time limit, a shutdown).'),
+        500: problemResponse('The run could not be read; the server log has the cause.'),
+      },
+    };
+    v2.post<{ Params: RunParams }>(CANCEL_PATH, { onRequest: authHook, schema: cancelRunSchema }, async (request, reply) => {
+      const { project_id: projectId, app_id: appId, run_id: runId } = request.params;
+      const appName = requireApp(apps, projectId, appId);
+      const stopping = canceller.cancel(projectId, appName, runId);
+      if (stopping !== null) {
+        if (stopping.stoppedFor !== 'cancel_requested') {
+          throw new ProblemError(Problems.runFinished, `run ${runId} is already ending (${stopping.stoppedFor}); it was not cancelled`);
+        }
+        return reply.code(202).send({ item: stopping.record });
+      }
+      const item = await runs.getRun(projectId, appName, runId);
+      if (item === undefined) throw new ProblemError(Problems.runNotFound, `no run ${runId} in app ${projectId}/${appName}`);
+      if (item.reason === 'cancel_requested') return reply.code(202).send({ item });
+      throw new ProblemError(Problems.runFinished, `run ${runId} has already finished (${item.status}); there is nothing to cancel`);
+    });
+  }
+
   v2.get(
     '/openapi.json',
     {
@@ -197,7 +237,8 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     });
   }
 
-  const servedPaths = [RUNS_PATH, RUN_PATH].map((path) => `GET ${v2.prefix}${path.replaceAll(/:(\w+)/g, '{$1}')}`);
+  const served = [`GET ${RUNS_PATH}`, `GET ${RUN_PATH}`, ...(canceller === undefined ? [] : [`POST ${CANCEL_PATH}`])];
+  const servedPaths = served.map((route) => route.replace(' ', ` ${v2.prefix}`).replaceAll(/:(\w+)/g, '{$1}'));
   v2.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0];
     const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(' and ')}`;

@@ -79,7 +79,8 @@ export class ActiveRun implements CallStopper {
 }
 
 export class ActiveRuns {
-  readonly #runs = new Set<ActiveRun>();
+  /** By run id: a cancel finds its run here. */
+  readonly #runs = new Map<string, ActiveRun>();
   readonly #clientStallMs: number;
   readonly #idleWaiters: Array<() => void> = [];
   #sweeper: NodeJS.Timeout | null = null;
@@ -94,7 +95,7 @@ export class ActiveRuns {
   }
 
   add(run: ActiveRun): void {
-    this.#runs.add(run);
+    this.#runs.set(run.record.id, run);
     if (!this.#sweeper) {
       this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS);
       this.#sweeper.unref();
@@ -103,7 +104,9 @@ export class ActiveRuns {
 
   delete(run: ActiveRun): void {
     run.release();
-    if (!this.#runs.delete(run) || this.#runs.size > 0) return;
+    if (this.#runs.get(run.record.id) !== run) return;
+    this.#runs.delete(run.record.id);
+    if (this.#runs.size > 0) return;
     if (this.#sweeper) {
       clearInterval(this.#sweeper);
       this.#sweeper = null;
@@ -118,13 +121,26 @@ export class ActiveRuns {
   }
 
   stopAll(reason: FailureReason): void {
-    for (const run of this.#runs) run.stop(reason);
+    for (const run of this.#runs.values()) run.stop(reason);
+  }
+
+  /**
+   * Asks the run with this id to stop (`cancel_requested`) when it is in flight here for this app and has not
+   * ended: returns a copy of its record then, and why it is stopping (a run already stopping for another reason
+   * ends with that one), else null.
+   */
+  cancel(projectId: string, appName: string, runId: string): { record: RunRecord; stoppedFor: FailureReason } | null {
+    const run = this.#runs.get(runId);
+    if (run === undefined || run.record.projectId !== projectId || run.record.appName !== appName) return null;
+    if (run.record.completedAt !== null) return null;
+    run.stop('cancel_requested');
+    return { record: structuredClone(run.record), stoppedFor: run.stoppedFor ?? 'cancel_requested' };
   }
 
   /** Stops the runs past their time limit, and those whose caller has read nothing for the stall bound. */
   #sweep(): void {
     const now = performance.now();
-    for (const run of this.#runs) {
+    for (const run of this.#runs.values()) {
       if (run.deadline <= now) run.stop('timeout');
       else if (run.callerStalledFor(now) >= this.#clientStallMs) run.stop('client_stalled');
     }

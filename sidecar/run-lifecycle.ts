@@ -5,6 +5,7 @@ import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import type { RunMode, RunRecord } from '../crds/run-record-schema.ts';
 import { ActiveRun } from './active-runs.ts';
+import { recordCancelled } from './cancelled-run.ts';
 import type { AppTarget } from './apps.ts';
 import type { RunOutcome } from './modes/outcome.ts';
 import type { Replica } from './replica.ts';
@@ -95,6 +96,7 @@ export class RunLifecycle {
       await call.target.admission.acquire(run.signal, true);
       if (!call.target.ready) await this.#waitForRuntime(run, call);
     } catch (err) {
+      if (run.stoppedFor === 'cancel_requested') throw recordCancelled(run, this.#replica.recorder);
       const reason = run.stoppedFor ?? 'shutdown';
       const problem =
         reason === 'timeout'

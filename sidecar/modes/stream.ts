@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { constants as zlibConstants, createGzip, type Gzip } from 'node:zlib';
 import type { ActiveRun } from '../active-runs.ts';
+import { cancelledError } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { describeUpstreamError, upstreamFailureReason } from '../runtimes/runtime-client.ts';
@@ -78,6 +79,12 @@ export async function runStream(
     await sink.end('');
     const runTimeMs = recorder.finish(run.record, { statusCode: 500, error: decoder.error });
     return { statusCode: 500, success: false, resultJson: null, error: decoder.error, runTimeMs };
+  }
+  if (run.stoppedFor === 'cancel_requested') {
+    const error = cancelledError(`The run was cancelled at request after ${decoder.itemCount} items`);
+    await sink.end(errorEvent(JSON.stringify(error)));
+    const runTimeMs = recorder.finish(run.record, { statusCode: 200, error, reason: 'cancel_requested', cancelled: true });
+    return { statusCode: 200, success: false, resultJson: null, error, runTimeMs };
   }
   // The stream was cut: the runtime died, or the platform stopped the run (timeout, shutdown).
   const reason = upstreamFailureReason(failure ?? new Error('stream ended without its last line'), run.stoppedFor);

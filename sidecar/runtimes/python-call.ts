@@ -3,6 +3,7 @@
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
 import type { ActiveRun } from '../active-runs.ts';
+import { recordCancelled } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import {
@@ -54,6 +55,7 @@ export async function waitForRuntime(run: ActiveRun, target: AppTarget, recorder
 
 /** Records a run whose exchange with the runtime failed, and returns the problem to answer with. */
 export function recordFailedExchange(run: ActiveRun, recorder: RunRecorder, err: unknown): ProblemError {
+  if (run.stoppedFor === 'cancel_requested') return recordCancelled(run, recorder);
   if (err instanceof ProblemError) {
     recorder.finish(run.record, {
       statusCode: err.status,

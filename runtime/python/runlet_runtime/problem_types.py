@@ -23,6 +23,8 @@ PROBLEM_TYPES = {
     "run-not-found": (404, "Run not found"),
     "method-not-allowed": (405, "Method not allowed"),
     "held-run-taken": (409, "Held run already taken"),
+    "run-cancelled": (409, "Run cancelled"),
+    "run-finished": (409, "Run already finished"),
     "request-timeout": (408, "Request did not arrive in time"),
     "length-required": (411, "Length required"),
     "body-too-large": (413, "Request body too large"),
