@@ -1,6 +1,7 @@
 // Cancelling a run through `runlet dev`'s management API: a queued run never starts, a running one is stopped
 // (a plain function's worker replaced, a generator closed), the caller and the webhook are told, and the
 // operation answers 202, 409 for a finished run, and 202 again when repeated.
+import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -132,6 +133,36 @@ describe('cancelling a run in runlet dev', () => {
     const done = await inStatus('e2e', runId, 'cancelled');
     expect(done).toMatchObject({ reason: 'cancel_requested', webhook: { state: 'delivered' } });
     expect(done.startedAt).not.toBeNull();
+  });
+
+  it('cancels a running async def: the coroutine sees CancelledError', async () => {
+    const gate = join(gates, 'coroutine-never');
+    const mark = join(gates, 'coroutine-cancelled');
+    const call = postJson(`${dev.url}/v4/dev/e2e/awaits_gate`, { gate, cancelled_mark: mark });
+    const running = await runningRun('e2e', 'awaits_gate');
+
+    await expectAccepted(await cancel('e2e', running.id), running.id);
+    await expectProblem(await call, Problems.runCancelled.code, 409);
+    await waitFor(() => existsSync(mark), { what: 'the coroutine to be cancelled' });
+    expect(await inStatus('e2e', running.id, 'cancelled')).toMatchObject({ reason: 'cancel_requested' });
+  });
+
+  it('answers a sync call cancelled while it waits in the queue 409 run-cancelled; it never started', async () => {
+    const ahead = join(gates, 'sync-ahead');
+    const first = await postJson(`${dev.url}/v4/dev/narrow/gated?async=true`, { gate: ahead });
+    const firstId = ((await first.json()) as { run_id: string }).run_id;
+    await inStatus('narrow', firstId, 'running');
+    const call = postJson(`${dev.url}/v4/dev/narrow/echo`, { queued: 'sync' });
+    const waiting = await waitFor(async () => {
+      const response = await fetch(`${dev.url}/v2/projects/dev/apps/narrow/runs?status=pending`);
+      return ((await response.json()) as { items: RunRecord[] }).items.find((item) => item.functionName === 'echo') ?? null;
+    }, { what: 'the sync call to wait in the queue' });
+
+    await expectAccepted(await cancel('narrow', waiting.id), waiting.id);
+    await expectProblem(await call, Problems.runCancelled.code, 409);
+    expect(await inStatus('narrow', waiting.id, 'cancelled')).toMatchObject({ reason: 'cancel_requested', startedAt: null });
+    await writeFile(ahead, '');
+    await inStatus('narrow', firstId, 'success');
   });
 
   it('keeps a queued async run from ever starting; the run ahead of it goes on', async () => {
