@@ -1,18 +1,23 @@
 // `runlet runs APP`: the runs of an app from the management API (of `runlet dev` or a cluster), as a table or
-// as JSON for scripts.
+// as JSON for scripts; `runlet runs cancel RUN_ID --app APP` cancels one (cli/runs-cancel.ts).
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
+import { requestManagementApi } from './management-request.ts';
+import { runCancelCommand } from './runs-cancel.ts';
 
 export const RUNS_USAGE = `Usage: runlet runs APP [--project ID] [--status S] [--async-only] [--limit N] [--output table|json]
+       runlet runs cancel RUN_ID --app APP [--project ID]
 
-Lists the runs of APP, newest first, from the management API.
+Lists the runs of APP, newest first, from the management API; or cancels one run of APP: a run still waiting
+never starts, a running one is stopped, and it ends cancelled (runlet dev only, for now).
 
 Options:
   --project ID      the app's project (default dev, or RUNLET_PROJECT)
   --status S        only runs in status S: pending, running, success, failure, cancelled
   --async-only      only async runs
   --limit N         at most N runs (default 20; pages are fetched as needed)
+  --app APP         the app of the run to cancel
   --output FORMAT   table (default) or json (one JSON array)
   --api-url URL     the management API (default http://127.0.0.1:8080, or RUNLET_API_URL)
   --token TOKEN     bearer token for a cluster (or RUNLET_TOKEN); make one with
@@ -23,6 +28,13 @@ const MAX_PAGE_SIZE = 500;
 
 export async function runRunsCommand(args: string[]): Promise<number> {
   const { values, positionals } = parse(args);
+  if (values.output !== 'table' && values.output !== 'json') throw new CliError(`--output must be table or json, got "${values.output}"`, 2);
+  // `cancel` with one more argument: an app named "cancel" still has its runs listed by `runlet runs cancel`.
+  if (positionals[0] === 'cancel' && positionals.length === 2) {
+    if (!values.app) throw new CliError(`runlet runs cancel needs --app, the run's app\n\n${RUNS_USAGE}`, 2);
+    return runCancelCommand(positionals[1]!, { ...connection(values), app: values.app, output: values.output });
+  }
+  if (values.app !== undefined) throw new CliError(`--app is for runlet runs cancel; list an app's runs with runlet runs APP\n\n${RUNS_USAGE}`, 2);
   const [app, ...extra] = positionals;
   if (!app || extra.length > 0) throw new CliError(`runlet runs takes one APP\n\n${RUNS_USAGE}`, 2);
   const limit = Number(values.limit);
@@ -30,11 +42,8 @@ export async function runRunsCommand(args: string[]): Promise<number> {
   if (values.status !== undefined && !STATUSES.includes(values.status)) {
     throw new CliError(`--status must be one of ${STATUSES.join(', ')}, got "${values.status}"`, 2);
   }
-  if (values.output !== 'table' && values.output !== 'json') throw new CliError(`--output must be table or json, got "${values.output}"`, 2);
 
-  const apiUrl = (values['api-url'] ?? process.env.RUNLET_API_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
-  const project = values.project ?? process.env.RUNLET_PROJECT ?? 'dev';
-  const token = values.token ?? process.env.RUNLET_TOKEN;
+  const { apiUrl, project, token } = connection(values);
   const runs: RunRecord[] = [];
   let nextToken: string | null = null;
   do {
@@ -43,52 +52,19 @@ export async function runRunsCommand(args: string[]): Promise<number> {
     if (values['async-only']) query.set('asyncOnly', 'true');
     if (nextToken) query.set('nextToken', nextToken);
     const url = `${apiUrl}/v2/projects/${encodeURIComponent(project)}/apps/${encodeURIComponent(app)}/runs?${query}`;
-    const page = await fetchPage(url, { project, app, apiUrl, token });
+    const { body: page } = await requestManagementApi<{ items: RunRecord[]; nextToken: string | null }>(url, {}, {
+      project,
+      app,
+      apiUrl,
+      token,
+      permission: { doing: 'list runs', clusterRole: 'runlet-runs-viewer' },
+    });
     runs.push(...page.items);
     nextToken = page.nextToken;
   } while (nextToken && runs.length < limit);
 
   process.stdout.write(values.output === 'json' ? JSON.stringify(runs, null, 2) + '\n' : runsTable(runs));
   return 0;
-}
-
-async function fetchPage(
-  url: string,
-  context: { project: string; app: string; apiUrl: string; token: string | undefined },
-): Promise<{ items: RunRecord[]; nextToken: string | null }> {
-  let response: Response;
-  try {
-    response = await fetch(url, { headers: context.token ? { authorization: `Bearer ${context.token}` } : {} });
-  } catch (err) {
-    throw new CliError(
-      `cannot reach the management API at ${context.apiUrl} (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}): ` +
-        'is runlet dev running, or is --api-url (RUNLET_API_URL) the operator\'s address?',
-    );
-  }
-  if (response.ok) return (await response.json()) as { items: RunRecord[]; nextToken: string | null };
-  const detail = await problemDetail(response);
-  if (response.status === 401) {
-    throw new CliError(
-      `the management API needs a valid token (${detail}): pass --token or set RUNLET_TOKEN, e.g. RUNLET_TOKEN=$(kubectl create token runs-reader --duration 24h)`,
-    );
-  }
-  if (response.status === 403) {
-    throw new CliError(
-      `the token may not list runs in project ${context.project} (${detail}): bind the ClusterRole runlet-runs-viewer to its service account in namespace ${context.project}`,
-    );
-  }
-  if (response.status === 404) throw new CliError(`${detail} (check the app name and --project)`);
-  throw new CliError(`the management API answered ${response.status}: ${detail}`);
-}
-
-async function problemDetail(response: Response): Promise<string> {
-  const text = await response.text();
-  try {
-    const problem = JSON.parse(text) as { detail?: string; title?: string };
-    return problem.detail ?? problem.title ?? text;
-  } catch {
-    return text.slice(0, 200) || response.statusText;
-  }
 }
 
 function runsTable(runs: RunRecord[]): string {
@@ -109,11 +85,21 @@ function runsTable(runs: RunRecord[]): string {
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
+/** Where the management API is, whose project, and the bearer token: flag, else environment, else default. */
+function connection(values: { 'api-url'?: string; project?: string; token?: string }): { apiUrl: string; project: string; token: string | undefined } {
+  return {
+    apiUrl: (values['api-url'] ?? process.env.RUNLET_API_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, ''),
+    project: values.project ?? process.env.RUNLET_PROJECT ?? 'dev',
+    token: values.token ?? process.env.RUNLET_TOKEN,
+  };
+}
+
 function parse(args: string[]) {
   return parseCommandArgs(
     args,
     {
       project: { type: 'string' },
+      app: { type: 'string' },
       status: { type: 'string' },
       'async-only': { type: 'boolean', default: false },
       limit: { type: 'string', default: '20' },

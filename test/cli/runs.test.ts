@@ -1,10 +1,15 @@
 // `runlet runs` against `runlet dev`, and its errors against a management API that wants a token.
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { managementApi } from '../../management/routes.ts';
 import { Problems } from '../../crds/problems.ts';
 import { ProblemError } from '../../crds/problem.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { runCli } from '../support/cli.ts';
+import { waitFor } from '../support/wait.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 
 let dev: TestDevServer;
@@ -53,6 +58,40 @@ describe('runlet runs against runlet dev', () => {
   });
 });
 
+describe('runlet runs cancel against runlet dev', () => {
+  async function status(runId: string): Promise<RunRecord['status'] | null> {
+    const response = await fetch(`${dev.url}/v2/projects/dev/apps/e2e/runs/${runId}`);
+    return response.ok ? ((await response.json()) as { item: RunRecord }).item.status : null;
+  }
+
+  it('cancels a running run, says so again when repeated, and refuses a finished one', async () => {
+    const gate = join(await mkdtemp(join(tmpdir(), 'runlet-cli-cancel-')), 'never');
+    const accepted = await postJson(`${dev.url}/v4/dev/e2e/gated?async=true`, { gate });
+    const runId = ((await accepted.json()) as { run_id: string }).run_id;
+    await waitFor(async () => (await status(runId)) === 'running', { what: 'the run to start' });
+
+    const cancelled = await runCli(['runs', 'cancel', runId, '--app', 'e2e', '--api-url', dev.url]);
+    expect(cancelled.code).toBe(0);
+    expect(cancelled.stdout).toMatch(new RegExp(`^run ${runId} is (being cancelled|cancelled)`));
+    await waitFor(async () => (await status(runId)) === 'cancelled', { what: 'the run to be cancelled' });
+    const repeated = await runCli(['runs', 'cancel', runId, '--app', 'e2e', '--api-url', dev.url, '--output', 'json']);
+    expect(repeated.code).toBe(0);
+    expect(JSON.parse(repeated.stdout)).toMatchObject({ id: runId, status: 'cancelled', reason: 'cancel_requested' });
+
+    const finished = await runCli(['runs', 'cancel', runIds[0]!, '--app', 'e2e', '--api-url', dev.url]);
+    expect(finished.code).toBe(1);
+    expect(finished.stderr).toMatch(/has already finished \(success\)/);
+  });
+
+  it('needs --app, and keeps listing the runs of an app named cancel', async () => {
+    const noApp = await runCli(['runs', 'cancel', 'some-id', '--api-url', dev.url]);
+    expect(noApp.code).toBe(2);
+    expect(noApp.stderr).toMatch(/runlet runs cancel needs --app/);
+    const listed = await runCli(['runs', 'cancel', '--api-url', dev.url]);
+    expect(listed.stderr).toMatch(/no app cancel in project dev/);
+  });
+});
+
 describe('runlet runs against a management API that requires a token', () => {
   const server = Fastify();
   let url: string;
@@ -78,5 +117,11 @@ describe('runlet runs against a management API that requires a token', () => {
     const allowed = await runCli(['runs', 'shop', '--api-url', url, '--project', 'team-a', '--token', 'good']);
     expect(allowed.code).toBe(0);
     expect(allowed.stdout).toBe('No runs.\n');
+  });
+
+  it('says when the management API serves no cancel operation', async () => {
+    const result = await runCli(['runs', 'cancel', 'some-id', '--app', 'shop', '--api-url', url, '--token', 'good']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/does not serve this operation/);
   });
 });
