@@ -313,7 +313,7 @@ describe('parseApp, parseRunLog and custom names', () => {
     Object.assign(log.status!.runs[0]!, { status: 'done', createdAt: 'yesterday', reason: 'bored' });
     expect(validateRunLog(log).map((issue) => issue.message)).toEqual([
       'status.runs[0].status must be one of "pending", "running", "success", "failure", "cancelled", got "done"',
-      'status.runs[0].reason must be one of "timeout", "shutdown", "replica_lost", "runtime_crashed", "client_closed", "client_stalled", "upstream_error" or null, got "bored"',
+      'status.runs[0].reason must be one of "timeout", "shutdown", "replica_lost", "runtime_crashed", "client_closed", "client_stalled", "cancel_requested", "upstream_error" or null, got "bored"',
       'status.runs[0].createdAt must be an RFC 3339 date-time such as "2025-01-31T12:00:00Z", got "yesterday"',
     ]);
   });

@@ -72,7 +72,8 @@ describe('routes and operations', () => {
       routes.push(route);
     });
     await server.register(runInterfaceRoutes(createRunInterface(replica)));
-    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false } });
+    // With a canceller, as runlet dev serves it: the document describes the cancel operation.
+    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, canceller: replica.activeRuns });
     await server.ready();
   });
   afterAll(async () => {
