@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Problems } from '../../crds/problems.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { makePythonApp } from '../support/app-dir.ts';
+import { makeCustomApp } from '../support/custom-app.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { EventReader } from '../support/sse.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
@@ -25,7 +26,11 @@ beforeAll(async () => {
   gates = await mkdtemp(join(tmpdir(), 'runlet-cancel-gates-'));
   receiver = await WebhookReceiver.start();
   dev = await startTestDevServer({
-    appDirs: [`${FIXTURE_APPS}/e2e`, await makePythonApp('narrow', '[scaling]\nreplica_concurrency = 1\nresponse_grace_period = 60')],
+    appDirs: [
+      `${FIXTURE_APPS}/e2e`,
+      await makePythonApp('narrow', '[scaling]\nreplica_concurrency = 1\nresponse_grace_period = 60'),
+      await makeCustomApp('web'),
+    ],
   });
 });
 afterAll(async () => {
@@ -114,6 +119,21 @@ describe('cancelling a run in runlet dev', () => {
     expect(await inStatus('e2e', runId, 'cancelled')).toMatchObject({ reason: 'cancel_requested', error: { type: 'Cancelled' } });
     // A generator is closed once its current next() returns: let it return, so the runtime is not held.
     await writeFile(gate, '');
+  });
+
+  it("cuts a custom app's answer already under way, and records it cancelled", async () => {
+    const response = await fetch(`${dev.url}/v4/dev/web/endless`, { method: 'POST' });
+    expect(response.status).toBe(200);
+    const runId = response.headers.get('x-request-id')!;
+    const reader = response.body!.getReader();
+    expect((await reader.read()).done).toBe(false);
+
+    await expectAccepted(await cancel('web', runId), runId);
+    // The answer ends cut, not finished: the caller can tell it was not whole.
+    await expect((async () => {
+      for (;;) if ((await reader.read()).done) return 'ended';
+    })()).rejects.toThrow();
+    expect(await inStatus('web', runId, 'cancelled')).toMatchObject({ reason: 'cancel_requested', error: { type: 'Cancelled' } });
   });
 
   it('stops a running async run and sends its webhook the outcome, signed', async () => {
