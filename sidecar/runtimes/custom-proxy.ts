@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
+import { cancelledError } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { sendProblem } from '../exchange.ts';
@@ -110,6 +111,12 @@ export async function proxyCustom(
         ? 'the caller closed the connection before the answer ended'
         : "the caller read nothing of the app's answer for the client stall timeout; the answer was cut";
     return { statusCode: response.statusCode, success: false, resultJson: null, error: { type: 'Cancelled', message }, runTimeMs };
+  }
+  if (cut && run.stoppedFor === 'cancel_requested') {
+    // Recorded with the status the caller was sent, as a stream cancelled mid-answer is.
+    const error = cancelledError("The run was cancelled at request; the app's answer was cut");
+    const runTimeMs = recorder.finish(run.record, { statusCode: response.statusCode, error, reason: 'cancel_requested', cancelled: true });
+    return { statusCode: response.statusCode, success: false, resultJson: null, error, runTimeMs };
   }
   if (cut) {
     // Headers are gone already: the caller sees a cut body; the run records why.
