@@ -5,7 +5,7 @@ import type { Dispatcher } from 'undici';
 import type { ActiveRun } from '../active-runs.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { capturedAsJson, connectionRefused } from './custom-proxy.ts';
+import { capturedAsJson, connectionLost, connectionRefused } from './custom-proxy.ts';
 import type { RunOutcome } from '../modes/outcome.ts';
 import { recordFailedExchange, waitForRuntime } from './python-call.ts';
 
@@ -36,7 +36,10 @@ export async function callCustomBuffered(
       answer = await exchange(pool, run, call);
       break;
     } catch (err) {
-      if (!connectionRefused(err)) throw recordFailedExchange(run, recorder, err);
+      if (!connectionRefused(err)) {
+        if (connectionLost(err) && target.pool === pool) target.runtimeGone();
+        throw recordFailedExchange(run, recorder, err);
+      }
       if (target.pool === pool) target.runtimeGone();
       await waitForRuntime(run, target, recorder);
     }

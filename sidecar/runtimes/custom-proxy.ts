@@ -71,8 +71,11 @@ export async function proxyCustom(
       const runTimeMs = recorder.finish(run.record, { statusCode: 408, error: upload.error });
       return { statusCode: 408, success: false, resultJson: null, error: upload.error, runTimeMs };
     }
+    if (!connectionRefused(err)) {
+      if (connectionLost(err) && target.pool === pool) target.runtimeGone();
+      throw recordFailedExchange(run, recorder, err);
+    }
     // Refused: the app's server has just gone down; this call is answered as one arriving while it is down.
-    if (!connectionRefused(err)) throw recordFailedExchange(run, recorder, err);
     if (target.pool === pool) target.runtimeGone();
     throw recordFailedExchange(run, recorder, appUnavailable(target));
   } finally {
@@ -166,6 +169,18 @@ class UploadDeadline {
 /** The app's server refused the connection: nothing listens, so nothing of the call reached it. */
 export function connectionRefused(err: unknown): boolean {
   return (err as { code?: string }).code === 'ECONNREFUSED';
+}
+
+/**
+ * The app's server closed or reset the connection of a call it had not answered: it is most likely going down.
+ * Marked so (`runtimeGone`) before the call gives up its slot, so that a run queued behind it waits for the
+ * server's return rather than meet the same end before the supervisor or the readiness watch has seen the exit;
+ * a server that lives on is taken back at once by the return probe. (Its idle connections it may close at will:
+ * only a call's counts.)
+ */
+export function connectionLost(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 /** A request with a body to forward: a declared length over 0, or a chunked one. */

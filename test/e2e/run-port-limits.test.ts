@@ -108,41 +108,38 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       await connection.closedByServer();
     });
 
-    it.each([
-      ['read by the front', 'Content-Length: 200\r\n\r\n', (byte: string) => byte],
-      ['read by node:http (chunked)', 'Transfer-Encoding: chunked\r\n\r\n', (byte: string) => chunk(byte)],
-    ])('gets 408 request-timeout once its body, however steady, is not whole by the deadline (%s), then is closed', async (_path, rest, frame) => {
+    /** A request to `path` whose body (framed by `rest` and `frame`) comes a byte every 50 ms: its 408, once closed. */
+    async function trickledPastDeadline(path: string, rest: string, frame: (byte: string) => string): Promise<{ headers: Record<string, string> }> {
       const connection = await open();
-      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n${rest}`);
-      // A byte every 50 ms: far within the body timeout each time, 200 bytes take 10 s.
+      connection.write(`POST ${path} HTTP/1.1\r\nHost: t\r\n${rest}`);
+      // Far within the body timeout each time; 200 bytes would take 10 s.
       const trickle = setInterval(() => connection.write(frame(' ')), 50);
       try {
         const answer = await connection.next();
         expectProblem(answer, 408, 'request-timeout');
         expect(JSON.parse(answer.body).detail).toContain(`did not arrive whole within ${DEADLINE_MS / 1000} s`);
         await connection.closedByServer();
+        return answer;
       } finally {
         clearInterval(trickle);
       }
+    }
+    const sized = (byte: string): string => byte;
+
+    it.each([
+      ['read by the front', 'Content-Length: 200\r\n\r\n', sized],
+      ['read by node:http (chunked)', 'Transfer-Encoding: chunked\r\n\r\n', chunk],
+    ])('gets 408 request-timeout once its body, however steady, is not whole by the deadline (%s), then is closed', async (_path, rest, frame) => {
+      await trickledPastDeadline('/v4/dev/e2e/greet', rest, frame);
     });
 
     it.each([
-      ['sized', 'Content-Length: 200\r\n\r\n', (byte: string) => byte],
-      ['chunked', 'Transfer-Encoding: chunked\r\n\r\n', (byte: string) => chunk(byte)],
+      ['sized', 'Content-Length: 200\r\n\r\n', sized],
+      ['chunked', 'Transfer-Encoding: chunked\r\n\r\n', chunk],
     ])("gets 408 request-timeout once a custom app's %s upload, streamed to the app as it comes, is not whole by the deadline; the run is recorded so", async (_framing, rest, frame) => {
-      const connection = await open();
-      connection.write(`POST /v4/dev/upload/echo HTTP/1.1\r\nHost: t\r\n${rest}`);
-      const trickle = setInterval(() => connection.write(frame(' ')), 50);
-      try {
-        const answer = await connection.next();
-        expectProblem(answer, 408, 'request-timeout');
-        expect(JSON.parse(answer.body).detail).toContain(`did not arrive whole within ${DEADLINE_MS / 1000} s`);
-        await connection.closedByServer();
-        const run = (await (await fetch(`${dev.url}/v2/projects/dev/apps/upload/runs/${answer.headers['x-request-id']}`)).json()) as { item: unknown };
-        expect(run.item).toMatchObject({ status: 'failure', statusCode: 408 });
-      } finally {
-        clearInterval(trickle);
-      }
+      const answer = await trickledPastDeadline('/v4/dev/upload/echo', rest, frame);
+      const run = (await (await fetch(`${dev.url}/v2/projects/dev/apps/upload/runs/${answer.headers['x-request-id']}`)).json()) as { item: unknown };
+      expect(run.item).toMatchObject({ status: 'failure', statusCode: 408 });
     });
 
     // node:http's own answers (fastify's in `runlet dev`, which words the body its way): the status line is the contract.
