@@ -84,7 +84,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       resultLimitBytes: options.resultLimitBytes,
     });
     registry.add(target);
-    return { loaded: app, target, supervisor: new RuntimeSupervisor(target, launchOf(app), logger) };
+    // The run store is written as runs come: its folder may be inside an app's, and is no change of the app.
+    const supervisor = new RuntimeSupervisor(target, launchOf(app, options.port), logger, { watchIgnoring: [options.dataDir] });
+    return { loaded: app, target, supervisor };
   });
 
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
@@ -173,12 +175,18 @@ function deliverOwedWebhooks(replica: Replica, runs: RunRecord[]): void {
   }
 }
 
-function launchOf(app: LoadedApp): RuntimeLaunch {
+function launchOf(app: LoadedApp, devPort: number): RuntimeLaunch {
   const env = Object.fromEntries((app.spec.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
   const custom = app.spec.runtime.custom;
   if (custom) {
     if (!custom.entrypoint?.length) {
       throw new Error(`app ${app.name}: [runtime.custom] entrypoint is required in local mode (the command that starts the app's server)`);
+    }
+    if (custom.port === devPort) {
+      throw new Error(
+        `app ${app.name}: [runtime.custom] port ${custom.port} is the port runlet dev listens on; ` +
+          'give the app another port in its service.toml, or run runlet dev with another --port',
+      );
     }
     return {
       kind: 'custom',

@@ -150,11 +150,12 @@ def main(argv=None):
     try:
         module = import_user_module(options.app_dir, options.module)
     except BaseException as error:  # SystemExit and KeyboardInterrupt during import are failures to start, too
-        log.error("importing module %r from %s failed", options.module, options.app_dir)
         if options.import_error_file:
+            # Its reader reports it, once however many times it tries.
             write_import_error(options.import_error_file, error, options.app_dir)
             return IMPORT_FAILED_EXIT_STATUS
         traceback.print_exc()
+        log.error("importing module %r from %s failed", options.module, options.app_dir)
         return 1
     # The module (often a large model) lives as long as the process: keep the collector from rescanning it.
     gc.freeze()
