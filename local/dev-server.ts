@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
+import type { AppSummary } from '../management/app-list.ts';
 import { managementApi } from '../management/routes.ts';
 import { createAdminInterface } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
@@ -115,7 +116,13 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     reply.hijack();
     admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);
   });
-  await server.register(managementApi, { runs: store, apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) } });
+  const appList = (project: string): AppSummary[] =>
+    apps.filter((app) => app.target.projectId === project).map(({ target, supervisor }) => ({
+      name: target.appName,
+      ready: target.ready,
+      error: supervisor.importError?.summary ?? null,
+    }));
+  await server.register(managementApi, { runs: store, apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) }, appList });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();
   const url = `http://${HOST}:${typeof address === 'object' && address ? address.port : options.port}`;

@@ -55,7 +55,7 @@ async function startServer(
 ): Promise<string> {
   const server = fastify({ loggerInstance: logger });
   prepareHost(server);
-  await server.register(managementApi, { runs: store, apps, ...options });
+  await server.register(managementApi, { runs: store, apps, appList: () => [], ...options });
   server.get('/healthz', async () => ({ ok: true }));
   await server.listen({ host: '127.0.0.1', port: 0 });
   servers.push(server);
@@ -313,10 +313,10 @@ describe('problems', () => {
 
   it('answers 404 problems for unknown routes under /v2 and leaves the other paths to the host', async () => {
     expectProblem(
-      await request('/v2/projects/demo/apps?x=1'),
+      await request('/v2/projects/demo/things?x=1'),
       Problems.routeNotFound,
-      'no route for GET /v2/projects/demo/apps; the management API serves ' +
-        'GET /v2/projects/{project_id}/apps/{app_id}/runs and GET /v2/projects/{project_id}/apps/{app_id}/runs/{run_id}',
+      'no route for GET /v2/projects/demo/things; the management API serves GET /v2/projects/{project_id}/apps, ' +
+        'GET /v2/projects/{project_id}/apps/{app_id}/runs, GET /v2/projects/{project_id}/apps/{app_id}/runs/{run_id}',
     );
     const outside = await request('/v3/anything');
     expect(outside.status).toBe(404);

@@ -8,16 +8,19 @@ import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
+import type { AppList, AppSummary } from './app-list.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
 import type { RunSource } from './run-source.ts';
 import {
   BEARER_SECURITY_SCHEME_NAME,
+  appListSchema,
   appParamsSchema,
   jsonResponse,
   listRunsQuerySchema,
   managementDocument,
   noQuerySchema,
   problemResponse,
+  projectParamsSchema,
   runItemSchema,
   runPageSchema,
   runParamsSchema,
@@ -28,6 +31,8 @@ import { createValidatorCompiler, validationProblem } from './validation.ts';
 export interface ManagementApiOptions {
   runs: RunSource;
   apps: AppDirectory;
+  /** The apps of a project, for `GET /v2/projects/{project_id}/apps`. */
+  appList: AppList;
   /**
    * Cluster mode: checks the caller's bearer token for the project and throws a ProblemError (401
    * `unauthorized`, 403 `forbidden`) to refuse. Runs before anything else of the request. Absent in local mode,
@@ -38,6 +43,7 @@ export interface ManagementApiOptions {
 
 /** Version prefix of the management interface (interface section 9). */
 const API_PREFIX = '/v2';
+const APPS_PATH = '/projects/:project_id/apps';
 const RUNS_PATH = '/projects/:project_id/apps/:app_id/runs';
 const RUN_PATH = `${RUNS_PATH}/:run_id`;
 const ALLOWED_METHODS = 'GET, HEAD';
@@ -74,11 +80,11 @@ export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fa
 };
 
 async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
-  const { runs, apps, authenticate } = options;
+  const { runs, apps, appList, authenticate } = options;
   const authHook =
     authenticate === undefined
       ? undefined
-      : async (request: FastifyRequest<{ Params: AppParams }>) => authenticate(request, request.params.project_id);
+      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id);
   // Interface section 5.5: no security at the document level, the bearer scheme on each operation. The
   // contract holds in every mode; `runlet dev` (loopback only) simply does not enforce it.
   const security = { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
@@ -122,6 +128,28 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
       500: problemResponse('The run could not be read; the server log has the cause.'),
     },
   };
+
+  const listAppsSchema = {
+    operationId: 'listApps',
+    summary: 'List the apps of a project, by name',
+    tags: ['apps'],
+    ...security,
+    params: projectParamsSchema,
+    querystring: noQuerySchema,
+    response: {
+      200: jsonResponse('The apps of the project (none: an empty list).', appListSchema),
+      400: problemResponse('A query parameter was given; this operation takes none.'),
+      ...authResponses,
+    },
+  };
+
+  v2.get<{ Params: { project_id: string } }>(
+    APPS_PATH,
+    { exposeHeadRoute: true, onRequest: authHook, schema: listAppsSchema },
+    async (request): Promise<{ items: AppSummary[] }> => ({
+      items: appList(request.params.project_id).sort((a, b) => a.name.localeCompare(b.name)),
+    }),
+  );
 
   v2.get<{ Params: AppParams; Querystring: ListRunsQuerystring }>(
     RUNS_PATH,
@@ -185,7 +213,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
   // Fastify answers a known path with an unrouted method as 404; the resource exists, so 405 with `Allow`.
   // Hidden from the OpenAPI document: these are refusals, not operations.
   const refusedMethodSchema = { hide: true, response: { 405: problemResponse('Only GET and HEAD are allowed.') } };
-  for (const url of [RUNS_PATH, RUN_PATH]) {
+  for (const url of [APPS_PATH, RUNS_PATH, RUN_PATH]) {
     v2.route({
       method: REFUSED_METHODS,
       url,
@@ -197,10 +225,10 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     });
   }
 
-  const servedPaths = [RUNS_PATH, RUN_PATH].map((path) => `GET ${v2.prefix}${path.replaceAll(/:(\w+)/g, '{$1}')}`);
+  const servedPaths = [APPS_PATH, RUNS_PATH, RUN_PATH].map((path) => `GET ${v2.prefix}${path.replaceAll(/:(\w+)/g, '{$1}')}`);
   v2.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0];
-    const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(' and ')}`;
+    const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(', ')}`;
     return sendProblem(reply, new ProblemError(Problems.routeNotFound, detail));
   });
 }

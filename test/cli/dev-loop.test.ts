@@ -66,6 +66,15 @@ describe('runlet dev: the dev loop', () => {
       expect(refused.body.type).toMatch(/app-unavailable$/);
       expect(refused.body.detail).toMatch(/^App dev\/broken cannot be imported: main\.py line 4: SyntaxError: .*It is tried again when its files change\.$/);
 
+      const listed = await (await fetch(`${dev.url}/v2/projects/dev/apps`)).json();
+      expect(listed).toEqual({
+        items: [
+          { name: 'broken', ready: false, error: expect.stringMatching(/^main\.py line 4: SyntaxError: /) as unknown },
+          { name: 'hello', ready: true, error: null },
+        ],
+      });
+      expect(await (await fetch(`${dev.url}/v2/projects/elsewhere/apps`)).json()).toEqual({ items: [] });
+
       await writeFile(join(broken, 'main.py'), FIXED);
       const fixed = await waitFor(async () => {
         const answer = await call(dev, 'broken', 'version');

@@ -61,6 +61,7 @@ describe('runlet runs against a management API that requires a token', () => {
     await server.register(managementApi, {
       runs: { listRuns: async () => ({ items: [], hasMore: false }), getRun: async () => undefined },
       apps: { hasApp: () => true },
+      appList: () => [],
       authenticate: async (request) => {
         const header = request.headers.authorization;
         if (!header) throw new ProblemError(Problems.unauthorized, 'no bearer token');
