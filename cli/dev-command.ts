@@ -16,7 +16,8 @@ import { CliError } from './cli-error.ts';
 export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
 
 Runs each app folder (main.py + service.toml) with the Python runtime behind the Runlet sidecar, and serves
-the run interface and the runs API on one loopback port. Runs are kept in DATA_DIR across restarts.
+the run interface and the runs API on one loopback port. Runs are kept in DATA_DIR across restarts. An app
+is reloaded when a file in its folder changes (the runs in flight finish on the old code).
 
 Options:
   --port N          port to listen on (default 8080; 0 picks a free one)

@@ -1,4 +1,4 @@
-// The management API (list runs, /v2) on the operator's HTTP server: the RunLog cache as its runs, the
+// The management API (list apps and runs, /v2) on the operator's HTTP server: the RunLog cache as its runs, the
 // operator's App cache as its apps, and callers' service-account tokens judged by the API server (TokenReview,
 // then SubjectAccessReview for `list runs.runlet.dev` in the project's namespace). Every replica serves it,
 // leader or standby, from its own caches; /v2/openapi.json is served without a token.
