@@ -17,7 +17,7 @@ export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
 
 Runs each app folder (main.py + service.toml) with the Python runtime behind the Runlet sidecar, and serves
 the run interface and the runs API on one loopback port. Runs are kept in DATA_DIR across restarts. An app
-is reloaded when a file in its folder changes (the runs in flight finish on the old code).
+is reloaded when a .py file in its folder changes (the runs in flight finish on the old code).
 
 Options:
   --port N          port to listen on (default 8080; 0 picks a free one)

@@ -5,9 +5,9 @@
 // flight finish), and exits with RECYCLE_EXIT_STATUS: it is started again at once, and is not a crash.
 // Stopping sends SIGTERM so the runtime finishes its calls, then SIGKILL past a bound.
 // A Python app that cannot be imported is tried a few times, then reported once (file, line, traceback) and
-// marked broken: its calls are answered 503 with the error, until its files change. A change to the app's
-// files reloads it: a new runtime starts on the new code and takes the new calls once ready, while the old one
-// finishes the calls in flight and exits (a custom app's server, bound to its one port, is stopped first).
+// marked broken: its calls are answered 503 with the error, until its files change. A change to a Python
+// file of a Python app reloads it: a new runtime starts on the new code and takes the new calls once ready,
+// while the old one finishes the calls in flight and exits.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -46,7 +46,7 @@ export type RuntimeLaunch =
   | { kind: 'custom'; appDir: string; entrypoint: string[]; port: number; readyPath: string | null; env: Record<string, string> };
 
 export interface SuperviseOptions {
-  /** Reload the app when a file under its folder changes, except under these paths (e.g. the run store's). */
+  /** Reload a Python app when a Python file under its folder changes, except under these paths (the run store's). */
   watchIgnoring?: string[];
 }
 
@@ -71,8 +71,8 @@ export class RuntimeSupervisor {
   #reloadTimer: NodeJS.Timeout | null = null;
   /** Why the app cannot be imported, once it has been tried IMPORT_TRIES times; null otherwise. */
   importError: ImportError | null = null;
-  /** Times the app was reloaded because its files changed. */
-  reloads = 0;
+  /** Times the app was reloaded because its files changed: for the log. */
+  #reloads = 0;
   #stopping = false;
   #backoffMs = FIRST_BACKOFF_MS;
   #restartTimer: NodeJS.Timeout | null = null;
@@ -101,7 +101,7 @@ export class RuntimeSupervisor {
    * importError). It may never resolve (a runtime that crashes at every start).
    */
   start(): Promise<void> {
-    if (this.#options.watchIgnoring) this.#watcher = this.#watchFiles(this.#options.watchIgnoring);
+    if (this.#options.watchIgnoring && this.#launch.kind === 'python') this.#watcher = this.#watchFiles(this.#options.watchIgnoring);
     void this.#spawn();
     return this.#firstReady.promise;
   }
@@ -117,11 +117,11 @@ export class RuntimeSupervisor {
   }
 
   /** The app's files changed: start it afresh on them (see the top of this file). */
-  async reload(): Promise<void> {
+  reload(): void {
     if (this.#stopping) return;
     if (this.#restartTimer) clearTimeout(this.#restartTimer);
     this.#restartTimer = null;
-    this.reloads++;
+    this.#reloads++;
     this.#importFailures = 0;
     this.#backoffMs = FIRST_BACKOFF_MS;
     this.importError = null;
@@ -129,12 +129,7 @@ export class RuntimeSupervisor {
     this.#child = null;
     // One still starting runs the old code: it is no longer wanted.
     if (starting && isRunning(starting)) starting.kill('SIGKILL');
-    if (this.#launch.kind === 'custom' && this.#attached) {
-      this.#target.pause();
-      await this.#retire(this.#attached);
-      if (this.#stopping || this.#child !== null) return; // Stopped, or reloaded again, meanwhile.
-    }
-    this.#logger.info({ reloads: this.reloads }, 'app files changed; reloading');
+    this.#logger.info({ reloads: this.#reloads }, 'app files changed; reloading');
     void this.#spawn();
   }
 
@@ -157,12 +152,11 @@ export class RuntimeSupervisor {
     const ignored = ignoring.map((path) => relative(appDir, path)).filter((path) => path !== '' && !path.startsWith('..'));
     const watcher = watch(appDir, { recursive: true });
     watcher.on('change', (_event, filename) => {
-      const name = String(filename ?? '');
-      if (name !== '' && !reloadsOn(name, ignored)) return;
+      if (filename === null || !reloadsOn(String(filename), ignored)) return;
       if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
       this.#reloadTimer = setTimeout(() => {
         this.#reloadTimer = null;
-        void this.reload();
+        this.reload();
       }, RELOAD_DEBOUNCE_MS);
     });
     watcher.on('error', (err) => this.#logger.warn({ err, appDir }, 'cannot watch the app folder: changes will not reload it'));
@@ -257,7 +251,8 @@ export class RuntimeSupervisor {
       return;
     }
     this.importError = error;
-    const module = `${this.#launch.kind === 'python' ? this.#launch.module.replaceAll('.', '/') : 'main'}.py`;
+    // Only a Python runtime reports import errors.
+    const module = this.#launch.kind === 'python' ? `${this.#launch.module.replaceAll('.', '/')}.py` : this.#launch.entrypoint.join(' ');
     this.#target.markBroken(
       `App ${this.#target.projectId}/${this.#target.appName} cannot be imported: ${error.summary}. ` +
         'It is tried again when its files change.',
@@ -289,11 +284,13 @@ function isRunning(child: ChildProcess): boolean {
   return child.exitCode === null && child.signalCode === null;
 }
 
-/** Whether a change to `name` (relative to the app folder) is a change of the app, not of what it writes. */
-function reloadsOn(name: string, ignored: string[]): boolean {
-  const parts = name.split(sep);
-  if (parts.some((part) => part.startsWith('.') || part === '__pycache__') || /\.py[co]$/.test(name)) return false;
-  return !ignored.some((path) => name === path || name.startsWith(path + sep));
+/**
+ * Whether a change to `name` (relative to the app folder) is a change of the app's code. Python sources only:
+ * an app that writes other files into its folder (a cache at import, an output per call) must not reload itself.
+ */
+export function reloadsOn(name: string, ignored: string[]): boolean {
+  if (!name.endsWith('.py') || name.split(sep).some((part) => part.startsWith('.') || part === '__pycache__')) return false;
+  return !ignored.some((path) => name.startsWith(path + sep));
 }
 
 async function readImportError(path: string): Promise<ImportError | null> {

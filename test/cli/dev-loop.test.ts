@@ -1,6 +1,6 @@
 // The dev loop of a real `runlet dev` process: an app that cannot be imported is reported once and answered
 // 503 with its error while the others serve, and is tried again when fixed; an edited app is reloaded, the
-// run in flight finishing on the old code while new calls get the new.
+// run in flight finishing on the old code while new calls get the new, and an edit that breaks it stops it.
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -110,6 +110,14 @@ describe('runlet dev: the dev loop', () => {
       const finished = await inFlight;
       expect(finished.status).toBe(200);
       expect(finished.body.result).toBe('old');
+
+      // An edit that cannot be imported stops the old code too: the app answers with what its files say.
+      await writeFile(join(app, 'main.py'), BROKEN);
+      const refused = await waitFor(async () => {
+        const answer = await call(dev, 'edited', 'version');
+        return answer.status === 503 && answer;
+      }, { what: 'the broken edit to be answered 503' });
+      expect(refused.body.detail).toMatch(/^App dev\/edited cannot be imported: main\.py line 4: SyntaxError: /);
     } finally {
       dev.child.kill('SIGKILL');
       await dev.exited;
