@@ -295,18 +295,19 @@ describe('problems', () => {
     expect(same.status).toBe(200);
   });
 
-  it('answers 405 with Allow for other methods on the run resources', async () => {
-    for (const [method, path] of [
-      ['POST', '/v2/projects/demo/apps/hello/runs'],
-      ['DELETE', `/v2/projects/demo/apps/hello/runs/${xRun.id}`],
-      ['PUT', '/v2/projects/demo/apps/nope/runs'],
+  it('answers 405 with Allow for other methods on the app and run resources', async () => {
+    for (const [method, path, resource] of [
+      ['POST', '/v2/projects/demo/apps/hello/runs', 'runs'],
+      ['DELETE', `/v2/projects/demo/apps/hello/runs/${xRun.id}`, 'runs'],
+      ['PUT', '/v2/projects/demo/apps/nope/runs', 'runs'],
+      ['POST', '/v2/projects/demo/apps', 'apps'],
     ] as const) {
       const response = await request(path, {
         method,
         headers: { 'content-type': 'application/json' },
         body: '{not json',
       });
-      expectProblem(response, Problems.methodNotAllowed, `${method} is not allowed on runs; they are read with GET, HEAD`);
+      expectProblem(response, Problems.methodNotAllowed, `${method} is not allowed on ${resource}; they are read with GET, HEAD`);
       expect(response.headers.get('allow')).toBe('GET, HEAD');
     }
   });

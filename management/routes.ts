@@ -213,7 +213,8 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
   // Fastify answers a known path with an unrouted method as 404; the resource exists, so 405 with `Allow`.
   // Hidden from the OpenAPI document: these are refusals, not operations.
   const refusedMethodSchema = { hide: true, response: { 405: problemResponse('Only GET and HEAD are allowed.') } };
-  for (const url of [APPS_PATH, RUNS_PATH, RUN_PATH]) {
+  for (const [url, resource] of [[APPS_PATH, 'apps'], [RUNS_PATH, 'runs'], [RUN_PATH, 'runs']] as const) {
+    const refuseMethod = refuseMethodOn(resource);
     v2.route({
       method: REFUSED_METHODS,
       url,
@@ -254,12 +255,14 @@ function beforeIdOf(nextToken: string, scope: PageScope): string {
   return decoded.beforeId;
 }
 
-async function refuseMethod(request: FastifyRequest): Promise<never> {
-  throw new ProblemError(
-    Problems.methodNotAllowed,
-    `${request.method} is not allowed on runs; they are read with ${ALLOWED_METHODS}`,
-    { headers: { allow: ALLOWED_METHODS } },
-  );
+function refuseMethodOn(resource: 'apps' | 'runs'): (request: FastifyRequest) => Promise<never> {
+  return async (request) => {
+    throw new ProblemError(
+      Problems.methodNotAllowed,
+      `${request.method} is not allowed on ${resource}; they are read with ${ALLOWED_METHODS}`,
+      { headers: { allow: ALLOWED_METHODS } },
+    );
+  };
 }
 
 /** What fastify attaches to the errors it raises itself (validation, parsing, routing). */
