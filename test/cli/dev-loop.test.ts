@@ -90,6 +90,23 @@ describe('runlet dev: the dev loop', () => {
     }
   });
 
+  it('says what a slow import is doing while it runs', async () => {
+    // An import that takes a while, as a model loading does; well past the notice's one second.
+    const app = await makeApp('slow', 'import time\n\ntime.sleep(3)\n\n\ndef ping():\n    return "pong"\n');
+    const dataDir = await mkdtemp(join(tmpdir(), 'runlet-dev-loop-data-'));
+    const dev = await spawnDev([app], dataDir);
+    try {
+      const output = dev.output();
+      expect(output).toContain('runlet-runtime: importing main.py ...');
+      expect(output.indexOf('importing main.py ...')).toBeLessThan(output.indexOf('listening on http'));
+    } finally {
+      dev.child.kill('SIGKILL');
+      await dev.exited;
+      await rm(dataDir, { recursive: true, force: true });
+      await rm(app, { recursive: true, force: true });
+    }
+  });
+
   it('reloads an edited app: the run in flight finishes on the old code, new calls get the new', async () => {
     const app = await makeApp('edited', held('old'));
     const gate = join(app, '.gate');
