@@ -16,7 +16,8 @@ import { CliError } from './cli-error.ts';
 export const DEV_USAGE = `Usage: runlet dev [APP_DIR ...] [options]
 
 Runs each app folder (main.py + service.toml) with the Python runtime behind the Runlet sidecar, and serves
-the run interface and the runs API on one loopback port. Runs are kept in DATA_DIR across restarts.
+the run interface and the runs API on one loopback port. Runs are kept in DATA_DIR across restarts. An app
+is reloaded when a .py file in its folder changes (the runs in flight finish on the old code).
 
 Options:
   --port N          port to listen on (default 8080; 0 picks a free one)
@@ -78,7 +79,8 @@ export async function runDevCommand(args: string[]): Promise<number> {
   // Read while the runtimes start: the banner suggests a call of each app's own functions.
   const hints = Promise.all(server.apps.map((app) => appHint(app.loaded)));
   const ready = await server.ready(READY_TIMEOUT_MS);
-  process.stdout.write(banner(server.url, values.project, await hints, ready));
+  const appHints = (await hints).map((hint, i) => ({ ...hint, importError: server.apps[i]!.supervisor.importError?.summary ?? null }));
+  process.stdout.write(banner(server.url, values.project, appHints, ready));
 
   let signals = 0;
   const stopped = new Promise<void>((resolveStop) => {
@@ -124,6 +126,8 @@ interface AppHint {
   custom: boolean;
   /** Null for a custom app, or when the module could not be parsed (the runtime's log says why). */
   functions: PythonFunction[] | null;
+  /** Why the app could not be imported at start; null if it was (or is still being tried). */
+  importError?: string | null;
 }
 
 async function appHint(app: LoadedApp): Promise<AppHint> {
@@ -142,6 +146,7 @@ function banner(url: string, project: string, apps: AppHint[], ready: boolean): 
     lines.push(app.custom ? `    run:  ANY  ${url}/v4/${project}/${app.name}/{path}` : `    run:  POST ${url}/v4/${project}/${app.name}/{function}`);
     if (app.functions && app.functions.length > 0) lines.push(`    functions: ${app.functions.map(signatureText).join(', ')}`);
     lines.push(`    runs: GET  ${url}/v2/projects/${project}/apps/${app.name}/runs`);
+    if (app.importError) lines.push(`    cannot be imported: ${app.importError} (its calls answer 503 until its files change)`);
   }
   const first = apps[0];
   if (first) {

@@ -78,8 +78,9 @@ function runsTable(runs: RunRecord[]): string {
     run.createdAt.replace('T', ' ').replace(/\.\d+Z$/, 'Z'),
     run.runtimeMs === null ? '-' : `${Math.round(run.runtimeMs)}ms`,
     run.webhook ? `${run.webhook.state}/${run.webhook.attempts}` : '-',
+    errorCell(run),
   ]);
-  const header = ['RUN ID', 'FUNCTION', 'MODE', 'STATUS', 'CODE', 'CREATED', 'RUN TIME', 'WEBHOOK'];
+  const header = ['RUN ID', 'FUNCTION', 'MODE', 'STATUS', 'CODE', 'CREATED', 'RUN TIME', 'WEBHOOK', 'ERROR'];
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]): string => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
@@ -92,6 +93,15 @@ function connection(values: { 'api-url'?: string; project?: string; token?: stri
     project: values.project ?? process.env.RUNLET_PROJECT ?? 'dev',
     token: values.token ?? process.env.RUNLET_TOKEN,
   };
+}
+
+/** Longest error shown in the table: one line of a terminal; `--output json` has it whole. */
+const ERROR_CELL_CHARS = 80;
+
+/** What went wrong, on one line: the error (`ValueError: boom`), else the reason (`replica_lost`). */
+function errorCell(run: RunRecord): string {
+  const text = run.error ? `${run.error.type}: ${run.error.message}`.replace(/\s+/g, ' ').trim() : (run.reason ?? '-');
+  return text.length > ERROR_CELL_CHARS ? `${text.slice(0, ERROR_CELL_CHARS - 1)}…` : text;
 }
 
 function parse(args: string[]) {

@@ -30,7 +30,7 @@ export async function buildOpenApiDocuments(): Promise<{ run: object; management
   const server = Fastify({ logger: false });
   try {
     await server.register(runInterfaceRoutes(createRunInterface(replica)));
-    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, canceller: replica.activeRuns });
+    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, appList: () => [], canceller: replica.activeRuns });
     const run = await server.inject({ method: 'GET', url: '/v4/openapi.json' });
     const management = await server.inject({ method: 'GET', url: '/v2/openapi.json' });
     return { run: run.json(), management: management.json() };

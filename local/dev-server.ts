@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
+import type { AppSummary } from '../management/app-list.ts';
 import { managementApi } from '../management/routes.ts';
 import { createAdminInterface } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
@@ -84,7 +85,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       resultLimitBytes: options.resultLimitBytes,
     });
     registry.add(target);
-    return { loaded: app, target, supervisor: new RuntimeSupervisor(target, launchOf(app), logger) };
+    // The run store is written as runs come: its folder may be inside an app's, and is no change of the app.
+    const supervisor = new RuntimeSupervisor(target, launchOf(app, options.port), logger, { watchIgnoring: [options.dataDir] });
+    return { loaded: app, target, supervisor };
   });
 
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
@@ -113,9 +116,16 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     reply.hijack();
     admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);
   });
+  const appList = (project: string): AppSummary[] =>
+    apps.filter((app) => app.target.projectId === project).map(({ target, supervisor }) => ({
+      name: target.appName,
+      ready: target.ready,
+      error: supervisor.importError?.summary ?? null,
+    }));
   await server.register(managementApi, {
     runs: store,
     apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) },
+    appList,
     canceller: replica.activeRuns,
   });
   await server.listen({ host: HOST, port: options.port });
@@ -177,12 +187,18 @@ function deliverOwedWebhooks(replica: Replica, runs: RunRecord[]): void {
   }
 }
 
-function launchOf(app: LoadedApp): RuntimeLaunch {
+function launchOf(app: LoadedApp, devPort: number): RuntimeLaunch {
   const env = Object.fromEntries((app.spec.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
   const custom = app.spec.runtime.custom;
   if (custom) {
     if (!custom.entrypoint?.length) {
       throw new Error(`app ${app.name}: [runtime.custom] entrypoint is required in local mode (the command that starts the app's server)`);
+    }
+    if (custom.port === devPort) {
+      throw new Error(
+        `app ${app.name}: [runtime.custom] port ${custom.port} is the port runlet dev listens on; ` +
+          'give the app another port in its service.toml, or run runlet dev with another --port',
+      );
     }
     return {
       kind: 'custom',

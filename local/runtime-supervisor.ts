@@ -4,12 +4,16 @@
 // limit) removes its port file when it stops taking calls, which pauses the app (503 for new calls, those in
 // flight finish), and exits with RECYCLE_EXIT_STATUS: it is started again at once, and is not a crash.
 // Stopping sends SIGTERM so the runtime finishes its calls, then SIGKILL past a bound.
+// A Python app that cannot be imported is tried a few times, then reported once (file, line, traceback) and
+// marked broken: its calls are answered 503 with the error, until its files change. A change to a Python
+// file of a Python app reloads it: a new runtime starts on the new code and takes the new calls once ready,
+// while the old one finishes the calls in flight and exits.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { AppTarget } from '../sidecar/apps.ts';
@@ -25,6 +29,12 @@ const STABLE_AFTER_MS = 30_000;
 const CUSTOM_READY_POLL_MS = 100;
 /** runtime/python/runlet_runtime/server.py: the runtime exited to be started afresh. */
 const RECYCLE_EXIT_STATUS = 75;
+/** runtime/python/runlet_runtime/import_report.py: the module cannot be imported. */
+const IMPORT_FAILED_EXIT_STATUS = 78;
+/** Imports tried before the app is reported broken (a file saved half-written may fail once). */
+const IMPORT_TRIES = 3;
+/** Editors write a file in several steps (and several files at once): one reload for a burst of changes. */
+const RELOAD_DEBOUNCE_MS = 200;
 
 /** The interpreter a Python app runs on: `RUNLET_PYTHON`, else `python3` on PATH. */
 export function pythonInterpreter(): string {
@@ -35,11 +45,34 @@ export type RuntimeLaunch =
   | { kind: 'python'; appDir: string; module: string; concurrency: number; env: Record<string, string> }
   | { kind: 'custom'; appDir: string; entrypoint: string[]; port: number; readyPath: string | null; env: Record<string, string> };
 
+export interface SuperviseOptions {
+  /** Reload a Python app when a Python file under its folder changes, except under these paths (the run store's). */
+  watchIgnoring?: string[];
+}
+
+/** What the runtime reported of a failed import. */
+export interface ImportError {
+  /** `main.py line 4: SyntaxError: expected ':'` */
+  summary: string;
+  traceback: string;
+}
+
 export class RuntimeSupervisor {
   readonly #target: AppTarget;
   readonly #launch: RuntimeLaunch;
   readonly #logger: Logger;
+  readonly #options: SuperviseOptions;
+  /** The newest runtime: starting, or serving. */
   #child: ChildProcess | null = null;
+  /** The runtime the app's calls go to; an older one than #child while a reload starts. */
+  #attached: ChildProcess | null = null;
+  #importFailures = 0;
+  #watcher: FSWatcher | null = null;
+  #reloadTimer: NodeJS.Timeout | null = null;
+  /** Why the app cannot be imported, once it has been tried IMPORT_TRIES times; null otherwise. */
+  importError: ImportError | null = null;
+  /** Times the app was reloaded because its files changed: for the log. */
+  #reloads = 0;
   #stopping = false;
   #backoffMs = FIRST_BACKOFF_MS;
   #restartTimer: NodeJS.Timeout | null = null;
@@ -49,9 +82,10 @@ export class RuntimeSupervisor {
   /** Times the runtime recycled itself. */
   recycles = 0;
 
-  constructor(target: AppTarget, launch: RuntimeLaunch, logger: Logger) {
+  constructor(target: AppTarget, launch: RuntimeLaunch, logger: Logger, options: SuperviseOptions = {}) {
     this.#target = target;
     this.#launch = launch;
+    this.#options = options;
     this.#logger = logger.child({ app: `${target.projectId}/${target.appName}` });
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
@@ -62,8 +96,12 @@ export class RuntimeSupervisor {
     return this.#child?.pid;
   }
 
-  /** Starts the runtime; the returned promise resolves the first time it is ready (it may never be). */
+  /**
+   * Starts the runtime; the returned promise resolves the first time it is ready, or is reported broken (see
+   * importError). It may never resolve (a runtime that crashes at every start).
+   */
   start(): Promise<void> {
+    if (this.#options.watchIgnoring && this.#launch.kind === 'python') this.#watcher = this.#watchFiles(this.#options.watchIgnoring);
     void this.#spawn();
     return this.#firstReady.promise;
   }
@@ -71,14 +109,58 @@ export class RuntimeSupervisor {
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
     if (this.#restartTimer) clearTimeout(this.#restartTimer);
-    const child = this.#child;
+    if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
+    this.#watcher?.close();
+    const children = new Set([this.#child, this.#attached].filter((child): child is ChildProcess => child !== null));
     await this.#target.detach();
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    await Promise.all([...children].map((child) => this.#terminate(child, graceMs)));
+  }
+
+  /** The app's files changed: start it afresh on them (see the top of this file). */
+  reload(): void {
+    if (this.#stopping) return;
+    if (this.#restartTimer) clearTimeout(this.#restartTimer);
+    this.#restartTimer = null;
+    this.#reloads++;
+    this.#importFailures = 0;
+    this.#backoffMs = FIRST_BACKOFF_MS;
+    this.importError = null;
+    const starting = this.#child !== this.#attached ? this.#child : null;
+    this.#child = null;
+    // One still starting runs the old code: it is no longer wanted.
+    if (starting && isRunning(starting)) starting.kill('SIGKILL');
+    this.#logger.info({ reloads: this.#reloads }, 'app files changed; reloading');
+    void this.#spawn();
+  }
+
+  /** SIGTERM: the runtime finishes its calls in flight and exits; SIGKILL past the app's run time limit. */
+  #retire(child: ChildProcess): Promise<void> {
+    return this.#terminate(child, Math.max(this.#target.runTimeLimitMs, 1000));
+  }
+
+  async #terminate(child: ChildProcess, graceMs: number): Promise<void> {
+    if (!isRunning(child)) return;
     const exited = once(child, 'exit');
     child.kill('SIGTERM');
     const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     await exited;
     clearTimeout(killer);
+  }
+
+  #watchFiles(ignoring: string[]): FSWatcher {
+    const appDir = this.#launch.appDir;
+    const ignored = ignoring.map((path) => relative(appDir, path)).filter((path) => path !== '' && !path.startsWith('..'));
+    const watcher = watch(appDir, { recursive: true });
+    watcher.on('change', (_event, filename) => {
+      if (filename === null || !reloadsOn(String(filename), ignored)) return;
+      if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
+      this.#reloadTimer = setTimeout(() => {
+        this.#reloadTimer = null;
+        this.reload();
+      }, RELOAD_DEBOUNCE_MS);
+    });
+    watcher.on('error', (err) => this.#logger.warn({ err, appDir }, 'cannot watch the app folder: changes will not reload it'));
+    return watcher;
   }
 
   async #spawn(): Promise<void> {
@@ -90,7 +172,8 @@ export class RuntimeSupervisor {
         ? spawn(
             pythonInterpreter(),
             ['-m', 'runlet_runtime', '--app-dir', launch.appDir, '--module', launch.module, '--port', '0',
-              '--port-file', join(portDir!, 'port'), '--concurrency', String(launch.concurrency), '--exit-with-stdin'],
+              '--port-file', join(portDir!, 'port'), '--import-error-file', join(portDir!, 'import-error'),
+              '--concurrency', String(launch.concurrency), '--exit-with-stdin'],
             {
               cwd: launch.appDir,
               env: { ...process.env, ...launch.env, PYTHONPATH: joinPath(PYTHON_RUNTIME_PATH, process.env.PYTHONPATH), PYTHONUNBUFFERED: '1' },
@@ -117,9 +200,17 @@ export class RuntimeSupervisor {
     ready.then(
       (origin) => {
         if (this.#stopping || this.#child !== child) return;
-        this.#target.attach(origin);
+        const previous = this.#attached;
+        this.#attached = child;
+        this.#importFailures = 0;
+        if (previous !== null && previous !== child && isRunning(previous)) {
+          this.#target.handOver(origin);
+          void this.#retire(previous);
+        } else {
+          this.#target.attach(origin);
+        }
         if (portDir) portWatches.push(this.#pauseWhenGone(join(portDir, 'port'), child));
-        this.#logger.info({ origin, pid: child.pid }, 'runtime ready');
+        this.#logger.info({ origin, pid: child.pid }, previous === null ? 'runtime ready' : 'runtime ready on the new code');
         this.#firstReady.resolve();
       },
       () => undefined, // It exited before it was ready: the exit handler below restarts it.
@@ -127,9 +218,17 @@ export class RuntimeSupervisor {
 
     const { code, signal } = await exited;
     for (const watcher of portWatches) watcher.close();
+    const importError = portDir && code === IMPORT_FAILED_EXIT_STATUS ? await readImportError(join(portDir, 'import-error')) : null;
     if (portDir) await rm(portDir, { recursive: true, force: true });
+    if (this.#attached === child) {
+      this.#attached = null;
+      await this.#target.detach();
+    }
     if (this.#stopping || this.#child !== child) return;
-    await this.#target.detach();
+    if (importError) {
+      this.#importFailed(importError);
+      return;
+    }
     if (launch.kind === 'python' && code === RECYCLE_EXIT_STATUS) {
       this.recycles++;
       this.#logger.info({ pid: child.pid }, 'runtime recycled itself (calls still running past their time limit); starting a fresh one');
@@ -143,6 +242,30 @@ export class RuntimeSupervisor {
     this.#backoffMs = Math.min(this.#backoffMs * 2, MAX_BACKOFF_MS);
   }
 
+  #importFailed(error: ImportError): void {
+    this.#importFailures++;
+    if (this.#importFailures < IMPORT_TRIES) {
+      this.#logger.debug({ tries: this.#importFailures, error: error.summary }, 'app cannot be imported; trying again');
+      this.#restartTimer = setTimeout(() => void this.#spawn(), this.#backoffMs);
+      this.#backoffMs = Math.min(this.#backoffMs * 2, MAX_BACKOFF_MS);
+      return;
+    }
+    this.importError = error;
+    // Only a Python runtime reports import errors.
+    const module = this.#launch.kind === 'python' ? `${this.#launch.module.replaceAll('.', '/')}.py` : this.#launch.entrypoint.join(' ');
+    this.#target.markBroken(
+      `App ${this.#target.projectId}/${this.#target.appName} cannot be imported: ${error.summary}. ` +
+        'It is tried again when its files change.',
+    );
+    // A reload that failed: the old code stops too, so the app answers with what its files now say.
+    if (this.#attached) void this.#retire(this.#attached);
+    this.#logger.error(
+      { tries: this.#importFailures },
+      `cannot import ${module}: ${error.summary}; not retrying until the app's files change\n${error.traceback}`,
+    );
+    this.#firstReady.resolve();
+  }
+
   /** The runtime removes its port file when it stops taking calls: the app is paused until the next runtime. */
   #pauseWhenGone(portFile: string, child: ChildProcess): FSWatcher {
     const watcher = watch(join(portFile, '..'));
@@ -154,6 +277,28 @@ export class RuntimeSupervisor {
     });
     watcher.on('error', (err) => this.#logger.warn({ err }, 'cannot watch the runtime port file'));
     return watcher;
+  }
+}
+
+function isRunning(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+/**
+ * Whether a change to `name` (relative to the app folder) is a change of the app's code. Python sources only:
+ * an app that writes other files into its folder (a cache at import, an output per call) must not reload itself.
+ */
+export function reloadsOn(name: string, ignored: string[]): boolean {
+  if (!name.endsWith('.py') || name.split(sep).some((part) => part.startsWith('.') || part === '__pycache__')) return false;
+  return !ignored.some((path) => name.startsWith(path + sep));
+}
+
+async function readImportError(path: string): Promise<ImportError | null> {
+  try {
+    const report = JSON.parse(await readFile(path, 'utf8')) as ImportError;
+    return typeof report.summary === 'string' ? report : null;
+  } catch {
+    return null; // Killed while writing it, or it never got that far: an ordinary crash.
   }
 }
 

@@ -74,7 +74,7 @@ afterEach(async () => {
 /** The plugin over the RunLog cache and a fresh authenticator (an empty decision cache), on 127.0.0.1. */
 async function startApi(authOptions: Partial<KubeAuthOptions> = {}): Promise<string> {
   const server = fastify({ loggerInstance: testLogger() as FastifyBaseLogger });
-  await server.register(managementApi, { runs: source, apps: source, authenticate: kubeAuthenticator({ api: source.api, ...authOptions }) });
+  await server.register(managementApi, { runs: source, apps: source, appList: () => [], authenticate: kubeAuthenticator({ api: source.api, ...authOptions }) });
   await server.listen({ host: '127.0.0.1', port: 0 });
   servers.push(server);
   return `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;

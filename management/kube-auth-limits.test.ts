@@ -61,7 +61,7 @@ afterEach(async () => {
 /** The plugin with a fresh authenticator (empty caches, a full bucket) on 127.0.0.1; its port. */
 async function startApi(authOptions: Partial<KubeAuthOptions> = {}): Promise<number> {
   const server = fastify({ loggerInstance: testLogger() as FastifyBaseLogger });
-  await server.register(managementApi, { runs: source, apps: source, authenticate: kubeAuthenticator({ api: reviewsApi, ...authOptions }) });
+  await server.register(managementApi, { runs: source, apps: source, appList: () => [], authenticate: kubeAuthenticator({ api: reviewsApi, ...authOptions }) });
   await server.listen({ host: '127.0.0.1', port: 0 });
   servers.push(server);
   return (server.server.address() as AddressInfo).port;

@@ -55,7 +55,7 @@ async function startServer(
 ): Promise<string> {
   const server = fastify({ loggerInstance: logger });
   prepareHost(server);
-  await server.register(managementApi, { runs: store, apps, ...options });
+  await server.register(managementApi, { runs: store, apps, appList: () => [], ...options });
   server.get('/healthz', async () => ({ ok: true }));
   await server.listen({ host: '127.0.0.1', port: 0 });
   servers.push(server);
@@ -295,28 +295,29 @@ describe('problems', () => {
     expect(same.status).toBe(200);
   });
 
-  it('answers 405 with Allow for other methods on the run resources', async () => {
-    for (const [method, path] of [
-      ['POST', '/v2/projects/demo/apps/hello/runs'],
-      ['DELETE', `/v2/projects/demo/apps/hello/runs/${xRun.id}`],
-      ['PUT', '/v2/projects/demo/apps/nope/runs'],
+  it('answers 405 with Allow for other methods on the app and run resources', async () => {
+    for (const [method, path, resource] of [
+      ['POST', '/v2/projects/demo/apps/hello/runs', 'runs'],
+      ['DELETE', `/v2/projects/demo/apps/hello/runs/${xRun.id}`, 'runs'],
+      ['PUT', '/v2/projects/demo/apps/nope/runs', 'runs'],
+      ['POST', '/v2/projects/demo/apps', 'apps'],
     ] as const) {
       const response = await request(path, {
         method,
         headers: { 'content-type': 'application/json' },
         body: '{not json',
       });
-      expectProblem(response, Problems.methodNotAllowed, `${method} is not allowed on runs; they are read with GET, HEAD`);
+      expectProblem(response, Problems.methodNotAllowed, `${method} is not allowed on ${resource}; they are read with GET, HEAD`);
       expect(response.headers.get('allow')).toBe('GET, HEAD');
     }
   });
 
   it('answers 404 problems for unknown routes under /v2 and leaves the other paths to the host', async () => {
     expectProblem(
-      await request('/v2/projects/demo/apps?x=1'),
+      await request('/v2/projects/demo/things?x=1'),
       Problems.routeNotFound,
-      'no route for GET /v2/projects/demo/apps; the management API serves ' +
-        'GET /v2/projects/{project_id}/apps/{app_id}/runs and GET /v2/projects/{project_id}/apps/{app_id}/runs/{run_id}',
+      'no route for GET /v2/projects/demo/things; the management API serves GET /v2/projects/{project_id}/apps, ' +
+        'GET /v2/projects/{project_id}/apps/{app_id}/runs, GET /v2/projects/{project_id}/apps/{app_id}/runs/{run_id}',
     );
     const outside = await request('/v3/anything');
     expect(outside.status).toBe(404);

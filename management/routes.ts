@@ -8,17 +8,20 @@ import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
+import type { AppList, AppSummary } from './app-list.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
 import type { RunCanceller } from './run-canceller.ts';
 import type { RunSource } from './run-source.ts';
 import {
   BEARER_SECURITY_SCHEME_NAME,
+  appListSchema,
   appParamsSchema,
   jsonResponse,
   listRunsQuerySchema,
   managementDocument,
   noQuerySchema,
   problemResponse,
+  projectParamsSchema,
   runItemSchema,
   runPageSchema,
   runParamsSchema,
@@ -29,6 +32,8 @@ import { createValidatorCompiler, validationProblem } from './validation.ts';
 export interface ManagementApiOptions {
   runs: RunSource;
   apps: AppDirectory;
+  /** The apps of a project, for `GET /v2/projects/{project_id}/apps`. */
+  appList: AppList;
   /**
    * Cluster mode: checks the caller's bearer token for the project and throws a ProblemError (401
    * `unauthorized`, 403 `forbidden`) to refuse. Runs before anything else of the request. Absent in local mode,
@@ -41,6 +46,7 @@ export interface ManagementApiOptions {
 
 /** Version prefix of the management interface (interface section 9). */
 const API_PREFIX = '/v2';
+const APPS_PATH = '/projects/:project_id/apps';
 const RUNS_PATH = '/projects/:project_id/apps/:app_id/runs';
 const RUN_PATH = `${RUNS_PATH}/:run_id`;
 const CANCEL_PATH = `${RUN_PATH}/cancel`;
@@ -78,11 +84,11 @@ export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fa
 };
 
 async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
-  const { runs, apps, authenticate, canceller } = options;
+  const { runs, apps, appList, authenticate, canceller } = options;
   const authHook =
     authenticate === undefined
       ? undefined
-      : async (request: FastifyRequest<{ Params: AppParams }>) => authenticate(request, request.params.project_id);
+      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id);
   // Interface section 5.5: no security at the document level, the bearer scheme on each operation. The
   // contract holds in every mode; `runlet dev` (loopback only) simply does not enforce it.
   const security = { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
@@ -126,6 +132,28 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
       500: problemResponse('The run could not be read; the server log has the cause.'),
     },
   };
+
+  const listAppsSchema = {
+    operationId: 'listApps',
+    summary: 'List the apps of a project, by name',
+    tags: ['apps'],
+    ...security,
+    params: projectParamsSchema,
+    querystring: noQuerySchema,
+    response: {
+      200: jsonResponse('The apps of the project (none: an empty list).', appListSchema),
+      400: problemResponse('A query parameter was given; this operation takes none.'),
+      ...authResponses,
+    },
+  };
+
+  v2.get<{ Params: { project_id: string } }>(
+    APPS_PATH,
+    { exposeHeadRoute: true, onRequest: authHook, schema: listAppsSchema },
+    async (request): Promise<{ items: AppSummary[] }> => ({
+      items: appList(request.params.project_id).sort((a, b) => a.name.localeCompare(b.name)),
+    }),
+  );
 
   v2.get<{ Params: AppParams; Querystring: ListRunsQuerystring }>(
     RUNS_PATH,
@@ -225,7 +253,8 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
   // Fastify answers a known path with an unrouted method as 404; the resource exists, so 405 with `Allow`.
   // Hidden from the OpenAPI document: these are refusals, not operations.
   const refusedMethodSchema = { hide: true, response: { 405: problemResponse('Only GET and HEAD are allowed.') } };
-  for (const url of [RUNS_PATH, RUN_PATH]) {
+  for (const [url, resource] of [[APPS_PATH, 'apps'], [RUNS_PATH, 'runs'], [RUN_PATH, 'runs']] as const) {
+    const refuseMethod = refuseMethodOn(resource);
     v2.route({
       method: REFUSED_METHODS,
       url,
@@ -237,11 +266,11 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     });
   }
 
-  const served = [`GET ${RUNS_PATH}`, `GET ${RUN_PATH}`, ...(canceller === undefined ? [] : [`POST ${CANCEL_PATH}`])];
+  const served = [`GET ${APPS_PATH}`, `GET ${RUNS_PATH}`, `GET ${RUN_PATH}`, ...(canceller === undefined ? [] : [`POST ${CANCEL_PATH}`])];
   const servedPaths = served.map((route) => route.replace(' ', ` ${v2.prefix}`).replaceAll(/:(\w+)/g, '{$1}'));
   v2.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0];
-    const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(' and ')}`;
+    const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(', ')}`;
     return sendProblem(reply, new ProblemError(Problems.routeNotFound, detail));
   });
 }
@@ -267,12 +296,14 @@ function beforeIdOf(nextToken: string, scope: PageScope): string {
   return decoded.beforeId;
 }
 
-async function refuseMethod(request: FastifyRequest): Promise<never> {
-  throw new ProblemError(
-    Problems.methodNotAllowed,
-    `${request.method} is not allowed on runs; they are read with ${ALLOWED_METHODS}`,
-    { headers: { allow: ALLOWED_METHODS } },
-  );
+function refuseMethodOn(resource: 'apps' | 'runs'): (request: FastifyRequest) => Promise<never> {
+  return async (request) => {
+    throw new ProblemError(
+      Problems.methodNotAllowed,
+      `${request.method} is not allowed on ${resource}; they are read with ${ALLOWED_METHODS}`,
+      { headers: { allow: ALLOWED_METHODS } },
+    );
+  };
 }
 
 /** What fastify attaches to the errors it raises itself (validation, parsing, routing). */

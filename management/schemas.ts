@@ -77,6 +77,39 @@ export const appParamsSchema = {
   properties: { project_id: projectIdParam, app_id: appIdParam },
 } as const;
 
+export const projectParamsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['project_id'],
+  properties: { project_id: projectIdParam },
+} as const;
+
+export const appListSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['items'],
+  properties: {
+    items: {
+      type: 'array',
+      description: 'The apps of the project, by name.',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'ready', 'error'],
+        properties: {
+          name: { type: 'string' },
+          ready: { type: 'boolean', description: 'The app takes calls now (in a cluster: its Ready condition is True).' },
+          error: {
+            type: 'string',
+            nullable: true,
+            description: 'Why it cannot take calls, when known: its import error (runlet dev), its Ready condition message (cluster).',
+          },
+        },
+      },
+    },
+  },
+} as const;
+
 export const runParamsSchema = {
   type: 'object',
   additionalProperties: false,

@@ -32,7 +32,7 @@ import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } fro
 import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
-import { mountManagementApi } from './management.ts';
+import { appListFromCache, mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
 import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
@@ -319,7 +319,7 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, logger });
+  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), logger });
 
   let started = false;
   let stopping = false;

@@ -38,6 +38,8 @@ export class AppTarget {
   #connections: RuntimeConnections | null = null;
   #origin: string | null = null;
   #paused = false;
+  /** Why the app cannot run until its code changes (it cannot be imported); null when it can. */
+  #brokenDetail: string | null = null;
   /** Set while the runtime is seen gone (runtimeGone): watched for its return until the next attach or detach. */
   #returnProbe: ReturnProbe | null = null;
   /** Runs waiting for the runtime to be ready again. */
@@ -54,7 +56,17 @@ export class AppTarget {
   }
 
   get ready(): boolean {
-    return (this.#pool !== null || this.#connections !== null) && !this.#paused && this.#returnProbe === null;
+    return (this.#pool !== null || this.#connections !== null) && !this.#paused && this.#returnProbe === null && this.#brokenDetail === null;
+  }
+
+  /** Why the app cannot run until its code changes; null when it can (it may still be starting). */
+  get brokenDetail(): string | null {
+    return this.#brokenDetail;
+  }
+
+  /** The app cannot run until its code changes: new calls are answered 503 with `detail`, until the next attach. */
+  markBroken(detail: string): void {
+    this.#brokenDetail = detail;
   }
 
   get origin(): string | null {
@@ -74,6 +86,7 @@ export class AppTarget {
   /** The runtime answers at `origin` (e.g. `http://127.0.0.1:8192`). */
   attach(origin: string): void {
     this.#stopReturnProbe();
+    this.#brokenDetail = null;
     if (this.#origin === origin && (this.#pool !== null || this.#connections !== null)) {
       // The same runtime (or one restarted in its place) takes calls again: its connections reconnect as needed.
       this.#paused = false;
@@ -105,6 +118,19 @@ export class AppTarget {
       });
     }
     this.#wakeReadyWaiters();
+  }
+
+  /**
+   * A new runtime replaces the one attached (the app's code was reloaded): new calls go to `origin`, while the
+   * calls in flight finish on their connections to the old runtime, which drains and exits on its own.
+   */
+  handOver(origin: string): void {
+    const pool = this.#pool;
+    this.#pool = null;
+    this.#connections = null;
+    this.#origin = null;
+    void pool?.close().catch(() => undefined);
+    this.attach(origin);
   }
 
   /**

@@ -48,7 +48,7 @@ try {
   source = await startSource(cluster);
   const syncMs = performance.now() - started;
   server = fastify({ loggerInstance: testLogger() as FastifyBaseLogger });
-  await server.register(managementApi, { runs: source, apps: source, authenticate: kubeAuthenticator({ api: source.api }) });
+  await server.register(managementApi, { runs: source, apps: source, appList: () => [], authenticate: kubeAuthenticator({ api: source.api }) });
   await server.listen({ host: '127.0.0.1', port: 0 });
   const base = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}/v2/projects/${PROJECT}/apps/${APP}/runs`;
 

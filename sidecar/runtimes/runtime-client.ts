@@ -90,6 +90,8 @@ function problemAnswer(statusCode: number, text: string, allow: string | null): 
 }
 
 export function appUnavailable(target: AppTarget): ProblemError {
+  // Retrying will not help a broken app before its code changes: no Retry-After.
+  if (target.brokenDetail !== null) return new ProblemError(Problems.appUnavailable, target.brokenDetail);
   return new ProblemError(
     Problems.appUnavailable,
     `The runtime of app ${target.projectId}/${target.appName} is not ready; retry shortly`,

@@ -1,6 +1,6 @@
 // `runlet dev` refusing to start says what to do; starting, it suggests a call that fits each app.
 import { once } from 'node:events';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -23,6 +23,21 @@ describe('runlet dev errors', () => {
       expect(result.stderr).toMatch(new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use: .*--port`));
     } finally {
       blocker.close();
+    }
+  });
+
+  it("refuses a custom app whose port is dev's own, naming both fixes", async () => {
+    const appDir = await makeCustomApp('clash');
+    try {
+      const port = /^port = (\d+)$/m.exec(await readFile(join(appDir, 'service.toml'), 'utf8'))![1]!;
+      const dataDir = await mkdtemp(join(tmpdir(), 'runlet-dev-cli-'));
+      const result = await runCli(['dev', appDir, '--port', port, '--data-dir', dataDir]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(
+        `app clash: [runtime.custom] port ${port} is the port runlet dev listens on; give the app another port in its service.toml, or run runlet dev with another --port`,
+      );
+    } finally {
+      await rm(appDir, { recursive: true, force: true });
     }
   });
 

@@ -32,9 +32,10 @@ describe('runlet runs against runlet dev', () => {
     const result = await runCli(['runs', 'e2e', '--api-url', dev.url]);
     expect(result.code).toBe(0);
     const lines = result.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^RUN ID\s+FUNCTION\s+MODE\s+STATUS\s+CODE\s+CREATED\s+RUN TIME\s+WEBHOOK$/);
+    expect(lines[0]).toMatch(/^RUN ID\s+FUNCTION\s+MODE\s+STATUS\s+CODE\s+CREATED\s+RUN TIME\s+WEBHOOK\s+ERROR$/);
     expect(lines.slice(1).map((line) => line.split(/\s+/)[0])).toEqual([...runIds].reverse());
-    expect(lines.find((line) => line.startsWith(runIds[1]!))).toMatch(/boom\s+sync\s+failure\s+500/);
+    expect(lines.find((line) => line.startsWith(runIds[1]!))).toMatch(/boom\s+sync\s+failure\s+500\s.*\s-\s+ValueError: boom$/);
+    expect(lines.find((line) => line.startsWith(runIds[0]!))).toMatch(/\s-$/);
   });
 
   it('prints JSON for scripts, with filters and a limit', async () => {
@@ -99,6 +100,7 @@ describe('runlet runs against a management API that requires a token', () => {
     await server.register(managementApi, {
       runs: { listRuns: async () => ({ items: [], hasMore: false }), getRun: async () => undefined },
       apps: { hasApp: () => true },
+      appList: () => [],
       authenticate: async (request) => {
         const header = request.headers.authorization;
         if (!header) throw new ProblemError(Problems.unauthorized, 'no bearer token');

@@ -73,7 +73,7 @@ describe('routes and operations', () => {
     });
     await server.register(runInterfaceRoutes(createRunInterface(replica)));
     // With a canceller, as runlet dev serves it: the document describes the cancel operation.
-    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, canceller: replica.activeRuns });
+    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, appList: () => [], canceller: replica.activeRuns });
     await server.ready();
   });
   afterAll(async () => {
@@ -84,6 +84,7 @@ describe('routes and operations', () => {
   /** Routes deliberately left out of the documents, and why. */
   const UNDOCUMENTED = new Map([
     ['/v4/:project_id/:app_name/*', 'deeper custom-app paths: the same operations as /{function}, which OpenAPI 3.0 cannot template'],
+    ['/v2/projects/:project_id/apps', 'only for the refused methods (405 with Allow), which are refusals, not operations'],
     ['/v2/projects/:project_id/apps/:app_id/runs', 'only for the refused methods (405 with Allow), which are refusals, not operations'],
     ['/v2/projects/:project_id/apps/:app_id/runs/:run_id', 'only for the refused methods (405 with Allow), which are refusals, not operations'],
   ]);

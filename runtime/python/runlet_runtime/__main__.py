@@ -9,9 +9,11 @@ import logging
 import os
 import signal
 import sys
+import threading
 import traceback
 
 from .dispatch import Dispatcher
+from .import_report import IMPORT_FAILED_EXIT_STATUS, write_import_error
 from .pool import WorkerPool
 from .server import RECYCLE_EXIT_STATUS, Server
 
@@ -34,6 +36,9 @@ def parse_options(argv):
     parser.add_argument("--max-orphans", type=_positive,
                         help="abandoned calls (their caller stopped them) whose code may go on running on their threads "
                              "before the runtime recycles itself (default: --concurrency)")
+    parser.add_argument("--import-error-file",
+                        help="if the module cannot be imported, write what failed and where to this file (JSON: summary, "
+                             "traceback) instead of printing it, and exit with status %d" % IMPORT_FAILED_EXIT_STATUS)
     parser.add_argument("--exit-with-stdin", action="store_true",
                         help="stop the calls in flight and exit when standard input closes (a supervisor holding its "
                              "write end died)")
@@ -50,9 +55,20 @@ def _positive(text):
     return value
 
 
+# An import slower than this (a model loading) is announced, so a person waiting knows what the wait is.
+SLOW_IMPORT_NOTICE_SECONDS = 1.0
+
+
 def import_user_module(app_dir, module_name):
     sys.path.insert(0, os.path.abspath(app_dir))
-    return importlib.import_module(module_name)
+    filename = module_name.replace(".", "/") + ".py"
+    notice = threading.Timer(SLOW_IMPORT_NOTICE_SECONDS, log.info, ("importing %s ...", filename))
+    notice.daemon = True
+    notice.start()
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        notice.cancel()
 
 
 def write_port_file(path, port):
@@ -133,7 +149,11 @@ def main(argv=None):
     _configure_logging()
     try:
         module = import_user_module(options.app_dir, options.module)
-    except BaseException:  # SystemExit and KeyboardInterrupt during import are failures to start, too
+    except BaseException as error:  # SystemExit and KeyboardInterrupt during import are failures to start, too
+        if options.import_error_file:
+            # Its reader reports it, once however many times it tries.
+            write_import_error(options.import_error_file, error, options.app_dir)
+            return IMPORT_FAILED_EXIT_STATUS
         traceback.print_exc()
         log.error("importing module %r from %s failed", options.module, options.app_dir)
         return 1

@@ -43,6 +43,33 @@ class StartupTests(RuntimeCase):
         runtime.wait_for_output("RuntimeError: model weights not found")
         self.assertFalse(os.path.exists(runtime.port_file))
 
+    def test_import_error_file_says_where_and_what_once(self):
+        for app, summary in [("broken", r"^main\.py line 3: RuntimeError: model weights not found$"),
+                             ("syntax_error", r"^main\.py line 4: SyntaxError: ")]:
+            with self.subTest(app=app):
+                runtime = self.start(app)
+                error_file = os.path.join(runtime.workdir, "import-error")
+                runtime.options = ("--import-error-file", error_file)
+                self.assertEqual(runtime.start().wait_for_exit(), 78)
+                with open(error_file) as file:
+                    report = json.load(file)
+                self.assertRegex(report["summary"], summary)
+                self.assertIn("Traceback (most recent call last)", report["traceback"])
+                # The supervisor prints it once, however many times it tries: the runtime prints nothing.
+                runtime._output_reader.join(WAIT_SECONDS)
+                self.assertEqual(runtime.output, "")
+
+    def test_slow_import_is_announced_while_it_runs(self):
+        runtime = self.start("slow_import")
+        gate, descriptor = self.make_fifo(runtime)
+        os.environ["RUNLET_TEST_IMPORT_FIFO"] = gate
+        self.addCleanup(os.environ.pop, "RUNLET_TEST_IMPORT_FIFO")
+        runtime.start()
+        runtime.wait_for_output("importing main.py ...")
+        self.assertFalse(os.path.exists(runtime.port_file))
+        os.write(descriptor, b"done\n")
+        runtime.wait_for_output("listening on")
+
     def test_port_file_holds_the_bound_port(self):
         runtime = self.start().start_serving()
         connection = runtime.connect()
