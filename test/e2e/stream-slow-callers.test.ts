@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
-import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
+import { FRONT_DOORS, openFrontDoor, type FrontDoor } from '../support/run-server.ts';
 import { SlowReader } from '../support/slow-reader.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -63,15 +63,18 @@ async function startReader(request: string): Promise<SlowReader> {
   return reader;
 }
 
+/** Opens `server`'s door for one test; the returned teardown closes the test's readers, then the door. */
+async function openDoor(server: FrontDoor): Promise<() => Promise<void>> {
+  const front = await openFrontDoor(server, dev);
+  origin = front.origin;
+  return async () => {
+    await Promise.all(readers.splice(0).map((reader) => reader.close()));
+    await front.close();
+  };
+}
+
 describe.each(FRONT_DOORS)('through %s', (server) => {
-  beforeEach(async () => {
-    const front = await openFrontDoor(server, dev);
-    origin = front.origin;
-    return async () => {
-      await Promise.all(readers.splice(0).map((reader) => reader.close()));
-      await front.close();
-    };
-  });
+  beforeEach(() => openDoor(server));
 
   describe.each(REQUEST_DOORS)('a stream read by %s', (door) => {
     it('goes on to its end however slowly its caller reads (4 MiB, a few KiB at a time)', async () => {
@@ -140,14 +143,7 @@ describe.each(FRONT_DOORS)('through %s', (server) => {
 });
 
 describe.each(FRONT_DOORS)('a large sync result through %s', (server) => {
-  beforeEach(async () => {
-    const front = await openFrontDoor(server, dev);
-    origin = front.origin;
-    return async () => {
-      await Promise.all(readers.splice(0).map((reader) => reader.close()));
-      await front.close();
-    };
-  });
+  beforeEach(() => openDoor(server));
 
   it.each(REQUEST_DOORS)('read slowly by %s arrives whole', async (door) => {
     const size = 4 * 1024 * 1024;
@@ -167,14 +163,7 @@ describe.each(FRONT_DOORS)('a large sync result through %s', (server) => {
 });
 
 describe.each(FRONT_DOORS)('a custom app through %s', (server) => {
-  beforeEach(async () => {
-    const front = await openFrontDoor(server, dev);
-    origin = front.origin;
-    return async () => {
-      await Promise.all(readers.splice(0).map((reader) => reader.close()));
-      await front.close();
-    };
-  });
+  beforeEach(() => openDoor(server));
 
   it("has its run cut when the caller reads nothing of the app's streamed answer for the stall timeout", async () => {
     const before = await runIds('web');
