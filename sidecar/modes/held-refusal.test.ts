@@ -155,6 +155,14 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     await waitFor(async () => (await listed(app, runId))?.webhook?.state === 'delivered', { what: 'the delivery on the record' });
   });
 
+  /** A held call's head and the first byte of its `{}` body: the front has the head whole, the body not. */
+  function writeHeadAndFirstByte(connection: RawConnection, url: string, authorization: string, held: string): void {
+    connection.write(
+      `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
+        `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
+    );
+  }
+
   it("a held call whose body comes after its head is not refused on its head for an unknown app: the front reads its body, and its refusal becomes its failure", async () => {
     const runId = newRunId();
     const url = `/v4/dev/gone/echo?${webhookQuery()}`;
@@ -162,10 +170,7 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     const held = heldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url, authorization }, Buffer.from('{}'));
     const connection = await RawConnection.open(sidecar.url);
     try {
-      connection.write(
-        `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
-          `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
-      );
+      writeHeadAndFirstByte(connection, url, authorization, held);
       // The front holds the head and the body's first byte: it was screened and let through.
       await waitFor(() => replica.requestBudget.usedBytes > 0, { what: 'the front to hold the call' });
       connection.write('}');
@@ -186,10 +191,7 @@ describe('a held async call the replica refuses becomes a failed run', () => {
     const held = heldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url, authorization }, Buffer.from('{}'));
     const connection = await RawConnection.open(sidecar.url);
     try {
-      connection.write(
-        `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
-          `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
-      );
+      writeHeadAndFirstByte(connection, url, authorization, held);
       const answer = await connection.next();
       expect(answer.status, answer.body).toBe(401);
     } finally {
