@@ -60,7 +60,6 @@ const MAX_HELD_BYTES = 1024 * 1024;
  */
 const REFUSED_LINGER_MS = 5_000;
 
-
 export class FrontConnection implements AnswerListener {
   readonly #socket: Socket;
   readonly #settings: FrontSettings;
