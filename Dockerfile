@@ -17,6 +17,7 @@ RUN --mount=type=secret,id=npm_ca \
     npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY cli cli
+COPY run-request run-request
 COPY sidecar sidecar
 COPY kube kube
 COPY operator operator

@@ -4,7 +4,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
-import type { AnswerSink, StreamableAnswerSink } from './answer-sink.ts';
+import type { AnswerSink, StreamableAnswerSink } from '../run-request/answer-sink.ts';
 import type { AppTarget } from './apps.ts';
 import { webhookSecretSent } from './webhook-forwarding.ts';
 

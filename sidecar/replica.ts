@@ -3,11 +3,11 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { ActiveRuns } from './active-runs.ts';
-import type { RunAuthenticator } from './auth/authenticator.ts';
+import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import type { AppRegistry, AppTarget } from './apps.ts';
 import { SidecarMetrics } from './metrics.ts';
 import type { RunStore } from './runs/store.ts';
-import { DEFAULT_REQUEST_BUFFER_BYTES, RequestBudget } from './request-budget.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES, RequestBudget } from '../run-request/request-budget.ts';
 import { RunRecorder } from './runs/recorder.ts';
 import { WebhookDeliverer, type DelivererOptions } from './webhook/deliver.ts';
 import { WebhookForwarder } from './webhook-forwarding.ts';

@@ -11,7 +11,7 @@ import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
 import { refuseExpectedBodiesEarly } from './expect-continue.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from './request-timeouts.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../run-request/request-timeouts.ts';
 import { sendProblem } from './exchange.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, type RunInterface } from './run-interface.ts';
 import { newRunId } from './runs/recorder.ts';

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import { HELD_RUN_HEADER, bodySha256, verifyHeldRun } from '../../sidecar/auth/held-run.ts';
+import { HELD_RUN_HEADER, bodySha256, verifyHeldRun } from '../../run-request/auth/held-run.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { testLogger } from '../../test/support/logger.ts';

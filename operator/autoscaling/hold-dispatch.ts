@@ -12,7 +12,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App } from '../../crds/app-schema.ts';
 import { Problems } from '../../crds/problems.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
+import { HELD_RUN_HEADER, heldRunHeader } from '../../run-request/auth/held-run.ts';
 import type { ReadyPods } from './hold-pods.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
 import { callOfRecord, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';

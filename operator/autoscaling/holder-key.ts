@@ -10,7 +10,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import { holderKeyFromText } from '../../sidecar/auth/held-run.ts';
+import { holderKeyFromText } from '../../run-request/auth/held-run.ts';
 import { holderKeyData } from '../render/holder-key.ts';
 import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from '../render/names.ts';
 

@@ -8,7 +8,7 @@ import { cancelledError } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
 import { sendProblem } from '../exchange.ts';
-import { uploadDeadlinePassed } from '../request-timeouts.ts';
+import { uploadDeadlinePassed } from '../../run-request/request-timeouts.ts';
 import { appUnavailable } from './runtime-client.ts';
 import type { RunOutcome } from '../modes/outcome.ts';
 import { recordFailedExchange, waitForRuntime } from './python-call.ts';

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RUNS_ACCESS } from '../../management/kube-auth.ts';
-import { signLocalToken, type LocalTokenRequest } from '../../sidecar/auth/local-key.ts';
+import { signLocalToken, type LocalTokenRequest } from '../../run-request/auth/local-key.ts';
 import { problemTypeUri } from '../../crds/problem.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { waitFor } from '../support/wait.ts';

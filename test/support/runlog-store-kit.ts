@@ -8,7 +8,7 @@ import { request as httpsRequest } from 'node:https';
 import pino, { type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { pythonApp } from './crd-fixtures.ts';
-import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
+import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
 import type { KubeObject } from '../../kube/objects.ts';
