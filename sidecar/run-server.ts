@@ -12,9 +12,9 @@ import { Problems } from '../crds/problems.ts';
 import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
 import { refuseExpectedBodiesEarly } from './expect-continue.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../run-request/request-timeouts.ts';
-import { sendProblem } from './exchange.ts';
+import { sendProblem } from '../run-request/problem-answer.ts';
 import { DEFAULT_BODY_LIMIT_BYTES, type RunInterface } from './run-interface.ts';
-import { newRunId } from './runs/recorder.ts';
+import { newRunId } from '../run-request/run-id.ts';
 
 export interface RunServerOptions {
   /** The run interface's body limit (`--body-limit-bytes`), for an `Expect: 100-continue` refused at once. */

@@ -11,7 +11,7 @@ import { APP_LABEL } from '../../crds/api-group.ts';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { HELD_RUN_HEADER, bodySha256, verifyHeldRun } from '../../run-request/auth/held-run.ts';
-import { newRunId } from '../../sidecar/runs/recorder.ts';
+import { newRunId } from '../../run-request/run-id.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { testLogger } from '../../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';

@@ -19,7 +19,7 @@ import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../../run-request/auth/held-run.ts';
 import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { Replica } from '../replica.ts';
-import { newRunId } from '../runs/recorder.ts';
+import { newRunId } from '../../run-request/run-id.ts';
 import { LOOPBACK_CIDRS } from '../webhook/guard.ts';
 
 const HOLDER_KEY = randomBytes(32);

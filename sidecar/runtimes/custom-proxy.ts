@@ -7,7 +7,7 @@ import type { ActiveRun } from '../active-runs.ts';
 import { cancelledError } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { sendProblem } from '../exchange.ts';
+import { sendProblem } from '../../run-request/problem-answer.ts';
 import { uploadDeadlinePassed } from '../../run-request/request-timeouts.ts';
 import { appUnavailable } from './runtime-client.ts';
 import type { RunOutcome } from '../modes/outcome.ts';

@@ -13,7 +13,7 @@ import type { RunRecord, RunStatus } from '../../crds/run-record-schema.ts';
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { paths, prepareCluster } from './fake-cluster.ts';
-import { newRunId } from '../../sidecar/runs/recorder.ts';
+import { newRunId } from '../../run-request/run-id.ts';
 import { RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
 import { isFinished } from '../../sidecar/runs/runlog-window.ts';
 import { RunLogStore, type RunLogStoreOptions } from '../../sidecar/runs/runlog-store.ts';
