@@ -13,7 +13,7 @@ import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BUFFER_BYTES } from '../run-request/request-budget.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../run-request/request-timeouts.ts';
-import { DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
+import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';

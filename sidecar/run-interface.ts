@@ -23,7 +23,7 @@ import { recordRefusedHeldCall, refusalBecomesFailure, refusalOf, refusedAsyncCa
 import { runStream } from './modes/stream.ts';
 import { runSync, settle } from './modes/sync.ts';
 import type { Replica } from './replica.ts';
-import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody, type BodyBounds } from '../run-request/request-body.ts';
+import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, DEFAULT_BODY_LIMIT_BYTES, readJsonObjectBody, readLimitedBody, type BodyBounds } from '../run-request/request-body.ts';
 import type { RequestBudget } from '../run-request/request-budget.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from '../run-request/request-timeouts.ts';
 import { RunLifecycle, type Call } from './run-lifecycle.ts';
@@ -38,7 +38,6 @@ import { callRecorded } from './runtimes/python-call.ts';
 import { appUnavailable, neverReachedRuntime, validateCall } from './runtimes/runtime-client.ts';
 import { parseWebhookRequest } from './webhook-forwarding.ts';
 
-export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 const EMPTY_BODY = Buffer.alloc(0);
 
 /** `screenHead`'s answer for a request node:http is to read (a custom app's call, a path that is not a run's). */

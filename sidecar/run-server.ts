@@ -13,7 +13,8 @@ import { FrontConnection, type FrontSettings } from './run-front/front-connectio
 import { refuseExpectedBodiesEarly } from './expect-continue.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../run-request/request-timeouts.ts';
 import { sendProblem } from '../run-request/problem-answer.ts';
-import { DEFAULT_BODY_LIMIT_BYTES, type RunInterface } from './run-interface.ts';
+import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
+import type { RunInterface } from './run-interface.ts';
 import { newRunId } from '../run-request/run-id.ts';
 
 export interface RunServerOptions {

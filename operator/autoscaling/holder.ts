@@ -19,7 +19,7 @@ import type { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../../run-request/auth/held-run.ts';
 import { sendProblem } from '../../run-request/problem-answer.ts';
 import { acceptsEventStream } from '../../run-request/http-negotiation.ts';
-import { readLimitedBody } from '../../run-request/request-body.ts';
+import { DEFAULT_BODY_LIMIT_BYTES, readLimitedBody } from '../../run-request/request-body.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from '../../run-request/request-timeouts.ts';
 import { NO_OPTIONS, parseRunOptions } from '../../run-request/run-options.ts';
 import { parseRunPath, pathOf } from '../../run-request/run-path.ts';
@@ -33,7 +33,6 @@ import { wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
-const BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 /** The headers of an async call kept in its record: what the replica needs to run it as the caller asked. */
 const KEPT_HEADERS = ['authorization', 'content-type', 'accept', 'x-webhook-secret'] as const;
 const RETRY_AFTER_SECONDS = '5';
@@ -176,7 +175,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
 
     if (runOptions.async) {
-      const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
+      const body = await readLimitedBody(request, { limitBytes: DEFAULT_BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = request.headers[name];
