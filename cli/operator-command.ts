@@ -111,7 +111,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
 
 /**
  * The holder answers calls in the sidecars' place, so it trusts exactly what they trust: the issuer and audience
- * they read from the same options and variables (sidecar/auth/config.ts), in a pod the API server's
+ * they read from the same options and variables (run-request/auth/config.ts), in a pod the API server's
  * service-account issuer, reached with this pod's own service-account CA and token.
  */
 function holderAuthenticator(option: (name: OptionName) => string | undefined, logger: Logger): RunAuthenticator {

@@ -3,7 +3,7 @@
 //   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
 //                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
 //   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
-// Every hand-over carries the run id and the wait, signed with the App namespace's key (sidecar/auth/held-run.ts),
+// Every hand-over carries the run id and the wait, signed with the App namespace's key (run-request/auth/held-run.ts),
 // for the run record.
 // It runs in every operator replica; nothing in it needs the leader.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
