@@ -21,6 +21,7 @@ COPY run-request run-request
 COPY sidecar sidecar
 COPY kube kube
 COPY operator operator
+COPY activator activator
 COPY management management
 COPY crds crds
 COPY local local

@@ -25,7 +25,7 @@ import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
-import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
+import { startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';

@@ -2,7 +2,7 @@
 // process, and the management API mounted later adds to the same registry).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RestartReason } from '../kube/watch.ts';
-import type { HolderMetrics } from './autoscaling/holder.ts';
+import type { HolderMetrics } from '../activator/holder.ts';
 import type { ScalerMetrics } from './autoscaling/scaler.ts';
 
 export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';

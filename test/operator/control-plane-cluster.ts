@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ConfigLayer } from '../../operator/config.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
-import type { Holder } from '../../operator/autoscaling/holder.ts';
+import type { Holder } from '../../activator/holder.ts';
 import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { DEFAULT_AUDIENCE } from '../../run-request/auth/config.ts';

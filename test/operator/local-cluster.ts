@@ -20,7 +20,7 @@ import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
-import type { Holder } from '../../operator/autoscaling/holder.ts';
+import type { Holder } from '../../activator/holder.ts';
 import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';

@@ -7,7 +7,7 @@
 // API server validating the Endpoints). Pod addresses are labels of the test pod network, never dialled.
 import { CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Holder } from '../../operator/autoscaling/holder.ts';
+import type { Holder } from '../../activator/holder.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';

@@ -7,7 +7,7 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNS_ACCESS } from '../../management/kube-auth.ts';
-import { startHolder } from '../../operator/autoscaling/holder.ts';
+import { startHolder } from '../../activator/holder.ts';
 import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';

@@ -10,9 +10,9 @@
 // is tried again, and any other answer a few times (MAX_UNRECORDED_ANSWERS).
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { App } from '../../crds/app-schema.ts';
-import { Problems } from '../../crds/problems.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../../run-request/auth/held-run.ts';
+import type { App } from '../crds/app-schema.ts';
+import { Problems } from '../crds/problems.ts';
+import { HELD_RUN_HEADER, heldRunHeader } from '../run-request/auth/held-run.ts';
 import type { ReadyPods } from './hold-pods.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
 import { callOfRecord, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';
