@@ -61,7 +61,7 @@ export interface OperatorOptions {
   /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
   onAppLoad?(appKey: string, load: AppLoad): void;
   /**
-   * Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts), signing hand-overs with the
+   * Holds calls to Apps at zero replicas, on `config.holder` (activator/holder.ts), signing hand-overs with the
    * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
    * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
    */

@@ -154,7 +154,7 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
-  /** What the holder reports (autoscaling/holder.ts). */
+  /** What the holder reports (activator/holder.ts). */
   readonly holder: HolderMetrics = {
     handedOver: (namespace, app, mode, waitMs) => {
       this.heldCalls.inc({ namespace, app, mode, outcome: 'handed_over' });
