@@ -2,14 +2,13 @@
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
-import type { Logger } from 'pino';
 import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
 import { createOperator, type OperatorHolderOptions } from '../operator/main.ts';
-import { RunAuthenticator } from '../run-request/auth/authenticator.ts';
-import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE, loadIssuerAuthConfig } from '../run-request/auth/config.ts';
+import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
+import { issuerAuthenticator } from './issuer-auth.ts';
 
 export const OPERATOR_USAGE = `Usage: runlet operator [options]
 
@@ -83,7 +82,9 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: ${(error as Error).message}`);
   }
 
-  const holder: OperatorHolderOptions | undefined = config.holder.enabled ? { auth: holderAuthenticator(option, logger) } : undefined;
+  const holder: OperatorHolderOptions | undefined = config.holder.enabled
+    ? { auth: issuerAuthenticator(option, option('service-account-dir'), logger, { command: 'runlet operator', otherwise: 'or run without the holder: --holder off (RUNLET_HOLDER=off)' }) }
+    : undefined;
   if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
 
   const operator = createOperator({ kubeConfig, config, logger, holder });
@@ -107,29 +108,6 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   await operator.stop();
   await holder?.auth?.close();
   return 0;
-}
-
-/**
- * The holder answers calls in the sidecars' place, so it trusts exactly what they trust: the issuer and audience
- * they read from the same options and variables (run-request/auth/config.ts), in a pod the API server's
- * service-account issuer, reached with this pod's own service-account CA and token.
- */
-function holderAuthenticator(option: (name: OptionName) => string | undefined, logger: Logger): RunAuthenticator {
-  const turnOff = 'or run without the holder: --holder off (RUNLET_HOLDER=off)';
-  let config;
-  try {
-    config = loadIssuerAuthConfig((name) => option(name), process.env, option('service-account-dir'));
-  } catch (error) {
-    throw new CliError(`runlet operator: the holder's authentication: ${(error as Error).message}; ${turnOff}`, 2);
-  }
-  if (config.jwksUrl === undefined && config.issuer === undefined) {
-    throw new CliError(
-      'runlet operator: the holder authenticates callers as the sidecars do, against their token issuer: give --auth-jwks-url or ' +
-        `--auth-issuer (in a pod, the API server's issuer is the default), ${turnOff}`,
-      2,
-    );
-  }
-  return new RunAuthenticator(config, { logger });
 }
 
 async function loadConfig(option: (name: OptionName) => string | undefined): Promise<OperatorConfig> {

@@ -364,7 +364,7 @@ export function createOperator(options: OperatorOptions): Operator {
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,
-          metrics: metrics.holder,
+          metrics: metrics.held.holder,
         });
         // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
         const recovered = await holder.recover();
