@@ -55,6 +55,8 @@ export interface ActivatorOptions extends Partial<Pick<HolderOptions, 'replicaAd
 export interface Activator {
   /** The holder, once `listen()` started it. */
   readonly holder: Holder | undefined;
+  /** The Apps it knows: its watch's cache. */
+  readonly apps: { get(namespace: string, name: string): App | undefined };
   /** The App cache is filled, the holder listens, and no stop has begun. */
   readonly ready: boolean;
   readonly registry: Registry;
@@ -87,6 +89,7 @@ export function createActivator(options: ActivatorOptions): Activator {
     get holder() {
       return holder;
     },
+    apps,
     get ready() {
       return isReady();
     },

@@ -64,8 +64,10 @@ export interface OperatorOptions {
    * Holds calls to Apps at zero replicas, on `config.holder` (activator/holder.ts), signing hand-overs with the
    * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
    * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
+   * `'external'`: `runlet activator` pods hold those calls (activator/main.ts), listed by the same Service; this
+   * operator points the Apps at zero at them and copies the key into app namespaces, but holds no call itself.
    */
-  holder?: OperatorHolderOptions;
+  holder?: OperatorHolderOptions | 'external';
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -268,7 +270,8 @@ export function createOperator(options: OperatorOptions): Operator {
     apps: appCache,
     deployments: watches.deployments,
     loads,
-    // Calls waiting at this replica's holder; calls held by other replicas wake the app themselves (0 → 1).
+    // Calls waiting at this replica's holder; calls held by other replicas, or by activators, wake the app
+    // themselves (0 → 1).
     held: (namespace, app) => holder?.held(namespace, app) ?? 0,
     scalesToZero: options.holder !== undefined,
     stableWindowMs: config.autoscaling.stableWindowSeconds * 1000,
@@ -352,7 +355,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     async listen() {
       const url = await server.listen({ host: config.server.host, port: config.server.port });
-      if (options.holder !== undefined && holder === undefined) {
+      if (options.holder !== undefined && options.holder !== 'external' && holder === undefined) {
         holder = await startHolder({
           ...options.holder,
           holderKeys: holderKeysFor(await holderKey(), holderKeySecret),

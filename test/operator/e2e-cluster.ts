@@ -88,8 +88,8 @@ export interface TestOperatorOptions {
   listen?: boolean;
   /** More settings, e.g. short RunLog upkeep intervals. */
   config?: ConfigLayer;
-  /** Run the holder (scale to zero) on an ephemeral loopback port, trusting callers and replicas so. */
-  holder?: OperatorHolderOptions;
+  /** Run the holder (scale to zero) on an ephemeral loopback port, trusting callers and replicas so; `'external'`: activators hold the calls. */
+  holder?: OperatorHolderOptions | 'external';
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */

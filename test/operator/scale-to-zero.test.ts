@@ -27,9 +27,9 @@ const READER = { token: 'zero-reader.eyJydW5zIjoicmVhZGVyIn0.sig', user: 'system
 let cluster: LocalCluster;
 let core: CoreV1Api;
 
-/** The operator's metric samples for `namespace` (a counter, or a histogram's `_count`), summed over the labels given. */
+/** The activator's metric samples for `namespace` (a counter, or a histogram's `_count`), summed over the labels given. */
 async function heldMetric(name: 'runlet_holder_calls_total' | 'runlet_holder_cold_start_seconds_count', namespace: string, labels: Record<string, string>): Promise<number> {
-  const metric = await cluster.operator.metrics.registry.getSingleMetric(name.replace(/_count$/, ''))!.get();
+  const metric = await cluster.activator!.registry.getSingleMetric(name.replace(/_count$/, ''))!.get();
   const matches = (sample: { labels: Record<string, unknown>; metricName?: string }) =>
     (sample.metricName ?? metric.name) === name && sample.labels.namespace === namespace && Object.entries(labels).every(([key, value]) => sample.labels[key] === value);
   return metric.values.filter(matches).reduce((sum, sample) => sum + sample.value, 0);
@@ -74,9 +74,9 @@ describe('scale to zero: the holder itself', () => {
     const never = { ...manifest, metadata: { name: NEVER_READY, namespace } } as App;
     never.spec = { ...never.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...never.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
     await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: never });
-    await waitFor(() => cluster.operator.apps.get(namespace, NEVER_READY), { ...ZERO_WAIT, what: 'the App in the operator cache' });
+    await waitFor(() => cluster.operator.apps.get(namespace, NEVER_READY) && cluster.activator!.apps.get(namespace, NEVER_READY), { ...ZERO_WAIT, what: 'the App in the operator’s and the activator’s caches' });
 
-    const holder = cluster.operator.holder!;
+    const holder = cluster.holder!;
     const answer = await fetch(`${holder.url}/v4/${namespace}/${NEVER_READY}/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.callerToken(namespace)}` },
@@ -92,7 +92,7 @@ describe('scale to zero: the holder itself', () => {
   it('an async call at zero to a function the app lacks gets its 202; its run is listed as a failure with its cold start, its webhook signed with that failure', async () => {
     await zero.atZero();
     const { namespace, name } = zero.hello;
-    const holder = cluster.operator.holder!;
+    const holder = cluster.holder!;
     const handedOverBefore = holder.stats.handedOver;
     const waitsBefore = await heldMetric('runlet_holder_cold_start_seconds_count', namespace, { app: name, mode: 'async' });
     const receiver = await WebhookReceiver.start();
@@ -147,14 +147,14 @@ describe('scale to zero: the holder itself', () => {
 
   it('an App at zero follows the holder’s Endpoints when they change, without waiting for its own reconcile', async () => {
     await zero.atZero();
-    const holderPort = Number(new URL(cluster.operator.holder!.url).port);
-    const second = cluster.kubelet.network.assignLoopbackServer('a second operator pod’s holder');
+    const holderPort = Number(new URL(cluster.holder!.url).port);
+    const second = cluster.kubelet.network.assignLoopbackServer('a second activator pod');
     const setHolderAddresses = (ips: string[]) =>
       core.replaceNamespacedEndpoints({ ...HOLDER_SERVICE, body: { metadata: HOLDER_SERVICE, subsets: [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: 'http', port: holderPort }] }] } });
     const appAddresses = async () => ((await zero.endpoints())?.subsets ?? []).flatMap((subset) => (subset.addresses ?? []).map((address) => address.ip)).sort();
     const both = [cluster.holderIp!, second].sort().join();
     try {
-      // A second operator pod's holder joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
+      // A second activator pod joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
       await setHolderAddresses([cluster.holderIp!, second]);
       await waitFor(async () => (await appAddresses()).join() === both, { ...ZERO_WAIT, what: 'the App’s Endpoints listing both holders' });
     } finally {
@@ -164,11 +164,11 @@ describe('scale to zero: the holder itself', () => {
     }
   }, 180_000);
 
-  // Last: it closes the operator's holder.
+  // Last: it closes the activator's holder.
   it('a held async call survives a holder restart: the new holder finds its record and hands it over', async () => {
     await zero.atZero();
     const { namespace, name } = zero.hello;
-    const first = cluster.operator.holder!;
+    const first = cluster.holder!;
     const handedOverBefore = first.stats.handedOver;
     const answer = await fetch(`${first.url}/v4/${namespace}/${name}/run?async=true`, {
       method: 'POST',
@@ -184,7 +184,7 @@ describe('scale to zero: the holder itself', () => {
     const api = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
     const second = await startHolder({
       ...cluster.holderOptions!,
-      // Another operator replica's holder: the same key, from the same Secret.
+      // Another activator replica's holder: the same key, from the same Secret.
       holderKeys: holderKeysFor(await ensureHolderKey(api, HOLDER_KEY), HOLDER_KEY),
       api,
       apps: cluster.operator.apps,
