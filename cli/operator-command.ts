@@ -32,8 +32,8 @@ Options (environment variable in brackets); flags override the environment, whic
   --host ADDRESS                  address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
   --port N                        port of /healthz, /ready, /metrics (default 8080) [RUNLET_METRICS_PORT]
   --workers N                     Apps reconciled concurrently (default 4) [RUNLET_OPERATOR_WORKERS]
-  --holder on|off                 hold calls to Apps at zero replicas (default on; off keeps min_replicas = 0 at one
-                                  replica) [RUNLET_HOLDER]
+  --holder on|off|external        hold calls to Apps at zero replicas (default on; off keeps min_replicas = 0 at one
+                                  replica; external: runlet activator pods hold them, this operator holds none) [RUNLET_HOLDER]
   --holder-host ADDRESS           address of the holder (default 0.0.0.0) [RUNLET_HOLDER_HOST]
   --holder-port N                 port of the holder (default 8090) [RUNLET_HOLDER_PORT]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
@@ -82,10 +82,18 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: ${(error as Error).message}`);
   }
 
-  const holder: OperatorHolderOptions | undefined = config.holder.enabled
-    ? { auth: issuerAuthenticator(option, option('service-account-dir'), logger, { command: 'runlet operator', otherwise: 'or run without the holder: --holder off (RUNLET_HOLDER=off)' }) }
-    : undefined;
+  const holder: OperatorHolderOptions | 'external' | undefined = !config.holder.enabled
+    ? undefined
+    : !config.holder.inOperator
+      ? 'external'
+      : {
+          auth: issuerAuthenticator(option, option('service-account-dir'), logger, {
+            command: 'runlet operator',
+            otherwise: 'or run without the holder: --holder off (RUNLET_HOLDER=off), or leave it to runlet activator: --holder external',
+          }),
+        };
   if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
+  if (holder === 'external') logger.info({ service: `${config.holder.serviceNamespace}/${config.holder.serviceName}` }, 'calls to Apps at zero are held by runlet activator pods (holder.inOperator: false), listed by this Service');
 
   const operator = createOperator({ kubeConfig, config, logger, holder });
   // Listening first: probes get answers while the caches fill.
@@ -106,7 +114,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     process.once('SIGINT', () => resolve());
   });
   await operator.stop();
-  await holder?.auth?.close();
+  if (typeof holder === 'object') await holder.auth?.close();
   return 0;
 }
 
@@ -124,12 +132,13 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     if (value === 'false' || value === '0') return false;
     throw new CliError(`--${name} must be true or false, got "${value}"`, 2);
   };
-  const onOff = (name: OptionName): boolean | undefined => {
-    const value = option(name);
-    if (value === undefined) return undefined;
-    if (value === 'on') return true;
-    if (value === 'off') return false;
-    throw new CliError(`--${name} must be on or off, got "${value}"`, 2);
+  const holderMode = (): { enabled?: boolean; inOperator?: boolean } => {
+    const value = option('holder');
+    if (value === undefined) return {};
+    if (value === 'on') return { enabled: true, inOperator: true };
+    if (value === 'off') return { enabled: false };
+    if (value === 'external') return { enabled: true, inOperator: false };
+    throw new CliError(`--holder must be on, off or external, got "${value}"`, 2);
   };
   const autoOrBoolean = (name: OptionName): 'auto' | boolean | undefined => {
     const value = option(name);
@@ -153,7 +162,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
     server: { host: option('host'), port: integer('port') },
-    holder: { enabled: onOff('holder'), host: option('holder-host'), port: integer('holder-port') },
+    holder: { ...holderMode(), host: option('holder-host'), port: integer('holder-port') },
     workers: integer('workers'),
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,

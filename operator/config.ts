@@ -40,6 +40,9 @@ export const AutoscalingConfigSchema = StrictObject({
 
 export const HolderConfigSchema = StrictObject({
   enabled: Type.Boolean({ description: 'Run the holder, so that Apps with minReplicas 0 go to zero; false keeps them at one replica.' }),
+  inOperator: Type.Boolean({
+    description: 'Hold the calls in the operator pods (on host and port); false: `runlet activator` pods hold them, listed by serviceName, and the operator only points Apps at zero at them.',
+  }),
   host: Type.String({ minLength: 1 }),
   port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of the holder: calls to Apps at zero replicas (docs/scale-to-zero.md).' }),
   serviceNamespace: Type.String({ minLength: 1, description: 'Namespace of the Service whose Endpoints list the holder replicas.' }),
@@ -133,7 +136,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
-    holder: { enabled: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
+    holder: { enabled: true, inOperator: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,
