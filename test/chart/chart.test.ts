@@ -134,6 +134,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     const config = await operatorConfigOf(configMap);
     expect(config.holder).toEqual({
       enabled: true,
+      inOperator: true,
       host: '0.0.0.0',
       port: 8090,
       serviceNamespace: RELEASE.namespace,
