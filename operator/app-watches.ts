@@ -15,7 +15,7 @@ import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
-import { drainTokenOf } from './render/drain-token.ts';
+import { drainTokenIn, drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
 import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
@@ -120,7 +120,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
   // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
-  // zero lists it in its Endpoints) is all that matters.
+  // zero lists it in its Endpoints); its address and drain token, where a cancel reaches its runs.
   const pods = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
@@ -132,7 +132,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
       return {
         ...identity,
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
-        status: { phase: pod.status?.phase, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+        status: { phase: pod.status?.phase, podIP: pod.status?.podIP, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+        drainToken: drainTokenIn((pod as { spec?: Parameters<typeof drainTokenIn>[0] }).spec),
       };
     },
     handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },

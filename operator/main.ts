@@ -7,6 +7,7 @@
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
 //   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
+//   a cancel (management API)     ─▶ the run's pod (RunLog record, Pod cache) ─▶ its sidecar's admin port
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -38,6 +39,7 @@ import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
+import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -66,6 +68,8 @@ export interface OperatorOptions {
    * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
    */
   holder?: OperatorHolderOptions;
+  /** Where a pod's sidecar admin port is reached, for cancels. Default: its pod IP, port 8001 (the test kubelet remaps). */
+  replicaAdminAddress?: ClusterCancellerOptions['adminAddress'];
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -319,7 +323,8 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), logger });
+  const canceller = clusterRunCanceller({ runs: runLogs, pods, adminAddress: options.replicaAdminAddress, logger });
+  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
 
   let started = false;
   let stopping = false;

@@ -12,7 +12,10 @@ import { isUnfinished } from './replica-lost.ts';
 export interface PodObject extends KubeObject {
   /** `deletionTimestamp` (RFC 3339): the pod is ending. */
   metadata?: ObjectMeta & { deletionTimestamp?: string };
-  status?: { phase?: string; conditions?: { type: string; status: string }[] };
+  /** `podIP`: where its sidecar's admin port is reached (a cancel: operator/run-cancel.ts). */
+  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
+  /** The drain token its sidecar was started with (render/drain-token.ts), which a cancel presents to it. */
+  drainToken?: string;
 }
 
 export type Verdict =
