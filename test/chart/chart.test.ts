@@ -48,6 +48,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       [
         'ClusterRole/runlet-app-editor',
         'ClusterRole/runlet-operator',
+        'ClusterRole/runlet-runs-operator',
         'ClusterRole/runlet-runs-viewer',
         'ClusterRole/runlet-sidecar',
         'ClusterRoleBinding/runlet-operator',

@@ -30,6 +30,10 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-runs-viewer" (include "runlet.fullname" .) }}
 {{- end }}
 
+{{- define "runlet.runsOperatorName" -}}
+{{- printf "%s-runs-operator" (include "runlet.fullname" .) }}
+{{- end }}
+
 {{- define "runlet.appEditorName" -}}
 {{- printf "%s-app-editor" (include "runlet.fullname" .) }}
 {{- end }}
