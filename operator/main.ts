@@ -26,6 +26,7 @@ import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
+import { cancelHeldCall, heldCallCancelled } from './autoscaling/hold-cancel.ts';
 import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
@@ -323,7 +324,18 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  const canceller = clusterRunCanceller({ runs: runLogs, pods, adminAddress: options.replicaAdminAddress, logger });
+  const canceller = clusterRunCanceller({
+    runs: runLogs,
+    pods,
+    adminAddress: options.replicaAdminAddress,
+    cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
+      const held = await cancelHeldCall(api, projectId, appName, runId);
+      if (held === null) return null;
+      logger.info({ app: `${projectId}/${appName}`, runId }, 'holder: a held async call was cancelled before any replica took it; dropped unrecorded, its webhook not sent');
+      return { record: heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date()), stoppedFor: 'cancel_requested' };
+    },
+    logger,
+  });
   mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
 
   let started = false;

@@ -4,6 +4,7 @@
 //
 //   run record (any RunSource) says pending/running on replica R ─▶ R's pod (the Pod watch: IP, token) ─▶ POST
 //   no record yet (written about a second after a run begins) and a recent run id ─▶ every running pod of the App
+//   an async call held at zero (with a holder) ─▶ its held record deleted: it never starts (hold-cancel.ts)
 //
 // A run is answered by the first pod that has it in flight; a pod that cannot be asked makes the cancel fail
 // (503 replica-unreachable), never answer as if the run had finished.
@@ -34,6 +35,11 @@ export interface ClusterCancellerOptions {
   runs: Pick<RunSource, 'getRun'>;
   /** The Pod watch's cache. */
   pods: { get(namespace: string, name: string): PodObject | undefined; list(): PodObject[] };
+  /**
+   * With a holder: drops an async call held at zero for this run id (autoscaling/hold-cancel.ts); resolves to
+   * what the cancel answers, or null when none is held.
+   */
+  cancelHeld?: (projectId: string, appName: string, runId: string) => Promise<StoppingRun | null>;
   /** Where a pod's admin port is reached. Default: its pod IP, port 8001 (the test kubelet remaps). */
   adminAddress?: (pod: PodObject) => ReplicaAddress;
   logger: Logger;
@@ -82,14 +88,21 @@ export function clusterRunCanceller(options: ClusterCancellerOptions): RunCancel
       let candidates: PodObject[];
       if (record !== undefined) {
         if (record.status !== 'pending' && record.status !== 'running') return null;
-        const pod = record.replica === null ? undefined : pods.get(projectId, record.replica);
+        const pod = pods.get(projectId, record.replica);
         // Its pod is gone: the RunLog janitor records the run `replica_lost`; nothing runs it to stop.
         if (pod === undefined || !podRuns(pod) || pod.status?.podIP === undefined) return null;
         candidates = [pod];
       } else {
+        const held = (await options.cancelHeld?.(projectId, appName, runId)) ?? null;
+        // A call a replica takes is recorded there before its held record is deleted: ask the replicas all the same.
         const createdMs = runIdTime(runId);
-        if (createdMs === undefined || now() - createdMs > UNRECORDED_WINDOW_MS) return null;
-        candidates = runningPods(projectId, appName);
+        const recent = createdMs !== undefined && now() - createdMs <= UNRECORDED_WINDOW_MS;
+        candidates = held !== null || recent ? runningPods(projectId, appName) : [];
+        if (held !== null) {
+          const taken = (await Promise.all(candidates.map((pod) => ask(pod, runId)))).find((answer) => answer.outcome === 'stopping');
+          return taken?.stopping ?? held;
+        }
+        if (candidates.length === 0) return null;
       }
       const asked = await Promise.all(candidates.map((pod) => ask(pod, runId)));
       const found = asked.find((answer) => answer.outcome === 'stopping');
