@@ -15,6 +15,8 @@ import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
+import type { V1PodStatus } from '@kubernetes/client-node';
+import { imagePullFailureOf } from './image-pull.ts';
 import { drainTokenIn, drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
@@ -120,7 +122,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
   // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
-  // zero lists it in its Endpoints); its address and drain token, where a cancel reaches its runs.
+  // zero lists it in its Endpoints); its address and drain token, where a cancel reaches its runs; an image
+  // its kubelet cannot pull, for the App's status.
   const pods = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
@@ -134,6 +137,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
         status: { phase: pod.status?.phase, podIP: pod.status?.podIP, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
         drainToken: drainTokenIn((pod as { spec?: Parameters<typeof drainTokenIn>[0] }).spec),
+        imagePull: imagePullFailureOf((pod as { status?: V1PodStatus }).status),
       };
     },
     handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },

@@ -132,6 +132,11 @@ export function createOperator(options: OperatorOptions): Operator {
     podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
+      // An image that cannot be pulled (or can again) shows in the App's status: its Deployment says nothing of it.
+      const pullChanged = gone ? pod.imagePull !== undefined : pod.imagePull?.image !== previous?.imagePull?.image;
+      if (pullChanged) {
+        reconcileSoon(pod.metadata?.namespace, pod.metadata?.labels?.[APP_LABEL]);
+      }
       // The Endpoints of an App that scales to zero follow its pods as the endpoints controller's would: a
       // reconcile (serialised per App by the queue) writes them from the pods then.
       const namespace = pod.metadata?.namespace;
@@ -261,6 +266,7 @@ export function createOperator(options: OperatorOptions): Operator {
     rbac,
     events,
     logger,
+    pods,
     switchEndpoints: switchAppEndpoints,
   });
   const queue = createReconcileQueue({ workers: config.workers, reconcile: reconciler, metrics, logger });

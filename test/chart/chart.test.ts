@@ -159,7 +159,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(role.rules!.find((rule) => rule.resourceNames !== undefined)?.resourceNames).toEqual([config.leaderElection.leaseName]);
   });
 
-  it('writes images, ingress, network policy, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
+  it('writes images, pull secrets, ingress, network policy, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
     const config = await operatorConfigOf(configMap);
     const { leaderElection: _election, ...settings } = config;
     const expected =
@@ -171,6 +171,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             networkPolicy: null,
             nativeSidecars: 'auto',
             webhookAllowCidrs: [],
+            imagePullSecrets: [],
             logLevel: 'info',
           }
         : {
@@ -195,6 +196,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             },
             nativeSidecars: false,
             webhookAllowCidrs: ['10.20.0.0/16', '192.168.100.0/24'],
+            imagePullSecrets: [{ name: 'registry-example-com' }],
             logLevel: 'debug',
           };
     expect(settings).toMatchObject(expected);

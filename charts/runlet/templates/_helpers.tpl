@@ -111,6 +111,10 @@ ingress:
 {{- else }}
 ingress: null
 {{- end }}
+{{- with .Values.apps.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- if .Values.apps.networkPolicy.enabled }}
 networkPolicy:
   ingressController:
