@@ -88,7 +88,7 @@ describe('nextAppStatus', () => {
     const status = nextAppStatus(app(1, []), applied(deployment(1, { observedGeneration: 3, replicas: 1, updatedReplicas: 1 }), { imagePull: PULL }), APP_URL, NOW);
     const ready = status.conditions.find((c) => c.type === 'Ready')!;
     expect(ready.message).toBe(
-      `pod hello-7d9c-x2x: container "app" cannot pull image "registry.example.com/hello:1" (ErrImagePull: ${PULL.message}); check the image name, and that apps.imagePullSecrets names a Secret of this namespace that the registry accepts`,
+      `pod hello-7d9c-x2x: container "app" cannot pull image "registry.example.com/hello:1": ErrImagePull: ${PULL.message}; check the image name, and that apps.imagePullSecrets names a Secret of this namespace that the registry accepts`,
     );
     expect(status.conditions.find((c) => c.type === 'Available')!.message).toBe(`0 of minReplicas 1 replicas available; ${ready.message}`);
     expect(appEvents(undefined, status)).toEqual([{ type: 'Warning', reason: 'ImagePullBackOff', message: ready.message }]);

@@ -124,20 +124,20 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
   // zero lists it in its Endpoints); its address and drain token, where a cancel reaches its runs; an image
   // its kubelet cannot pull, for the App's status.
-  const pods = new ResourceWatch<PodObject>({
+  const pods: ResourceWatch<PodObject> = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
     path: '/api/v1/pods',
     labelSelector: APP_LABEL,
     onRestart: (reason) => metrics.watchRestarted('pods', reason),
-    transform: (pod) => {
+    transform: (pod): PodObject => {
       const identity = metadataOnly(pod);
       return {
         ...identity,
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
         status: { phase: pod.status?.phase, podIP: pod.status?.podIP, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
         drainToken: drainTokenIn((pod as { spec?: Parameters<typeof drainTokenIn>[0] }).spec),
-        imagePull: imagePullFailureOf((pod as { status?: V1PodStatus }).status),
+        imagePull: imagePullFailureOf((pod as { status?: V1PodStatus }).status, pods.get(pod.metadata?.namespace, pod.metadata?.name ?? '')?.imagePull),
       };
     },
     handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },

@@ -12,6 +12,11 @@ export interface ImagePullFailure {
   reason: string;
   /** The kubelet's message (the registry's refusal on ErrImagePull; `Back-off pulling image "…"` between tries). */
   message: string;
+  /**
+   * The registry's refusal at the last pull of this image (ErrImagePull's message), kept through the back-offs
+   * between pulls: what the App's status says, the same whichever of them the kubelet is at.
+   */
+  pullError?: string;
 }
 
 /** An image pull failure of one of the App's pods, with the pod's name. */
@@ -19,21 +24,25 @@ export type PodImagePullFailure = ImagePullFailure & { pod: string };
 
 const PULL_REASONS: ReadonlySet<string> = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
 
-/** The first container of the pod (init containers first) waiting for an image it cannot pull. */
-export function imagePullFailureOf(status: V1PodStatus | undefined): ImagePullFailure | undefined {
+/**
+ * The first container of the pod (init containers first) waiting for an image it cannot pull; `previous`: what
+ * the pod showed before, whose registry refusal is kept while the kubelet backs off.
+ */
+export function imagePullFailureOf(status: V1PodStatus | undefined, previous: ImagePullFailure | undefined): ImagePullFailure | undefined {
   const statuses: V1ContainerStatus[] = [...(status?.initContainerStatuses ?? []), ...(status?.containerStatuses ?? [])];
   for (const container of statuses) {
     const waiting = container.state?.waiting;
-    if (waiting?.reason !== undefined && PULL_REASONS.has(waiting.reason)) {
-      return { container: container.name, image: container.image, reason: waiting.reason, message: waiting.message ?? '' };
-    }
+    if (waiting?.reason === undefined || !PULL_REASONS.has(waiting.reason)) continue;
+    const failure: ImagePullFailure = { container: container.name, image: container.image, reason: waiting.reason, message: waiting.message ?? '' };
+    const pullError = waiting.reason === 'ErrImagePull' ? failure.message : previous?.image === failure.image ? previous.pullError : undefined;
+    return pullError === undefined || pullError === '' ? failure : { ...failure, pullError };
   }
   return undefined;
 }
 
-/** What the App's status says of it: the pod, the container, the image, and the kubelet's words. */
+/** What the App's status says of it: the pod, the container, the image, and the kubelet's words (the registry's refusal once known). */
 export function describeImagePullFailure(failure: PodImagePullFailure): string {
-  const { pod, container, image, reason, message } = failure;
-  const said = message === '' ? reason : `${reason}: ${message}`;
-  return `pod ${pod}: container "${container}" cannot pull image "${image}" (${said}); check the image name, and that apps.imagePullSecrets names a Secret of this namespace that the registry accepts`;
+  const { pod, container, image, reason, message, pullError } = failure;
+  const said = pullError ?? (message === '' ? reason : `${reason}: ${message}`);
+  return `pod ${pod}: container "${container}" cannot pull image "${image}": ${said}; check the image name, and that apps.imagePullSecrets names a Secret of this namespace that the registry accepts`;
 }

@@ -10,6 +10,7 @@
 //   a cancel (management API)     ─▶ the run's pod (RunLog record, Pod cache) ─▶ its sidecar's admin port
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
+import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -133,7 +134,7 @@ export function createOperator(options: OperatorOptions): Operator {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
       // An image that cannot be pulled (or can again) shows in the App's status: its Deployment says nothing of it.
-      const pullChanged = gone ? pod.imagePull !== undefined : pod.imagePull?.image !== previous?.imagePull?.image;
+      const pullChanged = gone ? pod.imagePull !== undefined : !isDeepStrictEqual(pod.imagePull, previous?.imagePull);
       if (pullChanged) {
         reconcileSoon(pod.metadata?.namespace, pod.metadata?.labels?.[APP_LABEL]);
       }

@@ -50,7 +50,13 @@ export function localImage(images: ImageTable, image: string | undefined): Local
  * Pulls `image` for `pod`, as a kubelet asks a registry: an image with a `pullSecret` needs the pod to name that
  * Secret in its `imagePullSecrets`, and the Secret to exist; otherwise ErrImagePull with containerd's words.
  */
-export async function pullImage(image: LocalImage, imageName: string, pod: V1Pod, secretExists: (namespace: string, name: string) => Promise<boolean>): Promise<void> {
+export async function pullImage(
+  image: LocalImage,
+  pull: { image: string; container: string },
+  pod: V1Pod,
+  secretExists: (namespace: string, name: string) => Promise<boolean>,
+): Promise<void> {
+  const imageName = pull.image;
   const secret = image.pullSecret;
   if (secret === undefined) return;
   const named = (pod.spec?.imagePullSecrets ?? []).some((reference) => reference.name === secret);
@@ -59,7 +65,7 @@ export async function pullImage(image: LocalImage, imageName: string, pod: V1Pod
     'ErrImagePull',
     `rpc error: code = Unknown desc = failed to pull and unpack image "${imageName}": failed to resolve reference "${imageName}": ` +
       'pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed',
-    imageName,
+    pull,
   );
 }
 

@@ -31,7 +31,7 @@ export interface LaunchContext {
 
 export async function containerLaunch(container: V1Container, context: LaunchContext): Promise<ContainerLaunch> {
   const image = localImage(context.images, container.image);
-  await pullImage(image, container.image ?? '', context.pod, async (namespace, name) => (await context.source.secret(namespace, name)) !== undefined);
+  await pullImage(image, { image: container.image ?? '', container: container.name }, context.pod, async (namespace, name) => (await context.source.secret(namespace, name)) !== undefined);
   const mounts = containerMounts(container, context.volumeDirs);
   // The process shares the host's /tmp, where the tests' own files live: a volume mounted there cannot stand
   // in for it by rewriting paths (every /tmp path of the image table would move). TMPDIR names it instead.

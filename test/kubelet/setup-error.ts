@@ -6,13 +6,13 @@ export type SetupErrorReason = 'CreateContainerConfigError' | 'ContainerCreating
 
 export class PodSetupError extends Error {
   readonly reason: SetupErrorReason;
-  /** The image a pull failed for (ErrImagePull): the back-off that follows names it. */
-  readonly image: string | undefined;
+  /** The image a pull failed for (ErrImagePull), and the container it is for: only that container shows the error. */
+  readonly pull: { image: string; container: string } | undefined;
 
-  constructor(reason: SetupErrorReason, message: string, image?: string) {
+  constructor(reason: SetupErrorReason, message: string, pull?: { image: string; container: string }) {
     super(message);
     this.name = 'PodSetupError';
     this.reason = reason;
-    this.image = image;
+    this.pull = pull;
   }
 }

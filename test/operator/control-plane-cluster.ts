@@ -26,7 +26,7 @@ import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, createNoPodsQuota, listHolder, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
@@ -128,11 +128,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       kubeConfig: admin,
       server: controlPlane.server,
       workDir: join(workDir, 'kubelet'),
-      images: localImages(
-        controlPlane.server,
-        { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE },
-        { node: guard.node, env: guard.env },
-      ),
+      images: withPrivateImage(localImages(controlPlane.server, { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE }, { node: guard.node, env: guard.env }), PYTHON_IMAGE),
     });
     stops.push(() => kubelet.stop());
 

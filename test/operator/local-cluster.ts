@@ -15,7 +15,7 @@ import { signLocalToken } from '../../sidecar/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, withPrivateImage, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
@@ -69,7 +69,7 @@ export async function startLocalCluster(
 
   const authKey = randomBytes(32).toString('hex');
   const issuer = await startServiceAccountIssuer();
-  const images: ImageTable = {
+  const images: ImageTable = withPrivateImage({
     [SIDECAR_IMAGE]: {
       commands: { runlet: [...guard.node, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
@@ -80,7 +80,7 @@ export async function startLocalCluster(
       commands: { python: ['python3'], python3: ['python3'] },
       env: { PYTHONPATH: join(REPO, 'runtime/python'), PYTHONUNBUFFERED: '1' },
     },
-  };
+  }, PYTHON_IMAGE);
   const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
   const holderOptions: OperatorHolderOptions | undefined = options.holder
     ? {
