@@ -254,6 +254,8 @@ describe('runs through the operator, on the in-memory API server with the test k
   it('cancels for a caller with the verb cancel only: a reader of runs and an outsider get 403, no token 401, and the run goes on', async () => {
     const [pod] = await readyPods(stop);
     const id = await runIdOf(await call(stop, pod!, 'count', { n: 50, pause: 0.1 }, { query: '?async=true' }), 202);
+    // The reader's list is allowed (and its decision cached) just before: a decision is the verb's, not the token's.
+    expect((await management(`/projects/${stop.namespace}/apps/${stop.name}/runs`, READER)).status).toBe(200);
     const reader = await cancelRun(stop, id, READER);
     await expectProblem(reader.clone(), 403, 'forbidden');
     expect(((await reader.json()) as { detail: string }).detail).toMatch(/may not cancel runs .* verb "cancel" on resource "runs" of API group "runlet.dev".*runlet-runs-operator/);
