@@ -203,9 +203,10 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(container.image).toBe(config.sidecarImage);
   });
 
-  it('says in the notes how to reach the operator and grant read access to runs', () => {
+  it('says in the notes how to reach the operator, grant read access to runs and the cancel of runs', () => {
     expect(chart.notes).toContain(`logs deployment/${NAME}`);
     expect(chart.notes).toContain('--clusterrole runlet-runs-viewer');
+    expect(chart.notes).toContain('--clusterrole runlet-runs-operator');
     expect(chart.notes).toContain(label === 'default' ? `port-forward service/${NAME} 8080:80` : 'https://runlet-api.example.com/v2/projects/');
   });
 });
