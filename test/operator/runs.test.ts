@@ -11,7 +11,9 @@ import { signLocalToken, type LocalTokenRequest } from '../../sidecar/auth/local
 import { problemTypeUri } from '../../crds/problem.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
+import { verifyWebhookSignature } from '../support/signature.ts';
 import { EventReader } from '../support/sse.ts';
+import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { waitFor } from '../support/wait.ts';
 import { MERGE_PATCH, HelloApp } from './hello-app.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
@@ -44,7 +46,8 @@ describe('runs through the operator, on the in-memory API server with the test k
   let stop: HelloApp;
 
   beforeAll(async () => {
-    cluster = await startLocalCluster({ operatorConfig: { runLogs: { sweepSeconds: 1, countersIntervalSeconds: 1 } } });
+    // Webhook receivers of the cancel test listen on the loopback.
+    cluster = await startLocalCluster({ operatorConfig: { runLogs: { sweepSeconds: 1, countersIntervalSeconds: 1 }, webhookAllowCidrs: ['127.0.0.0/8'] } });
     cluster.server.tokens.set(READER.token, { username: READER.user });
     cluster.server.tokens.set(OUTSIDER.token, { username: OUTSIDER.user });
     cluster.server.allow({ user: READER.user, ...RUNS_ACCESS });
@@ -84,12 +87,12 @@ describe('runs through the operator, on the in-memory API server with the test k
     return signLocalToken({ projectId: app.namespace, key: cluster.authKey, ...request });
   }
 
-  async function call(app: HelloApp, pod: V1Pod, fn: string, body: unknown, options: { query?: string; authorization?: string | null } = {}): Promise<Response> {
+  async function call(app: HelloApp, pod: V1Pod, fn: string, body: unknown, options: { query?: string; authorization?: string | null; headers?: Record<string, string> } = {}): Promise<Response> {
     const { runUrl } = await cluster.sidecar(pod);
     const authorization = options.authorization === undefined ? `Bearer ${await token(app)}` : options.authorization;
     return fetch(`${runUrl}/v4/${app.namespace}/${app.name}/${fn}${options.query ?? ''}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...(authorization === null ? {} : { authorization }) },
+      headers: { 'content-type': 'application/json', ...(authorization === null ? {} : { authorization }), ...options.headers },
       body: JSON.stringify(body),
     });
   }
@@ -202,8 +205,13 @@ describe('runs through the operator, on the in-memory API server with the test k
   it('cancels runs through the operator on the replica that runs them: async, sync, stream and queued; repeated, finished, unknown', async () => {
     const [first, second] = await readyPods(stop);
     // Four long async runs fill the first replica's slots (replicaConcurrency 4): a fifth waits in its queue.
+    // The first asked for a signed webhook.
+    const receiver = await WebhookReceiver.start();
+    const hooked = `?async=true&webhookEndpoint=${encodeURIComponent(receiver.at().toString())}`;
     const running: string[] = [];
-    for (let i = 0; i < 4; i++) running.push(await runIdOf(await call(stop, first!, 'count', { n: 300, pause: 0.1 }, { query: '?async=true' }), 202));
+    for (let i = 0; i < 4; i++) {
+      running.push(await runIdOf(await call(stop, first!, 'count', { n: 300, pause: 0.1 }, { query: i === 0 ? hooked : '?async=true', headers: i === 0 ? { 'x-webhook-secret': 'stop-secret' } : {} }), 202));
+    }
     const queued = await runIdOf(await call(stop, first!, 'count', { n: 300, pause: 0.1 }, { query: '?async=true' }), 202);
     await listedRuns(stop, 'four runs running, one queued', (runs) => running.every((id) => runs.some((run) => run.id === id && run.status === 'running')) && runs.some((run) => run.id === queued && run.status === 'pending'));
 
@@ -216,6 +224,14 @@ describe('runs through the operator, on the in-memory API server with the test k
       expect(run).toMatchObject({ status: 'cancelled', reason: 'cancel_requested', statusCode: 409, error: { type: 'Cancelled' } });
     }
     expect(ended.find((run) => run.id === queued)!.startedAt, 'the queued run never started').toBeNull();
+    try {
+      await receiver.received(1, STATE_TIMEOUT_MS);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('stop-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: running[0], status: 'failure', error: { type: 'Cancelled' } });
+    } finally {
+      await receiver.close();
+    }
     const again = await cancelRun(stop, queued);
     expect([again.status, ((await again.json()) as { item: RunRecord }).item.reason], 'a repeated cancel').toEqual([202, 'cancel_requested']);
 
