@@ -92,7 +92,9 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
       return json(200, { status: 'drained' });
     }
     const runId = cancelledRunId(path);
-    if (runId !== null && method === 'POST') {
+    if (runId !== null) {
+      // Never echoed: the path may hold the token.
+      if (method !== 'POST') return json(405, { error: 'a cancel is POST /cancel/<token>/<run_id>' });
       if (runId === false) return json(403, { error: 'cancelling a run needs the pod\'s drain token (POST /cancel/<token>/<run_id>)' });
       const { projectId, appName } = options.cancels!;
       const stopping: AdminCancelAnswer | null = replica.activeRuns.cancel(projectId, appName, runId);

@@ -143,7 +143,8 @@ describe('the admin port', () => {
       expect(((await unknown.json()) as { error: string }).error).toMatch(/not in flight on this replica/);
     }
     const read = await fetch(`${adminOrigin}/cancel/${DRAIN_TOKEN}/${runId}`);
-    expect(read.status, 'a cancel is a POST').toBe(404);
+    expect(read.status, 'a cancel is a POST').toBe(405);
+    expect(await read.text(), 'the token is never echoed').not.toContain(DRAIN_TOKEN);
     expect(replica.draining).toBe(false);
   });
 

@@ -10,8 +10,10 @@ import type { KubeApi } from '../../kube/client.ts';
 import { isConflict, isNotFound } from '../../kube/errors.ts';
 import { callOfRecord, HELD_CALL_LABEL, recordName, type HeldRecord } from './hold-records.ts';
 
-/** What the cancel answers for a held call it dropped: what its run would have been, cancelled before it started. */
-/** `droppedBy`: the operator replica that dropped it, in the `replica` field (no pod ran it). */
+/**
+ * What the cancel answers for a held call it dropped: what its run would have been, cancelled before it
+ * started; `droppedBy`, the operator replica that dropped it, in the `replica` field (no pod ran it).
+ */
 export function heldCallCancelled(record: HeldRecord, projectId: string, appName: string, droppedBy: string, now: Date): RunRecord {
   const call = callOfRecord(record);
   const path = call.url.split('?', 1)[0]!;
