@@ -80,6 +80,10 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         record = await records.claim(record);
         continue;
       }
+      // Claimed again right before the post: a call cancelled while its app woke (its record deleted:
+      // hold-cancel.ts) is never handed over.
+      record = await records.claim(record);
+      if (record === null) return;
       const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
       try {
         const line = { method: call.method, url: call.url, authorization: call.headers.authorization };

@@ -26,6 +26,8 @@ Options (environment variable in brackets); flags override the environment, whic
   --ingress-tls-secret NAME       certificate Secret for the host [RUNLET_INGRESS_TLS_SECRET]
   --native-sidecars auto|true|false  sidecar as a native sidecar (default auto: when the API server is >= 1.29) [RUNLET_NATIVE_SIDECARS]
   --webhook-allow-cidrs LIST      comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
+  --image-pull-secrets LIST       comma-separated Secret names (in each app namespace) app pods pull images with
+                                  [RUNLET_IMAGE_PULL_SECRETS]
   --leader-election-namespace NS  namespace of the Lease (default: POD_NAMESPACE, else default) [RUNLET_LEADER_ELECTION_NAMESPACE]
   --lease-name NAME               (default runlet-operator) [RUNLET_LEASE_NAME]
   --identity NAME                 this replica in the Lease (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
@@ -53,6 +55,7 @@ const OPTIONS = {
   'ingress-tls-secret': { env: ['RUNLET_INGRESS_TLS_SECRET'] },
   'native-sidecars': { env: ['RUNLET_NATIVE_SIDECARS'] },
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'] },
+  'image-pull-secrets': { env: ['RUNLET_IMAGE_PULL_SECRETS'] },
   'leader-election-namespace': { env: ['RUNLET_LEADER_ELECTION_NAMESPACE'] },
   'lease-name': { env: ['RUNLET_LEASE_NAME'] },
   identity: { env: ['RUNLET_IDENTITY'] },
@@ -153,6 +156,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     tlsSecretName: option('ingress-tls-secret'),
   };
   const cidrs = option('webhook-allow-cidrs');
+  const pullSecrets = option('image-pull-secrets');
   const overrides: ConfigLayer = {
     sidecarImage: option('sidecar-image'),
     pythonRuntimeImage: option('python-runtime-image'),
@@ -160,6 +164,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     ingress: Object.values(ingress).some((value) => value !== undefined) ? ingress : undefined,
     nativeSidecars: autoOrBoolean('native-sidecars'),
     webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
+    imagePullSecrets: pullSecrets === undefined ? undefined : pullSecrets.split(',').map((name) => ({ name: name.trim() })).filter(({ name }) => name !== ''),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
     server: { host: option('host'), port: integer('port') },
     holder: { ...holderMode(), host: option('holder-host'), port: integer('holder-port') },

@@ -82,6 +82,9 @@ export const OperatorConfigSchema = StrictObject({
     description: 'Sidecar as an init container with restartPolicy Always: auto (when the API server and the oldest kubelet among the Nodes are ≥ 1.29), true or false.',
   }),
   webhookAllowCidrs: Type.Array(Type.String({ minLength: 1 }), { description: 'CIDRs webhooks may reach despite the SSRF guard.' }),
+  imagePullSecrets: Type.Array(StrictObject({ name: Type.String({ minLength: 1, maxLength: 253 }) }), {
+    description: "Secrets (in each app's namespace) every App pod pulls its images with, as in a pod spec: [{name: regcred}].",
+  }),
   networkPolicy: Type.Union([NetworkPolicyConfigSchema, Type.Null()], {
     description: 'A NetworkPolicy per App admitting run traffic only from these peers (render/network-policy.ts); null: none.',
   }),
@@ -123,6 +126,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     networkPolicy: null,
     nativeSidecars: 'auto',
     webhookAllowCidrs: [],
+    imagePullSecrets: [],
     leaderElection: {
       namespace: env.POD_NAMESPACE || 'default',
       leaseName: 'runlet-operator',
@@ -210,5 +214,5 @@ function withoutUndefined(value: Record<string, unknown>): Record<string, unknow
 }
 
 /** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */
-export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'imagePullSecrets' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
 export type NetworkPolicyConfig = Static<typeof NetworkPolicyConfigSchema>;

@@ -7,8 +7,10 @@
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
 //   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
+//   a cancel (management API)     ─▶ the run's pod (RunLog record, Pod cache) ─▶ its sidecar's admin port
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
+import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -26,6 +28,7 @@ import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
 import { startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
+import { cancelHeldCall, heldCallCancelled } from '../activator/hold-cancel.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
@@ -38,6 +41,7 @@ import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
+import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -68,6 +72,8 @@ export interface OperatorOptions {
    * operator points the Apps at zero at them and copies the key into app namespaces, but holds no call itself.
    */
   holder?: OperatorHolderOptions | 'external';
+  /** Where a pod's sidecar admin port is reached, for cancels. Default: its pod IP, port 8001 (the test kubelet remaps). */
+  replicaAdminAddress?: ClusterCancellerOptions['adminAddress'];
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -129,6 +135,11 @@ export function createOperator(options: OperatorOptions): Operator {
     podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
+      // An image that cannot be pulled (or can again) shows in the App's status: its Deployment says nothing of it.
+      const pullChanged = gone ? pod.imagePull !== undefined : !isDeepStrictEqual(pod.imagePull, previous?.imagePull);
+      if (pullChanged) {
+        reconcileSoon(pod.metadata?.namespace, pod.metadata?.labels?.[APP_LABEL]);
+      }
       // The Endpoints of an App that scales to zero follow its pods as the endpoints controller's would: a
       // reconcile (serialised per App by the queue) writes them from the pods then.
       const namespace = pod.metadata?.namespace;
@@ -258,6 +269,7 @@ export function createOperator(options: OperatorOptions): Operator {
     rbac,
     events,
     logger,
+    pods,
     switchEndpoints: switchAppEndpoints,
   });
   const queue = createReconcileQueue({ workers: config.workers, reconcile: reconciler, metrics, logger });
@@ -322,7 +334,19 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), logger });
+  const canceller = clusterRunCanceller({
+    runs: runLogs,
+    pods,
+    adminAddress: options.replicaAdminAddress,
+    cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
+      const held = await cancelHeldCall(api, projectId, appName, runId);
+      if (held === null) return null;
+      logger.info({ app: `${projectId}/${appName}`, runId }, 'holder: a held async call was cancelled before any replica took it; dropped unrecorded, its webhook not sent');
+      return { record: heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date()), stoppedFor: 'cancel_requested' };
+    },
+    logger,
+  });
+  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
 
   let started = false;
   let stopping = false;

@@ -90,7 +90,13 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   });
   const watcher = new RuntimeWatcher(target, settings.runtime, logger);
   const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
-  const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: settings.drainToken }, drainedLivenessMs: settings.drainedLivenessMs }));
+  const adminServer = createAdminServer(
+    createAdminInterface(replica, {
+      drain: { token: settings.drainToken },
+      drainedLivenessMs: settings.drainedLivenessMs,
+      cancels: { projectId: target.projectId, appName: target.appName },
+    }),
+  );
   await listen(runServer, settings.ports.run, 'run');
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();

@@ -16,9 +16,12 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts']],
   // The operator mints each pod's drain token and renders it into the sidecar's env and the app container's
   // preStop path; the sidecar checks it. The token's names and shape have that one home.
+  // The same token guards the admin port's cancel (sidecar/admin-cancel.ts: its path and answer), which the
+  // operator's management API asks of the replica that runs the call.
   // The operator can still host the holder itself (`runlet operator --holder on`, as the chart runs it) and
-  // count its calls, until the chart runs `runlet activator` instead (the test clusters do).
-  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'sidecar/drain-token.ts', 'activator/holder.ts', 'activator/metrics.ts']],
+  // count its calls, until the chart runs `runlet activator` instead (the test clusters do); a cancel through
+  // its management API drops a call held at zero (activator/hold-cancel.ts).
+  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts']],
   // The operator owns what the activator reads of it: the names it gives an App's objects (its Deployment, the
   // sidecar's run port), the holder key (made and copied to each namespace's sidecars by the operator), and
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list).

@@ -19,7 +19,7 @@ import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator } from '../../activator/main.ts';
 import pino from 'pino';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { DEFAULT_AUDIENCE } from '../../run-request/auth/config.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
@@ -28,7 +28,7 @@ import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, createNoPodsQuota, listHolder, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
@@ -130,11 +130,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       kubeConfig: admin,
       server: controlPlane.server,
       workDir: join(workDir, 'kubelet'),
-      images: localImages(
-        controlPlane.server,
-        { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE },
-        { node: guard.node, env: guard.env },
-      ),
+      images: withPrivateImage(localImages(controlPlane.server, { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE }, { node: guard.node, env: guard.env }), PYTHON_IMAGE),
     });
     stops.push(() => kubelet.stop());
 
@@ -168,6 +164,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         listen: true,
         config: operatorConfig,
         holder: holder === undefined ? undefined : 'external',
+        replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.

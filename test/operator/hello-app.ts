@@ -39,9 +39,12 @@ export class HelloApp {
   readonly #core: CoreV1Api;
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
+  readonly #image: string | undefined;
 
   /** `name`: default hello; another name puts a second App of the same code in a namespace. */
-  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown> } = {}) {
+  /** `image`: the Python runtime image the App names (default: the operator's). */
+  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown>; image?: string } = {}) {
+    this.#image = options.image;
     this.namespace = namespace;
     this.name = options.name ?? 'hello';
     this.codeConfigMap = `${this.name}-code`;
@@ -86,7 +89,7 @@ export class HelloApp {
         kind: 'App',
         metadata: { name: this.name, namespace: this.namespace },
         spec: {
-          runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } } } },
+          runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } }, ...(this.#image === undefined ? {} : { image: this.#image }) } },
           scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60, ...this.#scaling },
           auth: { enabled: true },
           runs: { keepFinished: 200, retention: 86400 },

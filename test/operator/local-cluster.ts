@@ -16,14 +16,14 @@ import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, withPrivateImage, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator, type Activator } from '../../activator/main.ts';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';
 
@@ -74,7 +74,7 @@ export async function startLocalCluster(
 
   const authKey = randomBytes(32).toString('hex');
   const issuer = await startServiceAccountIssuer();
-  const images: ImageTable = {
+  const images: ImageTable = withPrivateImage({
     [SIDECAR_IMAGE]: {
       commands: { runlet: [...guard.node, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
@@ -85,7 +85,7 @@ export async function startLocalCluster(
       commands: { python: ['python3'], python3: ['python3'] },
       env: { PYTHONPATH: join(REPO, 'runtime/python'), PYTHONUNBUFFERED: '1' },
     },
-  };
+  }, PYTHON_IMAGE);
   const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
   const holderOptions: OperatorHolderOptions | undefined = options.holder
     ? {
@@ -107,6 +107,7 @@ export async function startLocalCluster(
     listen: true,
     config: options.operatorConfig,
     holder: holderOptions === undefined ? undefined : 'external',
+    replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
   });
   const activatorLog = join(workDir, 'activator.log');
   const activator =

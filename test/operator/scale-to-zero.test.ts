@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import { RUNS_ACCESS } from '../../management/kube-auth.ts';
+import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../../management/kube-auth.ts';
 import { startHolder } from '../../activator/holder.ts';
 import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
@@ -23,6 +23,8 @@ const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
 /** A management API caller the cluster authenticates, and allows to list runs. */
 const READER = { token: 'zero-reader.eyJydW5zIjoicmVhZGVyIn0.sig', user: 'system:serviceaccount:runlet-e2e:reader' };
+/** Allowed to list runs and to cancel them. */
+const CANCELLER = { token: 'zero-canceller.eyJydW5zIjoiY2FuY2VsbGVyIn0.sig', user: 'system:serviceaccount:runlet-e2e:canceller' };
 
 let cluster: LocalCluster;
 let core: CoreV1Api;
@@ -44,6 +46,9 @@ beforeAll(async () => {
   });
   cluster.server.tokens.set(READER.token, { username: READER.user });
   cluster.server.allow({ user: READER.user, ...RUNS_ACCESS });
+  cluster.server.tokens.set(CANCELLER.token, { username: CANCELLER.user });
+  cluster.server.allow({ user: CANCELLER.user, ...RUNS_ACCESS });
+  cluster.server.allow({ user: CANCELLER.user, ...RUNS_CANCEL_ACCESS });
   core = cluster.kubeConfig.makeApiClient(CoreV1Api);
 }, 120_000);
 
@@ -162,6 +167,36 @@ describe('scale to zero: the holder itself', () => {
       await waitFor(async () => (await appAddresses()).join() === cluster.holderIp, { ...ZERO_WAIT, what: 'the App’s Endpoints back on the one holder' });
       cluster.kubelet.network.release(second);
     }
+  }, 180_000);
+
+  it('an async call held at zero, cancelled through the management API, never starts: its record is dropped, and the replica woken for it never runs it', async () => {
+    await zero.atZero();
+    const { namespace, name } = zero.hello;
+    const holder = cluster.holder!;
+    const handedOverBefore = holder.stats.handedOver;
+    const accepted = await zero.call('run?async=true', { body: { name: 'Never' } });
+    expect(accepted.status).toBe(202);
+    const { run_id: runId } = (await accepted.json()) as { run_id: string };
+    const cancel = () => fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
+
+    const cancelled = await cancel();
+    const text = await cancelled.text();
+    expect(cancelled.status, text).toBe(202);
+    const { item } = JSON.parse(text) as { item: RunRecord };
+    expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null });
+    expect(item.error?.message).toMatch(/not recorded as a run, and its webhook is not sent/);
+    expect((await core.listNamespacedSecret({ namespace, labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
+
+    // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
+    // cancelled one is never handed over.
+    const later = await zero.call('run', { body: { name: 'Later' } });
+    expect(later.status).toBe(200);
+    await zero.runRecord((await later.json() as { run_id: string }).run_id);
+    await waitFor(() => holder.held(namespace, name) === 0, { ...ZERO_WAIT, what: 'the held call let go' });
+    expect(holder.stats.handedOver).toBe(handedOverBefore);
+    const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
+    expect(((await listed.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
+    expect((await cancel()).status, 'cancelled already, and recorded nowhere').toBe(404);
   }, 180_000);
 
   // Last: it closes the activator's holder.
