@@ -1,7 +1,10 @@
 // The holder: where the Endpoints of an App at zero replicas point (endpoints.ts), so it receives exactly the
-// calls that found no replica. It authenticates them as a sidecar would, wakes the app (hold-wake.ts), and
-//   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
-//                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
+// calls that found no replica. It authenticates them as a sidecar would, takes a bounded place (hold-bounds.ts:
+// past a bound, 503 at once), wakes the app with the replicas its waiting calls need (hold-wake.ts), and
+//   sync / stream ─▶ reads the body, waits for a free slot on a ready pod (hold-slots.ts: at most
+//                    replica_concurrency of its calls per pod), bounded by the cold-start limit (beyond it
+//                    503 + Retry-After) ─▶ relays the call to that pod's sidecar (hold-proxy.ts); a refusal
+//                    made before the run started (503 over-capacity) is tried again within that limit
 //   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
 // Every hand-over carries the run id and the wait, signed with the App namespace's key (sidecar/auth/held-run.ts),
 // for the run record.
@@ -11,9 +14,10 @@ import type { AddressInfo } from 'node:net';
 import { parse as parseQuery } from 'node:querystring';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { App } from '../../crds/app-schema.ts';
+import type { App, AppSpec } from '../../crds/app-schema.ts';
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
+import { applyAppSpecDefaults } from '../../crds/validate.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import type { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
@@ -25,11 +29,14 @@ import { NO_OPTIONS, parseRunOptions } from '../../sidecar/run-options.ts';
 import { parseRunPath, pathOf } from '../../sidecar/run-path.ts';
 import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
+import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
-import { relayCall, type ReplicaAddress } from './hold-proxy.ts';
-import { HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
-import { wakeDeployment } from './hold-wake.ts';
+import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
+import { callOfRecord, HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
+import { PodSlots } from './hold-slots.ts';
+import { Waker, wakeDeployment } from './hold-wake.ts';
+import { replicasForWaiting, scalingSettingsOf } from './settings.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
@@ -37,6 +44,8 @@ const BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 /** The headers of an async call kept in its record: what the replica needs to run it as the caller asked. */
 const KEPT_HEADERS = ['authorization', 'content-type', 'accept', 'x-webhook-secret'] as const;
 const RETRY_AFTER_SECONDS = '5';
+/** The pause before a call a replica refused before its run (its queue full) is tried again. */
+const RELAY_RETRY_MS = 200;
 
 export interface HolderOptions {
   api: KubeApi;
@@ -64,6 +73,8 @@ export interface HolderOptions {
   staleClaimMs?: number;
   /** Told of each held call's outcome and wait (the operator's metrics). */
   metrics?: HolderMetrics;
+  /** What it may hold: calls per App, in all, and bytes of their bodies. Default DEFAULT_HOLD_LIMITS. */
+  limits?: Partial<HoldLimits>;
 }
 
 /** How a held call was called: the wait means different things for a caller that waits and one that does not. */
@@ -89,13 +100,22 @@ export interface HolderStats {
   accepted: number;
   /** Async calls a replica accepted. */
   handedOver: number;
+  /** Calls refused at once for a bound of the holder (503 over-capacity, or request-buffer-full for the bodies' bytes). */
+  refused: number;
+  /** Attempts of sync and stream calls a replica refused before the run started, tried again. */
+  retried: number;
 }
 
 export interface Holder {
   readonly url: string;
   readonly stats: HolderStats;
-  /** Calls to the App waiting here for a replica now (sync and stream calls, async calls not yet handed over): the scaler's `held`. */
+  /**
+   * Calls to the App waiting here for a replica now (sync and stream calls not yet relayed, async calls not yet
+   * handed over): the scaler's `held`, the demand the autoscaler adds to the replicas' load.
+   */
   held(namespace: string, appName: string): number;
+  /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
+  readonly calls: number;
   /** Hands over the held async calls found in the API server (a restarted holder's, or a dead replica's). */
   recover(): Promise<number>;
   close(): Promise<void>;
@@ -114,14 +134,43 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKeys } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
-  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0 };
+  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0 };
   const metrics = options.metrics;
+  const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
+  const slots = new PodSlots(pods);
   const records = new HeldRecords({ api, identity: options.identity, staleClaimMs: options.staleClaimMs ?? 5 * 60_000 });
-  const wake = (namespace: string, appName: string) =>
-    wakeDeployment(api, namespace, appName).then((woke) => {
-      if (woke) logger.info({ app: `${namespace}/${appName}` }, 'holder: woke the app (replicas 0 → 1)');
-    });
+  /** `namespace/app` → calls waiting for a replica: the demand signal (Holder.held). */
+  const waiting = new Map<string, number>();
+  const waitingOf = (namespace: string, appName: string) => waiting.get(`${namespace}/${appName}`) ?? 0;
+  /** Counts a call as waiting until the returned function is called. */
+  function startWaiting(namespace: string, appName: string): () => void {
+    const key = `${namespace}/${appName}`;
+    waiting.set(key, (waiting.get(key) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const left = (waiting.get(key) ?? 1) - 1;
+      if (left === 0) waiting.delete(key);
+      else waiting.set(key, left);
+    };
+  }
+  const waker = new Waker((namespace, deployment, replicas) =>
+    wakeDeployment(api, namespace, deployment, replicas).then((from) => {
+      if (from !== null) logger.info({ app: `${namespace}/${deployment}`, from, to: replicas }, `holder: woke the app (replicas ${from} → ${replicas})`);
+    }),
+  );
+  /**
+   * While no pod of the App is ready, asks for the replicas its waiting calls need (never fewer than asked
+   * already); once one is, the autoscaler decides, fed the waiting calls as demand.
+   */
+  async function wake(namespace: string, appName: string): Promise<void> {
+    const app = apps.get(namespace, appName);
+    if (app === undefined || pods.readyPods(namespace, appName).length > 0) return;
+    const scaling = scalingSettingsOf((applyAppSpecDefaults(app.spec) as AppSpec).scaling);
+    await waker.wake(namespace, childName(app), replicasForWaiting(waitingOf(namespace, appName), scaling));
+  }
   const dispatcher = createDispatcher({
     apps,
     appsSynced: options.appsSynced,
@@ -140,21 +189,28 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     },
   });
   const handOvers = new Set<Promise<void>>();
-  /** `namespace/app` → calls waiting for a replica. */
-  const waiting = new Map<string, number>();
-  function counted<T>(namespace: string, appName: string, work: Promise<T>): Promise<T> {
-    const key = `${namespace}/${appName}`;
-    waiting.set(key, (waiting.get(key) ?? 0) + 1);
-    return work.finally(() => {
-      const left = (waiting.get(key) ?? 1) - 1;
-      if (left === 0) waiting.delete(key);
-      else waiting.set(key, left);
-    });
-  }
-  function handOver(record: Parameters<typeof dispatcher.handOver>[0]): void {
+  /** Hands an async call's record over; its place and its body's bytes are the holder's until then. */
+  function handOver(record: Parameters<typeof dispatcher.handOver>[0], place: HeldPlace, bodyBytes: number): void {
+    const namespace = record.metadata?.namespace ?? '';
     const appName = record.metadata?.labels?.[HELD_CALL_LABEL] ?? '';
-    const pending = counted(record.metadata?.namespace ?? '', appName, dispatcher.handOver(record)).finally(() => handOvers.delete(pending));
+    const stopWaiting = startWaiting(namespace, appName);
+    const pending = dispatcher
+      .handOver(record)
+      .finally(() => {
+        stopWaiting();
+        place.release();
+        bounds.bodies.give(bodyBytes);
+        handOvers.delete(pending);
+      });
     handOvers.add(pending);
+  }
+
+  /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
+  async function readBody(request: IncomingMessage): Promise<Buffer> {
+    const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: bounds.bodies });
+    // readLimitedBody gives back what it took once the body is whole; it is kept here until handed over.
+    bounds.bodies.takeAnyway(body.length);
+    return body;
   }
 
   async function hold(request: IncomingMessage, response: ServerResponse, runId: string): Promise<void> {
@@ -174,41 +230,116 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     if (app === undefined) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const queryStart = url.indexOf('?');
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
+    const place = takePlace(projectId, appName);
 
     if (runOptions.async) {
-      const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
+      let body: Buffer;
+      try {
+        body = await readBody(request);
+      } catch (error) {
+        place.release();
+        throw error;
+      }
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = request.headers[name];
         if (typeof value === 'string') headers[name] = value;
       }
       const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now() };
-      const record = await records.save(call);
+      let record: Awaited<ReturnType<typeof records.save>>;
+      try {
+        record = await records.save(call);
+      } catch (error) {
+        place.release();
+        bounds.bodies.give(body.length);
+        throw error;
+      }
       stats.accepted += 1;
       metrics?.accepted(projectId, appName);
       response.writeHead(202, { 'content-type': 'application/json', 'x-request-id': runId });
       response.end(JSON.stringify({ run_id: runId }));
-      handOver(record);
+      handOver(record, place, body.length);
       return;
     }
 
-    await wake(projectId, childName(app));
-    const limitMs = coldStartTimeoutMs(app);
-    const pod = await counted(projectId, appName, pods.waitForReadyPod(projectId, appName, Math.max(0, limitMs - (performance.now() - arrivedAt))));
-    const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
-    if (pod === null) {
-      stats.timedOut += 1;
-      metrics?.timedOut(projectId, appName, mode);
-      throw new ProblemError(Problems.coldStartTimeout, `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`, {
-        headers: { 'retry-after': RETRY_AFTER_SECONDS },
-      });
+    const stopWaiting = startWaiting(projectId, appName);
+    let bodyBytes = 0;
+    try {
+      const woken = wake(projectId, appName);
+      // Read while the app starts; a failed wake is the call's failure, after its body arrived.
+      const body = await readBody(request);
+      bodyBytes = body.length;
+      await woken;
+      const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
+      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body }, stopWaiting);
+    } finally {
+      stopWaiting();
+      place.release();
+      bounds.bodies.give(bodyBytes);
     }
-    const coldStartMs = performance.now() - arrivedAt;
-    stats.relayed += 1;
-    metrics?.handedOver(projectId, appName, mode, coldStartMs);
-    // The body streams through, so the header signs none: it vouches for the run id and wait of this call, by this caller.
-    const line = { method: request.method ?? 'POST', url, authorization: request.headers.authorization };
-    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) });
+  }
+
+  function takePlace(namespace: string, appName: string): HeldPlace {
+    try {
+      return bounds.take(namespace, appName);
+    } catch (error) {
+      stats.refused += 1;
+      throw error;
+    }
+  }
+
+  interface HeldRelay {
+    runId: string;
+    projectId: string;
+    appName: string;
+    app: App;
+    arrivedAt: number;
+    mode: HeldMode;
+    body: Buffer;
+  }
+
+  /**
+   * Relays a held sync or stream call to a free slot of a ready pod, trying again after a refusal made before the
+   * run started, until its App's cold-start limit; `relayed` is called once it is handed to a replica for good.
+   */
+  async function relayWithinLimit(request: IncomingMessage, response: ServerResponse, held: HeldRelay, relayed: () => void): Promise<void> {
+    const { runId, projectId, appName, app, arrivedAt, mode } = held;
+    const limitMs = coldStartTimeoutMs(app);
+    const perPod = (applyAppSpecDefaults(app.spec) as AppSpec).scaling.replicaConcurrency;
+    const gone = new AbortController();
+    response.once('close', () => gone.abort());
+    let lastRefusal: Refusal | null = null;
+    for (;;) {
+      const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), gone.signal);
+      if (slot === null) {
+        if (gone.signal.aborted) return;
+        if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
+        stats.timedOut += 1;
+        metrics?.timedOut(projectId, appName, mode);
+        throw new ProblemError(Problems.coldStartTimeout, `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`, {
+          headers: { 'retry-after': RETRY_AFTER_SECONDS },
+        });
+      }
+      const coldStartMs = performance.now() - arrivedAt;
+      // The body is sent whole, but unsigned (-) as a streamed one would be: it vouches for the run id and wait of this call, by this caller.
+      const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
+      const extra = { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) };
+      try {
+        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra);
+        if (outcome.answered) {
+          relayed();
+          stats.relayed += 1;
+          metrics?.handedOver(projectId, appName, mode, coldStartMs);
+          return;
+        }
+        lastRefusal = outcome.refusal ?? lastRefusal;
+      } finally {
+        slot.release();
+      }
+      stats.retried += 1;
+      logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
+      await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
+    }
   }
 
   const server: Server = createServer((request, response) => {
@@ -234,7 +365,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   return {
     url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
     stats,
-    held: (namespace, appName) => waiting.get(`${namespace}/${appName}`) ?? 0,
+    held: waitingOf,
+    get calls() {
+      return bounds.calls;
+    },
     async recover() {
       const found = await records.claimable();
       let claimed = 0;
@@ -242,12 +376,16 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         const mine = await records.claim(record);
         if (mine === null) continue;
         claimed += 1;
-        handOver(mine);
+        // Accepted already (its caller has its 202): held past the bounds if need be, never refused now.
+        const call = callOfRecord(mine);
+        bounds.bodies.takeAnyway(call.body.length);
+        handOver(mine, bounds.takeAnyway(call.namespace, call.appName), call.body.length);
       }
       return claimed;
     },
     async close() {
       dispatcher.stop();
+      slots.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await pods.stop();
