@@ -54,7 +54,20 @@ export type RelayOutcome = { answered: true } | { answered: false; refusal: Refu
  * written to `response`, and the refusal is returned for the caller to try again or pass on.
  */
 export function relayBufferedCall(call: BufferedCall, response: ServerResponse, replica: ReplicaAddress, extraHeaders: Record<string, string>): Promise<RelayOutcome> {
-  return new Promise((resolve, reject) => {
+  return new Promise((settle, fail) => {
+    // The caller went away before the answer ended: so does the call to the replica (the sidecar records it).
+    const callerGone = () => {
+      if (!response.writableFinished) upstream.destroy();
+    };
+    // Each attempt's listener goes with it: a call refused many times must not pile them up on its response.
+    const resolve = (outcome: RelayOutcome) => {
+      response.off('close', callerGone);
+      settle(outcome);
+    };
+    const reject = (error: unknown) => {
+      response.off('close', callerGone);
+      fail(error);
+    };
     const headers: Record<string, string | string[]> = { ...endToEnd(call.headers), ...extraHeaders, 'content-length': String(call.body.length) };
     // The body is whole: there is nothing to hold back until the sidecar says continue.
     delete headers.expect;
@@ -79,10 +92,7 @@ export function relayBufferedCall(call: BufferedCall, response: ServerResponse, 
       if (error.code === 'ECONNREFUSED') resolve({ answered: false, refusal: null });
       else reject(error);
     });
-    // The caller went away before the answer ended: so does the call to the replica (the sidecar records it).
-    response.once('close', () => {
-      if (!response.writableFinished) upstream.destroy();
-    });
+    response.once('close', callerGone);
     upstream.end(call.body);
   });
 }

@@ -262,7 +262,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       return;
     }
 
-    const stopWaiting = startWaiting(projectId, appName);
+    const waits = { stop: startWaiting(projectId, appName) };
     let bodyBytes = 0;
     try {
       const woken = wake(projectId, appName);
@@ -271,9 +271,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       bodyBytes = body.length;
       await woken;
       const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
-      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body }, stopWaiting);
+      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits });
     } finally {
-      stopWaiting();
+      waits.stop();
       place.release();
       bounds.bodies.give(bodyBytes);
     }
@@ -296,13 +296,15 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     arrivedAt: number;
     mode: HeldMode;
     body: Buffer;
+    /** Ends the call's count as waiting (Holder.held): while it is on a pod, it is that pod's load, not demand here. */
+    waits: { stop(): void };
   }
 
   /**
    * Relays a held sync or stream call to a free slot of a ready pod, trying again after a refusal made before the
-   * run started, until its App's cold-start limit; `relayed` is called once it is handed to a replica for good.
+   * run started, until its App's cold-start limit.
    */
-  async function relayWithinLimit(request: IncomingMessage, response: ServerResponse, held: HeldRelay, relayed: () => void): Promise<void> {
+  async function relayWithinLimit(request: IncomingMessage, response: ServerResponse, held: HeldRelay): Promise<void> {
     const { runId, projectId, appName, app, arrivedAt, mode } = held;
     const limitMs = coldStartTimeoutMs(app);
     const perPod = (applyAppSpecDefaults(app.spec) as AppSpec).scaling.replicaConcurrency;
@@ -320,6 +322,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
           headers: { 'retry-after': RETRY_AFTER_SECONDS },
         });
       }
+      held.waits.stop();
       const coldStartMs = performance.now() - arrivedAt;
       // The body is sent whole, but unsigned (-) as a streamed one would be: it vouches for the run id and wait of this call, by this caller.
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
@@ -327,7 +330,6 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       try {
         const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra);
         if (outcome.answered) {
-          relayed();
           stats.relayed += 1;
           metrics?.handedOver(projectId, appName, mode, coldStartMs);
           return;
@@ -336,6 +338,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       } finally {
         slot.release();
       }
+      held.waits.stop = startWaiting(projectId, appName);
       stats.retried += 1;
       logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
       await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
