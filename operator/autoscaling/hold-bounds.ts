@@ -17,9 +17,9 @@ export interface HoldLimits {
 }
 
 /**
- * 1,000 calls cost the holder about 60 MB besides their bodies (bench/results.md, holder-memory), and the
- * bodies at most 64 MiB: together within a quarter of the operator pod's 512 Mi. One App may take a quarter of
- * the calls, so a burst at one App leaves room for three others'.
+ * 1,000 held calls cost the holder about 35 MB besides their bodies (bench/results.md, holder-memory), and the
+ * bodies at most 64 MiB: together about a fifth of the operator pod's 512 Mi. One App may take a quarter of the
+ * calls, so a burst at one App leaves room for three others'.
  */
 export const DEFAULT_HOLD_LIMITS: Readonly<HoldLimits> = { callsPerApp: 250, calls: 1000, bodyBytes: 64 * 1024 * 1024 };
 
