@@ -210,6 +210,26 @@ describe('the holder under a burst at zero', () => {
     expect(holder!.stats.relayed).toBe(3);
   });
 
+  it('answers a call whose wake fails with a problem once its body has arrived (the failure caught meanwhile), its place given back', async () => {
+    await start([storedApp(pythonSpec(), { name: 'a' })]);
+    // The App is in the cache, its Deployment gone: the wake's read of its scale fails.
+    await api!.delete(`${DEPLOYMENTS}/a`);
+    // The body's last bytes only once the wake has failed: its failure waits for them, caught meanwhile.
+    const wakeFailed = () => server!.requests.some((request) => request.path === `${DEPLOYMENTS}/a/scale` && request.status === 404);
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"n":'));
+        await waitFor(wakeFailed, { what: 'the wake’s read answered 404' });
+        controller.enqueue(new TextEncoder().encode('1}'));
+        controller.close();
+      },
+    });
+    const failed = await fetch(`${holder!.url}/v4/${NAMESPACE}/a/run`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit);
+    expect(failed.status).toBe(500);
+    expect(((await failed.json()) as { type: string }).type).toBe(problemTypeUri('internal-error'));
+    expect(holder!.calls).toBe(0);
+  });
+
   it("tries a call again that a pod refused before running it (503 over-capacity), and passes on any other pod's answer", async () => {
     await start([storedApp(pythonSpec({ scaling: { minReplicas: 0, replicaConcurrency: 2 } }), { name: 'a' })]);
     // The first call is refused twice for a full queue, then run; the second gets a 503 of a run that started.

@@ -265,11 +265,16 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const waits = { stop: startWaiting(projectId, appName) };
     let bodyBytes = 0;
     try {
-      const woken = wake(projectId, appName);
-      // Read while the app starts; a failed wake is the call's failure, after its body arrived.
+      // Read while the app starts; a failed wake is the call's failure, once its body has arrived (caught here
+      // meanwhile: a rejection nobody awaits yet would end the process).
+      const woken = wake(projectId, appName).then(
+        () => null,
+        (error: unknown) => error,
+      );
       const body = await readBody(request);
       bodyBytes = body.length;
-      await woken;
+      const wakeFailed = await woken;
+      if (wakeFailed !== null) throw wakeFailed;
       const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
       await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits });
     } finally {
