@@ -3,7 +3,7 @@
 // ever raised, never lowered (that is the scaler's), and a write lost to a concurrent one (409 on the
 // resourceVersion) is re-read rather than repeated blindly.
 import type { KubeApi } from '../../kube/client.ts';
-import { isConflict } from '../../kube/errors.ts';
+import { isConflict, isNotFound } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 
 interface Scale extends KubeObject {
@@ -14,12 +14,18 @@ const ATTEMPTS = 5;
 
 /**
  * Raises the Deployment's replicas to `replicas` (default 1) when fewer are asked for; returns the replicas it
- * raised them from, or null when as many or more were asked for already.
+ * raised them from, or null when as many or more were asked for already, or when the Deployment is not made
+ * yet (an App just applied): its reconcile makes it with Kubernetes' default of one replica, and the calls
+ * wait for it within their cold-start limit as for any start.
  */
 export async function wakeDeployment(api: KubeApi, namespace: string, deployment: string, replicas = 1): Promise<number | null> {
   const path = `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/deployments/${encodeURIComponent(deployment)}/scale`;
   for (let attempt = 1; ; attempt += 1) {
-    const scale = await api.get<Scale>(path);
+    const scale = await api.get<Scale>(path).catch((error: unknown) => {
+      if (isNotFound(error)) return null;
+      throw error;
+    });
+    if (scale === null) return null;
     const asked = scale.spec?.replicas ?? 0;
     if (asked >= replicas) return null;
     try {

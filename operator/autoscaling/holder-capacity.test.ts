@@ -212,14 +212,14 @@ describe('the holder under a burst at zero', () => {
 
   it('answers a call whose wake fails with a problem once its body has arrived (the failure caught meanwhile), its place given back', async () => {
     await start([storedApp(pythonSpec(), { name: 'a' })]);
-    // The App is in the cache, its Deployment gone: the wake's read of its scale fails.
-    await api!.delete(`${DEPLOYMENTS}/a`);
+    // The wake's read of the scale is refused (the holder's RBAC, say).
+    server!.failNext({ method: 'GET', pathPattern: '/deployments/a/scale', status: 403 });
     // The body's last bytes only once the wake has failed: its failure waits for them, caught meanwhile.
-    const wakeFailed = () => server!.requests.some((request) => request.path === `${DEPLOYMENTS}/a/scale` && request.status === 404);
+    const wakeFailed = () => server!.requests.some((request) => request.path === `${DEPLOYMENTS}/a/scale` && request.status === 403);
     const body = new ReadableStream<Uint8Array>({
       async start(controller) {
         controller.enqueue(new TextEncoder().encode('{"n":'));
-        await waitFor(wakeFailed, { what: 'the wake’s read answered 404' });
+        await waitFor(wakeFailed, { what: 'the wake’s read answered 403' });
         controller.enqueue(new TextEncoder().encode('1}'));
         controller.close();
       },
