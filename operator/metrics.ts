@@ -141,7 +141,7 @@ export class OperatorMetrics {
 
   readonly heldCalls = new Counter({
     name: 'runlet_holder_calls_total',
-    help: 'Calls to Apps at zero replicas taken by this replica’s holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers).',
+    help: 'Calls to Apps at zero replicas taken by this replica’s holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers), refused (503 at once: the holder held as many calls, or body bytes, as its bounds allow).',
     labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
     registers: [this.registry],
   });
@@ -163,6 +163,7 @@ export class OperatorMetrics {
     timedOut: (namespace, app, mode) => this.heldCalls.inc({ namespace, app, mode, outcome: 'timed_out' }),
     accepted: (namespace, app) => this.heldCalls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
     dropped: (namespace, app, why) => this.heldCalls.inc({ namespace, app, mode: 'async', outcome: why }),
+    refused: (namespace, app, mode) => this.heldCalls.inc({ namespace, app, mode, outcome: 'refused' }),
   };
 
   watchRestarted(resource: string, reason: RestartReason): void {

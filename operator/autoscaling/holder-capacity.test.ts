@@ -140,7 +140,9 @@ describe('the holder under a burst at zero', () => {
 
   it('refuses a call past the bound per App, and past the bound of the holder, at once with 503 and Retry-After, while the calls within wait', async () => {
     const apps = [storedApp(pythonSpec(), { name: 'a' }), storedApp(pythonSpec(), { name: 'b' })];
-    await start(apps, { limits: { callsPerApp: 3, calls: 4 } });
+    const refusals: string[] = [];
+    const metrics = { handedOver() {}, timedOut() {}, accepted() {}, dropped() {}, refused: (namespace: string, app: string, mode: string) => refusals.push(`${namespace}/${app} ${mode}`) };
+    await start(apps, { limits: { callsPerApp: 3, calls: 4 }, metrics });
     let settled = 0;
     const within = [call('a'), call('a'), call('a'), call('b')].map((answer) => answer.finally(() => (settled += 1)));
     await waitFor(() => holder!.held(NAMESPACE, 'a') === 3 && holder!.held(NAMESPACE, 'b') === 1, { what: 'four calls held' });
@@ -156,6 +158,7 @@ describe('the holder under a burst at zero', () => {
     // Refused while the held calls still wait for a replica: not after waiting out the cold start.
     expect(settled).toBe(0);
     expect(holder!.stats.refused).toBe(2);
+    expect(refusals).toEqual([`${NAMESPACE}/a sync`, `${NAMESPACE}/b sync`]);
     expect(holder!.calls).toBe(4);
     await holder!.close();
     await Promise.allSettled(within);

@@ -31,6 +31,7 @@ import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
 import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
+import type { HeldDemand } from './held-demand.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
 import { callOfRecord, HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
@@ -89,6 +90,8 @@ export interface HolderMetrics {
   accepted(namespace: string, app: string): void;
   /** An async call was dropped with no run recorded (hold-dispatch.ts). */
   dropped(namespace: string, app: string, why: DroppedWhy): void;
+  /** A call was refused at once for the holder's bounds (hold-bounds.ts): calls per App or in all, or body bytes. */
+  refused(namespace: string, app: string, mode: HeldMode): void;
 }
 
 export interface HolderStats {
@@ -106,14 +109,10 @@ export interface HolderStats {
   retried: number;
 }
 
-export interface Holder {
+/** `held` (HeldDemand): the scaler's `held`, the demand the autoscaler adds to the replicas' load. */
+export interface Holder extends HeldDemand {
   readonly url: string;
   readonly stats: HolderStats;
-  /**
-   * Calls to the App waiting here for a replica now (sync and stream calls not yet relayed, async calls not yet
-   * handed over): the scaler's `held`, the demand the autoscaler adds to the replicas' load.
-   */
-  held(namespace: string, appName: string): number;
   /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
   readonly calls: number;
   /** Hands over the held async calls found in the API server (a restarted holder's, or a dead replica's). */
@@ -230,12 +229,13 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     if (app === undefined) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const queryStart = url.indexOf('?');
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
-    const place = takePlace(projectId, appName);
+    const mode: HeldMode = runOptions.async ? 'async' : acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
+    const place = countingRefusals(mode, projectId, appName, () => bounds.take(projectId, appName));
 
     if (runOptions.async) {
       let body: Buffer;
       try {
-        body = await readBody(request);
+        body = await countingRefusals(mode, projectId, appName, () => readBody(request));
       } catch (error) {
         place.release();
         throw error;
@@ -271,11 +271,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         () => null,
         (error: unknown) => error,
       );
-      const body = await readBody(request);
+      const body = await countingRefusals(mode, projectId, appName, () => readBody(request));
       bodyBytes = body.length;
       const wakeFailed = await woken;
       if (wakeFailed !== null) throw wakeFailed;
-      const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
       await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits });
     } finally {
       waits.stop();
@@ -284,12 +283,20 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     }
   }
 
-  function takePlace(namespace: string, appName: string): HeldPlace {
-    try {
-      return bounds.take(namespace, appName);
-    } catch (error) {
-      stats.refused += 1;
+  /** `step`'s result; a refusal for the holder's bounds (a place, or its body's bytes) counted as such. */
+  function countingRefusals<T>(mode: HeldMode, namespace: string, appName: string, step: () => T): T {
+    const refused = (error: unknown) => {
+      if (error instanceof ProblemError && (error.spec === Problems.overCapacity || error.spec === Problems.requestBufferFull)) {
+        stats.refused += 1;
+        metrics?.refused(namespace, appName, mode);
+      }
       throw error;
+    };
+    try {
+      const result = step();
+      return (result instanceof Promise ? result.catch(refused) : result) as T;
+    } catch (error) {
+      return refused(error);
     }
   }
 
