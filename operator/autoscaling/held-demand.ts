@@ -10,3 +10,27 @@ export interface HeldDemand {
    */
   held(namespace: string, app: string): number;
 }
+
+/** The holder's count of waiting calls, per App. */
+export class WaitingCalls implements HeldDemand {
+  /** By `namespace/app`: only Apps with a call waiting. */
+  readonly #counts = new Map<string, number>();
+
+  held(namespace: string, app: string): number {
+    return this.#counts.get(`${namespace}/${app}`) ?? 0;
+  }
+
+  /** Counts a call to the App as waiting until the returned function is called (later calls of it do nothing). */
+  start(namespace: string, app: string): () => void {
+    const key = `${namespace}/${app}`;
+    this.#counts.set(key, (this.#counts.get(key) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const left = (this.#counts.get(key) ?? 1) - 1;
+      if (left === 0) this.#counts.delete(key);
+      else this.#counts.set(key, left);
+    };
+  }
+}

@@ -31,7 +31,7 @@ import { newRunId } from '../../sidecar/runs/recorder.ts';
 import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
 import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
-import type { HeldDemand } from './held-demand.ts';
+import { WaitingCalls, type HeldDemand } from './held-demand.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
 import { callOfRecord, HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
@@ -139,22 +139,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
   const slots = new PodSlots(pods);
   const records = new HeldRecords({ api, identity: options.identity, staleClaimMs: options.staleClaimMs ?? 5 * 60_000 });
-  /** `namespace/app` → calls waiting for a replica: the demand signal (Holder.held). */
-  const waiting = new Map<string, number>();
-  const waitingOf = (namespace: string, appName: string) => waiting.get(`${namespace}/${appName}`) ?? 0;
-  /** Counts a call as waiting until the returned function is called. */
-  function startWaiting(namespace: string, appName: string): () => void {
-    const key = `${namespace}/${appName}`;
-    waiting.set(key, (waiting.get(key) ?? 0) + 1);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      const left = (waiting.get(key) ?? 1) - 1;
-      if (left === 0) waiting.delete(key);
-      else waiting.set(key, left);
-    };
-  }
+  /** Calls waiting for a replica: the demand signal (Holder.held). */
+  const waiting = new WaitingCalls();
   const waker = new Waker((namespace, deployment, replicas) =>
     wakeDeployment(api, namespace, deployment, replicas).then((from) => {
       if (from !== null) logger.info({ app: `${namespace}/${deployment}`, from, to: replicas }, `holder: woke the app (replicas ${from} → ${replicas})`);
@@ -168,7 +154,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const app = apps.get(namespace, appName);
     if (app === undefined || pods.readyPods(namespace, appName).length > 0) return;
     const scaling = scalingSettingsOf((applyAppSpecDefaults(app.spec) as AppSpec).scaling);
-    await waker.wake(namespace, childName(app), replicasForWaiting(waitingOf(namespace, appName), scaling));
+    await waker.wake(namespace, childName(app), replicasForWaiting(waiting.held(namespace, appName), scaling));
   }
   const dispatcher = createDispatcher({
     apps,
@@ -192,7 +178,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   function handOver(record: Parameters<typeof dispatcher.handOver>[0], place: HeldPlace, bodyBytes: number): void {
     const namespace = record.metadata?.namespace ?? '';
     const appName = record.metadata?.labels?.[HELD_CALL_LABEL] ?? '';
-    const stopWaiting = startWaiting(namespace, appName);
+    const stopWaiting = waiting.start(namespace, appName);
     const pending = dispatcher
       .handOver(record)
       .finally(() => {
@@ -262,7 +248,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       return;
     }
 
-    const waits = { stop: startWaiting(projectId, appName) };
+    const waits = { stop: waiting.start(projectId, appName) };
     let bodyBytes = 0;
     try {
       // Read while the app starts; a failed wake is the call's failure, once its body has arrived (caught here
@@ -350,7 +336,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       } finally {
         slot.release();
       }
-      held.waits.stop = startWaiting(projectId, appName);
+      held.waits.stop = waiting.start(projectId, appName);
       stats.retried += 1;
       logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
       await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
@@ -380,7 +366,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   return {
     url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
     stats,
-    held: waitingOf,
+    held: (namespace, appName) => waiting.held(namespace, appName),
     get calls() {
       return bounds.calls;
     },
