@@ -213,6 +213,23 @@ describe('the holder under a burst at zero', () => {
     expect(holder!.stats.relayed).toBe(3);
   });
 
+  it('tries a stream call again that a pod refused before running it, then streams its events as they come', async () => {
+    await start([storedApp(pythonSpec({ scaling: { minReplicas: 0 } }), { name: 'a' })]);
+    const pod = await sidecar((index, response) => {
+      if (index === 0) return problem(response, 'over-capacity');
+      response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      response.write('data: 1\n\n');
+      response.end('data: 2\n\n');
+    });
+    await readyPod('a', pod);
+    const answer = await fetch(`${holder!.url}/v4/${NAMESPACE}/a/count`, { method: 'POST', headers: { accept: 'text/event-stream', 'content-type': 'application/json' }, body: '{"n":2}' });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(await answer.text()).toBe('data: 1\n\ndata: 2\n\n');
+    expect(pod.bodies).toEqual(['{"n":2}', '{"n":2}']);
+    expect(holder!.stats.retried).toBe(1);
+  });
+
   it('answers a call whose wake fails with a problem once its body has arrived (the failure caught meanwhile), its place given back', async () => {
     await start([storedApp(pythonSpec(), { name: 'a' })]);
     // The wake's read of the scale is refused (the holder's RBAC, say).
