@@ -38,13 +38,23 @@ export async function wakeDeployment(api: KubeApi, namespace: string, deployment
 }
 
 /**
+ * How long a wake that asked for some replicas stands for later calls asking no more: a burst's calls then cost
+ * the API server no read each. Short, as the scaler may take the app back to zero meanwhile (only once no call
+ * waits, after its wake deadline: docs/autoscaling.md `NeverReady`).
+ */
+const ASKED_STANDS_MS = 1000;
+
+/**
  * One wake at a time per App: a burst of calls arriving at zero makes one write for the first and one more for
- * all that came meanwhile (each asking for what the calls waiting then need), not one per call.
+ * all that came meanwhile (each asking for what the calls waiting then need), not one per call; and calls that
+ * ask for no more than was asked within ASKED_STANDS_MS make none.
  */
 export class Waker {
   readonly #wake: (namespace: string, deployment: string, replicas: number) => Promise<unknown>;
   /** By `namespace/deployment`: the most replicas asked for while a write is under way, and its end. */
   readonly #under = new Map<string, { wanted: number; done: Promise<void> }>();
+  /** By `namespace/deployment`: the replicas the last wake asked for, and when it ended. */
+  readonly #asked = new Map<string, { replicas: number; at: number }>();
 
   constructor(wake: (namespace: string, deployment: string, replicas: number) => Promise<unknown>) {
     this.#wake = wake;
@@ -53,6 +63,11 @@ export class Waker {
   /** Resolves once a write asking for at least `replicas` has ended (or rejects with its error). */
   wake(namespace: string, deployment: string, replicas: number): Promise<void> {
     const key = `${namespace}/${deployment}`;
+    const asked = this.#asked.get(key);
+    if (asked !== undefined) {
+      if (performance.now() - asked.at >= ASKED_STANDS_MS) this.#asked.delete(key);
+      else if (asked.replicas >= replicas) return Promise.resolve();
+    }
     const under = this.#under.get(key);
     if (under !== undefined) {
       under.wanted = Math.max(under.wanted, replicas);
@@ -66,6 +81,7 @@ export class Waker {
           const asking = entry.wanted;
           await this.#wake(namespace, deployment, asking);
           written = asking;
+          this.#asked.set(key, { replicas: asking, at: performance.now() });
         }
       } finally {
         this.#under.delete(key);

@@ -186,6 +186,8 @@ describe('the holder under a burst at zero', () => {
     const more = Array.from({ length: 40 }, () => call('a').catch(() => undefined));
     await waitFor(() => holder!.held(NAMESPACE, 'a') === 50, { what: 'fifty calls held' });
     await waitFor(async () => (await replicas('a')) === 5, { what: 'the Deployment asked for maxReplicas, 5' });
+    // One write for the first call and one for all that came meanwhile, not a read per call.
+    expect(server!.countRequests({ method: 'GET', pathPattern: '/deployments/a/scale' })).toBeLessThan(10);
     await holder!.close();
     await Promise.all([...calls, ...more]);
   });
