@@ -50,10 +50,18 @@ export type RelayOutcome = { answered: true } | { answered: false; refusal: Refu
 
 /**
  * Sends `call` to the replica with `extraHeaders` and relays its answer to `response` — unless the replica
- * refused it before starting its run (REFUSED_BEFORE_RUN, or a connection it never accepted): then nothing is
- * written to `response`, and the refusal is returned for the caller to try again or pass on.
+ * refused it before starting its run (a connection it never accepted, or with `sidecarAnswers` a problem of
+ * REFUSED_BEFORE_RUN): then nothing is written to `response`, and the refusal is returned for the caller to try
+ * again or pass on. `sidecarAnswers`: every problem answer is the sidecar's own (a Python app's; a custom app's
+ * server may answer any problem itself, after its run started).
  */
-export function relayBufferedCall(call: BufferedCall, response: ServerResponse, replica: ReplicaAddress, extraHeaders: Record<string, string>): Promise<RelayOutcome> {
+export function relayBufferedCall(
+  call: BufferedCall,
+  response: ServerResponse,
+  replica: ReplicaAddress,
+  extraHeaders: Record<string, string>,
+  sidecarAnswers: boolean,
+): Promise<RelayOutcome> {
   return new Promise((settle, fail) => {
     // The caller went away before the answer ended: so does the call to the replica (the sidecar records it).
     const callerGone = () => {
@@ -72,7 +80,7 @@ export function relayBufferedCall(call: BufferedCall, response: ServerResponse, 
     // The body is whole: there is nothing to hold back until the sidecar says continue.
     delete headers.expect;
     const upstream = httpRequest({ host: replica.host, port: replica.port, method: call.method, path: call.url, headers, agent: false }, (answer) => {
-      if (answer.statusCode === 503 && isProblem(answer.headers)) {
+      if (sidecarAnswers && answer.statusCode === 503 && isProblem(answer.headers)) {
         readRefusal(answer).then((body) => {
           if (REFUSED_BEFORE_RUN.has(problemType(body) ?? '')) resolve({ answered: false, refusal: { status: 503, body, headers: answer.headers } });
           else {

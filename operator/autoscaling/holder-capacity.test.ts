@@ -215,6 +215,17 @@ describe('the holder under a burst at zero', () => {
     expect(holder!.stats.relayed).toBe(3);
   });
 
+  it("passes on a custom app's 503 over-capacity as it came: its own server may answer so after its run started", async () => {
+    await start([storedApp({ runtime: { custom: { image: 'registry.example/api:1', port: 8000 } }, scaling: { minReplicas: 0 } }, { name: 'a' })]);
+    const pod = await sidecar((_index, response) => problem(response, 'over-capacity'));
+    await readyPod('a', pod);
+    const answer = await call('a');
+    expect(answer.status).toBe(503);
+    expect(((await answer.json()) as { type: string }).type).toBe(problemTypeUri('over-capacity'));
+    expect(pod.bodies).toHaveLength(1);
+    expect(holder!.stats.retried).toBe(0);
+  });
+
   it('tries a stream call again that a pod refused before running it, then streams its events as they come', async () => {
     await start([storedApp(pythonSpec({ scaling: { minReplicas: 0 } }), { name: 'a' })]);
     const pod = await sidecar((index, response) => {

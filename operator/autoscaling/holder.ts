@@ -305,7 +305,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   async function relayWithinLimit(request: IncomingMessage, response: ServerResponse, held: HeldRelay): Promise<void> {
     const { runId, projectId, appName, app, arrivedAt, mode } = held;
     const limitMs = coldStartTimeoutMs(app);
-    const perPod = (applyAppSpecDefaults(app.spec) as AppSpec).scaling.replicaConcurrency;
+    const spec = applyAppSpecDefaults(app.spec) as AppSpec;
+    const perPod = spec.scaling.replicaConcurrency;
+    // A Python app's problem answers are its sidecar's; a custom app's may be its own server's, after its run.
+    const sidecarAnswers = spec.runtime.custom === undefined;
     const gone = new AbortController();
     response.once('close', () => gone.abort());
     let lastRefusal: Refusal | null = null;
@@ -326,7 +329,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
       const extra = { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) };
       try {
-        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra);
+        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra, sidecarAnswers);
         if (outcome.answered) {
           stats.relayed += 1;
           metrics?.handedOver(projectId, appName, mode, coldStartMs);
