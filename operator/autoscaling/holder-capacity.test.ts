@@ -263,6 +263,23 @@ describe('the holder under a burst at zero', () => {
     expect(holder!.calls).toBe(0);
   });
 
+  it('answers 503 cold-start-timeout, saying so, to a call the ready pods had no room for within its limit', async () => {
+    await start([storedApp(pythonSpec({ scaling: { minReplicas: 0, replicaConcurrency: 1 } }), { name: 'a' })], { coldStartTimeoutMs: () => 500 });
+    const pod = await sidecar(() => 'hold');
+    await readyPod('a', pod);
+    const first = call('a');
+    await waitFor(() => pod.bodies.length === 1, { what: 'the first call on the pod' });
+    const second = await call('a');
+    expect(second.status).toBe(503);
+    expect(second.headers.get('retry-after')).toBe('5');
+    const body = (await second.json()) as { type: string; detail: string };
+    expect(body.type).toBe(problemTypeUri('cold-start-timeout'));
+    expect(body.detail).toContain('had no room for the call');
+    expect(pod.bodies).toHaveLength(1);
+    pod.releaseOne();
+    expect((await first).status).toBe(200);
+  });
+
   it("tries a call again that a pod refused before running it (503 over-capacity), and passes on any other pod's answer", async () => {
     await start([storedApp(pythonSpec({ scaling: { minReplicas: 0, replicaConcurrency: 2 } }), { name: 'a' })]);
     // The first call is refused twice for a full queue, then run; the second gets a 503 of a run that started.

@@ -319,9 +319,11 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
         stats.timedOut += 1;
         metrics?.timedOut(projectId, appName, mode);
-        throw new ProblemError(Problems.coldStartTimeout, `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`, {
-          headers: { 'retry-after': RETRY_AFTER_SECONDS },
-        });
+        const why =
+          pods.readyPods(projectId, appName).length === 0
+            ? `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`
+            : `The ready replicas of "${appName}" had no room for the call within its cold-start limit of ${limitMs / 1000} s (${perPod} calls at once each); retry shortly`;
+        throw new ProblemError(Problems.coldStartTimeout, why, { headers: { 'retry-after': RETRY_AFTER_SECONDS } });
       }
       held.waits.stop();
       const coldStartMs = performance.now() - arrivedAt;
