@@ -1,5 +1,6 @@
 // The holder's view of app pods: one watch of every Runlet pod (what a held call needs: name, IP, readiness),
-// and waiting — on the watch's events, with a bound — for an App's first ready pod.
+// and waiting — on the watch's events, with a bound — for an App's first ready pod; hold-slots.ts is told of
+// each pod that becomes ready, to hand it the calls it can admit.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { APP_LABEL } from '../crds/api-group.ts';
@@ -18,6 +19,8 @@ export class ReadyPods {
   readonly #watch: ResourceWatch<HeldPod>;
   /** Waiters by `namespace/app`. */
   readonly #waiters = new Map<string, Set<Waiter>>();
+  /** Told the `namespace/app` key of each pod that is ready (again) on an event. */
+  readonly #readyListeners = new Set<(key: string) => void>();
   #stopped = false;
 
   constructor(options: { api: KubeApi; logger: Logger; watchdogMs: number }) {
@@ -52,6 +55,21 @@ export class ReadyPods {
     await this.#watch.stop();
   }
 
+  /** Calls `listener` with the `namespace/app` key (kube/watch.ts objectKey) of each pod that an event shows ready. */
+  onReady(listener: (key: string) => void): void {
+    this.#readyListeners.add(listener);
+  }
+
+  /** Resolves once the pod cache is filled. */
+  whenSynced(): Promise<void> {
+    return this.#watch.whenSynced();
+  }
+
+  /** The App's ready pods in the cache now. */
+  readyPods(namespace: string, app: string): HeldPod[] {
+    return this.#watch.list().filter((pod) => pod.metadata?.namespace === namespace && pod.metadata.labels?.[APP_LABEL] === app && isReadyPod(pod));
+  }
+
   /** A ready pod of the App, if the cache has one now. */
   readyPod(namespace: string, app: string): HeldPod | undefined {
     return this.#watch.list().find((pod) => pod.metadata?.namespace === namespace && pod.metadata.labels?.[APP_LABEL] === app && isReadyPod(pod));
@@ -82,6 +100,7 @@ export class ReadyPods {
     if (app === undefined || !isReadyPod(pod)) return;
     const key = objectKey(pod.metadata?.namespace, app);
     for (const waiter of this.#waiters.get(key) ?? []) this.#settle(waiter, pod, key);
+    for (const listener of this.#readyListeners) listener(key);
   }
 
   #settle(waiter: Waiter, pod: HeldPod | null, key?: string): void {

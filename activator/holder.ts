@@ -1,7 +1,10 @@
 // The holder: where the Endpoints of an App at zero replicas point (endpoints.ts), so it receives exactly the
-// calls that found no replica. It authenticates them as a sidecar would, wakes the app (hold-wake.ts), and
-//   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
-//                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
+// calls that found no replica. It authenticates them as a sidecar would, takes a bounded place (hold-bounds.ts:
+// past a bound, 503 at once), wakes the app with the replicas its waiting calls need (hold-wake.ts), and
+//   sync / stream ─▶ reads the body, waits for a free slot on a ready pod (hold-slots.ts: at most
+//                    replica_concurrency of its calls per pod), bounded by the cold-start limit (beyond it
+//                    503 + Retry-After) ─▶ relays the call to that pod's sidecar (hold-proxy.ts); a refusal
+//                    made before the run started (503 over-capacity) is tried again within that limit
 //   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
 // Every hand-over carries the run id and the wait, signed with the App namespace's key (run-request/auth/held-run.ts),
 // for the run record.
@@ -11,9 +14,10 @@ import type { AddressInfo } from 'node:net';
 import { parse as parseQuery } from 'node:querystring';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { App } from '../crds/app-schema.ts';
+import type { App, AppSpec } from '../crds/app-schema.ts';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
+import { applyAppSpecDefaults } from '../crds/validate.ts';
 import type { KubeApi } from '../kube/client.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { HELD_RUN_HEADER, heldRunHeader } from '../run-request/auth/held-run.ts';
@@ -25,17 +29,23 @@ import { NO_OPTIONS, parseRunOptions } from '../run-request/run-options.ts';
 import { parseRunPath, pathOf } from '../run-request/run-path.ts';
 import { newRunId } from '../run-request/run-id.ts';
 import { SIDECAR_RUN_PORT, childName } from '../operator/render/names.ts';
+import { WaitingCalls, type HeldDemand } from '../operator/autoscaling/held-demand.ts';
+import { replicasForWaiting, scalingSettingsOf } from '../operator/autoscaling/settings.ts';
+import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
-import { relayCall, type ReplicaAddress } from './hold-proxy.ts';
-import { HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
-import { wakeDeployment } from './hold-wake.ts';
+import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
+import { callOfRecord, HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
+import { PodSlots } from './hold-slots.ts';
+import { Waker, wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
 /** The headers of an async call kept in its record: what the replica needs to run it as the caller asked. */
 const KEPT_HEADERS = ['authorization', 'content-type', 'accept', 'x-webhook-secret'] as const;
 const RETRY_AFTER_SECONDS = '5';
+/** The pause before a call a replica refused before its run (its queue full) is tried again. */
+const RELAY_RETRY_MS = 200;
 
 export interface HolderOptions {
   api: KubeApi;
@@ -63,6 +73,8 @@ export interface HolderOptions {
   staleClaimMs?: number;
   /** Told of each held call's outcome and wait (the operator's metrics). */
   metrics?: HolderMetrics;
+  /** What it may hold: calls per App, in all, and bytes of their bodies. Default DEFAULT_HOLD_LIMITS. */
+  limits?: Partial<HoldLimits>;
 }
 
 /** How a held call was called: the wait means different things for a caller that waits and one that does not. */
@@ -77,6 +89,8 @@ export interface HolderMetrics {
   accepted(namespace: string, app: string): void;
   /** An async call was dropped with no run recorded (hold-dispatch.ts). */
   dropped(namespace: string, app: string, why: DroppedWhy): void;
+  /** A call was refused at once for the holder's bounds (hold-bounds.ts): calls per App or in all, or body bytes. */
+  refused(namespace: string, app: string, mode: HeldMode): void;
 }
 
 export interface HolderStats {
@@ -88,13 +102,18 @@ export interface HolderStats {
   accepted: number;
   /** Async calls a replica accepted. */
   handedOver: number;
+  /** Calls refused at once for a bound of the holder (503 over-capacity, or request-buffer-full for the bodies' bytes). */
+  refused: number;
+  /** Attempts of sync and stream calls a replica refused before the run started, tried again. */
+  retried: number;
 }
 
-export interface Holder {
+/** `held` (HeldDemand): the scaler's `held`, the demand the autoscaler adds to the replicas' load. */
+export interface Holder extends HeldDemand {
   readonly url: string;
   readonly stats: HolderStats;
-  /** Calls to the App waiting here for a replica now (sync and stream calls, async calls not yet handed over): the scaler's `held`. */
-  held(namespace: string, appName: string): number;
+  /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
+  readonly calls: number;
   /** Hands over the held async calls found in the API server (a restarted holder's, or a dead replica's). */
   recover(): Promise<number>;
   close(): Promise<void>;
@@ -113,14 +132,29 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKeys } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
-  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0 };
+  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0 };
   const metrics = options.metrics;
+  const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
+  const slots = new PodSlots(pods);
   const records = new HeldRecords({ api, identity: options.identity, staleClaimMs: options.staleClaimMs ?? 5 * 60_000 });
-  const wake = (namespace: string, appName: string) =>
-    wakeDeployment(api, namespace, appName).then((woke) => {
-      if (woke) logger.info({ app: `${namespace}/${appName}` }, 'holder: woke the app (replicas 0 → 1)');
-    });
+  /** Calls waiting for a replica: the demand signal (Holder.held). */
+  const waiting = new WaitingCalls();
+  const waker = new Waker((namespace, deployment, replicas) =>
+    wakeDeployment(api, namespace, deployment, replicas).then((from) => {
+      if (from !== null) logger.info({ app: `${namespace}/${deployment}`, from, to: replicas }, `holder: woke the app (replicas ${from} → ${replicas})`);
+    }),
+  );
+  /**
+   * While no pod of the App is ready, asks for the replicas its waiting calls need (never fewer than asked
+   * already); once one is, the autoscaler decides, fed the waiting calls as demand.
+   */
+  async function wake(namespace: string, appName: string): Promise<void> {
+    const app = apps.get(namespace, appName);
+    if (app === undefined || pods.readyPods(namespace, appName).length > 0) return;
+    const scaling = scalingSettingsOf((applyAppSpecDefaults(app.spec) as AppSpec).scaling);
+    await waker.wake(namespace, childName(app), replicasForWaiting(waiting.held(namespace, appName), scaling));
+  }
   const dispatcher = createDispatcher({
     apps,
     appsSynced: options.appsSynced,
@@ -139,21 +173,28 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     },
   });
   const handOvers = new Set<Promise<void>>();
-  /** `namespace/app` → calls waiting for a replica. */
-  const waiting = new Map<string, number>();
-  function counted<T>(namespace: string, appName: string, work: Promise<T>): Promise<T> {
-    const key = `${namespace}/${appName}`;
-    waiting.set(key, (waiting.get(key) ?? 0) + 1);
-    return work.finally(() => {
-      const left = (waiting.get(key) ?? 1) - 1;
-      if (left === 0) waiting.delete(key);
-      else waiting.set(key, left);
-    });
-  }
-  function handOver(record: Parameters<typeof dispatcher.handOver>[0]): void {
+  /** Hands an async call's record over; its place and its body's bytes are the holder's until then. */
+  function handOver(record: Parameters<typeof dispatcher.handOver>[0], place: HeldPlace, bodyBytes: number): void {
+    const namespace = record.metadata?.namespace ?? '';
     const appName = record.metadata?.labels?.[HELD_CALL_LABEL] ?? '';
-    const pending = counted(record.metadata?.namespace ?? '', appName, dispatcher.handOver(record)).finally(() => handOvers.delete(pending));
+    const stopWaiting = waiting.start(namespace, appName);
+    const pending = dispatcher
+      .handOver(record)
+      .finally(() => {
+        stopWaiting();
+        place.release();
+        bounds.bodies.give(bodyBytes);
+        handOvers.delete(pending);
+      });
     handOvers.add(pending);
+  }
+
+  /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
+  async function readBody(request: IncomingMessage): Promise<Buffer> {
+    const body = await readLimitedBody(request, { limitBytes: DEFAULT_BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: bounds.bodies });
+    // readLimitedBody gives back what it took once the body is whole; it is kept here until handed over.
+    bounds.bodies.takeAnyway(body.length);
+    return body;
   }
 
   async function hold(request: IncomingMessage, response: ServerResponse, runId: string): Promise<void> {
@@ -173,41 +214,137 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     if (app === undefined) throw new ProblemError(Problems.appNotFound, `No app named "${appName}" in project "${projectId}"`);
     const queryStart = url.indexOf('?');
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
+    const mode: HeldMode = runOptions.async ? 'async' : acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
+    const place = countingRefusals(mode, projectId, appName, () => bounds.take(projectId, appName));
 
     if (runOptions.async) {
-      const body = await readLimitedBody(request, { limitBytes: DEFAULT_BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
+      let body: Buffer;
+      try {
+        body = await countingRefusals(mode, projectId, appName, () => readBody(request));
+      } catch (error) {
+        place.release();
+        throw error;
+      }
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = request.headers[name];
         if (typeof value === 'string') headers[name] = value;
       }
       const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now() };
-      const record = await records.save(call);
+      let record: Awaited<ReturnType<typeof records.save>>;
+      try {
+        record = await records.save(call);
+      } catch (error) {
+        place.release();
+        bounds.bodies.give(body.length);
+        throw error;
+      }
       stats.accepted += 1;
       metrics?.accepted(projectId, appName);
       response.writeHead(202, { 'content-type': 'application/json', 'x-request-id': runId });
       response.end(JSON.stringify({ run_id: runId }));
-      handOver(record);
+      handOver(record, place, body.length);
       return;
     }
 
-    await wake(projectId, childName(app));
-    const limitMs = coldStartTimeoutMs(app);
-    const pod = await counted(projectId, appName, pods.waitForReadyPod(projectId, appName, Math.max(0, limitMs - (performance.now() - arrivedAt))));
-    const mode: HeldMode = acceptsEventStream(request.headers.accept) ? 'stream' : 'sync';
-    if (pod === null) {
-      stats.timedOut += 1;
-      metrics?.timedOut(projectId, appName, mode);
-      throw new ProblemError(Problems.coldStartTimeout, `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`, {
-        headers: { 'retry-after': RETRY_AFTER_SECONDS },
-      });
+    const waits = { stop: waiting.start(projectId, appName) };
+    let bodyBytes = 0;
+    try {
+      // Read while the app starts; a failed wake is the call's failure, once its body has arrived (caught here
+      // meanwhile: a rejection nobody awaits yet would end the process).
+      const woken = wake(projectId, appName).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      const body = await countingRefusals(mode, projectId, appName, () => readBody(request));
+      bodyBytes = body.length;
+      const wakeFailed = await woken;
+      if (wakeFailed !== null) throw wakeFailed;
+      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits });
+    } finally {
+      waits.stop();
+      place.release();
+      bounds.bodies.give(bodyBytes);
     }
-    const coldStartMs = performance.now() - arrivedAt;
-    stats.relayed += 1;
-    metrics?.handedOver(projectId, appName, mode, coldStartMs);
-    // The body streams through, so the header signs none: it vouches for the run id and wait of this call, by this caller.
-    const line = { method: request.method ?? 'POST', url, authorization: request.headers.authorization };
-    await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) });
+  }
+
+  /** `step`'s result; a refusal for the holder's bounds (a place, or its body's bytes) counted as such. */
+  function countingRefusals<T>(mode: HeldMode, namespace: string, appName: string, step: () => T): T {
+    const refused = (error: unknown) => {
+      if (error instanceof ProblemError && (error.spec === Problems.overCapacity || error.spec === Problems.requestBufferFull)) {
+        stats.refused += 1;
+        metrics?.refused(namespace, appName, mode);
+      }
+      throw error;
+    };
+    try {
+      const result = step();
+      return (result instanceof Promise ? result.catch(refused) : result) as T;
+    } catch (error) {
+      return refused(error);
+    }
+  }
+
+  interface HeldRelay {
+    runId: string;
+    projectId: string;
+    appName: string;
+    app: App;
+    arrivedAt: number;
+    mode: HeldMode;
+    body: Buffer;
+    /** Ends the call's count as waiting (Holder.held): while it is on a pod, it is that pod's load, not demand here. */
+    waits: { stop(): void };
+  }
+
+  /**
+   * Relays a held sync or stream call to a free slot of a ready pod, trying again after a refusal made before the
+   * run started, until its App's cold-start limit.
+   */
+  async function relayWithinLimit(request: IncomingMessage, response: ServerResponse, held: HeldRelay): Promise<void> {
+    const { runId, projectId, appName, app, arrivedAt, mode } = held;
+    const limitMs = coldStartTimeoutMs(app);
+    const spec = applyAppSpecDefaults(app.spec) as AppSpec;
+    const perPod = spec.scaling.replicaConcurrency;
+    // A Python app's problem answers are its sidecar's; a custom app's may be its own server's, after its run.
+    const sidecarAnswers = spec.runtime.custom === undefined;
+    const gone = new AbortController();
+    response.once('close', () => gone.abort());
+    let lastRefusal: Refusal | null = null;
+    for (;;) {
+      const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), gone.signal);
+      if (slot === null) {
+        if (gone.signal.aborted) return;
+        if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
+        stats.timedOut += 1;
+        metrics?.timedOut(projectId, appName, mode);
+        const why =
+          pods.readyPods(projectId, appName).length === 0
+            ? `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`
+            : `The ready replicas of "${appName}" had no room for the call within its cold-start limit of ${limitMs / 1000} s (${perPod} calls at once each); retry shortly`;
+        throw new ProblemError(Problems.coldStartTimeout, why, { headers: { 'retry-after': RETRY_AFTER_SECONDS } });
+      }
+      held.waits.stop();
+      const coldStartMs = performance.now() - arrivedAt;
+      // The body is sent whole, but unsigned (-) as a streamed one would be: it vouches for the run id and wait of this call, by this caller.
+      const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
+      const extra = { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) };
+      try {
+        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra, sidecarAnswers);
+        if (outcome.answered) {
+          stats.relayed += 1;
+          metrics?.handedOver(projectId, appName, mode, coldStartMs);
+          return;
+        }
+        lastRefusal = outcome.refusal ?? lastRefusal;
+      } finally {
+        slot.release();
+      }
+      held.waits.stop = waiting.start(projectId, appName);
+      stats.retried += 1;
+      logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
+      await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
+    }
   }
 
   const server: Server = createServer((request, response) => {
@@ -233,7 +370,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   return {
     url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
     stats,
-    held: (namespace, appName) => waiting.get(`${namespace}/${appName}`) ?? 0,
+    held: (namespace, appName) => waiting.held(namespace, appName),
+    get calls() {
+      return bounds.calls;
+    },
     async recover() {
       const found = await records.claimable();
       let claimed = 0;
@@ -241,12 +381,16 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         const mine = await records.claim(record);
         if (mine === null) continue;
         claimed += 1;
-        handOver(mine);
+        // Accepted already (its caller has its 202): held past the bounds if need be, never refused now.
+        const call = callOfRecord(mine);
+        bounds.bodies.takeAnyway(call.body.length);
+        handOver(mine, bounds.takeAnyway(call.namespace, call.appName), call.body.length);
       }
       return claimed;
     },
     async close() {
       dispatcher.stop();
+      slots.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await pods.stop();

@@ -23,6 +23,7 @@ import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { ensureHolderKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import type { HoldLimits } from './hold-bounds.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
 import { HeldCallMetrics } from './metrics.ts';
 
@@ -40,6 +41,8 @@ export interface ActivatorConfig {
   watchdogMs: number;
   /** How long /ready says 503 before the holder closes on stop. */
   drainMs: number;
+  /** The holder's bounds (hold-bounds.ts); absent ones take their defaults. */
+  limits?: Partial<HoldLimits>;
 }
 
 export interface ActivatorOptions extends Partial<Pick<HolderOptions, 'replicaAddress' | 'coldStartTimeoutMs' | 'retryDelayMs'>> {
@@ -113,6 +116,7 @@ export function createActivator(options: ActivatorOptions): Activator {
         replicaAddress: options.replicaAddress,
         coldStartTimeoutMs: options.coldStartTimeoutMs,
         retryDelayMs: options.retryDelayMs,
+        limits: config.limits,
         metrics: metrics.holder,
       });
       // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.

@@ -12,7 +12,7 @@ export class HeldCallMetrics {
   constructor(registry: Registry) {
     this.calls = new Counter({
       name: 'runlet_holder_calls_total',
-      help: 'Calls to Apps at zero replicas taken by this holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers).',
+      help: 'Calls to Apps at zero replicas taken by this holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers), refused (503 at once: the holder held as many calls, or body bytes, as its bounds allow).',
       labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
       registers: [registry],
     });
@@ -32,6 +32,7 @@ export class HeldCallMetrics {
       timedOut: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'timed_out' }),
       accepted: (namespace, app) => calls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
       dropped: (namespace, app, why) => calls.inc({ namespace, app, mode: 'async', outcome: why }),
+      refused: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'refused' }),
     };
   }
 }

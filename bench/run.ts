@@ -23,6 +23,7 @@ import { ASYNC_FIGURES, measureAsync } from './scenarios/async.ts';
 import { DEV_FIGURES, measureDev } from './scenarios/dev.ts';
 import { BURST_FIGURES, measureBurst } from './scenarios/burst.ts';
 import { COLD_START_FIGURES, measureColdStart } from './scenarios/cold-start.ts';
+import { HOLDER_MEMORY_FIGURES, measureHolderMemory } from './scenarios/holder-memory.ts';
 import { measureOperator, OPERATOR_FIGURES } from './scenarios/operator.ts';
 import { measureMemory, MEMORY_FIGURES } from './scenarios/memory.ts';
 import { measurePythonRuntime, PYTHON_RUNTIME_FIGURES } from './scenarios/python-runtime.ts';
@@ -64,11 +65,13 @@ const SCENARIOS: Scenario[] = [
 
 /**
  * In this order, after the rounds: the operator at scale (see scenarios/operator.ts), then autoscaling on the
- * tests' local cluster — scale to zero's cold start through the holder, and a burst's scale-up.
+ * tests' local cluster — scale to zero's cold start through the holder, the holder's memory under held calls
+ * (on the in-memory API server alone), and a burst's scale-up.
  */
 const ONCE_SCENARIOS: OnceScenario[] = [
   { name: 'operator', figures: OPERATOR_FIGURES, measure: measureOperator },
   { name: 'coldstart', figures: COLD_START_FIGURES, measure: () => measureColdStart() },
+  { name: 'holder-memory', figures: HOLDER_MEMORY_FIGURES, measure: () => measureHolderMemory() },
   { name: 'burst', figures: BURST_FIGURES, measure: () => measureBurst() },
 ];
 

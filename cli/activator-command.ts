@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { createActivator } from '../activator/main.ts';
+import { DEFAULT_HOLD_LIMITS } from '../activator/hold-bounds.ts';
 import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
@@ -25,6 +26,11 @@ Options (environment variable in brackets); flags override the environment:
   --key-namespace NS              namespace of the holder key Secret (default: POD_NAMESPACE, else default) [RUNLET_HOLDER_KEY_NAMESPACE]
   --key-secret NAME               the holder key Secret, made when missing (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]
   --drain-seconds S               on SIGTERM, /ready answers 503 this long before the holder closes (default 5) [RUNLET_ACTIVATOR_DRAIN_SECONDS]
+  --max-calls-per-app N           calls to one App held while it starts; more get 503 over-capacity at once
+                                  (default 250) [RUNLET_ACTIVATOR_MAX_CALLS_PER_APP]
+  --max-calls N                   calls to all Apps together held here (default 1000) [RUNLET_ACTIVATOR_MAX_CALLS]
+  --max-body-mib N                MiB of held calls' bodies kept here; a body past them gets 503
+                                  request-buffer-full at once (default 64) [RUNLET_ACTIVATOR_MAX_BODY_MIB]
   --watchdog-seconds S            restart the App watch after this long without an event or bookmark (default 120) [RUNLET_WATCHDOG_SECONDS]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
@@ -36,6 +42,7 @@ stay recorded for another replica; sync and stream calls still waiting for a pod
 It authenticates callers as the sidecars do, from the same options and variables:
 ${ISSUER_AUTH_USAGE}`;
 
+const MIB = 1024 * 1024;
 const OPTIONS = {
   host: { env: ['RUNLET_ACTIVATOR_HOST'], default: '0.0.0.0' },
   port: { env: ['RUNLET_ACTIVATOR_PORT'], default: '8090' },
@@ -45,6 +52,9 @@ const OPTIONS = {
   'key-namespace': { env: ['RUNLET_HOLDER_KEY_NAMESPACE', 'POD_NAMESPACE'], default: 'default' },
   'key-secret': { env: ['RUNLET_HOLDER_KEY_SECRET'], default: 'runlet-holder-key' },
   'drain-seconds': { env: ['RUNLET_ACTIVATOR_DRAIN_SECONDS'], default: '5' },
+  'max-calls-per-app': { env: ['RUNLET_ACTIVATOR_MAX_CALLS_PER_APP'], default: String(DEFAULT_HOLD_LIMITS.callsPerApp) },
+  'max-calls': { env: ['RUNLET_ACTIVATOR_MAX_CALLS'], default: String(DEFAULT_HOLD_LIMITS.calls) },
+  'max-body-mib': { env: ['RUNLET_ACTIVATOR_MAX_BODY_MIB'], default: String(DEFAULT_HOLD_LIMITS.bodyBytes / MIB) },
   'watchdog-seconds': { env: ['RUNLET_WATCHDOG_SECONDS'], default: '120' },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
@@ -66,6 +76,11 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
   if (!LOG_LEVELS.includes(level)) throw new CliError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${level}"`, 2);
   const drain = option('drain-seconds')!;
   const drainMs = drain === '0' ? 0 : parseSecondsFlag('drain-seconds', drain, MAX_DRAIN_SECONDS);
+  const count = (name: 'max-calls-per-app' | 'max-calls' | 'max-body-mib'): number => {
+    const value = option(name)!;
+    if (!/^[1-9]\d{0,6}$/.test(value)) throw new CliError(`--${name} must be a whole number from 1 to 9999999, got "${value}"`, 2);
+    return Number(value);
+  };
   const config = {
     host: option('host')!,
     port: port('port'),
@@ -74,6 +89,7 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
     identity: option('identity')!,
     keySecret: { namespace: option('key-namespace')!, name: option('key-secret')! },
     drainMs,
+    limits: { callsPerApp: count('max-calls-per-app'), calls: count('max-calls'), bodyBytes: count('max-body-mib') * MIB },
     watchdogMs: parseSecondsFlag('watchdog-seconds', option('watchdog-seconds')!, 3600),
   };
   const logger = createLogger({ name: 'runlet-activator', level });

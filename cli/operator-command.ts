@@ -38,6 +38,11 @@ Options (environment variable in brackets); flags override the environment, whic
                                   replica; external: runlet activator pods hold them, this operator holds none) [RUNLET_HOLDER]
   --holder-host ADDRESS           address of the holder (default 0.0.0.0) [RUNLET_HOLDER_HOST]
   --holder-port N                 port of the holder (default 8090) [RUNLET_HOLDER_PORT]
+  --holder-max-calls-per-app N    calls to one App the holder takes while it starts; more get 503 over-capacity at
+                                  once (default 250) [RUNLET_HOLDER_MAX_CALLS_PER_APP]
+  --holder-max-calls N            calls to all Apps together the holder takes (default 1000) [RUNLET_HOLDER_MAX_CALLS]
+  --holder-max-body-mib N         MiB of held calls' bodies the holder keeps; a body past them gets 503
+                                  request-buffer-full at once (default 64) [RUNLET_HOLDER_MAX_BODY_MIB]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
                                   (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
@@ -65,6 +70,9 @@ const OPTIONS = {
   holder: { env: ['RUNLET_HOLDER'] },
   'holder-host': { env: ['RUNLET_HOLDER_HOST'] },
   'holder-port': { env: ['RUNLET_HOLDER_PORT'] },
+  'holder-max-calls-per-app': { env: ['RUNLET_HOLDER_MAX_CALLS_PER_APP'] },
+  'holder-max-calls': { env: ['RUNLET_HOLDER_MAX_CALLS'] },
+  'holder-max-body-mib': { env: ['RUNLET_HOLDER_MAX_BODY_MIB'] },
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
   ...ISSUER_AUTH_OPTIONS,
@@ -167,7 +175,14 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     imagePullSecrets: pullSecrets === undefined ? undefined : pullSecrets.split(',').map((name) => ({ name: name.trim() })).filter(({ name }) => name !== ''),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
     server: { host: option('host'), port: integer('port') },
-    holder: { ...holderMode(), host: option('holder-host'), port: integer('holder-port') },
+    holder: {
+      ...holderMode(),
+      host: option('holder-host'),
+      port: integer('holder-port'),
+      maxHeldCallsPerApp: integer('holder-max-calls-per-app'),
+      maxHeldCalls: integer('holder-max-calls'),
+      maxHeldBodyMiB: integer('holder-max-body-mib'),
+    },
     workers: integer('workers'),
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,

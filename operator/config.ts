@@ -6,7 +6,9 @@ import { hostname } from 'node:os';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { parse as parseYaml } from 'yaml';
+import { DEFAULT_HOLD_LIMITS } from '../activator/hold-bounds.ts';
 
+const MIB = 1024 * 1024;
 const Seconds = (description: string) => Type.Number({ exclusiveMinimum: 0, description });
 const Image = (description: string) => Type.String({ minLength: 1, description });
 const StrictObject = <T extends Record<string, TSchema>>(properties: T) => Type.Object(properties, { additionalProperties: false });
@@ -51,6 +53,9 @@ export const HolderConfigSchema = StrictObject({
     minLength: 1,
     description: 'Secret in serviceNamespace holding the key the holder signs hand-overs with; created with a random key when missing, copied into app namespaces.',
   }),
+  maxHeldCallsPerApp: Type.Integer({ minimum: 1, description: 'Calls to one App each holder takes while it starts (waiting, or relayed and not yet answered); more are refused at once, 503 over-capacity.' }),
+  maxHeldCalls: Type.Integer({ minimum: 1, description: 'Calls to all Apps together each holder takes; more are refused at once, 503 over-capacity.' }),
+  maxHeldBodyMiB: Type.Integer({ minimum: 1, description: 'MiB of held calls’ bodies each holder keeps, all Apps together; a body past them is refused at once, 503 request-buffer-full.' }),
 });
 
 const Labels = Type.Record(Type.String({ minLength: 1 }), Type.String());
@@ -140,7 +145,18 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
-    holder: { enabled: true, inOperator: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
+    holder: {
+      enabled: true,
+      inOperator: true,
+      host: '0.0.0.0',
+      port: 8090,
+      serviceNamespace: env.POD_NAMESPACE || 'default',
+      serviceName: 'runlet-holder',
+      keySecretName: 'runlet-holder-key',
+      maxHeldCallsPerApp: DEFAULT_HOLD_LIMITS.callsPerApp,
+      maxHeldCalls: DEFAULT_HOLD_LIMITS.calls,
+      maxHeldBodyMiB: DEFAULT_HOLD_LIMITS.bodyBytes / MIB,
+    },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,

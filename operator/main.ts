@@ -391,6 +391,7 @@ export function createOperator(options: OperatorOptions): Operator {
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,
+          limits: { callsPerApp: config.holder.maxHeldCallsPerApp, calls: config.holder.maxHeldCalls, bodyBytes: config.holder.maxHeldBodyMiB * 1024 * 1024 },
           metrics: metrics.held.holder,
         });
         // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.

@@ -8,7 +8,9 @@
 //
 // A held call is a backlog, not a rate, and how long a backlog lasts depends on how long calls take, which
 // nobody knows before a replica has served one. So:
-//   - from zero, ask for one replica (or minReplicas), however many calls wait;
+//   - from zero, ask for the replicas the calls waiting now need, ceil(waiting ÷ target) within maxReplicas (the
+//     holder asks so itself, settings.ts replicasForWaiting): a count of calls waiting at one moment, never an
+//     average that grows for as long as the start lasts, and no panic while none is ready;
 //   - when it is ready, remember the backlog B (the most calls that waited) and, for one panic window, count
 //     only the load above what is left of it. What is left shrinks to the lowest load seen since (a backlog
 //     only drains; calls beyond it are new load), so a backlog worked off within the window never counts,
@@ -18,8 +20,8 @@
 //     comes (a replica writes its load at most once a second), the zero load of no report drains nothing;
 //   - after that window, count the load in full: a backlog that one replica could not work off in a panic
 //     window is load that needs more replicas, and gets them then.
-// The price: a burst at zero that really needs several replicas gets them one panic window (6 s) after the
-// first replica is ready, rather than at the cold start. With requests_per_second the backlog, counted in
+// The price: a burst at zero larger than its waiting calls showed (more calls come once a replica is ready)
+// gets the rest of its replicas one panic window (6 s) after the first is ready. With requests_per_second the backlog, counted in
 // calls, is discounted from the calls started per second; calls drained within a second count as B per second.
 
 /** What the replicas' reports say at one moment, beside the load being counted. */

@@ -108,30 +108,37 @@ describe('cold start from zero', () => {
     return second === readySecond + 1 ? { requestsPerSecond: calls - 10 } : {};
   };
 
-  it('starts one replica for 30 calls one replica serves in 300 ms, and goes back to zero after the cooldown', () => {
+  it('starts ceil(30 ÷ 10) = 3 replicas for 30 waiting calls, never more though the backlog reaches them at once (serving#4344), and goes back to zero after the cooldown', () => {
     const sim = new Simulation(settingsOf({ minReplicas: 0 }), { replicas: 0 });
     const decisions = sim.run(120, coldBurst(sim, 30, false));
-    expect(decisions[0]).toMatchObject({ desiredReplicas: 1, mode: 'cold', reason: 'ColdStart' });
-    expect(decisions[1]).toMatchObject({ desiredReplicas: 1, mode: 'cold', reason: 'WaitingForReady' });
-    expect(decisions[3]).toMatchObject({ desiredReplicas: 1, mode: 'cold', reason: 'ColdStartBacklog' });
-    expect(Math.max(...desired(decisions))).toBe(1);
+    expect(decisions[0]).toMatchObject({ desiredReplicas: 3, mode: 'cold', reason: 'ColdStart' });
+    expect(decisions[1]).toMatchObject({ desiredReplicas: 3, mode: 'cold', reason: 'WaitingForReady' });
+    expect(decisions[3]).toMatchObject({ desiredReplicas: 3, mode: 'cold', reason: 'ColdStartBacklog' });
+    expect(Math.max(...desired(decisions))).toBe(3);
+    expect(decisions.some((decision) => decision.mode === 'panic')).toBe(false);
     // Ready at 3 s, the last calls started by the sample at 4 s: to zero a cooldown (60 s) after.
     const zeroAt = desired(decisions).indexOf(0, 1);
     expect(zeroAt).toBe(4 + 60);
     expect(decisions[zeroAt]).toMatchObject({ mode: 'idle', reason: 'IdleToZero' });
   });
 
-  it('gives a burst at zero that one replica cannot work off its replicas one panic window after the first is ready', () => {
+  it('gives a burst at zero the replicas its waiting calls need from the start, and keeps them while its load lasts', () => {
     const sim = new Simulation(settingsOf({ minReplicas: 0 }), { replicas: 0 });
     const decisions = sim.run(30, coldBurst(sim, 30, true));
-    const firstReady = (sim.readyAt[0]! - T0) / SECOND;
-    expect(Math.max(...desired(decisions.slice(0, firstReady + 6)))).toBe(1);
-    // Counted in full from the end of the panic window, it sets off panic mode within a few seconds.
-    const three = desired(decisions).indexOf(3);
-    expect(three).toBeGreaterThan(firstReady + 6);
-    expect(three).toBeLessThanOrEqual(firstReady + 6 + 6);
-    expect(decisions[three]).toMatchObject({ mode: 'panic', reason: 'PanicBurst' });
-    expect(Math.max(...desired(decisions))).toBe(3);
+    expect(desired(decisions).every((replicas) => replicas === 3)).toBe(true);
+  });
+
+  it('raises a start from zero as more calls wait before a replica is ready, within maxReplicas, and never lowers it then', () => {
+    // replica_concurrency 4 at 70 %: 2.8 calls per replica.
+    const autoscaler = new AppAutoscaler(settingsOf({ minReplicas: 0, maxReplicas: 5, replicaConcurrency: 4, scalingTarget: 70 }), { now: T0, deployment: { replicas: 0, readyReplicas: 0 } });
+    const step = (second: number, held: number, replicas: number) => {
+      autoscaler.observe({ at: T0 + second * SECOND, replicasReporting: 0, readyReplicas: 0, inFlight: 0, peakCalls: 0, queued: 0, requestsPerSecond: 0, held });
+      return autoscaler.decide(T0 + second * SECOND, { replicas, readyReplicas: 0 });
+    };
+    expect(step(0, 5, 0)).toMatchObject({ desiredReplicas: 2, reason: 'ColdStart' });
+    expect(step(1, 8, 2)).toMatchObject({ desiredReplicas: 3, reason: 'WaitingForReady' });
+    expect(step(2, 50, 3)).toMatchObject({ desiredReplicas: 5, reason: 'WaitingForReady' });
+    expect(step(3, 1, 5)).toMatchObject({ desiredReplicas: 5, reason: 'WaitingForReady' });
   });
 
   it('keeps minReplicas 0 at zero while no call waits', () => {

@@ -7,12 +7,13 @@
 //     until a stable window passed without that condition;
 //   scale down only to the most any decision of the last `cooldown` wanted (Knative's scale-down delay);
 //   to zero (minReplicas 0) only after `cooldown` without any call, counted from when a replica was ready;
-//   from zero, one replica, and its start's backlog is not new load (decide-backlog.ts);
+//   from zero, ceil(calls waiting now ÷ target) replicas, raised while more wait before one is ready, and that
+//     start's backlog is not new load once one is (decide-backlog.ts);
 //   a start from zero that no replica answers within the wake deadline goes back to zero once no call waits;
 //   always within [minReplicas, maxReplicas].
 import { ColdStartBacklog } from './decide-backlog.ts';
 import type { DeploymentScale, LoadSample, ScalingDecision, ScalingMode, ScalingReason } from './decide-types.ts';
-import { BUCKET_MS, type ScalingSettings } from './settings.ts';
+import { BUCKET_MS, replicasForWaiting, type ScalingSettings } from './settings.ts';
 import { AveragingWindow, MaxWindow } from './windows.ts';
 
 /**
@@ -108,11 +109,12 @@ export class AppAutoscaler {
     const atZero = deployment.replicas === 0 && deployment.readyReplicas === 0 && (this.#latest?.readyReplicas ?? 0) === 0;
     const goingToZero = this.#phase.kind === 'warm' || (this.#phase.kind === 'waking' && this.#phase.givenUp === true);
     if (goingToZero && atZero) this.#phase = { kind: 'zero' };
-    const { minReplicas, maxReplicas } = this.#settings;
-    const firstReplicas = clamp(Math.max(1, minReplicas), minReplicas, maxReplicas);
+    const { minReplicas } = this.#settings;
+    const held = this.#latest?.held ?? 0;
+    // The replicas the calls waiting now need: what a start from zero asks for, and raises to while none is ready.
+    const firstReplicas = replicasForWaiting(held, this.#settings);
     switch (this.#phase.kind) {
       case 'zero': {
-        const held = this.#latest?.held ?? 0;
         // Replicas asked for by someone else while at zero: a holder that woke the app for the calls it holds
         // (another operator replica's, whose count this one does not see). A start like any other.
         if (deployment.replicas > 0) {
@@ -145,6 +147,7 @@ export class AppAutoscaler {
       waking.givenUp = true;
       return this.#decision(0, 'idle', 'NeverReady', `no replica ready ${Math.floor(wakingMs / 1000)} s after the start from zero, and no call waits: back to zero`);
     }
+    // Calls that came during the start are demand too; none is removed before one has served.
     const keep = clamp(Math.max(firstReplicas, deployment.replicas), minReplicas, maxReplicas);
     return this.#decision(keep, 'cold', 'WaitingForReady', `${keep} replicas starting, none ready yet; ${held} calls wait`);
   }

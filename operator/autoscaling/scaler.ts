@@ -11,6 +11,7 @@ import { metaTime, resourcePath } from '../../kube/objects.ts';
 import { objectKey } from '../../kube/watch.ts';
 import { childName } from '../render/names.ts';
 import type { AppLoad } from './app-load.ts';
+import type { HeldDemand } from './held-demand.ts';
 import { AppAutoscaler, type DeploymentScale, type LoadSample, type ScalingDecision } from './decide.ts';
 import { autoscales, type ScaledDeployment } from './replicas-owner.ts';
 import { scalingSettingsOf, type ScalingSettings } from './settings.ts';
@@ -33,8 +34,8 @@ export interface ScalerOptions {
   deployments: { get(namespace: string, name: string): ScaledDeployment | undefined };
   /** What the replicas' sidecars report (app-load.ts). */
   loads: { get(namespace: string, app: string): AppLoad };
-  /** Calls waiting for a replica at the scale-to-zero holder. Default none. */
-  held?(namespace: string, app: string): number;
+  /** Calls waiting for a replica at the scale-to-zero holder (held-demand.ts). Default none. */
+  held?: HeldDemand['held'];
   /** Knative's stable window (the panic window is a tenth of it). Default 60 s; tests shorten it. */
   stableWindowMs?: number;
   /**

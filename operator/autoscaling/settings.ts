@@ -31,6 +31,11 @@ export interface ScalingSettings {
   metric: ScalingMetric;
   /** The load one replica should carry: calls in flight and queued, or requests per second. Above 0. */
   targetPerReplica: number;
+  /**
+   * The calls waiting at zero one replica is asked for (replicasForWaiting): the target in calls, whatever the
+   * metric — requests per second count no waiting call, so with that metric it is replicaConcurrency.
+   */
+  waitingPerReplica: number;
   cooldownMs: number;
   coldStartTimeoutMs: number;
   stableWindowMs: number;
@@ -41,15 +46,27 @@ export interface ScalingSettings {
 /** The autoscaler's settings of a valid (defaulted) App's `spec.scaling`. */
 export function scalingSettingsOf(scaling: AppScaling): ScalingSettings {
   const target = scaling.scalingTarget ?? DEFAULT_SCALING_TARGET[scaling.scalingMetric];
+  const concurrencyTarget = (scaling.replicaConcurrency * target) / 100;
   return {
     minReplicas: scaling.minReplicas,
     maxReplicas: scaling.maxReplicas,
     metric: scaling.scalingMetric,
-    targetPerReplica: scaling.scalingMetric === 'concurrency_utilization' ? (scaling.replicaConcurrency * target) / 100 : target,
+    targetPerReplica: scaling.scalingMetric === 'concurrency_utilization' ? concurrencyTarget : target,
+    waitingPerReplica: scaling.scalingMetric === 'concurrency_utilization' ? concurrencyTarget : scaling.replicaConcurrency,
     cooldownMs: scaling.cooldown * 1000,
     coldStartTimeoutMs: scaling.coldStartTimeout * 1000,
     stableWindowMs: STABLE_WINDOW_MS,
     panicWindowMs: PANIC_WINDOW_MS,
     panicThreshold: PANIC_THRESHOLD,
   };
+}
+
+/**
+ * The replicas a start from zero asks for while `waiting` calls wait for one: ceil(waiting ÷ the target in
+ * calls), within [max(1, minReplicas), maxReplicas]. Calls waiting now, not an average over a window: a backlog
+ * that grew during a slow start is not taken for a rate (Knative serving#4344, docs/scale-to-zero.md).
+ */
+export function replicasForWaiting(waiting: number, settings: Pick<ScalingSettings, 'minReplicas' | 'maxReplicas' | 'waitingPerReplica'>): number {
+  const needed = Math.ceil(waiting / settings.waitingPerReplica);
+  return Math.min(settings.maxReplicas, Math.max(1, settings.minReplicas, needed));
 }

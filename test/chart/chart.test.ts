@@ -141,6 +141,9 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       serviceNamespace: RELEASE.namespace,
       serviceName: 'runlet-holder',
       keySecretName: 'runlet-holder-key',
+      maxHeldCallsPerApp: 250,
+      maxHeldCalls: 1000,
+      maxHeldBodyMiB: 64,
     });
     const service = objectOf<V1Service>(chart, 'Service', config.holder.serviceName);
     expect(service.metadata!.namespace).toBe(config.holder.serviceNamespace);

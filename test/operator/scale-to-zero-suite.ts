@@ -167,6 +167,38 @@ export function scaleToZeroSuite(cluster: () => ScaleToZeroCluster): void {
       await waitFor(() => zero.pointsAtPods(), { ...ZERO_WAIT, what: 'the Endpoints back on the pod' });
     }, TEST_TIMEOUT_MS);
 
+    it('a burst of 50 sync calls at zero (replica_concurrency 4, at most 5 replicas) is answered 200 for every call; the wake asks for the 5 replicas they need at once', async () => {
+      const burst = await ZeroApp.apply(cluster(), zero.hello.namespace, { name: 'burst', scaling: { maxReplicas: 5, replicaConcurrency: 4, coldStartTimeout: 150 } });
+      try {
+        await burst.atZero();
+        // The most replicas the Deployment was asked for, followed while the calls are held.
+        let mostAsked = 0;
+        let burstOver = false;
+        const following = (async () => {
+          while (!burstOver) {
+            mostAsked = Math.max(mostAsked, (await burst.hello.deployment())?.spec?.replicas ?? 0);
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+        })();
+        const answers = await Promise.all(
+          Array.from({ length: 50 }, async (_, index) => {
+            const answer = await burst.call('run', { body: { name: `caller ${index}` } });
+            return { status: answer.status, body: await answer.text() };
+          }),
+        ).finally(() => (burstOver = true));
+        await following;
+        // Within the holder's bounds (250 calls per App by default): none refused, none timed out.
+        expect(answers.filter((answer) => answer.status !== 200)).toEqual([]);
+        expect(answers.map((answer) => (JSON.parse(answer.body) as { result: { greeting: string } }).result.greeting).sort()).toEqual(
+          Array.from({ length: 50 }, (_, index) => `Hello, caller ${index}!`).sort(),
+        );
+        // ceil(50 ÷ 2.8 calls per replica) within maxReplicas: asked before any replica was ready, not one by one.
+        expect(mostAsked).toBe(5);
+      } finally {
+        await burst.close();
+      }
+    }, 2 * TEST_TIMEOUT_MS);
+
     it('a stream call at zero is held, then streams its events as they are yielded', async () => {
       await zero.atZero();
       const answer = await zero.call('count', { body: { n: 3, pause: 0.05 }, headers: { accept: 'text/event-stream' } });

@@ -42,7 +42,8 @@ beforeAll(async () => {
     holder: true,
     operatorConfig: { webhookAllowCidrs: ['127.0.0.0/8'] },
     // The app that never starts gives up after 2 s; the others have the default limit.
-    coldStartTimeoutMs: (app: App) => (app.metadata.name === NEVER_READY ? 2000 : 60_000),
+    // The App's own limit otherwise (60 s by default): the burst's five pods start at once on a loaded machine.
+    coldStartTimeoutMs: (app: App) => (app.metadata.name === NEVER_READY ? 2000 : (app.spec.scaling?.coldStartTimeout ?? 60) * 1000),
   });
   cluster.server.tokens.set(READER.token, { username: READER.user });
   cluster.server.allow({ user: READER.user, ...RUNS_ACCESS });

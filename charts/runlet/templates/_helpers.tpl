@@ -162,6 +162,9 @@ holder:
   serviceNamespace: {{ .Release.Namespace | quote }}
   serviceName: {{ include "runlet.holderName" . | quote }}
   keySecretName: {{ printf "%s-key" (include "runlet.holderName" .) | quote }}
+  maxHeldCallsPerApp: {{ .Values.holder.maxHeldCallsPerApp }}
+  maxHeldCalls: {{ .Values.holder.maxHeldCalls }}
+  maxHeldBodyMiB: {{ .Values.holder.maxHeldBodyMiB }}
 {{- else }}
 holder:
   enabled: false
