@@ -30,7 +30,14 @@ export function appListFromCache(cache: { list(): App[] }): AppList {
       .filter((app) => app.metadata.namespace === projectId)
       .map((app) => {
         const ready = app.status?.conditions?.find((condition) => condition.type === READY);
-        return { name: app.metadata.name, ready: ready?.status === 'True', error: ready?.status === 'False' ? ready.message : null };
+        const { minReplicas, maxReplicas, replicaConcurrency } = app.spec.scaling;
+        return {
+          name: app.metadata.name,
+          ready: ready?.status === 'True',
+          error: ready?.status === 'False' ? ready.message : null,
+          replicas: { ready: app.status?.readyReplicas ?? 0, desired: app.status?.desiredReplicas ?? app.status?.replicas ?? minReplicas },
+          scaling: { minReplicas, maxReplicas, replicaConcurrency },
+        };
       });
 }
 

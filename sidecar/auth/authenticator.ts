@@ -83,6 +83,7 @@ export class RunAuthenticator {
       keySet: this.#keySet,
       sharedKeys,
       clockToleranceSeconds: config.clockToleranceSeconds ?? DEFAULTS.clockToleranceSeconds,
+      revokedTokenIds: config.revokedTokenIds,
     });
     this.#cache = new TokenCache({
       maxEntries: config.cacheMaxEntries ?? DEFAULTS.cacheMaxEntries,
@@ -124,6 +125,11 @@ export class RunAuthenticator {
     } catch (err) {
       this.#logger?.warn({ err }, "could not fetch the token issuer's key set ahead of the first call; the first call will try again");
     }
+  }
+
+  /** Drops every verified token, so that each is verified again: a token just revoked is refused at once. */
+  forgetVerified(): void {
+    this.#cache.clear();
   }
 
   /** Releases the key-set connections. */

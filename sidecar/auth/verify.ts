@@ -27,6 +27,7 @@ export interface TokenVerifierOptions {
   keySet: IssuerKeySet | null;
   sharedKeys: ReadonlyMap<string, Uint8Array>;
   clockToleranceSeconds: number;
+  revokedTokenIds?: { has(tokenId: string): boolean };
 }
 
 export class TokenVerifier {
@@ -45,6 +46,9 @@ export class TokenVerifier {
       claims = await this.#verifiedClaims(token, nowMs);
     } catch (err) {
       throw this.#problemOf(err);
+    }
+    if (typeof claims.jti === 'string' && this.#options.revokedTokenIds?.has(claims.jti) === true) {
+      throw invalidToken('The token was revoked (its API key was revoked)');
     }
     const projectId = projectOfClaims(claims);
     if (projectId === null) {
