@@ -70,7 +70,7 @@ function el(tag, attributes = {}, ...children) {
     else if (value === true) node.setAttribute(name, '');
     else node.setAttribute(name, String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
