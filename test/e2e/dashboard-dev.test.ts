@@ -60,12 +60,12 @@ describe('the dashboard of runlet dev', () => {
     expect(await row.textContent()).toContain('1 ready of 1');
     expect(await row.textContent()).toContain('1–10 replicas, 4 calls each');
     // Each page's heading has the focus, as after a page load; from it, Tab reaches the page's links and Enter follows them.
-    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
+    expect(await page.evaluate<string | undefined>('document.activeElement?.tagName')).toBe('H1');
     await page.keyboard.press('Tab');
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('hello');
+    expect(await page.evaluate<string | undefined>('document.activeElement?.textContent')).toBe('hello');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Runs of hello' }).waitFor();
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Runs of hello');
+    expect(await page.evaluate<string | undefined>('document.activeElement?.textContent')).toBe('Runs of hello');
     // The navigation: the first Tab stop of a fresh page is the skip link, then the pages.
     await page.goto(`${dev.url}/#/keys`);
     await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
@@ -73,7 +73,7 @@ describe('the dashboard of runlet dev', () => {
     expect(await page.getByRole('link', { name: 'Apps' }).getAttribute('aria-current')).toBeNull();
     await page.getByRole('link', { name: 'Skip to content' }).focus();
     await page.keyboard.press('Tab');
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Apps');
+    expect(await page.evaluate<string | undefined>('document.activeElement?.textContent')).toBe('Apps');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Apps' }).waitFor();
     await page.close();
@@ -104,7 +104,7 @@ describe('the dashboard of runlet dev', () => {
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await expect.poll(() => rows.count()).toBe(1);
     expect(await rows.first().textContent()).toContain(`ValueError: ${hostile}`);
-    expect(await page.evaluate(() => document.body.dataset.owned)).toBeUndefined();
+    expect(await page.evaluate<string | undefined>('document.body.dataset.owned')).toBeUndefined();
     expect(await page.locator('tbody img').count()).toBe(0);
 
     // Async only.
@@ -159,7 +159,7 @@ describe('the dashboard of runlet dev', () => {
     const tokenField = page.getByLabel('Token');
     await tokenField.waitFor();
     const token = await tokenField.inputValue();
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe('new-token');
+    expect(await page.evaluate<string | undefined>('document.activeElement?.id')).toBe('new-token');
 
     // The token works on the run interface, and expires at the end of the day chosen.
     expect((await call('run', { name: 'key' }, token)).status).toBe(200);
