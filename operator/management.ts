@@ -1,7 +1,8 @@
 // The management API (list apps and runs, /v2) on the operator's HTTP server: the RunLog cache as its runs, the
-// operator's App cache as its apps, and callers' service-account tokens judged by the API server (TokenReview,
-// then SubjectAccessReview for `list runs.runlet.dev` in the project's namespace). Every replica serves it,
-// leader or standby, from its own caches; /v2/openapi.json is served without a token.
+// operator's App cache as its apps, API keys as ServiceAccounts (api-keys.ts), and callers' service-account tokens
+// judged by the API server (TokenReview, then SubjectAccessReview for `list runs.runlet.dev`, or a verb on
+// `apikeys.runlet.dev`, in the project's namespace). Every replica serves it, leader or standby, from its own
+// caches; /v2/openapi.json and the dashboard (at /) are served without a token.
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AppDirectory } from '../management/app-directory.ts';
@@ -10,6 +11,9 @@ import type { App } from '../crds/app-schema.ts';
 import { READY } from './app-status.ts';
 import { kubeAuthenticator } from '../management/kube-auth.ts';
 import { managementApi } from '../management/routes.ts';
+import { dashboard } from '../dashboard/routes.ts';
+import { DEFAULT_AUDIENCE } from '../sidecar/auth/config.ts';
+import { KubeApiKeys } from './api-keys.ts';
 import type { RunSource } from '../management/run-source.ts';
 import type { KubeApi } from '../kube/client.ts';
 
@@ -44,5 +48,9 @@ export function appListFromCache(cache: { list(): App[] }): AppList {
 /** Registers the API on `server`; it loads with the server (`listen()` or `ready()` report a failure). */
 export function mountManagementApi(server: FastifyInstance, mount: ManagementMount): void {
   const { api, runs, apps, appList, logger } = mount;
-  void server.register(managementApi, { runs, apps, appList, authenticate: kubeAuthenticator({ api, logger: logger.child({ component: 'management-auth' }) }) });
+  // The keys are the sidecars' callers: their tokens carry the audience the sidecars accept (rendered as the default).
+  const keys = new KubeApiKeys({ api, runAudiences: [DEFAULT_AUDIENCE] });
+  void server.register(managementApi, { runs, apps, appList, keys, authenticate: kubeAuthenticator({ api, logger: logger.child({ component: 'management-auth' }) }) });
+  // The dashboard asks for a project and a token, and calls the API above with it; it keeps nothing server-side.
+  void server.register(dashboard, { projectId: null, tokenRequired: true, keysUnavailable: null });
 }
