@@ -1,11 +1,12 @@
 // The layout rules the import graph must keep: no cycles anywhere, kube/ generic (Kubernetes only, no Runlet
-// imports, as knative.dev/pkg is to Knative), and production code free of test code.
+// imports, as knative.dev/pkg is to Knative), dashboard/ a client of the management API only, and production
+// code free of test code.
 import { describe, expect, it } from 'vitest';
 import { importCycles, importGraph } from './imports.ts';
 
 const graph = importGraph();
 const isTest = (file: string): boolean => file.endsWith('.test.ts') || file.startsWith('test/');
-const PRODUCTION_FOLDERS = ['cli/', 'sidecar/', 'crds/', 'kube/', 'operator/', 'management/', 'local/', 'charts/'];
+const PRODUCTION_FOLDERS = ['cli/', 'sidecar/', 'crds/', 'kube/', 'operator/', 'management/', 'local/', 'charts/', 'dashboard/'];
 
 describe('the import graph', () => {
   it('has no cycles, type-only imports included', () => {
@@ -24,6 +25,13 @@ describe('the import graph', () => {
 
   it('keeps kube/ to itself', () => {
     const outside = [...graph].filter(([file]) => file.startsWith('kube/') && !isTest(file)).flatMap(([file, imports]) => imports.filter((target) => !target.startsWith('kube/')).map((target) => `${file} → ${target}`));
+    expect(outside).toEqual([]);
+  });
+
+  it('keeps dashboard/ to itself: a client of the management API over HTTP, never of a run store or the cluster', () => {
+    const served = [...graph].filter(([file]) => file.startsWith('dashboard/') && !isTest(file));
+    expect(served.length).toBeGreaterThan(0);
+    const outside = served.flatMap(([file, imports]) => imports.filter((target) => !target.startsWith('dashboard/')).map((target) => `${file} → ${target}`));
     expect(outside).toEqual([]);
   });
 
