@@ -11,6 +11,7 @@ import type { KubeApi } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import type { ApiKey, ApiKeyStore, CreatedApiKey } from '../management/api-keys.ts';
+import { API_KEY_ACCOUNT_PREFIX } from '../sidecar/auth/service-account-check.ts';
 
 /** The ClusterRole a key is bound to (charts/runlet/templates/api-key-clusterrole.yaml); fixed, as `runlet-sidecar`. */
 export const API_KEY_ROLE = 'runlet-api-key';
@@ -18,7 +19,7 @@ export const API_KEY_LABEL = 'runlet.dev/api-key';
 const NAME_ANNOTATION = 'runlet.dev/api-key-name';
 const EXPIRY_ANNOTATION = 'runlet.dev/expires-at';
 /** Key `ci` is ServiceAccount `runlet-key-ci`: a key never takes the name of a ServiceAccount made otherwise. */
-const PREFIX = 'runlet-key-';
+const PREFIX = API_KEY_ACCOUNT_PREFIX;
 const EXPIRY_TOLERANCE_MS = 5_000;
 
 interface ServiceAccount extends KubeObject {

@@ -11,6 +11,12 @@ import { JWKS_ALGORITHMS, SHARED_KEY_ALGORITHM } from './config.ts';
 import type { IssuerKeySet } from './jwks.ts';
 import { KeySetUnavailableError } from './jwks.ts';
 import type { VerifiedToken } from './token-cache.ts';
+import { apiKeyAccountOf, type ServiceAccountRef } from './service-account-check.ts';
+
+/** What verification established, beyond what is cached: the API key's ServiceAccount, for a key's token. */
+export interface VerifiedClaims extends VerifiedToken {
+  keyAccount: ServiceAccountRef | null;
+}
 
 /**
  * 503 when the issuer's keys cannot be fetched: the token may be valid, so the caller should retry rather than
@@ -40,7 +46,7 @@ export class TokenVerifier {
   }
 
   /** The token's project and expiry, once it verifies at `nowMs`; otherwise throws the ProblemError to answer. */
-  async verify(token: string, nowMs: number): Promise<VerifiedToken> {
+  async verify(token: string, nowMs: number): Promise<VerifiedClaims> {
     let claims: JWTPayload;
     try {
       claims = await this.#verifiedClaims(token, nowMs);
@@ -55,7 +61,7 @@ export class TokenVerifier {
       throw invalidToken('The token names no project: it needs a project_id claim, or to be a Kubernetes service-account token');
     }
     // `exp` is present: jwtVerify was told to require it.
-    return { projectId, expiresAtMs: claims.exp! * 1000 };
+    return { projectId, expiresAtMs: claims.exp! * 1000, keyAccount: apiKeyAccountOf(claims) };
   }
 
   async #verifiedClaims(token: string, nowMs: number): Promise<JWTPayload> {
