@@ -97,6 +97,42 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     expect(listed.items.map((run) => run.id)).toContain(runId);
   });
 
+  it('makes an API key under the real RBAC (a ServiceAccount bound to runlet-api-key, a TokenRequest token) that calls the app and reads its runs; revoked, it is refused within a minute on both', async () => {
+    const app = await kubectlApplyApp(`runlet-keys-${Date.now().toString(36)}`);
+    const pod = await wait('the pod Ready', async () => (await app.pods()).find(isReady));
+    const { runUrl } = await cluster.sidecar(pod);
+    const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    // The namespace's administrator: the built-in admin ClusterRole, into which runlet-api-keys-admin is aggregated.
+    await rbac.createNamespacedRoleBinding({
+      namespace: app.namespace,
+      body: {
+        metadata: { name: 'default-admin' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+        subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: app.namespace }],
+      },
+    });
+    const admin = { authorization: `Bearer ${await cluster.serviceAccountToken(app.namespace, 'default')}` };
+    const keysUrl = `${cluster.operatorUrl}/v2/projects/${app.namespace}/keys`;
+    const expiresAt = new Date(Date.now() + 2 * 86_400_000);
+    const made = await wait('a key made once the aggregated grant applies', async () => {
+      const answer = await fetch(keysUrl, { method: 'POST', headers: { ...admin, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'ci', expiresAt: expiresAt.toISOString() }) });
+      return answer.status === 201 && ((await answer.json()) as { item: { expiresAt: string }; token: string });
+    });
+    expect(Math.abs(Date.parse(made.item.expiresAt) - expiresAt.getTime())).toBeLessThan(5_000);
+    const key = { authorization: `Bearer ${made.token}` };
+    const call = () => fetch(`${runUrl}/v4/${app.namespace}/hello/run`, { method: 'POST', headers: { ...key, 'content-type': 'application/json' }, body: '{"name":"key"}' });
+    const listApps = () => fetch(`${cluster.operatorUrl}/v2/projects/${app.namespace}/apps`, { headers: key });
+    expect((await call()).status).toBe(200);
+    expect((await wait('the key reading the apps (its binding to runlet-api-key)', async () => (await listApps()).status === 200 || undefined))).toBe(true);
+    expect(((await (await fetch(keysUrl, { headers: admin })).json()) as { items: { name: string }[] }).items.map((item) => item.name)).toEqual(['ci']);
+
+    expect((await fetch(`${keysUrl}/ci`, { method: 'DELETE', headers: admin })).status).toBe(204);
+    // Within a minute (the sidecar asks again whether the key exists every minute; the management API every 30 s).
+    const revokedBound = { what: 'the revoked key refused', timeoutMs: 90_000, intervalMs: 1_000 };
+    await waitFor(async () => (await call()).status === 401, revokedBound);
+    await waitFor(async () => (await listApps()).status === 401, revokedBound);
+  });
+
   it('brings a deleted child Service back', async () => {
     const app = await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`);
     const [service] = await app.services();
