@@ -48,9 +48,9 @@ export class LocalApiKeys implements ApiKeyStore {
     has: (tokenId: string): boolean => this.#keys.some((key) => key.tokenId === tokenId && key.revokedAt !== null),
   };
 
+  /** Expired keys too, until runlet dev forgets them (at its next start, or the next key made). */
   async list(projectId: string): Promise<ApiKey[]> {
-    const now = Date.now();
-    return this.#keys.filter((key) => key.projectId === projectId && key.revokedAt === null && Date.parse(key.expiresAt) > now).map(publicKey);
+    return this.#keys.filter((key) => key.projectId === projectId && key.revokedAt === null).map(publicKey);
   }
 
   async create(projectId: string, name: string, expiresAt: Date): Promise<CreatedApiKey> {
@@ -58,7 +58,8 @@ export class LocalApiKeys implements ApiKeyStore {
     if (signingKey === undefined) {
       throw new ProblemError(Problems.forbidden, `runlet dev has no auth key for project ${projectId}; it makes keys for the project it serves`);
     }
-    if ((await this.list(projectId)).some((key) => key.name === name)) {
+    const now = Date.now();
+    if ((await this.list(projectId)).some((key) => key.name === name && Date.parse(key.expiresAt) > now)) {
       throw new ProblemError(Problems.keyExists, `project ${projectId} has an API key named ${name} already; revoke it first, or choose another name`);
     }
     const tokenId = randomUUID();
@@ -66,7 +67,8 @@ export class LocalApiKeys implements ApiKeyStore {
     const expiry = new Date(Math.floor(expiresAt.getTime() / 1000) * 1000);
     const token = await signLocalToken({ projectId, key: signingKey, expiresIn: expiry, tokenId });
     const key: StoredKey = { projectId, name, tokenId, createdAt: new Date().toISOString(), expiresAt: expiry.toISOString(), revokedAt: null };
-    this.#keys = [...this.#keys.filter((old) => Date.parse(old.expiresAt) > Date.now()), key];
+    // Expired keys are forgotten here: their tokens no longer verify, revoked or not.
+    this.#keys = [...this.#keys.filter((old) => Date.parse(old.expiresAt) > now), key];
     await this.#save();
     return { item: publicKey(key), token };
   }

@@ -18,7 +18,10 @@ export interface CreatedApiKey {
 }
 
 export interface ApiKeyStore {
-  /** The project's keys that have not expired nor been revoked, by name. */
+  /**
+   * The project's keys not revoked, expired ones included (until runlet dev forgets them; in a cluster until
+   * revoked, which deletes their ServiceAccount): listed, they can be revoked.
+   */
   list(projectId: string): Promise<ApiKey[]>;
   /** Throws ProblemError `key-exists` when the project has a key of that name. */
   create(projectId: string, name: string, expiresAt: Date): Promise<CreatedApiKey>;

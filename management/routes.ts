@@ -310,7 +310,7 @@ function registerKeyRoutes(
       onRequest: authHookFor(LIST_KEYS),
       schema: {
         operationId: 'listApiKeys',
-        summary: "List a project's API keys that have not expired nor been revoked, by name",
+        summary: "List a project's API keys that have not been revoked (expired ones too, to revoke), by name",
         tags: ['keys'],
         ...security,
         params: projectParamsSchema,

@@ -49,9 +49,9 @@ export class KubeApiKeys implements ApiKeyStore {
   }
 
   async list(projectId: string): Promise<ApiKey[]> {
+    // Expired keys too: their ServiceAccounts stay until revoked, and the list is where one revokes them.
     const { items } = await this.#api.list<ServiceAccount>(serviceAccountsPath(projectId), { labelSelector: `${API_KEY_LABEL}=true` });
-    const now = Date.now();
-    return items.map(keyOf).filter((key) => Date.parse(key.expiresAt) > now);
+    return items.map(keyOf);
   }
 
   async create(projectId: string, name: string, expiresAt: Date): Promise<CreatedApiKey> {

@@ -393,7 +393,7 @@ async function keysPage(generation) {
               {},
               el('th', { scope: 'row' }, key.name),
               el('td', {}, formatTime(key.createdAt)),
-              el('td', {}, formatTime(key.expiresAt)),
+              el('td', {}, formatTime(key.expiresAt), Date.parse(key.expiresAt) <= Date.now() ? [' ', el('span', { class: 'badge status-failure' }, 'expired')] : null),
               el('td', {}, el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke key ${key.name}`, onclick: () => void revoke(key.name) }, 'Revoke')),
             ),
           ),
