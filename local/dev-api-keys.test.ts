@@ -38,6 +38,14 @@ describe('LocalApiKeys', () => {
     await expect(async () => restarted.auth.authenticate(`Bearer ${token}`, 'dev')).rejects.toThrow('revoked');
   });
 
+  it('lists an expired key (to be revoked) until the next key made forgets it; its name is free again', async () => {
+    const { keys } = await keysWithAuth(await mkdtemp(join(tmpdir(), 'runlet-dev-keys-')));
+    const { item } = await keys.create('dev', 'old', new Date(Date.now() - 1000));
+    expect(await keys.list('dev')).toEqual([item]);
+    const { item: renewed } = await keys.create('dev', 'old', IN_A_DAY);
+    expect(await keys.list('dev')).toEqual([renewed]);
+  });
+
   it('refuses a second key of one name, and revoking a key it does not have', async () => {
     const { keys } = await keysWithAuth(await mkdtemp(join(tmpdir(), 'runlet-dev-keys-')));
     await keys.create('dev', 'ci', IN_A_DAY);
