@@ -25,6 +25,7 @@ COPY activator activator
 COPY management management
 COPY crds crds
 COPY local local
+COPY dashboard dashboard
 RUN npm run build
 
 FROM node:24-bookworm-slim

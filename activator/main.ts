@@ -23,6 +23,7 @@ import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { ensureHolderKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { HoldLimits } from './hold-bounds.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
 import { HeldCallMetrics } from './metrics.ts';
@@ -72,6 +73,8 @@ export interface Activator {
 export function createActivator(options: ActivatorOptions): Activator {
   const { config, logger } = options;
   const api = new KubeApi(kubeConfigCredentials(options.kubeConfig));
+  // As the sidecars do: a revoked API key's call is not held (nor its app woken) past a minute.
+  options.auth?.checkApiKeysWith(kubeServiceAccountCheck(api));
   const registry = new Registry();
   if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
   const metrics = new HeldCallMetrics(registry);

@@ -7,6 +7,8 @@ import type { RunRecord } from '../crds/run-record-schema.ts';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import type { AppSummary } from '../management/app-list.ts';
 import { managementApi } from '../management/routes.ts';
+import { dashboard } from '../dashboard/routes.ts';
+import { LocalApiKeys } from './dev-api-keys.ts';
 import { createAdminInterface } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import type { RunAuthConfig } from '../run-request/auth/config.ts';
@@ -92,6 +94,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   });
 
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  // API keys are tokens signed with the auth key; without one, runlet dev checks no token and makes no key.
+  const signingKeys = options.auth?.hs256Keys;
+  let runAuth: RunAuthenticator | undefined;
+  const keys =
+    signingKeys === undefined ? undefined : new LocalApiKeys({ dataDir: options.dataDir, signingKeys, onRevoke: () => runAuth?.forgetVerified() });
+  runAuth = options.auth ? new RunAuthenticator({ ...options.auth, revokedTokenIds: keys?.revokedTokenIds }, { logger }) : undefined;
   const replica = new Replica({
     apps: registry,
     store,
@@ -103,7 +111,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     requestBufferBytes: options.requestBufferBytes,
     clientStallTimeoutMs: options.clientStallTimeoutMs,
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
-    auth: options.auth ? new RunAuthenticator(options.auth, { logger }) : undefined,
+    auth: runAuth,
   });
   deliverOwedWebhooks(replica, owingWebhooks);
   const runInterface = createRunInterface(replica);
@@ -118,16 +126,32 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);
   });
   const appList = (project: string): AppSummary[] =>
-    apps.filter((app) => app.target.projectId === project).map(({ target, supervisor }) => ({
+    apps.filter((app) => app.target.projectId === project).map(({ loaded, target, supervisor }) => ({
       name: target.appName,
       ready: target.ready,
       error: supervisor.importError?.summary ?? null,
+      // runlet dev runs one replica of each app, whatever [scaling] says (it says so at start).
+      replicas: { ready: target.ready ? 1 : 0, desired: 1 },
+      scaling: {
+        minReplicas: loaded.spec.scaling.minReplicas,
+        maxReplicas: loaded.spec.scaling.maxReplicas,
+        replicaConcurrency: loaded.spec.scaling.replicaConcurrency,
+      },
     }));
   await server.register(managementApi, {
     runs: store,
     apps: { hasApp: (projectId, appName) => registry.has(projectId, appName) },
     appList,
     canceller: replica.activeRuns,
+    keys,
+  });
+  await server.register(dashboard, {
+    projectId,
+    tokenRequired: false,
+    keysUnavailable:
+      keys === undefined
+        ? 'runlet dev is running without authentication: every call is accepted without a token, so there are no keys to make. Start it with --auth-key-file FILE to require tokens and make keys here.'
+        : null,
   });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();

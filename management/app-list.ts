@@ -7,6 +7,10 @@ export interface AppSummary {
   ready: boolean;
   /** Why it cannot take calls, when that is known (an import error; a cluster's Ready condition message). */
   error: string | null;
+  /** Replicas running and ready now, and how many are wanted (the autoscaler's choice, or the fixed count). */
+  replicas: { ready: number; desired: number };
+  /** The app's `[scaling]`: the replica bounds and the calls each replica runs at once. */
+  scaling: { minReplicas: number; maxReplicas: number; replicaConcurrency: number };
 }
 
 /** The apps of a project, by name; empty for a project that has none. */

@@ -1,8 +1,9 @@
 // Who may read (and cancel) runs through the management API in a cluster: the caller's bearer service-account
 // token, judged by the Kubernetes API server itself — TokenReview (a valid token? whose?), then
 // SubjectAccessReview (may that user `list` — for a cancel, `cancel` — `runs` of group `runlet.dev` in the
-// project's namespace?). Access is the cluster's RBAC: a Role in the project's namespace granting that verb on
-// that resource (no such kind exists; RBAC checks it all the same), bound to the caller's service account.
+// project's namespace? — or the verb an API keys operation asks on `apikeys`, management/access.ts). Access is the cluster's RBAC: a Role
+// in the project's namespace granting that verb on that resource (no such kind exists; RBAC checks it all the
+// same), bound to the caller's service account.
 //
 //   authenticate: kubeAuthenticator({ api, logger })   // ManagementApiOptions.authenticate
 //
@@ -18,6 +19,7 @@ import type { Logger } from 'pino';
 import { RUNLET_GROUP } from '../crds/api-group.ts';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
+import { CANCEL_RUNS, LIST_RUNS, type ManagementAccess } from './access.ts';
 import { REVIEW_LIMITS, ReviewLimiter } from './review-limiter.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
@@ -38,18 +40,12 @@ export interface KubeAuthOptions {
   now?: () => number;
 }
 
-/** What an operation of the management API needs: `list` to read apps and runs, `cancel` to cancel a run. */
-export type ManagementVerb = 'list' | 'cancel';
+export type ManagementAuthenticate = (request: FastifyRequest, projectId: string, access: ManagementAccess) => Promise<void>;
 
-export type ManagementAuthenticate = (request: FastifyRequest, projectId: string, verb: ManagementVerb) => Promise<void>;
-
-/** What the SubjectAccessReview asks to read, the namespace being the project. */
-export const RUNS_ACCESS = { verb: 'list', group: RUNLET_GROUP, resource: 'runs' } as const;
-/** What it asks to cancel a run: a verb of its own, so that reading runs does not let a caller stop them (the ClusterRole runlet-runs-operator grants it). */
-export const RUNS_CANCEL_ACCESS = { ...RUNS_ACCESS, verb: 'cancel' } as const;
-
-const ACCESS_OF = { list: RUNS_ACCESS, cancel: RUNS_CANCEL_ACCESS } as const;
-const ACTION_OF = { list: 'list runs', cancel: 'cancel runs' } as const;
+/** What the SubjectAccessReview asks to read apps and runs, the namespace being the project. */
+export const RUNS_ACCESS = { ...LIST_RUNS, group: RUNLET_GROUP } as const;
+/** What it asks to cancel a run (the ClusterRole runlet-runs-operator grants it). */
+export const RUNS_CANCEL_ACCESS = { ...CANCEL_RUNS, group: RUNLET_GROUP } as const;
 
 const TOKEN_REVIEWS_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';
 const SUBJECT_ACCESS_REVIEWS_PATH = '/apis/authorization.k8s.io/v1/subjectaccessreviews';
@@ -84,7 +80,7 @@ interface TokenReview extends KubeObject {
 }
 
 interface SubjectAccessReview extends KubeObject {
-  spec: Omit<UserInfo, 'username'> & { user: string; resourceAttributes: { verb: string; group: string; resource: string; namespace: string } };
+  spec: Omit<UserInfo, 'username'> & { user: string; resourceAttributes: ManagementAccess & { group: string; namespace: string } };
   status?: { allowed?: boolean; denied?: boolean };
 }
 
@@ -104,7 +100,7 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
   /** Reviews in flight by cache key, so a burst of requests with one new token is reviewed once. */
   const reviewing = new Map<string, Promise<Decision>>();
 
-  async function review(token: string, namespace: string, verb: ManagementVerb): Promise<Decision> {
+  async function review(token: string, namespace: string, access: ManagementAccess): Promise<Decision> {
     const tokenReview = await create<TokenReview>(api, TOKEN_REVIEWS_PATH, {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenReview',
@@ -115,7 +111,7 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
       logger?.debug({ reason: tokenReview.status?.error }, 'management API: bearer token not authenticated by TokenReview');
       return { outcome: 'unauthenticated' };
     }
-    const access = await create<SubjectAccessReview>(api, SUBJECT_ACCESS_REVIEWS_PATH, {
+    const accessReview = await create<SubjectAccessReview>(api, SUBJECT_ACCESS_REVIEWS_PATH, {
       apiVersion: 'authorization.k8s.io/v1',
       kind: 'SubjectAccessReview',
       spec: {
@@ -123,19 +119,19 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
         uid: user.uid,
         groups: user.groups,
         extra: user.extra,
-        resourceAttributes: { ...ACCESS_OF[verb], namespace },
+        resourceAttributes: { ...access, group: RUNLET_GROUP, namespace },
       },
     });
-    const { allowed, denied } = access.status ?? {};
+    const { allowed, denied } = accessReview.status ?? {};
     return allowed === true && denied !== true ? { outcome: 'allowed' } : { outcome: 'forbidden', username: user.username };
   }
 
-  function reviewOnce(key: string, token: string, namespace: string, verb: ManagementVerb): Promise<Decision> {
+  function reviewOnce(key: string, token: string, namespace: string, access: ManagementAccess): Promise<Decision> {
     const joined = reviewing.get(key);
     if (joined !== undefined) return joined;
     const admission = limiter.tryStart(known.has(key));
     if (!admission.admitted) throw tooManyReviews(admission.retryAfterSeconds);
-    const pending = review(token, namespace, verb)
+    const pending = review(token, namespace, access)
       .then((decision) => {
         // Only answers are remembered: a failed review throws past this, and the next request asks again.
         decisions.set(key, decision, { ttl: decision.outcome === 'allowed' ? allowedTtlMs : deniedTtlMs });
@@ -150,20 +146,19 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
     return pending;
   }
 
-  return async (request, projectId, verb) => {
+  return async (request, projectId, access) => {
     const token = bearerToken(request.headers.authorization);
-    const key = cacheKey(token, projectId, verb);
-    const decision = decisions.get(key) ?? (await reviewOnce(key, token, projectId, verb));
+    const key = cacheKey(token, projectId, access);
+    const decision = decisions.get(key) ?? (await reviewOnce(key, token, projectId, access));
     if (decision.outcome === 'unauthenticated') {
       throw invalidToken('The bearer token was not accepted by the cluster: expired, revoked, or not a token of this cluster');
     }
     if (decision.outcome === 'forbidden') {
-      const access = ACCESS_OF[verb];
       throw new ProblemError(
         Problems.forbidden,
-        `User "${decision.username}" may not ${ACTION_OF[verb]} in project "${projectId}": it needs verb "${access.verb}" ` +
-          `on resource "${access.resource}" of API group "${access.group}" in namespace "${projectId}" (a Role or ` +
-          `ClusterRole bound there${verb === 'cancel' ? ', such as runlet-runs-operator' : ''})`,
+        `User "${decision.username}" may not ${access.verb} ${access.resource} in project "${projectId}": it needs verb "${access.verb}" ` +
+          `on resource "${access.resource}" of API group "${RUNLET_GROUP}" in namespace "${projectId}" (a Role or ` +
+          `ClusterRole bound there${access.verb === 'cancel' ? ', such as runlet-runs-operator' : ''})`,
         { headers: { 'www-authenticate': `Bearer realm="${REALM}", error="insufficient_scope"` } },
       );
     }
@@ -205,9 +200,9 @@ function tooManyReviews(retryAfterSeconds: number): ProblemError {
   );
 }
 
-/** The token is hashed: the cache holds no usable credential, and its keys have a fixed length. */
-function cacheKey(token: string, namespace: string, verb: ManagementVerb): string {
-  return `${createHash('sha256').update(token).digest('base64url')} ${verb} ${namespace}`;
+/** The token is hashed: the cache holds no usable credential. One decision per token, namespace and access. */
+function cacheKey(token: string, namespace: string, access: ManagementAccess): string {
+  return `${createHash('sha256').update(token).digest('base64url')} ${namespace} ${access.verb} ${access.resource}`;
 }
 
 /** POSTs a review; any failure to get an answer becomes the 503 that refuses the request. */

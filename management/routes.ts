@@ -7,16 +7,22 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
+import { CANCEL_RUNS, CREATE_KEYS, DELETE_KEYS, LIST_KEYS, LIST_RUNS, type ManagementAccess } from './access.ts';
+import { KEY_NAME_MAX_LENGTH, KEY_NAME_PATTERN, MIN_KEY_LIFETIME_MS, type ApiKey, type ApiKeyStore, type CreatedApiKey } from './api-keys.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import type { AppList, AppSummary } from './app-list.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
-import type { ManagementAuthenticate, ManagementVerb } from './kube-auth.ts';
+import type { ManagementAuthenticate } from './kube-auth.ts';
 import type { RunCanceller } from './run-canceller.ts';
 import type { RunSource } from './run-source.ts';
 import {
   BEARER_SECURITY_SCHEME_NAME,
+  apiKeyListSchema,
   appListSchema,
   appParamsSchema,
+  createApiKeySchema,
+  createdApiKeySchema,
+  keyParamsSchema,
   jsonResponse,
   listRunsQuerySchema,
   managementDocument,
@@ -36,13 +42,16 @@ export interface ManagementApiOptions {
   /** The apps of a project, for `GET /v2/projects/{project_id}/apps`. */
   appList: AppList;
   /**
-   * Cluster mode: checks the caller's bearer token for the project and throws a ProblemError (401
-   * `unauthorized`, 403 `forbidden`) to refuse. Runs before anything else of the request. Absent in local mode,
-   * which binds to loopback; its presence also marks the operations as requiring the bearer scheme.
+   * Cluster mode: checks the caller's bearer token for the project and the operation's access, and throws a
+   * ProblemError (401 `unauthorized`, 403 `forbidden`) to refuse. Runs before anything else of the request.
+   * Absent in local mode, which binds to loopback; its presence also marks the operations as requiring the
+   * bearer scheme.
    */
   authenticate?: ManagementAuthenticate;
   /** Where runs in flight are stopped (the replica's own in `runlet dev`, the replicas' through their admin port in a cluster); without it no cancel operation is served. */
   canceller?: RunCanceller;
+  /** The API keys of projects; without it (`runlet dev` without an auth key) no key operation is served. */
+  keys?: ApiKeyStore;
 }
 
 /** Version prefix of the management interface (interface section 9). */
@@ -51,6 +60,8 @@ const APPS_PATH = '/projects/:project_id/apps';
 const RUNS_PATH = '/projects/:project_id/apps/:app_id/runs';
 const RUN_PATH = `${RUNS_PATH}/:run_id`;
 const CANCEL_PATH = `${RUN_PATH}/cancel`;
+const KEYS_PATH = '/projects/:project_id/keys';
+const KEY_PATH = `${KEYS_PATH}/:key_name`;
 const ALLOWED_METHODS = 'GET, HEAD';
 const REFUSED_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT'];
 
@@ -85,12 +96,12 @@ export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fa
 };
 
 async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
-  const { runs, apps, appList, authenticate, canceller } = options;
-  const hookFor = (verb: ManagementVerb) =>
+  const { runs, apps, appList, authenticate, canceller, keys } = options;
+  const authHookFor = (access: ManagementAccess) =>
     authenticate === undefined
       ? undefined
-      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id, verb);
-  const authHook = hookFor('list');
+      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id, access);
+  const authHook = authHookFor(LIST_RUNS);
   // Interface section 5.5: no security at the document level, the bearer scheme on each operation. The
   // contract holds in every mode; `runlet dev` (loopback only) simply does not enforce it.
   const security = { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
@@ -220,7 +231,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
         500: problemResponse('The run could not be read; the server log has the cause.'),
       },
     };
-    v2.post<{ Params: RunParams }>(CANCEL_PATH, { onRequest: hookFor('cancel'), schema: cancelRunSchema }, async (request, reply) => {
+    v2.post<{ Params: RunParams }>(CANCEL_PATH, { onRequest: authHookFor(CANCEL_RUNS), schema: cancelRunSchema }, async (request, reply) => {
       const { project_id: projectId, app_id: appId, run_id: runId } = request.params;
       const appName = requireApp(apps, projectId, appId);
       const stopping = await canceller.cancel(projectId, appName, runId);
@@ -273,13 +284,121 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     });
   }
 
-  const served = [`GET ${APPS_PATH}`, `GET ${RUNS_PATH}`, `GET ${RUN_PATH}`, ...(canceller === undefined ? [] : [`POST ${CANCEL_PATH}`])];
+  if (keys !== undefined) registerKeyRoutes(v2, keys, authHookFor, { ...security, authResponses });
+
+  const served = [
+    `GET ${APPS_PATH}`,
+    `GET ${RUNS_PATH}`,
+    `GET ${RUN_PATH}`,
+    ...(canceller === undefined ? [] : [`POST ${CANCEL_PATH}`]),
+    ...(keys === undefined ? [] : [`GET ${KEYS_PATH}`, `POST ${KEYS_PATH}`, `DELETE ${KEY_PATH}`]),
+  ];
   const servedPaths = served.map((route) => route.replace(' ', ` ${v2.prefix}`).replaceAll(/:(\w+)/g, '{$1}'));
   v2.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0];
     const detail = `no route for ${request.method} ${path}; the management API serves ${servedPaths.join(', ')}`;
     return sendProblem(reply, new ProblemError(Problems.routeNotFound, detail));
   });
+}
+
+type AuthHookFor = (access: ManagementAccess) => ((request: FastifyRequest<{ Params: { project_id: string } }>) => Promise<void>) | undefined;
+
+function registerKeyRoutes(
+  v2: FastifyInstance,
+  keys: ApiKeyStore,
+  authHookFor: AuthHookFor,
+  { authResponses, ...security }: { security: Array<Record<string, string[]>>; authResponses: Record<number, object> },
+): void {
+  v2.get<{ Params: { project_id: string } }>(
+    KEYS_PATH,
+    {
+      exposeHeadRoute: true,
+      onRequest: authHookFor(LIST_KEYS),
+      schema: {
+        operationId: 'listApiKeys',
+        summary: "List a project's API keys that have not been revoked (expired ones too, to revoke), by name",
+        tags: ['keys'],
+        ...security,
+        params: projectParamsSchema,
+        querystring: noQuerySchema,
+        response: { 200: jsonResponse('The keys (never their tokens).', apiKeyListSchema), 400: problemResponse('A query parameter was given; this operation takes none.'), ...authResponses },
+      },
+    },
+    async (request): Promise<{ items: ApiKey[] }> => ({ items: (await keys.list(request.params.project_id)).sort((a, b) => a.name.localeCompare(b.name)) }),
+  );
+
+  v2.post<{ Params: { project_id: string }; Body: { name: string; expiresAt: string } }>(
+    KEYS_PATH,
+    {
+      onRequest: authHookFor(CREATE_KEYS),
+      schema: {
+        operationId: 'createApiKey',
+        summary: 'Create an API key: a named credential of the project with an expiry date; its token is in this answer only',
+        tags: ['keys'],
+        ...security,
+        params: projectParamsSchema,
+        querystring: noQuerySchema,
+        body: createApiKeySchema,
+        response: {
+          201: jsonResponse('The key and its token. The token is not stored: copy it now.', createdApiKeySchema),
+          400: problemResponse('The name or the expiry is invalid (invalid-parameter, naming it).'),
+          ...authResponses,
+          409: problemResponse('The project has a key of that name already (key-exists).'),
+        },
+      },
+    },
+    async (request, reply): Promise<CreatedApiKey> => {
+      const { name, expiresAt } = request.body;
+      const expiry = keyExpiry(expiresAt);
+      if (name.length > KEY_NAME_MAX_LENGTH || !new RegExp(KEY_NAME_PATTERN).test(name)) {
+        throw bodyProblem('name', `name must be ${KEY_NAME_MAX_LENGTH} characters at most of lowercase letters, digits and '-', starting and ending with a letter or digit; got ${JSON.stringify(name)}`);
+      }
+      const created = await keys.create(request.params.project_id, name, expiry);
+      reply.code(201);
+      return created;
+    },
+  );
+
+  v2.delete<{ Params: { project_id: string; key_name: string } }>(
+    KEY_PATH,
+    {
+      onRequest: authHookFor(DELETE_KEYS),
+      schema: {
+        operationId: 'revokeApiKey',
+        summary: 'Revoke an API key: its token is refused from then on (in a cluster, within a minute)',
+        tags: ['keys'],
+        ...security,
+        params: keyParamsSchema,
+        querystring: noQuerySchema,
+        response: {
+          204: { description: 'Revoked.' },
+          400: problemResponse('A query parameter was given; this operation takes none.'),
+          ...authResponses,
+          404: problemResponse('The project has no key of that name (key-not-found).'),
+        },
+      },
+    },
+    async (request, reply) => {
+      await keys.revoke(request.params.project_id, request.params.key_name);
+      return reply.code(204).send();
+    },
+  );
+}
+
+/** The requested expiry: an RFC 3339 date-time, at least MIN_KEY_LIFETIME_MS ahead. */
+function keyExpiry(expiresAt: string): Date {
+  const expiry = new Date(expiresAt);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(expiresAt) || Number.isNaN(expiry.getTime())) {
+    throw bodyProblem('expiresAt', `expiresAt must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z; got ${JSON.stringify(expiresAt)}`);
+  }
+  if (expiry.getTime() - Date.now() < MIN_KEY_LIFETIME_MS) {
+    throw bodyProblem('expiresAt', `expiresAt must be at least ${MIN_KEY_LIFETIME_MS / 60_000} minutes from now; got ${expiresAt}`);
+  }
+  return expiry;
+}
+
+function bodyProblem(parameter: string, detail: string): ProblemError {
+  return new ProblemError(Problems.invalidParameter, detail, { extensions: { parameter } });
 }
 
 function requireApp(apps: AppDirectory, projectId: string, appId: string): string {

@@ -95,7 +95,7 @@ export const appListSchema = {
       items: {
         type: 'object',
         additionalProperties: false,
-        required: ['name', 'ready', 'error'],
+        required: ['name', 'ready', 'error', 'replicas', 'scaling'],
         properties: {
           name: { type: 'string' },
           ready: { type: 'boolean', description: 'The app takes calls now (in a cluster: its Ready condition is True).' },
@@ -103,6 +103,20 @@ export const appListSchema = {
             type: 'string',
             nullable: true,
             description: 'Why it cannot take calls, when known: its import error (runlet dev), its Ready condition message (cluster).',
+          },
+          replicas: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['ready', 'desired'],
+            description: 'Replicas ready now, and how many are wanted (runlet dev: one).',
+            properties: { ready: { type: 'integer' }, desired: { type: 'integer' } },
+          },
+          scaling: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['minReplicas', 'maxReplicas', 'replicaConcurrency'],
+            description: "The app's [scaling] settings.",
+            properties: { minReplicas: { type: 'integer' }, maxReplicas: { type: 'integer' }, replicaConcurrency: { type: 'integer' } },
           },
         },
       },
@@ -161,3 +175,48 @@ export function jsonResponse(description: string, schema: object) {
 export function problemResponse(description: string) {
   return { description, content: { [PROBLEM_CONTENT_TYPE]: { schema: problemSchema } } };
 }
+
+const apiKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'createdAt', 'expiresAt'],
+  properties: {
+    name: { type: 'string' },
+    createdAt: { type: 'string', format: 'date-time' },
+    expiresAt: { type: 'string', format: 'date-time', description: 'When its token stops working (in a cluster, as the API server granted it).' },
+  },
+} as const;
+
+export const apiKeyListSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['items'],
+  properties: { items: { type: 'array', items: apiKeySchema, description: 'The keys, by name.' } },
+} as const;
+
+export const createdApiKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['item', 'token'],
+  properties: {
+    item: apiKeySchema,
+    token: { type: 'string', description: 'The bearer token, for the run interface and the management interface. Shown here only.' },
+  },
+} as const;
+
+export const createApiKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'expiresAt'],
+  properties: {
+    name: { type: 'string', description: 'Lowercase letters, digits and `-` (a DNS-1123 label), 40 characters at most.' },
+    expiresAt: { type: 'string', description: 'RFC 3339 date-time, at least 10 minutes ahead.' },
+  },
+} as const;
+
+export const keyParamsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['project_id', 'key_name'],
+  properties: { project_id: projectIdParam, key_name: { type: 'string', description: 'The API key name.' } },
+} as const;

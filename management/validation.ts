@@ -28,6 +28,7 @@ export function createValidatorCompiler(): FastifySchemaCompiler<AnySchema> {
 const PART_NAMES: Readonly<Record<string, string>> = {
   querystring: 'query parameter',
   params: 'path parameter',
+  body: 'body field',
 };
 
 /**

@@ -1,5 +1,5 @@
 // The operator's management API lists a project's Apps from its App cache: ready when their Ready condition is
-// True, its message as the error when False; authorised like the runs list.
+// True, its message as the error when False, with its replicas and scaling; authorised like the runs list.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
@@ -39,7 +39,14 @@ describe('GET /v2/projects/{project_id}/apps on the operator', () => {
       ['one', 'two'].map(async (name): Promise<AppSummary> => {
         const app = await cluster.api.find<App>(paths.app('team', name));
         const ready = app?.status?.conditions?.find((condition) => condition.type === READY);
-        return { name, ready: ready?.status === 'True', error: ready?.status === 'False' ? ready.message : null };
+        const { minReplicas, maxReplicas, replicaConcurrency } = app!.spec.scaling;
+        return {
+          name,
+          ready: ready?.status === 'True',
+          error: ready?.status === 'False' ? ready.message : null,
+          replicas: { ready: app?.status?.readyReplicas ?? 0, desired: app?.status?.desiredReplicas ?? app?.status?.replicas ?? minReplicas },
+          scaling: { minReplicas, maxReplicas, replicaConcurrency },
+        };
       }),
     );
     const listed = await waitFor(async () => {

@@ -33,6 +33,7 @@ import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { Scaler } from './autoscaling/scaler.ts';
+import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { appListFromCache, mountManagementApi } from './management.ts';
@@ -380,6 +381,8 @@ export function createOperator(options: OperatorOptions): Operator {
     async listen() {
       const url = await server.listen({ host: config.server.host, port: config.server.port });
       if (options.holder !== undefined && options.holder !== 'external' && holder === undefined) {
+        // As the sidecars do: a revoked API key's call is not held (nor its app woken) past a minute.
+        options.holder.auth?.checkApiKeysWith(kubeServiceAccountCheck(api));
         holder = await startHolder({
           ...options.holder,
           holderKeys: holderKeysFor(await holderKey(), holderKeySecret),

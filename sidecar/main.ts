@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
+import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
 import { AppRegistry, AppTarget, type AppTargetOptions } from './apps.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
@@ -155,6 +156,8 @@ async function openRunLogStore(target: AppTarget, settings: SidecarSettings, reg
     throw new SidecarStartError(`--run-store runlog: ${(err as Error).message}`, { cause: err });
   }
   const store = new RunLogStore({ credentials, namespace: target.projectId, podName: settings.replicaName, appName: target.appName, journal, registry, logger, load });
+  // In a cluster, API keys' tokens are admitted only while their ServiceAccount exists (a revoked key: within a minute).
+  settings.auth?.checkApiKeysWith(kubeServiceAccountCheck(store.client));
   store.start();
   return store;
 }

@@ -8,7 +8,9 @@ import type { RunAuthConfig } from './config.ts';
 import { IssuerKeySet } from './jwks.ts';
 import { TokenCache } from './token-cache.ts';
 import type { VerifiedToken } from './token-cache.ts';
-import { TokenVerifier, keySetUnavailable } from './verify.ts';
+import { TokenVerifier, keySetUnavailable, type VerifiedClaims } from './verify.ts';
+import { invalidToken } from './bearer.ts';
+import { API_KEY_RECHECK_MS, type ServiceAccountCheck } from './service-account-check.ts';
 
 export interface RunAuthenticatorOptions {
   /**
@@ -55,6 +57,7 @@ export class RunAuthenticator {
   readonly #cacheMaxAgeMs: number;
   /** Verifications in flight by credential, so a burst of requests with one new token verifies it once. */
   readonly #verifying = new Map<string, Promise<VerifiedToken>>();
+  #serviceAccountCheck: ServiceAccountCheck | null = null;
   #cacheHits = 0;
   #verifications = 0;
   #rejections = 0;
@@ -83,6 +86,7 @@ export class RunAuthenticator {
       keySet: this.#keySet,
       sharedKeys,
       clockToleranceSeconds: config.clockToleranceSeconds ?? DEFAULTS.clockToleranceSeconds,
+      revokedTokenIds: config.revokedTokenIds,
     });
     this.#cache = new TokenCache({
       maxEntries: config.cacheMaxEntries ?? DEFAULTS.cacheMaxEntries,
@@ -126,6 +130,19 @@ export class RunAuthenticator {
     }
   }
 
+  /**
+   * In a cluster: an API key's token (its ServiceAccount `runlet-key-…`) is admitted only while `check` finds its
+   * ServiceAccount, and asked about again at least every minute, so that a revoked key stops working within one.
+   */
+  checkApiKeysWith(check: ServiceAccountCheck): void {
+    this.#serviceAccountCheck = check;
+  }
+
+  /** Drops every verified token, so that each is verified again: a token just revoked is refused at once. */
+  forgetVerified(): void {
+    this.#cache.clear();
+  }
+
   /** Releases the key-set connections. */
   async close(): Promise<void> {
     await this.#keySet?.close();
@@ -156,7 +173,7 @@ export class RunAuthenticator {
     this.#verifications++;
     const verifiedAtWall = this.#wallNow();
     const verifiedAtMonotonic = this.#monotonicNow();
-    let verified: VerifiedToken;
+    let verified: VerifiedClaims;
     try {
       verified = await this.#verifier.verify(token, verifiedAtWall);
     } catch (err) {
@@ -165,9 +182,16 @@ export class RunAuthenticator {
       }
       throw err;
     }
+    const account = verified.keyAccount;
+    const checksKey = account !== null && this.#serviceAccountCheck !== null;
+    if (checksKey && !(await this.#serviceAccountCheck!(account!))) {
+      throw invalidToken(`The token's API key was revoked: its ServiceAccount ${account!.namespace}/${account!.name} no longer exists`);
+    }
     // The token's remaining lifetime, moved onto the monotonic clock; capped so that a long-lived token is
-    // re-verified after the max age, and one whose key left the key set stops being admitted.
-    const lifetimeMs = Math.min(verified.expiresAtMs - verifiedAtWall, this.#cacheMaxAgeMs);
+    // re-verified after the max age, and one whose key left the key set stops being admitted; an API key's
+    // token, whose key may be revoked, after a minute.
+    const maxAgeMs = checksKey ? Math.min(this.#cacheMaxAgeMs, API_KEY_RECHECK_MS) : this.#cacheMaxAgeMs;
+    const lifetimeMs = Math.min(verified.expiresAtMs - verifiedAtWall, maxAgeMs);
     this.#cache.set(credential, { projectId: verified.projectId, expiresAtMs: verifiedAtMonotonic + lifetimeMs }, verifiedAtMonotonic);
     return verified;
   }

@@ -52,6 +52,11 @@ export interface RunAuthConfig {
    * or a rotated shared key stops admitting long-lived tokens within this bound. Default 10 min.
    */
   cacheMaxAgeMs?: number;
+  /**
+   * Ids (`jti`) of tokens refused although they verify: the API keys `runlet dev` revoked. Consulted when a token
+   * is verified; whoever adds to it calls RunAuthenticator.forgetVerified() so that no cached token outlives it.
+   */
+  revokedTokenIds?: { has(tokenId: string): boolean };
 }
 
 /** The issuer and audience flags, in the shape of an OPTIONS table (flag → environment variables, default): the sidecar's and the holder's. */

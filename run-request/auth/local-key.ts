@@ -15,16 +15,20 @@ export interface LocalTokenRequest {
   projectId: string;
   /** The shared key, as text (as in the key file) or bytes. */
   key: string | Uint8Array;
-  /** Lifetime: seconds, or a jose time span such as `'1h'`. Default one hour. */
-  expiresIn?: number | string;
+  /** Lifetime: seconds, a jose time span such as `'1h'`, or the moment it ends. Default one hour. */
+  expiresIn?: number | string | Date;
   audience?: string;
+  /** The token's `jti`: what an API key's revocation names (local/dev-api-keys.ts). */
+  tokenId?: string;
 }
 
 /** An HS256 token for `projectId` that `localDevAuth` (or a sidecar holding the same key) accepts. */
 export function signLocalToken(request: LocalTokenRequest): Promise<string> {
   const key = typeof request.key === 'string' ? sharedKeyFromText(request.key, 'the key given') : request.key;
   const expiresIn = request.expiresIn ?? '1h';
-  return new SignJWT({ project_id: request.projectId })
+  const token = new SignJWT({ project_id: request.projectId });
+  if (request.tokenId !== undefined) token.setJti(request.tokenId);
+  return token
     .setProtectedHeader({ alg: SHARED_KEY_ALGORITHM, typ: 'JWT' })
     .setAudience(request.audience ?? DEFAULT_AUDIENCE)
     .setIssuedAt()

@@ -52,6 +52,10 @@ export class TokenCache {
     if (nowMs < token.expiresAtMs) this.#entries.set(credential, token);
   }
 
+  clear(): void {
+    this.#entries.clear();
+  }
+
   get size(): number {
     return this.#entries.size;
   }

@@ -11,6 +11,12 @@ import { JWKS_ALGORITHMS, SHARED_KEY_ALGORITHM } from './config.ts';
 import type { IssuerKeySet } from './jwks.ts';
 import { KeySetUnavailableError } from './jwks.ts';
 import type { VerifiedToken } from './token-cache.ts';
+import { apiKeyAccountOf, type ServiceAccountRef } from './service-account-check.ts';
+
+/** What verification established, beyond what is cached: the API key's ServiceAccount, for a key's token. */
+export interface VerifiedClaims extends VerifiedToken {
+  keyAccount: ServiceAccountRef | null;
+}
 
 /**
  * 503 when the issuer's keys cannot be fetched: the token may be valid, so the caller should retry rather than
@@ -27,6 +33,7 @@ export interface TokenVerifierOptions {
   keySet: IssuerKeySet | null;
   sharedKeys: ReadonlyMap<string, Uint8Array>;
   clockToleranceSeconds: number;
+  revokedTokenIds?: { has(tokenId: string): boolean };
 }
 
 export class TokenVerifier {
@@ -39,19 +46,22 @@ export class TokenVerifier {
   }
 
   /** The token's project and expiry, once it verifies at `nowMs`; otherwise throws the ProblemError to answer. */
-  async verify(token: string, nowMs: number): Promise<VerifiedToken> {
+  async verify(token: string, nowMs: number): Promise<VerifiedClaims> {
     let claims: JWTPayload;
     try {
       claims = await this.#verifiedClaims(token, nowMs);
     } catch (err) {
       throw this.#problemOf(err);
     }
+    if (typeof claims.jti === 'string' && this.#options.revokedTokenIds?.has(claims.jti) === true) {
+      throw invalidToken('The token was revoked (its API key was revoked)');
+    }
     const projectId = projectOfClaims(claims);
     if (projectId === null) {
       throw invalidToken('The token names no project: it needs a project_id claim, or to be a Kubernetes service-account token');
     }
     // `exp` is present: jwtVerify was told to require it.
-    return { projectId, expiresAtMs: claims.exp! * 1000 };
+    return { projectId, expiresAtMs: claims.exp! * 1000, keyAccount: apiKeyAccountOf(claims) };
   }
 
   async #verifiedClaims(token: string, nowMs: number): Promise<JWTPayload> {

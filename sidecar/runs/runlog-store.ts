@@ -102,6 +102,11 @@ export class RunLogStore implements RunStore {
   readonly #timers: RunLogTimers;
   readonly #client: KubeApi;
   readonly #api: RunLogApi;
+
+  /** The store's API client, shared by the sidecar's few other calls (whether an API key exists); closed with it. */
+  get client(): KubeApi {
+    return this.#client;
+  }
   readonly #window: RunLogWindow;
   readonly #journal: RunLogJournal;
   readonly #destinations: WebhookDestinationsFile;

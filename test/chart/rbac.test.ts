@@ -12,6 +12,8 @@ import { KubeApi } from '../../kube/client.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
 import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../../management/kube-auth.ts';
+import { CREATE_KEYS, DELETE_KEYS, LIST_KEYS, LIST_RUNS, type ManagementAccess } from '../../management/access.ts';
+import { API_KEY_ROLE } from '../../operator/api-keys.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
@@ -26,6 +28,7 @@ const VIEWER_TABLE = '## Read access to runs';
 const SIDECAR_TABLE = "## The sidecar's permissions";
 const EDITOR_TABLE = '## Editing Apps';
 const OPERATOR_ROLE_TABLE = '## Cancelling runs';
+const KEYS_TABLE = '## API keys';
 const AGGREGATE = 'rbac.authorization.k8s.io/aggregate-to-';
 const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more';
 
@@ -105,6 +108,23 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(allows(runsOperator, { ...cancel, verb: 'list' })).toBe(false);
   });
 
+  it('are the API key (caller) and API keys admin ClusterRoles: admin may make keys, view may not; the operator may bind the caller role', () => {
+    const table = rulesFromTable(README, KEYS_TABLE);
+    expect(objectOf<V1ClusterRole>(chart, 'ClusterRole', API_KEY_ROLE).rules!.map(plain)).toEqual(rowsOf(table, 'key'));
+    expect(objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-api-keys-admin').rules!.map(plain)).toEqual(rowsOf(table, 'admin'));
+    const keys = (access: ManagementAccess): RequestAttributes => ({ verb: access.verb, apiGroup: 'runlet.dev', resource: access.resource, namespace: 'team-a', name: undefined });
+    for (const access of [CREATE_KEYS, LIST_KEYS, DELETE_KEYS]) {
+      expect(allows(aggregatedInto(chart, 'admin'), keys(access)), `admin: ${access.verb}`).toBe(true);
+      expect(allows(aggregatedInto(chart, 'edit'), keys(access)), `edit: ${access.verb}`).toBe(false);
+    }
+    const key = objectOf<V1ClusterRole>(chart, 'ClusterRole', API_KEY_ROLE).rules!;
+    expect(allows(key, keys(LIST_RUNS))).toBe(true);
+    expect(allows(key, keys(CREATE_KEYS))).toBe(false);
+    const { cluster } = operatorRoles(chart);
+    expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: API_KEY_ROLE })).toBe(true);
+    expect(allows(cluster, { verb: 'create', apiGroup: '', resource: 'serviceaccounts/token', namespace: 'team-a', name: 'runlet-key-ci' })).toBe(true);
+  });
+
   it('are the App editor ClusterRole', () => {
     const editor = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-app-editor').rules!;
     expect(editor.map(plain)).toEqual(rulesFromTable(README, EDITOR_TABLE).map(plain));
@@ -181,7 +201,7 @@ describe('the operator under the chart’s RBAC', () => {
   async function requestsOfOperator(
     chart: RenderedChart,
     done: { method: string; pathPattern: RegExp; watch?: boolean }[],
-    meanwhile: (operator: Operator) => Promise<void> = async () => {},
+    meanwhile: (operator: Operator, url: string) => Promise<void> = async () => {},
   ): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
     const from = server!.requests.length;
     const config = resolveConfig(...chartConfig(chart));
@@ -189,8 +209,8 @@ describe('the operator under the chart’s RBAC', () => {
     operator = createOperator({ kubeConfig: server!.kubeConfig(), config, logger: pino({ level: 'silent' }), processMetrics: false, holder: config.holder.enabled ? { auth } : undefined });
     try {
       operator.start();
-      await operator.listen();
-      await meanwhile(operator);
+      const url = await operator.listen();
+      await meanwhile(operator, url);
       for (const request of done) await server!.waitForRequest(request, 20_000);
       // Stopping releases the Lease: those requests count too.
       await operator.stop();
@@ -239,6 +259,15 @@ describe('the operator under the chart’s RBAC', () => {
         });
         expect(answer.status).toBe(202);
       };
+      // An API key made and revoked through the management API: a ServiceAccount, its binding and token.
+      server.tokens.set('keys.admin.x', { username: 'keys-admin' });
+      for (const verb of ['create', 'delete']) server.allow({ user: 'keys-admin', namespace: 'team-a', group: 'runlet.dev', resource: 'apikeys', verb });
+      const keyRoundTrip = async (url: string) => {
+        const headers = { authorization: 'Bearer keys.admin.x', 'content-type': 'application/json' };
+        const made = await fetch(`${url}/v2/projects/team-a/keys`, { method: 'POST', headers, body: JSON.stringify({ name: 'ci', expiresAt: new Date(Date.now() + 86_400_000).toISOString() }) });
+        expect(made.status).toBe(201);
+        expect((await fetch(`${url}/v2/projects/team-a/keys/ci`, { method: 'DELETE', headers: { authorization: headers.authorization } })).status).toBe(204);
+      };
 
       // With the app ingress on (production values), then off (defaults): the second removes the Ingress, and its
       // holder takes over the call the first one held.
@@ -250,8 +279,12 @@ describe('the operator under the chart’s RBAC', () => {
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/endpoints\/zero$/ },
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
             { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
+            { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/serviceaccounts\/runlet-key-ci$/ },
           ],
-          callAtZero,
+          async (running, url) => {
+            await callAtZero(running);
+            await keyRoundTrip(url);
+          },
         );
       const defaults = renderWith(VALUE_SETS.default);
       const defaultRequests = await requestsOfOperator(defaults, [
@@ -276,7 +309,8 @@ describe('the operator under the chart’s RBAC', () => {
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
       const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
       const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'patch endpoints', 'get deployments/scale', 'update deployments/scale'];
-      for (const expected of [...kinds, ...watches, ...holding, 'delete rolebindings', 'delete roles', 'list nodes', 'watch nodes']) {
+      const keys = ['create serviceaccounts', 'create rolebindings', 'create serviceaccounts/token', 'delete serviceaccounts'];
+      for (const expected of [...kinds, ...watches, ...holding, ...keys, 'delete rolebindings', 'delete roles', 'list nodes', 'watch nodes']) {
         expect(seen, expected).toContain(expected);
       }
 

@@ -69,8 +69,8 @@ describe('runlet dev: the dev loop', () => {
       const listed = await (await fetch(`${dev.url}/v2/projects/dev/apps`)).json();
       expect(listed).toEqual({
         items: [
-          { name: 'broken', ready: false, error: expect.stringMatching(/^main\.py line 4: SyntaxError: /) as unknown },
-          { name: 'hello', ready: true, error: null },
+          { name: 'broken', ready: false, error: expect.stringMatching(/^main\.py line 4: SyntaxError: /) as unknown, replicas: { ready: 0, desired: 1 }, scaling: { minReplicas: 1, maxReplicas: 10, replicaConcurrency: 4 } },
+          { name: 'hello', ready: true, error: null, replicas: { ready: 1, desired: 1 }, scaling: { minReplicas: 1, maxReplicas: 10, replicaConcurrency: 4 } },
         ],
       });
       expect(await (await fetch(`${dev.url}/v2/projects/elsewhere/apps`)).json()).toEqual({ items: [] });

@@ -6,7 +6,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import Fastify, { type RouteOptions } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildOpenApiDocuments, DOCUMENT_FILES, noRuns, serialise } from '../../docs/openapi-documents.ts';
+import { buildOpenApiDocuments, DOCUMENT_FILES, noKeys, noRuns, serialise } from '../../docs/openapi-documents.ts';
 import { managementApi } from '../../management/routes.ts';
 import { AppRegistry } from '../../sidecar/apps.ts';
 import { Replica } from '../../sidecar/replica.ts';
@@ -72,8 +72,8 @@ describe('routes and operations', () => {
       routes.push(route);
     });
     await server.register(runInterfaceRoutes(createRunInterface(replica)));
-    // With a canceller, as runlet dev serves it: the document describes the cancel operation.
-    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, appList: () => [], canceller: replica.activeRuns });
+    // With a canceller and keys, as runlet dev serves it with an auth key: the document describes those operations.
+    await server.register(managementApi, { runs: noRuns, apps: { hasApp: () => false }, appList: () => [], canceller: replica.activeRuns, keys: noKeys });
     await server.ready();
   });
   afterAll(async () => {

@@ -1,4 +1,9 @@
-// `runlet dev` serves both documents, without auth, identical to the committed copies.
+// `runlet dev` serves both documents, without auth, identical to the committed copies (with an auth key, as it
+// then serves the API key operations too).
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { localDevAuth } from '../../run-request/auth/local-key.ts';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,7 +11,9 @@ import { FIXTURE_APPS, startTestDevServer, type TestDevServer } from '../support
 
 let dev: TestDevServer;
 beforeAll(async () => {
-  dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`] });
+  const keyFile = join(await mkdtemp(join(tmpdir(), 'runlet-served-documents-')), 'dev.key');
+  await writeFile(keyFile, 'the auth key of the served documents test, 32 bytes or more');
+  dev = await startTestDevServer({ appDirs: [`${FIXTURE_APPS}/e2e`], auth: localDevAuth(keyFile, 'dev') });
 });
 afterAll(async () => dev?.dispose());
 

@@ -17,6 +17,7 @@ import { scaledParent, scaleOf, servesScale } from './scale.ts';
 import { badRequest, methodNotAllowed, resourceNotServed, successStatus } from './status.ts';
 import type { ObjectStore } from './store.ts';
 import { acceptsTable, listTable, objectTable } from './table.ts';
+import { answerTokenRequest } from './token-requests.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
 import type { WatchHub } from './watch.ts';
 
@@ -136,6 +137,8 @@ interface Target {
   subresource: 'status' | undefined;
   /** The request is for the object's `/scale` subresource (scale.ts). */
   scale?: true;
+  /** A ServiceAccount's `/token` subresource: the TokenRequest API (token-requests.ts). */
+  token?: true;
 }
 
 function resolve(ctx: ApiContext, pathname: string): Target {
@@ -144,6 +147,9 @@ function resolve(ctx: ApiContext, pathname: string): Target {
   if (path === undefined || type === undefined) throw resourceNotServed(pathname);
   if (path.namespace !== undefined && !type.namespaced) throw resourceNotServed(pathname);
   if (path.subresource === 'scale' && servesScale(type) && path.name !== undefined) return { type, path, subresource: undefined, scale: true };
+  if (path.subresource === 'token' && type.plural === 'serviceaccounts' && type.group === '' && path.name !== undefined) {
+    return { type, path, subresource: undefined, token: true };
+  }
   if (path.subresource !== undefined && !(path.subresource === 'status' && type.hasStatus)) {
     throw resourceNotServed(pathname);
   }
@@ -310,6 +316,11 @@ export function handleApiRequest(ctx: ApiContext, request: ApiRequest, res: Serv
     if (answer !== undefined) return answer;
   }
   const target = resolve(ctx, pathname);
+  if (target.token) {
+    if (request.method !== 'POST') throw methodNotAllowed(request.method, pathname);
+    const serviceAccount = ctx.lifecycle.get(target.type, target.path.namespace, target.path.name!);
+    return ok(answerTokenRequest(ctx.reviews, serviceAccount, parseBody(request)), 201);
+  }
   if (!target.type.verbs.includes('get')) {
     // A review kind: create-only, answered and never stored.
     const answer = request.method === 'POST' && target.path.name === undefined

@@ -12,6 +12,10 @@ export interface TokenIdentity {
   extra?: Record<string, string[]>;
   /** Audiences the token is valid for; when set, a review asking for other audiences fails. */
   audiences?: string[];
+  /** A token of the TokenRequest API: not authenticated once this ServiceAccount is gone (token-requests.ts). */
+  boundTo?: { namespace: string; name: string; uid: string };
+  /** Epoch ms after which the token is not authenticated. */
+  expiresAtMs?: number;
 }
 
 /** A grant; an omitted field (or `*`) matches anything. `group` is the API group, `userGroup` the user's. */
@@ -53,6 +57,8 @@ function matches(ruleValue: string | undefined, actual: string | undefined): boo
 
 export class AuthReviews {
   readonly tokens = new Map<string, TokenIdentity>();
+  /** The uid of a live ServiceAccount, for bound tokens; set by the server over its store. */
+  serviceAccountUid: (namespace: string, name: string) => string | undefined = () => undefined;
   private readonly rules: AccessRule[] = [];
 
   allow(rule: AccessRule): void {
@@ -79,11 +85,15 @@ export class AuthReviews {
     let status: object;
     if (identity === undefined) {
       status = { authenticated: false, user: {}, error: 'token not recognised (not issued by the test)' };
+    } else if (identity.expiresAtMs !== undefined && Date.now() >= identity.expiresAtMs) {
+      status = { authenticated: false, user: {}, error: 'token has expired' };
+    } else if (identity.boundTo !== undefined && this.serviceAccountUid(identity.boundTo.namespace, identity.boundTo.name) !== identity.boundTo.uid) {
+      status = { authenticated: false, user: {}, error: `service account ${identity.boundTo.namespace}/${identity.boundTo.name} has been deleted` };
     } else if (wanted.length > 0 && audiences.length === 0) {
       const error = `token audiences ${JSON.stringify(identity.audiences)} do not include ${JSON.stringify(wanted)}`;
       status = { authenticated: false, user: {}, error };
     } else {
-      const { audiences: _tokenAudiences, ...user } = identity;
+      const { audiences: _tokenAudiences, boundTo: _boundTo, expiresAtMs: _expiresAtMs, ...user } = identity;
       status = { authenticated: true, user: { groups: [], ...user }, audiences };
     }
     return { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', metadata: {}, spec, status };

@@ -132,6 +132,7 @@ export class KubeApiServer {
     const requireNamespaces = options.requireNamespaces ?? true;
     const lifecycle = new ObjectLifecycle(this.store, registry, { requireNamespaces });
     this.tokens = this.reviews.tokens;
+    this.reviews.serviceAccountUid = (namespace, name) => this.store.get('serviceaccounts', namespace, name)?.metadata.uid;
     this.context = {
       registry,
       store: this.store,

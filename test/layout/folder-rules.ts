@@ -12,6 +12,8 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   ['kube/', []],
   ['run-request/', ['crds/', 'kube/']],
   ['management/', ['crds/', 'kube/']],
+  // A client of the management API over HTTP like any other: it holds no session and reads no store.
+  ['dashboard/', []],
   // runlet dev's SQLite run store is also the runs API's run source there, so it implements that interface.
   ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts']],
   // The operator mints each pod's drain token and renders it into the sidecar's env and the app container's
@@ -22,14 +24,14 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // count its calls, until the chart runs `runlet activator` instead (the test clusters do); a cancel through
   // its management API drops a call held at zero (activator/hold-cancel.ts); its config carries the holder's
   // bounds (activator/hold-bounds.ts).
-  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-bounds.ts']],
+  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-bounds.ts']],
   // The operator owns what the activator reads of it: the names it gives an App's objects (its Deployment, the
   // sidecar's run port), the holder key (made and copied to each namespace's sidecars by the operator), and
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list),
   // an App's scaling settings and the replicas waiting calls need (autoscaling/settings.ts), and the demand the
   // autoscaler reads from the holder (autoscaling/held-demand.ts).
   ['activator/', ['run-request/', 'crds/', 'kube/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts']],
-  ['local/', ['sidecar/', 'run-request/', 'management/', 'crds/']],
+  ['local/', ['sidecar/', 'run-request/', 'management/', 'dashboard/', 'crds/']],
   ['cli/', [EVERYTHING]],
   ['charts/', []],
   ['docs/', ['crds/', 'run-request/', 'sidecar/', 'management/']],

@@ -13,6 +13,7 @@ import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
+import { launchBrowser } from '../support/browser.ts';
 import { waitFor } from '../support/wait.ts';
 import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
 import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
@@ -140,6 +141,92 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       return item.status === 'cancelled' && item;
     });
     expect(cancelled.reason).toBe('cancel_requested');
+  });
+
+  it('makes an API key under the real RBAC (a ServiceAccount bound to runlet-api-key, a TokenRequest token) that calls the app and reads its runs; revoked, it is refused within a minute on both', async () => {
+    const app = await kubectlApplyApp(`runlet-keys-${Date.now().toString(36)}`);
+    const pod = await wait('the pod Ready', async () => (await app.pods()).find(isReady));
+    const { runUrl } = await cluster.sidecar(pod);
+    const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    // The namespace's administrator: the built-in admin ClusterRole, into which runlet-api-keys-admin is aggregated.
+    await rbac.createNamespacedRoleBinding({
+      namespace: app.namespace,
+      body: {
+        metadata: { name: 'default-admin' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+        subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: app.namespace }],
+      },
+    });
+    const admin = { authorization: `Bearer ${await cluster.serviceAccountToken(app.namespace, 'default')}` };
+    const keysUrl = `${cluster.operatorUrl}/v2/projects/${app.namespace}/keys`;
+    const expiresAt = new Date(Date.now() + 2 * 86_400_000);
+    const made = await wait('a key made once the aggregated grant applies', async () => {
+      const answer = await fetch(keysUrl, { method: 'POST', headers: { ...admin, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'ci', expiresAt: expiresAt.toISOString() }) });
+      return answer.status === 201 && ((await answer.json()) as { item: { expiresAt: string }; token: string });
+    });
+    expect(Math.abs(Date.parse(made.item.expiresAt) - expiresAt.getTime())).toBeLessThan(5_000);
+    const key = { authorization: `Bearer ${made.token}` };
+    const call = () => fetch(`${runUrl}/v4/${app.namespace}/hello/run`, { method: 'POST', headers: { ...key, 'content-type': 'application/json' }, body: '{"name":"key"}' });
+    const listApps = () => fetch(`${cluster.operatorUrl}/v2/projects/${app.namespace}/apps`, { headers: key });
+    expect((await call()).status).toBe(200);
+    expect((await wait('the key reading the apps (its binding to runlet-api-key)', async () => (await listApps()).status === 200 || undefined))).toBe(true);
+    expect(((await (await fetch(keysUrl, { headers: admin })).json()) as { items: { name: string }[] }).items.map((item) => item.name)).toEqual(['ci']);
+
+    expect((await fetch(`${keysUrl}/ci`, { method: 'DELETE', headers: admin })).status).toBe(204);
+    // Within a minute (the sidecar asks again whether the key exists every minute; the management API every 30 s).
+    const revokedBound = { what: 'the revoked key refused', timeoutMs: 90_000, intervalMs: 1_000 };
+    await waitFor(async () => (await call()).status === 401, revokedBound);
+    await waitFor(async () => (await listApps()).status === 401, revokedBound);
+  });
+
+  it('serves the dashboard: signed in with a token, it shows the App and its runs, and makes and revokes a key', async () => {
+    const app = await kubectlApplyApp(`runlet-dash-${Date.now().toString(36)}`);
+    const pod = await wait('the pod Ready', async () => (await app.pods()).find(isReady));
+    const { runUrl } = await cluster.sidecar(pod);
+    const called = await fetch(`${runUrl}/v4/${app.namespace}/hello/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.token(app.namespace)}` },
+      body: '{"name":"Ada"}',
+    });
+    const runId = called.headers.get('x-request-id')!;
+    const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRoleBinding({
+      namespace: app.namespace,
+      body: {
+        metadata: { name: 'default-admin' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+        subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: app.namespace }],
+      },
+    });
+    const adminToken = await cluster.serviceAccountToken(app.namespace, 'default');
+    await wait('the admin grant applied', async () => (await fetch(`${cluster.operatorUrl}/v2/projects/${app.namespace}/keys`, { headers: { authorization: `Bearer ${adminToken}` } })).status === 200 || undefined);
+
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.newPage();
+      page.setDefaultTimeout(STATE_TIMEOUT_MS);
+      await page.goto(cluster.operatorUrl);
+      await page.getByLabel('Project (namespace)').fill(app.namespace);
+      await page.getByLabel('Service-account token').fill(adminToken);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await expect.poll(() => page.getByRole('row', { name: /hello/ }).textContent(), { timeout: STATE_TIMEOUT_MS }).toContain('ready');
+      await page.getByRole('link', { name: 'hello' }).click();
+      await page.getByRole('link', { name: runId }).click();
+      await expect.poll(() => page.locator('main').textContent(), { timeout: STATE_TIMEOUT_MS }).toContain('success');
+
+      await page.getByRole('link', { name: 'API keys' }).click();
+      await page.getByLabel('Name').fill('ci');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const token = await page.getByLabel('Token').inputValue();
+      const call = () => fetch(`${runUrl}/v4/${app.namespace}/hello/run`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"name":"key"}' });
+      expect((await call()).status).toBe(200);
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.getByRole('button', { name: 'Revoke key ci' }).click();
+      await page.getByText('Key ci revoked.').waitFor();
+      expect((await cluster.kubectl('get', 'serviceaccounts', '--namespace', app.namespace, '--selector', 'runlet.dev/api-key=true', '--output', 'name')).trim()).toBe('');
+    } finally {
+      await browser.close();
+    }
   });
 
   it('brings a deleted child Service back', async () => {

@@ -11,8 +11,8 @@ const KEY_ID = 'runlet-e2e-issuer';
 export interface ServiceAccountIssuer {
   /** The key set's URL: the sidecars' `RUNLET_AUTH_JWKS_URL`. */
   readonly jwksUrl: string;
-  /** A token of service account `name` in `namespace`, for `audience` (default runlet), valid for an hour. */
-  token(namespace: string, options?: { name?: string; audience?: string }): Promise<string>;
+  /** A token of service account `name` (with `uid`) in `namespace`, for `audience` (default runlet), valid for an hour. */
+  token(namespace: string, options?: { name?: string; uid?: string; audience?: string }): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -30,13 +30,13 @@ export async function startServiceAccountIssuer(): Promise<ServiceAccountIssuer>
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     jwksUrl: `${base}/openid/v1/jwks`,
-    token: (namespace, options = {}) => sign(privateKey, base, namespace, options.name ?? 'default', options.audience ?? 'runlet'),
+    token: (namespace, options = {}) => sign(privateKey, base, namespace, options.name ?? 'default', options.audience ?? 'runlet', options.uid),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
 
-function sign(key: CryptoKey, issuer: string, namespace: string, name: string, audience: string): Promise<string> {
-  return new SignJWT({ 'kubernetes.io': { namespace, serviceaccount: { name } } })
+function sign(key: CryptoKey, issuer: string, namespace: string, name: string, audience: string, uid?: string): Promise<string> {
+  return new SignJWT({ 'kubernetes.io': { namespace, serviceaccount: uid === undefined ? { name } : { name, uid } } })
     .setProtectedHeader({ alg: 'ES256', kid: KEY_ID, typ: 'JWT' })
     .setIssuer(issuer)
     .setSubject(`system:serviceaccount:${namespace}:${name}`)
