@@ -123,6 +123,8 @@ export function createOperator(options: OperatorOptions): Operator {
       queue.forget(key);
       counters.appDeleted(key);
       loads.appDeleted(key);
+      const [namespace, name] = key.split('/') as [string, string];
+      holder?.appDeleted(namespace, name).catch((error: unknown) => logger.warn({ err: error, app: key }, 'holder: dropping the held async calls of a deleted app failed; the next sweep does'));
     },
     podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
@@ -361,6 +363,7 @@ export function createOperator(options: OperatorOptions): Operator {
           appsSynced: () => apps.whenSynced(),
           logger,
           identity: config.leaderElection.identity,
+          recordsNamespace: config.holder.serviceNamespace,
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,

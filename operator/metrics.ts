@@ -141,7 +141,7 @@ export class OperatorMetrics {
 
   readonly heldCalls = new Counter({
     name: 'runlet_holder_calls_total',
-    help: 'Calls to Apps at zero replicas taken by this replica’s holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers).',
+    help: 'Calls to Apps at zero replicas taken by this replica’s holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: taken without a token, the replica refused its caller, 401/403, and recorded no run), unrecorded (async: no replica recorded it after repeated answers), expired (async: held past its record’s expiry), altered (async: its record was changed at rest).',
     labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
     registers: [this.registry],
   });

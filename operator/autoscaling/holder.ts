@@ -2,7 +2,9 @@
 // calls that found no replica. It authenticates them as a sidecar would, wakes the app (hold-wake.ts), and
 //   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
 //                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
-//   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
+//   async         ─▶ durable record (hold-records.ts: in the holder's namespace, no token) ─▶ 202 {run_id} at
+//                    once ─▶ handed over (hold-dispatch.ts); a sweep drops the records of deleted Apps and
+//                    expired ones, and hands over those a dead holder replica left
 // Every hand-over carries the run id and the wait, signed with the App namespace's key (sidecar/auth/held-run.ts),
 // for the run record.
 // It runs in every operator replica; nothing in it needs the leader.
@@ -28,14 +30,20 @@ import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayCall, type ReplicaAddress } from './hold-proxy.ts';
-import { HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
+import { HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, HeldRecords, type HeldCall, type HeldRecord } from './hold-records.ts';
 import { wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
 const BODY_LIMIT_BYTES = 16 * 1024 * 1024;
-/** The headers of an async call kept in its record: what the replica needs to run it as the caller asked. */
-const KEPT_HEADERS = ['authorization', 'content-type', 'accept', 'x-webhook-secret'] as const;
+/**
+ * The headers of an async call kept in its record: what the replica needs to run it as the caller asked. Not
+ * its Authorization: the holder authenticated the caller, and the record says so instead (hold-records.ts).
+ */
+const KEPT_HEADERS = ['content-type', 'accept', 'x-webhook-secret'] as const;
+/** How long a held async call is kept at most when the configuration says nothing. */
+export const DEFAULT_HELD_CALL_TTL_MS = 24 * 3600_000;
+const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 const RETRY_AFTER_SECONDS = '5';
 
 export interface HolderOptions {
@@ -51,6 +59,12 @@ export interface HolderOptions {
   logger: Logger;
   /** This replica's name, for claims on held async calls. */
   identity: string;
+  /** Where held async calls are recorded: the holder's own namespace (its Role grants Secrets there). */
+  recordsNamespace: string;
+  /** A held async call not handed over within this long is dropped. Default 24 h. */
+  heldCallTtlMs?: number;
+  /** How often the records are swept (expired, of deleted Apps, left by a dead replica). Default 1 min. */
+  sweepIntervalMs?: number;
   watchdogMs: number;
   host: string;
   port: number;
@@ -96,14 +110,25 @@ export interface Holder {
   readonly stats: HolderStats;
   /** Calls to the App waiting here for a replica now (sync and stream calls, async calls not yet handed over): the scaler's `held`. */
   held(namespace: string, appName: string): number;
-  /** Hands over the held async calls found in the API server (a restarted holder's, or a dead replica's). */
+  /**
+   * Sweeps the held async calls in the API server: drops those past their expiry or of an App that is gone, and
+   * hands over those no live holder holds (a restarted holder's, or a dead replica's); how many it took.
+   */
   recover(): Promise<number>;
+  /** The App is deleted: its held async calls go with it. */
+  appDeleted(namespace: string, appName: string): Promise<void>;
   close(): Promise<void>;
 }
 
 function configuredColdStartMs(app: App): number {
   // The App cache holds what the API server stored, which an older server may not have defaulted.
   return (app.spec.scaling?.coldStartTimeout ?? DEFAULT_COLD_START_TIMEOUT_SECONDS) * 1000;
+}
+
+/** The App a record is for: `[namespace, name]`. */
+function appOf(record: HeldRecord): [string, string] {
+  const labels = record.metadata?.labels ?? {};
+  return [labels[HELD_CALL_NAMESPACE_LABEL] ?? '', labels[HELD_CALL_LABEL] ?? ''];
 }
 
 function podAddress(pod: V1Pod): ReplicaAddress {
@@ -117,7 +142,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0 };
   const metrics = options.metrics;
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
-  const records = new HeldRecords({ api, identity: options.identity, staleClaimMs: options.staleClaimMs ?? 5 * 60_000 });
+  const records = new HeldRecords({
+    api,
+    namespace: options.recordsNamespace,
+    identity: options.identity,
+    staleClaimMs: options.staleClaimMs ?? 5 * 60_000,
+    ttlMs: options.heldCallTtlMs ?? DEFAULT_HELD_CALL_TTL_MS,
+    keys: holderKeys,
+  });
   const wake = (namespace: string, appName: string) =>
     wakeDeployment(api, namespace, appName).then((woke) => {
       if (woke) logger.info({ app: `${namespace}/${appName}` }, 'holder: woke the app (replicas 0 → 1)');
@@ -134,12 +166,15 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     logger,
     retryDelayMs: options.retryDelayMs ?? 1000,
     onDropped: (call, why) => metrics?.dropped(call.namespace, call.appName, why),
+    onAltered: (record) => metrics?.dropped(...appOf(record), 'altered'),
     onHandedOver: (call, coldStartMs) => {
       stats.handedOver += 1;
       metrics?.handedOver(call.namespace, call.appName, 'async', coldStartMs);
     },
   });
   const handOvers = new Set<Promise<void>>();
+  /** The names of the records this replica is handing over now: a sweep leaves them be. */
+  const inHand = new Set<string>();
   /** `namespace/app` → calls waiting for a replica. */
   const waiting = new Map<string, number>();
   function counted<T>(namespace: string, appName: string, work: Promise<T>): Promise<T> {
@@ -151,9 +186,13 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       else waiting.set(key, left);
     });
   }
-  function handOver(record: Parameters<typeof dispatcher.handOver>[0]): void {
-    const appName = record.metadata?.labels?.[HELD_CALL_LABEL] ?? '';
-    const pending = counted(record.metadata?.namespace ?? '', appName, dispatcher.handOver(record)).finally(() => handOvers.delete(pending));
+  function handOver(record: HeldRecord): void {
+    const name = record.metadata!.name!;
+    inHand.add(name);
+    const pending = counted(...appOf(record), dispatcher.handOver(record)).finally(() => {
+      handOvers.delete(pending);
+      inHand.delete(name);
+    });
     handOvers.add(pending);
   }
 
@@ -167,7 +206,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const app = apps.get(projectId, appName);
     // As the App's sidecars would (`--auth on|off` from spec.auth.enabled); callers of an App that does not
     // exist are authenticated too, so that none learns which Apps exist without a token.
-    if (auth && app?.spec.auth?.enabled !== false) {
+    const authenticates = auth !== null && app?.spec.auth?.enabled !== false;
+    if (authenticates) {
       const pending = auth.authenticate(request.headers.authorization, projectId);
       if (pending) await pending;
     }
@@ -182,7 +222,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         const value = request.headers[name];
         if (typeof value === 'string') headers[name] = value;
       }
-      const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now() };
+      const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now(), authenticatedProject: authenticates ? projectId : null };
       const record = await records.save(call);
       stats.accepted += 1;
       metrics?.accepted(projectId, appName);
@@ -211,6 +251,33 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     await relayCall(request, response, replicaAddress(pod), { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) });
   }
 
+  async function sweep(): Promise<number> {
+    await options.appsSynced();
+    let claimed = 0;
+    for (const record of await records.all()) {
+      const [namespace, appName] = appOf(record);
+      const what = { app: `${namespace}/${appName}`, record: record.metadata?.name };
+      if (apps.get(namespace, appName) === undefined) {
+        logger.warn(what, 'holder: the app of a held async call is gone; dropping the call');
+        await records.remove(record);
+      } else if (records.expired(record)) {
+        logger.error(what, 'holder: a held async call outlived its expiry without reaching a replica; dropping it (no run is recorded)');
+        metrics?.dropped(namespace, appName, 'expired');
+        await records.remove(record);
+      } else if (!inHand.has(record.metadata!.name!) && records.mayClaim(record)) {
+        const mine = await records.claim(record);
+        if (mine === null) continue;
+        claimed += 1;
+        handOver(mine);
+      }
+    }
+    return claimed;
+  }
+  const sweeps = setInterval(() => {
+    sweep().catch((error: unknown) => logger.warn({ err: error }, 'holder: sweeping the held async calls failed; trying again at the next sweep'));
+  }, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+  sweeps.unref();
+
   const server: Server = createServer((request, response) => {
     const runId = newRunId();
     hold(request, response, runId).catch((error: unknown) => {
@@ -235,18 +302,15 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
     stats,
     held: (namespace, appName) => waiting.get(`${namespace}/${appName}`) ?? 0,
-    async recover() {
-      const found = await records.claimable();
-      let claimed = 0;
-      for (const record of found) {
-        const mine = await records.claim(record);
-        if (mine === null) continue;
-        claimed += 1;
-        handOver(mine);
+    recover: sweep,
+    async appDeleted(namespace, appName) {
+      for (const record of await records.ofApp(namespace, appName)) {
+        logger.warn({ app: `${namespace}/${appName}`, record: record.metadata?.name }, 'holder: the app of a held async call was deleted; dropping the call');
+        await records.remove(record);
       }
-      return claimed;
     },
     async close() {
+      clearInterval(sweeps);
       dispatcher.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

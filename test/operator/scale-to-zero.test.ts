@@ -170,9 +170,10 @@ describe('scale to zero: the holder itself', () => {
     const { namespace, name } = zero.hello;
     const first = cluster.operator.holder!;
     const handedOverBefore = first.stats.handedOver;
+    const token = await cluster.callerToken(namespace);
     const answer = await fetch(`${first.url}/v4/${namespace}/${name}/run?async=true`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.callerToken(namespace)}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ name: 'Survivor' }),
     });
     expect(answer.status).toBe(202);
@@ -180,6 +181,12 @@ describe('scale to zero: the holder itself', () => {
     // The holder goes away before any replica is ready: the call exists only in its durable record.
     await first.close();
     expect(first.stats.handedOver).toBe(handedOverBefore);
+    // That record is in the holder's namespace, not the App's, and holds no token: what is at rest, decoded.
+    const records = await core.listSecretForAllNamespaces({ labelSelector: 'runlet.dev/held-call-for' });
+    expect(records.items.map((record) => record.metadata?.namespace)).toEqual([HOLDER_KEY.namespace]);
+    const atRest = JSON.stringify(records.items[0]) + Object.values(records.items[0]!.data ?? {}).map((value) => Buffer.from(value, 'base64').toString('utf8')).join('\n');
+    expect(atRest).not.toContain(token);
+    expect(atRest.toLowerCase()).not.toContain('bearer');
 
     const api = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
     const second = await startHolder({
@@ -191,6 +198,7 @@ describe('scale to zero: the holder itself', () => {
       appsSynced: async () => {},
       logger: (await import('pino')).default({ level: 'silent' }),
       identity: 'holder-after-restart',
+      recordsNamespace: HOLDER_KEY.namespace,
       watchdogMs: 60_000,
       host: '127.0.0.1',
       port: 0,
