@@ -24,7 +24,7 @@ import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
-import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
+import { createEndpointsSwitch, servingChanged } from './autoscaling/endpoints-switch.ts';
 import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
@@ -214,7 +214,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
   // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
-  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, options.holder === undefined ? null : holderService);
+  const switchAppEndpoints = createEndpointsSwitch(leaderApi, options.holder === undefined ? null : holderService);
   // Apps at zero point at the holder's addresses: when those change, they follow at once (the leader's queue).
   const holderEndpoints =
     options.holder === undefined

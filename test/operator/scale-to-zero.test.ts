@@ -151,7 +151,7 @@ describe('scale to zero: the holder itself', () => {
     const second = cluster.kubelet.network.assignLoopbackServer('a second operator pod’s holder');
     const setHolderAddresses = (ips: string[]) =>
       core.replaceNamespacedEndpoints({ ...HOLDER_SERVICE, body: { metadata: HOLDER_SERVICE, subsets: [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: 'http', port: holderPort }] }] } });
-    const appAddresses = async () => ((await zero.endpoints())?.subsets ?? []).flatMap((subset) => (subset.addresses ?? []).map((address) => address.ip)).sort();
+    const appAddresses = async () => (await zero.endpoints()).map((endpoint) => endpoint.ip).sort();
     const both = [cluster.holderIp!, second].sort().join();
     try {
       // A second operator pod's holder joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
