@@ -369,9 +369,14 @@ export function createOperator(options: OperatorOptions): Operator {
           port: config.holder.port,
           metrics: metrics.holder,
         });
-        // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
-        const recovered = await holder.recover();
-        if (recovered > 0) logger.info({ recovered }, 'holder: handing over held async calls found at start');
+        // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet. Not
+        // awaited: the sweep waits for the App cache, which the holder's port must not wait for.
+        holder.recover().then(
+          (recovered) => {
+            if (recovered > 0) logger.info({ recovered }, 'holder: handing over held async calls found at start');
+          },
+          (error: unknown) => logger.warn({ err: error }, 'holder: sweeping the held async calls at start failed; the next sweep tries again'),
+        );
       }
       return url;
     },
