@@ -12,7 +12,7 @@ import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts
 import { testLogger } from '../../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { HELD_CALL_LABEL } from './hold-records.ts';
-import { startHolder, type Holder, type HolderOptions } from './holder.ts';
+import { HELD_ASYNC_BODY_LIMIT_BYTES, startHolder, type Holder, type HolderOptions } from './holder.ts';
 
 const PROJECT_KEY = randomBytes(32).toString('hex');
 const DEPLOYMENTS = '/apis/apps/v1/namespaces/team-a/deployments';
@@ -128,5 +128,40 @@ describe('the holder’s authentication', () => {
     expect(await holder.recover()).toBe(0);
     expect(await recordsOf('open'), 'the expired one gone, the first holder’s kept').toBe(1);
     expect(dropped).toEqual(['team-a/open expired']);
+  });
+
+  it('refuses at once (413) an async call at zero whose body its record could not hold, and keeps one that fits', async () => {
+    server = await startKubeApiServer({ namespaces: ['team-a', HOLDER_NAMESPACE] });
+    api = new KubeApi(await server.credentials());
+    await api.create(DEPLOYMENTS, deployment('open'));
+    const apps: App[] = [storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'open' })];
+    const key = randomBytes(32);
+    holder = await startHolder({
+      api,
+      apps: { get: (namespace, name) => apps.find((app) => app.metadata.namespace === namespace && app.metadata.name === name) },
+      appsSynced: async () => {},
+      auth: null,
+      holderKeys: () => key,
+      logger: testLogger(),
+      identity: 'holder-test',
+      recordsNamespace: HOLDER_NAMESPACE,
+      watchdogMs: 60_000,
+      host: '127.0.0.1',
+      port: 0,
+      coldStartTimeoutMs: () => 100,
+    });
+    // A JSON object of exactly `bytes` bytes.
+    const body = (bytes: number) => `{"pad":"${'x'.repeat(bytes - 10)}"}`;
+    const hold = (text: string) => fetch(`${holder!.url}/v4/team-a/open/run?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+
+    const over = await hold(body(HELD_ASYNC_BODY_LIMIT_BYTES + 1));
+    expect(over.status).toBe(413);
+    const problem = (await over.json()) as { type: string; detail: string };
+    expect(problem.type).toBe('https://runlet.dev/problems#body-too-large');
+    expect(problem.detail).toContain(`${HELD_ASYNC_BODY_LIMIT_BYTES} bytes`);
+    expect((await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL })).items, 'nothing recorded').toEqual([]);
+
+    expect((await hold(body(HELD_ASYNC_BODY_LIMIT_BYTES))).status).toBe(202);
+    expect((await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL })).items).toHaveLength(1);
   });
 });

@@ -35,7 +35,12 @@ import { wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
-const BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+/**
+ * The largest body of an async call held at zero. Its record is a Secret, whose data the API server takes up to
+ * 1 MiB in all; the call's other fields (its URL with the query, a few headers) fit in the rest. A larger body
+ * is refused at once (413) rather than accepted and lost when its record cannot be written.
+ */
+export const HELD_ASYNC_BODY_LIMIT_BYTES = 960 * 1024;
 /**
  * The headers of an async call kept in its record: what the replica needs to run it as the caller asked. Not
  * its Authorization: the holder authenticated the caller, and the record says so instead (hold-records.ts).
@@ -216,7 +221,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
 
     if (runOptions.async) {
-      const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
+      const body = await readLimitedBody(request, { limitBytes: HELD_ASYNC_BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null }).catch((error: unknown) => {
+        if (!(error instanceof ProblemError) || error.status !== Problems.bodyTooLarge.status) throw error;
+        throw new ProblemError(
+          Problems.bodyTooLarge,
+          `"${appName}" has no replica running, and an async call is kept until one is up in a Kubernetes Secret, which limits its body to ${HELD_ASYNC_BODY_LIMIT_BYTES} bytes; call it synchronously, or once a replica is up`,
+          { cause: error, headers: error.headers },
+        );
+      });
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = request.headers[name];
