@@ -293,14 +293,16 @@ describe('the operator under the chart’s RBAC', () => {
         );
       const defaults = renderWith(VALUE_SETS.default);
       // Its holder takes over the call held at zero; then the App is deleted, and the call with it.
+      const heldRecord = new RegExp(`/namespaces/${RELEASE.namespace}/secrets/runlet-held-`);
       const deleteZero = async () => {
+        // Once its holder's sweep has claimed the call (the first run's holder never did: it was still waiting for a pod).
+        await server!.waitForRequest({ method: 'PUT', pathPattern: heldRecord }, 20_000);
         await api.delete(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a', name: 'zero' }));
       };
       const defaultRun = await requestsOfOperator(defaults, [
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
-          { method: 'PUT', pathPattern: new RegExp(`/namespaces/${RELEASE.namespace}/secrets/runlet-held-`) },
-          { method: 'DELETE', pathPattern: new RegExp(`/namespaces/${RELEASE.namespace}/secrets/runlet-held-`) },
+          { method: 'DELETE', pathPattern: heldRecord },
           { method: 'GET', pathPattern: /^\/api\/v1\/nodes$/, watch: true },
         ], deleteZero);
       // Less the test's own deletion of the App (the operator deletes no App).
@@ -324,6 +326,8 @@ describe('the operator under the chart’s RBAC', () => {
         'ClusterRole runlet-operator: update runlet.dev/apps/finalizers',
         // The same plugin: the sidecar ServiceAccount's owner references (every App of its namespace) change only for whoever may delete it.
         'ClusterRole runlet-operator: delete core/serviceaccounts',
+        // And the holder key's copy, owned by every App of its namespace (kube-apiserver 1.20 refuses its patch without it).
+        'ClusterRole runlet-operator: delete core/secrets [runlet-holder-key]',
         // RBAC's escalation check when the sidecar RoleBinding is applied.
         'ClusterRole runlet-operator: bind rbac.authorization.k8s.io/clusterroles [runlet-sidecar]',
       ]);
