@@ -6,16 +6,13 @@
 // record exists yet (only replicas write RunLogs), and the call's webhook secret lives in the record alone, so
 // the cancel answers with the record it would have had, and says so; the caller's run is never listed.
 import type { RunRecord } from '../crds/run-record-schema.ts';
-import type { KubeApi } from '../kube/client.ts';
-import { isConflict, isNotFound } from '../kube/errors.ts';
-import { callOfRecord, HELD_CALL_LABEL, recordName, type HeldRecord } from './hold-records.ts';
+import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, type HeldCall, type HeldRecords } from './hold-records.ts';
 
 /**
  * What the cancel answers for a held call it dropped: what its run would have been, cancelled before it
  * started; `droppedBy`, the operator replica that dropped it, in the `replica` field (no pod ran it).
  */
-export function heldCallCancelled(record: HeldRecord, projectId: string, appName: string, droppedBy: string, now: Date): RunRecord {
-  const call = callOfRecord(record);
+export function heldCallCancelled(call: HeldCall, projectId: string, appName: string, droppedBy: string, now: Date): RunRecord {
   const path = call.url.split('?', 1)[0]!;
   const query = new URLSearchParams(call.url.slice(path.length + 1));
   const endpoint = query.get('webhookEndpoint');
@@ -44,23 +41,24 @@ export function heldCallCancelled(record: HeldRecord, projectId: string, appName
 }
 
 /**
- * Deletes the held record of `runId` for this App, if there is one; resolves to it (null: none, or another
- * App's). The record goes with its resourceVersion as a precondition: a record a holder changed meanwhile (its
- * claim renewed) is read again, and one a replica just took is gone already.
+ * Deletes the held record of `runId` for this App, if there is one; resolves to its call (null: none, another
+ * App's, or a record altered at rest, which the holder drops unread anyway). The record goes with its
+ * resourceVersion as a precondition: a record a holder changed meanwhile (its claim renewed) is read again, and
+ * one a replica just took is gone already.
  */
-export async function cancelHeldCall(api: KubeApi, projectId: string, appName: string, runId: string): Promise<HeldRecord | null> {
-  const secrets = `/api/v1/namespaces/${encodeURIComponent(projectId)}/secrets`;
+export async function cancelHeldCall(records: HeldRecords, projectId: string, appName: string, runId: string): Promise<HeldCall | null> {
   for (;;) {
-    const found = await api.list<HeldRecord>(secrets, { labelSelector: `${HELD_CALL_LABEL}=${appName}`, fieldSelector: `metadata.name=${recordName(runId)}` });
-    const record = found.items[0];
-    if (record === undefined) return null;
+    const record = await records.byRunId(runId);
+    if (record === null) return null;
+    const labels = record.metadata?.labels ?? {};
+    if (labels[HELD_CALL_NAMESPACE_LABEL] !== projectId || labels[HELD_CALL_LABEL] !== appName) return null;
+    let call: HeldCall;
     try {
-      await api.delete(`${secrets}/${encodeURIComponent(record.metadata!.name!)}`, { uid: record.metadata?.uid, resourceVersion: record.metadata?.resourceVersion });
-      return record;
+      call = records.callOf(record);
     } catch (error) {
-      if (isNotFound(error)) return null;
-      // The precondition failed (a holder renewed its claim): read it again.
-      if (!isConflict(error)) throw error;
+      if (error instanceof AlteredRecordError) return null;
+      throw error;
     }
+    if (await records.removeAsRead(record)) return call;
   }
 }

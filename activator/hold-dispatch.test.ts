@@ -1,7 +1,8 @@
-// Handing over a held async call, against the in-memory API server (its record a Secret, the App's ready pod
-// watched) and a real HTTP server standing for the replica's sidecar, answering as scripted: a 503 is retried
-// for as long as it lasts, any other answer but 202 only MAX_UNRECORDED_ANSWERS times before the call is dropped;
-// a refusal of the caller (401, 403) drops it at once, and 409 (taken already) counts as handed over.
+// Handing over a held async call, against the in-memory API server (its record a Secret in the holder's
+// namespace, the App's ready pod watched) and a real HTTP server standing for the replica's sidecar, answering as
+// scripted: a 503 is retried for as long as it lasts, any other answer but 202 only MAX_UNRECORDED_ANSWERS times
+// before the call is dropped; a refusal of the caller (401, 403) drops it at once, and 409 (taken already) counts
+// as handed over. The record keeps no token, and one altered at rest is dropped unread.
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -18,7 +19,7 @@ import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { createDispatcher, MAX_UNRECORDED_ANSWERS } from './hold-dispatch.ts';
 import { holderKeysFor, namespaceHolderKey } from '../operator/autoscaling/holder-key.ts';
 import { ReadyPods } from './hold-pods.ts';
-import { HELD_CALL_LABEL, HeldRecords } from './hold-records.ts';
+import { HELD_CALL_LABEL, HeldRecords, type HeldRecord } from './hold-records.ts';
 import { wakeDeployment } from './hold-wake.ts';
 
 const NAMESPACE = 'team-a';
@@ -30,6 +31,9 @@ const NAMESPACE_KEY = namespaceHolderKey(HOLDER_KEY, NAMESPACE);
 const TOKEN = 'Bearer caller-token';
 const BODY = '{"n":1}';
 const PODS = `/api/v1/namespaces/${NAMESPACE}/pods`;
+/** The holder's own namespace, where its records are. */
+const HOLDER_NAMESPACE = 'runlet-system';
+const RECORDS = `/api/v1/namespaces/${HOLDER_NAMESPACE}/secrets`;
 
 describe('handing a held async call to a replica', () => {
   let server: KubeApiServer;
@@ -40,9 +44,11 @@ describe('handing a held async call to a replica', () => {
   let script: number[];
   /** The held run ids of the calls the replica received. */
   let received: string[];
+  /** What the replica was told of each call's caller: `verified` by the holder, else the Authorization it got (`none`). */
+  let callers: string[];
 
   beforeEach(async () => {
-    server = await startKubeApiServer({ namespaces: [NAMESPACE] });
+    server = await startKubeApiServer({ namespaces: [NAMESPACE, HOLDER_NAMESPACE] });
     api = new KubeApi(await server.credentials());
     const labels = { [APP_LABEL]: APP };
     await api.create(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`, {
@@ -58,12 +64,14 @@ describe('handing a held async call to a replica', () => {
 
     script = [];
     received = [];
+    callers = [];
     replica = createServer((request, response) => {
       const chunks: Buffer[] = [];
       request.on('data', (chunk: Buffer) => chunks.push(chunk));
       request.once('end', () => {
         const held = verifyHeldRun(NAMESPACE_KEY, request.headers[HELD_RUN_HEADER], { method: request.method!, url: request.url!, authorization: request.headers.authorization });
         received.push(held !== null && held.bodySha256 === bodySha256(Buffer.concat(chunks)) ? held.runId : 'unsigned');
+        callers.push(held?.callerVerified === true ? 'verified' : (request.headers.authorization ?? 'none'));
         const status = script.shift() ?? 202;
         response.writeHead(status, { 'content-type': 'application/json' }).end(status === 202 ? '{}' : '{"title":"scripted"}');
       });
@@ -79,11 +87,23 @@ describe('handing a held async call to a replica', () => {
     await server.close();
   });
 
-  /** Holds one async call (its record saved) and hands it over; what the dispatcher reported. */
-  async function holdAndHandOver(): Promise<{ runId: string; refused: string[]; handedOver: number; recordsLeft: number }> {
-    const records = new HeldRecords({ api, identity: 'holder-test', staleClaimMs: 60_000 });
-    const runId = newRunId();
-    const record = await records.save({ runId, namespace: NAMESPACE, appName: APP, method: 'POST', url: `/v4/${NAMESPACE}/${APP}/run?async=true`, headers: { authorization: TOKEN }, body: Buffer.from(BODY), acceptedAt: Date.now() });
+  function heldRecords(): HeldRecords {
+    return new HeldRecords({ api, namespace: HOLDER_NAMESPACE, identity: 'holder-test', staleClaimMs: 60_000, ttlMs: 60_000, keys: holderKeysFor(HOLDER_KEY, KEY_SOURCE) });
+  }
+
+  /** Records one async call the holder took, its caller authenticated for NAMESPACE (null: nobody), with TOKEN. */
+  function save(records: HeldRecords, authenticatedProject: string | null = NAMESPACE): Promise<HeldRecord> {
+    const call = { runId: newRunId(), namespace: NAMESPACE, appName: APP, method: 'POST', url: `/v4/${NAMESPACE}/${APP}/run?async=true`, headers: { authorization: TOKEN }, body: Buffer.from(BODY) };
+    return records.save({ ...call, acceptedAt: Date.now(), authenticatedProject });
+  }
+
+  /** Holds one async call (its record saved, or `tamper`ed with once saved) and hands it over; what the dispatcher reported. */
+  async function holdAndHandOver(options: { authenticatedProject?: string | null; tamper?: (record: HeldRecord) => HeldRecord } = {}): Promise<{ runId: string; refused: string[]; handedOver: number; altered: number; recordsLeft: number }> {
+    const records = heldRecords();
+    const saved = await save(records, options.authenticatedProject);
+    const record = options.tamper === undefined ? saved : await api.replace<HeldRecord>(`${RECORDS}/${saved.metadata!.name!}`, options.tamper(saved));
+    const runId = records.callOf(saved).runId;
+    let altered = 0;
     /** Each call dropped: why, and the last answer's status. */
     const refused: string[] = [];
     let handedOver = 0;
@@ -100,11 +120,55 @@ describe('handing a held async call to a replica', () => {
       retryDelayMs: 10,
       onDropped: (_call, why, status) => refused.push(`${why} ${status}`),
       onHandedOver: () => (handedOver += 1),
+      onAltered: () => (altered += 1),
     });
     await dispatcher.handOver(record);
-    const left = await api.list(`/api/v1/namespaces/${NAMESPACE}/secrets`, { labelSelector: HELD_CALL_LABEL });
-    return { runId, refused, handedOver, recordsLeft: left.items.length };
+    const left = await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL });
+    return { runId, refused, handedOver, altered, recordsLeft: left.items.length };
   }
+
+  it('keeps no token at rest, in the holder’s namespace: the hand-over vouches for the caller the holder authenticated, and sends no token', async () => {
+    const records = heldRecords();
+    const record = await save(records);
+    expect(record.metadata?.namespace).toBe(HOLDER_NAMESPACE);
+    const atRest = Object.values(record.data ?? {}).map((value) => Buffer.from(value, 'base64').toString('utf8'));
+    expect(atRest.join('\n')).not.toContain('caller-token');
+    expect(atRest.join('\n').toLowerCase()).not.toContain('authorization');
+    expect(JSON.stringify(record)).not.toContain(Buffer.from(TOKEN).toString('base64'));
+    expect((await api.list(`/api/v1/namespaces/${NAMESPACE}/secrets`)).items, 'nothing in the App’s namespace').toEqual([]);
+    await records.remove(record);
+
+    const outcome = await holdAndHandOver();
+    expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
+    expect(callers).toEqual(['verified']);
+  });
+
+  it('a call the holder authenticated nobody for (auth off) is handed over unvouched, with no token: the replica authenticates it as it comes', async () => {
+    const outcome = await holdAndHandOver({ authenticatedProject: null });
+    expect(outcome).toMatchObject({ refused: [], handedOver: 1, recordsLeft: 0 });
+    expect(callers).toEqual(['none']);
+  });
+
+  it.each([
+    ['another App namespace (its key is not this one’s)', (call: Record<string, unknown>) => ({ ...call, namespace: 'team-b', url: `/v4/team-b/${APP}/run?async=true` })],
+    ['another webhook', (call: Record<string, unknown>) => ({ ...call, url: `/v4/${NAMESPACE}/${APP}/run?async=true&webhookEndpoint=https%3A%2F%2Fevil.example%2F` })],
+    ['the authenticated project changed', (call: Record<string, unknown>) => ({ ...call, authenticatedProject: 'team-b' })],
+  ])('a record altered at rest (%s) is dropped unread: no replica gets it', async (_what, change) => {
+    const outcome = await holdAndHandOver({
+      tamper: (record) => {
+        const call = JSON.parse(Buffer.from(record.data!.call!, 'base64').toString('utf8')) as Record<string, unknown>;
+        return { ...record, data: { ...record.data, call: Buffer.from(JSON.stringify(change(call))).toString('base64') } };
+      },
+    });
+    expect(outcome).toMatchObject({ refused: [], handedOver: 0, altered: 1, recordsLeft: 0 });
+    expect(received).toEqual([]);
+  });
+
+  it('a record whose body was replaced at rest is dropped unread', async () => {
+    const outcome = await holdAndHandOver({ tamper: (record) => ({ ...record, data: { ...record.data, body: Buffer.from('{"n":1000000}').toString('base64') } }) });
+    expect(outcome).toMatchObject({ handedOver: 0, altered: 1, recordsLeft: 0 });
+    expect(received).toEqual([]);
+  });
 
   it('a call the replica records (202) is handed over once, and its record deleted', async () => {
     const outcome = await holdAndHandOver();

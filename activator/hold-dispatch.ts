@@ -1,21 +1,22 @@
 // Handing a held async call to a replica: wake the app, wait for a ready pod, post the call with its run id
-// and wait (the held-run header, signed with the App namespace's key over the call, its caller's token and its
-// body), and drop the durable record once the replica has accepted it (202: from then on the replica's run
+// and wait (the held-run header, signed with the App namespace's key over the call and its body, vouching for
+// the caller the holder authenticated when it took the call: its token is kept nowhere), and drop the durable record once the replica has accepted it (202: from then on the replica's run
 // record and webhook carry it, as for any async call — a call it refuses, too, is recorded as a failed run and
 // answered 202: sidecar/modes/held-refusal.ts — or 409: an earlier attempt was accepted, its answer lost).
-// A refusal of the caller (401, 403: its token expired while held, or no longer grants the project) is final
-// and recorded by no replica: it is ours to report, in the log and the holder's calls counted `caller_refused`,
-// and the call is dropped.
+// A refusal of the caller (401, 403: a call the holder authenticated nobody for, to an App whose auth was
+// turned on while it was held) is final and recorded by no replica: it is ours to report, in the log and the
+// holder's calls counted `caller_refused`, and the call is dropped. So is a record altered at rest (`altered`)
+// and one past its expiry (`expired`, by the holder's sweep).
 // Until then the record stays: a replica that refuses for now (503: draining, at capacity) or cannot be reached
 // is tried again, and any other answer a few times (MAX_UNRECORDED_ANSWERS).
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { Problems } from '../crds/problems.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../run-request/auth/held-run.ts';
+import { HELD_RUN_HEADER, heldRunHeader, verifiedHeldRunHeader } from '../run-request/auth/held-run.ts';
 import type { ReadyPods } from './hold-pods.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
-import { callOfRecord, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';
+import { AlteredRecordError, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';
 
 export interface DispatchDeps {
   apps: { get(namespace: string, name: string): App | undefined };
@@ -33,11 +34,16 @@ export interface DispatchDeps {
   retryDelayMs: number;
   /** A call no replica recorded, logged and dropped: its caller refused, or MAX_UNRECORDED_ANSWERS answers (`status`: the last one's). */
   onDropped?(call: HeldCall, why: DroppedWhy, status: number): void;
+  /** A record dropped unread: it is not what a holder wrote (hold-records.ts). */
+  onAltered?(record: HeldRecord): void;
   onHandedOver?(call: HeldCall, coldStartMs: number): void;
 }
 
-/** Why a held async call was dropped unrecorded: the replica refused its caller (401, 403), or recorded none of its attempts. */
-export type DroppedWhy = 'caller_refused' | 'unrecorded';
+/**
+ * Why a held async call was dropped unrecorded: the replica refused its caller (401, 403), recorded none of its
+ * attempts, it outlived its record's expiry (holder.ts's sweep), or its record was altered at rest.
+ */
+export type DroppedWhy = 'caller_refused' | 'unrecorded' | 'expired' | 'altered';
 
 const POST_TIMEOUT_MS = 30_000;
 
@@ -62,7 +68,16 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
   async function handOver(initial: HeldRecord): Promise<void> {
     let record: HeldRecord | null = initial;
     let unrecorded = 0;
-    const call = callOfRecord(initial);
+    let call: HeldCall;
+    try {
+      call = records.callOf(initial);
+    } catch (error) {
+      if (!(error instanceof AlteredRecordError)) throw error;
+      logger.error({ err: error, record: initial.metadata?.name }, 'holder: a held async call’s record was altered at rest; dropping it unread');
+      deps.onAltered?.(initial);
+      await records.remove(initial);
+      return;
+    }
     const what = { app: `${call.namespace}/${call.appName}`, runId: call.runId };
     await deps.appsSynced();
     while (record !== null && !stopped) {
@@ -86,8 +101,12 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
       if (record === null) return;
       const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
       try {
-        const line = { method: call.method, url: call.url, authorization: call.headers.authorization };
-        const header = heldRunHeader(deps.holderKeys(call.namespace), { runId: call.runId, coldStartMs }, line, call.body);
+        const key = deps.holderKeys(call.namespace);
+        const run = { runId: call.runId, coldStartMs };
+        const line = { method: call.method, url: call.url };
+        // No token is kept: the holder vouches for the caller it authenticated, or for none (the replica then
+        // authenticates the call as it comes, without one).
+        const header = call.authenticatedProject !== null ? verifiedHeldRunHeader(key, run, line, call.body) : heldRunHeader(key, run, { ...line, authorization: undefined }, call.body);
         const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: header }, POST_TIMEOUT_MS);
         if (answer.status === 202 || answer.status === Problems.heldRunTaken.status) {
           await records.remove(record);
@@ -96,7 +115,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         }
         if (answer.status === Problems.unauthorized.status || answer.status === Problems.forbidden.status) {
           const refused = { ...what, status: answer.status, answer: answer.body.slice(0, 500) };
-          logger.warn(refused, "holder: the replica refused a held async call's caller (its token expired while held, or no longer grants the project); its run is not recorded, dropping it");
+          logger.warn(refused, "holder: the replica refused a held async call's caller (the App's auth was turned on while the call, taken without a token, was held); its run is not recorded, dropping it");
           deps.onDropped?.(call, 'caller_refused', answer.status);
           await records.remove(record);
           return;

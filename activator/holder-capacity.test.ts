@@ -78,6 +78,9 @@ function problem(response: ServerResponse, code: string): void {
   response.end(JSON.stringify({ type: problemTypeUri(code), title: code, status: 503, detail: 'scripted' }));
 }
 
+/** One key for every namespace: held async records are signed with it and read back. */
+const HOLDER_KEY_BYTES = randomBytes(32);
+
 describe('the holder under a burst at zero', () => {
   let server: KubeApiServer | undefined;
   let api: KubeApi | undefined;
@@ -109,9 +112,10 @@ describe('the holder under a burst at zero', () => {
       apps: { get: (namespace, name) => apps.find((app) => app.metadata.namespace === namespace && app.metadata.name === name) },
       appsSynced: async () => {},
       auth: null,
-      holderKeys: () => randomBytes(32),
+      holderKeys: () => HOLDER_KEY_BYTES,
       logger: testLogger(),
       identity: 'holder-test',
+      recordsNamespace: NAMESPACE,
       watchdogMs: 60_000,
       host: '127.0.0.1',
       port: 0,

@@ -5,7 +5,9 @@
 //                    replica_concurrency of its calls per pod), bounded by the cold-start limit (beyond it
 //                    503 + Retry-After) ─▶ relays the call to that pod's sidecar (hold-proxy.ts); a refusal
 //                    made before the run started (503 over-capacity) is tried again within that limit
-//   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
+//   async         ─▶ durable record (hold-records.ts: in the holder's namespace, no token) ─▶ 202 {run_id} at
+//                    once ─▶ handed over (hold-dispatch.ts); a sweep drops the records of deleted Apps and
+//                    expired ones, and hands over those a dead holder replica left
 // Every hand-over carries the run id and the wait, signed with the App namespace's key (run-request/auth/held-run.ts),
 // for the run record.
 // It runs in every operator replica; nothing in it needs the leader.
@@ -35,14 +37,26 @@ import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
-import { callOfRecord, HELD_CALL_LABEL, HeldRecords, type HeldCall } from './hold-records.ts';
+import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, HeldRecords, type HeldCall, type HeldRecord } from './hold-records.ts';
 import { PodSlots } from './hold-slots.ts';
 import { Waker, wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
-/** The headers of an async call kept in its record: what the replica needs to run it as the caller asked. */
-const KEPT_HEADERS = ['authorization', 'content-type', 'accept', 'x-webhook-secret'] as const;
+/**
+ * The largest body of an async call held at zero. Its record is a Secret, whose data the API server takes up to
+ * 1 MiB in all; the call's other fields (its URL with the query, a few headers) fit in the rest. A larger body
+ * is refused at once (413) rather than accepted and lost when its record cannot be written.
+ */
+export const HELD_ASYNC_BODY_LIMIT_BYTES = 960 * 1024;
+/**
+ * The headers of an async call kept in its record: what the replica needs to run it as the caller asked. Not
+ * its Authorization: the holder authenticated the caller, and the record says so instead (hold-records.ts).
+ */
+const KEPT_HEADERS = ['content-type', 'accept', 'x-webhook-secret'] as const;
+/** How long a held async call is kept at most when the configuration says nothing. */
+export const DEFAULT_HELD_CALL_TTL_MS = 24 * 3600_000;
+const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 const RETRY_AFTER_SECONDS = '5';
 /** The pause before a call a replica refused before its run (its queue full) is tried again. */
 const RELAY_RETRY_MS = 200;
@@ -60,6 +74,12 @@ export interface HolderOptions {
   logger: Logger;
   /** This replica's name, for claims on held async calls. */
   identity: string;
+  /** Where held async calls are recorded: the holder's own namespace (its Role grants Secrets there). */
+  recordsNamespace: string;
+  /** A held async call not handed over within this long is dropped. Default 24 h. */
+  heldCallTtlMs?: number;
+  /** How often the records are swept (expired, of deleted Apps, left by a dead replica). Default 1 min. */
+  sweepIntervalMs?: number;
   watchdogMs: number;
   host: string;
   port: number;
@@ -114,14 +134,25 @@ export interface Holder extends HeldDemand {
   readonly stats: HolderStats;
   /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
   readonly calls: number;
-  /** Hands over the held async calls found in the API server (a restarted holder's, or a dead replica's). */
+  /**
+   * Sweeps the held async calls in the API server: drops those past their expiry or of an App that is gone, and
+   * hands over those no live holder holds (a restarted holder's, or a dead replica's); how many it took.
+   */
   recover(): Promise<number>;
+  /** The App is deleted: its held async calls go with it. */
+  appDeleted(namespace: string, appName: string): Promise<void>;
   close(): Promise<void>;
 }
 
 function configuredColdStartMs(app: App): number {
   // The App cache holds what the API server stored, which an older server may not have defaulted.
   return (app.spec.scaling?.coldStartTimeout ?? DEFAULT_COLD_START_TIMEOUT_SECONDS) * 1000;
+}
+
+/** The App a record is for: `[namespace, name]`. */
+function appOf(record: HeldRecord): [string, string] {
+  const labels = record.metadata?.labels ?? {};
+  return [labels[HELD_CALL_NAMESPACE_LABEL] ?? '', labels[HELD_CALL_LABEL] ?? ''];
 }
 
 function podAddress(pod: V1Pod): ReplicaAddress {
@@ -137,7 +168,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
   const slots = new PodSlots(pods);
-  const records = new HeldRecords({ api, identity: options.identity, staleClaimMs: options.staleClaimMs ?? 5 * 60_000 });
+  const records = new HeldRecords({
+    api,
+    namespace: options.recordsNamespace,
+    identity: options.identity,
+    staleClaimMs: options.staleClaimMs ?? 5 * 60_000,
+    ttlMs: options.heldCallTtlMs ?? DEFAULT_HELD_CALL_TTL_MS,
+    keys: holderKeys,
+  });
   /** Calls waiting for a replica: the demand signal (Holder.held). */
   const waiting = new WaitingCalls();
   const waker = new Waker((namespace, deployment, replicas) =>
@@ -167,17 +205,20 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     logger,
     retryDelayMs: options.retryDelayMs ?? 1000,
     onDropped: (call, why) => metrics?.dropped(call.namespace, call.appName, why),
+    onAltered: (record) => metrics?.dropped(...appOf(record), 'altered'),
     onHandedOver: (call, coldStartMs) => {
       stats.handedOver += 1;
       metrics?.handedOver(call.namespace, call.appName, 'async', coldStartMs);
     },
   });
   const handOvers = new Set<Promise<void>>();
+  /** The names of the records this replica is handing over now: a sweep leaves them be. */
+  const inHand = new Set<string>();
   /** Hands an async call's record over; its place and its body's bytes are the holder's until then. */
-  function handOver(record: Parameters<typeof dispatcher.handOver>[0], place: HeldPlace, bodyBytes: number): void {
-    const namespace = record.metadata?.namespace ?? '';
-    const appName = record.metadata?.labels?.[HELD_CALL_LABEL] ?? '';
-    const stopWaiting = waiting.start(namespace, appName);
+  function handOver(record: HeldRecord, place: HeldPlace, bodyBytes: number): void {
+    const name = record.metadata!.name!;
+    inHand.add(name);
+    const stopWaiting = waiting.start(...appOf(record));
     const pending = dispatcher
       .handOver(record)
       .finally(() => {
@@ -185,13 +226,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         place.release();
         bounds.bodies.give(bodyBytes);
         handOvers.delete(pending);
+        inHand.delete(name);
       });
     handOvers.add(pending);
   }
 
   /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
-  async function readBody(request: IncomingMessage): Promise<Buffer> {
-    const body = await readLimitedBody(request, { limitBytes: DEFAULT_BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: bounds.bodies });
+  async function readBody(request: IncomingMessage, limitBytes = DEFAULT_BODY_LIMIT_BYTES): Promise<Buffer> {
+    const body = await readLimitedBody(request, { limitBytes, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: bounds.bodies });
     // readLimitedBody gives back what it took once the body is whole; it is kept here until handed over.
     bounds.bodies.takeAnyway(body.length);
     return body;
@@ -207,7 +249,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const app = apps.get(projectId, appName);
     // As the App's sidecars would (`--auth on|off` from spec.auth.enabled); callers of an App that does not
     // exist are authenticated too, so that none learns which Apps exist without a token.
-    if (auth && app?.spec.auth?.enabled !== false) {
+    const authenticates = auth !== null && app?.spec.auth?.enabled !== false;
+    if (authenticates) {
       const pending = auth.authenticate(request.headers.authorization, projectId);
       if (pending) await pending;
     }
@@ -220,7 +263,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     if (runOptions.async) {
       let body: Buffer;
       try {
-        body = await countingRefusals(mode, projectId, appName, () => readBody(request));
+        body = await countingRefusals(mode, projectId, appName, () => readBody(request, HELD_ASYNC_BODY_LIMIT_BYTES)).catch((error: unknown) => {
+          if (!(error instanceof ProblemError) || error.status !== Problems.bodyTooLarge.status) throw error;
+          throw new ProblemError(
+            Problems.bodyTooLarge,
+            `"${appName}" has no replica running, and an async call is kept until one is up in a Kubernetes Secret, which limits its body to ${HELD_ASYNC_BODY_LIMIT_BYTES} bytes; call it synchronously, or once a replica is up`,
+            { cause: error, headers: error.headers },
+          );
+        });
       } catch (error) {
         place.release();
         throw error;
@@ -230,7 +280,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         const value = request.headers[name];
         if (typeof value === 'string') headers[name] = value;
       }
-      const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now() };
+      const call: HeldCall = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, body, acceptedAt: Date.now(), authenticatedProject: authenticates ? projectId : null };
       let record: Awaited<ReturnType<typeof records.save>>;
       try {
         record = await records.save(call);
@@ -347,6 +397,46 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     }
   }
 
+  function bodyBytesOf(record: HeldRecord): number {
+    try {
+      return records.callOf(record).body.length;
+    } catch (error) {
+      if (error instanceof AlteredRecordError) return 0;
+      throw error;
+    }
+  }
+
+  async function sweep(): Promise<number> {
+    await options.appsSynced();
+    let claimed = 0;
+    for (const record of await records.all()) {
+      const [namespace, appName] = appOf(record);
+      const what = { app: `${namespace}/${appName}`, record: record.metadata?.name };
+      if (apps.get(namespace, appName) === undefined) {
+        logger.warn(what, 'holder: the app of a held async call is gone; dropping the call');
+        await records.remove(record);
+      } else if (records.expired(record)) {
+        logger.error(what, 'holder: a held async call outlived its expiry without reaching a replica; dropping it (no run is recorded)');
+        metrics?.dropped(namespace, appName, 'expired');
+        await records.remove(record);
+      } else if (!inHand.has(record.metadata!.name!) && records.mayClaim(record)) {
+        const mine = await records.claim(record);
+        if (mine === null) continue;
+        claimed += 1;
+        // Accepted already (its caller has its 202): held past the bounds if need be, never refused now. A
+        // record altered at rest has no body worth counting: the dispatcher drops it unread.
+        const bodyBytes = bodyBytesOf(mine);
+        bounds.bodies.takeAnyway(bodyBytes);
+        handOver(mine, bounds.takeAnyway(...appOf(mine)), bodyBytes);
+      }
+    }
+    return claimed;
+  }
+  const sweeps = setInterval(() => {
+    sweep().catch((error: unknown) => logger.warn({ err: error }, 'holder: sweeping the held async calls failed; trying again at the next sweep'));
+  }, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+  sweeps.unref();
+
   const server: Server = createServer((request, response) => {
     const runId = newRunId();
     hold(request, response, runId).catch((error: unknown) => {
@@ -374,21 +464,15 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     get calls() {
       return bounds.calls;
     },
-    async recover() {
-      const found = await records.claimable();
-      let claimed = 0;
-      for (const record of found) {
-        const mine = await records.claim(record);
-        if (mine === null) continue;
-        claimed += 1;
-        // Accepted already (its caller has its 202): held past the bounds if need be, never refused now.
-        const call = callOfRecord(mine);
-        bounds.bodies.takeAnyway(call.body.length);
-        handOver(mine, bounds.takeAnyway(call.namespace, call.appName), call.body.length);
+    recover: sweep,
+    async appDeleted(namespace, appName) {
+      for (const record of await records.ofApp(namespace, appName)) {
+        logger.warn({ app: `${namespace}/${appName}`, record: record.metadata?.name }, 'holder: the app of a held async call was deleted; dropping the call');
+        await records.remove(record);
       }
-      return claimed;
     },
     async close() {
+      clearInterval(sweeps);
       dispatcher.stop();
       slots.stop();
       server.closeAllConnections();

@@ -113,6 +113,8 @@ export function createActivator(options: ActivatorOptions): Activator {
         holderKeys: holderKeysFor(key, config.keySecret),
         logger,
         identity: config.identity,
+        // The records of held async calls live beside the key, in the release namespace its Role grants.
+        recordsNamespace: config.keySecret.namespace,
         watchdogMs: config.watchdogMs,
         host: config.host,
         port: config.port,

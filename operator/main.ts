@@ -26,8 +26,9 @@ import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
-import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
-import { startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
+import { createEndpointsSwitch, servingChanged } from './autoscaling/endpoints-switch.ts';
+import { DEFAULT_HELD_CALL_TTL_MS, startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
+import { HeldRecords } from '../activator/hold-records.ts';
 import { cancelHeldCall, heldCallCancelled } from '../activator/hold-cancel.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
@@ -132,6 +133,8 @@ export function createOperator(options: OperatorOptions): Operator {
       queue.forget(key);
       counters.appDeleted(key);
       loads.appDeleted(key);
+      const [namespace, name] = key.split('/') as [string, string];
+      holder?.appDeleted(namespace, name).catch((error: unknown) => logger.warn({ err: error, app: key }, 'holder: dropping the held async calls of a deleted app failed; the next sweep does'));
     },
     podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
@@ -168,6 +171,17 @@ export function createOperator(options: OperatorOptions): Operator {
     });
     return holderKeyRead;
   };
+  // The held async calls' records, for a cancel through the management API: read and deleted only (the holder,
+  // here or in an activator, writes them), so neither the claim's identity nor the expiry is this replica's.
+  const heldRecords = async (): Promise<HeldRecords> =>
+    new HeldRecords({
+      api,
+      namespace: config.holder.serviceNamespace,
+      identity: config.leaderElection.identity,
+      staleClaimMs: Number.POSITIVE_INFINITY,
+      ttlMs: DEFAULT_HELD_CALL_TTL_MS,
+      keys: holderKeysFor(await holderKey(), holderKeySecret),
+    });
   const rbac = new SidecarRbacApplier({
     api: leaderApi,
     appsIn: liveAppsIn,
@@ -226,7 +240,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
 
   // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
-  const switchAppEndpoints = (app: App) => switchEndpoints(leaderApi, app, options.holder === undefined ? null : holderService);
+  const switchAppEndpoints = createEndpointsSwitch(leaderApi, options.holder === undefined ? null : holderService);
   // Apps at zero point at the holder's addresses: when those change, they follow at once (the leader's queue).
   const holderEndpoints =
     options.holder === undefined
@@ -340,7 +354,7 @@ export function createOperator(options: OperatorOptions): Operator {
     pods,
     adminAddress: options.replicaAdminAddress,
     cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
-      const held = await cancelHeldCall(api, projectId, appName, runId);
+      const held = await cancelHeldCall(await heldRecords(), projectId, appName, runId);
       if (held === null) return null;
       logger.info({ app: `${projectId}/${appName}`, runId }, 'holder: a held async call was cancelled before any replica took it; dropped unrecorded, its webhook not sent');
       return { record: heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date()), stoppedFor: 'cancel_requested' };
@@ -391,15 +405,21 @@ export function createOperator(options: OperatorOptions): Operator {
           appsSynced: () => apps.whenSynced(),
           logger,
           identity: config.leaderElection.identity,
+          recordsNamespace: config.holder.serviceNamespace,
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,
           limits: { callsPerApp: config.holder.maxHeldCallsPerApp, calls: config.holder.maxHeldCalls, bodyBytes: config.holder.maxHeldBodyMiB * 1024 * 1024 },
           metrics: metrics.held.holder,
         });
-        // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
-        const recovered = await holder.recover();
-        if (recovered > 0) logger.info({ recovered }, 'holder: handing over held async calls found at start');
+        // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet. Not
+        // awaited: the sweep waits for the App cache, which the holder's port must not wait for.
+        holder.recover().then(
+          (recovered) => {
+            if (recovered > 0) logger.info({ recovered }, 'holder: handing over held async calls found at start');
+          },
+          (error: unknown) => logger.warn({ err: error }, 'holder: sweeping the held async calls at start failed; the next sweep tries again'),
+        );
       }
       return url;
     },

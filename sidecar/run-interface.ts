@@ -107,8 +107,10 @@ export function createRunInterface(replica: Replica): RunInterface {
     const route = parseRunPathOrNull(pathOf(url));
     if (route === null) return PASS_ON;
     if (replica.draining) return drainingProblem();
-    const held = headers[HELD_RUN_HEADER] !== undefined && heldRunOf(headers, 'POST', url) !== null;
-    const next = () => (held ? (apps.find(route.projectId, route.appName)?.runtime === 'custom' ? PASS_ON : null) : screenApp(route));
+    const heldRun = headers[HELD_RUN_HEADER] === undefined ? null : heldRunOf(headers, 'POST', url);
+    const next = () => (heldRun !== null ? (apps.find(route.projectId, route.appName)?.runtime === 'custom' ? PASS_ON : null) : screenApp(route));
+    // The holder authenticated the caller of a call it vouches for (auth/held-run.ts): there is no token to ask for.
+    if (heldRun?.callerVerified === true) return next();
     const pending = auth?.authenticate(headers.authorization, route.projectId);
     if (pending) return pending.then(next, (error: unknown) => toProblem(error));
     return next();
@@ -190,7 +192,8 @@ export function createRunInterface(replica: Replica): RunInterface {
     if (route === null) throw new ProblemError(Problems.routeNotFound, `${method} ${path} is not a route of the run interface`);
     if (replica.draining) throw drainingProblem();
     const { projectId, appName, rest } = route;
-    if (auth) {
+    // A held call whose caller the holder authenticated when it took it (and answered 202) carries no token.
+    if (auth && held?.run.callerVerified !== true) {
       // Before the app lookup: a caller without a valid token learns nothing about which apps exist.
       const pending = auth.authenticate(headers.authorization, projectId);
       if (pending) await pending;

@@ -81,6 +81,7 @@ export async function measureHolderMemory(): Promise<RoundFigures> {
     holderKeys: () => randomBytes(32),
     logger: testLogger(),
     identity: 'bench-holder',
+    recordsNamespace: NAMESPACE,
     watchdogMs: 600_000,
     host: '127.0.0.1',
     port: 0,

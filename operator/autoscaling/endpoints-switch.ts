@@ -1,13 +1,15 @@
-// Writes the Endpoints of an App that scales to zero (endpoints.ts) from what is true now: its ready pods, or
-// the holder's addresses, which are the Endpoints of the Service in front of the operator pods' holder port.
-// Run by the reconcile of such an App, which follows its Deployment's ready replicas.
+// Writes the EndpointSlices of an App that scales to zero (endpoints.ts) from what is true now: its ready pods,
+// or the holder's addresses, which are the Endpoints of the Service in front of the operator pods' holder port
+// (kept by Kubernetes' endpoints controller: that Service has a selector). Run by the reconcile of such an App,
+// which follows its Deployment's ready replicas.
 import type { V1Endpoints, V1Pod } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import type { KubeApi } from '../../kube/client.ts';
+import { isNotFound } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import { namespaceOf } from '../render/names.ts';
-import { endpointsTarget, renderAppEndpoints, type EndpointsTarget, type HolderAddress, type ReadyPod } from './endpoints.ts';
+import { childName, namespaceOf } from '../render/names.ts';
+import { endpointsTarget, renderAppEndpointSlices, slicesSelector, type EndpointSlice, type EndpointsTarget, type HolderAddress, type ReadyPod, type SliceApiVersion } from './endpoints.ts';
 
 /** The Service whose Endpoints list the holder's replicas (the operator's pods, on the holder port). */
 export interface HolderService {
@@ -58,9 +60,52 @@ export async function holderAddresses(api: KubeApi, service: HolderService): Pro
   return holderAddressesOf(await api.find<V1Endpoints & KubeObject>(`/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints/${encodeURIComponent(service.name)}`));
 }
 
-/** Points the App's Endpoints at its ready pods or at the holder (none when the operator runs without one); returns which. */
-export async function switchEndpoints(api: KubeApi, app: App, holder: HolderService | null): Promise<EndpointsTarget> {
-  const [pods, holders] = await Promise.all([readyPodsOf(api, app), holder === null ? [] : holderAddresses(api, holder)]);
-  await api.apply(renderAppEndpoints(app, pods, holders) as V1Endpoints & KubeObject);
-  return endpointsTarget(pods, holders);
+const SLICE_VERSIONS: readonly SliceApiVersion[] = ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1'];
+
+/** The EndpointSlice version the API server serves, v1 preferred: asked of its discovery document. */
+export async function servedSliceVersion(api: KubeApi): Promise<SliceApiVersion> {
+  const group = (await api.get('/apis/discovery.k8s.io')) as { versions?: { groupVersion?: string }[] };
+  const served = new Set((group.versions ?? []).map((version) => version.groupVersion));
+  const chosen = SLICE_VERSIONS.find((version) => served.has(version));
+  if (chosen === undefined) throw new Error(`the API server serves no EndpointSlice version the operator writes (${SLICE_VERSIONS.join(' or ')}); it serves ${[...served].join(', ') || 'none'}`);
+  return chosen;
+}
+
+/**
+ * Points the EndpointSlices of an App that scales to zero at its ready pods or at the holder (none when the
+ * operator runs without one); returns which. The slices wanted are applied first, then those no longer wanted
+ * deleted, so the Service is never without the addresses it should have. The core v1 Endpoints an earlier
+ * version wrote for the same Service are deleted once per App and process: Kubernetes' mirroring controller would
+ * otherwise copy their stale addresses into slices of its own.
+ */
+export function createEndpointsSwitch(api: KubeApi, holder: HolderService | null): (app: App) => Promise<EndpointsTarget> {
+  // Asked once per process; a failure is asked again by the next switch.
+  let version: Promise<SliceApiVersion> | undefined;
+  const legacyGone = new Set<string>();
+  return async (app) => {
+    version ??= servedSliceVersion(api).catch((error: unknown) => {
+      version = undefined;
+      throw error;
+    });
+    const namespace = namespaceOf(app);
+    const apiVersion = await version;
+    const collection = `/apis/${apiVersion}/namespaces/${encodeURIComponent(namespace)}/endpointslices`;
+    const [pods, holders, existing] = await Promise.all([readyPodsOf(api, app), holder === null ? [] : holderAddresses(api, holder), api.list<EndpointSlice>(collection, { labelSelector: slicesSelector(app) })]);
+    const wanted = renderAppEndpointSlices(app, pods, holders, apiVersion);
+    for (const slice of wanted) await api.apply(slice);
+    const names = new Set(wanted.map((slice) => slice.metadata!.name));
+    for (const stale of existing.items.filter((slice) => !names.has(slice.metadata!.name))) {
+      await api.delete(`${collection}/${encodeURIComponent(stale.metadata!.name!)}`).catch(ignoreNotFound);
+    }
+    const key = `${namespace}/${app.metadata.name}`;
+    if (!legacyGone.has(key)) {
+      await api.delete(`/api/v1/namespaces/${encodeURIComponent(namespace)}/endpoints/${encodeURIComponent(childName(app))}`).catch(ignoreNotFound);
+      legacyGone.add(key);
+    }
+    return endpointsTarget(pods, holders);
+  };
+}
+
+function ignoreNotFound(error: unknown): void {
+  if (!isNotFound(error)) throw error;
 }

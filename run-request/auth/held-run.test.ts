@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { newRunId } from '../run-id.ts';
-import { bodySha256, HELD_RUN_MAX_AGE_MS, heldRunHeader, holderKeyFromText, verifyHeldRun } from './held-run.ts';
+import { bodySha256, HELD_RUN_MAX_AGE_MS, heldRunHeader, holderKeyFromText, verifiedHeldRunHeader, verifyHeldRun } from './held-run.ts';
 
 const key = randomBytes(32);
 const line = { method: 'POST', url: '/v4/team-a/hello/run?async=true&webhookEndpoint=https%3A%2F%2Fhooks.example.com%2Fa', authorization: 'Bearer token-a' };
@@ -15,7 +15,7 @@ describe('held-run header', () => {
       fc.property(fc.integer({ min: 0, max: 3_600_000 }), (coldStartMs) => {
         const run = { runId: newRunId(), coldStartMs };
         const header = heldRunHeader(key, run, line, body, NOW);
-        expect(verifyHeldRun(key, header, line, NOW)).toEqual({ ...run, bodySha256: bodySha256(body) });
+        expect(verifyHeldRun(key, header, line, NOW)).toEqual({ ...run, bodySha256: bodySha256(body), callerVerified: false });
         expect(verifyHeldRun(randomBytes(32), header, line, NOW)).toBeNull();
       }),
     );
@@ -50,7 +50,7 @@ describe('held-run header', () => {
 
   it('names no body for a call whose body streams through (a relayed sync or stream call)', () => {
     const run = { runId: newRunId(), coldStartMs: 10 };
-    expect(verifyHeldRun(key, heldRunHeader(key, run, line, null, NOW), line, NOW)).toEqual({ ...run, bodySha256: null });
+    expect(verifyHeldRun(key, heldRunHeader(key, run, line, null, NOW), line, NOW)).toEqual({ ...run, bodySha256: null, callerVerified: false });
   });
 
   it('is good for minutes around when it was made (clock skew between nodes), not longer', () => {
@@ -60,6 +60,26 @@ describe('held-run header', () => {
     expect(verifyHeldRun(key, header, line, NOW - HELD_RUN_MAX_AGE_MS)).toMatchObject(run);
     expect(verifyHeldRun(key, header, line, NOW + HELD_RUN_MAX_AGE_MS + 1)).toBeNull();
     expect(verifyHeldRun(key, header, line, NOW - HELD_RUN_MAX_AGE_MS - 1)).toBeNull();
+  });
+
+  it('vouches for the caller the holder authenticated, whatever Authorization header comes (or none), for that call and body only', () => {
+    const run = { runId: newRunId(), coldStartMs: 70 };
+    const header = verifiedHeldRunHeader(key, run, { method: line.method, url: line.url }, body, NOW);
+    const verified = { ...run, bodySha256: bodySha256(body), callerVerified: true };
+    expect(verifyHeldRun(key, header, { ...line, authorization: undefined }, NOW)).toEqual(verified);
+    expect(verifyHeldRun(key, header, { ...line, authorization: 'Bearer anyone' }, NOW)).toEqual(verified);
+    expect(verifyHeldRun(randomBytes(32), header, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, header, { ...line, url: `${line.url}x` }, NOW)).toBeNull();
+    expect(verifyHeldRun(key, header, { ...line, method: 'PUT' }, NOW)).toBeNull();
+    const [runId, ms, issued, digest, word, signature] = header.split(';');
+    expect(word).toBe('verified');
+    // The word taken out (bound to a token now), or put into a header bound to one, or with a streamed body: nothing.
+    expect(verifyHeldRun(key, `${runId};${ms};${issued};${digest};${signature}`, { ...line, authorization: undefined }, NOW)).toBeNull();
+    expect(verifyHeldRun(key, `${runId};${ms};${issued};-;verified;${signature}`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, `${runId};${ms};${issued};${digest};trusted;${signature}`, line, NOW)).toBeNull();
+    const [, , , , tokenSignature] = heldRunHeader(key, run, line, body, NOW).split(';');
+    expect(verifyHeldRun(key, `${runId};${ms};${issued};${digest};verified;${tokenSignature}`, line, NOW)).toBeNull();
+    expect(verifyHeldRun(key, header, line, NOW + HELD_RUN_MAX_AGE_MS + 1)).toBeNull();
   });
 
   it('needs a key of at least 32 bytes', () => {

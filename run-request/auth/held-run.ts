@@ -3,11 +3,16 @@
 // say so: the header carries an HMAC under a key the holder shares with the sidecars of the App's namespace (a
 // key per namespace, derived by the operator: one tenant's copy is worthless in another's namespace), so no
 // caller can choose a run id or forge the wait. The HMAC covers everything the header vouches for: the request
-// line (method, path and query), the caller's Authorization header, the body (its SHA-256, when the holder sends
-// it whole; a relayed sync or stream call's body streams through and is not covered) and when the header was
-// made. So a header seen on the cluster network vouches for nothing but that very call, by that very caller, and
-// only for minutes; the sidecar also takes each run id once (held-run-claims.ts). The caller's own token still
-// authenticates the call as usual, before the header counts for anything.
+// line (method, path and query), the caller (see below), the body (its SHA-256, when the holder sends it whole;
+// a relayed sync or stream call's body streams through and is not covered) and when the header was made. So a
+// header seen on the cluster network vouches for nothing but that very call, by that very caller, and only for
+// minutes; the sidecar also takes each run id once (held-run-claims.ts).
+// The caller is vouched for one of two ways. A relayed call (sync, stream) still has its caller on the line:
+// the HMAC covers its Authorization header, and the sidecar authenticates that token as usual before the header
+// counts for anything. An async call the holder kept keeps no token (its record holds none: hold-records.ts):
+// the holder authenticated the caller when it took the call and answered 202, and the header says so
+// (`verified`, sent whole with its body); the sidecar then trusts that, as it trusts an async call it queued
+// itself, and does not ask for a token the caller no longer sends.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
 export const HELD_RUN_HEADER = 'x-runlet-held-run';
@@ -16,6 +21,8 @@ export const HOLDER_KEY_ENV = 'RUNLET_HOLDER_KEY';
 const MIN_KEY_BYTES = 32;
 /** The body field of a header whose call's body is streamed, not signed. */
 export const STREAMED_BODY = '-';
+/** The caller field of a header whose caller the holder authenticated when it took the call. */
+const VERIFIED_CALLER = 'verified';
 
 /**
  * How long a header stays good, either way from the sidecar's clock: a hand-over uses it at once (each attempt
@@ -29,9 +36,14 @@ export interface HeldRun {
   coldStartMs: number;
 }
 
-/** A verified header: the run, and the SHA-256 (hex) the call's body must have, or null for a streamed body. */
+/**
+ * A verified header: the run, the SHA-256 (hex) the call's body must have (null for a streamed body), and
+ * whether the holder vouches for the caller (true: no token to authenticate; false: the caller's own
+ * Authorization header, which the header is bound to, is to be authenticated as usual).
+ */
 export interface VerifiedHeldRun extends HeldRun {
   bodySha256: string | null;
+  callerVerified: boolean;
 }
 
 /** The call the header is good for, as the caller sent it. */
@@ -51,10 +63,12 @@ export function bodySha256(body: Uint8Array): string {
   return createHash('sha256').update(body).digest('hex');
 }
 
-function mac(key: Uint8Array, runId: string, coldStartMs: number, issuedAt: number, body: string, line: HeldCallLine): Buffer {
-  // The Authorization header is hashed so that its length and characters cannot blur the fields' boundaries.
-  const authorization = createHash('sha256').update(line.authorization ?? '').digest('hex');
-  return createHmac('sha256', key).update(`${runId};${coldStartMs};${issuedAt};${body};${authorization};${line.method} ${line.url}`).digest();
+/** `callerVerified`: the holder's word for the caller is signed in place of the caller's Authorization header. */
+function mac(key: Uint8Array, runId: string, coldStartMs: number, issuedAt: number, body: string, line: HeldCallLine, callerVerified: boolean): Buffer {
+  // The Authorization header is hashed so that its length and characters cannot blur the fields' boundaries;
+  // a hash is 64 hex digits, never the word `verified`.
+  const caller = callerVerified ? VERIFIED_CALLER : createHash('sha256').update(line.authorization ?? '').digest('hex');
+  return createHmac('sha256', key).update(`${runId};${coldStartMs};${issuedAt};${body};${caller};${line.method} ${line.url}`).digest();
 }
 
 /** The key from its text (hex or plain), refused when shorter than 32 bytes. */
@@ -73,23 +87,41 @@ export function heldRunHeader(key: Uint8Array, run: HeldRun, line: HeldCallLine,
   const coldStartMs = Math.round(run.coldStartMs);
   const issuedAt = Math.round(now);
   const bodyField = body === null ? STREAMED_BODY : bodySha256(body);
-  return `${run.runId};${coldStartMs};${issuedAt};${bodyField};${mac(key, run.runId, coldStartMs, issuedAt, bodyField, line).toString('hex')}`;
+  return `${run.runId};${coldStartMs};${issuedAt};${bodyField};${mac(key, run.runId, coldStartMs, issuedAt, bodyField, line, false).toString('hex')}`;
+}
+
+/**
+ * The header for a held async call whose caller the holder authenticated when it took the call (its token is
+ * not kept, nor sent): `<run id>;<cold start ms>;<issued at ms>;<body SHA-256 hex>;verified;<hex HMAC-SHA256>`.
+ * Always with its whole body: the holder's word covers that body and no other.
+ */
+export function verifiedHeldRunHeader(key: Uint8Array, run: HeldRun, line: Omit<HeldCallLine, 'authorization'>, body: Uint8Array, now = Date.now()): string {
+  const coldStartMs = Math.round(run.coldStartMs);
+  const issuedAt = Math.round(now);
+  const bodyField = bodySha256(body);
+  const signature = mac(key, run.runId, coldStartMs, issuedAt, bodyField, { ...line, authorization: undefined }, true).toString('hex');
+  return `${run.runId};${coldStartMs};${issuedAt};${bodyField};${VERIFIED_CALLER};${signature}`;
 }
 
 /**
  * The held run the header vouches for on the call `line`, or null when it is absent, malformed, not signed with
- * `key` for this call and caller, or made more than HELD_RUN_MAX_AGE_MS from `now`. The body it names is the
+ * `key` for this call and caller (its Authorization header, unless the holder vouches for the caller), or made
+ * more than HELD_RUN_MAX_AGE_MS from `now`. The body it names is the
  * caller's to check once it has it (`bodySha256`).
  */
 export function verifyHeldRun(key: Uint8Array | null, value: string | string[] | undefined, line: HeldCallLine, now = Date.now()): VerifiedHeldRun | null {
   if (key === null || typeof value !== 'string') return null;
-  const [runId, ms, issued, body, signature, ...extra] = value.split(';');
+  const fields = value.split(';');
+  // Six fields: the holder vouches for the caller (`verified`), and only ever with the body signed.
+  const callerVerified = fields.length === 6;
+  if (callerVerified && (fields.splice(4, 1)[0] !== VERIFIED_CALLER || fields[3] === STREAMED_BODY)) return null;
+  const [runId, ms, issued, body, signature, ...extra] = fields;
   if (extra.length > 0 || runId === undefined || !RUN_ID.test(runId) || signature === undefined || !SHA256_HEX.test(signature)) return null;
   if (ms === undefined || !/^\d{1,10}$/.test(ms) || issued === undefined || !/^\d{1,15}$/.test(issued)) return null;
   if (body === undefined || (body !== STREAMED_BODY && !SHA256_HEX.test(body))) return null;
   const coldStartMs = Number(ms);
   const issuedAt = Number(issued);
   if (Math.abs(now - issuedAt) > HELD_RUN_MAX_AGE_MS) return null;
-  if (!timingSafeEqual(mac(key, runId, coldStartMs, issuedAt, body, line), Buffer.from(signature, 'hex'))) return null;
-  return { runId, coldStartMs, bodySha256: body === STREAMED_BODY ? null : body };
+  if (!timingSafeEqual(mac(key, runId, coldStartMs, issuedAt, body, line, callerVerified), Buffer.from(signature, 'hex'))) return null;
+  return { runId, coldStartMs, bodySha256: body === STREAMED_BODY ? null : body, callerVerified };
 }

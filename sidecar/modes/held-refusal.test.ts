@@ -16,7 +16,7 @@ import { waitFor } from '../../test/support/wait.ts';
 import { WebhookReceiver, type ReceivedDelivery } from '../../test/support/webhook-receiver.ts';
 import { AppRegistry, AppTarget } from '../apps.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../../run-request/auth/held-run.ts';
+import { HELD_RUN_HEADER, heldRunHeader, verifiedHeldRunHeader } from '../../run-request/auth/held-run.ts';
 import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { Replica } from '../replica.ts';
 import { newRunId } from '../../run-request/run-id.ts';
@@ -317,6 +317,65 @@ describe('the attacks of issue #21 on hand-overs, each refused', () => {
     expect((await handOver('idle/echo', { runId })).answer.status).toBe(503);
     // Another app's call under the same id stands for the holder's next attempt, with a replica that can run it.
     expect((await handOver('e2e/echo', { runId })).answer.status).toBe(202);
+  });
+});
+
+describe('an async call the holder kept without its token (it authenticated the caller when it took the call)', () => {
+  /** The hand-over as the holder makes it from its record: no Authorization header; the header signed with `key`. */
+  async function verifiedHandOver(path: string, options: { runId?: string; body?: string; key?: Uint8Array; header?: string } = {}) {
+    const runId = options.runId ?? newRunId();
+    const url = `/v4/dev/${path}?${webhookQuery()}`;
+    const body = options.body ?? '{}';
+    const header = options.header ?? verifiedHeldRunHeader(options.key ?? HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url }, Buffer.from(body));
+    const answer = await fetch(`${sidecar.url}${url}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-webhook-secret': SECRET, [HELD_RUN_HEADER]: header }, body });
+    return { answer, runId, header };
+  }
+
+  it('runs under its run id with no token asked for, its webhook signed', async () => {
+    const { answer, runId } = await verifiedHandOver('e2e/greet', { body: '{"name":"Kept"}' });
+    expect(answer.status, await answer.clone().text()).toBe(202);
+    expect(await answer.json()).toEqual({ run_id: runId });
+    const delivery = await deliveryOf(runId);
+    expect(verifyWebhookSignature(SECRET, delivery.headers, delivery.body)).toBe(true);
+    expect(JSON.parse(delivery.body)).toMatchObject({ status: 'success', result: { greeting: 'Hello, Kept!' } });
+    expect(await listed('e2e', runId)).toMatchObject({ status: 'success', coldStartMs: COLD_START_MS });
+  });
+
+  it('a refusal of the call itself becomes its failed run, as for a hand-over with a token', async () => {
+    const { answer, runId } = await verifiedHandOver('e2e/nope');
+    expect(answer.status).toBe(202);
+    expect(await listed('e2e', runId)).toMatchObject({ status: 'failure', statusCode: 404, coldStartMs: COLD_START_MS });
+  });
+
+  it("signed with another namespace's key: vouches for nothing, and with no token the call is refused (401), nothing recorded", async () => {
+    const { answer, runId } = await verifiedHandOver('e2e/nope', { key: randomBytes(32) });
+    expect(answer.status).toBe(401);
+    expect(await listed('e2e', runId)).toBeNull();
+  });
+
+  it("a header bound to a caller's token, made to say `verified`: vouches for nothing (401), nothing recorded", async () => {
+    const runId = newRunId();
+    const { header } = await heldCall('e2e/nope', { runId });
+    const [id, ms, issued, digest, signature] = header!.split(';');
+    const { answer } = await verifiedHandOver('e2e/nope', { runId, header: `${id};${ms};${issued};${digest};verified;${signature}` });
+    expect(answer.status).toBe(401);
+    expect(await listed('e2e', runId)).toBeNull();
+  });
+
+  it('replayed with another body: refused (403), nothing recorded; replayed as it was after its hand-over: 409, the run not overwritten', async () => {
+    const runId = newRunId();
+    const url = `/v4/dev/e2e/greet?${webhookQuery()}`;
+    const header = verifiedHeldRunHeader(HOLDER_KEY, { runId, coldStartMs: COLD_START_MS }, { method: 'POST', url }, Buffer.from('{"name":"Once"}'));
+    const otherBody = await verifiedHandOver('e2e/greet', { header, body: '{"name":"Twice"}' });
+    expect(otherBody.answer.status).toBe(403);
+    expect(await listed('e2e', runId)).toBeNull();
+    expect((await verifiedHandOver('e2e/greet', { header, body: '{"name":"Once"}' })).answer.status).toBe(202);
+    await waitFor(async () => (await listed('e2e', runId))?.status === 'success', { what: 'the run' });
+    const again = await verifiedHandOver('e2e/greet', { header, body: '{"name":"Once"}' });
+    expect(again.answer.status).toBe(409);
+    expect(await listed('e2e', runId)).toMatchObject({ status: 'success', statusCode: 200 });
+    expect(JSON.parse((await deliveryOf(runId)).body)).toMatchObject({ status: 'success', result: { greeting: 'Hello, Once!' } });
+    expect(receiver.deliveries.filter((delivery) => delivery.body.includes(runId))).toHaveLength(1);
   });
 });
 

@@ -46,6 +46,8 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
       [
+        'ClusterRole/runlet-api-key',
+        'ClusterRole/runlet-api-keys-admin',
         'ClusterRole/runlet-app-editor',
         'ClusterRole/runlet-operator',
         'ClusterRole/runlet-runs-operator',

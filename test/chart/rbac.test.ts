@@ -18,9 +18,10 @@ import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { kubernetesProblems } from './kube-validate.ts';
-import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes, type TableRule } from './rbac.ts';
+import { allows, describeRight, requestAttributes, rightsOf, rulesFromTable, uses, type PolicyRule, type RequestAttributes, type TableRule } from './rbac.ts';
 import type { RenderedChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
+import { runLog, runRecord } from '../support/crd-fixtures.ts';
 
 const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
@@ -158,7 +159,7 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'runlet-sidecar' })).toBe(true);
     expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'cluster-admin' })).toBe(false);
     const granted = sidecar.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
-    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['create runlogs', 'patch runlogs/status']);
+    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'create runlogs', 'patch runlogs/status']);
   });
 
   it('come with a RoleBinding example that is valid and binds the runs viewer', () => {
@@ -206,7 +207,9 @@ describe('the operator under the chart’s RBAC', () => {
     const from = server!.requests.length;
     const config = resolveConfig(...chartConfig(chart));
     const auth = new RunAuthenticator({ audience: 'runlet', hs256Keys: { 'team-a': new TextEncoder().encode(PROJECT_KEY) } });
-    operator = createOperator({ kubeConfig: server!.kubeConfig(), config, logger: pino({ level: 'silent' }), processMetrics: false, holder: config.holder.enabled ? { auth } : undefined });
+    // Two days on, for the janitor: a RunLog written now is past the default retention of a day.
+    const clock = () => new Date(Date.now() + 2 * 86_400_000);
+    operator = createOperator({ kubeConfig: server!.kubeConfig(), config, logger: pino({ level: 'silent' }), processMetrics: false, holder: config.holder.enabled ? { auth } : undefined, clock });
     try {
       operator.start();
       const url = await operator.listen();
@@ -251,6 +254,44 @@ describe('the operator under the chart’s RBAC', () => {
         metadata: { name: 'zero' },
         spec: { replicas: 0, selector: { matchLabels: zeroLabels }, template: { metadata: { labels: zeroLabels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
       } as KubeObject);
+      // The holder's addresses (the endpoints controller lists the operator pods' holder port), and a slice of the
+      // App's left from a holder port no longer used: the switch to the holder writes the one and deletes the other.
+      const holderService = resolveConfig(...chartConfig(production)).holder.serviceName;
+      await api.create(resourcePath({ apiVersion: 'v1', kind: 'Endpoints', namespace: RELEASE.namespace }), {
+        apiVersion: 'v1',
+        kind: 'Endpoints',
+        metadata: { name: holderService },
+        subsets: [{ addresses: [{ ip: '10.1.0.1' }], ports: [{ name: 'holder', port: 8090 }] }],
+      } as KubeObject);
+      const sliceLabels = { 'kubernetes.io/service-name': 'zero', 'endpointslice.kubernetes.io/managed-by': 'operator.runlet.dev' };
+      await api.create(resourcePath({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'team-a' }), {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name: 'zero-9999-ipv4', labels: sliceLabels },
+        addressType: 'IPv4',
+        endpoints: [{ addresses: ['10.1.0.9'] }],
+        ports: [{ name: 'http', port: 9999 }],
+      } as KubeObject);
+      // RunLogs of pods that are gone: one with a run left running (the janitor fails it: a PUT of the status),
+      // one whose runs have ended (deleted once past its retention, which the operator's clock puts behind it).
+      const runLogs = resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'RunLog', namespace: 'team-a' });
+      const lost = { ...runRecord(), id: '0194b6e2-4d1c-7c3e-9a51-0f2f3c4d5e70', status: 'running' as const, statusCode: null, error: null, completedAt: null, runtimeMs: null, responseTimeMs: null, webhook: null };
+      for (const [name, runs] of [['hello-gone-old', [runRecord()]], ['hello-gone-lost', [lost]]] as const) {
+        const fixture = runLog();
+        const created = await api.create<KubeObject>(runLogs, { ...fixture, metadata: { ...fixture.metadata, name }, status: undefined } as KubeObject);
+        await api.replace(`${runLogs}/${name}/status`, { ...created, status: { ...fixture.status, runs } } as KubeObject);
+      }
+      // Someone wrote the lost runs' RunLog meanwhile, once: the janitor reads it again (a get) and decides again.
+      server.failNext({ method: 'PUT', pathPattern: '/runlogs/hello-gone-lost/status', status: 409, reason: 'Conflict', message: 'the object has been modified' });
+      // A caller of the management API with a token the API server knows, allowed to list team-a's runs.
+      // Shaped as a service-account token (a JWT), which is all the management API checks before its TokenReview.
+      const viewerToken = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ2aWV3ZXIifQ.c2lnbmF0dXJl';
+      server.tokens.set(viewerToken, { username: 'viewer' });
+      server.allow({ user: 'viewer', verb: RUNS_ACCESS.verb, group: RUNS_ACCESS.group, resource: RUNS_ACCESS.resource, namespace: 'team-a' });
+      const listRuns = async (running: Operator) => {
+        const answer = await running.server.inject({ method: 'GET', url: '/v2/projects/team-a/apps/hello/runs', headers: { authorization: `Bearer ${viewerToken}` } });
+        expect(answer.statusCode, answer.body).toBe(200);
+      };
       const callAtZero = async (running: Operator) => {
         const answer = await fetch(`${running.holder!.url}/v4/team-a/zero/run?async=true`, {
           method: 'POST',
@@ -276,23 +317,39 @@ describe('the operator under the chart’s RBAC', () => {
           [
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ },
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
-            { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/endpoints\/zero$/ },
+            { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/endpointslices\/zero-8090-ipv4$/ },
+            { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/endpointslices\/zero-9999-ipv4$/ },
+            { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/endpoints\/zero$/ },
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
             { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
             { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/serviceaccounts\/runlet-key-ci$/ },
+            { method: 'GET', pathPattern: /\/namespaces\/team-a\/runlogs\/hello-gone-lost$/ },
+            { method: 'PUT', pathPattern: /\/namespaces\/team-a\/runlogs\/hello-gone-lost\/status$/ },
+            { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/runlogs\/hello-gone-old$/ },
+            { method: 'POST', pathPattern: /\/subjectaccessreviews$/ },
           ],
           async (running, url) => {
             await callAtZero(running);
             await keyRoundTrip(url);
+            await listRuns(running);
           },
         );
       const defaults = renderWith(VALUE_SETS.default);
-      const defaultRequests = await requestsOfOperator(defaults, [
+      // Its holder takes over the call held at zero; then the App is deleted, and the call with it.
+      const heldRecord = new RegExp(`/namespaces/${RELEASE.namespace}/secrets/runlet-held-`);
+      const deleteZero = async () => {
+        // Once its holder's sweep has claimed the call (the first run's holder never did: it was still waiting for a pod).
+        await server!.waitForRequest({ method: 'PUT', pathPattern: heldRecord }, 20_000);
+        await api.delete(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a', name: 'zero' }));
+      };
+      const defaultRun = await requestsOfOperator(defaults, [
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
-          { method: 'PUT', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-held-/ },
+          { method: 'DELETE', pathPattern: heldRecord },
           { method: 'GET', pathPattern: /^\/api\/v1\/nodes$/, watch: true },
-        ]);
+        ], deleteZero);
+      // Less the test's own deletion of the App (the operator deletes no App).
+      const defaultRequests = defaultRun.filter((request) => !(request.method === 'DELETE' && request.path.endsWith('/apps/zero')));
 
       // Each run against the roles of the chart it ran with (the production values fix nativeSidecars: false).
       const attributesUnder = (chart: RenderedChart, requests: typeof productionRequests) => {
@@ -303,12 +360,50 @@ describe('the operator under the chart’s RBAC', () => {
       };
       const attributes = [...attributesUnder(production, productionRequests), ...attributesUnder(defaults, defaultRequests)];
       expect(attributes.filter((attrs) => !attrs.permitted)).toEqual([]);
+
+      // And no right goes unused: each right of each role (one verb on one resource) allows some request the
+      // operator made under the chart that grants it, in the namespaces the role covers — but for those the API
+      // server checks without a request for them, named here with the check.
+      const checkedWithoutARequest = new Set([
+        // OwnerReferencesPermissionEnforcement: a child's blockOwnerDeletion is allowed to whoever may update its owner's finalizers.
+        'ClusterRole runlet-operator: update runlet.dev/apps/finalizers',
+        // The same plugin: the sidecar ServiceAccount's owner references (every App of its namespace) change only for whoever may delete it.
+        'ClusterRole runlet-operator: delete core/serviceaccounts',
+        // And the holder key's copy, owned by every App of its namespace (kube-apiserver 1.20 refuses its patch without it).
+        'ClusterRole runlet-operator: delete core/secrets [runlet-holder-key]',
+        // RBAC's escalation check when the sidecar RoleBinding is applied.
+        'ClusterRole runlet-operator: bind rbac.authorization.k8s.io/clusterroles [runlet-sidecar]',
+        // And when an API key's RoleBinding to the caller role is created.
+        'ClusterRole runlet-operator: bind rbac.authorization.k8s.io/clusterroles [runlet-api-key]',
+      ]);
+      // Requests this run cannot make in its seconds, each made by the code named: a repeat of an Event already
+      // written (its count bumped), and the autoscaler sizing an App once its load has been stable for a window.
+      const madeOnlyOverTime = new Set([
+        'ClusterRole runlet-operator: patch core/events', // kube/event-recorder.ts, a mergePatch of the count
+        'ClusterRole runlet-operator: patch apps/deployments/scale', // operator/autoscaling/scaler.ts, a merge patch of spec.replicas
+      ]);
+      const granted = new Set<string>();
+      const used = new Set<string>();
+      for (const [chart, requests] of [[production, productionRequests], [defaults, defaultRequests]] as const) {
+        const { cluster: clusterRules, leaderElection, holder } = operatorRoles(chart);
+        const made = requests.flatMap((request) => requestAttributes(request));
+        const roles = [['ClusterRole runlet-operator', clusterRules, undefined], ['Role runlet-operator-leader-election', leaderElection, RELEASE.namespace], ['Role runlet-operator-holder', holder, RELEASE.namespace]] as const;
+        for (const [role, rules, namespace] of roles) {
+          for (const right of rightsOf(rules)) {
+            const name = `${role}: ${describeRight(right)}`;
+            granted.add(name);
+            if (made.some((request) => (namespace === undefined || request.namespace === namespace) && uses(right, request))) used.add(name);
+          }
+        }
+      }
+      const unused = [...granted].filter((right) => !used.has(right) && !checkedWithoutARequest.has(right) && !madeOnlyOverTime.has(right));
+      expect(unused, 'rights of the chart that no request of the operator used: drop them from the chart and the README table, or make this run use them').toEqual([]);
       const { cluster } = operatorRoles(production);
       // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
       const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
-      const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'patch endpoints', 'get deployments/scale', 'update deployments/scale'];
+      const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'list endpointslices', 'patch endpointslices', 'delete endpoints', 'get deployments/scale', 'update deployments/scale'];
       const keys = ['create serviceaccounts', 'create rolebindings', 'create serviceaccounts/token', 'delete serviceaccounts'];
       for (const expected of [...kinds, ...watches, ...holding, ...keys, 'delete rolebindings', 'delete roles', 'list nodes', 'watch nodes']) {
         expect(seen, expected).toContain(expected);

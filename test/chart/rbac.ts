@@ -31,14 +31,16 @@ function matches(allowed: string[], value: string): boolean {
 
 /** Non-resource URLs every client may GET: Kubernetes' default ClusterRole system:public-info-viewer grants them. */
 const PUBLIC_INFO_PATHS = new Set(['/version', '/healthz', '/livez', '/readyz']);
+/** Discovery documents (`/api`, `/apis`, `/apis/<group>`, `/apis/<group>/<version>`): system:discovery grants them to every authenticated client. */
+const DISCOVERY_PATH = /^\/(?:api|apis(?:\/[^/]+(?:\/[^/]+)?)?)$/;
 
 /**
- * The authorizer's view of a logged API request (none for the public-info URLs, which need no grant of the chart): `/apis/apps/v1/namespaces/ns/deployments/name/status`
+ * The authorizer's view of a logged API request (none for the public-info and discovery URLs, which need no grant of the chart): `/apis/apps/v1/namespaces/ns/deployments/name/status`
  * → patch apps deployments/status ns name. A server-side apply may create the object, so the API server
  * authorizes it as `patch` and, when the object is missing, also as `create`: both are returned.
  */
 export function requestAttributes(request: { method: string; path: string; watch: boolean; contentType?: string | undefined }): RequestAttributes[] {
-  if (request.method === 'GET' && PUBLIC_INFO_PATHS.has(request.path)) return [];
+  if (request.method === 'GET' && (PUBLIC_INFO_PATHS.has(request.path) || DISCOVERY_PATH.test(request.path))) return [];
   const match = request.path.match(/^\/(?:api\/v1|apis\/([^/]+)\/[^/]+)(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(?:\/([^/]+))?$/);
   if (match === null) throw new Error(`not a resource path: ${request.method} ${request.path}`);
   const [, apiGroup = '', namespace, plural, name, subresource] = match;
@@ -103,4 +105,31 @@ export function rulesFromTable(markdown: string, heading: string): TableRule[] {
       why: why!,
     };
   });
+}
+
+/** One right a rule grants: a verb on a resource of a group, limited to `names` when the rule lists any. */
+export interface GrantedRight {
+  verb: string;
+  apiGroup: string;
+  resource: string;
+  names: string[] | undefined;
+}
+
+/** Every right of the rules, one per verb, group and resource. */
+export function rightsOf(rules: PolicyRule[]): GrantedRight[] {
+  return rules.flatMap((rule) =>
+    (rule.apiGroups ?? []).flatMap((apiGroup) =>
+      (rule.resources ?? []).flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, names: rule.resourceNames?.length ? rule.resourceNames : undefined }))),
+    ),
+  );
+}
+
+/** Whether the request is one the right allows. */
+export function uses(right: GrantedRight, request: RequestAttributes): boolean {
+  return allows([{ apiGroups: [right.apiGroup], resources: [right.resource], verbs: [right.verb], ...(right.names === undefined ? {} : { resourceNames: right.names }) }], request);
+}
+
+/** `verb group/resource [names]`, as a failure names a right. */
+export function describeRight(right: GrantedRight): string {
+  return `${right.verb} ${right.apiGroup === '' ? 'core' : right.apiGroup}/${right.resource}${right.names === undefined ? '' : ` [${right.names.join(', ')}]`}`;
 }

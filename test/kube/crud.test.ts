@@ -62,12 +62,15 @@ describe('CRUD', () => {
   it('serves every stored built-in kind through discovery-driven KubernetesObjectApi', async () => {
     const objects = KubernetesObjectApi.makeApiClient(kube.server.kubeConfig());
     const storedKinds = BUILTIN_RESOURCES.filter((t) => t.verbs.includes('get') && t.kind !== 'CustomResourceDefinition');
+    // The fields a kind cannot be created without.
+    const required: Record<string, object> = { EndpointSlice: { addressType: 'IPv4', endpoints: [] } };
     for (const type of storedKinds) {
       const name = `x-${type.singular}`;
       const spec = {
         apiVersion: apiVersionOf(type),
         kind: type.kind,
         metadata: { name, ...(type.namespaced ? { namespace: 'default' } : {}) },
+        ...required[type.kind],
       };
       const created = await objects.create<KubernetesObject>(spec);
       expect(created.metadata?.uid, type.kind).toBeDefined();
@@ -142,6 +145,18 @@ describe('CRUD', () => {
     }
     const created = await kube.core.createNamespacedEndpoints({ namespace: 'default', body: endpoints('192.0.2.1') });
     expect(created.subsets?.[0]?.addresses?.[0]?.ip).toBe('192.0.2.1');
+  });
+
+  it('refuses an EndpointSlice without an address type, or with an address not of its type', async () => {
+    const slices = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    const slice = (addressType: string | undefined, address: string) => ({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'web-1' }, addressType, endpoints: [{ addresses: [address] }], ports: [{ name: 'http', port: 8000 }] });
+    const create = (body: object) => kube.server.fetch(slices, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await create(slice(undefined, '192.0.2.1'))).status).toBe(422);
+    expect((await create(slice('IPv4', 'fd00::1'))).status).toBe(422);
+    expect((await create(slice('IPv6', '192.0.2.1'))).status).toBe(422);
+    expect((await create(slice('IPv4', 'not-an-ip'))).status).toBe(422);
+    expect((await create({ ...slice('IPv4', '192.0.2.1'), endpoints: [{ addresses: [] }] })).status).toBe(422);
+    expect((await create(slice('IPv4', '192.0.2.1'))).status).toBe(201);
   });
 
   it('generates names from generateName', async () => {

@@ -94,6 +94,25 @@ const endpoints: KindBehavior = {
   },
 };
 
+/** EndpointSlices: each address a valid IP of the slice's address type (IPv4 or IPv6; FQDN is not served here). */
+const endpointSlices: KindBehavior = {
+  prepare(next) {
+    const addressType = next.addressType;
+    if (addressType !== 'IPv4' && addressType !== 'IPv6') {
+      return [{ reason: 'FieldValueNotSupported', field: 'addressType', message: `Unsupported value: ${JSON.stringify(addressType)}: supported values: "IPv4", "IPv6"` }];
+    }
+    const family = addressType === 'IPv4' ? 4 : 6;
+    const endpoints = Array.isArray(next.endpoints) ? (next.endpoints as unknown[]) : [];
+    return endpoints.flatMap((endpoint, i) => {
+      const addresses = isPlainObject(endpoint) && Array.isArray(endpoint.addresses) ? (endpoint.addresses as unknown[]) : [];
+      if (addresses.length === 0) return [{ reason: 'FieldValueRequired', field: `endpoints[${i}].addresses`, message: 'Required value: must contain at least 1 address' }];
+      return addresses.flatMap((address, j) =>
+        typeof address === 'string' && isIP(address) === family ? [] : [{ reason: 'FieldValueInvalid', field: `endpoints[${i}].addresses[${j}]`, message: `Invalid value: ${JSON.stringify(address)}: must be a valid ${addressType} address` }],
+      );
+    });
+  },
+};
+
 function customResourceDefinitions(
   registry: ResourceRegistry,
   removeAllObjects: (resourceKey: string) => void,
@@ -129,6 +148,7 @@ export function kindBehaviors(
     ['secrets', secrets],
     ['namespaces', namespaces],
     ['endpoints', endpoints],
+    ['endpointslices.discovery.k8s.io', endpointSlices],
     ['rolebindings.rbac.authorization.k8s.io', roleBindings],
     ['clusterrolebindings.rbac.authorization.k8s.io', roleBindings],
     [CRD_RESOURCE_KEY, customResourceDefinitions(registry, removeAllObjects)],

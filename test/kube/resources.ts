@@ -56,6 +56,7 @@ const BUILTIN_ROWS: Row[] = [
   ['', 'v1', 'Secret', 'secrets', true, false],
   ['', 'v1', 'Service', 'services', true, true],
   ['', 'v1', 'Endpoints', 'endpoints', true, false],
+  ['discovery.k8s.io', 'v1', 'EndpointSlice', 'endpointslices', true, false],
   ['', 'v1', 'ServiceAccount', 'serviceaccounts', true, false],
   ['', 'v1', 'Pod', 'pods', true, true],
   ['', 'v1', 'Event', 'events', true, false],

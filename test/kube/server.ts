@@ -283,7 +283,7 @@ export class KubeApiServer {
       };
       const timer = setTimeout(() => {
         this.requestWaiters.delete(waiter);
-        reject(new Error(`no request matching ${JSON.stringify(filter)} arrived within ${timeoutMs} ms`));
+        reject(new Error(`no request matching ${filter.method ?? 'any method'} ${String(filter.pathPattern ?? 'any path')} arrived within ${timeoutMs} ms`));
       }, timeoutMs);
       this.requestWaiters.add(waiter);
     });

@@ -1,8 +1,9 @@
 // A kube-proxy for tests: one local port standing for a Service's port, each new connection sent where the
-// Service's core v1 Endpoints say at that moment. Their addresses are those of the test pod network
-// (pod-network.ts): a pod's, or one standing for a server of this machine (the holder); the network says which
-// loopback port each stands for, and no other address is dialled. Like kube-proxy, it routes connections,
-// not requests: a kept-alive connection stays with the endpoint it was opened to.
+// Service's EndpointSlices (discovery.k8s.io v1, or v1beta1 on servers before 1.21, as the real kube-proxy reads
+// them) say at that moment. Their addresses are those of the test pod network (pod-network.ts): a pod's, or one
+// standing for a server of this machine (the holder); the network says which loopback port each stands for, and
+// no other address is dialled. Like kube-proxy, it routes connections, not requests: a kept-alive connection
+// stays with the endpoint it was opened to.
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeApi } from '../../kube/client.ts';
@@ -10,13 +11,10 @@ import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import type { DialTarget, PodNetwork } from './pod-network.ts';
 
-interface EndpointAddress {
-  ip: string;
-  targetRef?: { kind?: string; name?: string; namespace?: string };
-}
-
-export interface EndpointsObject extends KubeObject {
-  subsets?: { addresses?: EndpointAddress[]; ports?: { name?: string; port: number }[] }[];
+export interface EndpointSliceObject extends KubeObject {
+  addressType?: string;
+  endpoints?: { addresses: string[]; conditions?: { ready?: boolean }; targetRef?: { kind?: string; name?: string; namespace?: string } }[];
+  ports?: { name?: string; port?: number }[];
 }
 
 export interface KubeProxyOptions {
@@ -25,7 +23,7 @@ export interface KubeProxyOptions {
   network: Pick<PodNetwork, 'dialTarget'>;
   namespace: string;
   service: string;
-  /** The Service port's name, matched against the Endpoints' port names. Default `http`. */
+  /** The Service port's name, matched against the slices' port names. Default `http`. */
   portName?: string;
 }
 
@@ -34,41 +32,66 @@ export interface KubeProxy {
   readonly url: string;
   /** Where each connection went, in order: `pod/<name>` or `<ip>:<port>`. */
   readonly routes: readonly string[];
+  /** Where a connection may go now: the ready endpoints of the Service's slices. */
+  endpoints(): Promise<Endpoint[]>;
   close(): Promise<void>;
 }
 
-interface Endpoint {
+export interface Endpoint {
   /** `pod/<name>` for a pod's address, else `<ip>:<port>`. */
   label: string;
   ip: string;
   port: number;
 }
 
-/** The endpoint a new connection goes to: the ready addresses in turn, null when there is none. */
-export function chooseEndpoint(endpoints: EndpointsObject | undefined, portName: string, turn: number): Endpoint | null {
+/** The ready endpoints of the slices on the port named `portName` (or a slice's only port), in order. */
+export function endpointsOf(slices: readonly EndpointSliceObject[], portName: string): Endpoint[] {
   const candidates: Endpoint[] = [];
-  for (const subset of endpoints?.subsets ?? []) {
-    const port = subset.ports?.find((candidate) => (candidate.name ?? '') === portName) ?? (subset.ports?.length === 1 ? subset.ports[0] : undefined);
-    if (port === undefined) continue;
-    for (const address of subset.addresses ?? []) {
-      const ref = address.targetRef;
-      const label = ref?.kind === 'Pod' && ref.name !== undefined ? `pod/${ref.name}` : `${address.ip}:${port.port}`;
-      candidates.push({ label, ip: address.ip, port: port.port });
+  for (const slice of slices) {
+    const port = slice.ports?.find((candidate) => (candidate.name ?? '') === portName) ?? (slice.ports?.length === 1 ? slice.ports[0] : undefined);
+    if (port?.port === undefined) continue;
+    for (const endpoint of slice.endpoints ?? []) {
+      // As kube-proxy: an endpoint whose readiness is not stated is ready.
+      if (endpoint.conditions?.ready === false) continue;
+      const ref = endpoint.targetRef;
+      for (const ip of endpoint.addresses) candidates.push({ label: ref?.kind === 'Pod' && ref.name !== undefined ? `pod/${ref.name}` : `${ip}:${port.port}`, ip, port: port.port });
     }
   }
+  return candidates;
+}
+
+/** The endpoint a new connection goes to: the ready addresses in turn, null when there is none. */
+export function chooseEndpoint(slices: readonly EndpointSliceObject[], portName: string, turn: number): Endpoint | null {
+  const candidates = endpointsOf(slices, portName);
   return candidates.length === 0 ? null : candidates[turn % candidates.length]!;
 }
 
+/** The EndpointSlice API the server serves (v1 preferred), as a path prefix: `/apis/discovery.k8s.io/v1`. */
+async function slicesRoot(api: KubeApi): Promise<string> {
+  const group = (await api.get('/apis/discovery.k8s.io')) as { versions?: { groupVersion?: string }[] };
+  const served = (group.versions ?? []).map((version) => version.groupVersion);
+  const chosen = ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1'].find((version) => served.includes(version));
+  if (chosen === undefined) throw new Error(`the API server serves no EndpointSlices (discovery.k8s.io versions: ${served.join(', ')})`);
+  return `/apis/${chosen}`;
+}
+
+
 export async function startKubeProxy(options: KubeProxyOptions): Promise<KubeProxy> {
   const api = new KubeApi(kubeConfigCredentials(options.kubeConfig));
-  const path = `/api/v1/namespaces/${options.namespace}/endpoints/${options.service}`;
   const portName = options.portName ?? 'http';
+  let root: Promise<string> | undefined;
+  // The Service's EndpointSlices, as kube-proxy finds them: by their `kubernetes.io/service-name` label.
+  async function slices(): Promise<EndpointSliceObject[]> {
+    root ??= slicesRoot(api);
+    const path = `${await root}/namespaces/${encodeURIComponent(options.namespace)}/endpointslices`;
+    return (await api.list<EndpointSliceObject>(path, { labelSelector: `kubernetes.io/service-name=${options.service}` })).items;
+  }
   const routes: string[] = [];
   const open = new Set<Socket>();
   let turn = 0;
 
   async function route(client: Socket): Promise<void> {
-    const chosen = chooseEndpoint(await api.find<EndpointsObject>(path), portName, turn++);
+    const chosen = chooseEndpoint(await slices(), portName, turn++);
     if (chosen === null || client.destroyed) {
       // Real kube-proxy rejects connections to a Service without endpoints.
       client.destroy();
@@ -101,6 +124,7 @@ export async function startKubeProxy(options: KubeProxyOptions): Promise<KubePro
   return {
     url: `http://127.0.0.1:${port}`,
     routes,
+    endpoints: async () => endpointsOf(await slices(), portName),
     async close() {
       for (const socket of open) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -22,9 +22,9 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // operator's management API asks of the replica that runs the call.
   // The operator can still host the holder itself (`runlet operator --holder on`, as the chart runs it) and
   // count its calls, until the chart runs `runlet activator` instead (the test clusters do); a cancel through
-  // its management API drops a call held at zero (activator/hold-cancel.ts); its config carries the holder's
+  // its management API drops a call held at zero (activator/hold-cancel.ts, over its records: hold-records.ts); its config carries the holder's
   // bounds (activator/hold-bounds.ts).
-  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-bounds.ts']],
+  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts']],
   // The operator owns what the activator reads of it: the names it gives an App's objects (its Deployment, the
   // sidecar's run port), the holder key (made and copied to each namespace's sidecars by the operator), and
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list),

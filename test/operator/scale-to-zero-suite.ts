@@ -1,17 +1,17 @@
 // Scale to zero end to end, whatever the cluster: an App with minReplicas 0 is reached through its Service (the
-// test kube-proxy, following the Endpoints the operator writes: the app's pods, or the holder at zero). The warm
+// test kube-proxy, following the EndpointSlices the operator writes: the app's pods, or the holder at zero). The warm
 // path never passes the holder; an idle app goes to zero by itself after its cooldown; at zero a sync or stream
 // call is held and answered after the cold start, an async call gets its 202 at once and runs once a replica is
 // up, its webhook delivered. scale-to-zero.test.ts runs it on the in-memory API server with the test kubelet,
 // control-plane.test.ts on a real control plane (the real Deployment controller acting on the scale, the real
-// API server validating the Endpoints). Pod addresses are labels of the test pod network, never dialled.
-import { CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
+// API server validating the EndpointSlices, v1beta1 there). Pod addresses are labels of the test pod network, never dialled.
+import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Holder } from '../../activator/holder.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import { startKubeProxy, type EndpointsObject, type KubeProxy } from '../kubelet/kube-proxy.ts';
+import { startKubeProxy, type Endpoint, type KubeProxy } from '../kubelet/kube-proxy.ts';
 import type { Kubelet } from '../kubelet/index.ts';
 import type { E2eCluster } from './e2e-cluster.ts';
 import { HelloApp } from './hello-app.ts';
@@ -46,13 +46,11 @@ export class ZeroApp {
   readonly hello: HelloApp;
   readonly proxy: KubeProxy;
   readonly #cluster: ScaleToZeroCluster;
-  readonly #core: CoreV1Api;
 
   private constructor(cluster: ScaleToZeroCluster, hello: HelloApp, proxy: KubeProxy) {
     this.#cluster = cluster;
     this.hello = hello;
     this.proxy = proxy;
-    this.#core = cluster.kubeConfig.makeApiClient(CoreV1Api);
   }
 
   /** Applied (not waited for): minReplicas 0, maxReplicas 2, a short cooldown, and `scaling`. */
@@ -63,18 +61,19 @@ export class ZeroApp {
     return new ZeroApp(cluster, hello, proxy);
   }
 
-  async endpoints(): Promise<EndpointsObject | undefined> {
-    return (await this.#core.readNamespacedEndpoints({ namespace: this.hello.namespace, name: this.hello.name }).catch(() => undefined)) as EndpointsObject | undefined;
+  /** Where the Service's EndpointSlices send callers now (none while the API server has none). */
+  async endpoints(): Promise<Endpoint[]> {
+    return this.proxy.endpoints().catch(() => []);
   }
 
   async pointsAtPods(): Promise<boolean> {
-    return (await this.endpoints())?.subsets?.[0]?.addresses?.some((address) => address.targetRef?.kind === 'Pod') === true;
+    return (await this.endpoints()).some((endpoint) => endpoint.label.startsWith('pod/'));
   }
 
   async pointsAtHolder(): Promise<boolean> {
     const holder = holderOf(this.#cluster);
-    const [subset] = (await this.endpoints())?.subsets ?? [];
-    return subset?.addresses?.[0]?.ip === holder.ip && subset.ports?.[0]?.port === Number(new URL(holder.server.url).port);
+    const [endpoint] = await this.endpoints();
+    return endpoint?.ip === holder.ip && endpoint.port === Number(new URL(holder.server.url).port);
   }
 
   /** The route the kube-proxy takes to the holder: its address and port. */

@@ -157,7 +157,7 @@ describe('scale to zero: the holder itself', () => {
     const second = cluster.kubelet.network.assignLoopbackServer('a second activator pod');
     const setHolderAddresses = (ips: string[]) =>
       core.replaceNamespacedEndpoints({ ...HOLDER_SERVICE, body: { metadata: HOLDER_SERVICE, subsets: [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: 'http', port: holderPort }] }] } });
-    const appAddresses = async () => ((await zero.endpoints())?.subsets ?? []).flatMap((subset) => (subset.addresses ?? []).map((address) => address.ip)).sort();
+    const appAddresses = async () => (await zero.endpoints()).map((endpoint) => endpoint.ip).sort();
     const both = [cluster.holderIp!, second].sort().join();
     try {
       // A second activator pod joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
@@ -186,7 +186,7 @@ describe('scale to zero: the holder itself', () => {
     const { item } = JSON.parse(text) as { item: RunRecord };
     expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null });
     expect(item.error?.message).toMatch(/not recorded as a run, and its webhook is not sent/);
-    expect((await core.listNamespacedSecret({ namespace, labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
+    expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
 
     // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
     // cancelled one is never handed over.
@@ -206,9 +206,10 @@ describe('scale to zero: the holder itself', () => {
     const { namespace, name } = zero.hello;
     const first = cluster.holder!;
     const handedOverBefore = first.stats.handedOver;
+    const token = await cluster.callerToken(namespace);
     const answer = await fetch(`${first.url}/v4/${namespace}/${name}/run?async=true`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.callerToken(namespace)}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ name: 'Survivor' }),
     });
     expect(answer.status).toBe(202);
@@ -216,6 +217,12 @@ describe('scale to zero: the holder itself', () => {
     // The holder goes away before any replica is ready: the call exists only in its durable record.
     await first.close();
     expect(first.stats.handedOver).toBe(handedOverBefore);
+    // That record is in the holder's namespace, not the App's, and holds no token: what is at rest, decoded.
+    const records = await core.listSecretForAllNamespaces({ labelSelector: 'runlet.dev/held-call-for' });
+    expect(records.items.map((record) => record.metadata?.namespace)).toEqual([HOLDER_KEY.namespace]);
+    const atRest = JSON.stringify(records.items[0]) + Object.values(records.items[0]!.data ?? {}).map((value) => Buffer.from(value, 'base64').toString('utf8')).join('\n');
+    expect(atRest).not.toContain(token);
+    expect(atRest.toLowerCase()).not.toContain('bearer');
 
     const api = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
     const second = await startHolder({
@@ -227,6 +234,7 @@ describe('scale to zero: the holder itself', () => {
       appsSynced: async () => {},
       logger: (await import('pino')).default({ level: 'silent' }),
       identity: 'holder-after-restart',
+      recordsNamespace: HOLDER_KEY.namespace,
       watchdogMs: 60_000,
       host: '127.0.0.1',
       port: 0,

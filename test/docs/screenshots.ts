@@ -3,11 +3,11 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { signLocalToken } from '../run-request/auth/local-key.ts';
-import { launchBrowser } from '../test/support/browser.ts';
-import { spawnDev } from '../test/support/dev-process.ts';
+import { signLocalToken } from '../../run-request/auth/local-key.ts';
+import { launchBrowser } from '../support/browser.ts';
+import { spawnDev } from '../support/dev-process.ts';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const images = join(root, 'docs/images');
 const AUTH_KEY = 'the auth key of the dashboard screenshots, 32 bytes or more';
 
