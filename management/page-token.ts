@@ -10,11 +10,15 @@ export interface PageScope {
   appName: string;
   asyncOnly: boolean;
   status: RunStatus | null;
+  functionName: string | null;
+  createdAfter: string | null;
+  createdBefore: string | null;
 }
 
 export type PageTokenResult = { ok: true; beforeId: string } | { ok: false; reason: string };
 
-const TOKEN_VERSION = 1;
+// 2: the filters functionName, createdAfter and createdBefore joined the scope.
+const TOKEN_VERSION = 2;
 /** Far above a real token (about 200 characters); bounds the work spent on garbage. */
 const MAX_TOKEN_LENGTH = 1024;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
@@ -28,6 +32,9 @@ interface TokenPayload {
   app: string;
   asyncOnly: boolean;
   status: RunStatus | null;
+  functionName: string | null;
+  createdAfter: string | null;
+  createdBefore: string | null;
 }
 
 const MALFORMED: PageTokenResult = { ok: false, reason: 'is malformed: pass back a nextToken exactly as received' };
@@ -40,6 +47,9 @@ export function encodePageToken(lastId: string, scope: PageScope): string {
     app: scope.appName,
     asyncOnly: scope.asyncOnly,
     status: scope.status,
+    functionName: scope.functionName,
+    createdAfter: scope.createdAfter,
+    createdBefore: scope.createdBefore,
   };
   return Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url');
 }
@@ -64,28 +74,38 @@ export function decodePageToken(token: string, scope: PageScope): PageTokenResul
       reason: `was issued for app ${payload.project}/${payload.app}, not ${scope.projectId}/${scope.appName}`,
     };
   }
-  if (payload.asyncOnly !== scope.asyncOnly || payload.status !== scope.status) {
+  if (describeFilters(payload) !== describeFilters(scope)) {
     return {
       ok: false,
       reason:
-        `was issued for ${describeFilters(payload.asyncOnly, payload.status)}, but this request asks ` +
-        `${describeFilters(scope.asyncOnly, scope.status)}: repeat the filters of the first page, or omit ` +
-        'nextToken to start over',
+        `was issued for ${describeFilters(payload)}, but this request asks ${describeFilters(scope)}: repeat the ` +
+        'filters of the first page, or omit nextToken to start over',
     };
   }
   return { ok: true, beforeId: payload.after };
 }
 
 function asPayload(value: Record<string, unknown>): TokenPayload | undefined {
-  const { after, project, app, asyncOnly, status } = value;
+  const { after, project, app, asyncOnly, status, functionName, createdAfter, createdBefore } = value;
   if (typeof after !== 'string' || !UUID.test(after)) return undefined;
   if (typeof project !== 'string' || typeof app !== 'string' || typeof asyncOnly !== 'boolean') return undefined;
   if (status !== null && !RUN_STATUSES.includes(status as RunStatus)) return undefined;
-  return { v: TOKEN_VERSION, after, project, app, asyncOnly, status: status as RunStatus | null };
+  if (!isTextOrNull(functionName) || !isTextOrNull(createdAfter) || !isTextOrNull(createdBefore)) return undefined;
+  return { v: TOKEN_VERSION, after, project, app, asyncOnly, status: status as RunStatus | null, functionName, createdAfter, createdBefore };
 }
 
-function describeFilters(asyncOnly: boolean, status: RunStatus | null): string {
-  return `asyncOnly=${asyncOnly}, status=${status ?? '(any)'}`;
+function isTextOrNull(value: unknown): value is string | null {
+  return value === null || typeof value === 'string';
+}
+
+type Filters = Pick<PageScope, 'asyncOnly' | 'status' | 'functionName' | 'createdAfter' | 'createdBefore'>;
+
+function describeFilters(filters: Filters): string {
+  const { asyncOnly, status, functionName, createdAfter, createdBefore } = filters;
+  return (
+    `asyncOnly=${asyncOnly}, status=${status ?? '(any)'}, functionName=${functionName ?? '(any)'}, ` +
+    `createdAfter=${createdAfter ?? '(none)'}, createdBefore=${createdBefore ?? '(none)'}`
+  );
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

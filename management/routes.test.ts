@@ -395,7 +395,7 @@ describe('authenticate hook', () => {
 describe('page token', () => {
   it('is opaque base64url and continues where the page ended', async () => {
     const newest = newestFirst(helloRuns);
-    const scope = { projectId: 'demo', appName: 'hello', asyncOnly: false, status: null };
+    const scope = { projectId: 'demo', appName: 'hello', asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null };
     const token = encodePageToken(newest[9]!.id, scope);
     expect(token).toMatch(/^[A-Za-z0-9_-]+$/);
     const response = await request(`/v2/projects/demo/apps/hello/runs?pageSize=5&nextToken=${token}`);
