@@ -38,7 +38,7 @@ export class PgResults implements RunHistory {
     if (latest.size === 0) return 0;
     const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
     for (const { record, version } of latest.values()) {
-      const row = [record.id, record.projectId, record.appName, record.functionName, record.async, record.status, record.createdAt, version, JSON.stringify(record)];
+      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, version, JSON.stringify(record)];
       row.forEach((value, index) => columns[index]!.push(value));
     }
     const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
@@ -46,7 +46,7 @@ export class PgResults implements RunHistory {
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
-    const values: unknown[] = [query.projectId, query.appName];
+    const values: unknown[] = [textColumn(query.projectId), textColumn(query.appName)];
     const conditions = ['project_id = $1', 'app_name = $2'];
     const shape: string[] = [];
     const add = (key: string, condition: (placeholder: string) => string, value: unknown): void => {
@@ -57,7 +57,7 @@ export class PgResults implements RunHistory {
     if (query.beforeId !== null) add('before', (p) => `id < ${p}::uuid`, query.beforeId);
     if (query.asyncOnly) conditions.push('async'), shape.push('async');
     if (query.status !== null) add('status', (p) => `status = ${p}`, query.status);
-    if (query.functionName !== null) add('function', (p) => `function_name = ${p}`, query.functionName);
+    if (query.functionName !== null) add('function', (p) => `function_name = ${p}`, textColumn(query.functionName));
     if (query.createdAfter !== null) add('after', (p) => `created_at >= ${p}::timestamptz`, query.createdAfter);
     if (query.createdBefore !== null) add('until', (p) => `created_at < ${p}::timestamptz`, query.createdBefore);
     // One row past the page tells whether another page exists.
@@ -81,7 +81,7 @@ export class PgResults implements RunHistory {
     const { rows } = await this.#pool.query<{ record: RunRecord }>({
       name: 'runlet-get-run',
       text: 'SELECT record FROM runlet_runs WHERE id = $1::uuid AND project_id = $2 AND app_name = $3',
-      values: [runId, projectId, appName],
+      values: [runId, textColumn(projectId), textColumn(appName)],
     });
     return rows[0]?.record;
   }
@@ -95,7 +95,7 @@ export class PgResults implements RunHistory {
                     count(*) FILTER (WHERE status IN ('pending', 'running')) AS in_flight,
                     max(created_at) AS last
                FROM runlet_runs WHERE project_id = $1 AND app_name = $2`,
-      values: [projectId, appName],
+      values: [textColumn(projectId), textColumn(appName)],
     });
     const row = rows[0]!;
     return {
@@ -140,6 +140,15 @@ export class PgResults implements RunHistory {
       if ((rowCount ?? 0) < batchSize) return deleted;
     }
   }
+}
+
+/**
+ * PostgreSQL's text cannot hold U+0000 (a batch holding one would be refused whole, and retried for ever): the
+ * filtered columns hold U+FFFD instead, and a filter is written the same way. The record (a json column, which
+ * keeps the escape) is shown unchanged.
+ */
+function textColumn(value: string): string {
+  return value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
