@@ -23,6 +23,7 @@ COPY operator operator
 COPY management management
 COPY crds crds
 COPY local local
+COPY results results
 RUN npm run build
 
 FROM node:24-bookworm-slim

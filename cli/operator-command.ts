@@ -8,6 +8,7 @@ import { createOperator, type OperatorHolderOptions } from '../operator/main.ts'
 import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
 import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE, loadIssuerAuthConfig } from '../sidecar/auth/config.ts';
 import { createLogger } from '../sidecar/logger.ts';
+import { RESULTS_DSN_ENV, openResults, type OpenResults } from '../results/open.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 
@@ -38,8 +39,15 @@ Options (environment variable in brackets); flags override the environment, whic
   --holder-host ADDRESS           address of the holder (default 0.0.0.0) [RUNLET_HOLDER_HOST]
   --holder-port N                 port of the holder (default 8090) [RUNLET_HOLDER_PORT]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
+  --results-retention-days N      days the results store keeps an App's runs unless its spec.runs.retentionDays
+                                  says otherwise (default 30) [RUNLET_RESULTS_RETENTION_DAYS]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
                                   (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
+
+The results store: RUNLET_RESULTS_DSN, a libpq URL (postgresql://user:password@host:5432/db?sslmode=...), only
+from the environment (it holds a password). Set, runs are kept in PostgreSQL (docs/results-store.md): the
+schema is migrated at start, and the operator does not start when the database cannot be reached. Unset, runs
+are kept in RunLogs.
 
 The holder authenticates callers as the sidecars do, from the same options and variables:
 ${ISSUER_AUTH_USAGE}`;
@@ -64,6 +72,7 @@ const OPTIONS = {
   'holder-host': { env: ['RUNLET_HOLDER_HOST'] },
   'holder-port': { env: ['RUNLET_HOLDER_PORT'] },
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
+  'results-retention-days': { env: ['RUNLET_RESULTS_RETENTION_DAYS'] },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
   ...ISSUER_AUTH_OPTIONS,
 } as const satisfies Record<string, EnvBackedOption>;
@@ -86,7 +95,19 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   const holder: OperatorHolderOptions | undefined = config.holder.enabled ? { auth: holderAuthenticator(option, logger) } : undefined;
   if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
 
-  const operator = createOperator({ kubeConfig, config, logger, holder });
+  const dsn = process.env[RESULTS_DSN_ENV];
+  let results: OpenResults | undefined;
+  if (dsn !== undefined && dsn !== '') {
+    try {
+      results = await openResults({ dsn, logger });
+    } catch (error) {
+      throw new CliError(`runlet operator: ${(error as Error).message}: ${((error as Error).cause as Error | undefined)?.message ?? ''}`);
+    }
+  } else {
+    logger.warn(`${RESULTS_DSN_ENV} is not set: runs are kept in RunLogs (about the last 200 per replica), not in a results store`);
+  }
+
+  const operator = createOperator({ kubeConfig, config, logger, holder, results });
   // Listening first: probes get answers while the caches fill.
   let address: string;
   try {
@@ -106,6 +127,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   });
   await operator.stop();
   await holder?.auth?.close();
+  await results?.close();
   return 0;
 }
 
@@ -177,6 +199,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     server: { host: option('host'), port: integer('port') },
     holder: { enabled: onOff('holder'), host: option('holder-host'), port: integer('holder-port') },
     workers: integer('workers'),
+    results: { retentionDays: integer('results-retention-days') },
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,
   };

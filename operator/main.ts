@@ -38,6 +38,10 @@ import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
+import { ResultsUpkeep } from './results-upkeep.ts';
+import { resultsCollector } from '../results/collector.ts';
+import type { PgResults } from '../results/pg-results.ts';
+import { resultsKeyOf } from '../results/results-key.ts';
 import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -66,6 +70,12 @@ export interface OperatorOptions {
    * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
    */
   holder?: OperatorHolderOptions;
+  /**
+   * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
+   * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
+   * there (results-upkeep.ts). Absent: runs are kept in RunLogs, as before the results store.
+   */
+  results?: { store: PgResults };
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -158,7 +168,8 @@ export function createOperator(options: OperatorOptions): Operator {
     api: leaderApi,
     appsIn: liveAppsIn,
     logger,
-    holderKey: options.holder === undefined ? undefined : { source: holderKeySecret, key: holderKey },
+    // The namespaces' keys sign hand-overs (the holder) and the sidecars' batches of run records (results).
+    holderKey: options.holder === undefined && options.results === undefined ? undefined : { source: holderKeySecret, key: holderKey },
   });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
@@ -277,12 +288,28 @@ export function createOperator(options: OperatorOptions): Operator {
     metrics: metrics.scaling,
     logger,
   });
+  const resultsUpkeep =
+    options.results === undefined
+      ? undefined
+      : new ResultsUpkeep({
+          store: options.results.store,
+          config: config.results,
+          podExists: (namespace, name) => pods.get(namespace, name) !== undefined,
+          apps: () => apps.list(),
+          logger,
+          now: options.clock,
+          onRunsClosed: (lost, undelivered) => {
+            metrics.runsLost.inc(lost);
+            metrics.webhooksUndelivered.inc(undelivered);
+          },
+        });
   const duties = new LeaderDuties({
     queue,
     rbac,
     janitor,
     counters,
     scaler,
+    results: resultsUpkeep,
     reconcileAll: () => {
       for (const app of apps.list()) reconcileSoon(app.metadata.namespace, app.metadata.name);
     },
@@ -319,7 +346,15 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), logger });
+  mountManagementApi(server, { api, runs: options.results?.store ?? runLogs, apps: runLogs, appList: appListFromCache(appCache), logger });
+  // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
+  let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
+  if (options.results !== undefined) {
+    void server.register(resultsCollector, {
+      store: options.results.store,
+      keyFor: (namespace) => (resultsKeys === undefined ? undefined : resultsKeyOf(resultsKeys(namespace))),
+    });
+  }
 
   let started = false;
   let stopping = false;
@@ -344,6 +379,14 @@ export function createOperator(options: OperatorOptions): Operator {
       for (const watch of watches.all) watch.start();
       holderEndpoints?.start();
       runLogs.start();
+      if (options.results !== undefined) {
+        void holderKey().then(
+          (key) => {
+            resultsKeys = holderKeysFor(key, holderKeySecret);
+          },
+          (error: unknown) => logger.error({ err: error }, 'the holder key could not be read: the results collector refuses batches until a restart'),
+        );
+      }
       sidecarMode.start();
       void sidecarMode.whenDecided().then(() => {
         if (!stopping) elector.start();

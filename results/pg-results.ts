@@ -8,8 +8,8 @@ import { recordVersion } from './record-version.ts';
 import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from './run-history.ts';
 
 const UPSERT: QueryConfig['text'] = `
-  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, version, record)
-  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::bigint[], $9::json[])
+  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, record)
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::json[])
   ON CONFLICT (id) DO UPDATE SET
     status = excluded.status, version = excluded.version, record = excluded.record
   WHERE r.version < excluded.version`;
@@ -36,9 +36,9 @@ export class PgResults implements RunHistory {
       if (seen === undefined || seen.version < version) latest.set(record.id, { record, version });
     }
     if (latest.size === 0) return 0;
-    const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
+    const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], []];
     for (const { record, version } of latest.values()) {
-      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, version, JSON.stringify(record)];
+      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, JSON.stringify(record)];
       row.forEach((value, index) => columns[index]!.push(value));
     }
     const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
@@ -84,6 +84,16 @@ export class PgResults implements RunHistory {
       values: [runId, textColumn(projectId), textColumn(appName)],
     });
     return rows[0]?.record;
+  }
+
+  /** Runs only their pod can finish (in flight, or a webhook owed), oldest first, after the run `afterId`. */
+  async unfinishedRuns(afterId: string | null, limit: number): Promise<RunRecord[]> {
+    const { rows } = await this.#pool.query<{ record: RunRecord }>({
+      name: 'runlet-unfinished-runs',
+      text: 'SELECT record FROM runlet_runs WHERE unfinished AND id > $1::uuid ORDER BY id LIMIT $2',
+      values: [afterId ?? '00000000-0000-0000-0000-000000000000', limit],
+    });
+    return rows.map((row) => row.record);
   }
 
   async countRuns(projectId: string, appName: string): Promise<RunCounts> {

@@ -9,10 +9,14 @@ CREATE TABLE runlet_runs (
   async boolean NOT NULL,
   status text NOT NULL,
   created_at timestamptz NOT NULL,
+  -- The pod that ran it: the operator closes the unfinished runs of pods that are gone.
+  replica text NOT NULL,
   -- How far the record has come (writer.ts, recordVersion): an upsert only ever moves it forward, so a batch
   -- replayed after a restart, or one overtaken by a later state, writes nothing.
   version bigint NOT NULL,
-  record json NOT NULL
+  record json NOT NULL,
+  -- Something only its pod can finish: the run itself, or its webhook delivery.
+  unfinished boolean GENERATED ALWAYS AS (status IN ('pending', 'running') OR (record -> 'webhook' ->> 'state') = 'pending') STORED
 );
 
 -- The list of one app, newest first, and its filters: each an index range ending on `id`.
@@ -21,3 +25,5 @@ CREATE INDEX runlet_runs_by_app_status ON runlet_runs (project_id, app_name, sta
 CREATE INDEX runlet_runs_by_app_function ON runlet_runs (project_id, app_name, function_name, id);
 -- Retention deletes the oldest rows first, across apps.
 CREATE INDEX runlet_runs_by_created ON runlet_runs (created_at);
+-- The operator's sweep for runs of gone pods reads only these.
+CREATE INDEX runlet_runs_unfinished ON runlet_runs (id) WHERE unfinished;
