@@ -17,8 +17,7 @@ export interface PageScope {
 
 export type PageTokenResult = { ok: true; beforeId: string } | { ok: false; reason: string };
 
-// 2: the filters functionName, createdAfter and createdBefore joined the scope.
-const TOKEN_VERSION = 2;
+const TOKEN_VERSION = 1;
 /** Far above a real token (about 200 characters); bounds the work spent on garbage. */
 const MAX_TOKEN_LENGTH = 1024;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
@@ -86,7 +85,9 @@ export function decodePageToken(token: string, scope: PageScope): PageTokenResul
 }
 
 function asPayload(value: Record<string, unknown>): TokenPayload | undefined {
-  const { after, project, app, asyncOnly, status, functionName, createdAfter, createdBefore } = value;
+  // Filters added since version 1 was first issued are absent from older tokens: absent is "not filtered", so a
+  // token issued before an upgrade still continues its list.
+  const { after, project, app, asyncOnly, status, functionName = null, createdAfter = null, createdBefore = null } = value;
   if (typeof after !== 'string' || !UUID.test(after)) return undefined;
   if (typeof project !== 'string' || typeof app !== 'string' || typeof asyncOnly !== 'boolean') return undefined;
   if (status !== null && !RUN_STATUSES.includes(status as RunStatus)) return undefined;
@@ -100,12 +101,11 @@ function isTextOrNull(value: unknown): value is string | null {
 
 type Filters = Pick<PageScope, 'asyncOnly' | 'status' | 'functionName' | 'createdAfter' | 'createdBefore'>;
 
+/** The filters of a list: the first two always, the others when given. */
 function describeFilters(filters: Filters): string {
   const { asyncOnly, status, functionName, createdAfter, createdBefore } = filters;
-  return (
-    `asyncOnly=${asyncOnly}, status=${status ?? '(any)'}, functionName=${functionName ?? '(any)'}, ` +
-    `createdAfter=${createdAfter ?? '(none)'}, createdBefore=${createdBefore ?? '(none)'}`
-  );
+  const optional = Object.entries({ functionName, createdAfter, createdBefore }).filter(([, value]) => value !== null);
+  return [`asyncOnly=${asyncOnly}`, `status=${status ?? '(any)'}`, ...optional.map(([name, value]) => `${name}=${value}`)].join(', ');
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
