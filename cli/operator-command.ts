@@ -41,6 +41,9 @@ Options (environment variable in brackets); flags override the environment, whic
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
   --results-retention-days N      days the results store keeps an App's runs unless its spec.runs.retentionDays
                                   says otherwise (default 30) [RUNLET_RESULTS_RETENTION_DAYS]
+  --results-collector-url URL     this operator's Service origin, where pods send their run records (with
+                                  RUNLET_RESULTS_DSN set; unset, pods keep writing RunLogs)
+                                  [RUNLET_RESULTS_COLLECTOR_URL]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
                                   (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
 
@@ -73,6 +76,7 @@ const OPTIONS = {
   'holder-port': { env: ['RUNLET_HOLDER_PORT'] },
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
   'results-retention-days': { env: ['RUNLET_RESULTS_RETENTION_DAYS'] },
+  'results-collector-url': { env: ['RUNLET_RESULTS_COLLECTOR_URL'] },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
   ...ISSUER_AUTH_OPTIONS,
 } as const satisfies Record<string, EnvBackedOption>;
@@ -199,7 +203,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     server: { host: option('host'), port: integer('port') },
     holder: { enabled: onOff('holder'), host: option('holder-host'), port: integer('holder-port') },
     workers: integer('workers'),
-    results: { retentionDays: integer('results-retention-days') },
+    results: { retentionDays: integer('results-retention-days'), collectorUrl: option('results-collector-url') },
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,
   };

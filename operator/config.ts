@@ -38,6 +38,10 @@ export const ResultsConfigSchema = StrictObject({
   pruneIntervalSeconds: Seconds('How often the leader deletes the runs past their retention (in batches).'),
   pruneBatchSize: Type.Integer({ minimum: 1, maximum: 100_000, description: 'Rows deleted per statement by the retention job.' }),
   sweepSeconds: Seconds('How often the leader marks the runs left in flight by gone pods replica_lost.'),
+  collectorUrl: Type.Union([Type.String({ minLength: 1 }), Type.Null()], {
+    description:
+      "Where sidecars send their run records (the operator Service's origin, e.g. http://runlet-operator.runlet-system.svc:8080): set, pods run `--run-store results`; null: they write RunLogs.",
+  }),
 });
 
 export const AutoscalingConfigSchema = StrictObject({
@@ -141,7 +145,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     server: { host: '0.0.0.0', port: 8080 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
-    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30 },
+    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, collectorUrl: null },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
     holder: { enabled: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
     workers: 4,
@@ -217,5 +221,9 @@ function withoutUndefined(value: Record<string, unknown>): Record<string, unknow
 }
 
 /** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */
-export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress' | 'networkPolicy'> & {
+  nativeSidecars: boolean;
+  /** The results collector's origin when the operator has a results store (config.results.collectorUrl); else null. */
+  resultsCollectorUrl: string | null;
+};
 export type NetworkPolicyConfig = Static<typeof NetworkPolicyConfigSchema>;

@@ -260,7 +260,8 @@ export function createOperator(options: OperatorOptions): Operator {
   const reconciler = createReconciler({
     api: leaderApi,
     autoscalerApi,
-    config,
+    // Pods send their records to the collector only where there is a results store to take them.
+    config: { ...config, resultsCollectorUrl: options.results === undefined ? null : config.results.collectorUrl },
     sidecars,
     apps: appCache,
     deployments: watches.deployments,

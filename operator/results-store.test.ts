@@ -96,7 +96,7 @@ describe('the operator with a results store', () => {
   });
 
   it('closes the runs a gone pod left unfinished as replica_lost', async () => {
-    const running = { ...pendingAsyncRunRecord({ projectId: NAMESPACE, appName: 'hello', replica: 'hello-gone-pod' }), status: 'running' as const };
+    const running = { ...pendingAsyncRunRecord({ projectId: NAMESPACE, appName: 'hello', replica: 'hello-gone-pod', createdAt: new Date().toISOString() }), status: 'running' as const };
     expect((await send([running])).status).toBe(200);
     const closed = await waitFor(async () => {
       const { item } = (await (await getRun('hello', running.id)).json()) as { item: RunRecord };

@@ -35,7 +35,8 @@ export async function openResults(options: ResultsOptions): Promise<OpenResults>
     application_name: 'runlet',
   });
   const where = describeDsn(options.dsn);
-  pool.on('error', (error) => options.logger.warn({ err: error, database: where }, 'an idle results store connection failed'));
+  // The message only: pg's error carries its client, whose serialisation is kilobytes of internals.
+  pool.on('error', (error) => options.logger.warn({ error: error.message, database: where }, 'an idle results store connection failed'));
   let schemaVersion: number;
   try {
     schemaVersion = await migrate(pool);

@@ -19,6 +19,9 @@ import { markAbandoned } from './recorder.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
 import type { RunStore } from './store.ts';
 
+/** The collector's origin, as the operator renders it into the sidecar's environment. */
+export const RESULTS_URL_ENV = 'RUNLET_RESULTS_URL';
+
 export interface ResultsShipperOptions {
   /** The collector's origin, e.g. http://runlet-operator.runlet-system.svc:8080. */
   collectorUrl: string;

@@ -28,6 +28,7 @@ export function renderConfig(overrides: Partial<RenderConfig> = {}): RenderConfi
     webhookAllowCidrs: [],
     ingress: null,
     networkPolicy: null,
+    resultsCollectorUrl: null,
     ...overrides,
   };
 }
