@@ -8,10 +8,10 @@ import { recordVersion } from './record-version.ts';
 import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from './run-history.ts';
 
 const UPSERT: QueryConfig['text'] = `
-  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, record)
-  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::json[])
+  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[])
   ON CONFLICT (id) DO UPDATE SET
-    status = excluded.status, version = excluded.version, record = excluded.record
+    status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record
   WHERE r.version < excluded.version`;
 
 export class PgResults implements RunHistory {
@@ -36,9 +36,9 @@ export class PgResults implements RunHistory {
       if (seen === undefined || seen.version < version) latest.set(record.id, { record, version });
     }
     if (latest.size === 0) return 0;
-    const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], []];
+    const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], [], []];
     for (const { record, version } of latest.values()) {
-      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, JSON.stringify(record)];
+      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, isUnfinished(record), JSON.stringify(record)];
       row.forEach((value, index) => columns[index]!.push(value));
     }
     const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
@@ -150,6 +150,11 @@ export class PgResults implements RunHistory {
       if ((rowCount ?? 0) < batchSize) return deleted;
     }
   }
+}
+
+/** Something only the run's pod can finish: the run itself, or its webhook delivery. */
+function isUnfinished(record: RunRecord): boolean {
+  return record.status === 'pending' || record.status === 'running' || record.webhook?.state === 'pending';
 }
 
 /**

@@ -55,8 +55,8 @@ try {
   const seeding = performance.now();
   for (let from = 0; from < ROWS; from += 500_000) {
     await results.pool.query(
-      `INSERT INTO runlet_runs (id, project_id, app_name, function_name, async, status, created_at, replica, version, record)
-       SELECT id, 'demo', 'bench', fn, false, st, at, 'bench-pod', 2199023255552,
+      `INSERT INTO runlet_runs (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
+       SELECT id, 'demo', 'bench', fn, false, st, at, 'bench-pod', 2199023255552, false,
               json_build_object('id', id::text, 'projectId', 'demo', 'appName', 'bench', 'functionName', fn, 'method', 'POST',
                 'mode', 'sync', 'async', false, 'status', st, 'statusCode', 200, 'error', null, 'reason', null,
                 'createdAt', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'startedAt', null, 'completedAt', null,

@@ -14,9 +14,10 @@ CREATE TABLE runlet_runs (
   -- How far the record has come (writer.ts, recordVersion): an upsert only ever moves it forward, so a batch
   -- replayed after a restart, or one overtaken by a later state, writes nothing.
   version bigint NOT NULL,
-  record json NOT NULL,
-  -- Something only its pod can finish: the run itself, or its webhook delivery.
-  unfinished boolean GENERATED ALWAYS AS (status IN ('pending', 'running') OR (record -> 'webhook' ->> 'state') = 'pending') STORED
+  -- Something only its pod can finish: the run itself, or its webhook delivery. Written by the store, not
+  -- generated from `record`: PostgreSQL's json operators refuse a record holding the escape \u0000.
+  unfinished boolean NOT NULL,
+  record json NOT NULL
 );
 
 -- The list of one app, newest first, and its filters: each an index range ending on `id`.

@@ -118,8 +118,8 @@ describe('a million runs', () => {
   it('are listed page by page with no gap and no duplicate while runs are written', async () => {
     // Set up in one statement (the collector's path is tested above); the same columns writeBatch fills.
     await results.pool.query(
-      `INSERT INTO runlet_runs (id, project_id, app_name, function_name, async, status, created_at, replica, version, record)
-       SELECT id::uuid, 'demo', 'million', 'run', false, 'success', at, 'seed', 2199023255552,
+      `INSERT INTO runlet_runs (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
+       SELECT id::uuid, 'demo', 'million', 'run', false, 'success', at, 'seed', 2199023255552, false,
               json_build_object('id', id::uuid::text, 'projectId', 'demo', 'appName', 'million', 'functionName', 'run', 'method', 'POST',
                 'mode', 'sync', 'async', false, 'status', 'success', 'statusCode', 200, 'error', null, 'reason', null,
                 'createdAt', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'startedAt', null, 'completedAt', null,
