@@ -26,6 +26,7 @@ COPY management management
 COPY crds crds
 COPY local local
 COPY dashboard dashboard
+COPY results results
 RUN npm run build
 
 FROM node:24-bookworm-slim

@@ -6,6 +6,7 @@ import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type Oper
 import { createOperator, type OperatorHolderOptions } from '../operator/main.ts';
 import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { createLogger } from '../sidecar/logger.ts';
+import { RESULTS_DSN_ENV, openResults, type OpenResults } from '../results/open.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 import { issuerAuthenticator } from './issuer-auth.ts';
@@ -44,8 +45,18 @@ Options (environment variable in brackets); flags override the environment, whic
   --holder-max-body-mib N         MiB of held calls' bodies the holder keeps; a body past them gets 503
                                   request-buffer-full at once (default 64) [RUNLET_HOLDER_MAX_BODY_MIB]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
+  --results-retention-days N      days the results store keeps an App's runs unless its spec.runs.retentionDays
+                                  says otherwise (default 30) [RUNLET_RESULTS_RETENTION_DAYS]
+  --results-collector-url URL     this operator's Service origin, where pods send their run records (with
+                                  RUNLET_RESULTS_DSN set; unset, pods keep writing RunLogs)
+                                  [RUNLET_RESULTS_COLLECTOR_URL]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
                                   (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
+
+The results store: RUNLET_RESULTS_DSN, a libpq URL (postgresql://user:password@host:5432/db?sslmode=...), only
+from the environment (it holds a password). Set, runs are kept in PostgreSQL (docs/results-store.md): the
+schema is migrated at start, and the operator does not start when the database cannot be reached. Unset, runs
+are kept in RunLogs.
 
 The holder authenticates callers as the sidecars do, from the same options and variables:
 ${ISSUER_AUTH_USAGE}`;
@@ -74,6 +85,8 @@ const OPTIONS = {
   'holder-max-calls': { env: ['RUNLET_HOLDER_MAX_CALLS'] },
   'holder-max-body-mib': { env: ['RUNLET_HOLDER_MAX_BODY_MIB'] },
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
+  'results-retention-days': { env: ['RUNLET_RESULTS_RETENTION_DAYS'] },
+  'results-collector-url': { env: ['RUNLET_RESULTS_COLLECTOR_URL'] },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
   ...ISSUER_AUTH_OPTIONS,
 } as const satisfies Record<string, EnvBackedOption>;
@@ -106,7 +119,19 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
   if (holder === 'external') logger.info({ service: `${config.holder.serviceNamespace}/${config.holder.serviceName}` }, 'calls to Apps at zero are held by runlet activator pods (holder.inOperator: false), listed by this Service');
 
-  const operator = createOperator({ kubeConfig, config, logger, holder });
+  const dsn = process.env[RESULTS_DSN_ENV];
+  let results: OpenResults | undefined;
+  if (dsn !== undefined && dsn !== '') {
+    try {
+      results = await openResults({ dsn, logger });
+    } catch (error) {
+      throw new CliError(`runlet operator: ${(error as Error).message}: ${((error as Error).cause as Error | undefined)?.message ?? ''}`);
+    }
+  } else {
+    logger.warn(`${RESULTS_DSN_ENV} is not set: runs are kept in RunLogs (about the last 200 per replica), not in a results store`);
+  }
+
+  const operator = createOperator({ kubeConfig, config, logger, holder, results });
   // Listening first: probes get answers while the caches fill.
   let address: string;
   try {
@@ -126,6 +151,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   });
   await operator.stop();
   if (typeof holder === 'object') await holder.auth?.close();
+  await results?.close();
   return 0;
 }
 
@@ -184,6 +210,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
       maxHeldBodyMiB: integer('holder-max-body-mib'),
     },
     workers: integer('workers'),
+    results: { retentionDays: integer('results-retention-days'), collectorUrl: option('results-collector-url') },
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,
   };

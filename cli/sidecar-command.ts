@@ -7,6 +7,7 @@ import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { HOLDER_KEY_ENV, holderKeyFromText } from '../run-request/auth/held-run.ts';
+import { RESULTS_URL_ENV } from '../sidecar/runs/results-shipper-store.ts';
 import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
@@ -35,8 +36,10 @@ Options (environment variable in brackets):
   --concurrency N             calls in flight to the app (default 4) [RUNLET_CONCURRENCY]
   --queue-depth N             calls waiting for a slot (default 10 x concurrency) [RUNLET_QUEUE_DEPTH]
   --response-grace-period S   run time limit in seconds (default 900) [RUNLET_RESPONSE_GRACE_PERIOD]
-  --run-store runlog|sqlite   where runs are recorded: the pod's RunLog (default in a cluster) or SQLite in
-                              --data-dir (default elsewhere) [RUNLET_RUN_STORE]
+  --run-store runlog|sqlite|results
+                              where runs are recorded: the pod's RunLog (default in a cluster), SQLite in
+                              --data-dir (default elsewhere), or the operator's results collector at
+                              RUNLET_RESULTS_URL, batches signed with RUNLET_HOLDER_KEY [RUNLET_RUN_STORE]
   --data-dir DIR              where async runs are made durable: the RunLog's journal, or the SQLite store
                               (default /var/run/runlet, the pod's emptyDir) [RUNLET_DATA_DIR]
   --replica NAME              this replica's name on run records [POD_NAME]
@@ -115,7 +118,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     resultLimitBytes: integer('result-limit-bytes', 1, 2 ** 31 - 1),
   } as const;
   const runStore = option('run-store') ?? (process.env.KUBERNETES_SERVICE_HOST ? 'runlog' : 'sqlite');
-  if (runStore !== 'runlog' && runStore !== 'sqlite') throw new CliError(`--run-store must be runlog or sqlite, got "${runStore}"`, 2);
+  if (runStore !== 'runlog' && runStore !== 'sqlite' && runStore !== 'results') throw new CliError(`--run-store must be runlog, sqlite or results, got "${runStore}"`, 2);
   const authSwitch = required('auth');
   if (authSwitch !== 'on' && authSwitch !== 'off') throw new CliError(`--auth must be on or off, got "${authSwitch}"`, 2);
   let auth: RunAuthenticator | undefined;
@@ -138,6 +141,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       },
       ports: { run: integer('port', 0, 65535), admin: integer('admin-port', 0, 65535) },
       runStore,
+      resultsUrl: process.env[RESULTS_URL_ENV],
       dataDir: resolve(required('data-dir')),
       serviceAccountDir: required('service-account-dir'),
       replicaName: option('replica') || hostname(),

@@ -218,6 +218,14 @@ export const RunsSchema = Struct(
       unit: 'seconds',
       description: 'How long the RunLog of a vanished replica is kept (seconds, at most 30 days).',
     }),
+    retentionDays: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 3650,
+        description:
+          "Days the results store keeps this App's runs (retention_days in [runs]); absent: the operator's default (the chart's results.retentionDays, 30).",
+      }),
+    ),
   },
   { default: {}, description: 'Run history kept in RunLogs ([runs] in service.toml).' },
 );

@@ -59,6 +59,7 @@ export const TOML_FIELDS: readonly TomlField[] = [
   { table: 'scaling', key: 'cold_start_timeout', specPath: ['scaling', 'coldStartTimeout'] },
   { table: 'runs', key: 'keep_finished', specPath: ['runs', 'keepFinished'] },
   { table: 'runs', key: 'retention', specPath: ['runs', 'retention'] },
+  { table: 'runs', key: 'retention_days', specPath: ['runs', 'retentionDays'] },
   { table: 'dependencies.pip', key: 'packages', specPath: ['pip'] },
 ];
 

@@ -10,6 +10,9 @@ export interface PageScope {
   appName: string;
   asyncOnly: boolean;
   status: RunStatus | null;
+  functionName: string | null;
+  createdAfter: string | null;
+  createdBefore: string | null;
 }
 
 export type PageTokenResult = { ok: true; beforeId: string } | { ok: false; reason: string };
@@ -28,6 +31,9 @@ interface TokenPayload {
   app: string;
   asyncOnly: boolean;
   status: RunStatus | null;
+  functionName: string | null;
+  createdAfter: string | null;
+  createdBefore: string | null;
 }
 
 const MALFORMED: PageTokenResult = { ok: false, reason: 'is malformed: pass back a nextToken exactly as received' };
@@ -40,6 +46,9 @@ export function encodePageToken(lastId: string, scope: PageScope): string {
     app: scope.appName,
     asyncOnly: scope.asyncOnly,
     status: scope.status,
+    functionName: scope.functionName,
+    createdAfter: scope.createdAfter,
+    createdBefore: scope.createdBefore,
   };
   return Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url');
 }
@@ -64,28 +73,39 @@ export function decodePageToken(token: string, scope: PageScope): PageTokenResul
       reason: `was issued for app ${payload.project}/${payload.app}, not ${scope.projectId}/${scope.appName}`,
     };
   }
-  if (payload.asyncOnly !== scope.asyncOnly || payload.status !== scope.status) {
+  if (describeFilters(payload) !== describeFilters(scope)) {
     return {
       ok: false,
       reason:
-        `was issued for ${describeFilters(payload.asyncOnly, payload.status)}, but this request asks ` +
-        `${describeFilters(scope.asyncOnly, scope.status)}: repeat the filters of the first page, or omit ` +
-        'nextToken to start over',
+        `was issued for ${describeFilters(payload)}, but this request asks ${describeFilters(scope)}: repeat the ` +
+        'filters of the first page, or omit nextToken to start over',
     };
   }
   return { ok: true, beforeId: payload.after };
 }
 
 function asPayload(value: Record<string, unknown>): TokenPayload | undefined {
-  const { after, project, app, asyncOnly, status } = value;
+  // Filters added since version 1 was first issued are absent from older tokens: absent is "not filtered", so a
+  // token issued before an upgrade still continues its list.
+  const { after, project, app, asyncOnly, status, functionName = null, createdAfter = null, createdBefore = null } = value;
   if (typeof after !== 'string' || !UUID.test(after)) return undefined;
   if (typeof project !== 'string' || typeof app !== 'string' || typeof asyncOnly !== 'boolean') return undefined;
   if (status !== null && !RUN_STATUSES.includes(status as RunStatus)) return undefined;
-  return { v: TOKEN_VERSION, after, project, app, asyncOnly, status: status as RunStatus | null };
+  if (!isTextOrNull(functionName) || !isTextOrNull(createdAfter) || !isTextOrNull(createdBefore)) return undefined;
+  return { v: TOKEN_VERSION, after, project, app, asyncOnly, status: status as RunStatus | null, functionName, createdAfter, createdBefore };
 }
 
-function describeFilters(asyncOnly: boolean, status: RunStatus | null): string {
-  return `asyncOnly=${asyncOnly}, status=${status ?? '(any)'}`;
+function isTextOrNull(value: unknown): value is string | null {
+  return value === null || typeof value === 'string';
+}
+
+type Filters = Pick<PageScope, 'asyncOnly' | 'status' | 'functionName' | 'createdAfter' | 'createdBefore'>;
+
+/** The filters of a list: the first two always, the others when given. */
+function describeFilters(filters: Filters): string {
+  const { asyncOnly, status, functionName, createdAfter, createdBefore } = filters;
+  const optional = Object.entries({ functionName, createdAfter, createdBefore }).filter(([, value]) => value !== null);
+  return [`asyncOnly=${asyncOnly}`, `status=${status ?? '(any)'}`, ...optional.map(([name, value]) => `${name}=${value}`)].join(', ');
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

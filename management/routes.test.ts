@@ -31,6 +31,7 @@ const apps = new InMemoryAppDirectory([
   // Literally named `{project}-x`: must win over the `{project}-{app}` reading of its name.
   { projectId: 'demo', appName: 'demo-x' },
   { projectId: 'demo', appName: 'quiet' },
+  { projectId: 'demo', appName: 'filtered' },
 ]);
 
 interface Response {
@@ -392,10 +393,62 @@ describe('authenticate hook', () => {
   });
 });
 
+describe('the filters functionName, createdAfter and createdBefore', () => {
+  /** Runs of demo/filtered, a minute apart from 10:00 on, every third of function `train`. */
+  const runs: RunRecord[] = [];
+  const at = (minute: number) => new Date(Date.UTC(2026, 10, 26, 10, minute)).toISOString();
+  beforeAll(async () => {
+    for (let minute = 0; minute < 30; minute++) {
+      const run = runRecord({ appName: 'filtered', createdAt: at(minute), functionName: minute % 3 === 0 ? 'train' : 'run' });
+      runs.push(run);
+      store.save(run);
+    }
+    await store.flush();
+  });
+
+  it('list the runs of a function in a time window, across pages, and take any RFC 3339 offset', async () => {
+    const expected = newestFirst(runs.filter((run) => run.functionName === 'train' && run.createdAt >= at(5) && run.createdAt < at(20)));
+    expect(expected.length).toBeGreaterThan(3);
+    expect((await listAll('filtered', `functionName=train&createdAfter=${at(5)}&createdBefore=${at(20)}&pageSize=2`)).runs).toEqual(expected);
+    // The same instants at +02:00, with a lower-case t and more digits.
+    const after = encodeURIComponent('2026-11-26t12:05:00.000000+02:00');
+    expect((await listAll('filtered', `functionName=train&createdAfter=${after}&createdBefore=${at(20)}&pageSize=2`)).runs).toEqual(expected);
+    expect((await listAll('filtered', `createdBefore=${at(0)}`)).runs).toEqual([]);
+  });
+
+  it('refuse what is not an instant, naming the parameter', async () => {
+    for (const [name, value] of [
+      ['createdAfter', '2026-11-26'],
+      ['createdAfter', '2026-02-30T00:00:00Z'],
+      ['createdBefore', '2026-13-01T00:00:00Z'],
+      ['createdBefore', "2026-11-26T10:00:00Z' OR '1'='1"],
+      ['createdAfter', '0000-01-01T00:00:00Z'],
+    ] as const) {
+      const response = await request(`/v2/projects/demo/apps/filtered/runs?${name}=${encodeURIComponent(value)}`);
+      expectProblem(response, Problems.invalidParameter, new RegExp(`^query parameter ${name} must`), name);
+    }
+    expectProblem(await request('/v2/projects/demo/apps/filtered/runs?functionName='), Problems.invalidParameter, /functionName/, 'functionName');
+  });
+
+  it('are part of a nextToken: reused with others it is refused; a token issued before them still continues', async () => {
+    const first = await request('/v2/projects/demo/apps/filtered/runs?functionName=train&pageSize=2');
+    const token = encodeURIComponent((first.body as Page).nextToken!);
+    expectProblem(
+      await request(`/v2/projects/demo/apps/filtered/runs?functionName=run&pageSize=2&nextToken=${token}`),
+      Problems.invalidPageToken,
+      /^nextToken was issued for asyncOnly=false, status=\(any\), functionName=train, but this request asks asyncOnly=false, status=\(any\), functionName=run:/,
+      'nextToken',
+    );
+    const newest = newestFirst(runs);
+    const older = Buffer.from(JSON.stringify({ v: 1, after: newest[1]!.id, project: 'demo', app: 'filtered', asyncOnly: false, status: null })).toString('base64url');
+    expect(((await request(`/v2/projects/demo/apps/filtered/runs?pageSize=3&nextToken=${older}`)).body as Page).items).toEqual(newest.slice(2, 5));
+  });
+});
+
 describe('page token', () => {
   it('is opaque base64url and continues where the page ended', async () => {
     const newest = newestFirst(helloRuns);
-    const scope = { projectId: 'demo', appName: 'hello', asyncOnly: false, status: null };
+    const scope = { projectId: 'demo', appName: 'hello', asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null };
     const token = encodePageToken(newest[9]!.id, scope);
     expect(token).toMatch(/^[A-Za-z0-9_-]+$/);
     const response = await request(`/v2/projects/demo/apps/hello/runs?pageSize=5&nextToken=${token}`);

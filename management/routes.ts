@@ -80,6 +80,9 @@ interface ListRunsQuerystring {
   nextToken?: string;
   asyncOnly: AsyncOnlyValue;
   status?: RunStatus;
+  functionName?: string;
+  createdAfter?: string;
+  createdBefore?: string;
 }
 
 interface RunPageBody {
@@ -178,12 +181,15 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     async (request): Promise<RunPageBody> => {
       const { project_id: projectId, app_id: appId } = request.params;
       const appName = requireApp(apps, projectId, appId);
-      const { pageSize, nextToken, asyncOnly, status } = request.query;
+      const { pageSize, nextToken, asyncOnly, status, functionName, createdAfter, createdBefore } = request.query;
       const scope: PageScope = {
         projectId,
         appName,
         asyncOnly: asyncOnly === 'true' || asyncOnly === '1',
         status: status ?? null,
+        functionName: functionName ?? null,
+        createdAfter: instantOf('createdAfter', createdAfter),
+        createdBefore: instantOf('createdBefore', createdBefore),
       };
       const beforeId = nextToken === undefined ? null : beforeIdOf(nextToken, scope);
       const page = await runs.listRuns({ ...scope, pageSize, beforeId });
@@ -410,6 +416,28 @@ function requireApp(apps: AppDirectory, projectId: string, appId: string): strin
     );
   }
   return appName;
+}
+
+/**
+ * A time filter as every run source compares it: UTC with milliseconds, the form of a record's createdAt. The
+ * schema has checked its shape; its calendar values (month 13, hour 25) are checked here.
+ */
+function instantOf(name: string, value: string | undefined): string | null {
+  if (value === undefined) return null;
+  const time = Date.parse(value);
+  if (Number.isNaN(time) || !isCalendarValid(value)) {
+    throw new ProblemError(Problems.invalidParameter, `query parameter ${name} must be an RFC 3339 date-time; got ${JSON.stringify(value)}`, {
+      extensions: { parameter: name },
+    });
+  }
+  return new Date(time).toISOString();
+}
+
+/** Date.parse rolls 2026-02-30 over to March: the date must read back as written. */
+function isCalendarValid(value: string): boolean {
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }
 
 function beforeIdOf(nextToken: string, scope: PageScope): string {

@@ -1,4 +1,5 @@
-// Where the management API reads runs from: SQLite in `runlet dev`, the RunLog cache in a cluster.
+// Where the management API reads runs from: SQLite in `runlet dev`, PostgreSQL (results/) or the RunLog cache in a
+// cluster.
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 
 export interface ListRunsQuery {
@@ -10,6 +11,11 @@ export interface ListRunsQuery {
   beforeId: string | null;
   asyncOnly: boolean;
   status: RunStatus | null;
+  functionName: string | null;
+  /** Only runs created at or after this instant (ISO 8601, UTC, as Date#toISOString writes it). */
+  createdAfter: string | null;
+  /** Only runs created before this instant (same form): consecutive windows never overlap. */
+  createdBefore: string | null;
 }
 
 export interface RunPage {

@@ -53,7 +53,7 @@ async function startWithRuns(count: number): Promise<{ cluster: TestCluster; sou
 }
 
 function query(overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
-  return { projectId: PROJECT, appName: APP, pageSize: 7, beforeId: null, asyncOnly: false, status: null, ...overrides };
+  return { projectId: PROJECT, appName: APP, pageSize: 7, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null, ...overrides };
 }
 
 /** Every page, following the cursor as the plugin's nextToken does; `between(n)` runs after page n. */

@@ -18,6 +18,7 @@ import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../kube/watch.ts';
 import type { AppDirectory } from './app-directory.ts';
+import { hasRecordFilters, matchesRecordFilters } from './run-filters.ts';
 import type { ListRunsQuery, RunPage, RunSource } from './run-source.ts';
 import { RunLogIndex, appKey } from './runlog-source-index.ts';
 
@@ -133,7 +134,22 @@ export class RunLogSource implements RunSource, AppDirectory {
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
-    return this.#index.page(appKey(query.projectId, query.appName), query, query.beforeId, query.pageSize);
+    const key = appKey(query.projectId, query.appName);
+    if (!hasRecordFilters(query)) return this.#index.page(key, query, query.beforeId, query.pageSize);
+    // Pages of the indexed filters, sieved: bounded by the app's cached runs (a RunLog window per replica).
+    const items: RunRecord[] = [];
+    let beforeId = query.beforeId;
+    for (;;) {
+      const page = this.#index.page(key, query, beforeId, query.pageSize + 1);
+      for (const run of page.items) {
+        if (!matchesRecordFilters(run, query)) continue;
+        if (items.length === query.pageSize) return { items, hasMore: true };
+        items.push(run);
+      }
+      const last = page.items.at(-1);
+      if (!page.hasMore || last === undefined) return { items, hasMore: false };
+      beforeId = last.id;
+    }
   }
 
   async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {

@@ -139,6 +139,9 @@ export const runParamsSchema = {
 export const ASYNC_ONLY_VALUES = ['true', 'false', '1', '0'] as const;
 export type AsyncOnlyValue = (typeof ASYNC_ONLY_VALUES)[number];
 
+/** An RFC 3339 date-time with a time zone; its calendar values are checked when it is parsed (routes.ts). */
+const RFC3339_PATTERN = '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?([Zz]|[+-]\\d{2}:\\d{2})$';
+
 export const listRunsQuerySchema = {
   type: 'object',
   additionalProperties: false,
@@ -161,6 +164,23 @@ export const listRunsQuerySchema = {
       description: 'Only runs called with `async=true`.',
     },
     status: { type: 'string', enum: RUN_STATUSES, description: 'Only runs in this status.' },
+    functionName: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 256,
+      description: 'Only runs of this function (the Python function, or the path forwarded to a custom app).',
+    },
+    createdAfter: {
+      type: 'string',
+      pattern: RFC3339_PATTERN,
+      description: 'Only runs created at or after this instant (RFC 3339, e.g. `2026-11-26T10:00:00Z`).',
+    },
+    createdBefore: {
+      type: 'string',
+      pattern: RFC3339_PATTERN,
+      description:
+        'Only runs created before this instant (RFC 3339): with createdAfter, consecutive windows neither overlap nor leave a gap.',
+    },
   },
 } as const;
 

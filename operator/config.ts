@@ -35,6 +35,17 @@ export const RunLogsConfigSchema = StrictObject({
   countersIntervalSeconds: Seconds('Least time between two writes of one App’s status.runs counters.'),
 });
 
+export const ResultsConfigSchema = StrictObject({
+  retentionDays: Type.Integer({ minimum: 1, maximum: 3650, description: 'Days the results store keeps the runs of an App that sets no spec.runs.retentionDays.' }),
+  pruneIntervalSeconds: Seconds('How often the leader deletes the runs past their retention (in batches).'),
+  pruneBatchSize: Type.Integer({ minimum: 1, maximum: 100_000, description: 'Rows deleted per statement by the retention job.' }),
+  sweepSeconds: Seconds('How often the leader marks the runs left in flight by gone pods replica_lost.'),
+  collectorUrl: Type.Union([Type.String({ minLength: 1 }), Type.Null()], {
+    description:
+      "Where sidecars send their run records (the operator Service's origin, e.g. http://runlet-operator.runlet-system.svc:8080): set, pods run `--run-store results`; null: they write RunLogs.",
+  }),
+});
+
 export const AutoscalingConfigSchema = StrictObject({
   stableWindowSeconds: Seconds('Knative’s stable window: the load is averaged over it; the panic window is a tenth of it.'),
   tickMilliseconds: Type.Integer({ minimum: 50, maximum: 10_000, description: 'How often the leader decides every autoscaled App.' }),
@@ -99,6 +110,7 @@ export const OperatorConfigSchema = StrictObject({
     port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready, /metrics and the management API (/v2).' }),
   }),
   runLogs: RunLogsConfigSchema,
+  results: ResultsConfigSchema,
   autoscaling: AutoscalingConfigSchema,
   holder: HolderConfigSchema,
   workers: Type.Integer({ minimum: 1, maximum: 64, description: 'Apps reconciled concurrently.' }),
@@ -113,6 +125,7 @@ export type IngressConfig = Static<typeof IngressConfigSchema>;
 export type LeaderElectionConfig = Static<typeof LeaderElectionConfigSchema>;
 export type RunLogsConfig = Static<typeof RunLogsConfigSchema>;
 export type HolderConfig = Static<typeof HolderConfigSchema>;
+export type ResultsConfig = Static<typeof ResultsConfigSchema>;
 
 /** One layer of configuration: any subset, nested objects merged field by field. */
 export type ConfigLayer = {
@@ -144,6 +157,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     server: { host: '0.0.0.0', port: 8080 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
+    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, collectorUrl: null },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
     holder: {
       enabled: true,
@@ -230,5 +244,9 @@ function withoutUndefined(value: Record<string, unknown>): Record<string, unknow
 }
 
 /** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */
-export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'imagePullSecrets' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'imagePullSecrets' | 'ingress' | 'networkPolicy'> & {
+  nativeSidecars: boolean;
+  /** The results collector's origin when the operator has a results store (config.results.collectorUrl); else null. */
+  resultsCollectorUrl: string | null;
+};
 export type NetworkPolicyConfig = Static<typeof NetworkPolicyConfigSchema>;

@@ -3,6 +3,7 @@
 // run counters) and scale autoscaled Apps (the scaler): those start only once every cache is filled, since
 // they judge by what the caches lack.
 import type { Scaler } from './autoscaling/scaler.ts';
+import type { ResultsUpkeep } from './results-upkeep.ts';
 import type { RunCounters } from './run-counters.ts';
 import type { RunLogJanitor } from './runlog-janitor.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -14,6 +15,8 @@ export interface LeaderDutiesOptions {
   janitor: RunLogJanitor;
   counters: RunCounters;
   scaler: Scaler;
+  /** The results store's lost runs and retention, when the operator has one. */
+  results?: ResultsUpkeep;
   /** Queues every App the cache knows. */
   reconcileAll(): void;
   /** The App cache is filled. */
@@ -56,6 +59,7 @@ export class LeaderDuties {
       if (!this.#stillLeading(term)) return;
       janitor.start();
       counters.start();
+      this.#options.results?.start();
       // Decisions need every replica's load (RunLogs) and every Deployment's size.
       scaler.start();
     });
@@ -66,7 +70,7 @@ export class LeaderDuties {
     this.#term += 1;
     clearInterval(this.#resyncTimer);
     this.#queueStopped = this.#options.queue.stop();
-    this.#upkeepStopped = Promise.all([this.#options.janitor.stop(), this.#options.counters.stop(), this.#options.scaler.stop()]);
+    this.#upkeepStopped = Promise.all([this.#options.janitor.stop(), this.#options.counters.stop(), this.#options.scaler.stop(), this.#options.results?.stop()]);
   }
 
   /** Resolves once the work of the last leadership has finished (reconciles in hand, RunLog upkeep). */

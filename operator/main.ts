@@ -44,6 +44,10 @@ import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
+import { ResultsUpkeep } from './results-upkeep.ts';
+import { resultsCollector } from '../results/collector.ts';
+import type { PgResults } from '../results/pg-results.ts';
+import { resultsKeyOf } from '../results/results-key.ts';
 import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -76,6 +80,12 @@ export interface OperatorOptions {
   holder?: OperatorHolderOptions | 'external';
   /** Where a pod's sidecar admin port is reached, for cancels. Default: its pod IP, port 8001 (the test kubelet remaps). */
   replicaAdminAddress?: ClusterCancellerOptions['adminAddress'];
+  /**
+   * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
+   * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
+   * there (results-upkeep.ts). Absent: runs are kept in RunLogs, as before the results store.
+   */
+  results?: { store: PgResults };
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -186,7 +196,8 @@ export function createOperator(options: OperatorOptions): Operator {
     api: leaderApi,
     appsIn: liveAppsIn,
     logger,
-    holderKey: options.holder === undefined ? undefined : { source: holderKeySecret, key: holderKey },
+    // The namespaces' keys sign hand-overs (the holder) and the sidecars' batches of run records (results).
+    holderKey: options.holder === undefined && options.results === undefined ? undefined : { source: holderKeySecret, key: holderKey },
   });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
@@ -277,7 +288,8 @@ export function createOperator(options: OperatorOptions): Operator {
   const reconciler = createReconciler({
     api: leaderApi,
     autoscalerApi,
-    config,
+    // Pods send their records to the collector only where there is a results store to take them.
+    config: { ...config, resultsCollectorUrl: options.results === undefined ? null : config.results.collectorUrl },
     sidecars,
     apps: appCache,
     deployments: watches.deployments,
@@ -307,12 +319,28 @@ export function createOperator(options: OperatorOptions): Operator {
     metrics: metrics.scaling,
     logger,
   });
+  const resultsUpkeep =
+    options.results === undefined
+      ? undefined
+      : new ResultsUpkeep({
+          store: options.results.store,
+          config: config.results,
+          podExists: (namespace, name) => pods.get(namespace, name) !== undefined,
+          apps: () => apps.list(),
+          logger,
+          now: options.clock,
+          onRunsClosed: (lost, undelivered) => {
+            metrics.runsLost.inc(lost);
+            metrics.webhooksUndelivered.inc(undelivered);
+          },
+        });
   const duties = new LeaderDuties({
     queue,
     rbac,
     janitor,
     counters,
     scaler,
+    results: resultsUpkeep,
     reconcileAll: () => {
       for (const app of apps.list()) reconcileSoon(app.metadata.namespace, app.metadata.name);
     },
@@ -350,7 +378,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
   const canceller = clusterRunCanceller({
-    runs: runLogs,
+    runs: options.results?.store ?? runLogs,
     pods,
     adminAddress: options.replicaAdminAddress,
     cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
@@ -361,7 +389,15 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     logger,
   });
-  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
+  mountManagementApi(server, { api, runs: options.results?.store ?? runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
+  // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
+  let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
+  if (options.results !== undefined) {
+    void server.register(resultsCollector, {
+      store: options.results.store,
+      keyFor: (namespace) => (resultsKeys === undefined ? undefined : resultsKeyOf(resultsKeys(namespace))),
+    });
+  }
 
   let started = false;
   let stopping = false;
@@ -386,6 +422,14 @@ export function createOperator(options: OperatorOptions): Operator {
       for (const watch of watches.all) watch.start();
       holderEndpoints?.start();
       runLogs.start();
+      if (options.results !== undefined) {
+        void holderKey().then(
+          (key) => {
+            resultsKeys = holderKeysFor(key, holderKeySecret);
+          },
+          (error: unknown) => logger.error({ err: error }, 'the holder key could not be read: the results collector refuses batches until a restart'),
+        );
+      }
       sidecarMode.start();
       void sidecarMode.whenDecided().then(() => {
         if (!stopping) elector.start();

@@ -37,14 +37,19 @@ export function closeUnfinishedRuns(status: RunLogStatus | undefined, podName: s
   const undelivered: string[] = [];
   const closed = runs.map((run): RunRecord => {
     if (!isUnfinished(run)) return run;
-    const webhook = run.webhook?.state === 'pending' ? { ...run.webhook, state: 'failed' as const, lastError: `not delivered: ${message}` } : run.webhook;
-    if (webhook !== run.webhook) undelivered.push(run.id);
-    if (!isInFlight(run)) return { ...run, webhook };
-    lost.push(run.id);
-    return { ...run, status: 'failure', reason: 'replica_lost', error: { type: 'ReplicaLost', message }, completedAt, webhook };
+    if (run.webhook?.state === 'pending') undelivered.push(run.id);
+    if (isInFlight(run)) lost.push(run.id);
+    return closeRun(run, message, completedAt);
   });
   const counts = status?.counts === undefined ? {} : { counts: movedToFailure(status.counts, lost.length) };
   return { status: { ...status, runs: closed, ...counts }, lost, undelivered };
+}
+
+/** An unfinished run as its pod's loss leaves it: a failure if in flight, its owed webhook failed. */
+export function closeRun(run: RunRecord, message: string, completedAt: string): RunRecord {
+  const webhook = run.webhook?.state === 'pending' ? { ...run.webhook, state: 'failed' as const, lastError: `not delivered: ${message}` } : run.webhook;
+  if (!isInFlight(run)) return { ...run, webhook };
+  return { ...run, status: 'failure', reason: 'replica_lost', error: { type: 'ReplicaLost', message }, completedAt, webhook };
 }
 
 /** The sidecar counts a run in flight until it ends: `n` of them have now ended as failures. */

@@ -19,6 +19,9 @@ import { createRunServer } from './run-server.ts';
 import { RunLogJournal } from './runs/runlog-journal.ts';
 import { RunLogStore } from './runs/runlog-store.ts';
 import { SqliteRunStore } from './runs/sqlite-run-store.ts';
+import { RESULTS_URL_ENV, ResultsShipperStore } from './runs/results-shipper-store.ts';
+import { HOLDER_KEY_ENV } from '../run-request/auth/held-run.ts';
+import { resultsKeyOf } from '../results/results-key.ts';
 import type { RunStore } from './runs/store.ts';
 import { RuntimeWatcher } from './runtimes/runtime-watch.ts';
 
@@ -27,8 +30,12 @@ export interface SidecarSettings {
   /** Where the app container listens, and the path that says it is ready (null: ready once it listens). */
   runtime: { origin: string; readyPath: string | null };
   ports: { run: number; admin: number };
-  /** The pod's RunLog (with its journal in `dataDir`), or SQLite in `dataDir`. */
-  runStore: 'runlog' | 'sqlite';
+  /**
+   * The pod's RunLog (with its journal in `dataDir`), SQLite in `dataDir`, or the results collector at
+   * `resultsUrl` (with the journal in `dataDir`, batches signed with the results key derived from `holderKey`).
+   */
+  runStore: 'runlog' | 'sqlite' | 'results';
+  resultsUrl?: string;
   dataDir: string;
   /** Where the pod's service account is mounted, for the RunLog store. */
   serviceAccountDir: string;
@@ -73,7 +80,11 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   // The replica's load goes to the autoscaler through its RunLog; SQLite (one replica) has no one to tell.
   const load = settings.runStore === 'runlog' ? new LoadMeter(target.admission) : undefined;
   const store: RunStore =
-    load !== undefined ? await openRunLogStore(target, settings, registry, load) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
+    load !== undefined
+      ? await openRunLogStore(target, settings, registry, load)
+      : settings.runStore === 'results'
+        ? await openResultsShipper(target, settings)
+        : new SqliteRunStore({ dataDir: settings.dataDir, logger });
   const replica = new Replica({
     apps,
     store,
@@ -160,6 +171,20 @@ async function openRunLogStore(target: AppTarget, settings: SidecarSettings, reg
   settings.auth?.checkApiKeysWith(kubeServiceAccountCheck(store.client));
   store.start();
   return store;
+}
+
+/** The results collector, with the journal in `dataDir`; the namespace's hand-over key signs the batches. */
+async function openResultsShipper(target: AppTarget, settings: SidecarSettings): Promise<ResultsShipperStore> {
+  const { logger, resultsUrl, holderKey } = settings;
+  if (resultsUrl === undefined || resultsUrl === '') throw new SidecarStartError(`--run-store results needs the collector's URL: ${RESULTS_URL_ENV}`);
+  if (holderKey === undefined) throw new SidecarStartError(`--run-store results signs its batches with the namespace's key: ${HOLDER_KEY_ENV} is not set`);
+  let journal;
+  try {
+    journal = await RunLogJournal.open({ dataDir: settings.dataDir, logger });
+  } catch (err) {
+    throw new SidecarStartError(`--data-dir: ${(err as Error).message}`, { cause: err });
+  }
+  return new ResultsShipperStore({ collectorUrl: resultsUrl, namespace: target.projectId, key: resultsKeyOf(holderKey), journal, logger });
 }
 
 async function listen(server: Server, port: number, name: string): Promise<void> {

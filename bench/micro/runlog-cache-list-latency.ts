@@ -71,7 +71,7 @@ try {
   for (let i = 0; i < 2_000; i++) {
     const beforeId = i % 10 === 0 ? null : newest[Math.floor(Math.random() * newest.length)]!;
     const started = performance.now();
-    await source.listRuns({ projectId: PROJECT, appName: APP, pageSize: 50, beforeId, asyncOnly: i % 2 === 0, status: null });
+    await source.listRuns({ projectId: PROJECT, appName: APP, pageSize: 50, beforeId, asyncOnly: i % 2 === 0, status: null, functionName: null, createdAfter: null, createdBefore: null });
     direct.push(performance.now() - started);
   }
   lines.push(latencySummary('listRuns in process, pageSize=50, random cursor', direct));

@@ -5,6 +5,7 @@ import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { HOLDER_KEY_ENV } from '../../run-request/auth/held-run.ts';
 import { DRAIN_TOKEN_ENV } from '../../sidecar/drain-token.ts';
+import { RESULTS_URL_ENV } from '../../sidecar/runs/results-shipper-store.ts';
 import type { RenderConfig } from '../config.ts';
 import {
   DATA_DIR,
@@ -53,7 +54,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     '--response-grace-period', String(spec.scaling.responseGracePeriod),
     // Callers' tokens are checked unless the App turns auth off (spec.auth.enabled: false).
     '--auth', spec.auth.enabled ? 'on' : 'off',
-    '--run-store', 'runlog',
+    // With a results store, records go to its collector; the RunLog then is not written (the pod's Role still allows it).
+    '--run-store', config.resultsCollectorUrl === null ? 'runlog' : 'results',
     '--data-dir', DATA_DIR,
     ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
   ];
@@ -66,6 +68,7 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     // namespace's copy of it (render/holder-key.ts). Optional: without a holder there is no copy, and the pod
     // starts all the same — it then takes no hand-over's word for a run id.
     { name: HOLDER_KEY_ENV, valueFrom: { secretKeyRef: { name: HOLDER_KEY_SECRET, key: HOLDER_KEY_DATA_KEY, optional: true } } },
+    ...(config.resultsCollectorUrl === null ? [] : [{ name: RESULTS_URL_ENV, value: config.resultsCollectorUrl }]),
     // A literal, not a secretKeyRef: the preStop hook's path must hold it literally anyway (render/drain-token.ts).
     { name: DRAIN_TOKEN_ENV, value: drainToken },
   ];

@@ -382,6 +382,9 @@ function query(overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
     beforeId: null,
     asyncOnly: false,
     status: null,
+    functionName: null,
+    createdAfter: null,
+    createdBefore: null,
     ...overrides,
   };
 }

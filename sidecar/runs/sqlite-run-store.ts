@@ -8,7 +8,8 @@ import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSy
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import type { ListRunsQuery, RunPage, RunSource } from '../../management/run-source.ts';
+import type { ListRunsQuery, RunPage } from '../../management/run-source.ts';
+import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from '../../results/run-history.ts';
 import type { RunStore } from './store.ts';
 import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
@@ -89,7 +90,7 @@ interface Batch {
  * soon as the current one commits: concurrent async accepts share a commit, and a slow commit (a checkpoint)
  * makes the next batch larger instead of queueing transactions behind it.
  */
-export class SqliteRunStore implements RunStore, RunSource {
+export class SqliteRunStore implements RunStore, RunHistory {
   readonly path: string;
   /** The main thread's connection: opens and migrates the file, then only reads. */
   readonly #db: DatabaseSync;
@@ -214,6 +215,9 @@ export class SqliteRunStore implements RunStore, RunSource {
     };
     if (query.beforeId !== null) params.beforeId = query.beforeId;
     if (query.status !== null) params.status = query.status;
+    if (query.functionName !== null) params.functionName = query.functionName;
+    if (query.createdAfter !== null) params.createdAfter = query.createdAfter;
+    if (query.createdBefore !== null) params.createdBefore = query.createdBefore;
     const rows = this.#listStatement(query).all(params);
     const hasMore = rows.length > query.pageSize;
     const items = rows.slice(0, query.pageSize).map((row) => parseRecord(row.record));
@@ -224,6 +228,52 @@ export class SqliteRunStore implements RunStore, RunSource {
     await this.flush();
     const row = this.#selectOne.get({ id: runId, projectId, appName });
     return row === undefined ? undefined : parseRecord(row.record);
+  }
+
+  async countRuns(projectId: string, appName: string): Promise<RunCounts> {
+    await this.flush();
+    const row = this.#db
+      .prepare(
+        `SELECT count(*) AS total, coalesce(sum(status = 'success'), 0) AS success, coalesce(sum(status = 'failure'), 0) AS failure,
+                coalesce(sum(status IN ('pending', 'running')), 0) AS inFlight, max(json_extract(record, '$.createdAt')) AS last
+           FROM runs WHERE project_id = :projectId AND app_name = :appName`,
+      )
+      .get({ projectId, appName })!;
+    return {
+      total: Number(row.total),
+      success: Number(row.success),
+      failure: Number(row.failure),
+      inFlight: Number(row.inFlight),
+      lastRunTime: typeof row.last === 'string' ? row.last : null,
+    };
+  }
+
+  /** Runs whose webhook is still owed are deleted too: past their retention, nobody will read their outcome. */
+  async pruneExpired(options: PruneOptions): Promise<number> {
+    await this.flush();
+    const now = options.now ?? new Date();
+    const createdAt = `json_extract(record, '$.createdAt')`;
+    const ofApp = this.#db.prepare(
+      `DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE project_id = :projectId AND app_name = :appName AND ${createdAt} < :cutoff LIMIT :limit)`,
+    );
+    let deleted = 0;
+    const inBatches = (statement: StatementSync, params: Record<string, SQLInputValue>): void => {
+      for (;;) {
+        const { changes } = statement.run({ ...params, limit: options.batchSize });
+        deleted += Number(changes);
+        if (Number(changes) < options.batchSize) return;
+      }
+    };
+    for (const app of options.apps) {
+      inBatches(ofApp, { projectId: app.projectId, appName: app.appName, cutoff: retentionCutoff(now, app.days) });
+    }
+    const others = this.#db.prepare(
+      `DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE ${createdAt} < :cutoff
+         AND (project_id, app_name) NOT IN (SELECT value ->> 0, value ->> 1 FROM json_each(:apps)) LIMIT :limit)`,
+    );
+    const apps = JSON.stringify(options.apps.map((app) => [app.projectId, app.appName]));
+    inBatches(others, { cutoff: retentionCutoff(now, options.defaultDays), apps });
+    return deleted;
   }
 
   /**
@@ -366,13 +416,18 @@ export class SqliteRunStore implements RunStore, RunSource {
   #listStatement(query: ListRunsQuery): StatementSync {
     const hasBefore = query.beforeId !== null;
     const hasStatus = query.status !== null;
-    const key = `${hasBefore}/${query.asyncOnly}/${hasStatus}`;
+    const { functionName, createdAfter, createdBefore } = query;
+    const key = [hasBefore, query.asyncOnly, hasStatus, functionName !== null, createdAfter !== null, createdBefore !== null].join('/');
     let statement = this.#listStatements.get(key);
     if (statement === undefined) {
       const conditions = ['project_id = :projectId', 'app_name = :appName'];
       if (hasBefore) conditions.push('id < :beforeId');
       if (query.asyncOnly) conditions.push('async = 1');
       if (hasStatus) conditions.push('status = :status');
+      // From the record: createdAt is always Date#toISOString's form, so text order is time order.
+      if (functionName !== null) conditions.push(`json_extract(record, '$.functionName') = :functionName`);
+      if (createdAfter !== null) conditions.push(`json_extract(record, '$.createdAt') >= :createdAfter`);
+      if (createdBefore !== null) conditions.push(`json_extract(record, '$.createdAt') < :createdBefore`);
       statement = this.#db.prepare(
         `SELECT record FROM runs WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT :limit`,
       );

@@ -96,7 +96,7 @@ describe('nothing lost', () => {
       const records: RunRecord[] = [];
       let beforeId: string | null = null;
       for (;;) {
-        const page = await store.listRuns({ projectId: 'dev', appName: 'bulk', pageSize: 500, beforeId, asyncOnly: true, status: null });
+        const page = await store.listRuns({ projectId: 'dev', appName: 'bulk', pageSize: 500, beforeId, asyncOnly: true, status: null, functionName: null, createdAfter: null, createdBefore: null });
         records.push(...page.items);
         if (!page.hasMore) break;
         beforeId = page.items.at(-1)!.id;

@@ -12,19 +12,24 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   ['kube/', []],
   ['run-request/', ['crds/', 'kube/']],
   ['management/', ['crds/', 'kube/']],
+  ['results/', ['crds/', 'management/']],
   // A client of the management API over HTTP like any other: it holds no session and reads no store.
   ['dashboard/', []],
   // runlet dev's SQLite run store is also the runs API's run source there, so it implements that interface.
-  ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts']],
+  // The run stores' contract of history (results/run-history.ts: list, get, counters, retention), which the
+  // SQLite store implements as the PostgreSQL one does; and the key a pod's shipper signs its batches with
+  // (results/results-key.ts), which the collector checks.
+  ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts', 'results/run-history.ts', 'results/results-key.ts']],
   // The operator mints each pod's drain token and renders it into the sidecar's env and the app container's
   // preStop path; the sidecar checks it. The token's names and shape have that one home.
   // The same token guards the admin port's cancel (sidecar/admin-cancel.ts: its path and answer), which the
   // operator's management API asks of the replica that runs the call.
   // The operator can still host the holder itself (`runlet operator --holder on`, as the chart runs it) and
   // count its calls, until the chart runs `runlet activator` instead (the test clusters do); a cancel through
-  // its management API drops a call held at zero (activator/hold-cancel.ts, over its records: hold-records.ts); its config carries the holder's
+  // It renders the sidecar's results collector URL under the env name the shipper reads
+  // (sidecar/runs/results-shipper-store.ts). Its management API drops a call held at zero (activator/hold-cancel.ts, over its records: hold-records.ts); its config carries the holder's
   // bounds (activator/hold-bounds.ts).
-  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts']],
+  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'results/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts', 'sidecar/runs/results-shipper-store.ts']],
   // The operator owns what the activator reads of it: the names it gives an App's objects (its Deployment, the
   // sidecar's run port), the holder key (made and copied to each namespace's sidecars by the operator), and
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list),

@@ -29,6 +29,7 @@ export function renderConfig(overrides: Partial<RenderConfig> = {}): RenderConfi
     imagePullSecrets: [],
     ingress: null,
     networkPolicy: null,
+    resultsCollectorUrl: null,
     ...overrides,
   };
 }

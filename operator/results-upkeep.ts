@@ -1,0 +1,94 @@
+// The leader's care of the results store (results/): the runs a gone pod left unfinished are closed as its
+// loss leaves them (replica-lost.ts, as the RunLog janitor closes them in RunLogs), and runs past their App's
+// retention are deleted in bounded batches. A run's pod is gone when the pod cache, filled, has no pod of that
+// name in its namespace; a closed run outranks any state its pod could still send (record-version.ts), and a
+// pod that is gone sends nothing more.
+import type { Logger } from 'pino';
+import type { App } from '../crds/app-schema.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
+import type { PgResults } from '../results/pg-results.ts';
+import type { AppRetention } from '../results/run-history.ts';
+import type { ResultsConfig } from './config.ts';
+import { closeRun, isInFlight } from './replica-lost.ts';
+
+export interface ResultsUpkeepOptions {
+  store: Pick<PgResults, 'unfinishedRuns' | 'writeBatch' | 'pruneExpired'>;
+  config: ResultsConfig;
+  /** Whether the pod cache holds this pod (it is filled before the upkeep starts). */
+  podExists(namespace: string, name: string): boolean;
+  apps(): App[];
+  logger: Logger;
+  now?: () => Date;
+  /** Runs closed: `lost` were in flight, `undelivered` owed a webhook. */
+  onRunsClosed?(lost: number, undelivered: number): void;
+}
+
+const SWEEP_PAGE = 1000;
+
+export class ResultsUpkeep {
+  readonly #options: ResultsUpkeepOptions;
+  #timers: NodeJS.Timeout[] = [];
+  /** The pass under way, awaited by stop(): one at a time, so a slow database never stacks them. */
+  #running: Promise<void> = Promise.resolve();
+
+  constructor(options: ResultsUpkeepOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    const { config } = this.#options;
+    this.#every(config.sweepSeconds * 1000, () => this.sweepLostRuns());
+    this.#every(config.pruneIntervalSeconds * 1000, () => this.prune());
+  }
+
+  async stop(): Promise<void> {
+    for (const timer of this.#timers) clearInterval(timer);
+    this.#timers = [];
+    await this.#running;
+  }
+
+  /** Closes the unfinished runs of gone pods; resolves with how many were closed. */
+  async sweepLostRuns(): Promise<number> {
+    const now = (this.#options.now ?? (() => new Date()))();
+    let afterId: string | null = null;
+    let closed = 0;
+    for (;;) {
+      const runs: RunRecord[] = await this.#options.store.unfinishedRuns(afterId, SWEEP_PAGE);
+      const gone = runs.filter((run) => !this.#options.podExists(run.projectId, run.replica));
+      if (gone.length > 0) {
+        const lost = gone.filter(isInFlight).length;
+        await this.#options.store.writeBatch(gone.map((run) => closeRun(run, `the pod ${run.replica} went away before the run completed`, now.toISOString())));
+        this.#options.onRunsClosed?.(lost, gone.filter((run) => run.webhook?.state === 'pending').length);
+        closed += gone.length;
+      }
+      if (runs.length < SWEEP_PAGE) return closed;
+      afterId = runs.at(-1)!.id;
+    }
+  }
+
+  /** Deletes the runs past their App's retention; resolves with how many. */
+  async prune(): Promise<number> {
+    const { config } = this.#options;
+    const apps: AppRetention[] = [];
+    for (const app of this.#options.apps()) {
+      const days = app.spec.runs.retentionDays;
+      if (days !== undefined && app.metadata.namespace !== undefined) apps.push({ projectId: app.metadata.namespace, appName: app.metadata.name, days });
+    }
+    const deleted = await this.#options.store.pruneExpired({ defaultDays: config.retentionDays, apps, batchSize: config.pruneBatchSize, now: this.#options.now?.() });
+    if (deleted > 0) this.#options.logger.info({ deleted }, 'deleted runs past their retention from the results store');
+    return deleted;
+  }
+
+  #every(intervalMs: number, pass: () => Promise<number>): void {
+    const run = (): void => {
+      this.#running = this.#running.then(pass).then(
+        () => undefined,
+        (error: unknown) => this.#options.logger.error({ err: error }, 'a pass over the results store failed; the next one tries again'),
+      );
+    };
+    run();
+    const timer = setInterval(run, intervalMs);
+    timer.unref();
+    this.#timers.push(timer);
+  }
+}

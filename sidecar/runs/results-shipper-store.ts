@@ -1,0 +1,304 @@
+// The run store of a pod's sidecar in a cluster with a results store: records go in batches to the collector
+// (results/collector.ts, served by the operator), which writes them to PostgreSQL. The API server is not on the
+// way. A durable save (an async run's `pending` record, before its 202) is an append to the journal in the pod's
+// emptyDir (runlog-journal.ts), as with RunLogs; the journal lets go of it once a batch holding it is collected.
+//
+// Batches leave at most `intervalMs` after the first save of a quiet period (1 s by default), at once when
+// `maxBatchRecords` are waiting. A batch is signed with the namespace's results key (results/results-key.ts): the
+// pod holds no database credential. While the collector cannot be reached, records wait here and retries back
+// off; once `maxBufferedRuns` wait, durable saves are refused (the async call is answered 503
+// run-store-unavailable, and its record is never sent: nothing refused is ever listed), while the states of
+// runs already accepted are still kept, up to twice the bound, past which the oldest finished sync runs are
+// dropped, counted and logged. The collector writes idempotently, so a batch whose answer was lost is sent again
+// without harm.
+import { LRUCache } from 'lru-cache';
+import type { Logger } from 'pino';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { RESULTS_SIGNATURE_HEADER, signBatch } from '../../results/results-key.ts';
+import { markAbandoned } from './recorder.ts';
+import type { RunLogJournal } from './runlog-journal.ts';
+import type { RunStore } from './store.ts';
+
+/** The collector's origin, as the operator renders it into the sidecar's environment. */
+export const RESULTS_URL_ENV = 'RUNLET_RESULTS_URL';
+
+export interface ResultsShipperOptions {
+  /** The collector's origin, e.g. http://runlet-operator.runlet-system.svc:8080. */
+  collectorUrl: string;
+  /** The pod's namespace: the project whose runs it sends. */
+  namespace: string;
+  /** The namespace's results key (resultsKeyOf its hand-over key). */
+  key: Uint8Array;
+  /** Where durable saves are made durable; the store takes it over and closes it on close. */
+  journal: RunLogJournal;
+  logger: Logger;
+  /** Longest a saved record waits for its batch. Default 1000 ms. */
+  intervalMs?: number;
+  /** Records per batch. Default 1000. */
+  maxBatchRecords?: number;
+  /** Runs waiting to be collected past which durable saves are refused. Default 10,000. */
+  maxBufferedRuns?: number;
+  /** Bound on each request to the collector. Default 10 s. */
+  requestTimeoutMs?: number;
+  /** First retry delay after a failed batch, doubling up to `retryMaxMs`. Defaults 250 ms and 5 s. */
+  retryInitialMs?: number;
+  retryMaxMs?: number;
+  /** How long `flush` (and `close`) wait for everything saved to be collected. Default 5 s. */
+  flushTimeoutMs?: number;
+}
+
+export interface ShipperStats {
+  batches: number;
+  /** Records waiting to be collected (saved, or in the batch on its way). */
+  buffered: number;
+  /** States dropped at the hard bound while the collector was unreachable. */
+  dropped: number;
+  /** The last failure to send a batch, while failures go on; null once a batch went through. */
+  lastError: string | null;
+}
+
+interface FlushWaiter {
+  resolve: () => void;
+  reject: (error: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** Ids of runs already collected that `has` still answers for (a held call's run id is claimed once). */
+const SHIPPED_IDS_KEPT = 20_000;
+
+export class ResultsShipperStore implements RunStore {
+  readonly #url: string;
+  readonly #key: Uint8Array;
+  readonly #journal: RunLogJournal;
+  readonly #logger: Logger;
+  readonly #intervalMs: number;
+  readonly #maxBatch: number;
+  readonly #maxBuffered: number;
+  readonly #requestTimeoutMs: number;
+  readonly #retryInitialMs: number;
+  readonly #retryMaxMs: number;
+  readonly #flushTimeoutMs: number;
+  /** Saved and not yet in a batch: the references, serialised when their batch leaves. */
+  #pending = new Map<string, RunRecord>();
+  #inFlight: Map<string, RunRecord> | null = null;
+  /** The journal entry of each run saved durably and not yet collected: the journal keeps everything from the least. */
+  readonly #journaled = new Map<string, number>();
+  readonly #shipped = new LRUCache<string, true>({ max: SHIPPED_IDS_KEPT });
+  #timer: NodeJS.Timeout | null = null;
+  #failures = 0;
+  #lastError: Error | null = null;
+  #failingSince: number | null = null;
+  #waiters: FlushWaiter[] = [];
+  #batches = 0;
+  #dropped = 0;
+  #closed = false;
+
+  constructor(options: ResultsShipperOptions) {
+    this.#url = `${options.collectorUrl.replace(/\/+$/, '')}/v1/results/${encodeURIComponent(options.namespace)}/runs`;
+    this.#key = options.key;
+    this.#journal = options.journal;
+    this.#logger = options.logger.child({ component: 'results-shipper' });
+    this.#intervalMs = options.intervalMs ?? 1000;
+    this.#maxBatch = options.maxBatchRecords ?? 1000;
+    this.#maxBuffered = options.maxBufferedRuns ?? 10_000;
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.#retryInitialMs = options.retryInitialMs ?? 250;
+    this.#retryMaxMs = options.retryMaxMs ?? 5000;
+    this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
+    // Runs a previous sidecar of this pod journaled and never got collected: those it left unfinished are lost.
+    for (const record of this.#journal.takeRecovered()) {
+      if (record.status === 'pending' || record.status === 'running') {
+        markAbandoned(record, 'replica_lost', 'the sidecar restarted before the run completed');
+      }
+      this.#pending.set(record.id, record);
+      // Their entries precede every new one: the journal keeps them until their batch is collected.
+      this.#journaled.set(record.id, 0);
+    }
+    if (this.#pending.size > 0) this.#schedule();
+  }
+
+  save(record: RunRecord): void {
+    this.#assertOpen(record);
+    this.#pending.set(record.id, record);
+    if (this.#buffered > 2 * this.#maxBuffered) this.#dropOldestFinished();
+    this.#schedule();
+  }
+
+  async saveDurably(record: RunRecord): Promise<void> {
+    this.#assertOpen(record);
+    if (this.#buffered >= this.#maxBuffered && !this.#pending.has(record.id)) {
+      throw new Error(
+        `run ${record.id} not accepted: ${this.#buffered} run records wait for the results collector (the bound is ${this.#maxBuffered})` +
+          (this.#lastError === null ? '' : `; the last batch failed: ${this.#lastError.message}`),
+        { cause: this.#lastError ?? undefined },
+      );
+    }
+    this.#pending.set(record.id, record);
+    const journaled = this.#journal.append(record);
+    this.#journaled.set(record.id, this.#journal.lastEntry);
+    this.#schedule();
+    try {
+      await journaled;
+    } catch (error) {
+      // Its caller refuses the run: it must never be listed. Unless a batch already carries it, take it back.
+      if (this.#pending.get(record.id) === record) {
+        this.#pending.delete(record.id);
+        this.#journaled.delete(record.id);
+        throw error;
+      }
+    }
+  }
+
+  has(id: string): boolean {
+    return this.#pending.has(id) || this.#inFlight?.has(id) === true || this.#shipped.has(id);
+  }
+
+  flush(): Promise<void> {
+    if (this.#buffered === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((waiter) => waiter.timer !== timer);
+        reject(new Error(`${this.#buffered} run records were not collected within ${this.#flushTimeoutMs} ms`, { cause: this.#lastError ?? undefined }));
+      }, this.#flushTimeoutMs);
+      this.#waiters.push({ resolve, reject, timer });
+      this.#shipSoon();
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.flush();
+    } catch (error) {
+      // What is journaled stays in the journal, for the pod's next sidecar; plain saves are lost, and said so.
+      this.#logger.error({ err: error, buffered: this.#buffered }, 'closing with run records not collected');
+    } finally {
+      this.#closed = true;
+      if (this.#timer !== null) clearTimeout(this.#timer);
+      await this.#journal.close();
+    }
+  }
+
+  stats(): ShipperStats {
+    return { batches: this.#batches, buffered: this.#buffered, dropped: this.#dropped, lastError: this.#lastError?.message ?? null };
+  }
+
+  get #buffered(): number {
+    return this.#pending.size + (this.#inFlight?.size ?? 0);
+  }
+
+  #assertOpen(record: RunRecord): void {
+    if (this.#closed) throw new Error(`the results shipper is closed: cannot save run ${record.id}`);
+  }
+
+  /** At the hard bound: the oldest finished run that no caller was promised (not async) leaves. */
+  #dropOldestFinished(): void {
+    for (const [id, record] of this.#pending) {
+      if (record.async || record.status === 'pending' || record.status === 'running') continue;
+      this.#pending.delete(id);
+      this.#dropped += 1;
+      if (this.#dropped === 1 || this.#dropped % 1000 === 0) {
+        this.#logger.error({ dropped: this.#dropped, buffered: this.#buffered }, 'the results collector is unreachable and the buffer is full: finished sync runs are being dropped');
+      }
+      return;
+    }
+  }
+
+  /** The next batch: at once when a full one waits, else at the end of the interval (or of the backoff). */
+  #schedule(): void {
+    if (this.#closed || this.#inFlight !== null) return;
+    if (this.#pending.size >= this.#maxBatch && this.#failures === 0) {
+      this.#shipSoon();
+      return;
+    }
+    if (this.#timer !== null || this.#pending.size === 0) return;
+    this.#timer = setTimeout(this.#shipNow, this.#failures === 0 ? this.#intervalMs : this.#backoffMs());
+    this.#timer.unref();
+  }
+
+  #shipSoon(): void {
+    if (this.#inFlight !== null) return;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = setTimeout(this.#shipNow, 0);
+  }
+
+  #backoffMs(): number {
+    return Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(this.#failures - 1, 20));
+  }
+
+  readonly #shipNow = (): void => {
+    this.#timer = null;
+    if (this.#inFlight !== null || this.#pending.size === 0) return;
+    const batch = new Map<string, RunRecord>();
+    for (const [id, record] of this.#pending) {
+      batch.set(id, record);
+      if (batch.size === this.#maxBatch) break;
+    }
+    for (const id of batch.keys()) this.#pending.delete(id);
+    this.#inFlight = batch;
+    // Serialised now: the records are mutated in place, and the batch carries their state as of now.
+    const body = Buffer.from(JSON.stringify({ records: [...batch.values()] }), 'utf8');
+    void this.#send(body).then(
+      () => this.#collected(batch),
+      (error: unknown) => this.#failed(batch, error as Error),
+    );
+  };
+
+  async #send(body: Buffer): Promise<void> {
+    const response = await fetch(this.#url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(this.#key, body) },
+      body,
+      signal: AbortSignal.timeout(this.#requestTimeoutMs),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`the results collector ${this.#url} answered ${response.status}: ${text.slice(0, 500)}`);
+    const answer = JSON.parse(text) as { refused?: unknown[] };
+    if (Array.isArray(answer.refused) && answer.refused.length > 0) {
+      this.#logger.error({ refused: answer.refused }, `the results collector refused ${answer.refused.length} run records as invalid`);
+    }
+  }
+
+  #collected(batch: Map<string, RunRecord>): void {
+    this.#inFlight = null;
+    this.#batches += 1;
+    if (this.#failingSince !== null) {
+      this.#logger.info({ failures: this.#failures, forMs: Date.now() - this.#failingSince }, 'the results collector takes batches again');
+    }
+    this.#failures = 0;
+    this.#failingSince = null;
+    this.#lastError = null;
+    for (const id of batch.keys()) {
+      this.#shipped.set(id, true);
+      this.#journaled.delete(id);
+    }
+    let least = Number.POSITIVE_INFINITY;
+    for (const entry of this.#journaled.values()) least = Math.min(least, entry);
+    this.#journal.replicated(least === Number.POSITIVE_INFINITY ? this.#journal.lastEntry : least - 1);
+    if (this.#buffered === 0) {
+      for (const waiter of this.#waiters.splice(0)) {
+        clearTimeout(waiter.timer);
+        waiter.resolve();
+      }
+    } else if (this.#waiters.length > 0) {
+      this.#shipSoon();
+    } else {
+      this.#schedule();
+    }
+  }
+
+  #failed(batch: Map<string, RunRecord>, error: Error): void {
+    this.#inFlight = null;
+    // Saved again meanwhile: the pending reference is the same object, in its latest state.
+    for (const [id, record] of batch) if (!this.#pending.has(id)) this.#pending.set(id, record);
+    this.#failures += 1;
+    this.#lastError = error;
+    this.#failingSince ??= Date.now();
+    if (this.#failures === 1 || this.#failures % 20 === 0) {
+      this.#logger.warn({ err: error, failures: this.#failures, buffered: this.#buffered }, 'sending a batch of run records to the results collector failed; retrying');
+    }
+    if (this.#closed) return;
+    this.#timer = setTimeout(this.#shipNow, this.#backoffMs());
+    this.#timer.unref();
+  }
+}

@@ -1,0 +1,156 @@
+// What the PostgreSQL results store adds to the run history contract: batches that may arrive twice or out of
+// order (a replay writes nothing; a later state is never overwritten by an earlier one), a schema migrated once
+// by racing replicas, errors that name the database, and a million runs paged through while runs are written.
+import pg from 'pg';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { migrate, readMigrations } from '../../results/migrate.ts';
+import { openResults, type OpenResults } from '../../results/open.ts';
+import type { ListRunsQuery } from '../../management/run-source.ts';
+import { testLogger } from '../support/logger.ts';
+import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
+
+let server: PostgresServer;
+let results: OpenResults;
+
+beforeAll(async () => {
+  server = await startPostgres();
+  results = await openResults({ dsn: server.dsn(await server.createDatabase('results')), logger: testLogger() });
+});
+
+afterAll(async () => {
+  await results?.close();
+  await server?.stop();
+});
+
+function query(appName: string, overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
+  return { projectId: 'demo', appName, pageSize: 500, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null, ...overrides };
+}
+
+/** The row's transaction id: it changes whenever the row is written, even with the same values. */
+async function rowVersion(id: string): Promise<string | undefined> {
+  const { rows } = await results.pool.query<{ xmin: string }>('SELECT xmin::text FROM runlet_runs WHERE id = $1', [id]);
+  return rows[0]?.xmin;
+}
+
+describe('the results store\'s batches', () => {
+  it('write nothing when replayed', async () => {
+    const runs = [runRecord({ appName: 'replay' }), pendingAsyncRunRecord({ appName: 'replay' })];
+    expect(await results.store.writeBatch(runs)).toBe(2);
+    const before = await rowVersion(runs[0]!.id);
+    expect(await results.store.writeBatch(runs)).toBe(0);
+    expect(await rowVersion(runs[0]!.id)).toBe(before);
+  });
+
+  it('never overwrite a later state with an earlier one, across batches and within one', async () => {
+    const pending = pendingAsyncRunRecord({ appName: 'order', webhook: { endpoint: 'https://hooks.example.com/a', state: 'pending', attempts: 0, lastStatusCode: null, lastError: null } });
+    const running: RunRecord = { ...pending, status: 'running', startedAt: '2025-01-02T03:04:05.700Z' };
+    const finished: RunRecord = { ...running, status: 'success', statusCode: 200, completedAt: '2025-01-02T03:04:06.000Z' };
+    const attempted: RunRecord = { ...finished, webhook: { ...finished.webhook!, attempts: 1, lastStatusCode: 503, lastError: 'HTTP 503' } };
+    const delivered: RunRecord = { ...attempted, webhook: { ...attempted.webhook!, state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null } };
+    await results.store.writeBatch([finished]);
+    expect(await results.store.writeBatch([pending])).toBe(0);
+    expect(await results.store.writeBatch([running, pending])).toBe(0);
+    expect(await results.store.getRun('demo', 'order', pending.id)).toEqual(finished);
+    expect(await results.store.writeBatch([delivered, attempted, running])).toBe(1);
+    expect(await results.store.getRun('demo', 'order', pending.id)).toEqual(delivered);
+    expect(await results.store.writeBatch([attempted])).toBe(0);
+    expect((await results.store.listRuns(query('order', { status: 'success' }))).items).toEqual([delivered]);
+  });
+
+  it('take hostile text as data', async () => {
+    const run = runRecord({ appName: "x'); DROP TABLE runlet_runs; --", functionName: '\u0000\uFFFF', error: { type: 'E', message: '\\u0000 "' } });
+    expect(await results.store.writeBatch([run])).toBe(1);
+    expect(await results.store.getRun('demo', run.appName, run.id)).toEqual(run);
+    expect((await results.store.listRuns(query(run.appName, { functionName: run.functionName }))).items).toEqual([run]);
+    expect((await results.store.listRuns(query(run.appName, { functionName: '\u0000' }))).items).toEqual([]);
+  });
+});
+
+describe('the results schema', () => {
+  it('is migrated once by replicas starting together, and recorded', async () => {
+    const database = server.dsn(await server.createDatabase('race'));
+    const opened = await Promise.all(Array.from({ length: 4 }, () => openResults({ dsn: database, logger: testLogger() })));
+    try {
+      expect(opened.map((one) => one.schemaVersion)).toEqual(Array(4).fill(readMigrations().length));
+      const { rows } = await opened[0]!.pool.query('SELECT version, name FROM runlet_schema_migrations ORDER BY version');
+      expect(rows).toEqual(readMigrations().map(({ version, name }) => ({ version, name })));
+    } finally {
+      await Promise.all(opened.map((one) => one.close()));
+    }
+  });
+
+  it('of a newer runlet is refused, saying so', async () => {
+    const pool = new pg.Pool({ connectionString: server.dsn(await server.createDatabase('newer')) });
+    try {
+      await migrate(pool);
+      await pool.query("INSERT INTO runlet_schema_migrations (version, name) VALUES (999, '0999_future.sql')");
+      await expect(migrate(pool)).rejects.toThrow(/schema version 999, newer than \d+ known to this runlet/);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('that cannot be reached fails the start, naming the database but not its password', async () => {
+    const dsn = `postgresql://runlet:s3cret@127.0.0.1:${server.port}/no_such_database`;
+    const error = await openResults({ dsn, logger: testLogger() }).then(
+      () => new Error('opened a database that does not exist'),
+      (caught: unknown) => caught as Error,
+    );
+    expect(error.message).toContain('127.0.0.1');
+    expect(error.message).toContain('no_such_database');
+    expect(error.message).not.toContain('s3cret');
+    expect(String((error.cause as Error).message)).toMatch(/no_such_database/);
+  });
+});
+
+describe('a million runs', () => {
+  const RUNS = 1_000_000;
+  const BASE_MS = Date.parse('2026-01-01T00:00:00.000Z');
+  /** The id of seeded run i: a UUID v7 of instant BASE_MS + i, its counter bits i, so ids of one instant never tie. */
+  const seededId = (i: number): string => {
+    const hex = (BASE_MS + i).toString(16).padStart(12, '0') + '7000' + '8000' + i.toString(16).padStart(12, '0');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  };
+
+  it('are listed page by page with no gap and no duplicate while runs are written', async () => {
+    // Set up in one statement (the collector's path is tested above); the same columns writeBatch fills.
+    await results.pool.query(
+      `INSERT INTO runlet_runs (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
+       SELECT id::uuid, 'demo', 'million', 'run', false, 'success', at, 'seed', 2199023255552, false,
+              json_build_object('id', id::uuid::text, 'projectId', 'demo', 'appName', 'million', 'functionName', 'run', 'method', 'POST',
+                'mode', 'sync', 'async', false, 'status', 'success', 'statusCode', 200, 'error', null, 'reason', null,
+                'createdAt', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'startedAt', null, 'completedAt', null,
+                'queueTimeMs', 0, 'runtimeMs', 1, 'responseTimeMs', 1, 'replica', 'seed', 'webhook', null)
+         FROM (SELECT i, to_timestamp(($1::bigint + i) / 1000.0) AS at,
+                      lpad(to_hex($1::bigint + i), 12, '0') || '70008000' || lpad(to_hex(i), 12, '0') AS id
+                 FROM generate_series(0, $2::int - 1) AS i) AS seed`,
+      [BASE_MS, RUNS],
+    );
+    await results.pool.query('ANALYZE runlet_runs');
+    let expected = RUNS - 1;
+    let pages = 0;
+    let written = 0;
+    let beforeId: string | null = null;
+    for (;;) {
+      const page = await results.store.listRuns(query('million', { beforeId }));
+      for (const run of page.items) {
+        if (run.id !== seededId(expected)) throw new Error(`page ${pages}: expected run ${seededId(expected)}, got ${run.id}`);
+        expected -= 1;
+      }
+      pages += 1;
+      const last = page.items.at(-1);
+      if (!page.hasMore || last === undefined) break;
+      beforeId = last.id;
+      // Every tenth page, newer runs of the same app arrive: the cursor is below them.
+      if (pages % 10 === 0) {
+        written += await results.store.writeBatch(Array.from({ length: 20 }, () => runRecord({ id: uuidv7(), appName: 'million' })));
+      }
+    }
+    expect(expected).toBe(-1);
+    expect(pages).toBe(RUNS / 500);
+    expect(written).toBe(20 * Math.floor((RUNS / 500 - 1) / 10));
+  }, 300_000);
+});

@@ -1,0 +1,208 @@
+// Run records from a pod's sidecar to PostgreSQL: the shipper store (journal in a data dir, signed batches) and
+// the collector (fastify, as the operator serves it) over real HTTP on loopback, into a real PostgreSQL.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { MAX_BATCH_RECORDS, resultsCollector } from '../../results/collector.ts';
+import { openResults, type OpenResults } from '../../results/open.ts';
+import { RESULTS_SIGNATURE_HEADER, resultsKeyOf, signBatch } from '../../results/results-key.ts';
+import { ResultsShipperStore } from '../../sidecar/runs/results-shipper-store.ts';
+import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
+import { testLogger } from '../support/logger.ts';
+import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
+import { waitFor } from '../support/wait.ts';
+
+const NAMESPACE = 'demo';
+const KEY = resultsKeyOf(Buffer.alloc(32, 7));
+
+let server: PostgresServer;
+let results: OpenResults;
+const dirs: string[] = [];
+
+beforeAll(async () => {
+  server = await startPostgres();
+  results = await openResults({ dsn: server.dsn(await server.createDatabase('shipping')), logger: testLogger() });
+});
+
+afterAll(async () => {
+  await results?.close();
+  await server?.stop();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function startCollector(port = 0): Promise<{ app: FastifyInstance; url: string; port: number }> {
+  const app = Fastify();
+  await app.register(resultsCollector, { store: results.store, keyFor: (namespace) => (namespace === NAMESPACE ? KEY : undefined) });
+  const address = await app.listen({ host: '127.0.0.1', port });
+  return { app, url: address, port: Number(new URL(address).port) };
+}
+
+async function openShipper(collectorUrl: string, options: { maxBufferedRuns?: number; dataDir?: string; flushTimeoutMs?: number } = {}) {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'runlet-shipper-'));
+  dirs.push(dataDir);
+  const journal = await RunLogJournal.open({ dataDir, logger: testLogger() });
+  const store = new ResultsShipperStore({
+    collectorUrl,
+    namespace: NAMESPACE,
+    key: KEY,
+    journal,
+    logger: testLogger(),
+    maxBufferedRuns: options.maxBufferedRuns,
+    flushTimeoutMs: options.flushTimeoutMs,
+    retryInitialMs: 20,
+    retryMaxMs: 100,
+  });
+  return { store, dataDir };
+}
+
+async function stored(run: RunRecord): Promise<RunRecord | undefined> {
+  return results.store.getRun(run.projectId, run.appName, run.id);
+}
+
+describe('the results shipper', () => {
+  it('brings every record to PostgreSQL in batches within about a second, in its latest state', async () => {
+    const collector = await startCollector();
+    const { store } = await openShipper(collector.url);
+    try {
+      const runs = Array.from({ length: 300 }, () => runRecord({ appName: 'shipped', status: 'running', completedAt: null }));
+      const accepted = pendingAsyncRunRecord({ appName: 'shipped' });
+      const started = performance.now();
+      for (const run of runs) store.save(run);
+      await store.saveDurably(accepted);
+      for (const run of runs) {
+        run.status = 'success';
+        store.save(run);
+      }
+      await waitFor(async () => (await stored(runs.at(-1)!))?.status === 'success' && (await stored(accepted)) !== undefined, { what: 'the records in PostgreSQL' });
+      // Saved within one interval: one batch, or two if the timer fired between the saves.
+      expect(performance.now() - started).toBeLessThan(5_000);
+      expect(store.stats().batches).toBeLessThanOrEqual(2);
+      for (const run of runs) expect(await stored(run)).toEqual(run);
+      expect(await stored(accepted)).toEqual(accepted);
+    } finally {
+      await store.close();
+      await collector.app.close();
+    }
+  });
+
+  it('buffers while the collector is down, refuses async runs at its bound, then drains with nothing lost and nothing refused listed', async () => {
+    const collector = await startCollector();
+    const { store, dataDir } = await openShipper(collector.url, { maxBufferedRuns: 20 });
+    try {
+      await collector.app.close();
+      const accepted: RunRecord[] = [];
+      const refused: RunRecord[] = [];
+      for (let i = 0; i < 30; i++) {
+        const run = pendingAsyncRunRecord({ appName: 'outage' });
+        await store.saveDurably(run).then(
+          () => accepted.push(run),
+          (error: Error) => {
+            expect(error.message).toMatch(/wait for the results collector \(the bound is 20\)/);
+            refused.push(run);
+          },
+        );
+      }
+      expect(accepted).toHaveLength(20);
+      expect(refused).toHaveLength(10);
+      // A run accepted before the outage goes on to finish: its state is kept, past the bound.
+      accepted[0]!.status = 'running';
+      store.save(accepted[0]!);
+      await waitFor(() => store.stats().lastError !== null, { what: 'a failed batch' });
+      // The accepted runs are in the journal until collected.
+      const journaled = readFileSync(join(dataDir, RUNLOG_JOURNAL_FILE_NAME), 'utf8');
+      for (const run of accepted) expect(journaled).toContain(run.id);
+      const back = await startCollector(collector.port);
+      try {
+        await store.flush();
+        for (const run of accepted) expect(await stored(run)).toEqual(run);
+        for (const run of refused) expect(await stored(run)).toBeUndefined();
+        expect((await results.store.listRuns({ projectId: NAMESPACE, appName: 'outage', pageSize: 500, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null })).items).toHaveLength(20);
+        expect(store.stats()).toMatchObject({ buffered: 0, dropped: 0, lastError: null });
+      } finally {
+        await store.close();
+        await back.app.close();
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('of a sidecar restarted with runs not collected sends them, those it left unfinished as replica_lost', async () => {
+    const collector = await startCollector();
+    await collector.app.close();
+    const first = await openShipper(collector.url, { flushTimeoutMs: 200 });
+    const pending = pendingAsyncRunRecord({ appName: 'restarted' });
+    await first.store.saveDurably(pending);
+    // The first sidecar is gone without sending anything (its journal closed as a kill would leave it).
+    await first.store.close();
+    const back = await startCollector(collector.port);
+    const second = await openShipper(back.url, { dataDir: first.dataDir });
+    try {
+      await second.store.flush();
+      expect(await stored(pending)).toMatchObject({ id: pending.id, status: 'failure', reason: 'replica_lost' });
+    } finally {
+      await second.store.close();
+      await back.app.close();
+    }
+  });
+});
+
+describe('the results collector', () => {
+  let collector: Awaited<ReturnType<typeof startCollector>>;
+  beforeAll(async () => {
+    collector = await startCollector();
+  });
+  afterAll(async () => {
+    await collector?.app.close();
+  });
+
+  const post = (body: string, options: { key?: Uint8Array; namespace?: string } = {}) =>
+    fetch(`${collector.url}/v1/results/${options.namespace ?? NAMESPACE}/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(options.key ?? KEY, Buffer.from(body)) },
+      body,
+    });
+
+  it('writes a batch once: sent again, it writes nothing', async () => {
+    const body = JSON.stringify({ records: [runRecord({ appName: 'twice' }), runRecord({ appName: 'twice' })] });
+    expect(await (await post(body)).json()).toEqual({ received: 2, written: 2, refused: [] });
+    expect(await (await post(body)).json()).toEqual({ received: 2, written: 0, refused: [] });
+  });
+
+  it('refuses a batch not signed with the namespace\'s key, or for a namespace it has no key for', async () => {
+    const run = runRecord({ appName: 'forged' });
+    const body = JSON.stringify({ records: [run] });
+    expect((await post(body, { key: resultsKeyOf(Buffer.alloc(32, 8)) })).status).toBe(401);
+    expect((await post(body, { namespace: 'other' })).status).toBe(503);
+    const unsigned = await fetch(`${collector.url}/v1/results/${NAMESPACE}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    expect(unsigned.status).toBe(401);
+    expect(await stored(run)).toBeUndefined();
+  });
+
+  it('writes the valid records of a batch and names the others', async () => {
+    const valid = runRecord({ appName: 'mixed' });
+    const otherProject = runRecord({ appName: 'mixed', projectId: 'other' });
+    const badTime = runRecord({ appName: 'mixed', createdAt: '2026-02-30T00:00:00.000Z' });
+    const yearZero = runRecord({ appName: 'mixed', createdAt: '0000-01-01T00:00:00.000Z' });
+    const answer = (await (await post(JSON.stringify({ records: [valid, otherProject, badTime, yearZero, { id: 'x' }, null] }))).json()) as {
+      refused: { index: number; reason: string }[];
+    };
+    expect(answer).toMatchObject({ received: 6, written: 1 });
+    expect(answer.refused.map((refusal) => refusal.index)).toEqual([1, 2, 3, 4, 5]);
+    expect(answer.refused[0]!.reason).toBe('of project other, not demo');
+    expect(await stored(valid)).toEqual(valid);
+    expect(await stored(badTime)).toBeUndefined();
+  });
+
+  it('refuses bodies that are not a batch, or too large a one', async () => {
+    expect((await post('not json')).status).toBe(400);
+    expect((await post('{"records": {}}')).status).toBe(400);
+    expect((await post(JSON.stringify({ records: Array(MAX_BATCH_RECORDS + 1).fill(null) }))).status).toBe(400);
+    expect((await post('x'.repeat(9 * 1024 * 1024))).status).toBe(413);
+    expect((await post('{}', { namespace: 'Not_A_Namespace' })).status).toBe(404);
+  });
+});
