@@ -119,8 +119,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: metadataOnly,
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
-  // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
-  // zero lists it in its Endpoints) is all that matters.
+  // Whether a pod exists, whether it has ended or is ending, whether it is ready (its load counts; an App at
+  // zero lists it in its Endpoints) and its IP (where the autoscaler scrapes its load) is all that matters.
   const pods = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
@@ -132,7 +132,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
       return {
         ...identity,
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
-        status: { phase: pod.status?.phase, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+        status: { phase: pod.status?.phase, podIP: pod.status?.podIP, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
       };
     },
     handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },

@@ -6,7 +6,7 @@
 //   RunLog events ─▶ RunLog cache ─▶ management API (every replica)
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
-//   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
+//   Ready pods' sidecars (GET /load, leader) ─▶ App loads ─▶ scaler, metrics, `onAppLoad`
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -29,11 +29,14 @@ import { startHolder, type Holder, type HolderOptions } from './autoscaling/hold
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
+import { LoadScraper } from './autoscaling/load-scraper.ts';
+import type { ReplicaAddress } from './autoscaling/hold-proxy.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { appListFromCache, mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
+import type { PodObject } from './runlog-verdict.ts';
 import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
@@ -61,6 +64,11 @@ export interface OperatorOptions {
   /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
   onAppLoad?(appKey: string, load: AppLoad): void;
   /**
+   * Where the leader scrapes a replica's load (its sidecar's admin port). Default: the pod's IP, port 8001;
+   * the test kubelet maps its pods' addresses to loopback ports.
+   */
+  loadAddress?(pod: PodObject): ReplicaAddress;
+  /**
    * Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts), signing hand-overs with the
    * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
    * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
@@ -83,7 +91,7 @@ export interface Operator {
   readonly server: FastifyInstance;
   readonly metrics: OperatorMetrics;
   readonly apps: AppCache;
-  /** The Apps' load from their replicas' RunLogs. */
+  /** The Apps' load, scraped from their ready replicas' sidecars by the leader. */
   readonly loads: AppLoads;
   readonly isLeader: boolean;
   /** Every watch has filled its cache (the RunLog cache of the management API too). */
@@ -177,16 +185,21 @@ export function createOperator(options: OperatorOptions): Operator {
       onUpsert: (runLog) => {
         counters.runLogChanged(runLog);
         janitor.runLogChanged(runLog);
-        loads.runLogChanged(runLog);
       },
-      onDelete: (runLog) => {
-        counters.runLogDeleted(runLog);
-        loads.runLogDeleted(runLog);
-      },
+      onDelete: (runLog) => counters.runLogDeleted(runLog),
     },
   });
   const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
   metrics.observeAppLoads(() => loads.list());
+  // The leader's alone, as the scaler it feeds: the replicas are asked once per tick, not once per operator replica.
+  const scraper = new LoadScraper({
+    pods,
+    loads,
+    address: options.loadAddress,
+    intervalMs: config.autoscaling.tickMilliseconds,
+    logger,
+    onScrape: (outcome) => metrics.loadScrapes.inc({ outcome }),
+  });
   const counters = new RunCounters({
     api: leaderApi,
     apps: appCache,
@@ -301,10 +314,12 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     onStartedLeading: () => {
       metrics.leader.set(1);
+      scraper.start();
       duties.begin();
     },
     onStoppedLeading: () => {
       metrics.leader.set(0);
+      void scraper.stop();
       duties.end();
     },
   });
@@ -378,6 +393,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await holder?.close();
       await elector.stop();
       await duties.ended();
+      await scraper.stop();
       await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs.stop()]);
       await server.close();

@@ -12,7 +12,7 @@ import { isUnfinished } from './replica-lost.ts';
 export interface PodObject extends KubeObject {
   /** `deletionTimestamp` (RFC 3339): the pod is ending. */
   metadata?: ObjectMeta & { deletionTimestamp?: string };
-  status?: { phase?: string; conditions?: { type: string; status: string }[] };
+  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
 }
 
 export type Verdict =

@@ -69,10 +69,11 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   const apps = new AppRegistry();
   apps.add(target);
   const registry = new Registry();
-  // The replica's load goes to the autoscaler through its RunLog; SQLite (one replica) has no one to tell.
-  const load = settings.runStore === 'runlog' ? new LoadMeter(target.admission) : undefined;
+  // The replica's load: served on the admin port at /load, which the operator's autoscaler scrapes (also
+  // written into the RunLog's status for `kubectl get runlog`; never the autoscaler's path).
+  const load = new LoadMeter(target.admission);
   const store: RunStore =
-    load !== undefined ? await openRunLogStore(target, settings, registry, load) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
+    settings.runStore === 'runlog' ? await openRunLogStore(target, settings, registry, load) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
   const replica = new Replica({
     apps,
     store,
@@ -90,11 +91,11 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   });
   const watcher = new RuntimeWatcher(target, settings.runtime, logger);
   const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
-  const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: settings.drainToken }, drainedLivenessMs: settings.drainedLivenessMs }));
+  const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: settings.drainToken }, drainedLivenessMs: settings.drainedLivenessMs, load }));
   await listen(runServer, settings.ports.run, 'run');
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();
-  load?.start();
+  load.start();
   // While the app container starts, which takes longer: its first call then finds the keys in hand.
   void settings.auth?.prefetchKeys();
   logger.info({ app: `${target.projectId}/${target.appName}`, runPort: settings.ports.run, adminPort: settings.ports.admin }, 'sidecar listening');
@@ -108,7 +109,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
         logger.error({ err }, 'drain could not flush every run record');
       } finally {
         watcher.stop();
-        load?.stop();
+        load.stop();
         await closeServer(runServer);
         await closeServer(adminServer);
         await apps.close();

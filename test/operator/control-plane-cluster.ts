@@ -17,7 +17,7 @@ import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ConfigLayer } from '../../operator/config.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import type { Holder } from '../../operator/autoscaling/holder.ts';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { DEFAULT_AUDIENCE } from '../../sidecar/auth/config.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
@@ -166,6 +166,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         listen: true,
         config: operatorConfig,
         holder,
+        // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
+        loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.

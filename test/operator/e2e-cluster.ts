@@ -8,7 +8,7 @@ import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import type { KubeApiServer } from '../kube/index.ts';
-import { startOperator, type Operator, type OperatorHolderOptions } from '../../operator/main.ts';
+import { startOperator, type Operator, type OperatorHolderOptions, type OperatorOptions } from '../../operator/main.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
@@ -90,6 +90,8 @@ export interface TestOperatorOptions {
   config?: ConfigLayer;
   /** Run the holder (scale to zero) on an ephemeral loopback port, trusting callers and replicas so. */
   holder?: OperatorHolderOptions;
+  /** Where the leader scrapes a replica's load: the test kubelet's loopback port standing for the pod's admin port. */
+  loadAddress?: OperatorOptions['loadAddress'];
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -106,7 +108,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     options.config ?? {},
   );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
-  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false, holder: options.holder });
+  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false, holder: options.holder, loadAddress: options.loadAddress });
 }
 
 /**

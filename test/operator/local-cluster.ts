@@ -21,7 +21,7 @@ import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import type { Holder } from '../../operator/autoscaling/holder.ts';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../sidecar/auth/config.ts';
 
@@ -102,6 +102,8 @@ export async function startLocalCluster(
     listen: true,
     config: options.operatorConfig,
     holder: holderOptions,
+    // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
+    loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
   });
   // In a cluster the holder listens in the operator's pods: an address of the pod network stands for it here.
   const holderIp = operator.holder === undefined ? undefined : kubelet.network.assignLoopbackServer('the operator’s holder');
