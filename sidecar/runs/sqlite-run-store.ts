@@ -9,6 +9,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../../management/run-source.ts';
+import { markAbandoned } from './recorder.ts';
 import type { RunStore } from './store.ts';
 import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
@@ -62,7 +63,14 @@ export interface SqliteRunStoreOptions {
   maxBatchSize?: number;
   /** Plain saves are written at most this often (see DEFAULT_MIN_WRITE_INTERVAL_MS). */
   minWriteIntervalMs?: number;
+  /**
+   * What a run a killed predecessor left unfinished is failed with (reason `replica_lost`), naming who stopped:
+   * `runlet dev`, or the sidecar. Default: the sidecar.
+   */
+  lostRunMessage?: string;
 }
+
+const DEFAULT_LOST_RUN_MESSAGE = 'the sidecar stopped before the run completed (the process was killed)';
 
 export interface RunStoreStats {
   /** Transactions committed. */
@@ -96,6 +104,7 @@ export class SqliteRunStore implements RunStore, RunSource {
   readonly #logger: Logger;
   readonly #maxBatchSize: number;
   readonly #minWriteIntervalMs: number;
+  readonly #lostRunMessage: string;
   readonly #selectOne: StatementSync;
   readonly #selectId: StatementSync;
   /** List statements by filter shape, so each shape gets a plan that uses the index range on `id`. */
@@ -123,6 +132,7 @@ export class SqliteRunStore implements RunStore, RunSource {
     this.#logger = options.logger;
     this.#maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
     this.#minWriteIntervalMs = options.minWriteIntervalMs ?? DEFAULT_MIN_WRITE_INTERVAL_MS;
+    this.#lostRunMessage = options.lostRunMessage ?? DEFAULT_LOST_RUN_MESSAGE;
     this.#db = new DatabaseSync(this.path, { timeout: BUSY_TIMEOUT_MS });
     // WAL: readers (the management API, a second `runlet` process) never block the writer, and a commit is one
     // sequential append to the -wal file. synchronous=NORMAL (set by the writer on its connection): a commit is
@@ -224,6 +234,28 @@ export class SqliteRunStore implements RunStore, RunSource {
     await this.flush();
     const row = this.#selectOne.get({ id: runId, projectId, appName });
     return row === undefined ? undefined : parseRecord(row.record);
+  }
+
+  /**
+   * What a killed predecessor left, settled once, as the replica starts (before it saves anything): its runs
+   * still `pending` or `running` are failed `replica_lost` (nothing will ever complete them), and each webhook
+   * it owed goes to `deliver` — the lost runs' failures, unsigned (the secret is never stored). A run it had
+   * completed has only its record here, not its result: its delivery, interrupted, is recorded failed rather
+   * than sent without it. Shared by `runlet dev` and `runlet sidecar --run-store sqlite`.
+   */
+  deliverOwedWebhooks(deliver: (record: RunRecord) => boolean): void {
+    const owing = this.runsOwingWebhooks();
+    const abandoned = this.unfinishedRuns();
+    for (const record of abandoned) {
+      markAbandoned(record, 'replica_lost', this.#lostRunMessage);
+      this.save(record);
+    }
+    if (abandoned.length > 0) this.#logger.warn({ runs: abandoned.length, path: this.path }, 'runs a killed predecessor left unfinished are recorded as failures (replica_lost)');
+    for (const record of [...owing, ...abandoned.filter((run) => run.webhook?.state === 'pending')]) {
+      if (record.webhook === null || (record.reason === 'replica_lost' && deliver(record))) continue;
+      Object.assign(record.webhook, { state: 'failed', lastError: 'not delivered: the process stopped while delivering it' });
+      this.save(record);
+    }
   }
 
   /**
