@@ -71,7 +71,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   for (const app of loaded) for (const warning of app.warnings) logger.warn({ app: app.name }, warning);
 
   // Runs a killed runlet dev left unfinished are failed, and their webhooks sent, as the replica starts.
-  const store = new SqliteRunStore({ dataDir: options.dataDir, logger, lostRunMessage: 'runlet dev stopped before the run completed (the process was killed)' });
+  const store = new SqliteRunStore({ dataDir: options.dataDir, logger, processName: 'runlet dev' });
   const registry = new AppRegistry();
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({

@@ -64,13 +64,11 @@ export interface SqliteRunStoreOptions {
   /** Plain saves are written at most this often (see DEFAULT_MIN_WRITE_INTERVAL_MS). */
   minWriteIntervalMs?: number;
   /**
-   * What a run a killed predecessor left unfinished is failed with (reason `replica_lost`), naming who stopped:
-   * `runlet dev`, or the sidecar. Default: the sidecar.
+   * Who writes the store, named in what a killed predecessor's runs are failed with (`runlet dev stopped before
+   * the run completed ...`). Default `the sidecar`.
    */
-  lostRunMessage?: string;
+  processName?: string;
 }
-
-const DEFAULT_LOST_RUN_MESSAGE = 'the sidecar stopped before the run completed (the process was killed)';
 
 export interface RunStoreStats {
   /** Transactions committed. */
@@ -104,7 +102,7 @@ export class SqliteRunStore implements RunStore, RunSource {
   readonly #logger: Logger;
   readonly #maxBatchSize: number;
   readonly #minWriteIntervalMs: number;
-  readonly #lostRunMessage: string;
+  readonly #processName: string;
   readonly #selectOne: StatementSync;
   readonly #selectId: StatementSync;
   /** List statements by filter shape, so each shape gets a plan that uses the index range on `id`. */
@@ -132,7 +130,7 @@ export class SqliteRunStore implements RunStore, RunSource {
     this.#logger = options.logger;
     this.#maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
     this.#minWriteIntervalMs = options.minWriteIntervalMs ?? DEFAULT_MIN_WRITE_INTERVAL_MS;
-    this.#lostRunMessage = options.lostRunMessage ?? DEFAULT_LOST_RUN_MESSAGE;
+    this.#processName = options.processName ?? 'the sidecar';
     this.#db = new DatabaseSync(this.path, { timeout: BUSY_TIMEOUT_MS });
     // WAL: readers (the management API, a second `runlet` process) never block the writer, and a commit is one
     // sequential append to the -wal file. synchronous=NORMAL (set by the writer on its connection): a commit is
@@ -247,13 +245,13 @@ export class SqliteRunStore implements RunStore, RunSource {
     const owing = this.runsOwingWebhooks();
     const abandoned = this.unfinishedRuns();
     for (const record of abandoned) {
-      markAbandoned(record, 'replica_lost', this.#lostRunMessage);
+      markAbandoned(record, 'replica_lost', `${this.#processName} stopped before the run completed (the process was killed)`);
       this.save(record);
     }
     if (abandoned.length > 0) this.#logger.warn({ runs: abandoned.length, path: this.path }, 'runs a killed predecessor left unfinished are recorded as failures (replica_lost)');
     for (const record of [...owing, ...abandoned.filter((run) => run.webhook?.state === 'pending')]) {
       if (record.webhook === null || (record.reason === 'replica_lost' && deliver(record))) continue;
-      Object.assign(record.webhook, { state: 'failed', lastError: 'not delivered: the process stopped while delivering it' });
+      Object.assign(record.webhook, { state: 'failed', lastError: `not delivered: ${this.#processName} stopped while delivering it` });
       this.save(record);
     }
   }
