@@ -2,11 +2,13 @@
 // file of the data directory, written in batches by a worker thread (sqlite-run-writer.ts), read back by the
 // management API. The same records a cluster keeps in RunLog status.
 
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../../management/run-source.ts';
 import { markAbandoned } from './recorder.ts';
@@ -82,7 +84,15 @@ export interface RunStoreStats {
 interface DurableWaiter {
   resolve: () => void;
   reject: (error: Error) => void;
+  /**
+   * The run whose durable save this is (none: a flush). Its save refused, its caller refuses the run (an async
+   * call's 503): the record is dropped, never written by a later batch, so never listed nor taken for lost.
+   */
+  id?: string;
 }
+
+/** How long a reader refused while the store cannot write is asked to wait. */
+const READ_RETRY_AFTER_SECONDS = 5;
 
 /** A batch posted to the writer: its records (the references, for a retry) and who waits for its commit. */
 interface Batch {
@@ -125,13 +135,17 @@ export class SqliteRunStore implements RunStore, RunSource {
   #recordsWritten = 0;
 
   constructor(options: SqliteRunStoreOptions) {
-    mkdirSync(options.dataDir, { recursive: true });
     this.path = join(options.dataDir, RUNS_DB_FILE_NAME);
+    try {
+      mkdirSync(options.dataDir, { recursive: true });
+    } catch (cause) {
+      throw new Error(`run store ${this.path}: cannot create its directory ${options.dataDir}: ${(cause as Error).message}`, { cause });
+    }
     this.#logger = options.logger;
     this.#maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
     this.#minWriteIntervalMs = options.minWriteIntervalMs ?? DEFAULT_MIN_WRITE_INTERVAL_MS;
     this.#processName = options.processName ?? 'the sidecar';
-    this.#db = new DatabaseSync(this.path, { timeout: BUSY_TIMEOUT_MS });
+    this.#db = openDatabase(this.path, options.dataDir);
     // WAL: readers (the management API, a second `runlet` process) never block the writer, and a commit is one
     // sequential append to the -wal file. synchronous=NORMAL (set by the writer on its connection): a commit is
     // not fsynced; the WAL is synced at checkpoints. A commit's pages are in the -wal file (the kernel's page
@@ -161,7 +175,7 @@ export class SqliteRunStore implements RunStore, RunSource {
     return new Promise<void>((resolve, reject) => {
       // Thrown here, a closed store rejects the promise before a waiter is registered that nothing would settle.
       this.#assertOpen(record);
-      this.#durableWaiters.push({ resolve, reject });
+      this.#durableWaiters.push({ resolve, reject, id: record.id });
       this.#enqueue(record, true);
     });
   }
@@ -213,7 +227,7 @@ export class SqliteRunStore implements RunStore, RunSource {
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
     // A run saved a moment ago (not yet committed) must be listed.
-    await this.flush();
+    await this.#flushForRead('list');
     const params: Record<string, SQLInputValue> = {
       projectId: query.projectId,
       appName: query.appName,
@@ -229,7 +243,7 @@ export class SqliteRunStore implements RunStore, RunSource {
   }
 
   async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {
-    await this.flush();
+    await this.#flushForRead('get');
     const row = this.#selectOne.get({ id: runId, projectId, appName });
     return row === undefined ? undefined : parseRecord(row.record);
   }
@@ -283,6 +297,25 @@ export class SqliteRunStore implements RunStore, RunSource {
       .all()
       .map(parseStoredRun)
       .filter((record) => pendingDestination(record.webhook) !== null);
+  }
+
+  /**
+   * A read answers with every run saved so far, so what is pending is committed first. When it cannot be (a
+   * full disk), the reader is told so, with the cause, rather than given a list missing runs it was told about.
+   */
+  async #flushForRead(what: 'list' | 'get'): Promise<void> {
+    try {
+      await this.flush();
+    } catch (error) {
+      const cause = rootMessage(error);
+      this.#logger.error({ err: error, path: this.path, pending: this.#pending.size }, `run store ${this.path}: cannot answer a ${what} of runs while its records cannot be written: ${cause}`);
+      throw new ProblemError(
+        Problems.runStoreUnavailable,
+        `the run store ${this.path} cannot write the ${this.#pending.size} run records waiting to be listed (${cause}); ` +
+          'runs are read again once they are written: free space on its disk, then retry',
+        { cause: error, headers: { 'retry-after': String(READ_RETRY_AFTER_SECONDS) } },
+      );
+    }
   }
 
   #assertOpen(record: RunRecord): void {
@@ -385,11 +418,14 @@ export class SqliteRunStore implements RunStore, RunSource {
   }
 
   #fail(batch: Batch, cause: Error): void {
+    const error = new Error(`run store ${this.path}: writing a batch of ${batch.records.size} run records failed`, { cause });
     // Saves of the same records since are the same references: the union is every state still to write.
     for (const [id, record] of this.#pending) batch.records.set(id, record);
+    // Runs whose durable save this was are refused by their callers: never written later.
+    let refused = 0;
+    for (const waiter of batch.waiters) if (waiter.id !== undefined && batch.records.delete(waiter.id)) refused += 1;
     this.#pending = batch.records;
-    const error = new Error(`run store ${this.path}: writing a batch of ${batch.records.size} run records failed`, { cause });
-    this.#logger.error({ err: error, records: batch.records.size, durableWaiters: batch.waiters.length }, error.message);
+    this.#logger.error({ err: error, retried: batch.records.size, refused, durableWaiters: batch.waiters.length }, error.message);
     for (const waiter of batch.waiters) waiter.reject(error);
   }
 
@@ -410,6 +446,35 @@ export class SqliteRunStore implements RunStore, RunSource {
     }
     return statement;
   }
+}
+
+/** Opens the file, saying which path could not be opened and why (SQLite says only "unable to open database file"). */
+function openDatabase(path: string, dataDir: string): DatabaseSync {
+  try {
+    return new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+  } catch (cause) {
+    throw new Error(`run store ${path}: cannot open the database: ${whyNotWritable(dataDir) ?? (cause as Error).message}`, { cause });
+  }
+}
+
+/** Why the directory cannot be written into, when it cannot: the cause SQLite does not name. */
+function whyNotWritable(dataDir: string): string | undefined {
+  try {
+    accessSync(dataDir, fsConstants.W_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EROFS') return `its directory ${dataDir} is on a read-only file system (EROFS): give --data-dir a writable directory`;
+    if (code === 'EACCES' || code === 'EPERM') return `its directory ${dataDir} is not writable by this user (uid ${process.getuid?.()}, ${code}): give --data-dir a writable directory`;
+    return `its directory ${dataDir} cannot be written: ${(error as Error).message}`;
+  }
+}
+
+/** The innermost cause's message: what the disk said, under the store's own wrapping. */
+function rootMessage(error: unknown): string {
+  let current = error;
+  while (current instanceof Error && current.cause !== undefined) current = current.cause;
+  return current instanceof Error ? current.message : String(current);
 }
 
 function migrate(db: DatabaseSync, path: string): void {
