@@ -20,6 +20,7 @@ import type { ReplicaAddress } from './hold-proxy.ts';
 /** The sidecar's answer is a few hundred bytes; anything much larger is not a load. */
 const MAX_ANSWER_BYTES = 4096;
 export const LOAD_PATH = '/load';
+const DEFAULT_TIMEOUT_MS = 2000;
 
 export type ScrapeOutcome = 'ok' | 'failed';
 
@@ -32,7 +33,10 @@ export interface LoadScraperOptions {
   address?(pod: PodObject): ReplicaAddress;
   /** How often every ready replica is asked: the scaler's tick. */
   intervalMs: number;
-  /** Bound on one scrape. Default the interval, at least 250 ms: a scrape never overlaps the next of its pod for long. */
+  /**
+   * Bound on one scrape. Default 2 s (Knative's is 3 s): a replica busy with a burst may answer late, and its
+   * late answer is still the freshest; meanwhile its next ticks are skipped. Below the 3 s a load counts for.
+   */
   timeoutMs?: number;
   logger: Logger;
   /** Epoch ms, stamped on each scrape. Default Date.now. */
@@ -68,7 +72,7 @@ export class LoadScraper {
   constructor(options: LoadScraperOptions) {
     this.#options = options;
     this.#address = options.address ?? podAdminAddress;
-    this.#timeoutMs = options.timeoutMs ?? Math.max(250, options.intervalMs);
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#now = options.now ?? Date.now;
   }
 
