@@ -73,7 +73,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   // written into the RunLog's status for `kubectl get runlog`; never the autoscaler's path).
   const load = new LoadMeter(target.admission);
   const store: RunStore =
-    settings.runStore === 'runlog' ? await openRunLogStore(target, settings, registry, load) : new SqliteRunStore({ dataDir: settings.dataDir, logger });
+    settings.runStore === 'runlog' ? await openRunLogStore(target, settings, registry, load) : openSqliteStore(settings);
   const replica = new Replica({
     apps,
     store,
@@ -127,6 +127,15 @@ export async function runSidecar(settings: SidecarSettings): Promise<void> {
     process.once('SIGINT', () => resolveSignal());
   });
   await sidecar.drainAndClose();
+}
+
+/** The SQLite file in `dataDir`: one it cannot open (a read-only or foreign directory) stops the start, saying which and why. */
+function openSqliteStore(settings: SidecarSettings): SqliteRunStore {
+  try {
+    return new SqliteRunStore({ dataDir: settings.dataDir, logger: settings.logger });
+  } catch (err) {
+    throw new SidecarStartError(`--data-dir: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /**

@@ -136,12 +136,15 @@ describe.runIf(IS_ROOT)('the SQLite run store on a full disk (needs root: it mou
 });
 
 describe.runIf(IS_ROOT)('the SQLite run store on a read-only data directory (needs root: a read-only bind mount)', () => {
-  it('says at start which path it cannot write, and why', () => {
+  it('says at start which path it cannot write, and why: the directory, or the one it would be made in', () => {
     const dataDir = join(mountPoint, 'read-only');
     mkdirSync(dataDir);
     execFileSync('mount', ['--bind', '-o', 'ro', dataDir, dataDir]);
     try {
-      expect(() => open(dataDir)).toThrow(new RegExp(`run store ${join(dataDir, 'runs.sqlite')}: cannot open .*read-only`));
+      expect(() => open(dataDir)).toThrow(`run store ${join(dataDir, 'runs.sqlite')}: cannot open the database: ${dataDir} is on a read-only file system (EROFS): give --data-dir a writable directory`);
+      // A data dir still to be made there: mkdir says ENOENT; the directory it would be made in says why.
+      const below = join(dataDir, 'runs', 'here');
+      expect(() => open(below)).toThrow(`run store ${join(below, 'runs.sqlite')}: cannot create its directory ${below}: ${dataDir} is on a read-only file system (EROFS)`);
     } finally {
       execFileSync('umount', [dataDir]);
     }

@@ -2,8 +2,8 @@
 // file of the data directory, written in batches by a worker thread (sqlite-run-writer.ts), read back by the
 // management API. The same records a cluster keeps in RunLog status.
 
-import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs';
-import { extname, join } from 'node:path';
+import { accessSync, constants as fsConstants, existsSync, mkdirSync } from 'node:fs';
+import { dirname, extname, join, resolve } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -139,7 +139,9 @@ export class SqliteRunStore implements RunStore, RunSource {
     try {
       mkdirSync(options.dataDir, { recursive: true });
     } catch (cause) {
-      throw new Error(`run store ${this.path}: cannot create its directory ${options.dataDir}: ${(cause as Error).message}`, { cause });
+      // mkdir under a read-only mount says ENOENT: the nearest directory that exists says why.
+      const why = whyNotWritable(nearestExisting(options.dataDir)) ?? (cause as Error).message;
+      throw new Error(`run store ${this.path}: cannot create its directory ${options.dataDir}: ${why}`, { cause });
     }
     this.#logger = options.logger;
     this.#maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
@@ -464,10 +466,17 @@ function whyNotWritable(dataDir: string): string | undefined {
     return undefined;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EROFS') return `its directory ${dataDir} is on a read-only file system (EROFS): give --data-dir a writable directory`;
-    if (code === 'EACCES' || code === 'EPERM') return `its directory ${dataDir} is not writable by this user (uid ${process.getuid?.()}, ${code}): give --data-dir a writable directory`;
-    return `its directory ${dataDir} cannot be written: ${(error as Error).message}`;
+    if (code === 'EROFS') return `${dataDir} is on a read-only file system (EROFS): give --data-dir a writable directory`;
+    if (code === 'EACCES' || code === 'EPERM') return `${dataDir} is not writable by this user (uid ${process.getuid?.()}, ${code}): give --data-dir a writable directory`;
+    return `${dataDir} cannot be written: ${(error as Error).message}`;
   }
+}
+
+/** `path` or its nearest ancestor that exists. */
+function nearestExisting(path: string): string {
+  let current = resolve(path);
+  while (!existsSync(current) && dirname(current) !== current) current = dirname(current);
+  return current;
 }
 
 /** The innermost cause's message: what the disk said, under the store's own wrapping. */
