@@ -66,7 +66,10 @@ describe('AppLoads', () => {
   });
 
   it('keeps Apps and namespaces apart, and lists every App with a scraped replica', () => {
-    const { loads, clock } = setUp();
+    const { loads, pods, clock } = setUp();
+    pods.set('team-a/hello-1', pod('hello-1', true));
+    pods.set('team-a/other-1', pod('other-1', true));
+    pods.set('team-b/hello-1', pod('hello-1', true, 'team-b'));
     scraped(loads, clock, 'hello-1', load({ inFlight: 1 }));
     scraped(loads, clock, 'other-1', load({ inFlight: 2 }), 'other');
     scraped(loads, clock, 'hello-1', load({ inFlight: 4 }), 'hello', 'team-b');
