@@ -1,10 +1,15 @@
 // `runlet operator`: reconciles App resources in every namespace. Settings come from --config (YAML or JSON),
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { KubeApi } from '../kube/client.ts';
+import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
 import { createOperator, type OperatorHolderOptions } from '../operator/main.ts';
 import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE } from '../run-request/auth/config.ts';
+import { ensureResultsSecret } from '../operator/results-secret.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { RESULTS_DSN_ENV, openResults, type OpenResults } from '../results/open.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
@@ -106,6 +111,8 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: ${(error as Error).message}`);
   }
 
+  await ensureEmbeddedResultsSecret(kubeConfig, logger);
+
   const holder: OperatorHolderOptions | 'external' | undefined = !config.holder.enabled
     ? undefined
     : !config.holder.inOperator
@@ -153,6 +160,30 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   if (typeof holder === 'object') await holder.auth?.close();
   await results?.close();
   return 0;
+}
+
+/**
+ * With the chart's embedded PostgreSQL (RUNLET_RESULTS_POSTGRES_SECRET names its Secret), the Secret is made
+ * when missing. RUNLET_RESULTS_DSN comes from it through the pod spec, read only when the container starts: an
+ * operator that started before the Secret existed exits once it is there, and its restart reads the `dsn`.
+ */
+async function ensureEmbeddedResultsSecret(kubeConfig: KubeConfig, logger: Logger): Promise<void> {
+  const name = process.env.RUNLET_RESULTS_POSTGRES_SECRET;
+  if (name === undefined || name === '') return;
+  const namespace = process.env.POD_NAMESPACE || 'default';
+  const host = process.env.RUNLET_RESULTS_POSTGRES_HOST || `${name}.${namespace}.svc`;
+  const api = new KubeApi(kubeConfigCredentials(kubeConfig));
+  try {
+    await ensureResultsSecret(api, { namespace, name, host });
+  } catch (error) {
+    throw new CliError(`runlet operator: the embedded PostgreSQL's Secret ${namespace}/${name}: ${(error as Error).message}`);
+  } finally {
+    await api.close();
+  }
+  if (!process.env.RUNLET_RESULTS_DSN) {
+    logger.warn({ secret: `${namespace}/${name}` }, 'the embedded PostgreSQL’s Secret is there now; restarting so that RUNLET_RESULTS_DSN is read from it');
+    throw new CliError(`runlet operator: RUNLET_RESULTS_DSN is not set yet: the Secret ${namespace}/${name} it comes from was just made; the restart reads it`);
+  }
 }
 
 async function loadConfig(option: (name: OptionName) => string | undefined): Promise<OperatorConfig> {

@@ -3,7 +3,6 @@
 import { hostname } from 'node:os';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { RunRecord } from '../crds/run-record-schema.ts';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import type { AppSummary } from '../management/app-list.ts';
 import { managementApi } from '../management/routes.ts';
@@ -14,7 +13,6 @@ import { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import type { RunAuthConfig } from '../run-request/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
-import { markAbandoned } from '../sidecar/runs/recorder.ts';
 import type { RequestTimeouts } from '../run-request/request-timeouts.ts';
 import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
 import { createRunInterface } from '../sidecar/run-interface.ts';
@@ -75,8 +73,8 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   assertUniqueNames(loaded);
   for (const app of loaded) for (const warning of app.warnings) logger.warn({ app: app.name }, warning);
 
-  const store = new SqliteRunStore({ dataDir: options.dataDir, logger });
-  const owingWebhooks = closeAbandonedRuns(store, logger);
+  // Runs a killed runlet dev left unfinished are failed, and their webhooks sent, as the replica starts.
+  const store = new SqliteRunStore({ dataDir: options.dataDir, logger, processName: 'runlet dev' });
   const registry = new AppRegistry();
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({
@@ -113,7 +111,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     webhooks: { allowCidrs: options.webhookAllowCidrs ?? LOOPBACK_CIDRS, ...options.webhooks },
     auth: runAuth,
   });
-  deliverOwedWebhooks(replica, owingWebhooks);
   const runInterface = createRunInterface(replica);
   // The body's pauses are bounded where it is read (run-request/request-body.ts), the head's by node:http.
   const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
@@ -183,33 +180,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       return closing;
     },
   };
-}
-
-/**
- * Runs a previous `runlet dev` accepted but never completed (it was killed) are failures, not forever pending.
- * Returns the finished runs whose webhook it still owed: these, and the ones it had finished and not delivered.
- */
-function closeAbandonedRuns(store: SqliteRunStore, logger: Logger): RunRecord[] {
-  const owing = store.runsOwingWebhooks();
-  const abandoned = store.unfinishedRuns();
-  for (const record of abandoned) {
-    markAbandoned(record, 'replica_lost', 'runlet dev stopped before the run completed (the process was killed)');
-    store.save(record);
-  }
-  if (abandoned.length > 0) logger.warn({ runs: abandoned.length }, 'runs left unfinished by a previous run of runlet dev are recorded as failures');
-  return [...owing, ...abandoned.filter((record) => record.webhook?.state === 'pending')];
-}
-
-/**
- * Delivers, unsigned, the failures of runs lost with the previous process. A run it had completed has only
- * its record here, not its result: its delivery, interrupted, is recorded failed rather than sent without it.
- */
-function deliverOwedWebhooks(replica: Replica, runs: RunRecord[]): void {
-  for (const record of runs) {
-    if (record.webhook === null || (record.reason === 'replica_lost' && replica.webhooks.forwardAbandoned(record))) continue;
-    Object.assign(record.webhook, { state: 'failed', lastError: 'not delivered: runlet dev stopped while delivering it' });
-    replica.recorder.touch(record);
-  }
 }
 
 function launchOf(app: LoadedApp, devPort: number): RuntimeLaunch {

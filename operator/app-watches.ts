@@ -122,8 +122,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
   // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
-  // zero lists it in its Endpoints); its address and drain token, where a cancel reaches its runs; an image
-  // its kubelet cannot pull, for the App's status.
+  // zero lists it in its Endpoints); its IP (where the autoscaler scrapes its load, and a cancel reaches its
+  // runs) and drain token; an image its kubelet cannot pull, for the App's status.
   const pods: ResourceWatch<PodObject> = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',

@@ -6,7 +6,7 @@
 //   RunLog events ─▶ RunLog cache ─▶ management API (every replica)
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
-//   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
+//   Ready pods' sidecars (GET /load, leader) ─▶ App loads ─▶ scaler, metrics, `onAppLoad`
 //   a cancel (management API)     ─▶ the run's pod (RunLog record, Pod cache) ─▶ its sidecar's admin port
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
@@ -33,12 +33,15 @@ import { cancelHeldCall, heldCallCancelled } from '../activator/hold-cancel.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
+import { LoadScraper } from './autoscaling/load-scraper.ts';
+import type { ReplicaAddress } from './replica-address.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { appListFromCache, mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
+import type { PodObject } from './runlog-verdict.ts';
 import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
@@ -70,6 +73,11 @@ export interface OperatorOptions {
   clock?: () => Date;
   /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
   onAppLoad?(appKey: string, load: AppLoad): void;
+  /**
+   * Where the leader scrapes a replica's load (its sidecar's admin port). Default: the pod's IP, port 8001;
+   * the test kubelet maps its pods' addresses to loopback ports.
+   */
+  loadAddress?(pod: PodObject): ReplicaAddress;
   /**
    * Holds calls to Apps at zero replicas, on `config.holder` (activator/holder.ts), signing hand-overs with the
    * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
@@ -103,7 +111,7 @@ export interface Operator {
   readonly server: FastifyInstance;
   readonly metrics: OperatorMetrics;
   readonly apps: AppCache;
-  /** The Apps' load from their replicas' RunLogs. */
+  /** The Apps' load, scraped from their ready replicas' sidecars by the leader. */
   readonly loads: AppLoads;
   readonly isLeader: boolean;
   /** Every watch has filled its cache (the RunLog cache of the management API too). */
@@ -216,16 +224,21 @@ export function createOperator(options: OperatorOptions): Operator {
       onUpsert: (runLog) => {
         counters.runLogChanged(runLog);
         janitor.runLogChanged(runLog);
-        loads.runLogChanged(runLog);
       },
-      onDelete: (runLog) => {
-        counters.runLogDeleted(runLog);
-        loads.runLogDeleted(runLog);
-      },
+      onDelete: (runLog) => counters.runLogDeleted(runLog),
     },
   });
   const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
   metrics.observeAppLoads(() => loads.list());
+  // The leader's alone, as the scaler it feeds: the replicas are asked once per tick, not once per operator replica.
+  const scraper = new LoadScraper({
+    pods,
+    loads,
+    address: options.loadAddress,
+    intervalMs: config.autoscaling.tickMilliseconds,
+    logger,
+    onScrape: (outcome) => metrics.loadScrapes.inc({ outcome }),
+  });
   const counters = new RunCounters({
     api: leaderApi,
     apps: appCache,
@@ -359,10 +372,12 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     onStartedLeading: () => {
       metrics.leader.set(1);
+      scraper.start();
       duties.begin();
     },
     onStoppedLeading: () => {
       metrics.leader.set(0);
+      void scraper.stop();
       duties.end();
     },
   });
@@ -473,6 +488,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await holder?.close();
       await elector.stop();
       await duties.ended();
+      await scraper.stop();
       await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs.stop()]);
       await server.close();

@@ -67,6 +67,13 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly loadScrapes = new Counter({
+    name: 'runlet_operator_load_scrapes_total',
+    help: 'Scrapes of the replicas’ load (their sidecars’ /load, by the leader) by outcome (ok, failed).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly leader = new Gauge({
     name: 'runlet_operator_leader',
     help: '1 while this replica holds the leader lease and reconciles.',

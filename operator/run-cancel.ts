@@ -16,13 +16,8 @@ import type { RunCanceller, StoppingRun } from '../management/run-canceller.ts';
 import type { RunSource } from '../management/run-source.ts';
 import { adminCancelPath, type AdminCancelAnswer } from '../sidecar/admin-cancel.ts';
 import { SIDECAR_ADMIN_PORT } from './render/names.ts';
+import type { ReplicaAddress } from './replica-address.ts';
 import { podRuns, type PodObject } from './runlog-verdict.ts';
-
-/** Where a replica's admin port is reached. */
-export interface ReplicaAddress {
-  host: string;
-  port: number;
-}
 
 /** How long a replica may take to answer a cancel: it answers at once (the run stops afterwards). */
 const ASK_TIMEOUT_MS = 5_000;

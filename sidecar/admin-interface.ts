@@ -1,9 +1,10 @@
-// The admin port: probes, metrics and drain. Kept off the run port so callers through the ingress never
+// The admin port: probes, metrics, the replica's load (scraped by the operator's autoscaler) and drain. Kept off the run port so callers through the ingress never
 // reach it, and so probes keep answering while the run port is saturated. Plain node:http, like the run port:
 // the pod sidecar loads no web framework.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { CANCEL_PATH, type AdminCancelAnswer } from './admin-cancel.ts';
 import { DRAIN_PATH, drainTokenMatches } from './drain-token.ts';
+import type { ReplicaLoadSource } from './load/load-source.ts';
 import type { Replica } from './replica.ts';
 
 export interface AdminInterface {
@@ -30,6 +31,11 @@ export interface AdminOptions {
    * API cancels directly): no such route.
    */
   cancels?: { projectId: string; appName: string };
+  /**
+   * The replica's load, served at `/load` for the operator's autoscaler, which scrapes every ready replica
+   * (operator/autoscaling/load-scraper.ts). Absent (`runlet dev`: one replica, no autoscaler): no `/load`.
+   */
+  load?: ReplicaLoadSource;
 }
 
 /**
@@ -39,10 +45,11 @@ export interface AdminOptions {
  */
 export const DRAINED_LIVENESS_MS = 60_000;
 
-const ROUTES = 'GET /healthz, /ready, /metrics; GET or POST /drain; POST /cancel';
+const ROUTES = 'GET /healthz, /ready, /metrics, /load; GET or POST /drain; POST /cancel';
 
 export function createAdminInterface(replica: Replica, options: AdminOptions): AdminInterface {
   const drainedLivenessMs = options.drainedLivenessMs ?? DRAINED_LIVENESS_MS;
+  const loadBody = options.load === undefined ? undefined : loadAnswer(options.load);
 
   /** Whether `path` is the drain route, as this mount takes it; null: not the drain route at all. */
   function drainAllowed(path: string): boolean | null {
@@ -84,6 +91,7 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
     if (path === '/metrics' && read) {
       return { status: 200, contentType: replica.metrics.registry.contentType, body: await replica.metrics.registry.metrics() };
     }
+    if (path === '/load' && read && loadBody !== undefined) return { status: 200, contentType: JSON_TYPE, body: loadBody() };
     const drain = drainAllowed(path);
     // GET too, so the app container's preStop can be an httpGet: it answers once the replica has drained.
     if (drain !== null && (read || method === 'POST')) {
@@ -120,6 +128,23 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
         },
       );
     },
+  };
+}
+
+/**
+ * The load's JSON, serialised once per change rather than per scrape: the meter keeps the same object while
+ * the load is steady, and the autoscaler asks for it every half second.
+ */
+function loadAnswer(load: ReplicaLoadSource): () => string {
+  let serialised = load.current();
+  let body = JSON.stringify(serialised);
+  return () => {
+    const current = load.current();
+    if (current !== serialised) {
+      serialised = current;
+      body = JSON.stringify(current);
+    }
+    return body;
   };
 }
 

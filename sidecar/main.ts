@@ -77,14 +77,15 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   const apps = new AppRegistry();
   apps.add(target);
   const registry = new Registry();
-  // The replica's load goes to the autoscaler through its RunLog; SQLite (one replica) has no one to tell.
-  const load = settings.runStore === 'runlog' ? new LoadMeter(target.admission) : undefined;
+  // The replica's load: served on the admin port at /load, which the operator's autoscaler scrapes (also
+  // written into the RunLog's status for `kubectl get runlog`; never the autoscaler's path).
+  const load = new LoadMeter(target.admission);
   const store: RunStore =
-    load !== undefined
+    settings.runStore === 'runlog'
       ? await openRunLogStore(target, settings, registry, load)
       : settings.runStore === 'results'
         ? await openResultsShipper(target, settings)
-        : new SqliteRunStore({ dataDir: settings.dataDir, logger });
+        : openSqliteStore(settings);
   const replica = new Replica({
     apps,
     store,
@@ -107,12 +108,13 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
       drain: { token: settings.drainToken },
       drainedLivenessMs: settings.drainedLivenessMs,
       cancels: { projectId: target.projectId, appName: target.appName },
+      load,
     }),
   );
   await listen(runServer, settings.ports.run, 'run');
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();
-  load?.start();
+  load.start();
   // While the app container starts, which takes longer: its first call then finds the keys in hand.
   void settings.auth?.prefetchKeys();
   logger.info({ app: `${target.projectId}/${target.appName}`, runPort: settings.ports.run, adminPort: settings.ports.admin }, 'sidecar listening');
@@ -126,7 +128,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
         logger.error({ err }, 'drain could not flush every run record');
       } finally {
         watcher.stop();
-        load?.stop();
+        load.stop();
         await closeServer(runServer);
         await closeServer(adminServer);
         await apps.close();
@@ -144,6 +146,15 @@ export async function runSidecar(settings: SidecarSettings): Promise<void> {
     process.once('SIGINT', () => resolveSignal());
   });
   await sidecar.drainAndClose();
+}
+
+/** The SQLite file in `dataDir`: one it cannot open (a read-only or foreign directory) stops the start, saying which and why. */
+function openSqliteStore(settings: SidecarSettings): SqliteRunStore {
+  try {
+    return new SqliteRunStore({ dataDir: settings.dataDir, logger: settings.logger });
+  } catch (err) {
+    throw new SidecarStartError(`--data-dir: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /**

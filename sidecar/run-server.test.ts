@@ -11,17 +11,20 @@ import { DOCUMENT_FILES, noRuns } from '../docs/openapi-documents.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
 import { AppRegistry, AppTarget } from './apps.ts';
 import { newDrainToken } from './drain-token.ts';
+import { LoadMeter } from './load/load-meter.ts';
 import { Replica } from './replica.ts';
 import { createRunInterface } from './run-interface.ts';
 import { createRunServer } from './run-server.ts';
 
 const logger = pino({ level: 'silent' });
 const apps = new AppRegistry();
-apps.add(new AppTarget({ projectId: 'p', appName: 'a', runtime: 'python', replicaConcurrency: 1, responseGracePeriodSeconds: 5 }));
+const target = new AppTarget({ projectId: 'p', appName: 'a', runtime: 'python', replicaConcurrency: 1, responseGracePeriodSeconds: 5 });
+apps.add(target);
+const load = new LoadMeter(target.admission);
 const replica = new Replica({ apps, store: noRuns, replicaName: 'test', logger });
 const runServer = createRunServer(createRunInterface(replica), logger);
 const DRAIN_TOKEN = newDrainToken();
-const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: DRAIN_TOKEN }, cancels: { projectId: 'p', appName: 'a' } }));
+const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: DRAIN_TOKEN }, cancels: { projectId: 'p', appName: 'a' }, load }));
 let runOrigin: string;
 let adminOrigin: string;
 
@@ -81,6 +84,22 @@ describe('the run port', () => {
 });
 
 describe('the admin port', () => {
+  it('serves the replica’s load at /load for the autoscaler’s scrape, as the meter last measured it', async () => {
+    const idle = await fetch(`${adminOrigin}/load`);
+    expect(idle.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect([idle.status, await idle.json()]).toEqual([200, { ...load.current() }]);
+    expect(target.admission.tryAcquire()).toBe(true);
+    target.admission.reserve();
+    try {
+      load.sample();
+      const busy = await fetch(`${adminOrigin}/load`);
+      expect(await busy.json()).toMatchObject({ inFlight: 1, queued: 1, peakConcurrency: 2, concurrency: 1 });
+    } finally {
+      target.admission.release();
+      target.admission.unreserve();
+    }
+  });
+
   it('answers health, readiness (not ready until the runtime is attached) and metrics', async () => {
     const health = await fetch(`${adminOrigin}/healthz`);
     expect([health.status, await health.json()]).toEqual([200, { status: 'ok' }]);
@@ -96,7 +115,7 @@ describe('the admin port', () => {
     for (const [method, path] of [['GET', '/nowhere'], ['DELETE', '/healthz']] as const) {
       const response = await fetch(`${adminOrigin}${path}`, { method });
       expect(response.status).toBe(404);
-      expect(((await response.json()) as { error: string }).error).toMatch(/GET \/healthz, \/ready, \/metrics; GET or POST \/drain/);
+      expect(((await response.json()) as { error: string }).error).toMatch(/GET \/healthz, \/ready, \/metrics, \/load; GET or POST \/drain/);
     }
   });
 

@@ -32,7 +32,7 @@ const POLL_MS = 10;
 
 export const BURST_FIGURES: FigureSpec[] = [
   { key: 'burst.decisionSeconds', scenario: SCENARIO, label: `burst of ${CALLERS} calls on 1 replica → the autoscaler's scale-up write, shipped windows (median of ${SAMPLES})`, unit: 's', decimals: 1, target: { op: '<=', value: 2 } },
-  { key: 'burst.loadSeenSeconds', scenario: SCENARIO, label: "of which the load reports' lag (burst → the operator sees more than one replica's worth)", unit: 's', decimals: 1 },
+  { key: 'burst.loadSeenSeconds', scenario: SCENARIO, label: "of which the load signal's lag (burst → the operator's scrapes show more than one replica's worth)", unit: 's', decimals: 1 },
   { key: 'burst.firstAnswerSeconds', scenario: SCENARIO, label: 'burst → first call answered by a new replica, process kubelet', unit: 's', decimals: 1 },
   { key: 'burst.replicaStartSeconds', scenario: SCENARIO, label: 'of which the new replica\'s start (scale-up write → its containers ready)', unit: 's', decimals: 1 },
   { key: 'burst.mostReplicas', scenario: SCENARIO, label: `most replicas asked for meanwhile (needed: ${CALLERS / REPLICA_CONCURRENCY}, max ${MAX_REPLICAS})`, unit: '', decimals: 0 },

@@ -1,8 +1,7 @@
-// An App's load summed from its replicas' RunLogs: whose load counts (pod Ready; pod not in the cache and the
-// sample fresh), that a steady load written long ago still counts, and that the listener hears of changes only.
+// An App's load summed from its replicas' scraped loads: whose load counts (pod Ready and the scrape fresh; not
+// a pod the cache does not show), and that the listener hears of changes only.
 import { describe, expect, it } from 'vitest';
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
-import type { RunLogObject } from '../../management/runlog-source.ts';
 import type { PodObject } from '../runlog-verdict.ts';
 import { AppLoads, type AppLoad } from './app-load.ts';
 
@@ -12,8 +11,9 @@ function load(overrides: Partial<RunLogLoad> = {}): RunLogLoad {
   return { inFlight: 1, queued: 0, averageConcurrency: 1, peakConcurrency: 1, requestsPerSecond: 2, concurrency: 4, sampledAt: new Date(NOW).toISOString(), ...overrides };
 }
 
-function runLog(name: string, replicaLoad: RunLogLoad | undefined, app = 'hello', namespace = 'team-a'): RunLogObject {
-  return { apiVersion: 'runlet.dev/v1alpha1', kind: 'RunLog', metadata: { name, namespace }, spec: { appName: app }, status: { runs: [], load: replicaLoad } };
+/** A scrape of pod `name` at the clock's time. */
+function scraped(loads: AppLoads, clock: { now: number }, name: string, replicaLoad: RunLogLoad, app = 'hello', namespace = 'team-a'): void {
+  loads.replicaScraped({ namespace, podName: name, appName: app }, replicaLoad, clock.now);
 }
 
 function pod(name: string, ready: boolean, namespace = 'team-a'): PodObject {
@@ -33,13 +33,13 @@ function setUp(): { loads: AppLoads; pods: Map<string, PodObject>; told: [string
 }
 
 describe('AppLoads', () => {
-  it('sums the loads of the replicas whose pods are Ready, however long ago a steady load was written', () => {
+  it('sums the loads of the replicas whose pods are Ready, while their scrapes are fresh', () => {
     const { loads, pods, clock } = setUp();
     pods.set('team-a/hello-1', pod('hello-1', true));
     pods.set('team-a/hello-2', pod('hello-2', true));
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 3, queued: 1, averageConcurrency: 3.3, peakConcurrency: 4, requestsPerSecond: 10.1 })));
-    loads.runLogChanged(runLog('hello-2', load({ inFlight: 2, queued: 0, averageConcurrency: 1.2, peakConcurrency: 2, requestsPerSecond: 0.2 })));
-    clock.now += 60 * 60_000;
+    scraped(loads, clock, 'hello-1', load({ inFlight: 3, queued: 1, averageConcurrency: 3.3, peakConcurrency: 4, requestsPerSecond: 10.1 }));
+    scraped(loads, clock, 'hello-2', load({ inFlight: 2, queued: 0, averageConcurrency: 1.2, peakConcurrency: 2, requestsPerSecond: 0.2 }));
+    clock.now += 3000;
     expect(loads.get('team-a', 'hello')).toEqual({
       at: clock.now,
       replicasReporting: 2,
@@ -51,23 +51,28 @@ describe('AppLoads', () => {
     });
   });
 
-  it('leaves out a replica whose pod is not Ready, and one whose pod it does not know once its sample is older than 3 s', () => {
+  it('leaves out a replica whose pod is not Ready or not known, and one not scraped for more than 3 s', () => {
     const { loads, pods, clock } = setUp();
     pods.set('team-a/hello-1', pod('hello-1', false));
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 7 })));
-    loads.runLogChanged(runLog('hello-2', load({ inFlight: 2 })));
-    expect(loads.get('team-a', 'hello')).toMatchObject({ replicasReporting: 1, inFlight: 2 });
+    pods.set('team-a/hello-3', pod('hello-3', true));
+    scraped(loads, clock, 'hello-1', load({ inFlight: 7 }));
+    scraped(loads, clock, 'hello-2', load({ inFlight: 2 }));
+    scraped(loads, clock, 'hello-3', load({ inFlight: 4 }));
+    expect(loads.get('team-a', 'hello')).toMatchObject({ replicasReporting: 1, inFlight: 4 });
+    pods.set('team-a/hello-1', pod('hello-1', true));
+    expect(loads.get('team-a', 'hello')).toMatchObject({ replicasReporting: 2, inFlight: 11 });
     clock.now += 3001;
     expect(loads.get('team-a', 'hello')).toMatchObject({ replicasReporting: 0, inFlight: 0 });
-    pods.set('team-a/hello-1', pod('hello-1', true));
-    expect(loads.get('team-a', 'hello')).toMatchObject({ replicasReporting: 1, inFlight: 7 });
   });
 
-  it('keeps Apps and namespaces apart, and lists every App with a report', () => {
-    const { loads } = setUp();
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 1 })));
-    loads.runLogChanged(runLog('other-1', load({ inFlight: 2 }), 'other'));
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 4 }), 'hello', 'team-b'));
+  it('keeps Apps and namespaces apart, and lists every App with a scraped replica', () => {
+    const { loads, pods, clock } = setUp();
+    pods.set('team-a/hello-1', pod('hello-1', true));
+    pods.set('team-a/other-1', pod('other-1', true));
+    pods.set('team-b/hello-1', pod('hello-1', true, 'team-b'));
+    scraped(loads, clock, 'hello-1', load({ inFlight: 1 }));
+    scraped(loads, clock, 'other-1', load({ inFlight: 2 }), 'other');
+    scraped(loads, clock, 'hello-1', load({ inFlight: 4 }), 'hello', 'team-b');
     expect([...loads.list()].map(({ namespace, app, load: { inFlight } }) => [namespace, app, inFlight])).toEqual([
       ['team-a', 'hello', 1],
       ['team-a', 'other', 2],
@@ -76,29 +81,24 @@ describe('AppLoads', () => {
     expect(loads.get('team-c', 'hello')).toMatchObject({ replicasReporting: 0, inFlight: 0, requestsPerSecond: 0 });
   });
 
-  it('tells the listener when an App’s load changes: a RunLog written, deleted, a pod turning Ready; not when nothing moved', () => {
-    const { loads, pods, told } = setUp();
+  it('tells the listener when an App’s load changes: a scrape, a replica gone, a pod turning Ready; not when nothing moved', () => {
+    const { loads, pods, told, clock } = setUp();
     const summary = () => told.map(([appKey, appLoad]) => [appKey, appLoad.replicasReporting, appLoad.inFlight]);
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 1 })));
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 1 })));
+    pods.set('team-a/hello-1', pod('hello-1', true));
+    scraped(loads, clock, 'hello-1', load({ inFlight: 1 }));
+    scraped(loads, clock, 'hello-1', load({ inFlight: 1 }));
     pods.set('team-a/hello-2', pod('hello-2', false));
-    loads.runLogChanged(runLog('hello-2', load({ inFlight: 5 })));
+    scraped(loads, clock, 'hello-2', load({ inFlight: 5 }));
     expect(summary()).toEqual([['team-a/hello', 1, 1]]);
     pods.set('team-a/hello-2', pod('hello-2', true));
     loads.podChanged(pods.get('team-a/hello-2')!);
-    loads.runLogDeleted(runLog('hello-1', undefined));
+    loads.replicaGone('team-a', 'hello-1');
     expect(summary()).toEqual([
       ['team-a/hello', 1, 1],
       ['team-a/hello', 2, 6],
       ['team-a/hello', 1, 5],
     ]);
-  });
-
-  it('drops a replica whose RunLog carries no load (a sidecar that does not report one)', () => {
-    const { loads } = setUp();
-    loads.runLogChanged(runLog('hello-1', load({ inFlight: 3 })));
-    loads.runLogChanged(runLog('hello-1', undefined));
-    expect(loads.get('team-a', 'hello').replicasReporting).toBe(0);
+    loads.replicaGone('team-a', 'hello-2');
     expect([...loads.list()]).toEqual([]);
   });
 });

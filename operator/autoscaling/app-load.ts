@@ -1,16 +1,12 @@
-// An App's load: the sum of the loads its replicas' sidecars write into their RunLogs (`status.load`), kept
-// current from the operator's RunLog and pod watches, for the scaler and the metrics.
-//
-// A sidecar writes its load only when it changes, so an old `sampledAt` does not mean an old load: a steady
-// load is not rewritten. Whose load counts:
-//   - a replica whose pod is Ready: its last written load stands, however old (its sidecar would have written
-//     a change; a sidecar that cannot fails its readiness probe);
-//   - a replica whose pod is known and not Ready (starting, draining, ended): none, its calls are going away;
-//   - a replica whose pod the cache does not show (the pod watch lags the RunLog's, or the pod is gone): its
-//     load only while `sampledAt` is within `freshMs` of now.
+// An App's load: the sum of the loads its replicas' sidecars serve at their admin port's `/load`, as the
+// leader's scraper last read them (load-scraper.ts: every ready replica, each tick), for the scaler and the
+// metrics. Nothing of it goes through the API server, so a throttled or failing API server does not freeze it.
+// Whose load counts:
+//   - a replica whose pod is Ready and whose last scrape is within `freshMs` of now (a replica that stops
+//     answering drops out after a few missed scrapes, rather than holding its last load for ever);
+//   - not a replica whose pod is known and not Ready (starting, draining, ended): its calls are going away;
+//   - not a replica whose pod the cache no longer shows.
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
-import type { RunLogObject } from '../../management/runlog-source.ts';
-import { APP_LABEL } from '../../crds/api-group.ts';
 import { objectKey } from '../../kube/watch.ts';
 import type { PodObject } from '../runlog-verdict.ts';
 
@@ -27,23 +23,30 @@ export interface AppLoad {
 }
 
 export interface AppLoadsOptions {
-  /** The pod the RunLog `name` is named after, from the pod watch's cache; undefined when it has none. */
+  /** The pod `name`, from the pod watch's cache; undefined when it has none. */
   pod(namespace: string, name: string): PodObject | undefined;
-  /** How long the load of a replica whose pod is not in the cache counts after it was sampled. Default 3000 ms. */
+  /** How long a replica's scraped load counts: a few missed scrapes. Default 3000 ms. */
   freshMs?: number;
-  /** Wall clock (epoch ms): `sampledAt` is the sidecar's wall time. Default `Date.now`. */
+  /** The clock the scraper stamps its scrapes with (epoch ms). Default `Date.now`. */
   now?: () => number;
   /** An App's load changed (`appKey` is `namespace/name`); not called when only `at` moved. */
   onChange?(appKey: string, load: AppLoad): void;
 }
 
-/** What one replica's RunLog says, kept from its last event. */
+/** What one replica's sidecar last said. */
 interface ReplicaLoad {
   namespace: string;
-  /** The RunLog's name, which is its pod's. */
   podName: string;
   load: RunLogLoad;
-  sampledAt: number;
+  /** When it was scraped (the operator's clock, not the sidecar's: no clock skew between them). */
+  scrapedAt: number;
+}
+
+/** The replica a scrape read: its pod and the App it serves. */
+export interface ScrapedReplica {
+  namespace: string;
+  podName: string;
+  appName: string;
 }
 
 const DEFAULT_FRESH_MS = 3000;
@@ -56,9 +59,9 @@ export class AppLoads {
   readonly #options: AppLoadsOptions;
   readonly #freshMs: number;
   readonly #now: () => number;
-  /** App key → RunLog key → the replica's load. */
+  /** App key → pod key → the replica's load. */
   readonly #byApp = new Map<string, Map<string, ReplicaLoad>>();
-  /** RunLog key → its App key. */
+  /** Pod key → its App key. */
   readonly #appOf = new Map<string, string>();
   /** What `onChange` was last told per App, to call it only on a change. */
   readonly #told = new Map<string, AppLoad>();
@@ -74,7 +77,7 @@ export class AppLoads {
     return this.#sum(this.#byApp.get(objectKey(namespace, appName)));
   }
 
-  /** Every App some RunLog reports a load for, with its load now. */
+  /** Every App some replica's load was scraped for, with its load now. */
   *list(): Iterable<{ namespace: string; app: string; load: AppLoad }> {
     for (const [appKey, replicas] of this.#byApp) {
       const slash = appKey.indexOf('/');
@@ -82,33 +85,27 @@ export class AppLoads {
     }
   }
 
-  runLogChanged(runLog: RunLogObject): void {
-    const { namespace, name } = runLog.metadata;
-    const runLogKey = objectKey(namespace, name);
-    const appName = runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL];
-    const load = runLog.status?.load;
-    const sampledAt = load === undefined ? NaN : Date.parse(load.sampledAt);
-    if (namespace === undefined || name === undefined || appName === undefined || load === undefined || Number.isNaN(sampledAt)) {
-      this.runLogDeleted(runLog);
-      return;
-    }
-    const appKey = objectKey(namespace, appName);
-    const before = this.#appOf.get(runLogKey);
-    if (before !== undefined && before !== appKey) this.runLogDeleted(runLog);
+  /** A scrape of `replica` read `load` at `scrapedAt`. */
+  replicaScraped(replica: ScrapedReplica, load: RunLogLoad, scrapedAt: number): void {
+    const podKey = objectKey(replica.namespace, replica.podName);
+    const appKey = objectKey(replica.namespace, replica.appName);
+    const before = this.#appOf.get(podKey);
+    if (before !== undefined && before !== appKey) this.replicaGone(replica.namespace, replica.podName);
     let replicas = this.#byApp.get(appKey);
     if (replicas === undefined) this.#byApp.set(appKey, (replicas = new Map()));
-    replicas.set(runLogKey, { namespace, podName: name, load, sampledAt });
-    this.#appOf.set(runLogKey, appKey);
+    replicas.set(podKey, { namespace: replica.namespace, podName: replica.podName, load, scrapedAt });
+    this.#appOf.set(podKey, appKey);
     this.#tell(appKey);
   }
 
-  runLogDeleted(runLog: RunLogObject): void {
-    const runLogKey = objectKey(runLog.metadata.namespace, runLog.metadata.name);
-    const appKey = this.#appOf.get(runLogKey);
+  /** The replica is no longer scraped (its pod is gone or no longer Ready): its load stops counting. */
+  replicaGone(namespace: string | undefined, podName: string | undefined): void {
+    const podKey = objectKey(namespace, podName);
+    const appKey = this.#appOf.get(podKey);
     if (appKey === undefined) return;
-    this.#appOf.delete(runLogKey);
+    this.#appOf.delete(podKey);
     const replicas = this.#byApp.get(appKey);
-    replicas?.delete(runLogKey);
+    replicas?.delete(podKey);
     if (replicas?.size === 0) this.#byApp.delete(appKey);
     this.#tell(appKey);
   }
@@ -119,15 +116,14 @@ export class AppLoads {
     if (appKey !== undefined) this.#tell(appKey);
   }
 
-  /** The App is gone: forget what `onChange` was told (its RunLogs leave with their own events). */
+  /** The App is gone: forget what `onChange` was told (its pods leave with their own events). */
   appDeleted(appKey: string): void {
     this.#told.delete(appKey);
   }
 
   #counts(replica: ReplicaLoad, now: number): boolean {
     const pod = this.#options.pod(replica.namespace, replica.podName);
-    if (pod !== undefined) return isPodReady(pod);
-    return now - replica.sampledAt <= this.#freshMs;
+    return pod !== undefined && isPodReady(pod) && now - replica.scrapedAt <= this.#freshMs;
   }
 
   #sum(replicas: Map<string, ReplicaLoad> | undefined): AppLoad {

@@ -1,9 +1,9 @@
 // The NetworkPolicy of an App's pods (when the operator is configured with one): the run port admits the
 // ingress controller, the operator's pods (the holder hands held calls over from them) and the namespaces
-// named; the admin port admits the operator's pods (a cancel reaches the run there: operator/run-cancel.ts)
-// and the metrics namespaces (Prometheus). Nothing else reaches the pods: not the
-// app container's own port (a custom server would otherwise be callable around the sidecar's auth), not
-// the admin port from any other pod. The kubelet's probes and preStop hook come from the node, which a
+// named; the admin port admits the operator's pods (the autoscaler scrapes each replica's load there, and a
+// cancel reaches the run there: operator/run-cancel.ts) and the metrics namespaces (Prometheus). Nothing else
+// reaches the pods: not the app container's own port (a custom server would otherwise be callable around the
+// sidecar's auth), not the admin port from any other pod. The kubelet's probes and preStop hook come from the node, which a
 // NetworkPolicy always admits. Namespaces are selected by the label `kubernetes.io/metadata.name`, which the
 // API server sets on every namespace from Kubernetes 1.21.
 import type { V1LabelSelector, V1NetworkPolicyPeer, V1NetworkPolicyPort, V1ObjectMeta } from '@kubernetes/client-node';
@@ -45,7 +45,11 @@ export function renderNetworkPolicy(app: App, policy: NetworkPolicyConfig): Netw
     spec: {
       podSelector: { matchLabels: selectorLabels(app) },
       policyTypes: ['Ingress'],
-      ingress: [rule(SIDECAR_RUN_PORT, runFrom), rule(SIDECAR_ADMIN_PORT, adminFrom)],
+      ingress: [
+        rule(SIDECAR_RUN_PORT, runFrom),
+        // Never without peers (the operator's are always there): a rule with none would admit every source.
+        rule(SIDECAR_ADMIN_PORT, adminFrom),
+      ],
     },
   };
 }

@@ -207,7 +207,7 @@ export class RunLogStore implements RunStore {
     return this.#window.has(id);
   }
 
-  deliverOwedWebhooks(deliver: (record: RunRecord) => void): void {
+  deliverOwedWebhooks(deliver: (record: RunRecord) => boolean): void {
     this.#deliverOwed = deliver;
     for (const record of this.#owed.splice(0)) deliver(record);
   }

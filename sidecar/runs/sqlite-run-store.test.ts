@@ -166,24 +166,29 @@ describe('SqliteRunStore writes', () => {
     for (const record of records) expect(readFromFile(record.id)).toEqual(record);
   });
 
-  it('rejects the durable waiters of a failed batch, logs the error, and retries the records later', async () => {
+  it('rejects the durable waiters of a failed batch, logs the error, drops their refused runs and retries the other records later', async () => {
     const { logger, lines } = capturingLogger();
     const store = openStore({ logger });
     const saboteur = new DatabaseSync(store.path);
     saboteur.exec("CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'disk says no'); END");
+    const finished = runRecord();
     const record = pendingAsyncRunRecord();
 
+    // One batch: a finished run's plain save, and an async run's durable one, which its caller refuses (503).
+    store.save(finished);
     const failure = await store.saveDurably(record).catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(Error);
-    expect((failure as Error).message).toContain('writing a batch of 1 run records failed');
+    expect((failure as Error).message).toContain('writing a batch of 2 run records failed');
     expect(((failure as Error).cause as Error).message).toContain('disk says no');
-    expect(lines.find((line) => line.level === 50)).toMatchObject({ records: 1, durableWaiters: 1 });
+    expect(lines.find((line) => line.level === 50)).toMatchObject({ retried: 1, refused: 1, durableWaiters: 1 });
     expect(store.stats().pending).toBe(1);
+    expect(store.has(record.id)).toBe(false);
 
     saboteur.exec('DROP TRIGGER refuse');
     saboteur.close();
     await store.flush();
-    expect(readFromFile(record.id)).toEqual(record);
+    expect(readFromFile(finished.id)).toEqual(finished);
+    expect(readFromFile(record.id)).toBeUndefined();
   });
 
   it('refuses saves after close', async () => {

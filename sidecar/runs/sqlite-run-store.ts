@@ -2,14 +2,17 @@
 // file of the data directory, written in batches by a worker thread (sqlite-run-writer.ts), read back by the
 // management API. The same records a cluster keeps in RunLog status.
 
-import { mkdirSync } from 'node:fs';
-import { extname, join } from 'node:path';
+import { accessSync, constants as fsConstants, existsSync, mkdirSync } from 'node:fs';
+import { dirname, extname, join, resolve } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage } from '../../management/run-source.ts';
 import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from '../../results/run-history.ts';
+import { markAbandoned } from './recorder.ts';
 import type { RunStore } from './store.ts';
 import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
@@ -63,6 +66,11 @@ export interface SqliteRunStoreOptions {
   maxBatchSize?: number;
   /** Plain saves are written at most this often (see DEFAULT_MIN_WRITE_INTERVAL_MS). */
   minWriteIntervalMs?: number;
+  /**
+   * Who writes the store, named in what a killed predecessor's runs are failed with (`runlet dev stopped before
+   * the run completed ...`). Default `the sidecar`.
+   */
+  processName?: string;
 }
 
 export interface RunStoreStats {
@@ -77,7 +85,15 @@ export interface RunStoreStats {
 interface DurableWaiter {
   resolve: () => void;
   reject: (error: Error) => void;
+  /**
+   * The run whose durable save this is (none: a flush). Its save refused, its caller refuses the run (an async
+   * call's 503): the record is dropped, never written by a later batch, so never listed nor taken for lost.
+   */
+  id?: string;
 }
+
+/** How long a reader refused while the store cannot write is asked to wait. */
+const READ_RETRY_AFTER_SECONDS = 5;
 
 /** A batch posted to the writer: its records (the references, for a retry) and who waits for its commit. */
 interface Batch {
@@ -97,6 +113,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
   readonly #logger: Logger;
   readonly #maxBatchSize: number;
   readonly #minWriteIntervalMs: number;
+  readonly #processName: string;
   readonly #selectOne: StatementSync;
   readonly #selectId: StatementSync;
   /** List statements by filter shape, so each shape gets a plan that uses the index range on `id`. */
@@ -119,12 +136,19 @@ export class SqliteRunStore implements RunStore, RunHistory {
   #recordsWritten = 0;
 
   constructor(options: SqliteRunStoreOptions) {
-    mkdirSync(options.dataDir, { recursive: true });
     this.path = join(options.dataDir, RUNS_DB_FILE_NAME);
+    try {
+      mkdirSync(options.dataDir, { recursive: true });
+    } catch (cause) {
+      // mkdir under a read-only mount says ENOENT: the nearest directory that exists says why.
+      const why = whyNotWritable(nearestExisting(options.dataDir)) ?? (cause as Error).message;
+      throw new Error(`run store ${this.path}: cannot create its directory ${options.dataDir}: ${why}`, { cause });
+    }
     this.#logger = options.logger;
     this.#maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
     this.#minWriteIntervalMs = options.minWriteIntervalMs ?? DEFAULT_MIN_WRITE_INTERVAL_MS;
-    this.#db = new DatabaseSync(this.path, { timeout: BUSY_TIMEOUT_MS });
+    this.#processName = options.processName ?? 'the sidecar';
+    this.#db = openDatabase(this.path, options.dataDir);
     // WAL: readers (the management API, a second `runlet` process) never block the writer, and a commit is one
     // sequential append to the -wal file. synchronous=NORMAL (set by the writer on its connection): a commit is
     // not fsynced; the WAL is synced at checkpoints. A commit's pages are in the -wal file (the kernel's page
@@ -154,7 +178,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
     return new Promise<void>((resolve, reject) => {
       // Thrown here, a closed store rejects the promise before a waiter is registered that nothing would settle.
       this.#assertOpen(record);
-      this.#durableWaiters.push({ resolve, reject });
+      this.#durableWaiters.push({ resolve, reject, id: record.id });
       this.#enqueue(record, true);
     });
   }
@@ -206,7 +230,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
     // A run saved a moment ago (not yet committed) must be listed.
-    await this.flush();
+    await this.#flushForRead('list');
     const params: Record<string, SQLInputValue> = {
       projectId: query.projectId,
       appName: query.appName,
@@ -225,7 +249,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
   }
 
   async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {
-    await this.flush();
+    await this.#flushForRead('get');
     const row = this.#selectOne.get({ id: runId, projectId, appName });
     return row === undefined ? undefined : parseRecord(row.record);
   }
@@ -277,6 +301,28 @@ export class SqliteRunStore implements RunStore, RunHistory {
   }
 
   /**
+   * What a killed predecessor left, settled once, as the replica starts (before it saves anything): its runs
+   * still `pending` or `running` are failed `replica_lost` (nothing will ever complete them), and each webhook
+   * it owed goes to `deliver` — the lost runs' failures, unsigned (the secret is never stored). A run it had
+   * completed has only its record here, not its result: its delivery, interrupted, is recorded failed rather
+   * than sent without it. Shared by `runlet dev` and `runlet sidecar --run-store sqlite`.
+   */
+  deliverOwedWebhooks(deliver: (record: RunRecord) => boolean): void {
+    const owing = this.runsOwingWebhooks();
+    const abandoned = this.unfinishedRuns();
+    for (const record of abandoned) {
+      markAbandoned(record, 'replica_lost', `${this.#processName} stopped before the run completed (the process was killed)`);
+      this.save(record);
+    }
+    if (abandoned.length > 0) this.#logger.warn({ runs: abandoned.length, path: this.path }, 'runs a killed predecessor left unfinished are recorded as failures (replica_lost)');
+    for (const record of [...owing, ...abandoned.filter((run) => run.webhook?.state === 'pending')]) {
+      if (record.webhook === null || (record.reason === 'replica_lost' && deliver(record))) continue;
+      Object.assign(record.webhook, { state: 'failed', lastError: `not delivered: ${this.#processName} stopped while delivering it` });
+      this.save(record);
+    }
+  }
+
+  /**
    * Runs left `pending` or `running` by a process that was killed: nothing will ever complete them. Read at
    * start; records saved and not yet committed count in the state they were saved in.
    */
@@ -303,6 +349,25 @@ export class SqliteRunStore implements RunStore, RunHistory {
       .all()
       .map(parseStoredRun)
       .filter((record) => pendingDestination(record.webhook) !== null);
+  }
+
+  /**
+   * A read answers with every run saved so far, so what is pending is committed first. When it cannot be (a
+   * full disk), the reader is told so, with the cause, rather than given a list missing runs it was told about.
+   */
+  async #flushForRead(what: 'list' | 'get'): Promise<void> {
+    try {
+      await this.flush();
+    } catch (error) {
+      const cause = rootMessage(error);
+      this.#logger.error({ err: error, path: this.path, pending: this.#pending.size }, `run store ${this.path}: cannot answer a ${what} of runs while its records cannot be written: ${cause}`);
+      throw new ProblemError(
+        Problems.runStoreUnavailable,
+        `the run store ${this.path} cannot write the ${this.#pending.size} run records waiting to be listed (${cause}); ` +
+          'runs are read again once they are written: free space on its disk, then retry',
+        { cause: error, headers: { 'retry-after': String(READ_RETRY_AFTER_SECONDS) } },
+      );
+    }
   }
 
   #assertOpen(record: RunRecord): void {
@@ -405,11 +470,14 @@ export class SqliteRunStore implements RunStore, RunHistory {
   }
 
   #fail(batch: Batch, cause: Error): void {
+    const error = new Error(`run store ${this.path}: writing a batch of ${batch.records.size} run records failed`, { cause });
     // Saves of the same records since are the same references: the union is every state still to write.
     for (const [id, record] of this.#pending) batch.records.set(id, record);
+    // Runs whose durable save this was are refused by their callers: never written later.
+    let refused = 0;
+    for (const waiter of batch.waiters) if (waiter.id !== undefined && batch.records.delete(waiter.id)) refused += 1;
     this.#pending = batch.records;
-    const error = new Error(`run store ${this.path}: writing a batch of ${batch.records.size} run records failed`, { cause });
-    this.#logger.error({ err: error, records: batch.records.size, durableWaiters: batch.waiters.length }, error.message);
+    this.#logger.error({ err: error, retried: batch.records.size, refused, durableWaiters: batch.waiters.length }, error.message);
     for (const waiter of batch.waiters) waiter.reject(error);
   }
 
@@ -435,6 +503,42 @@ export class SqliteRunStore implements RunStore, RunHistory {
     }
     return statement;
   }
+}
+
+/** Opens the file, saying which path could not be opened and why (SQLite says only "unable to open database file"). */
+function openDatabase(path: string, dataDir: string): DatabaseSync {
+  try {
+    return new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+  } catch (cause) {
+    throw new Error(`run store ${path}: cannot open the database: ${whyNotWritable(dataDir) ?? (cause as Error).message}`, { cause });
+  }
+}
+
+/** Why the directory cannot be written into, when it cannot: the cause SQLite does not name. */
+function whyNotWritable(dataDir: string): string | undefined {
+  try {
+    accessSync(dataDir, fsConstants.W_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EROFS') return `${dataDir} is on a read-only file system (EROFS): give --data-dir a writable directory`;
+    if (code === 'EACCES' || code === 'EPERM') return `${dataDir} is not writable by this user (uid ${process.getuid?.()}, ${code}): give --data-dir a writable directory`;
+    return `${dataDir} cannot be written: ${(error as Error).message}`;
+  }
+}
+
+/** `path` or its nearest ancestor that exists. */
+function nearestExisting(path: string): string {
+  let current = resolve(path);
+  while (!existsSync(current) && dirname(current) !== current) current = dirname(current);
+  return current;
+}
+
+/** The innermost cause's message: what the disk said, under the store's own wrapping. */
+function rootMessage(error: unknown): string {
+  let current = error;
+  while (current instanceof Error && current.cause !== undefined) current = current.cause;
+  return current instanceof Error ? current.message : String(current);
 }
 
 function migrate(db: DatabaseSync, path: string): void {

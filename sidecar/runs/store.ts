@@ -20,9 +20,10 @@ export interface RunStore {
   /**
    * Hands over, now and as they are found, the runs a previous process of this replica lost whose webhook is
    * still owed (recorded `failure`, reason `replica_lost`, their destinations kept beside them): `deliver`
-   * sends each its failure. Absent where the store keeps no destinations, or finds its lost runs otherwise.
+   * sends each its failure, and says whether it could (false: no destination kept). Absent where the store
+   * keeps no destinations, or finds its lost runs otherwise.
    */
-  deliverOwedWebhooks?(deliver: (record: RunRecord) => void): void;
+  deliverOwedWebhooks?(deliver: (record: RunRecord) => boolean): void;
   /** Resolves once everything saved so far is committed. */
   flush(): Promise<void>;
   close(): Promise<void>;

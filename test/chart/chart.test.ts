@@ -41,7 +41,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(problems).toEqual([]);
   });
 
-  it('renders the operator, its RBAC, the API Service, the runs viewer, the App editor and the sidecar ClusterRole, namespaced in the release namespace', () => {
+  it('renders the operator, its RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole and the embedded PostgreSQL, namespaced in the release namespace', () => {
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
@@ -60,11 +60,15 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'PodDisruptionBudget/runlet-operator',
         'Role/runlet-operator-holder',
         'Role/runlet-operator-leader-election',
+        'Role/runlet-operator-results',
         'RoleBinding/runlet-operator-holder',
         'RoleBinding/runlet-operator-leader-election',
+        'RoleBinding/runlet-operator-results',
         'Service/runlet-holder',
         'Service/runlet-operator',
+        'Service/runlet-postgres',
         'ServiceAccount/runlet-operator',
+        'StatefulSet/runlet-postgres',
       ].sort(),
     );
     const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
@@ -101,11 +105,16 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(container.startupProbe!.periodSeconds! * container.startupProbe!.failureThreshold!).toBeGreaterThanOrEqual(60);
   });
 
-  it('gives the pods their name and namespace, and the configuration file from the ConfigMap', () => {
+  it('gives the pods their name and namespace, the run history database, and the configuration file from the ConfigMap', () => {
     expect(container.args).toEqual(['operator', '--config', CONFIG_PATH]);
     expect(container.env).toEqual([
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      // The embedded PostgreSQL's Secret, which the operator makes at first start: optional until then.
+      { name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'runlet-postgres', key: 'dsn', optional: true } } },
+      { name: 'RUNLET_RESULTS_POSTGRES_SECRET', value: 'runlet-postgres' },
+      { name: 'RUNLET_RESULTS_POSTGRES_HOST', value: 'runlet-postgres.runlet-system.svc' },
+      { name: 'RUNLET_RESULTS_RETENTION_DAYS', value: '30' },
     ]);
     const mount = container.volumeMounts!.find((m) => CONFIG_PATH.startsWith(`${m.mountPath}/`))!;
     expect(mount.readOnly).toBe(true);

@@ -3,7 +3,7 @@
 // refuses them under strict field validation) through the field lists of @kubernetes/client-node's models.
 import * as clientNode from '@kubernetes/client-node';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
-import { Deployment } from 'kubernetes-models/apps/v1';
+import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
@@ -20,6 +20,7 @@ const KINDS: Record<string, { model: new (data: never) => Validatable; type: str
   'v1/Service': { model: Service, type: 'V1Service' },
   'v1/ServiceAccount': { model: ServiceAccount, type: 'V1ServiceAccount' },
   'apps/v1/Deployment': { model: Deployment, type: 'V1Deployment' },
+  'apps/v1/StatefulSet': { model: StatefulSet, type: 'V1StatefulSet' },
   'policy/v1/PodDisruptionBudget': { model: PodDisruptionBudget, type: 'V1PodDisruptionBudget' },
   'networking.k8s.io/v1/Ingress': { model: Ingress, type: 'V1Ingress' },
   'networking.k8s.io/v1/NetworkPolicy': { model: NetworkPolicy, type: 'V1NetworkPolicy' },

@@ -38,12 +38,13 @@ function plain(rule: PolicyRule): PolicyRule {
   return { apiGroups: rule.apiGroups, resources: rule.resources, verbs: rule.verbs, ...(rule.resourceNames === undefined ? {} : { resourceNames: rule.resourceNames }) };
 }
 
-function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[]; holder: PolicyRule[] } {
-  const holderRole = chart.manifests.some((m) => m.object.kind === 'Role' && m.object.metadata.name === 'runlet-operator-holder');
+function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[]; holder: PolicyRule[]; results: PolicyRule[] } {
+  const hasRole = (name: string) => chart.manifests.some((m) => m.object.kind === 'Role' && m.object.metadata.name === name);
   return {
     cluster: objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-operator').rules!,
     leaderElection: objectOf<V1Role>(chart, 'Role', 'runlet-operator-leader-election').rules!,
-    holder: holderRole ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-holder').rules! : [],
+    holder: hasRole('runlet-operator-holder') ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-holder').rules! : [],
+    results: hasRole('runlet-operator-results') ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-results').rules! : [],
   };
 }
 
@@ -70,13 +71,16 @@ function rowsOf(table: TableRule[], ...scopes: string[]): PolicyRule[] {
 describe('the RBAC tables of charts/runlet/README.md', () => {
   const chart = renderWith(VALUE_SETS.default);
 
-  it("are the operator's ClusterRole, leader-election Role and holder Role, row for row", () => {
+  it("are the operator's ClusterRole, leader-election Role, holder Role and results Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
-    const { cluster, leaderElection, holder } = operatorRoles(chart);
-    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)']));
+    const { cluster, leaderElection, holder, results } = operatorRoles(chart);
+    expect(new Set(table.map((row) => row.scope))).toEqual(
+      new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)', 'release namespace (results)']),
+    );
     expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder.map(plain)).toEqual(rowsOf(table, 'release namespace (holder)'));
+    expect(results.map(plain)).toEqual(rowsOf(table, 'release namespace (results)'));
     for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
   });
 
@@ -86,6 +90,10 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder).toEqual([]);
+  });
+
+  it('lose the (results) rows, and the results Role, with results.postgres.existingSecret', () => {
+    expect(operatorRoles(renderWith([], { results: { postgres: { existingSecret: 'managed-postgres' } } })).results).toEqual([]);
   });
 
   it.each([false, true])('lose the (auto sidecars) row with apps.nativeSidecars %s', (nativeSidecars) => {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
+import { POD_NETWORK_ENV, POD_NETWORK_PRELOAD } from '../kubelet/pod-network-dials.ts';
 import { waitFor } from '../support/wait.ts';
 
 const REPO = join(import.meta.dirname, '../..');
@@ -22,13 +23,17 @@ export function localImages(
   server: string,
   names: { runlet: string; pythonRuntime: string } = RELEASE_IMAGES,
   runlet: { node?: readonly string[]; env?: Record<string, string> } = {},
+  podNetworkFile?: string,
 ): ImageTable {
+  // The operator dials pods at their IPs (its load scrapes): through the kubelet's map to their local ports.
+  const podNetwork = podNetworkFile === undefined ? [] : ['--import', POD_NETWORK_PRELOAD];
   return {
     [names.runlet]: {
-      commands: { runlet: [...(runlet.node ?? [process.execPath]), join(REPO, 'cli/runlet.ts')] },
+      commands: { runlet: [...(runlet.node ?? [process.execPath]), ...podNetwork, join(REPO, 'cli/runlet.ts')] },
       entrypoint: ['runlet'],
       env: {
         ...runlet.env,
+        ...(podNetworkFile === undefined ? {} : { [POD_NETWORK_ENV]: podNetworkFile }),
         // In a pod the sidecar fetches the issuer's key set from https://kubernetes.default.svc, which does
         // not resolve here: the same endpoint at the API server's loopback address, with the pod's own token.
         RUNLET_AUTH_JWKS_URL: `${server}/openid/v1/jwks`,
@@ -85,6 +90,8 @@ export interface ControlPlaneKubeletOptions {
   server: string;
   workDir: string;
   images: ImageTable;
+  /** Where the kubelet publishes the pods' addresses for their processes (localImages' `podNetworkFile`). */
+  podNetworkFile?: string;
 }
 
 export function startControlPlaneKubelet(options: ControlPlaneKubeletOptions): Promise<Kubelet> {
@@ -94,6 +101,7 @@ export function startControlPlaneKubelet(options: ControlPlaneKubeletOptions): P
     kubeConfig: options.kubeConfig,
     images: options.images,
     workDir: options.workDir,
+    podNetworkFile: options.podNetworkFile,
     realControlPlane: { host: hostname, port: Number(port) },
     // The tier's API server is 1.20: its kubelet would ask hooks the old way.
     hookRequests: 'before-1.26',

@@ -26,7 +26,9 @@ async function main(): Promise<void> {
   const server = kubeConfig.getCurrentCluster()?.server;
   if (server === undefined) throw new Error(`the kubeconfig ${process.env.KUBECONFIG} names no cluster`);
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-kubelet-'));
-  const kubelet = await startControlPlaneKubelet({ kubeConfig, server, workDir, images: localImages(server) });
+  // The operator's pods dial app pods at their IPs (the autoscaler's load scrapes): the kubelet maps them.
+  const podNetworkFile = join(workDir, 'pod-network.json');
+  const kubelet = await startControlPlaneKubelet({ kubeConfig, server, workDir, podNetworkFile, images: localImages(server, undefined, {}, podNetworkFile) });
   console.log(`kubelet: node ${kubelet.nodeName} of ${server}; pod logs under ${workDir} (Ctrl-C stops it and its pods)`);
 
   const reported = new Set<PodRunner>();

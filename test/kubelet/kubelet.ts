@@ -26,6 +26,7 @@ import { LogFile } from './log-file.ts';
 import { NodeRegistration } from './node.ts';
 import { KUBELET_FINALIZER, TEMPLATE_HASH_LABEL, podForDeployment } from './pod-factory.ts';
 import { PodNetwork } from './pod-network.ts';
+import { publishDialMap, type DialMap } from './pod-network-dials.ts';
 import { PodRunner } from './pod-runner.ts';
 import type { HookRequests } from './probe-action.ts';
 import { deploymentStatus, planRollout, type OwnedPod, type RolloutSpec } from './rollout.ts';
@@ -62,6 +63,11 @@ export interface KubeletOptions {
    * `http://<ip>:<port>/` + path, so a path `/drain` arrives as `//drain` (the control-plane tier's 1.20).
    */
   hookRequests?: HookRequests;
+  /**
+   * Where to publish which loopback port stands for each pod IP's port, for the pods' own processes to dial
+   * other pods (pod-network-dials.ts; the images' `node` then imports pod-network-preload.ts). Default none.
+   */
+  podNetworkFile?: string;
 }
 
 function defaultServiceAccountToken(pod: V1Pod): string {
@@ -358,14 +364,26 @@ export class Kubelet {
     this.#runners.delete(runner.uid);
     this.network.release(runner.podIP);
     this.#writtenStatus.delete(runner.uid);
+    this.#publishDialMap();
   }
 
   /** Writes the pod's status if it changed; returns whether it says Ready. */
+  /** The pods' addresses and ports, for their processes to dial one another (pod-network-dials.ts). */
+  #publishDialMap(): void {
+    const file = this.#options.podNetworkFile;
+    if (file === undefined) return;
+    const map: DialMap = {};
+    for (const runner of this.#runners.values()) if (runner.ports.size > 0) map[runner.podIP] = Object.fromEntries([...runner.ports].map(([podPort, local]) => [String(podPort), local]));
+    publishDialMap(file, map);
+  }
+
   async #publishPodStatus(runner: PodRunner): Promise<boolean> {
     const status = runner.status();
     const ready = status.conditions.some((condition) => condition.type === 'Ready' && condition.status === 'True');
     const text = JSON.stringify(status);
     if (this.#writtenStatus.get(runner.uid) === text) return ready;
+    // Its ports exist once it reports a status: other pods may dial it from now on.
+    this.#publishDialMap();
     try {
       await this.#core.patchNamespacedPodStatus({ name: runner.name, namespace: runner.namespace, body: { status } }, MERGE_PATCH);
       this.#writtenStatus.set(runner.uid, text);

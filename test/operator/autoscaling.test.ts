@@ -1,14 +1,16 @@
 // Autoscaling end to end on the in-memory API server with the test kubelet: the shared suite
 // (autoscaling-suite.ts: a burst within [min, max], back to min after the cooldown, a removed replica drains),
-// and `kubectl scale` overridden with a Warning Event (control-plane.test.ts does that one with kubectl).
+// `kubectl scale` overridden with a Warning Event (control-plane.test.ts does that one with kubectl), and a
+// burst scaled for while the API server refuses every RunLog write (the load is scraped, not written).
 import { AppsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { App } from '../../crds/app-schema.ts';
+import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
 import { HelloApp } from './hello-app.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
-import { availableAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
+import { availableAtGeneration, isReady, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
 
 let cluster: LocalCluster;
 
@@ -48,5 +50,35 @@ describe('autoscaling with the test kubelet', SUITE_OPTIONS, () => {
     expect(warning.message).toContain('set to 7 outside Runlet');
     const app2: App = await app.read();
     expect(app2.status?.desiredReplicas).toBeLessThanOrEqual(3);
+  });
+
+  it('a burst is scaled for while the API server refuses every RunLog write: the load does not ride on them', async () => {
+    const app = new HelloApp(cluster.kubeConfig, `runlet-scale-${Date.now().toString(36)}-norunlog`, {
+      scaling: { minReplicas: 1, maxReplicas: 3, replicaConcurrency: 2, scalingTarget: 100, cooldown: 3 },
+    });
+    await app.apply();
+    await wait('the App Available', async () => availableAtGeneration(await app.read()));
+    const [pod] = (await app.pods()).filter(isReady);
+    // An etcd brownout for this App's RunLogs alone: every write (and read) of them is refused from now on.
+    const runLogs = `/namespaces/${app.namespace}/runlogs`;
+    const refusedBefore = cluster.server.counters.injectedFailures;
+    cluster.server.failNext({ pathPattern: runLogs, status: 503, times: Infinity, message: 'etcdserver: request timed out' });
+    const { runUrl } = await cluster.sidecar(pod!);
+    const token = await cluster.token(app.namespace);
+    // 8 stream calls of 6 s on one replica taking 2 at once: ceil(8 ÷ 2) = 4 replicas needed, capped at max 3.
+    const burst = Array.from({ length: 8 }, async () => {
+      const response = await fetch(`${runUrl}/v4/${app.namespace}/${app.name}/count`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ n: 24, pause: 0.25 }),
+      });
+      expect(response.status).toBe(200);
+      return (await new EventReader(response.body!).rest()).filter((event) => event.event !== 'end' && event.event !== 'error').length;
+    });
+    // The sidecar did try to write the burst's runs, and was refused.
+    await wait('a RunLog write of the burst refused', async () => cluster.server.counters.injectedFailures > refusedBefore);
+    await wait('3 replicas wanted', async () => (await app.deployment())?.spec?.replicas === 3);
+    expect((await app.read()).status?.lastScaling).toMatchObject({ to: 3 });
+    expect(await Promise.all(burst)).toEqual(Array(8).fill(24));
   });
 });

@@ -165,6 +165,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         config: operatorConfig,
         holder: holder === undefined ? undefined : 'external',
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+        // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
+        loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.

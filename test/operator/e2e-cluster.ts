@@ -102,6 +102,8 @@ export interface TestOperatorOptions {
   holder?: OperatorHolderOptions | 'external';
   /** Where a pod's admin port is reached (cancels): the test kubelet's port standing for it. */
   replicaAdminAddress?: OperatorOptions['replicaAdminAddress'];
+  /** Where the leader scrapes a replica's load: the test kubelet's loopback port standing for the pod's admin port. */
+  loadAddress?: OperatorOptions['loadAddress'];
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -127,6 +129,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     listen: options.listen ?? false,
     holder: options.holder,
     replicaAdminAddress: options.replicaAdminAddress,
+    loadAddress: options.loadAddress,
   });
 }
 

@@ -108,6 +108,8 @@ export async function startLocalCluster(
     config: options.operatorConfig,
     holder: holderOptions === undefined ? undefined : 'external',
     replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+    // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
+    loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
   });
   const activatorLog = join(workDir, 'activator.log');
   const activator =

@@ -24,7 +24,8 @@ export function connectDestination(args: readonly unknown[]): { host: string; po
   const first = Array.isArray(args[0]) ? (args[0] as unknown[])[0] : args[0];
   if (typeof first === 'object' && first !== null) {
     const options = first as { path?: unknown; host?: unknown; port?: unknown };
-    if (options.path !== undefined) return undefined;
+    // A Unix socket has a path and no port; node:http's options carry the request's path beside a port.
+    if (options.path !== undefined && options.path !== null && (options.port === undefined || options.port === null)) return undefined;
     return { host: typeof options.host === 'string' && options.host !== '' ? options.host : 'localhost', port: options.port };
   }
   if (typeof first === 'string' && !/^\d+$/.test(first)) return undefined; // connect(path)

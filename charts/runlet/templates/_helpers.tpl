@@ -25,6 +25,11 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-holder" (include "runlet.fullname" .) | trunc 59 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The embedded PostgreSQL's StatefulSet and Service, and the Secret the operator makes for it. */}}
+{{- define "runlet.postgresName" -}}
+{{- printf "%s-postgres" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The ClusterRole users bind for read access to runs. */}}
 {{- define "runlet.runsViewerName" -}}
 {{- printf "%s-runs-viewer" (include "runlet.fullname" .) }}
