@@ -226,6 +226,25 @@ export const RunsSchema = Struct(
           "Days the results store keeps this App's runs (retention_days in [runs]); absent: the operator's default (the chart's results.retentionDays, 30).",
       }),
     ),
+    keepResults: Type.Boolean({
+      default: false,
+      description:
+        "Keep each run's result (or error) for resultTtl, returned by the management API's get of the run (keep_results in [runs]). Off by default: an async call's caller gets no output but its webhook's. The RunLog store never keeps results.",
+    }),
+    resultKeepBytes: Type.Integer({
+      minimum: 1,
+      maximum: 16777216,
+      default: 1048576,
+      unit: 'bytes',
+      description: 'Largest result kept (result_keep_bytes in [runs]); a larger one is not kept, and its run says so (resultKept: false).',
+    }),
+    resultTtl: Type.Integer({
+      minimum: 1,
+      maximum: 2592000,
+      default: 3600,
+      unit: 'seconds',
+      description: 'How long a kept result is returned (result_ttl in [runs], seconds, at most 30 days).',
+    }),
   },
   { default: {}, description: 'Run history kept in RunLogs ([runs] in service.toml).' },
 );

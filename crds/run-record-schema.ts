@@ -58,11 +58,24 @@ export const RunRecordSchema = Struct(
     webhook: Nullable(WebhookRecordSchema, {
       description: 'Delivery of the outcome to `webhookEndpoint`; null when none was asked.',
     }),
+    resultKept: Type.Optional(
+      Type.Boolean({
+        description:
+          "Whether the run's result (or error) was kept, for Apps that keep results (keep_results): false when it was larger than result_keep_bytes. Absent when the App keeps none.",
+      }),
+    ),
+    resultExpiresAt: Type.Optional(DateTime({ description: 'Until when the kept result is returned by the get of the run.' })),
   },
   { description: 'One call of the run interface.' },
 );
 
 export type RunRecord = Static<typeof RunRecordSchema>;
+/**
+ * A run as the get of one run returns it: with its kept result (any JSON: the function's result, a stream's items
+ * as a list, a failed run's error) until resultExpiresAt. Never in a RunLog nor a list; its OpenAPI schema is
+ * management/schemas.ts's runWithResultSchema (any JSON has no structural schema).
+ */
+export type RunRecordWithResult = RunRecord & { result?: unknown };
 export type RunStatus = RunRecord['status'];
 export type RunMode = RunRecord['mode'];
 /** Why the platform ended a run as `failure` when the function itself did not fail. */

@@ -60,6 +60,9 @@ export const TOML_FIELDS: readonly TomlField[] = [
   { table: 'runs', key: 'keep_finished', specPath: ['runs', 'keepFinished'] },
   { table: 'runs', key: 'retention', specPath: ['runs', 'retention'] },
   { table: 'runs', key: 'retention_days', specPath: ['runs', 'retentionDays'] },
+  { table: 'runs', key: 'keep_results', specPath: ['runs', 'keepResults'] },
+  { table: 'runs', key: 'result_keep_bytes', specPath: ['runs', 'resultKeepBytes'] },
+  { table: 'runs', key: 'result_ttl', specPath: ['runs', 'resultTtl'] },
   { table: 'dependencies.pip', key: 'packages', specPath: ['pip'] },
 ];
 

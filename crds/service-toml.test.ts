@@ -46,6 +46,9 @@ cold_start_timeout = 30
 [runs]
 keep_finished = 50
 retention = 3600
+keep_results = true
+result_keep_bytes = 4096
+result_ttl = 600
 
 [dependencies.pip]
 packages = ["numpy==2.1.0", "requests"]
@@ -108,7 +111,7 @@ describe('service.toml → App', () => {
         env: [
           { name: 'GREETING', value: 'hi' }],
         auth: { enabled: false },
-        runs: { keepFinished: 50, retention: 3600 },
+        runs: { keepFinished: 50, retention: 3600, keepResults: true, resultKeepBytes: 4096, resultTtl: 600 },
         pip: ['numpy==2.1.0', 'requests'],
       },
     });
@@ -136,7 +139,7 @@ describe('service.toml → App', () => {
           coldStartTimeout: 60,
         },
         auth: { enabled: true },
-        runs: { keepFinished: 200, retention: 86400 },
+        runs: { keepFinished: 200, retention: 86400, keepResults: false, resultKeepBytes: 1048576, resultTtl: 3600 },
       },
       warnings: [],
     });
@@ -178,6 +181,10 @@ describe('invalid values name their key and what is allowed', () => {
     ['[scaling]\nreplica_concurrency = 2.5', '[scaling] replica_concurrency must be an integer from 1 to 1000, got 2.5'],
     ['[runs]\nkeep_finished = 0', '[runs] keep_finished must be an integer from 1 to 10000, got 0'],
     ['[runs]\nretention = 10', '[runs] retention must be an integer from 60 to 2592000 seconds, got 10'],
+    ['[runs]\nkeep_results = "yes"', '[runs] keep_results must be true or false, got "yes"'],
+    ['[runs]\nresult_keep_bytes = 0', '[runs] result_keep_bytes must be an integer from 1 to 16777216 bytes, got 0'],
+    ['[runs]\nresult_ttl = 0', '[runs] result_ttl must be an integer from 1 to 2592000 seconds, got 0'],
+    ['[runs]\nresult_ttl = 1.5', '[runs] result_ttl must be an integer from 1 to 2592000 seconds, got 1.5'],
     ['[hardware]\ncpu = "lots"', '[hardware] cpu must be a Kubernetes quantity such as "500m", "2", "1.5" or "512Mi", got "lots"'],
     ['[hardware]\nmemory = "-1Gi"', '[hardware] memory must be a Kubernetes quantity such as "500m", "2", "1.5" or "512Mi", got "-1Gi"'],
     ['[hardware]\ngpu = -1', '[hardware] gpu must be an integer >= 0, got -1'],
@@ -288,6 +295,9 @@ describe('App → service.toml', () => {
         '[runs]',
         'keep_finished = 200',
         'retention = 86400',
+        'keep_results = false',
+        'result_keep_bytes = 1048576',
+        'result_ttl = 3600',
         '',
         '[dependencies.pip]',
         'packages = [ "numpy==2.1.0" ]',

@@ -265,7 +265,7 @@ describe('defaults', () => {
           coldStartTimeout: 60,
         },
         auth: { enabled: true },
-        runs: { keepFinished: 200, retention: 86400 },
+        runs: { keepFinished: 200, retention: 86400, keepResults: false, resultKeepBytes: 1048576, resultTtl: 3600 },
       },
     });
     expect(input).toEqual(before);

@@ -45,11 +45,23 @@ export const runPageSchema = {
   },
 } as const;
 
+/** One run as its get returns it: the record, with its kept result while it lasts (RunRecordWithResult). */
+export const runWithResultSchema = {
+  ...runRecordSchema,
+  properties: {
+    ...runRecordSchema.properties,
+    result: {
+      description:
+        "The run's kept result, for Apps that keep results (keep_results), until resultExpiresAt: the function's JSON result, a stream's items as a list, or a failed run's error ({type, message}). Absent otherwise; never in a list.",
+    },
+  },
+};
+
 export const runItemSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['item'],
-  properties: { item: runRecordSchema },
+  properties: { item: runWithResultSchema },
 } as const;
 
 /** RFC 9457 problem details, as ProblemError.toBody() renders them. */

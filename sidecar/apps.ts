@@ -5,6 +5,7 @@
 import type { Pool } from 'undici';
 import { undici } from './lazy-undici.ts';
 import { Admission } from './admission.ts';
+import type { ResultKeeping } from './runs/kept-result.ts';
 import { ReturnProbe } from './runtimes/return-probe.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES, RuntimeConnections } from './runtimes/runtime-connections.ts';
 
@@ -21,6 +22,8 @@ export interface AppTargetOptions {
   queueDepth?: number;
   /** The largest result a Python function may return, in bytes; default DEFAULT_RESULT_LIMIT_BYTES. */
   resultLimitBytes?: number;
+  /** Keep each run's result for later (`[runs] keep_results`); absent or null: keep none. */
+  resultKeeping?: ResultKeeping | null;
 }
 
 /** Never more than 12 hours, whatever the app asks for (interface, section 8). */
@@ -33,6 +36,7 @@ export class AppTarget {
   readonly replicaConcurrency: number;
   readonly runTimeLimitMs: number;
   readonly resultLimitBytes: number;
+  readonly resultKeeping: ResultKeeping | null;
   readonly admission: Admission;
   #pool: Pool | null = null;
   #connections: RuntimeConnections | null = null;
@@ -53,6 +57,7 @@ export class AppTarget {
     this.runTimeLimitMs = Math.min(options.responseGracePeriodSeconds, MAX_RUN_SECONDS) * 1000;
     this.admission = new Admission(options.replicaConcurrency, options.queueDepth);
     this.resultLimitBytes = options.resultLimitBytes ?? DEFAULT_RESULT_LIMIT_BYTES;
+    this.resultKeeping = options.resultKeeping ?? null;
   }
 
   get ready(): boolean {

@@ -251,11 +251,11 @@ export function createRunInterface(replica: Replica): RunInterface {
       const response = streamedResponse(exchange);
       const gzip = acceptsGzip(headers['accept-encoding']);
       const run = lifecycle.admitNow(call, 'stream') ?? (await lifecycle.admitQueued(call, 'stream'));
-      await lifecycle.complete(run, call, runStream(run, target, recorder, body, response, { gzip, keepItems: webhook !== null }));
+      await lifecycle.complete(run, call, runStream(run, target, recorder, body, response, { gzip, keepItems: webhook !== null || target.resultKeeping !== null }));
       return;
     }
     const run = lifecycle.admitNow(call, 'sync') ?? (await lifecycle.admitQueued(call, 'sync'));
-    await lifecycle.complete(run, call, runSync(run, target, recorder, body, exchange, webhook !== null));
+    await lifecycle.complete(run, call, runSync(run, target, recorder, body, exchange, webhook !== null || target.resultKeeping !== null));
   }
 
   /** The body of a Python function's call that the front read whole, checked. */
@@ -280,7 +280,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     // A streamed body is forwarded as it comes; one declared too large is refused before anything runs.
     assertDeclaredLength(request, bodyLimitBytes);
     const run = lifecycle.admitNow(call, 'sync') ?? (await lifecycle.admitQueued(call, 'sync'));
-    const captureBytes = call.webhook ? bodyLimitBytes : 0;
+    const captureBytes = call.webhook || target.resultKeeping ? bodyLimitBytes : 0;
     const arrival = { deadlineMs: bodyBounds.deadlineMs, passesAt: call.receivedAt + bodyBounds.deadlineMs };
     await lifecycle.complete(run, call, proxyCustom(run, target, recorder, request, response, { forwardPath, captureBytes, dropAuthorization: auth !== null, arrival }));
   }

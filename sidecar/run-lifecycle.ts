@@ -9,6 +9,7 @@ import { recordCancelled } from './cancelled-run.ts';
 import type { AppTarget } from './apps.ts';
 import type { RunOutcome } from './modes/outcome.ts';
 import type { Replica } from './replica.ts';
+import { keepResult } from './runs/kept-result.ts';
 import { pendingWebhookRecord, type WebhookRequest } from './webhook-forwarding.ts';
 
 /** What every mode needs to know about the call, decided before anything runs. */
@@ -139,6 +140,11 @@ export class RunLifecycle {
 
   finalize(run: ActiveRun, call: Call, outcome: RunOutcome): void {
     this.#replica.activeRuns.delete(run);
+    const keeping = call.target.resultKeeping;
+    if (keeping !== null) {
+      keepResult(run.record, outcome, keeping);
+      this.#replica.recorder.touch(run.record);
+    }
     this.report(run.record, call.webhook, outcome);
   }
 

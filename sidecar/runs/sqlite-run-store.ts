@@ -9,9 +9,10 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
-import type { RunRecord } from '../../crds/run-record-schema.ts';
+import type { RunRecord, RunRecordWithResult } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage } from '../../management/run-source.ts';
 import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from '../../results/run-history.ts';
+import { keptResultOf } from './kept-result.ts';
 import { markAbandoned } from './recorder.ts';
 import type { RunStore } from './store.ts';
 import { pendingDestination, rememberDestination } from './webhook-destination.ts';
@@ -42,6 +43,11 @@ const MIGRATIONS: readonly string[] = [
   // process can deliver what its predecessor owed; NULL once the delivery settles. Never in `record`, which
   // the management API shows.
   `ALTER TABLE runs ADD COLUMN webhook_destination TEXT;`,
+  // 3: a run's kept result (`[runs] keep_results`) as JSON text, and when it expires; beside the record, which
+  // the list shows without it. The index serves the sweep of expired results.
+  `ALTER TABLE runs ADD COLUMN result TEXT;
+   ALTER TABLE runs ADD COLUMN result_expires_at TEXT;
+   CREATE INDEX runs_result_expiry ON runs (result_expires_at) WHERE result_expires_at IS NOT NULL;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -164,7 +170,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
       throw error;
     }
     this.#selectOne = this.#db.prepare(
-      'SELECT record FROM runs WHERE id = :id AND project_id = :projectId AND app_name = :appName',
+      'SELECT record, result, result_expires_at FROM runs WHERE id = :id AND project_id = :projectId AND app_name = :appName',
     );
     this.#selectId = this.#db.prepare('SELECT 1 FROM runs WHERE id = :id');
     this.#logger.info({ path: this.path, schemaVersion: SCHEMA_VERSION }, 'run store opened');
@@ -248,10 +254,32 @@ export class SqliteRunStore implements RunStore, RunHistory {
     return { items, hasMore };
   }
 
-  async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {
+  async getRun(projectId: string, appName: string, runId: string): Promise<RunRecordWithResult | undefined> {
     await this.#flushForRead('get');
     const row = this.#selectOne.get({ id: runId, projectId, appName });
-    return row === undefined ? undefined : parseRecord(row.record);
+    if (row === undefined) return undefined;
+    const record: RunRecordWithResult = parseRecord(row.record);
+    // Expired and not yet swept: no longer returned.
+    if (typeof row.result === 'string' && typeof row.result_expires_at === 'string' && row.result_expires_at > new Date().toISOString()) {
+      record.result = JSON.parse(row.result) as unknown;
+    }
+    return record;
+  }
+
+  /** Forgets the results expired by `now`, `batchSize` rows per statement (each a short transaction). */
+  async dropExpiredResults(options: { batchSize: number; now?: Date }): Promise<number> {
+    await this.flush();
+    const statement = this.#db.prepare(
+      `UPDATE runs SET result = NULL, result_expires_at = NULL WHERE id IN (
+         SELECT id FROM runs WHERE result_expires_at IS NOT NULL AND result_expires_at <= :now LIMIT :limit)`,
+    );
+    const now = (options.now ?? new Date()).toISOString();
+    let dropped = 0;
+    for (;;) {
+      const changes = Number(statement.run({ now, limit: options.batchSize }).changes);
+      dropped += changes;
+      if (changes < options.batchSize) return dropped;
+    }
   }
 
   async countRuns(projectId: string, appName: string): Promise<RunCounts> {
@@ -413,7 +441,8 @@ export class SqliteRunStore implements RunStore, RunHistory {
     this.#durableWaiters = [];
     const rows: Array<string | number | null> = [];
     for (const record of batch.records.values()) {
-      rows.push(record.id, record.projectId, record.appName, record.async ? 1 : 0, record.status, JSON.stringify(record), pendingDestination(record.webhook));
+      const kept = keptResultOf(record);
+      rows.push(record.id, record.projectId, record.appName, record.async ? 1 : 0, record.status, JSON.stringify(record), pendingDestination(record.webhook), kept?.json ?? null, kept?.expiresAt ?? null);
     }
     this.#inFlight = batch;
     this.#lastWriteAt = performance.now();

@@ -6,7 +6,9 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
 
 /** Columns of one run in a batch's flat `rows`, in this order. */
-const ROW_COLUMNS = ['id', 'project_id', 'app_name', 'async', 'status', 'record', 'webhook_destination'] as const;
+const ROW_COLUMNS = ['id', 'project_id', 'app_name', 'async', 'status', 'record', 'webhook_destination', 'result', 'result_expires_at'] as const;
+/** Written only when a save carries them: a record read back from the file (a lost run) holds no result. */
+const KEPT_COLUMNS: ReadonlySet<string> = new Set(['result', 'result_expires_at']);
 
 export interface WriterSettings {
   /** The database file, already created and migrated by the store. */
@@ -17,8 +19,8 @@ export interface WriterSettings {
 
 /**
  * From the store: upsert `rows` in one transaction, or close. `rows` is flat (cheap to post): per run, one after
- * another, its id, project id, app name, async (1 or 0), status, record (JSON) and pending webhook's
- * destination (or null).
+ * another, its id, project id, app name, async (1 or 0), status, record (JSON), pending webhook's
+ * destination (or null), and its kept result's JSON and expiry (or nulls).
  */
 export type WriterRequest = { type: 'write'; rows: Array<string | number | null> } | { type: 'close' };
 
@@ -40,7 +42,9 @@ function open(settings: WriterSettings): Connection {
     // Per connection (the WAL mode is the file's): see the store's constructor for what NORMAL promises.
     db.exec('PRAGMA synchronous = NORMAL');
     const placeholders = ROW_COLUMNS.map(() => '?').join(', ');
-    const updates = ROW_COLUMNS.filter((column) => column !== 'id').map((column) => `${column} = excluded.${column}`);
+    const updates = ROW_COLUMNS.filter((column) => column !== 'id').map((column) =>
+      KEPT_COLUMNS.has(column) ? `${column} = coalesce(excluded.${column}, ${column})` : `${column} = excluded.${column}`,
+    );
     return {
       db,
       begin: db.prepare('BEGIN IMMEDIATE'),
@@ -62,7 +66,7 @@ function write(connection: Connection, rows: Array<string | number | null>): voi
   connection.begin.run();
   try {
     for (let i = 0; i < rows.length; i += width) {
-      connection.upsert.run(rows[i]!, rows[i + 1]!, rows[i + 2]!, rows[i + 3]!, rows[i + 4]!, rows[i + 5]!, rows[i + 6] ?? null);
+      connection.upsert.run(rows[i]!, rows[i + 1]!, rows[i + 2]!, rows[i + 3]!, rows[i + 4]!, rows[i + 5]!, rows[i + 6] ?? null, rows[i + 7] ?? null, rows[i + 8] ?? null);
     }
     connection.commit.run();
   } catch (error) {

@@ -20,7 +20,7 @@ export function pythonApp(): App {
         coldStartTimeout: 60,
       },
       auth: { enabled: true },
-      runs: { keepFinished: 200, retention: 86400 },
+      runs: { keepFinished: 200, retention: 86400, keepResults: false, resultKeepBytes: 1048576, resultTtl: 3600 },
     },
   };
 }
@@ -56,7 +56,7 @@ export function customApp(): App {
         { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
       ],
       auth: { enabled: false },
-      runs: { keepFinished: 10000, retention: 60 },
+      runs: { keepFinished: 10000, retention: 60, retentionDays: 7, keepResults: true, resultKeepBytes: 1024, resultTtl: 60 },
       pip: ['numpy==2.1.0'],
     },
     status: {
@@ -94,6 +94,8 @@ export function runRecord(): RunRecord {
     runtimeMs: 1000,
     responseTimeMs: 1010.5,
     coldStartMs: 2100,
+    resultKept: true,
+    resultExpiresAt: '2025-01-31T13:00:00.000Z',
     replica: 'hello-7d9c-abcde',
     webhook: { endpoint: 'https://hooks.example/x', state: 'delivered', attempts: 2, lastStatusCode: 200, lastError: null },
   };
