@@ -15,6 +15,7 @@ import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
 import { DEFAULT_REQUEST_BUFFER_BYTES } from '../run-request/request-budget.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../run-request/request-timeouts.ts';
 import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
+import type { AppTargetOptions } from '../sidecar/apps.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
@@ -49,6 +50,10 @@ Options (environment variable in brackets):
   --webhook-allow-cidrs LIST  comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
   --body-limit-bytes N        request body limit (default 16 MiB) [RUNLET_BODY_LIMIT_BYTES]
   --result-limit-bytes N      the largest result a Python function may return (default 32 MiB) [RUNLET_RESULT_LIMIT_BYTES]
+  --keep-results on|off       keep each run's result for the get of the run (default off; not with
+                              --run-store runlog) [RUNLET_KEEP_RESULTS]
+  --result-keep-bytes N       the largest result kept (default 1 MiB) [RUNLET_RESULT_KEEP_BYTES]
+  --result-ttl S              how long a kept result is returned (default 3600) [RUNLET_RESULT_TTL]
   --request-head-timeout S    longest a request's head may take to arrive, then 408 (default 10) [RUNLET_REQUEST_HEAD_TIMEOUT]
   --request-body-timeout S    longest pause while a request's body arrives, then 408 (default 30) [RUNLET_REQUEST_BODY_TIMEOUT]
   --request-deadline S        longest a request may take to arrive whole, then 408 (default 60) [RUNLET_REQUEST_DEADLINE]
@@ -79,6 +84,9 @@ const OPTIONS = {
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'], default: '' },
   'body-limit-bytes': { env: ['RUNLET_BODY_LIMIT_BYTES'], default: String(DEFAULT_BODY_LIMIT_BYTES) },
   'result-limit-bytes': { env: ['RUNLET_RESULT_LIMIT_BYTES'], default: String(DEFAULT_RESULT_LIMIT_BYTES) },
+  'keep-results': { env: ['RUNLET_KEEP_RESULTS'], default: 'off' },
+  'result-keep-bytes': { env: ['RUNLET_RESULT_KEEP_BYTES'], default: '1048576' },
+  'result-ttl': { env: ['RUNLET_RESULT_TTL'], default: '3600' },
   'request-head-timeout': { env: ['RUNLET_REQUEST_HEAD_TIMEOUT'], default: String(DEFAULT_REQUEST_HEAD_TIMEOUT_MS / 1000) },
   'request-body-timeout': { env: ['RUNLET_REQUEST_BODY_TIMEOUT'], default: String(DEFAULT_REQUEST_BODY_TIMEOUT_MS / 1000) },
   'request-deadline': { env: ['RUNLET_REQUEST_DEADLINE'], default: String(DEFAULT_REQUEST_DEADLINE_MS / 1000) },
@@ -108,7 +116,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const concurrency = integer('concurrency', 1, 1000);
   const logger = createLogger({ name: 'runlet-sidecar', level: option('log-level') });
 
-  const app = {
+  const app: AppTargetOptions = {
     projectId: required('project'),
     appName: required('app'),
     runtime,
@@ -116,9 +124,16 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
     responseGracePeriodSeconds: integer('response-grace-period', 1, 43200),
     queueDepth: option('queue-depth') ? integer('queue-depth', 0, 1_000_000) : undefined,
     resultLimitBytes: integer('result-limit-bytes', 1, 2 ** 31 - 1),
-  } as const;
+  };
   const runStore = option('run-store') ?? (process.env.KUBERNETES_SERVICE_HOST ? 'runlog' : 'sqlite');
   if (runStore !== 'runlog' && runStore !== 'sqlite' && runStore !== 'results') throw new CliError(`--run-store must be runlog, sqlite or results, got "${runStore}"`, 2);
+  const keepResults = required('keep-results');
+  if (keepResults !== 'on' && keepResults !== 'off') throw new CliError(`--keep-results must be on or off, got "${keepResults}"`, 2);
+  if (keepResults === 'on') {
+    // A RunLog lives in etcd, whose objects are bounded to about 1 MiB: it holds records, never results.
+    if (runStore === 'runlog') throw new CliError('--keep-results on needs --run-store sqlite or results: the RunLog store keeps no results', 2);
+    app.resultKeeping = { maxBytes: integer('result-keep-bytes', 1, 16_777_216), ttlSeconds: integer('result-ttl', 1, 2_592_000) };
+  }
   const authSwitch = required('auth');
   if (authSwitch !== 'on' && authSwitch !== 'off') throw new CliError(`--auth must be on or off, got "${authSwitch}"`, 2);
   let auth: RunAuthenticator | undefined;

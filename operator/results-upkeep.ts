@@ -12,7 +12,7 @@ import type { ResultsConfig } from './config.ts';
 import { closeRun, isInFlight } from './replica-lost.ts';
 
 export interface ResultsUpkeepOptions {
-  store: Pick<PgResults, 'unfinishedRuns' | 'writeBatch' | 'pruneExpired'>;
+  store: Pick<PgResults, 'unfinishedRuns' | 'writeBatch' | 'pruneExpired' | 'dropExpiredResults'>;
   config: ResultsConfig;
   /** Whether the pod cache holds this pod (it is filled before the upkeep starts). */
   podExists(namespace: string, name: string): boolean;
@@ -66,7 +66,7 @@ export class ResultsUpkeep {
     }
   }
 
-  /** Deletes the runs past their App's retention; resolves with how many. */
+  /** Deletes the runs past their App's retention, and forgets expired results; resolves with the runs deleted. */
   async prune(): Promise<number> {
     const { config } = this.#options;
     const apps: AppRetention[] = [];
@@ -76,6 +76,9 @@ export class ResultsUpkeep {
     }
     const deleted = await this.#options.store.pruneExpired({ defaultDays: config.retentionDays, apps, batchSize: config.pruneBatchSize, now: this.#options.now?.() });
     if (deleted > 0) this.#options.logger.info({ deleted }, 'deleted runs past their retention from the results store');
+    // Expired results are no longer returned already; this gives their space back.
+    const dropped = await this.#options.store.dropExpiredResults({ batchSize: config.pruneBatchSize, now: this.#options.now?.() });
+    if (dropped > 0) this.#options.logger.info({ dropped }, 'dropped kept run results past their ttl from the results store');
     return deleted;
   }
 

@@ -5,7 +5,8 @@
 // sidecar that retries one whose answer it never got writes nothing twice.
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { RunRecordSchema, type RunRecord } from '../crds/run-record-schema.ts';
+import { Type } from '@sinclair/typebox';
+import { RunRecordSchema, type RunRecordWithResult } from '../crds/run-record-schema.ts';
 import type { PgResults } from './pg-results.ts';
 import { RESULTS_SIGNATURE_HEADER, isBatchSignedBy } from './results-key.ts';
 
@@ -61,14 +62,20 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
   });
 };
 
-function compileRecordValidator(): ValidateFunction<RunRecord> {
+/** A record as a batch carries it: with its kept result, any JSON, when its App keeps results. */
+const BatchRecordSchema = Type.Object(
+  { ...RunRecordSchema.properties, result: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+);
+
+function compileRecordValidator(): ValidateFunction<RunRecordWithResult> {
   // TypeBox schemas are JSON Schema; `Struct` admits no unknown member, as the RunLog CRD does not.
   // date-time is checked where it matters, createdAt (isRecorderInstant): the other instants are only shown.
-  return new Ajv({ allErrors: false, strict: false, formats: { 'date-time': true } }).compile<RunRecord>(RunRecordSchema);
+  return new Ajv({ allErrors: false, strict: false, formats: { 'date-time': true } }).compile<RunRecordWithResult>(BatchRecordSchema);
 }
 
 /** The batch's valid records and the others, or why the whole batch is refused. */
-function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<RunRecord>): Pick<CollectorAnswer, 'refused'> & { records: RunRecord[] } | string {
+function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[] } | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -78,17 +85,17 @@ function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<
   const items = (parsed as { records?: unknown } | null)?.records;
   if (!Array.isArray(items)) return 'a batch is {"records": [...]}';
   if (items.length > MAX_BATCH_RECORDS) return `a batch holds at most ${MAX_BATCH_RECORDS} records, this one ${items.length}`;
-  const records: RunRecord[] = [];
+  const records: RunRecordWithResult[] = [];
   const refused: CollectorAnswer['refused'] = [];
   items.forEach((item: unknown, index) => {
     const reason = whyNotStorable(item, namespace, validate);
-    if (reason === undefined) records.push(item as RunRecord);
+    if (reason === undefined) records.push(item as RunRecordWithResult);
     else refused.push({ index, id: (item as { id?: unknown } | null)?.id ?? null, reason });
   });
   return { records, refused };
 }
 
-function whyNotStorable(item: unknown, namespace: string, validate: ValidateFunction<RunRecord>): string | undefined {
+function whyNotStorable(item: unknown, namespace: string, validate: ValidateFunction<RunRecordWithResult>): string | undefined {
   if (!validate(item)) {
     const [error] = validate.errors ?? [];
     return `not a run record: ${error?.instancePath || '(the record)'} ${error?.message ?? 'is invalid'}`;

@@ -2,17 +2,21 @@
 // collector.ts), read back by the management API (it is a RunSource), counted for App.status, and pruned by age.
 // Every query is a named prepared statement: PostgreSQL plans each once per pooled connection.
 import type { Pool, QueryConfig } from 'pg';
-import type { RunRecord } from '../crds/run-record-schema.ts';
+import type { RunRecord, RunRecordWithResult } from '../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage } from '../management/run-source.ts';
 import { recordVersion } from './record-version.ts';
 import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from './run-history.ts';
 
+// A kept result is written once it arrives, even with a record as new as the row's (the finished record may
+// have been collected a batch before its result), and never erased by a record without one (a run closed by
+// the operator's sweep).
 const UPSERT: QueryConfig['text'] = `
-  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
-  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[])
+  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record, result, result_expires_at)
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[], $12::json[], $13::timestamptz[])
   ON CONFLICT (id) DO UPDATE SET
-    status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record
-  WHERE r.version < excluded.version`;
+    status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record,
+    result = coalesce(excluded.result, r.result), result_expires_at = coalesce(excluded.result_expires_at, r.result_expires_at)
+  WHERE r.version < excluded.version OR (r.result IS NULL AND excluded.result IS NOT NULL)`;
 
 export class PgResults implements RunHistory {
   readonly #pool: Pool;
@@ -25,20 +29,26 @@ export class PgResults implements RunHistory {
 
   /**
    * Upserts the records in one statement; resolves with the number of rows written. A record older than, or
-   * as old as, its row writes nothing: a replayed batch writes nothing twice.
+   * as old as, its row writes nothing: a replayed batch writes nothing twice. A record's `result` (a kept
+   * result, as the shipper carries it) goes in its own column, with `resultExpiresAt`, never in `record`.
    */
-  async writeBatch(records: readonly RunRecord[]): Promise<number> {
-    // ON CONFLICT may touch a row once per statement: of one run's states in a batch, the latest goes.
-    const latest = new Map<string, { record: RunRecord; version: number }>();
+  async writeBatch(records: readonly RunRecordWithResult[]): Promise<number> {
+    // ON CONFLICT may touch a row once per statement: of one run's states in a batch, the latest goes, with
+    // the result any of them carried.
+    const latest = new Map<string, { record: RunRecordWithResult; version: number; result: unknown }>();
     for (const record of records) {
       const version = recordVersion(record);
       const seen = latest.get(record.id);
-      if (seen === undefined || seen.version < version) latest.set(record.id, { record, version });
+      const result = record.result !== undefined ? record.result : seen?.result;
+      if (seen === undefined || seen.version < version) latest.set(record.id, { record, version, result });
+      else seen.result = result;
     }
     if (latest.size === 0) return 0;
-    const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], [], []];
-    for (const { record, version } of latest.values()) {
-      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, isUnfinished(record), JSON.stringify(record)];
+    const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], [], [], [], []];
+    for (const { record: withResult, version, result } of latest.values()) {
+      const { result: _carried, ...record } = withResult;
+      const kept = result !== undefined && record.resultExpiresAt !== undefined;
+      const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, isUnfinished(record), JSON.stringify(record), kept ? JSON.stringify(result) : null, kept ? record.resultExpiresAt : null];
       row.forEach((value, index) => columns[index]!.push(value));
     }
     const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
@@ -75,15 +85,29 @@ export class PgResults implements RunHistory {
     return { items: rows.slice(0, query.pageSize).map((row) => row.record), hasMore: rows.length > query.pageSize };
   }
 
-  async getRun(projectId: string, appName: string, runId: string): Promise<RunRecord | undefined> {
+  async getRun(projectId: string, appName: string, runId: string): Promise<RunRecordWithResult | undefined> {
     // Not a UUID: no such run (the uuid cast would raise instead).
     if (!UUID.test(runId)) return undefined;
-    const { rows } = await this.#pool.query<{ record: RunRecord }>({
+    // A result past its expiry and not yet swept is no longer returned. The json column comes back parsed.
+    const { rows } = await this.#pool.query<{ record: RunRecord; result: unknown; live: boolean }>({
       name: 'runlet-get-run',
-      text: 'SELECT record FROM runlet_runs WHERE id = $1::uuid AND project_id = $2 AND app_name = $3',
+      text: `SELECT record, result, result_expires_at > now() AS live
+               FROM runlet_runs WHERE id = $1::uuid AND project_id = $2 AND app_name = $3`,
       values: [runId, textColumn(projectId), textColumn(appName)],
     });
-    return rows[0]?.record;
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    return row.live === true ? { ...row.record, result: row.result } : row.record;
+  }
+
+  /** Forgets the results expired by `now`, `batchSize` rows per statement (each its own short transaction). */
+  async dropExpiredResults(options: { batchSize: number; now?: Date }): Promise<number> {
+    return this.#deleteInBatches({
+      name: 'runlet-drop-expired-results',
+      text: `UPDATE runlet_runs SET result = NULL, result_expires_at = NULL WHERE id IN (
+               SELECT id FROM runlet_runs WHERE result_expires_at <= $1::timestamptz LIMIT $2)`,
+      values: [(options.now ?? new Date()).toISOString(), options.batchSize],
+    });
   }
 
   /** Runs only their pod can finish (in flight, or a webhook owed), oldest first, after the run `afterId`. */
@@ -141,6 +165,7 @@ export class PgResults implements RunHistory {
     return deleted;
   }
 
+  /** Runs the statement until it touches fewer rows than its last parameter, the batch size. */
   async #deleteInBatches(statement: QueryConfig): Promise<number> {
     const batchSize = statement.values!.at(-1) as number;
     let deleted = 0;

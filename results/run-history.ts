@@ -33,6 +33,11 @@ export interface RunHistory extends RunSource {
   countRuns(projectId: string, appName: string): Promise<RunCounts>;
   /** Deletes the runs older than their App's retention, in batches; resolves with the number deleted. */
   pruneExpired(options: PruneOptions): Promise<number>;
+  /**
+   * Forgets the kept results past their expiry (`[runs] result_ttl`), `batchSize` rows per statement; resolves
+   * with how many. A get stops returning a result once it expires, swept or not: this gives the space back.
+   */
+  dropExpiredResults(options: { batchSize: number; now?: Date }): Promise<number>;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -58,6 +58,10 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     '--run-store', config.resultsCollectorUrl === null ? 'runlog' : 'results',
     '--data-dir', DATA_DIR,
     ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
+    // Results are kept only in the results store: a RunLog (etcd) never holds them.
+    ...(spec.runs.keepResults && config.resultsCollectorUrl !== null
+      ? ['--keep-results', 'on', '--result-keep-bytes', String(spec.runs.resultKeepBytes), '--result-ttl', String(spec.runs.resultTtl)]
+      : []),
   ];
   const env: V1EnvVar[] = [
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },

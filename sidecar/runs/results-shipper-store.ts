@@ -14,6 +14,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { keptResultOf } from './kept-result.ts';
 import { RESULTS_SIGNATURE_HEADER, signBatch } from '../../results/results-key.ts';
 import { markAbandoned } from './recorder.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
@@ -237,7 +238,7 @@ export class ResultsShipperStore implements RunStore {
     for (const id of batch.keys()) this.#pending.delete(id);
     this.#inFlight = batch;
     // Serialised now: the records are mutated in place, and the batch carries their state as of now.
-    const body = Buffer.from(JSON.stringify({ records: [...batch.values()] }), 'utf8');
+    const body = Buffer.from(batchBody(batch.values()), 'utf8');
     void this.#send(body).then(
       () => this.#collected(batch),
       (error: unknown) => this.#failed(batch, error as Error),
@@ -301,4 +302,20 @@ export class ResultsShipperStore implements RunStore {
     this.#timer = setTimeout(this.#shipNow, this.#backoffMs());
     this.#timer.unref();
   }
+}
+
+/**
+ * `{"records": [...]}`, each record with its kept result as `result` when it has one: the result's JSON text is
+ * spliced in as it is (a record's JSON always ends with its closing brace), never parsed again.
+ */
+function batchBody(records: Iterable<RunRecord>): string {
+  let body = '{"records":[';
+  let first = true;
+  for (const record of records) {
+    const json = JSON.stringify(record);
+    const kept = keptResultOf(record);
+    body += (first ? '' : ',') + (kept === undefined ? json : json.slice(0, -1) + ',"result":' + kept.json + '}');
+    first = false;
+  }
+  return body + ']}';
 }
