@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import type { ListRunsQuery } from '../../management/run-source.ts';
 import type { RunHistory } from '../../results/run-history.ts';
+import type { RunOutcome } from '../../sidecar/modes/outcome.ts';
+import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { runRecord } from '../support/sqlite-run-records.ts';
 
 export interface HistoryUnderTest {
@@ -180,5 +182,90 @@ export function describeRunHistoryContract(storeName: string, open: () => Promis
       expect(await store.history.getRun('demo', kept, old[0]!.id)).toBeUndefined();
       expect(await store.history.pruneExpired({ defaultDays: 30, apps: [{ projectId: 'demo', appName: short, days: 7 }], batchSize: 4, now })).toBe(0);
     });
+
+    describe('kept results ([runs] keep_results)', () => {
+      const keeping = { maxBytes: 1024, ttlSeconds: 3600 };
+      const HOUR = 60 * MINUTE;
+
+      it('returns a kept result with the run until it expires, never in the list', async () => {
+        const app = freshApp();
+        const run = runAt(app, 0);
+        const value = { text: 'h\u00e9llo \u{1F600} "q" \u0000', items: [1, 2.5, null, true] };
+        keepResult(run, outcome(JSON.stringify(value)), keeping);
+        await store.write([run]);
+        const got = await store.history.getRun('demo', app, run.id);
+        expect(got).toEqual({ ...run, result: value, resultKept: true });
+        expect(Date.parse(got!.resultExpiresAt!)).toBeGreaterThan(Date.now() + HOUR - MINUTE);
+        const [listed] = (await store.history.listRuns(query(app))).items;
+        expect(listed).toEqual(run);
+        expect(listed).not.toHaveProperty('result');
+      });
+
+      it('keeps a null result, and a failed run\'s error', async () => {
+        const app = freshApp();
+        const none = runAt(app, 0);
+        keepResult(none, outcome('null'), keeping);
+        const failed = runAt(app, 1, { status: 'failure', statusCode: 500, error: { type: 'ValueError', message: 'bad input' } });
+        keepResult(failed, { ...outcome(null), success: false, statusCode: 500, error: failed.error }, keeping);
+        await store.write([none, failed]);
+        expect(await store.history.getRun('demo', app, none.id)).toHaveProperty('result', null);
+        expect(await store.history.getRun('demo', app, failed.id)).toHaveProperty('result', { type: 'ValueError', message: 'bad input' });
+      });
+
+      it('returns no result once it has expired, and the sweep drops it in batches', async () => {
+        const app = freshApp();
+        const expired = Array.from({ length: 5 }, (_, i) => runAt(app, i));
+        for (const run of expired) keepResult(run, outcome('"old"'), keeping, Date.now() - 2 * HOUR);
+        const live = runAt(app, 10);
+        keepResult(live, outcome('"new"'), keeping);
+        await store.write([...expired, live]);
+        const got = await store.history.getRun('demo', app, expired[0]!.id);
+        expect(got).not.toHaveProperty('result');
+        expect(got).toMatchObject({ resultKept: true });
+        expect(await store.history.dropExpiredResults({ batchSize: 2 })).toBeGreaterThanOrEqual(expired.length);
+        expect(await store.history.dropExpiredResults({ batchSize: 2 })).toBe(0);
+        expect(await store.history.getRun('demo', app, live.id)).toHaveProperty('result', 'new');
+      });
+
+      it('keeps no result larger than result_keep_bytes (counted in UTF-8), and says so', async () => {
+        const app = freshApp();
+        const large = runAt(app, 0);
+        // 400 characters, 1200 bytes in UTF-8: under the bound in characters, over it in bytes.
+        keepResult(large, outcome(JSON.stringify('\u20AC'.repeat(400))), keeping);
+        const exact = runAt(app, 1);
+        keepResult(exact, outcome(JSON.stringify('x'.repeat(1022))), keeping);
+        await store.write([large, exact]);
+        const got = await store.history.getRun('demo', app, large.id);
+        expect(got).not.toHaveProperty('result');
+        expect(got).toMatchObject({ resultKept: false });
+        expect(got).not.toHaveProperty('resultExpiresAt');
+        expect(await store.history.getRun('demo', app, exact.id)).toHaveProperty('result', 'x'.repeat(1022));
+      });
+
+      it('keeps nothing when the app keeps no results', async () => {
+        const app = freshApp();
+        const run = runAt(app, 0);
+        await store.write([run]);
+        const got = await store.history.getRun('demo', app, run.id);
+        expect(got).toEqual(run);
+        expect(got).not.toHaveProperty('resultKept');
+      });
+
+      it('a later state of the run without its result (read back, or closed by a sweep) keeps the result', async () => {
+        const app = freshApp();
+        const run = runAt(app, 0, { webhook: { endpoint: 'https://hooks.example/x', state: 'pending', attempts: 1, lastStatusCode: null, lastError: null } });
+        keepResult(run, outcome('{"n":1}'), keeping);
+        await store.write([run]);
+        const readBack = structuredClone(run);
+        readBack.webhook!.state = 'delivered';
+        readBack.webhook!.attempts = 2;
+        await store.write([readBack]);
+        expect(await store.history.getRun('demo', app, run.id)).toEqual({ ...readBack, result: { n: 1 } });
+      });
+    });
   });
+}
+
+function outcome(resultJson: string | null): RunOutcome {
+  return { statusCode: 200, success: true, resultJson, error: null, runTimeMs: 1 };
 }
