@@ -9,6 +9,7 @@ import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { MAX_BATCH_RECORDS, resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
 import { RESULTS_SIGNATURE_HEADER, resultsKeyOf, signBatch } from '../../results/results-key.ts';
+import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { ResultsShipperStore } from '../../sidecar/runs/results-shipper-store.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
 import { testLogger } from '../support/logger.ts';
@@ -64,6 +65,31 @@ async function stored(run: RunRecord): Promise<RunRecord | undefined> {
 }
 
 describe('the results shipper', () => {
+  it('carries a kept result in the batch, beside its record: the get returns it, the list does not', async () => {
+    const collector = await startCollector();
+    const { store } = await openShipper(collector.url);
+    try {
+      const keeping = { maxBytes: 4096, ttlSeconds: 600 };
+      const value = { text: 'a "}" \u00e9 \u{1F600} \u0000 end}', list: [1, null] };
+      const kept = runRecord({ appName: 'keeps' });
+      keepResult(kept, { statusCode: 200, success: true, resultJson: JSON.stringify(value), error: null, runTimeMs: 1 }, keeping);
+      const tooLarge = runRecord({ appName: 'keeps' });
+      keepResult(tooLarge, { statusCode: 200, success: true, resultJson: JSON.stringify('x'.repeat(5000)), error: null, runTimeMs: 1 }, keeping);
+      const plain = runRecord({ appName: 'keeps' });
+      for (const run of [kept, tooLarge, plain]) store.save(run);
+      await waitFor(async () => (await stored(plain)) !== undefined && (await stored(kept)) !== undefined && (await stored(tooLarge)) !== undefined, { what: 'the records in PostgreSQL' });
+      expect(await stored(kept)).toEqual({ ...kept, result: value });
+      expect(await stored(tooLarge)).toEqual(tooLarge);
+      expect(tooLarge.resultKept).toBe(false);
+      expect(await stored(plain)).toEqual(plain);
+      const page = await results.store.listRuns({ projectId: NAMESPACE, appName: 'keeps', pageSize: 10, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null });
+      expect(page.items.find((run) => run.id === kept.id)).toEqual(kept);
+    } finally {
+      await store.close();
+      await collector.app.close();
+    }
+  });
+
   it('brings every record to PostgreSQL in batches within about a second, in its latest state', async () => {
     const collector = await startCollector();
     const { store } = await openShipper(collector.url);
