@@ -26,6 +26,16 @@ describe('renderSidecarContainer', () => {
     ]);
   });
 
+  it('keeps results only with a results store, with the App\'s bound and ttl: a RunLog never holds them', () => {
+    const keeps = storedApp(pythonSpec({ runs: { keepFinished: 200, retention: 86400, keepResults: true, resultKeepBytes: 4096, resultTtl: 600 } }));
+    const withStore = renderSidecarContainer(keeps, renderConfig({ resultsCollectorUrl: 'http://runlet-operator.runlet-system:8080' }), DRAIN_TOKEN).args!;
+    expect(withStore.join(' ')).toContain('--run-store results --data-dir /var/run/runlet --keep-results on --result-keep-bytes 4096 --result-ttl 600');
+    const withRunLog = renderSidecarContainer(keeps, renderConfig(), DRAIN_TOKEN).args!;
+    expect(withRunLog).not.toContain('--keep-results');
+    const off = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ resultsCollectorUrl: 'http://runlet-operator.runlet-system:8080' }), DRAIN_TOKEN).args!;
+    expect(off).not.toContain('--keep-results');
+  });
+
   it('turns caller auth off only when the App says so', () => {
     const open = renderSidecarContainer(storedApp(pythonSpec({ auth: { enabled: false } })), renderConfig(), DRAIN_TOKEN).args!;
     expect(open[open.indexOf('--auth') + 1]).toBe('off');
