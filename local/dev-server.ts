@@ -67,10 +67,6 @@ export interface DevServer {
 /** Local mode binds to loopback only: nothing here authenticates callers by default. */
 const HOST = '127.0.0.1';
 
-/** How often kept results past their ttl are dropped from the run store, and how many rows per statement. */
-const RESULT_SWEEP_INTERVAL_MS = 60_000;
-const RESULT_SWEEP_BATCH = 500;
-
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   const { logger, projectId } = options;
   const loaded = await Promise.all(options.appDirs.map((dir) => loadAppDir(dir)));
@@ -79,11 +75,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
 
   // Runs a killed runlet dev left unfinished are failed, and their webhooks sent, as the replica starts.
   const store = new SqliteRunStore({ dataDir: options.dataDir, logger, processName: 'runlet dev' });
-  // Expired results are no longer returned at once; the sweep only gives their space back.
-  const resultSweep = setInterval(() => {
-    store.dropExpiredResults({ batchSize: RESULT_SWEEP_BATCH }).catch((err: unknown) => logger.warn({ err }, 'dropping expired run results failed; retried later'));
-  }, RESULT_SWEEP_INTERVAL_MS);
-  resultSweep.unref();
   const registry = new AppRegistry();
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({
@@ -185,7 +176,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         await server.close();
         const graceMs = Math.max(...apps.map((app) => app.target.runTimeLimitMs), 1000);
         await Promise.all(apps.map((app) => app.supervisor.stop(graceMs)));
-        clearInterval(resultSweep);
         await store.close();
       })();
       return closing;

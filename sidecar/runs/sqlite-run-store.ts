@@ -62,6 +62,9 @@ const DEFAULT_MAX_BATCH_SIZE = 512;
  * last window and of the batch being committed.
  */
 const DEFAULT_MIN_WRITE_INTERVAL_MS = 10;
+/** How often kept results past their ttl are dropped (a get stops returning them at once), and rows per statement. */
+const RESULT_SWEEP_INTERVAL_MS = 60_000;
+const RESULT_SWEEP_BATCH = 500;
 /** How long a write waits for a lock held by another connection (a reader checkpointing, a second tool). */
 const BUSY_TIMEOUT_MS = 5_000;
 
@@ -140,6 +143,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
   #closed = false;
   #batches = 0;
   #recordsWritten = 0;
+  readonly #resultSweep: NodeJS.Timeout;
 
   constructor(options: SqliteRunStoreOptions) {
     this.path = join(options.dataDir, RUNS_DB_FILE_NAME);
@@ -173,6 +177,12 @@ export class SqliteRunStore implements RunStore, RunHistory {
       'SELECT record, result, result_expires_at FROM runs WHERE id = :id AND project_id = :projectId AND app_name = :appName',
     );
     this.#selectId = this.#db.prepare('SELECT 1 FROM runs WHERE id = :id');
+    this.#resultSweep = setInterval(() => {
+      this.dropExpiredResults({ batchSize: RESULT_SWEEP_BATCH }).catch((err: unknown) =>
+        this.#logger.warn({ err, path: this.path }, 'dropping expired run results failed; the next sweep tries again'),
+      );
+    }, RESULT_SWEEP_INTERVAL_MS);
+    this.#resultSweep.unref();
     this.#logger.info({ path: this.path, schemaVersion: SCHEMA_VERSION }, 'run store opened');
   }
 
@@ -219,6 +229,7 @@ export class SqliteRunStore implements RunStore, RunHistory {
       while (this.#pending.size > 0 || this.#inFlight !== null) await this.flush();
     } finally {
       this.#closed = true;
+      clearInterval(this.#resultSweep);
       this.#cancelScheduled();
       await this.#stopWriter();
       this.#db.close();
@@ -269,6 +280,8 @@ export class SqliteRunStore implements RunStore, RunHistory {
   /** Forgets the results expired by `now`, `batchSize` rows per statement (each a short transaction). */
   async dropExpiredResults(options: { batchSize: number; now?: Date }): Promise<number> {
     await this.flush();
+    // Closed while it flushed (a sweep as the process stops): nothing to give back.
+    if (this.#closed) return 0;
     const statement = this.#db.prepare(
       `UPDATE runs SET result = NULL, result_expires_at = NULL WHERE id IN (
          SELECT id FROM runs WHERE result_expires_at IS NOT NULL AND result_expires_at <= :now LIMIT :limit)`,
