@@ -72,10 +72,10 @@ function startSidecar(args: string[], env: Record<string, string>): { child: Chi
   return { child, output: () => output };
 }
 
-async function readySidecar(appPort: number, collectorPort: number): Promise<{ child: ChildProcess; runUrl: string }> {
+async function readySidecar(appPort: number, collectorPort: number, extraArgs: string[] = []): Promise<{ child: ChildProcess; runUrl: string }> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const sidecar = startSidecar(
-    ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', join(dir, 'data')],
+    ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', join(dir, 'data'), ...extraArgs],
     { RUNLET_RESULTS_URL: `http://127.0.0.1:${collectorPort}`, RUNLET_HOLDER_KEY: HOLDER_KEY_HEX },
   );
   await waitFor(async () => sidecar.child.exitCode === null && (await fetch(`http://127.0.0.1:${adminPort}/ready`).then((response) => response.ok, () => false)), {
@@ -108,6 +108,21 @@ describe('runlet sidecar --run-store results', () => {
       const record = await waitFor(async () => (await stored(id))?.status === 'success' && stored(id), { what: `run ${id} in PostgreSQL` });
       expect(record).toMatchObject({ id, projectId: NAMESPACE, appName: APP, replica: 'hello-pod-1' });
     }
+  });
+
+  it('with --keep-results on, sends each run\'s result beside its record: the get returns it, bounded by --result-keep-bytes', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-results-'));
+    const collectorPort = await freePort();
+    await startCollector(collectorPort);
+    const { runUrl } = await readySidecar(await startApp(), collectorPort, ['--keep-results', 'on', '--result-keep-bytes', '400', '--result-ttl', '600']);
+    const call = (body: string): Promise<Response> => fetch(`${runUrl}/run?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const small = (await (await call('{"n":1}')).json()) as { run_id: string };
+    const large = (await (await call(JSON.stringify({ text: 'x'.repeat(500) }))).json()) as { run_id: string };
+    const kept = await waitFor(async () => (await stored(small.run_id))?.status === 'success' && stored(small.run_id), { what: 'the run with its result in PostgreSQL' });
+    expect(kept).toMatchObject({ resultKept: true, result: { method: 'POST', path: '/run', requestId: small.run_id, body: '{"n":1}' } });
+    const notKept = await waitFor(async () => (await stored(large.run_id))?.status === 'success' && stored(large.run_id), { what: 'the large run in PostgreSQL' });
+    expect(notKept).toMatchObject({ resultKept: false });
+    expect(notKept).not.toHaveProperty('result');
   });
 
   it('records replica_lost, once the collector is back, the async run a killed sidecar accepted while it was away', async () => {
