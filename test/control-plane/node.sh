@@ -73,9 +73,9 @@ pause_archive() {
   work=$(mktemp -d)
   gcc -Os -Wall -Werror -static -DVERSION=v3.4.1-runlet -o "$work/pause" "$source"
   printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$work/Dockerfile"
-  podman build --quiet --tag "$PAUSE_IMAGE" "$work" >/dev/null
+  podman build --quiet --tag "$PAUSE_IMAGE" "$work" >/dev/null 2>&1 || die "podman build of the pause image failed"
   mkdir -p "$(dirname "$archive")"
-  podman save --format oci-archive --output "$archive.partial" "$PAUSE_IMAGE" >/dev/null
+  podman save --quiet --format oci-archive --output "$archive.partial" "$PAUSE_IMAGE" >/dev/null
   mv "$archive.partial" "$archive"
   rm -rf "$work"
   echo "$archive"
@@ -134,6 +134,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   restrict_oom_score_adj = true
+  # Pods' network namespaces under the state directory, not the machine's /run/netns: down unmounts them there.
+  netns_mounts_under_state_dir = true
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
@@ -262,20 +264,23 @@ supervise() {
   kill -TERM 0
 }
 
+# The images' archives are cached by image id (an unchanged image is not exported again), the newest few kept.
 import_images() {
-  local node=$1 archive name
+  local node=$1 archive name id
   shift
-  ctr --address "$node/containerd.sock" -n k8s.io images import --no-unpack=false "$(pause_archive)" >/dev/null \
+  ctr --address "$node/containerd.sock" -n k8s.io images import "$(pause_archive)" >/dev/null \
     || die "importing the pause image failed"
+  mkdir -p "$CACHE/images"
   for name in "$@"; do
-    archive=$node/images/$(printf '%s' "$name" | tr '/:' '__').tar
-    mkdir -p "$node/images"
-    podman save --format oci-archive --output "$archive" "$name" >/dev/null || die "podman save $name failed (is it built? make images)"
-    # podman writes the archive's names as podman knows them (docker.io/…): the names a Kubernetes image
-    # field means. --all-platforms: the archive holds one.
-    ctr --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$archive" >/dev/null \
-      || die "importing $name into containerd failed"
-    rm -f "$archive"
+    id=$(podman image inspect --format '{{.Id}}' "$name" 2>/dev/null) || die "podman has no image $name (make images)"
+    archive=$CACHE/images/$(printf '%s' "$name" | tr '/:' '__')-${id:0:12}.tar
+    if [[ ! -s $archive ]]; then
+      rm -f "$CACHE/images/$(printf '%s' "$name" | tr '/:' '__')"-*.tar
+      # podman writes the names as podman knows them (docker.io/…): the names a Kubernetes image field means.
+      podman save --quiet --format oci-archive --output "$archive.partial" "$name" || die "podman save $name failed"
+      mv "$archive.partial" "$archive"
+    fi
+    ctr --address "$node/containerd.sock" -n k8s.io images import "$archive" >/dev/null || die "importing $name into containerd failed"
   done
   touch "$node/images.loaded"
 }
@@ -323,18 +328,27 @@ unmount_under() {
   done
 }
 
-# Every container's process and shim, and every pod's network namespace, go before containerd does: the shims
-# run in sessions of their own, outside the supervisor's group, and containerd pins pod namespaces in /run/netns.
+# Every container's process and shim go before containerd does: the shims run in sessions of their own,
+# outside the supervisor's group.
 stop_containers() {
   local node=$1 id
   local ctr=(ctr --address "$node/containerd.sock" -n k8s.io)
   "${ctr[@]}" version >/dev/null 2>&1 || return 0
   for id in $("${ctr[@]}" containers ls -q 2>/dev/null); do
-    "${ctr[@]}" containers info "$id" 2>/dev/null \
-      | jq -r '.Spec.linux.namespaces[]? | select(.type == "network" and .path != null and .path != "") | .path' >>"$node/pod-netns" || true
     "${ctr[@]}" tasks kill --signal SIGKILL "$id" >/dev/null 2>&1 || true
     "${ctr[@]}" tasks delete --force "$id" >/dev/null 2>&1 || true
   done
+}
+
+# The kubelet writes pod logs under /var/log/pods (not configurable in 1.20) and links them from
+# /var/log/containers: those of this node's pods go with it.
+remove_pod_logs() {
+  local node=$1 uid link
+  for uid in $(ls "$node/kubelet/pods" 2>/dev/null); do rm -rf /var/log/pods/*_"$uid"; done
+  for link in /var/log/containers/*.log; do
+    [[ -L $link && ! -e $link ]] && rm -f "$link"
+  done
+  return 0
 }
 
 down() {
@@ -355,12 +369,7 @@ down() {
     [[ -f $pidfile ]] && kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
   done
   unmount_under "$node"
-  local netns
-  if [[ -f $node/pod-netns ]]; then
-    sort -u "$node/pod-netns" | while read -r netns; do
-      [[ $netns == /var/run/netns/* || $netns == /run/netns/* ]] && ip netns delete "$(basename "$netns")" 2>/dev/null || true
-    done
-  fi
+  remove_pod_logs "$node"
   # shellcheck source=/dev/null
   if [[ -f $node/env ]]; then source "$node/env"; ip netns delete "$NETNS" 2>/dev/null || true; fi
   rm -rf "$node"
