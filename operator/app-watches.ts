@@ -22,6 +22,7 @@ import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import { nativeSidecarOf, podTemplateDigestOf } from './render/deployment.ts';
 import type { SidecarModeView } from './sidecar-migration.ts';
 import type { PodObject } from './runlog-verdict.ts';
+import { containerRestarts } from './container-restarts.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
 /**
@@ -119,8 +120,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: metadataOnly,
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
-  // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
-  // zero lists it in its Endpoints) is all that matters.
+  // Whether a pod exists, whether it has ended or is ending, whether it is ready (its load counts; an App at
+  // zero lists it in its Endpoints), and its containers' restarts (the App's status tells them) is all that matters.
   const pods = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
@@ -132,7 +133,12 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
       return {
         ...identity,
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
-        status: { phase: pod.status?.phase, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+        status: {
+          phase: pod.status?.phase,
+          conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready'),
+          // The raw pod, whatever the cache's type says: the API server's container statuses.
+          containerStatuses: containerRestarts(pod.status?.containerStatuses),
+        },
       };
     },
     handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },

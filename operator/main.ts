@@ -22,6 +22,7 @@ import { LeaderOnlyApi } from '../kube/leader-only-api.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
+import { ContainerRestarts } from './container-restarts.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
@@ -127,6 +128,7 @@ export function createOperator(options: OperatorOptions): Operator {
     podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
+      if (!gone) restarts.podChanged(pod, previous);
       // The Endpoints of an App that scales to zero follow its pods as the endpoints controller's would: a
       // reconcile (serialised per App by the queue) writes them from the pods then.
       const namespace = pod.metadata?.namespace;
@@ -142,6 +144,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
   const { apps, pods } = watches;
+  const restarts = new ContainerRestarts({ api: leaderApi, app: (namespace, name) => apps.get(namespace, name), isLeader: () => elector.isLeader, events, logger });
   const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
   const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
   const holderKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };

@@ -22,7 +22,8 @@ import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { REPO } from './e2e-cluster.ts';
 import { HelloApp } from './hello-app.ts';
-import { isReady, readyAtGeneration } from './operator-suite.ts';
+import { conditionOf, isReady, readyAtGeneration } from './operator-suite.ts';
+import type { App } from '../../crds/app-schema.ts';
 
 const skipReason = realNodeSkipReason();
 if (skipReason !== undefined) console.log(`Runlet on a real kubelet: skipped, ${skipReason}`);
@@ -164,25 +165,35 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
       '        data = json.dumps({"method": self.command, "path": self.path, "body": body}).encode()',
       '        self.send_response(200); self.send_header("content-type", "application/json")',
       '        self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)',
-      'http.server.ThreadingHTTPServer(("0.0.0.0", 8000), Echo).serve_forever()',
+      'http.server.ThreadingHTTPServer(("0.0.0.0", 9000), Echo).serve_forever()',
     ].join('\n');
-    await custom.createNamespacedCustomObject({
-      group: 'runlet.dev',
-      version: 'v1alpha1',
-      plural: 'apps',
-      namespace: ns,
-      body: {
-        apiVersion: 'runlet.dev/v1alpha1',
-        kind: 'App',
-        metadata: { name: 'echo', namespace: ns },
-        spec: {
-          runtime: { custom: { image: BUILT_IMAGES.pythonRuntime, entrypoint: ['python3', '-c', server], port: 8000, healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' } },
-          scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 30 },
-          auth: { enabled: false },
-          runs: { keepFinished: 200, retention: 86400 },
+    const createApp = (name: string, port: number) =>
+      custom.createNamespacedCustomObject({
+        group: 'runlet.dev',
+        version: 'v1alpha1',
+        plural: 'apps',
+        namespace: ns,
+        body: {
+          apiVersion: 'runlet.dev/v1alpha1',
+          kind: 'App',
+          metadata: { name, namespace: ns },
+          spec: {
+            runtime: { custom: { image: BUILT_IMAGES.pythonRuntime, entrypoint: ['python3', '-c', server], port, healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' } },
+            scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 30 },
+            auth: { enabled: false },
+            runs: { keepFinished: 200, retention: 86400 },
+          },
         },
-      },
+      });
+    // The sidecar's run port: in one network namespace the app server cannot listen there (the test kubelet,
+    // which maps every container's ports apart, ran it; a real one crash-looped it for ever). Refused instead.
+    await createApp('clash', SIDECAR_RUN_PORT);
+    const refused = await wait('the clashing App refused', async () => {
+      const app = (await custom.getNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace: ns, name: 'clash' })) as App;
+      return conditionOf(app, 'Ready')?.reason === 'InvalidSpec' && conditionOf(app, 'Ready');
     });
+    expect(refused.message).toContain("spec.runtime.custom.port (8000) is one of the sidecar's ports in the app's pod");
+    await createApp('echo', 9000);
     const pod = await wait('the custom App’s pod Ready', async () => {
       const pods = (await core.listNamespacedPod({ namespace: ns, labelSelector: `${APP_LABEL}=echo` })).items;
       return pods.length === 1 && isReady(pods[0]!) && pods[0];
@@ -219,5 +230,31 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     for (const runId of runIds) {
       expect(JSON.parse((await deliveryOf(runId)).body)).toMatchObject({ run_id: runId, status: 'success', result: [1, 2, 3, 4].map((item) => ({ item, of: 4 })) });
     }
+  });
+
+  it('restarts a runtime that crashes; the App’s status and Events say which container ended, how, and how often', async () => {
+    const app = new HelloApp(admin, namespace(), { auth: false });
+    await app.apply();
+    const [pod] = await readyPods(app, 1);
+    const pids = await node!.containerPids(pod!.metadata!.uid!, 'app');
+    expect(pids.length).toBeGreaterThan(0);
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    const restarted = await wait('the runtime restarted and the pod Ready again', async () => {
+      const [again] = await app.pods();
+      const status = again?.status?.containerStatuses?.find((container) => container.name === 'app');
+      return again !== undefined && isReady(again) && status?.restartCount === 1 && again;
+    });
+    expect(restarted.metadata!.uid).toBe(pod!.metadata!.uid);
+    const lastRestart = await wait('status.lastRestart', async () => (await app.read()).status?.lastRestart);
+    expect(lastRestart).toMatchObject({ pod: pod!.metadata!.name, container: 'app', restartCount: 1, exitCode: 137, reason: 'Error' });
+    expect(lastRestart.message).toContain('killed by SIGKILL');
+    const event = await wait('the ContainerRestarted Event', async () => (await app.events()).find((e) => e.reason === 'ContainerRestarted'));
+    expect(event).toMatchObject({ type: 'Warning', message: lastRestart.message });
+    const answer = await node!.fetchInside(`http://${restarted.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'again' }),
+    });
+    expect(answer.status, 'the restarted runtime serves').toBe(200);
   });
 });
