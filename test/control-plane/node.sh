@@ -257,10 +257,15 @@ supervise() {
   in_netns "$BIN/kube-proxy" --config "$node/kube-proxy.yaml" --logtostderr -v 1 >"$logs/kube-proxy.log" 2>&1 &
   local owner=${RUNLET_CONTROL_PLANE_OWNER_PID:-}
   if [[ -n $owner ]]; then
-    (while kill -0 "$owner" 2>/dev/null; do sleep 2; done; echo "owner process $owner exited") &
+    # An owner gone without `down` (a killed test run) leaves no container, mount or namespace behind: `down`
+    # runs in a session of its own, since it ends this group.
+    (while kill -0 "$owner" 2>/dev/null; do sleep 2; done
+      echo "owner process $owner exited; taking the node down"
+      setsid "$0" down "$cp" </dev/null >/dev/null 2>&1 &) &
   fi
   wait -n || true
   echo "a component (or the owner watch) exited; stopping the node"
+  stop_containers "$node"
   kill -TERM 0
 }
 

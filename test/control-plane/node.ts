@@ -4,7 +4,7 @@
 // a Unix socket that socat, started inside, relays (a path crosses network namespaces), and lets pods reach one
 // of its own servers (a webhook receiver listening on a Unix socket) at the node's address the same way.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'undici';
@@ -77,6 +77,16 @@ function tail(path: string, lines: number): string {
   }
 }
 
+/** The kubelet's logs of this node's containers: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log. */
+function containerLogs(podsDir: string): string[] {
+  const uids = new Set(existsSync(podsDir) ? readdirSync(podsDir) : []);
+  const root = '/var/log/pods';
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .filter((pod) => uids.has(pod.slice(pod.lastIndexOf('_') + 1)))
+    .flatMap((pod) => readdirSync(join(root, pod)).flatMap((container) => readdirSync(join(root, pod, container)).map((file) => join(root, pod, container, file))));
+}
+
 export async function startRealNode(controlPlane: ControlPlane, images: readonly string[] = Object.values(BUILT_IMAGES)): Promise<RealNode> {
   const env = { ...process.env, RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid) };
   const nodeDir = join(controlPlane.dir, 'node');
@@ -147,7 +157,12 @@ export async function startRealNode(controlPlane: ControlPlane, images: readonly
       return pids;
     },
     diagnostics: () =>
-      ['supervisor', 'kubelet', 'containerd', 'kube-proxy', 'relay'].map((name) => `== ${nodeDir}/logs/${name}.log (last lines)\n${tail(join(nodeDir, 'logs', `${name}.log`), 40)}`).join('\n'),
+      [
+        ...['supervisor', 'kubelet', 'containerd', 'kube-proxy', 'relay'].map((name) => join(nodeDir, 'logs', `${name}.log`)),
+        ...containerLogs(join(nodeDir, 'kubelet/pods')),
+      ]
+        .map((path) => `== ${path} (last lines)\n${tail(path, 40)}`)
+        .join('\n'),
     async stop() {
       for (const agent of agents.values()) await agent.close();
       for (const child of relays) if (child.exitCode === null) child.kill('SIGKILL');
