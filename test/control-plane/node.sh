@@ -265,7 +265,7 @@ supervise() {
   fi
   wait -n || true
   echo "a component (or the owner watch) exited; stopping the node"
-  stop_containers "$node"
+  kill_containers "$node"
   kill -TERM 0
 }
 
@@ -333,15 +333,21 @@ unmount_under() {
   done
 }
 
-# Every container's process and shim go before containerd does: the shims run in sessions of their own,
-# outside the supervisor's group.
-stop_containers() {
-  local node=$1 id
-  local ctr=(ctr --address "$node/containerd.sock" -n k8s.io)
-  "${ctr[@]}" version >/dev/null 2>&1 || return 0
-  for id in $("${ctr[@]}" containers ls -q 2>/dev/null); do
-    "${ctr[@]}" tasks kill --signal SIGKILL "$id" >/dev/null 2>&1 || true
-    "${ctr[@]}" tasks delete --force "$id" >/dev/null 2>&1 || true
+# Every container's processes, by the init pid runc wrote in its bundle: each container has a PID namespace of
+# its own, so killing its init ends it all. By pid, not through containerd, which may be gone already.
+kill_containers() {
+  local node=$1 pidfile
+  for pidfile in "$node"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/init.pid; do
+    [[ -f $pidfile ]] && kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
+  done
+  return 0
+}
+
+# The shims run in sessions of their own, outside the supervisor's group: those serving this node's containerd.
+kill_shims() {
+  local node=$1 pid
+  for pid in $(pgrep -f -- "containerd-shim-runc-v2 .*-address $node/containerd.sock( |$)" || true); do
+    kill -KILL "$pid" 2>/dev/null || true
   done
 }
 
@@ -359,9 +365,7 @@ remove_pod_logs() {
 down() {
   local cp=$1 node=$1/node pgid
   [[ -d $node ]] || return 0
-  # The kubelet first, so it starts no container while they are stopped.
-  [[ -f $node/kubelet.pid ]] && kill -KILL "$(cat "$node/kubelet.pid")" 2>/dev/null || true
-  stop_containers "$node"
+  kill_containers "$node"
   if [[ -f $node/pgid ]]; then
     pgid=$(cat "$node/pgid")
     kill -TERM -- "-$pgid" 2>/dev/null || true
@@ -369,10 +373,9 @@ down() {
     while kill -0 -- "-$pgid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
     kill -KILL -- "-$pgid" 2>/dev/null || true
   fi
-  local pidfile
-  for pidfile in "$node"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/shim.pid; do
-    [[ -f $pidfile ]] && kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
-  done
+  # Again: the kubelet may have started one while the first were killed.
+  kill_containers "$node"
+  kill_shims "$node"
   unmount_under "$node"
   remove_pod_logs "$node"
   # shellcheck source=/dev/null
