@@ -5,12 +5,12 @@
 // of its own servers (a webhook receiver listening on a Unix socket) at the node's address the same way.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, fetch as undiciFetch, type RequestInit, type Response } from 'undici';
 import { RUNLET_VERSION } from '../../cli/images.ts';
 import { waitFor } from '../support/wait.ts';
-import { controlPlaneSkipReason, type ControlPlane } from './control-plane.ts';
+import { controlPlaneSkipReason, tierKubectlPath, type ControlPlane } from './control-plane.ts';
 
 const SCRIPT = join(import.meta.dirname, 'node.sh');
 /** Where pods reach the node (the bridge's address), and the API server's relay: control-plane.sh's advertise address. */
@@ -51,6 +51,8 @@ export function realNodeSkipReason(env: NodeJS.ProcessEnv = process.env): string
   const controlPlane = controlPlaneSkipReason(env);
   if (controlPlane !== undefined) return controlPlane;
   if (process.platform !== 'linux' || process.getuid?.() !== 0) return 'a real kubelet needs Linux and root (network namespaces, mounts, containerd)';
+  const unbuilt = ['kubelet', 'kube-proxy'].filter((name) => !existsSync(join(dirname(tierKubectlPath(env)), name)));
+  if (unbuilt.length > 0) return `${unbuilt.join(', ')} not built: run \`make test-cluster\` (control-plane.sh build)`;
   const tools = ['containerd', 'ctr', 'runc', 'socat', 'nsenter', 'ip', 'iptables', 'podman'];
   const absent = tools.filter((tool) => !onPath(tool, env));
   if (absent.length > 0) return `${absent.join(', ')} not installed: run \`make test-cluster\` (node.sh install)`;
