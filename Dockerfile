@@ -17,9 +17,11 @@ RUN --mount=type=secret,id=npm_ca \
     npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY cli cli
+COPY run-request run-request
 COPY sidecar sidecar
 COPY kube kube
 COPY operator operator
+COPY activator activator
 COPY management management
 COPY crds crds
 COPY local local

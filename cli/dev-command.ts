@@ -6,10 +6,10 @@ import { readPythonFunctions, sampleArguments, signatureText, type PythonFunctio
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
-import { localDevAuth } from '../sidecar/auth/local-key.ts';
+import { localDevAuth } from '../run-request/auth/local-key.ts';
 import { createLogger } from '../sidecar/logger.ts';
-import { DEFAULT_REQUEST_BUFFER_BYTES } from '../sidecar/request-budget.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES } from '../run-request/request-budget.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../run-request/request-timeouts.ts';
 import { parseCommandArgs, parseSecondsFlag } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 

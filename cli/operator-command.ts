@@ -2,14 +2,13 @@
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
-import type { Logger } from 'pino';
 import { ConfigError, readConfigFile, resolveConfig, type ConfigLayer, type OperatorConfig } from '../operator/config.ts';
 import { createOperator, type OperatorHolderOptions } from '../operator/main.ts';
-import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
-import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE, loadIssuerAuthConfig } from '../sidecar/auth/config.ts';
+import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
+import { issuerAuthenticator } from './issuer-auth.ts';
 
 export const OPERATOR_USAGE = `Usage: runlet operator [options]
 
@@ -27,14 +26,16 @@ Options (environment variable in brackets); flags override the environment, whic
   --ingress-tls-secret NAME       certificate Secret for the host [RUNLET_INGRESS_TLS_SECRET]
   --native-sidecars auto|true|false  sidecar as a native sidecar (default auto: when the API server is >= 1.29) [RUNLET_NATIVE_SIDECARS]
   --webhook-allow-cidrs LIST      comma-separated CIDRs webhooks may reach despite the SSRF guard [RUNLET_WEBHOOK_ALLOW_CIDRS]
+  --image-pull-secrets LIST       comma-separated Secret names (in each app namespace) app pods pull images with
+                                  [RUNLET_IMAGE_PULL_SECRETS]
   --leader-election-namespace NS  namespace of the Lease (default: POD_NAMESPACE, else default) [RUNLET_LEADER_ELECTION_NAMESPACE]
   --lease-name NAME               (default runlet-operator) [RUNLET_LEASE_NAME]
   --identity NAME                 this replica in the Lease (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
   --host ADDRESS                  address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
   --port N                        port of /healthz, /ready, /metrics (default 8080) [RUNLET_METRICS_PORT]
   --workers N                     Apps reconciled concurrently (default 4) [RUNLET_OPERATOR_WORKERS]
-  --holder on|off                 hold calls to Apps at zero replicas (default on; off keeps min_replicas = 0 at one
-                                  replica) [RUNLET_HOLDER]
+  --holder on|off|external        hold calls to Apps at zero replicas (default on; off keeps min_replicas = 0 at one
+                                  replica; external: runlet activator pods hold them, this operator holds none) [RUNLET_HOLDER]
   --holder-host ADDRESS           address of the holder (default 0.0.0.0) [RUNLET_HOLDER_HOST]
   --holder-port N                 port of the holder (default 8090) [RUNLET_HOLDER_PORT]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
@@ -54,6 +55,7 @@ const OPTIONS = {
   'ingress-tls-secret': { env: ['RUNLET_INGRESS_TLS_SECRET'] },
   'native-sidecars': { env: ['RUNLET_NATIVE_SIDECARS'] },
   'webhook-allow-cidrs': { env: ['RUNLET_WEBHOOK_ALLOW_CIDRS'] },
+  'image-pull-secrets': { env: ['RUNLET_IMAGE_PULL_SECRETS'] },
   'leader-election-namespace': { env: ['RUNLET_LEADER_ELECTION_NAMESPACE'] },
   'lease-name': { env: ['RUNLET_LEASE_NAME'] },
   identity: { env: ['RUNLET_IDENTITY'] },
@@ -83,8 +85,18 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: ${(error as Error).message}`);
   }
 
-  const holder: OperatorHolderOptions | undefined = config.holder.enabled ? { auth: holderAuthenticator(option, logger) } : undefined;
+  const holder: OperatorHolderOptions | 'external' | undefined = !config.holder.enabled
+    ? undefined
+    : !config.holder.inOperator
+      ? 'external'
+      : {
+          auth: issuerAuthenticator(option, option('service-account-dir'), logger, {
+            command: 'runlet operator',
+            otherwise: 'or run without the holder: --holder off (RUNLET_HOLDER=off), or leave it to runlet activator: --holder external',
+          }),
+        };
   if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
+  if (holder === 'external') logger.info({ service: `${config.holder.serviceNamespace}/${config.holder.serviceName}` }, 'calls to Apps at zero are held by runlet activator pods (holder.inOperator: false), listed by this Service');
 
   const operator = createOperator({ kubeConfig, config, logger, holder });
   // Listening first: probes get answers while the caches fill.
@@ -105,31 +117,8 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     process.once('SIGINT', () => resolve());
   });
   await operator.stop();
-  await holder?.auth?.close();
+  if (typeof holder === 'object') await holder.auth?.close();
   return 0;
-}
-
-/**
- * The holder answers calls in the sidecars' place, so it trusts exactly what they trust: the issuer and audience
- * they read from the same options and variables (sidecar/auth/config.ts), in a pod the API server's
- * service-account issuer, reached with this pod's own service-account CA and token.
- */
-function holderAuthenticator(option: (name: OptionName) => string | undefined, logger: Logger): RunAuthenticator {
-  const turnOff = 'or run without the holder: --holder off (RUNLET_HOLDER=off)';
-  let config;
-  try {
-    config = loadIssuerAuthConfig((name) => option(name), process.env, option('service-account-dir'));
-  } catch (error) {
-    throw new CliError(`runlet operator: the holder's authentication: ${(error as Error).message}; ${turnOff}`, 2);
-  }
-  if (config.jwksUrl === undefined && config.issuer === undefined) {
-    throw new CliError(
-      'runlet operator: the holder authenticates callers as the sidecars do, against their token issuer: give --auth-jwks-url or ' +
-        `--auth-issuer (in a pod, the API server's issuer is the default), ${turnOff}`,
-      2,
-    );
-  }
-  return new RunAuthenticator(config, { logger });
 }
 
 async function loadConfig(option: (name: OptionName) => string | undefined): Promise<OperatorConfig> {
@@ -146,12 +135,13 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     if (value === 'false' || value === '0') return false;
     throw new CliError(`--${name} must be true or false, got "${value}"`, 2);
   };
-  const onOff = (name: OptionName): boolean | undefined => {
-    const value = option(name);
-    if (value === undefined) return undefined;
-    if (value === 'on') return true;
-    if (value === 'off') return false;
-    throw new CliError(`--${name} must be on or off, got "${value}"`, 2);
+  const holderMode = (): { enabled?: boolean; inOperator?: boolean } => {
+    const value = option('holder');
+    if (value === undefined) return {};
+    if (value === 'on') return { enabled: true, inOperator: true };
+    if (value === 'off') return { enabled: false };
+    if (value === 'external') return { enabled: true, inOperator: false };
+    throw new CliError(`--holder must be on, off or external, got "${value}"`, 2);
   };
   const autoOrBoolean = (name: OptionName): 'auto' | boolean | undefined => {
     const value = option(name);
@@ -166,6 +156,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     tlsSecretName: option('ingress-tls-secret'),
   };
   const cidrs = option('webhook-allow-cidrs');
+  const pullSecrets = option('image-pull-secrets');
   const overrides: ConfigLayer = {
     sidecarImage: option('sidecar-image'),
     pythonRuntimeImage: option('python-runtime-image'),
@@ -173,9 +164,10 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     ingress: Object.values(ingress).some((value) => value !== undefined) ? ingress : undefined,
     nativeSidecars: autoOrBoolean('native-sidecars'),
     webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
+    imagePullSecrets: pullSecrets === undefined ? undefined : pullSecrets.split(',').map((name) => ({ name: name.trim() })).filter(({ name }) => name !== ''),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
     server: { host: option('host'), port: integer('port') },
-    holder: { enabled: onOff('holder'), host: option('holder-host'), port: integer('holder-port') },
+    holder: { ...holderMode(), host: option('holder-host'), port: integer('holder-port') },
     workers: integer('workers'),
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,

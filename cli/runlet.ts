@@ -39,6 +39,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'Reconcile App resources into Deployments, Services and Ingresses (in a cluster)',
     load: async () => import('./operator-command.ts').then((m) => ({ usage: m.OPERATOR_USAGE, run: m.runOperatorCommand })),
   },
+  activator: {
+    summary: 'Hold the calls to Apps at zero replicas until a pod is ready (in a cluster)',
+    load: async () => import('./activator-command.ts').then((m) => ({ usage: m.ACTIVATOR_USAGE, run: m.runActivatorCommand })),
+  },
 };
 
 const USAGE = `Usage: runlet <command> [options]

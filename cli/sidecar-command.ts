@@ -4,16 +4,16 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
-import type { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
-import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../sidecar/auth/config.ts';
-import { HOLDER_KEY_ENV, holderKeyFromText } from '../sidecar/auth/held-run.ts';
+import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
+import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../run-request/auth/config.ts';
+import { HOLDER_KEY_ENV, holderKeyFromText } from '../run-request/auth/held-run.ts';
 import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
-import { DEFAULT_REQUEST_BUFFER_BYTES } from '../sidecar/request-budget.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../sidecar/request-timeouts.ts';
-import { DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES } from '../run-request/request-budget.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_SECONDS } from '../run-request/request-timeouts.ts';
+import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { parseSecondsFlag, readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
@@ -121,7 +121,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   let auth: RunAuthenticator | undefined;
   if (authSwitch === 'on') {
     // Imported only when callers are authenticated: jose and its key-set client are ~9 MB of RSS.
-    const { RunAuthenticator } = await import('../sidecar/auth/authenticator.ts');
+    const { RunAuthenticator } = await import('../run-request/auth/authenticator.ts');
     try {
       auth = new RunAuthenticator(loadRunAuthConfig((name) => option(name), app.projectId, process.env, required('service-account-dir')), { logger });
     } catch (err) {

@@ -51,6 +51,7 @@ export const Problems = {
   authUnavailable: { code: 'auth-unavailable', status: 503, title: 'Authentication unavailable' },
   authOverloaded: { code: 'auth-overloaded', status: 503, title: 'Authentication overloaded' },
   runStoreUnavailable: { code: 'run-store-unavailable', status: 503, title: 'Run store unavailable' },
+  replicaUnreachable: { code: 'replica-unreachable', status: 503, title: 'Replica unreachable' },
   timeout: { code: 'timeout', status: 504, title: 'Run exceeded its time limit' },
 } as const satisfies Record<string, ProblemSpec>;
 

@@ -8,13 +8,14 @@ import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import type { AppSummary } from '../management/app-list.ts';
 import { managementApi } from '../management/routes.ts';
 import { createAdminInterface } from '../sidecar/admin-interface.ts';
-import { RunAuthenticator } from '../sidecar/auth/authenticator.ts';
-import type { RunAuthConfig } from '../sidecar/auth/config.ts';
+import { RunAuthenticator } from '../run-request/auth/authenticator.ts';
+import type { RunAuthConfig } from '../run-request/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
 import { Replica } from '../sidecar/replica.ts';
 import { markAbandoned } from '../sidecar/runs/recorder.ts';
-import type { RequestTimeouts } from '../sidecar/request-timeouts.ts';
-import { createRunInterface, DEFAULT_BODY_LIMIT_BYTES } from '../sidecar/run-interface.ts';
+import type { RequestTimeouts } from '../run-request/request-timeouts.ts';
+import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
+import { createRunInterface } from '../sidecar/run-interface.ts';
 import { runInterfaceRoutes } from '../sidecar/run-interface-routes.ts';
 import { createFrontedServer } from '../sidecar/run-server.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
@@ -37,9 +38,9 @@ export interface DevServerOptions {
   webhooks?: DelivererOptions;
   /** Require bearer tokens on the run interface, as in a cluster (`runlet dev --auth-key-file`). */
   auth?: RunAuthConfig;
-  /** How long a request may take to arrive (sidecar/request-timeouts.ts has the defaults). */
+  /** How long a request may take to arrive (run-request/request-timeouts.ts has the defaults). */
   timeouts?: Partial<RequestTimeouts>;
-  /** What all connections may hold of requests still arriving (sidecar/request-budget.ts has the default). */
+  /** What all connections may hold of requests still arriving (run-request/request-budget.ts has the default). */
   requestBufferBytes?: number;
   /** How long a caller may read nothing of an answer written as it comes (sidecar/active-runs.ts has the default). */
   clientStallTimeoutMs?: number;
@@ -106,7 +107,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   });
   deliverOwedWebhooks(replica, owingWebhooks);
   const runInterface = createRunInterface(replica);
-  // The body's pauses are bounded where it is read (sidecar/request-body.ts), the head's by node:http.
+  // The body's pauses are bounded where it is read (run-request/request-body.ts), the head's by node:http.
   const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
   const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler, serverOptions) });
   await server.register(runInterfaceRoutes(runInterface));

@@ -1,12 +1,12 @@
-// Who may read runs through the management API in a cluster: the caller's bearer service-account token, judged
-// by the Kubernetes API server itself — TokenReview (a valid token? whose?), then SubjectAccessReview (may that
-// user `list` `runs` of group `runlet.dev` in the project's namespace?). Access is the cluster's RBAC: a Role
-// in the project's namespace granting that verb on that resource (no such kind exists; RBAC checks it all the
-// same), bound to the caller's service account.
+// Who may read (and cancel) runs through the management API in a cluster: the caller's bearer service-account
+// token, judged by the Kubernetes API server itself — TokenReview (a valid token? whose?), then
+// SubjectAccessReview (may that user `list` — for a cancel, `cancel` — `runs` of group `runlet.dev` in the
+// project's namespace?). Access is the cluster's RBAC: a Role in the project's namespace granting that verb on
+// that resource (no such kind exists; RBAC checks it all the same), bound to the caller's service account.
 //
 //   authenticate: kubeAuthenticator({ api, logger })   // ManagementApiOptions.authenticate
 //
-// Decisions are cached briefly per token and namespace, so a client paging through runs costs the API server
+// Decisions are cached briefly per token, verb and namespace, so a client paging through runs costs the API server
 // two reviews per token every half minute, not two per request; a revoked grant takes effect within that TTL.
 // When a review cannot be made the request is refused (503), never let through, and nothing is cached.
 // A token that is not shaped as a service-account token (a JWT) is refused without a review, and the reviews
@@ -38,10 +38,18 @@ export interface KubeAuthOptions {
   now?: () => number;
 }
 
-export type ManagementAuthenticate = (request: FastifyRequest, projectId: string) => Promise<void>;
+/** What an operation of the management API needs: `list` to read apps and runs, `cancel` to cancel a run. */
+export type ManagementVerb = 'list' | 'cancel';
 
-/** What the SubjectAccessReview asks, the namespace being the project. */
+export type ManagementAuthenticate = (request: FastifyRequest, projectId: string, verb: ManagementVerb) => Promise<void>;
+
+/** What the SubjectAccessReview asks to read, the namespace being the project. */
 export const RUNS_ACCESS = { verb: 'list', group: RUNLET_GROUP, resource: 'runs' } as const;
+/** What it asks to cancel a run: a verb of its own, so that reading runs does not let a caller stop them (the ClusterRole runlet-runs-operator grants it). */
+export const RUNS_CANCEL_ACCESS = { ...RUNS_ACCESS, verb: 'cancel' } as const;
+
+const ACCESS_OF = { list: RUNS_ACCESS, cancel: RUNS_CANCEL_ACCESS } as const;
+const ACTION_OF = { list: 'list runs', cancel: 'cancel runs' } as const;
 
 const TOKEN_REVIEWS_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';
 const SUBJECT_ACCESS_REVIEWS_PATH = '/apis/authorization.k8s.io/v1/subjectaccessreviews';
@@ -76,7 +84,7 @@ interface TokenReview extends KubeObject {
 }
 
 interface SubjectAccessReview extends KubeObject {
-  spec: Omit<UserInfo, 'username'> & { user: string; resourceAttributes: typeof RUNS_ACCESS & { namespace: string } };
+  spec: Omit<UserInfo, 'username'> & { user: string; resourceAttributes: { verb: string; group: string; resource: string; namespace: string } };
   status?: { allowed?: boolean; denied?: boolean };
 }
 
@@ -96,7 +104,7 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
   /** Reviews in flight by cache key, so a burst of requests with one new token is reviewed once. */
   const reviewing = new Map<string, Promise<Decision>>();
 
-  async function review(token: string, namespace: string): Promise<Decision> {
+  async function review(token: string, namespace: string, verb: ManagementVerb): Promise<Decision> {
     const tokenReview = await create<TokenReview>(api, TOKEN_REVIEWS_PATH, {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenReview',
@@ -115,19 +123,19 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
         uid: user.uid,
         groups: user.groups,
         extra: user.extra,
-        resourceAttributes: { ...RUNS_ACCESS, namespace },
+        resourceAttributes: { ...ACCESS_OF[verb], namespace },
       },
     });
     const { allowed, denied } = access.status ?? {};
     return allowed === true && denied !== true ? { outcome: 'allowed' } : { outcome: 'forbidden', username: user.username };
   }
 
-  function reviewOnce(key: string, token: string, namespace: string): Promise<Decision> {
+  function reviewOnce(key: string, token: string, namespace: string, verb: ManagementVerb): Promise<Decision> {
     const joined = reviewing.get(key);
     if (joined !== undefined) return joined;
     const admission = limiter.tryStart(known.has(key));
     if (!admission.admitted) throw tooManyReviews(admission.retryAfterSeconds);
-    const pending = review(token, namespace)
+    const pending = review(token, namespace, verb)
       .then((decision) => {
         // Only answers are remembered: a failed review throws past this, and the next request asks again.
         decisions.set(key, decision, { ttl: decision.outcome === 'allowed' ? allowedTtlMs : deniedTtlMs });
@@ -142,19 +150,20 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
     return pending;
   }
 
-  return async (request, projectId) => {
+  return async (request, projectId, verb) => {
     const token = bearerToken(request.headers.authorization);
-    const key = cacheKey(token, projectId);
-    const decision = decisions.get(key) ?? (await reviewOnce(key, token, projectId));
+    const key = cacheKey(token, projectId, verb);
+    const decision = decisions.get(key) ?? (await reviewOnce(key, token, projectId, verb));
     if (decision.outcome === 'unauthenticated') {
       throw invalidToken('The bearer token was not accepted by the cluster: expired, revoked, or not a token of this cluster');
     }
     if (decision.outcome === 'forbidden') {
+      const access = ACCESS_OF[verb];
       throw new ProblemError(
         Problems.forbidden,
-        `User "${decision.username}" may not list runs in project "${projectId}": it needs verb "${RUNS_ACCESS.verb}" ` +
-          `on resource "${RUNS_ACCESS.resource}" of API group "${RUNS_ACCESS.group}" in namespace "${projectId}" (a Role or ` +
-          'ClusterRole bound there)',
+        `User "${decision.username}" may not ${ACTION_OF[verb]} in project "${projectId}": it needs verb "${access.verb}" ` +
+          `on resource "${access.resource}" of API group "${access.group}" in namespace "${projectId}" (a Role or ` +
+          `ClusterRole bound there${verb === 'cancel' ? ', such as runlet-runs-operator' : ''})`,
         { headers: { 'www-authenticate': `Bearer realm="${REALM}", error="insufficient_scope"` } },
       );
     }
@@ -197,8 +206,8 @@ function tooManyReviews(retryAfterSeconds: number): ProblemError {
 }
 
 /** The token is hashed: the cache holds no usable credential, and its keys have a fixed length. */
-function cacheKey(token: string, namespace: string): string {
-  return `${createHash('sha256').update(token).digest('base64url')} ${namespace}`;
+function cacheKey(token: string, namespace: string, verb: ManagementVerb): string {
+  return `${createHash('sha256').update(token).digest('base64url')} ${verb} ${namespace}`;
 }
 
 /** POSTs a review; any failure to get an answer becomes the 503 that refuses the request. */

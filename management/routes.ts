@@ -10,6 +10,7 @@ import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import type { AppList, AppSummary } from './app-list.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
+import type { ManagementAuthenticate, ManagementVerb } from './kube-auth.ts';
 import type { RunCanceller } from './run-canceller.ts';
 import type { RunSource } from './run-source.ts';
 import {
@@ -39,8 +40,8 @@ export interface ManagementApiOptions {
    * `unauthorized`, 403 `forbidden`) to refuse. Runs before anything else of the request. Absent in local mode,
    * which binds to loopback; its presence also marks the operations as requiring the bearer scheme.
    */
-  authenticate?: (request: FastifyRequest, projectId: string) => Promise<void>;
-  /** Where runs in flight are stopped; without it (a cluster, for now) no cancel operation is served. */
+  authenticate?: ManagementAuthenticate;
+  /** Where runs in flight are stopped (the replica's own in `runlet dev`, the replicas' through their admin port in a cluster); without it no cancel operation is served. */
   canceller?: RunCanceller;
 }
 
@@ -85,10 +86,11 @@ export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fa
 
 async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
   const { runs, apps, appList, authenticate, canceller } = options;
-  const authHook =
+  const hookFor = (verb: ManagementVerb) =>
     authenticate === undefined
       ? undefined
-      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id);
+      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id, verb);
+  const authHook = hookFor('list');
   // Interface section 5.5: no security at the document level, the bearer scheme on each operation. The
   // contract holds in every mode; `runlet dev` (loopback only) simply does not enforce it.
   const security = { security: [{ [BEARER_SECURITY_SCHEME_NAME]: [] }] };
@@ -212,15 +214,16 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
         202: jsonResponse('The cancel is under way: the run as it stands (GET it to see it `cancelled`), or as it ended when it was cancelled already.', runItemSchema),
         400: problemResponse('A query parameter was given; this operation takes none.'),
         ...authResponses,
+        403: problemResponse('The token may not cancel runs of this project (cluster mode: it needs the verb `cancel` on `runs.runlet.dev`).'),
         404: problemResponse('No such project, app or run.'),
         409: problemResponse('The run has already finished (run-finished), or is ending for another reason (its time limit, a shutdown).'),
         500: problemResponse('The run could not be read; the server log has the cause.'),
       },
     };
-    v2.post<{ Params: RunParams }>(CANCEL_PATH, { onRequest: authHook, schema: cancelRunSchema }, async (request, reply) => {
+    v2.post<{ Params: RunParams }>(CANCEL_PATH, { onRequest: hookFor('cancel'), schema: cancelRunSchema }, async (request, reply) => {
       const { project_id: projectId, app_id: appId, run_id: runId } = request.params;
       const appName = requireApp(apps, projectId, appId);
-      const stopping = canceller.cancel(projectId, appName, runId);
+      const stopping = await canceller.cancel(projectId, appName, runId);
       if (stopping !== null) {
         if (stopping.stoppedFor !== 'cancel_requested') {
           throw new ProblemError(Problems.runFinished, `run ${runId} is already ending (${stopping.stoppedFor}); it was not cancelled`);
@@ -230,6 +233,10 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
       const item = await runs.getRun(projectId, appName, runId);
       if (item === undefined) throw new ProblemError(Problems.runNotFound, `no run ${runId} in app ${projectId}/${appName}`);
       if (item.reason === 'cancel_requested') return reply.code(202).send({ item });
+      if (item.status === 'pending' || item.status === 'running') {
+        // Listed in flight, but its replica no longer runs it: it finished since its record was last written.
+        throw new ProblemError(Problems.runFinished, `run ${runId} has just finished on its replica; GET it in a moment for its outcome`);
+      }
       throw new ProblemError(Problems.runFinished, `run ${runId} has already finished (${item.status}); there is nothing to cancel`);
     });
   }

@@ -40,6 +40,14 @@ const applied = (view: DeploymentView | undefined, extra: Partial<Extract<Observ
 const refused = { conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: QUOTA }] };
 const stalled = { conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "hello-7d9c" has timed out progressing.' }] };
 
+const PULL = {
+  pod: 'hello-7d9c-x2x',
+  container: 'app',
+  image: 'registry.example.com/hello:1',
+  reason: 'ErrImagePull',
+  message: 'rpc error: code = Unknown desc = failed to pull and unpack image "registry.example.com/hello:1": pull access denied',
+};
+
 const summary = (conditions: Condition[]) => conditions.map((c) => `${c.type}=${c.status}/${c.reason}`);
 
 describe('nextAppStatus', () => {
@@ -55,6 +63,10 @@ describe('nextAppStatus', () => {
     ['a new template refused while the old replica serves', app(), applied(deployment(1, { ...rolledOut(1, 1), updatedReplicas: 0, ...refused })), ['Ready=False/PodsRefused', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
     ['the rollout passed its deadline', app(), applied(deployment(1, { ...rolledOut(2, 1), updatedReplicas: 1, ...stalled })), ['Ready=False/ProgressDeadlineExceeded', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
     ['minReplicas 0, nothing runs: serving as configured', app(0), applied(deployment(0, rolledOut(0, 0))), ['Ready=True/Serving', 'Available=True/ScaledToZero', 'ChildrenApplied=True/Applied']],
+    ['a pod cannot pull its image', app(), applied(deployment(1, { observedGeneration: 3, replicas: 1, updatedReplicas: 1 }), { imagePull: PULL }), ['Ready=False/ImagePullBackOff', 'Available=False/ImagePullBackOff', 'ChildrenApplied=True/Applied']],
+    ['a pod cannot pull its image past the deadline: the cause first', app(), applied(deployment(1, { ...rolledOut(1, 0), ...stalled }), { imagePull: PULL }), ['Ready=False/ImagePullBackOff', 'Available=False/ImagePullBackOff', 'ChildrenApplied=True/Applied']],
+    ['a new pod cannot pull its image while the old replica serves', app(), applied(deployment(1, { ...rolledOut(2, 1), updatedReplicas: 1 }), { imagePull: PULL }), ['Ready=False/ImagePullBackOff', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
+    ['rolled out and serving: a scale-up pod that cannot pull leaves it Ready', app(), applied(deployment(2, rolledOut(2, 1)), { imagePull: PULL }), ['Ready=True/Serving', 'Available=True/MinimumReplicasAvailable', 'ChildrenApplied=True/Applied']],
     ['code ConfigMap missing', app(), applied(deployment(1, rolledOut(1, 0)), { missingCodeConfigMap: 'hello-code' }), ['Ready=False/CodeConfigMapNotFound', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=False/CodeConfigMapNotFound']],
     ['no Deployment', app(), applied(undefined), ['Ready=False/RollingOut', 'Available=False/MinimumReplicasUnavailable', 'ChildrenApplied=True/Applied']],
     ['invalid spec, first time: nothing known of replicas', app(), { kind: 'invalid', problems: ['a', 'b'] }, ['Ready=False/InvalidSpec', 'ChildrenApplied=False/InvalidSpec']],
@@ -70,6 +82,16 @@ describe('nextAppStatus', () => {
   it('puts the API server’s refusal in the message', () => {
     const status = nextAppStatus(app(), applied(deployment(1, { observedGeneration: 3, ...refused })), APP_URL, NOW);
     for (const type of ['Ready', 'Available']) expect(status.conditions.find((c) => c.type === type)?.message).toContain(QUOTA);
+  });
+
+  it('puts the pod, the container, the image and the kubelet’s reason and message in an image pull failure, and makes it a Warning Event', () => {
+    const status = nextAppStatus(app(1, []), applied(deployment(1, { observedGeneration: 3, replicas: 1, updatedReplicas: 1 }), { imagePull: PULL }), APP_URL, NOW);
+    const ready = status.conditions.find((c) => c.type === 'Ready')!;
+    expect(ready.message).toBe(
+      `pod hello-7d9c-x2x: container "app" cannot pull image "registry.example.com/hello:1": ErrImagePull: ${PULL.message}; check the image name, and that apps.imagePullSecrets names a Secret of this namespace that the registry accepts`,
+    );
+    expect(status.conditions.find((c) => c.type === 'Available')!.message).toBe(`0 of minReplicas 1 replicas available; ${ready.message}`);
+    expect(appEvents(undefined, status)).toEqual([{ type: 'Warning', reason: 'ImagePullBackOff', message: ready.message }]);
   });
 
   it('says what is wrong with an invalid spec, and keeps what it knew of the replicas', () => {

@@ -5,9 +5,11 @@
 //   ChildrenApplied  the operator's own work: children applied for this generation (or why not)
 //   Available        at least minReplicas replicas are available (a Deployment's Available, for the App)
 //   Ready            the summary: children applied AND the current template rolled out AND Available
+// A pod whose image cannot be pulled makes both False with reason ImagePullBackOff and the kubelet's message.
 import { isDeepStrictEqual } from 'node:util';
 import type { App, AppStatus, Condition, ConditionStatus } from '../crds/app-schema.ts';
 import { metaTime } from '../kube/objects.ts';
+import { describeImagePullFailure, type PodImagePullFailure } from './image-pull.ts';
 import { rolloutState, type DeploymentView, type RolloutState } from './rollout-state.ts';
 
 export type Observation =
@@ -23,6 +25,8 @@ export type Observation =
       deployment: DeploymentView | undefined;
       /** The code ConfigMap the pods wait for, when it does not exist. */
       missingCodeConfigMap?: string;
+      /** A pod of the App whose image the kubelet cannot pull. */
+      imagePull?: PodImagePullFailure;
     };
 
 /** The part of the status the operator owns (merge-patched, so other writers' fields survive). */
@@ -33,7 +37,9 @@ export const AVAILABLE = 'Available';
 export const CHILDREN_APPLIED = 'ChildrenApplied';
 
 /** Ready=False reasons that are failures to act on (Warning Events), not steps on the way. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(['InvalidSpec', 'ApplyFailed', 'CodeConfigMapNotFound', 'PodsRefused', 'ProgressDeadlineExceeded']);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(['InvalidSpec', 'ApplyFailed', 'CodeConfigMapNotFound', 'PodsRefused', 'ImagePullBackOff', 'ProgressDeadlineExceeded']);
+/** The reason of Ready and Available while a pod's image cannot be pulled, whichever of its tries the kubelet is at (the message says). */
+export const IMAGE_PULL_BACK_OFF = 'ImagePullBackOff';
 
 const MAX_MESSAGE_LENGTH = 32768;
 
@@ -73,10 +79,11 @@ export function nextAppStatus(app: App, observation: Observation, url: string, n
   const applied: Verdict = observation.missingCodeConfigMap === undefined
     ? ['True', 'Applied', `applied ${observation.children.join(', ')}`]
     : ['False', 'CodeConfigMapNotFound', `ConfigMap "${observation.missingCodeConfigMap}" with the app's code does not exist; its pods wait for it`];
-  const available = availability(rollout, minimum);
+  const pullFailure = observation.imagePull === undefined ? undefined : describeImagePullFailure(observation.imagePull);
+  const available = availability(rollout, minimum, pullFailure);
   return {
     observedGeneration: generation,
-    conditions: [condition(READY, readiness(applied, available, rollout)), condition(AVAILABLE, available), condition(CHILDREN_APPLIED, applied)],
+    conditions: [condition(READY, readiness(applied, available, rollout, pullFailure)), condition(AVAILABLE, available), condition(CHILDREN_APPLIED, applied)],
     url,
     replicas: rollout.replicas,
     readyReplicas: rollout.readyReplicas,
@@ -84,7 +91,7 @@ export function nextAppStatus(app: App, observation: Observation, url: string, n
 }
 
 /** At least `minimum` replicas available, whatever their template (during a rollout old ones serve too). */
-function availability(rollout: RolloutState, minimum: number): Verdict {
+function availability(rollout: RolloutState, minimum: number, pullFailure: string | undefined): Verdict {
   const { availableReplicas: available } = rollout;
   if (available >= minimum) {
     if (available === 0) return ['True', 'ScaledToZero', 'minReplicas is 0 and no replica runs: calls fail until one does'];
@@ -92,16 +99,19 @@ function availability(rollout: RolloutState, minimum: number): Verdict {
   }
   const shortfall = `${available} of minReplicas ${minimum} replicas available`;
   if (rollout.refusal !== undefined) return ['False', 'PodsRefused', `${shortfall}; the API server refused a pod: ${rollout.refusal}`];
+  if (pullFailure !== undefined) return ['False', IMAGE_PULL_BACK_OFF, `${shortfall}; ${pullFailure}`];
   return ['False', 'MinimumReplicasUnavailable', shortfall];
 }
 
 /** Serving this generation: applied, rolled out, and Available; otherwise the first thing in the way. */
-function readiness(applied: Verdict, available: Verdict, rollout: RolloutState): Verdict {
+function readiness(applied: Verdict, available: Verdict, rollout: RolloutState, pullFailure: string | undefined): Verdict {
   if (applied[0] !== 'True') return applied;
   if (rollout.rolledOut && available[0] === 'True') {
     return ['True', 'Serving', `${rollout.availableReplicas} of ${rollout.desiredReplicas} replicas available, all of the current template`];
   }
   if (rollout.refusal !== undefined) return ['False', 'PodsRefused', `the API server refused a pod: ${rollout.refusal}`];
+  // Before the deadline: the rollout cannot progress, and this says why (the deadline only that it did not).
+  if (pullFailure !== undefined) return ['False', IMAGE_PULL_BACK_OFF, pullFailure];
   if (rollout.stalled !== undefined) return ['False', 'ProgressDeadlineExceeded', rollout.stalled];
   if (!rollout.observed) return ['False', 'RollingOut', 'waiting for the Deployment controller to take up the current template'];
   if (!rollout.rolledOut) {

@@ -15,7 +15,9 @@ import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
-import { drainTokenOf } from './render/drain-token.ts';
+import type { V1PodStatus } from '@kubernetes/client-node';
+import { imagePullFailureOf } from './image-pull.ts';
+import { drainTokenIn, drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
 import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
@@ -120,25 +122,29 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     transform: metadataOnly,
     handlers: { onUpsert: (configMap) => reconcileUsersOf(configMap), onDelete: (configMap) => reconcileUsersOf(configMap) },
   });
-  // Whether a pod exists, whether it has ended or is ending, whether it is ready (its load counts; an App at
-  // zero lists it in its Endpoints), and its containers' restarts (the App's status tells them) is all that matters.
-  const pods = new ResourceWatch<PodObject>({
+  // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
+  // zero lists it in its Endpoints); its address and drain token, where a cancel reaches its runs; an image
+  // its kubelet cannot pull, and its containers' restarts, for the App's status.
+  const pods: ResourceWatch<PodObject> = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
     path: '/api/v1/pods',
     labelSelector: APP_LABEL,
     onRestart: (reason) => metrics.watchRestarted('pods', reason),
-    transform: (pod) => {
+    transform: (pod): PodObject => {
       const identity = metadataOnly(pod);
       return {
         ...identity,
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
         status: {
           phase: pod.status?.phase,
+          podIP: pod.status?.podIP,
           conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready'),
           // The raw pod, whatever the cache's type says: the API server's container statuses.
           containerStatuses: containerRestarts(pod.status?.containerStatuses),
         },
+        drainToken: drainTokenIn((pod as { spec?: Parameters<typeof drainTokenIn>[0] }).spec),
+        imagePull: imagePullFailureOf((pod as { status?: V1PodStatus }).status, pods.get(pod.metadata?.namespace, pod.metadata?.name ?? '')?.imagePull),
       };
     },
     handlers: { onUpsert: (pod, previous) => options.podChanged(pod, false, previous), onDelete: (pod) => options.podChanged(pod, true) },

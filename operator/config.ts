@@ -40,6 +40,9 @@ export const AutoscalingConfigSchema = StrictObject({
 
 export const HolderConfigSchema = StrictObject({
   enabled: Type.Boolean({ description: 'Run the holder, so that Apps with minReplicas 0 go to zero; false keeps them at one replica.' }),
+  inOperator: Type.Boolean({
+    description: 'Hold the calls in the operator pods (on host and port); false: `runlet activator` pods hold them, listed by serviceName, and the operator only points Apps at zero at them.',
+  }),
   host: Type.String({ minLength: 1 }),
   port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of the holder: calls to Apps at zero replicas (docs/scale-to-zero.md).' }),
   serviceNamespace: Type.String({ minLength: 1, description: 'Namespace of the Service whose Endpoints list the holder replicas.' }),
@@ -79,6 +82,9 @@ export const OperatorConfigSchema = StrictObject({
     description: 'Sidecar as an init container with restartPolicy Always: auto (when the API server and the oldest kubelet among the Nodes are ≥ 1.29), true or false.',
   }),
   webhookAllowCidrs: Type.Array(Type.String({ minLength: 1 }), { description: 'CIDRs webhooks may reach despite the SSRF guard.' }),
+  imagePullSecrets: Type.Array(StrictObject({ name: Type.String({ minLength: 1, maxLength: 253 }) }), {
+    description: "Secrets (in each app's namespace) every App pod pulls its images with, as in a pod spec: [{name: regcred}].",
+  }),
   networkPolicy: Type.Union([NetworkPolicyConfigSchema, Type.Null()], {
     description: 'A NetworkPolicy per App admitting run traffic only from these peers (render/network-policy.ts); null: none.',
   }),
@@ -120,6 +126,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     networkPolicy: null,
     nativeSidecars: 'auto',
     webhookAllowCidrs: [],
+    imagePullSecrets: [],
     leaderElection: {
       namespace: env.POD_NAMESPACE || 'default',
       leaseName: 'runlet-operator',
@@ -133,7 +140,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
-    holder: { enabled: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
+    holder: { enabled: true, inOperator: true, host: '0.0.0.0', port: 8090, serviceNamespace: env.POD_NAMESPACE || 'default', serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,
@@ -207,5 +214,5 @@ function withoutUndefined(value: Record<string, unknown>): Record<string, unknow
 }
 
 /** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */
-export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
+export type RenderConfig = Pick<OperatorConfig, 'sidecarImage' | 'pythonRuntimeImage' | 'webhookAllowCidrs' | 'imagePullSecrets' | 'ingress' | 'networkPolicy'> & { nativeSidecars: boolean };
 export type NetworkPolicyConfig = Static<typeof NetworkPolicyConfigSchema>;

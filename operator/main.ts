@@ -7,8 +7,10 @@
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
 //   Pod / RunLog events           ─▶ App loads (every replica) ─▶ metrics, `onAppLoad`
+//   a cancel (management API)     ─▶ the run's pod (RunLog record, Pod cache) ─▶ its sidecar's admin port
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
+import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -26,7 +28,8 @@ import { ContainerRestarts } from './container-restarts.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 import { servingChanged, switchEndpoints } from './autoscaling/endpoints-switch.ts';
-import { startHolder, type Holder, type HolderOptions } from './autoscaling/holder.ts';
+import { startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
+import { cancelHeldCall, heldCallCancelled } from '../activator/hold-cancel.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
@@ -39,6 +42,7 @@ import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
 import { RunLogJanitor } from './runlog-janitor.ts';
+import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { childName } from './render/names.ts';
 import { buildOperatorServer } from './server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -62,11 +66,15 @@ export interface OperatorOptions {
   /** An App's load changed (`appKey` is `namespace/name`): for the scaler. */
   onAppLoad?(appKey: string, load: AppLoad): void;
   /**
-   * Holds calls to Apps at zero replicas, on `config.holder` (autoscaling/holder.ts), signing hand-overs with the
+   * Holds calls to Apps at zero replicas, on `config.holder` (activator/holder.ts), signing hand-overs with the
    * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
    * `minReplicas: 0` are kept at one replica. `runlet operator` passes it unless `config.holder.enabled` is false.
+   * `'external'`: `runlet activator` pods hold those calls (activator/main.ts), listed by the same Service; this
+   * operator points the Apps at zero at them and copies the key into app namespaces, but holds no call itself.
    */
-  holder?: OperatorHolderOptions;
+  holder?: OperatorHolderOptions | 'external';
+  /** Where a pod's sidecar admin port is reached, for cancels. Default: its pod IP, port 8001 (the test kubelet remaps). */
+  replicaAdminAddress?: ClusterCancellerOptions['adminAddress'];
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -129,6 +137,11 @@ export function createOperator(options: OperatorOptions): Operator {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
       if (!gone) restarts.podChanged(pod, previous);
+      // An image that cannot be pulled (or can again) shows in the App's status: its Deployment says nothing of it.
+      const pullChanged = gone ? pod.imagePull !== undefined : !isDeepStrictEqual(pod.imagePull, previous?.imagePull);
+      if (pullChanged) {
+        reconcileSoon(pod.metadata?.namespace, pod.metadata?.labels?.[APP_LABEL]);
+      }
       // The Endpoints of an App that scales to zero follow its pods as the endpoints controller's would: a
       // reconcile (serialised per App by the queue) writes them from the pods then.
       const namespace = pod.metadata?.namespace;
@@ -259,6 +272,7 @@ export function createOperator(options: OperatorOptions): Operator {
     rbac,
     events,
     logger,
+    pods,
     switchEndpoints: switchAppEndpoints,
   });
   const queue = createReconcileQueue({ workers: config.workers, reconcile: reconciler, metrics, logger });
@@ -271,7 +285,8 @@ export function createOperator(options: OperatorOptions): Operator {
     apps: appCache,
     deployments: watches.deployments,
     loads,
-    // Calls waiting at this replica's holder; calls held by other replicas wake the app themselves (0 → 1).
+    // Calls waiting at this replica's holder; calls held by other replicas, or by activators, wake the app
+    // themselves (0 → 1).
     held: (namespace, app) => holder?.held(namespace, app) ?? 0,
     scalesToZero: options.holder !== undefined,
     stableWindowMs: config.autoscaling.stableWindowSeconds * 1000,
@@ -322,7 +337,19 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), logger });
+  const canceller = clusterRunCanceller({
+    runs: runLogs,
+    pods,
+    adminAddress: options.replicaAdminAddress,
+    cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
+      const held = await cancelHeldCall(api, projectId, appName, runId);
+      if (held === null) return null;
+      logger.info({ app: `${projectId}/${appName}`, runId }, 'holder: a held async call was cancelled before any replica took it; dropped unrecorded, its webhook not sent');
+      return { record: heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date()), stoppedFor: 'cancel_requested' };
+    },
+    logger,
+  });
+  mountManagementApi(server, { api, runs: runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
 
   let started = false;
   let stopping = false;
@@ -355,7 +382,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     async listen() {
       const url = await server.listen({ host: config.server.host, port: config.server.port });
-      if (options.holder !== undefined && holder === undefined) {
+      if (options.holder !== undefined && options.holder !== 'external' && holder === undefined) {
         holder = await startHolder({
           ...options.holder,
           holderKeys: holderKeysFor(await holderKey(), holderKeySecret),
@@ -367,7 +394,7 @@ export function createOperator(options: OperatorOptions): Operator {
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,
-          metrics: metrics.holder,
+          metrics: metrics.held.holder,
         });
         // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
         const recovered = await holder.recover();

@@ -1,7 +1,8 @@
-// The management API (list apps and runs, /v2) on the operator's HTTP server: the RunLog cache as its runs, the
-// operator's App cache as its apps, and callers' service-account tokens judged by the API server (TokenReview,
-// then SubjectAccessReview for `list runs.runlet.dev` in the project's namespace). Every replica serves it,
-// leader or standby, from its own caches; /v2/openapi.json is served without a token.
+// The management API (list apps and runs, cancel a run: /v2) on the operator's HTTP server: the RunLog cache as
+// its runs, the operator's App cache as its apps, cancels sent to the replica that runs the call (run-cancel.ts),
+// and callers' service-account tokens judged by the API server (TokenReview, then SubjectAccessReview for `list`
+// — a cancel: `cancel` — `runs.runlet.dev` in the project's namespace). Every replica serves it, leader or
+// standby, from its own caches; /v2/openapi.json is served without a token.
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AppDirectory } from '../management/app-directory.ts';
@@ -10,6 +11,7 @@ import type { App } from '../crds/app-schema.ts';
 import { READY } from './app-status.ts';
 import { kubeAuthenticator } from '../management/kube-auth.ts';
 import { managementApi } from '../management/routes.ts';
+import type { RunCanceller } from '../management/run-canceller.ts';
 import type { RunSource } from '../management/run-source.ts';
 import type { KubeApi } from '../kube/client.ts';
 
@@ -19,6 +21,8 @@ export interface ManagementMount {
   runs: RunSource;
   apps: AppDirectory;
   appList: AppList;
+  /** Where cancels go: the replicas' admin ports (run-cancel.ts). */
+  canceller: RunCanceller;
   logger: Logger;
 }
 
@@ -36,6 +40,6 @@ export function appListFromCache(cache: { list(): App[] }): AppList {
 
 /** Registers the API on `server`; it loads with the server (`listen()` or `ready()` report a failure). */
 export function mountManagementApi(server: FastifyInstance, mount: ManagementMount): void {
-  const { api, runs, apps, appList, logger } = mount;
-  void server.register(managementApi, { runs, apps, appList, authenticate: kubeAuthenticator({ api, logger: logger.child({ component: 'management-auth' }) }) });
+  const { api, runs, apps, appList, canceller, logger } = mount;
+  void server.register(managementApi, { runs, apps, appList, canceller, authenticate: kubeAuthenticator({ api, logger: logger.child({ component: 'management-auth' }) }) });
 }

@@ -2,7 +2,7 @@
 // process, and the management API mounted later adds to the same registry).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RestartReason } from '../kube/watch.ts';
-import type { HolderMetrics } from './autoscaling/holder.ts';
+import { HeldCallMetrics } from '../activator/metrics.ts';
 import type { ScalerMetrics } from './autoscaling/scaler.ts';
 
 export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';
@@ -139,31 +139,8 @@ export class OperatorMetrics {
       }),
   };
 
-  readonly heldCalls = new Counter({
-    name: 'runlet_holder_calls_total',
-    help: 'Calls to Apps at zero replicas taken by this replica’s holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers).',
-    labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
-    registers: [this.registry],
-  });
-
-  readonly coldStart = new Histogram({
-    name: 'runlet_holder_cold_start_seconds',
-    help: 'How long a call to an App at zero waited for a replica: from its arrival at the holder to its hand-over (the run record’s coldStartMs).',
-    labelNames: ['namespace', 'app', 'mode'] as const,
-    buckets: [0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300],
-    registers: [this.registry],
-  });
-
-  /** What the holder reports (autoscaling/holder.ts). */
-  readonly holder: HolderMetrics = {
-    handedOver: (namespace, app, mode, waitMs) => {
-      this.heldCalls.inc({ namespace, app, mode, outcome: 'handed_over' });
-      this.coldStart.observe({ namespace, app, mode }, waitMs / 1000);
-    },
-    timedOut: (namespace, app, mode) => this.heldCalls.inc({ namespace, app, mode, outcome: 'timed_out' }),
-    accepted: (namespace, app) => this.heldCalls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
-    dropped: (namespace, app, why) => this.heldCalls.inc({ namespace, app, mode: 'async', outcome: why }),
-  };
+  /** What the holder reports while the operator hosts it (activator/metrics.ts). */
+  readonly held = new HeldCallMetrics(this.registry);
 
   watchRestarted(resource: string, reason: RestartReason): void {
     this.watchRestarts.inc({ resource, reason });

@@ -18,6 +18,9 @@ import { DrainTokens } from './drain-tokens.ts';
 import { owningAppName } from './render/labels.ts';
 import { appUrl, childName } from './render/names.ts';
 import type { DeploymentView } from './rollout-state.ts';
+import { APP_LABEL } from '../crds/api-group.ts';
+import type { PodImagePullFailure } from './image-pull.ts';
+import { podRuns, type PodObject } from './runlog-verdict.ts';
 import type { SidecarRbacApplier } from './sidecar-rbac.ts';
 import type { PendingApply, SidecarModeView } from './sidecar-migration.ts';
 import { podTemplateDigestOf, renderDeployment } from './render/deployment.ts';
@@ -38,6 +41,8 @@ export interface ReconcilerDeps {
   autoscalerApi: KubeApi;
   /** Events on the App: failures, and when it starts or stops serving. */
   events: EventRecorder;
+  /** The Pod watch's cache: a pod of the App whose image cannot be pulled shows in its status. */
+  pods?: { list(): PodObject[] };
   /** Points the Endpoints of an App that scales to zero at its ready pods or the holder (autoscaling/endpoints-switch.ts). */
   switchEndpoints?: (app: App) => Promise<unknown>;
   logger: Logger;
@@ -142,6 +147,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
         children: applied.map((child) => refOf(child).kind),
         deployment,
         missingCodeConfigMap: code.missing,
+        imagePull: imagePullFailureIn(deps.pods?.list() ?? [], namespace, name),
       });
       return 'reconciled';
     } catch (error) {
@@ -155,4 +161,13 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       throw error;
     }
   };
+}
+
+/** The first pod of the App (running, not ending) whose image cannot be pulled, by name for a steady message. */
+function imagePullFailureIn(pods: PodObject[], namespace: string, appName: string): PodImagePullFailure | undefined {
+  const failing = pods
+    .filter((pod) => pod.metadata?.namespace === namespace && pod.metadata.labels?.[APP_LABEL] === appName && pod.metadata.deletionTimestamp === undefined && podRuns(pod) && pod.imagePull !== undefined)
+    .sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+  const pod = failing[0];
+  return pod === undefined ? undefined : { pod: pod.metadata?.name ?? '', ...pod.imagePull! };
 }

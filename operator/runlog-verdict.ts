@@ -4,6 +4,7 @@
 //
 // A pod "runs" until it is gone from the API server or has ended (phase Failed or Succeeded). A pod being
 // deleted still runs: its sidecar is draining, finishing its runs and writing them down.
+import type { ImagePullFailure } from './image-pull.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeObject, ObjectMeta } from '../kube/objects.ts';
 import { isUnfinished } from './replica-lost.ts';
@@ -19,7 +20,12 @@ export interface ContainerStatusView {
 export interface PodObject extends KubeObject {
   /** `deletionTimestamp` (RFC 3339): the pod is ending. */
   metadata?: ObjectMeta & { deletionTimestamp?: string };
-  status?: { phase?: string; conditions?: { type: string; status: string }[]; containerStatuses?: ContainerStatusView[] };
+  /** `podIP`: where its sidecar's admin port is reached (a cancel: operator/run-cancel.ts). */
+  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[]; containerStatuses?: ContainerStatusView[] };
+  /** The drain token its sidecar was started with (render/drain-token.ts), which a cancel presents to it. */
+  drainToken?: string;
+  /** A container of it waiting for an image the kubelet cannot pull (image-pull.ts), for the App's status. */
+  imagePull?: ImagePullFailure;
 }
 
 export type Verdict =

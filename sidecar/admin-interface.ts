@@ -2,6 +2,7 @@
 // reach it, and so probes keep answering while the run port is saturated. Plain node:http, like the run port:
 // the pod sidecar loads no web framework.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { CANCEL_PATH, type AdminCancelAnswer } from './admin-cancel.ts';
 import { DRAIN_PATH, drainTokenMatches } from './drain-token.ts';
 import type { Replica } from './replica.ts';
 
@@ -23,6 +24,12 @@ export interface AdminOptions {
    * fails, so the kubelet restarts the sidecar and the replica serves again. Default DRAINED_LIVENESS_MS.
    */
   drainedLivenessMs?: number;
+  /**
+   * The app this replica serves, in a pod: its runs in flight may be cancelled with `POST /cancel/<token>/<run_id>`
+   * (admin-cancel.ts), the drain token guarding it as it guards /drain. Absent (`runlet dev`, whose management
+   * API cancels directly): no such route.
+   */
+  cancels?: { projectId: string; appName: string };
 }
 
 /**
@@ -32,7 +39,7 @@ export interface AdminOptions {
  */
 export const DRAINED_LIVENESS_MS = 60_000;
 
-const ROUTES = 'GET /healthz, /ready, /metrics; GET or POST /drain';
+const ROUTES = 'GET /healthz, /ready, /metrics; GET or POST /drain; POST /cancel';
 
 export function createAdminInterface(replica: Replica, options: AdminOptions): AdminInterface {
   const drainedLivenessMs = options.drainedLivenessMs ?? DRAINED_LIVENESS_MS;
@@ -43,6 +50,22 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
     if (path !== DRAIN_PATH && !path.startsWith(`${DRAIN_PATH}/`)) return null;
     const { token } = options.drain;
     return token !== null && path.startsWith(`${DRAIN_PATH}/`) && drainTokenMatches(path.slice(DRAIN_PATH.length + 1), token);
+  }
+
+  /** A cancel's run id when `path` is the cancel route with this replica's token; null: not the cancel route; false: a wrong token. */
+  function cancelledRunId(path: string): string | false | null {
+    if (options.cancels === undefined || !path.startsWith(`${CANCEL_PATH}/`)) return null;
+    const rest = path.slice(CANCEL_PATH.length + 1);
+    const slash = rest.indexOf('/');
+    const token = options.drain === 'open' ? null : options.drain.token;
+    if (slash === -1 || token === null || !drainTokenMatches(rest.slice(0, slash), token)) return false;
+    // Run ids are UUIDs: a malformed escape names no run, so it is kept as it came and found in flight nowhere.
+    const encoded = rest.slice(slash + 1);
+    try {
+      return decodeURIComponent(encoded);
+    } catch {
+      return encoded;
+    }
   }
 
   async function answer(method: string, path: string): Promise<{ status: number; contentType: string; body: string }> {
@@ -68,7 +91,17 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
       await replica.drain();
       return json(200, { status: 'drained' });
     }
-    // Not a drain path here, so it holds no token: safe to echo.
+    const runId = cancelledRunId(path);
+    if (runId !== null) {
+      // Never echoed: the path may hold the token.
+      if (method !== 'POST') return json(405, { error: 'a cancel is POST /cancel/<token>/<run_id>' });
+      if (runId === false) return json(403, { error: 'cancelling a run needs the pod\'s drain token (POST /cancel/<token>/<run_id>)' });
+      const { projectId, appName } = options.cancels!;
+      const stopping: AdminCancelAnswer | null = replica.activeRuns.cancel(projectId, appName, runId);
+      if (stopping === null) return json(404, { error: `run ${runId} is not in flight on this replica (finished, or never here)` });
+      return json(202, stopping);
+    }
+    // Not a drain or cancel path here, so it holds no token: safe to echo.
     return json(404, { error: `${method} ${path} is not a route of the admin port: ${ROUTES}` });
   }
 
@@ -80,7 +113,7 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
           response.end(body);
         },
         (err: unknown) => {
-          const route = drainAllowed(path) === null ? path : DRAIN_PATH;
+          const route = drainAllowed(path) !== null ? DRAIN_PATH : cancelledRunId(path) !== null ? CANCEL_PATH : path;
           replica.logger.error({ err, path: route }, 'admin request failed');
           response.writeHead(500, { 'content-type': JSON_TYPE });
           response.end(JSON.stringify({ error: `${route} failed: ${(err as Error).message}` }));

@@ -2,9 +2,9 @@
 // port's front (the hot path), or as node:http's request and response (everything else). What the pipeline
 // asks of it — where a stream is written, the request's raw webhook secret — is answered here for both.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
+import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
-import type { AnswerSink, StreamableAnswerSink } from './answer-sink.ts';
+import type { AnswerSink, StreamableAnswerSink } from '../run-request/answer-sink.ts';
 import type { AppTarget } from './apps.ts';
 import { webhookSecretSent } from './webhook-forwarding.ts';
 
@@ -63,14 +63,4 @@ export function nodeExchange(exchange: Exchange, target: AppTarget): { request: 
  */
 export function webhookSecretOf(exchange: Exchange): string | string[] | undefined {
   return exchange.node === null ? exchange.headers['x-webhook-secret'] : webhookSecretSent(exchange.node.request.rawHeaders);
-}
-
-/** Answers with a problem; once an answer has begun, the connection is cut instead (the body is torn). */
-export function sendProblem(response: AnswerSink, runId: string, problem: ProblemError): void {
-  if (response.headersSent || response.destroyed) {
-    response.destroy();
-    return;
-  }
-  response.writeHead(problem.status, { ...problem.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'x-request-id': runId });
-  response.end(JSON.stringify(problem.toBody()));
 }

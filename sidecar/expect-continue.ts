@@ -3,10 +3,10 @@
 // once it had. Such a request is refused (413, 401, 403, …) instead of the 100, and the caller never sends it.
 import type { IncomingMessage, Server } from 'node:http';
 import { ProblemError } from '../crds/problem.ts';
-import { assertDeclaredLength } from './request-body.ts';
-import { sendProblem } from './exchange.ts';
+import { assertDeclaredLength } from '../run-request/request-body.ts';
+import { sendProblem } from '../run-request/problem-answer.ts';
 import type { RunInterface } from './run-interface.ts';
-import { newRunId } from './runs/recorder.ts';
+import { newRunId } from '../run-request/run-id.ts';
 
 /**
  * Makes `server` refuse, instead of continuing, a request whose `Content-Length` is over `limitBytes` or whose

@@ -9,10 +9,10 @@ import { Registry } from 'prom-client';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
 import { AppRegistry, AppTarget, type AppTargetOptions } from './apps.ts';
-import type { RunAuthenticator } from './auth/authenticator.ts';
+import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { LoadMeter } from './load/load-meter.ts';
 import { Replica } from './replica.ts';
-import type { RequestTimeouts } from './request-timeouts.ts';
+import type { RequestTimeouts } from '../run-request/request-timeouts.ts';
 import { createRunInterface } from './run-interface.ts';
 import { createRunServer } from './run-server.ts';
 import { RunLogJournal } from './runs/runlog-journal.ts';
@@ -90,7 +90,13 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   });
   const watcher = new RuntimeWatcher(target, settings.runtime, logger);
   const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
-  const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: settings.drainToken }, drainedLivenessMs: settings.drainedLivenessMs }));
+  const adminServer = createAdminServer(
+    createAdminInterface(replica, {
+      drain: { token: settings.drainToken },
+      drainedLivenessMs: settings.drainedLivenessMs,
+      cancels: { projectId: target.projectId, appName: target.appName },
+    }),
+  );
   await listen(runServer, settings.ports.run, 'run');
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();

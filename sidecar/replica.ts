@@ -3,11 +3,11 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { ActiveRuns } from './active-runs.ts';
-import type { RunAuthenticator } from './auth/authenticator.ts';
+import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import type { AppRegistry, AppTarget } from './apps.ts';
 import { SidecarMetrics } from './metrics.ts';
 import type { RunStore } from './runs/store.ts';
-import { DEFAULT_REQUEST_BUFFER_BYTES, RequestBudget } from './request-budget.ts';
+import { DEFAULT_REQUEST_BUFFER_BYTES, RequestBudget } from '../run-request/request-budget.ts';
 import { RunRecorder } from './runs/recorder.ts';
 import { WebhookDeliverer, type DelivererOptions } from './webhook/deliver.ts';
 import { WebhookForwarder } from './webhook-forwarding.ts';
@@ -19,11 +19,11 @@ export interface ReplicaOptions {
   replicaName: string;
   logger: Logger;
   bodyLimitBytes?: number;
-  /** The longest pause while a request's body arrives (sidecar/request-timeouts.ts has the default). */
+  /** The longest pause while a request's body arrives (run-request/request-timeouts.ts has the default). */
   bodyTimeoutMs?: number;
   /** The longest a request read into memory may take to arrive, head and body (the default is there too). */
   requestDeadlineMs?: number;
-  /** What all connections may hold of requests still arriving (sidecar/request-budget.ts has the default). */
+  /** What all connections may hold of requests still arriving (run-request/request-budget.ts has the default). */
   requestBufferBytes?: number;
   webhooks?: DelivererOptions;
   /** How long a caller may read nothing of an answer written as it comes (active-runs.ts has the default). */

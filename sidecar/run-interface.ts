@@ -14,30 +14,30 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { parse as parseQuery } from 'node:querystring';
 import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
-import type { StreamableAnswerSink } from './answer-sink.ts';
-import { nodeExchange, nodeHttpExchange, sendProblem, streamedResponse, webhookSecretOf, wholeExchange, type Exchange, type WholeRequest } from './exchange.ts';
-import { acceptsEventStream, acceptsGzip, functionNameProblem } from './http-negotiation.ts';
+import type { StreamableAnswerSink } from '../run-request/answer-sink.ts';
+import { nodeExchange, nodeHttpExchange, streamedResponse, webhookSecretOf, wholeExchange, type Exchange, type WholeRequest } from './exchange.ts';
+import { acceptsEventStream, acceptsGzip, functionNameProblem } from '../run-request/http-negotiation.ts';
+import { sendProblem } from '../run-request/problem-answer.ts';
 import { acceptAsync, executeAsync } from './modes/async.ts';
 import { recordRefusedHeldCall, refusalBecomesFailure, refusalOf, refusedAsyncCall } from './modes/held-refusal.ts';
 import { runStream } from './modes/stream.ts';
 import { runSync, settle } from './modes/sync.ts';
 import type { Replica } from './replica.ts';
-import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, readJsonObjectBody, readLimitedBody, type BodyBounds } from './request-body.ts';
-import type { RequestBudget } from './request-budget.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from './request-timeouts.ts';
+import { assertBodyWithinLimit, assertDeclaredLength, checkJsonObjectBody, DEFAULT_BODY_LIMIT_BYTES, readJsonObjectBody, readLimitedBody, type BodyBounds } from '../run-request/request-body.ts';
+import type { RequestBudget } from '../run-request/request-budget.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from '../run-request/request-timeouts.ts';
 import { RunLifecycle, type Call } from './run-lifecycle.ts';
-import { forwardedQuery, NO_OPTIONS, parseRunOptions } from './run-options.ts';
-import { parseRunPath, parseRunPathOrNull, pathOf, type RunPath } from './run-path.ts';
-import { bodySha256, HELD_RUN_HEADER, verifyHeldRun, type VerifiedHeldRun } from './auth/held-run.ts';
+import { forwardedQuery, NO_OPTIONS, parseRunOptions } from '../run-request/run-options.ts';
+import { parseRunPath, parseRunPathOrNull, pathOf, type RunPath } from '../run-request/run-path.ts';
+import { bodySha256, HELD_RUN_HEADER, verifyHeldRun, type VerifiedHeldRun } from '../run-request/auth/held-run.ts';
 import { HeldRunClaims } from './auth/held-run-claims.ts';
-import { newRunId } from './runs/recorder.ts';
+import { newRunId } from '../run-request/run-id.ts';
 import { callCustomBuffered } from './runtimes/custom-call.ts';
 import { forwardedRequestHeaders, hasBody, proxyCustom } from './runtimes/custom-proxy.ts';
 import { callRecorded } from './runtimes/python-call.ts';
 import { appUnavailable, neverReachedRuntime, validateCall } from './runtimes/runtime-client.ts';
 import { parseWebhookRequest } from './webhook-forwarding.ts';
 
-export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 const EMPTY_BODY = Buffer.alloc(0);
 
 /** `screenHead`'s answer for a request node:http is to read (a custom app's call, a path that is not a run's). */

@@ -19,7 +19,7 @@ export interface Call {
   method: string;
   receivedAt: number;
   webhook: WebhookRequest | null;
-  /** Held by the holder while the app was at zero, this long (sidecar/auth/held-run.ts); else null. */
+  /** Held by the holder while the app was at zero, this long (run-request/auth/held-run.ts); else null. */
   coldStartMs: number | null;
 }
 

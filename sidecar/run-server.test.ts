@@ -21,7 +21,7 @@ apps.add(new AppTarget({ projectId: 'p', appName: 'a', runtime: 'python', replic
 const replica = new Replica({ apps, store: noRuns, replicaName: 'test', logger });
 const runServer = createRunServer(createRunInterface(replica), logger);
 const DRAIN_TOKEN = newDrainToken();
-const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: DRAIN_TOKEN } }));
+const adminServer = createAdminServer(createAdminInterface(replica, { drain: { token: DRAIN_TOKEN }, cancels: { projectId: 'p', appName: 'a' } }));
 let runOrigin: string;
 let adminOrigin: string;
 
@@ -128,6 +128,24 @@ describe('the admin port', () => {
       closed.closeAllConnections();
       closed.close();
     }
+  });
+
+  it('cancels for no one without the drain token, and answers 404 for a run not in flight here, whatever its id', async () => {
+    const runId = '01a1fd40-0000-7000-8000-000000000000';
+    for (const path of [`/cancel/${runId}`, `/cancel/${newDrainToken()}/${runId}`, `/cancel/${DRAIN_TOKEN.slice(0, -1)}/${runId}`, `/cancel//${runId}`]) {
+      const refused = await fetch(`${adminOrigin}${path}`, { method: 'POST' });
+      expect([path, refused.status]).toEqual([path, 403]);
+      expect(((await refused.json()) as { error: string }).error).toMatch(/drain token/);
+    }
+    for (const id of [runId, '%E0%A4%A', '..%2F..%2Fdrain']) {
+      const unknown = await fetch(`${adminOrigin}/cancel/${DRAIN_TOKEN}/${id}`, { method: 'POST' });
+      expect([id, unknown.status]).toEqual([id, 404]);
+      expect(((await unknown.json()) as { error: string }).error).toMatch(/not in flight on this replica/);
+    }
+    const read = await fetch(`${adminOrigin}/cancel/${DRAIN_TOKEN}/${runId}`);
+    expect(read.status, 'a cancel is a POST').toBe(405);
+    expect(await read.text(), 'the token is never echoed').not.toContain(DRAIN_TOKEN);
+    expect(replica.draining).toBe(false);
   });
 
   // Last: the replica stays drained.

@@ -11,10 +11,11 @@ import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
 import { refuseExpectedBodiesEarly } from './expect-continue.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from './request-timeouts.ts';
-import { sendProblem } from './exchange.ts';
-import { DEFAULT_BODY_LIMIT_BYTES, type RunInterface } from './run-interface.ts';
-import { newRunId } from './runs/recorder.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../run-request/request-timeouts.ts';
+import { sendProblem } from '../run-request/problem-answer.ts';
+import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
+import type { RunInterface } from './run-interface.ts';
+import { newRunId } from '../run-request/run-id.ts';
 
 export interface RunServerOptions {
   /** The run interface's body limit (`--body-limit-bytes`), for an `Expect: 100-continue` refused at once. */

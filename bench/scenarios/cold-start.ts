@@ -32,7 +32,7 @@ export async function measureColdStart(): Promise<RoundFigures> {
   try {
     const hello = new HelloApp(cluster.kubeConfig, 'cold-start', { minReplicas: 0, scaling: { maxReplicas: 1, cooldown: COOLDOWN_SECONDS } });
     await hello.apply();
-    const holder = cluster.operator.holder!;
+    const holder = cluster.holder!;
     // Signed once, before any clock starts.
     const token = await cluster.issuer.token(hello.namespace);
     const callHolder = async (): Promise<number> => {
@@ -80,7 +80,7 @@ export async function measureColdStart(): Promise<RoundFigures> {
  * the same turn of the event loop: holder.ts).
  */
 async function followHeldCall(cluster: LocalCluster, hello: HelloApp): Promise<{ readyAt: number; relayedAt: number }> {
-  const holder = cluster.operator.holder!;
+  const holder = cluster.holder!;
   const poll = { ...WAIT, intervalMs: 2 };
   await waitFor(() => holder.held(hello.namespace, hello.name) > 0, { ...poll, what: 'the holder to hold the call' });
   let readyAt: number | undefined;

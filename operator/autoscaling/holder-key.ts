@@ -1,4 +1,4 @@
-// The key the holder's hand-over keys come from (sidecar/auth/held-run.ts). It lives in a Secret in the
+// The key the holder's hand-over keys come from (run-request/auth/held-run.ts). It lives in a Secret in the
 // operator's namespace: made here, at start, with a random key when it is missing — so no key is ever published
 // in install.yaml or the chart's defaults — or read when it exists (one written by a concurrent replica, which
 // makes our create a 409, or one the cluster's admin provided). Every replica reads the same Secret. It never
@@ -10,7 +10,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import { holderKeyFromText } from '../../sidecar/auth/held-run.ts';
+import { holderKeyFromText } from '../../run-request/auth/held-run.ts';
 import { holderKeyData } from '../render/holder-key.ts';
 import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from '../render/names.ts';
 

@@ -38,7 +38,7 @@ export interface ScalerOptions {
   /** Knative's stable window (the panic window is a tenth of it). Default 60 s; tests shorten it. */
   stableWindowMs?: number;
   /**
-   * A holder takes the calls of an App at zero (autoscaling/holder.ts). Without one, nothing would answer
+   * A holder takes the calls of an App at zero (activator/holder.ts). Without one, nothing would answer
    * them, so `minReplicas: 0` is kept at one replica. Default true.
    */
   scalesToZero?: boolean;

@@ -55,6 +55,16 @@ describe('renderDeployment', () => {
     expect(template.metadata?.annotations?.['runlet.dev/code-hash']).toBe(annotation);
   });
 
+  it.each([
+    ['none configured: no imagePullSecrets at all', [], undefined],
+    ['the configured pull secrets, in order, for every container', [{ name: 'registry-a' }, { name: 'registry-b' }], [{ name: 'registry-a' }, { name: 'registry-b' }]],
+  ])('%s', (_case, imagePullSecrets, rendered) => {
+    for (const spec of [pythonSpec(), customSpec]) {
+      const pod = renderDeployment(storedApp(spec), renderConfig({ imagePullSecrets }), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+      expect(pod.imagePullSecrets).toEqual(rendered);
+    }
+  });
+
   it('mounts the code ConfigMap by its name', () => {
     const volumes = renderDeployment(storedApp(pythonSpec({}, 'my-code')), renderConfig(), { codeHash: 'h', drainToken: DRAIN_TOKEN }).spec!.template.spec!.volumes!;
     expect(volumes.find((volume) => volume.name === 'code')?.configMap).toEqual({ name: 'my-code' });

@@ -77,6 +77,8 @@ export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs,
       // Hundreds of Services per namespace would otherwise become thousands of env variables per pod.
       enableServiceLinks: false,
       securityContext: POD_SECURITY_CONTEXT,
+      // The same for every App: the runtime's, the sidecar's and a custom image may all be in a private registry.
+      ...(config.imagePullSecrets.length === 0 ? {} : { imagePullSecrets: config.imagePullSecrets.map(({ name }) => ({ name })) }),
       terminationGracePeriodSeconds: scaling.responseGracePeriod + TERMINATION_MARGIN_SECONDS,
       ...(config.nativeSidecars ? { initContainers: [sidecarContainer], containers: [appContainer] } : { containers: [appContainer, sidecarContainer] }),
       volumes,

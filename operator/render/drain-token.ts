@@ -11,7 +11,11 @@ import { SIDECAR_CONTAINER } from './names.ts';
 
 /** The drain token a rendered Deployment carries (its sidecar's env), if any. */
 export function drainTokenOf(deployment: { spec?: { template?: { spec?: V1PodSpec } } }): string | undefined {
-  const pod = deployment.spec?.template?.spec;
+  return drainTokenIn(deployment.spec?.template?.spec);
+}
+
+/** The drain token a pod's sidecar was started with, if any: the one its admin port asks for (a cancel's too). */
+export function drainTokenIn(pod: V1PodSpec | undefined): string | undefined {
   const sidecar = [...(pod?.initContainers ?? []), ...(pod?.containers ?? [])].find((container) => container.name === SIDECAR_CONTAINER);
   const value = sidecar?.env?.find((variable) => variable.name === DRAIN_TOKEN_ENV)?.value;
   return value === undefined || value === '' ? undefined : value;

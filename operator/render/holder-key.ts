@@ -1,6 +1,6 @@
 // The holder key's copy in an app namespace — the namespace's own key, derived from the operator's
 // (autoscaling/holder-key.ts) — the sidecars there read into RUNLET_HOLDER_KEY (a secretKeyRef,
-// render/sidecar-container.ts) to trust the run id and wait the holder vouches for (sidecar/auth/held-run.ts).
+// render/sidecar-container.ts) to trust the run id and wait the holder vouches for (run-request/auth/held-run.ts).
 // A pod reads only Secrets of its own namespace, hence a copy per namespace; like the sidecar's ServiceAccount
 // and RoleBinding (render/rbac.ts) it is owned by every App of the namespace, so it goes with the last one.
 import type { V1Secret } from '@kubernetes/client-node';

@@ -14,7 +14,7 @@ const POLICY: NetworkPolicyConfig = {
 describe('renderNetworkPolicy', () => {
   const app = storedApp(pythonSpec(), { name: 'hello', namespace: 'team-a' });
 
-  it('admits the run port from the ingress controller, the operator pods (holder) and the named namespaces, the admin port from the metrics namespaces: nothing else', () => {
+  it('admits the run port from the ingress controller, the operator pods (holder) and the named namespaces, the admin port from the operator pods (cancels) and the metrics namespaces: nothing else', () => {
     const policy = renderNetworkPolicy(app, POLICY);
     expect(kubernetesProblems(policy)).toEqual([]);
     expect(policy.metadata).toMatchObject({ name: 'hello', namespace: 'team-a', ownerReferences: [expect.objectContaining({ kind: 'App', name: 'hello', controller: true })] });
@@ -30,14 +30,21 @@ describe('renderNetworkPolicy', () => {
             { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'batch-jobs' } } },
           ],
         },
-        { ports: [{ port: 8001, protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] },
+        {
+          ports: [{ port: 8001, protocol: 'TCP' }],
+          from: [
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'runlet-system' } }, podSelector: { matchLabels: POLICY.operatorPods.matchLabels } },
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+          ],
+        },
       ],
     });
   });
 
-  it('has no admin-port rule without metrics namespaces: a rule with no peers would admit every pod', () => {
+  it('admits the admin port from the operator pods alone without metrics namespaces: never a rule with no peers, which would admit every pod', () => {
     const policy = renderNetworkPolicy(app, { ...POLICY, metricsFromNamespaces: [], runFromNamespaces: [] });
-    expect(policy.spec.ingress.map((rule) => rule.ports[0]!.port)).toEqual([8000]);
+    expect(policy.spec.ingress.map((rule) => rule.ports[0]!.port)).toEqual([8000, 8001]);
+    expect(policy.spec.ingress[1]!.from).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'runlet-system' } }, podSelector: { matchLabels: POLICY.operatorPods.matchLabels } }]);
     for (const rule of policy.spec.ingress) expect(rule.from.length).toBeGreaterThan(0);
   });
 

@@ -1,6 +1,7 @@
 // The NetworkPolicy of an App's pods (when the operator is configured with one): the run port admits the
 // ingress controller, the operator's pods (the holder hands held calls over from them) and the namespaces
-// named; the admin port admits the metrics namespaces (Prometheus). Nothing else reaches the pods: not the
+// named; the admin port admits the operator's pods (a cancel reaches the run there: operator/run-cancel.ts)
+// and the metrics namespaces (Prometheus). Nothing else reaches the pods: not the
 // app container's own port (a custom server would otherwise be callable around the sidecar's auth), not
 // the admin port from any other pod. The kubelet's probes and preStop hook come from the node, which a
 // NetworkPolicy always admits. Namespaces are selected by the label `kubernetes.io/metadata.name`, which the
@@ -30,12 +31,13 @@ const inNamespace = (name: string): V1NetworkPolicyPeer => ({ namespaceSelector:
 
 export function renderNetworkPolicy(app: App, policy: NetworkPolicyConfig): NetworkPolicy {
   const { ingressController, operatorPods } = policy;
+  const operator: V1NetworkPolicyPeer = { ...inNamespace(operatorPods.namespace), podSelector: { matchLabels: operatorPods.matchLabels } };
   const runFrom: V1NetworkPolicyPeer[] = [
     { namespaceSelector: ingressController.namespaceSelector, ...(ingressController.podSelector === undefined ? {} : { podSelector: ingressController.podSelector }) },
-    { ...inNamespace(operatorPods.namespace), podSelector: { matchLabels: operatorPods.matchLabels } },
+    operator,
     ...policy.runFromNamespaces.map(inNamespace),
   ];
-  const adminFrom = policy.metricsFromNamespaces.map(inNamespace);
+  const adminFrom = [operator, ...policy.metricsFromNamespaces.map(inNamespace)];
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -43,11 +45,7 @@ export function renderNetworkPolicy(app: App, policy: NetworkPolicyConfig): Netw
     spec: {
       podSelector: { matchLabels: selectorLabels(app) },
       policyTypes: ['Ingress'],
-      ingress: [
-        rule(SIDECAR_RUN_PORT, runFrom),
-        // A rule with no peers would admit every source: no metrics namespace, no rule for the admin port.
-        ...(adminFrom.length === 0 ? [] : [rule(SIDECAR_ADMIN_PORT, adminFrom)]),
-      ],
+      ingress: [rule(SIDECAR_RUN_PORT, runFrom), rule(SIDECAR_ADMIN_PORT, adminFrom)],
     },
   };
 }

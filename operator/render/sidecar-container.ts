@@ -3,7 +3,7 @@
 // it starts before the app container and stops after it, so a draining app never loses its front door.
 import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
-import { HOLDER_KEY_ENV } from '../../sidecar/auth/held-run.ts';
+import { HOLDER_KEY_ENV } from '../../run-request/auth/held-run.ts';
 import { DRAIN_TOKEN_ENV } from '../../sidecar/drain-token.ts';
 import type { RenderConfig } from '../config.ts';
 import {

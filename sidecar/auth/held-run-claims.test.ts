@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { newRunId } from '../runs/recorder.ts';
-import { HELD_RUN_MAX_AGE_MS } from './held-run.ts';
+import { newRunId } from '../../run-request/run-id.ts';
+import { HELD_RUN_MAX_AGE_MS } from '../../run-request/auth/held-run.ts';
 import { HeldRunClaims } from './held-run-claims.ts';
 
 describe('held run ids, taken once', () => {

@@ -6,7 +6,7 @@
 // in one turn of the event loop, so two copies of one header arriving together cannot both pass. A call refused
 // with nothing recorded (503 at capacity, 401) gives its id back: the holder hands it over again under it.
 import type { RunStore } from '../runs/store.ts';
-import { HELD_RUN_MAX_AGE_MS } from './held-run.ts';
+import { HELD_RUN_MAX_AGE_MS } from '../../run-request/auth/held-run.ts';
 
 /** A header is good HELD_RUN_MAX_AGE_MS either side of the sidecar's clock: a run id outlives every header naming it. */
 const REMEMBERED_MS = 2 * HELD_RUN_MAX_AGE_MS;

@@ -4,7 +4,7 @@
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
 import type { ActiveRun } from '../active-runs.ts';
-import type { AnswerSink } from '../answer-sink.ts';
+import type { AnswerSink } from '../../run-request/answer-sink.ts';
 import type { Replica } from '../replica.ts';
 import { outcomeOf, type Call, type RunLifecycle } from '../run-lifecycle.ts';
 import type { RunOutcome } from './outcome.ts';

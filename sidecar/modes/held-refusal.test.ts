@@ -15,11 +15,11 @@ import { verifyWebhookSignature } from '../../test/support/signature.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { WebhookReceiver, type ReceivedDelivery } from '../../test/support/webhook-receiver.ts';
 import { AppRegistry, AppTarget } from '../apps.ts';
-import { RunAuthenticator } from '../auth/authenticator.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../auth/held-run.ts';
-import { signLocalToken } from '../auth/local-key.ts';
+import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
+import { HELD_RUN_HEADER, heldRunHeader } from '../../run-request/auth/held-run.ts';
+import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { Replica } from '../replica.ts';
-import { newRunId } from '../runs/recorder.ts';
+import { newRunId } from '../../run-request/run-id.ts';
 import { LOOPBACK_CIDRS } from '../webhook/guard.ts';
 
 const HOLDER_KEY = randomBytes(32);

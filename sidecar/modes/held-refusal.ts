@@ -18,14 +18,14 @@ import { parse as parseQuery } from 'node:querystring';
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
 import type { RunError } from '../../crds/run-record-schema.ts';
-import type { AnswerSink } from '../answer-sink.ts';
+import type { AnswerSink } from '../../run-request/answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
-import type { HeldRun } from '../auth/held-run.ts';
+import type { HeldRun } from '../../run-request/auth/held-run.ts';
 import { webhookSecretOf, type Exchange } from '../exchange.ts';
 import type { Replica } from '../replica.ts';
 import { outcomeOf, type Call, type RunLifecycle } from '../run-lifecycle.ts';
-import { parseRunOptions } from '../run-options.ts';
-import { parseRunPathOrNull, pathOf } from '../run-path.ts';
+import { parseRunOptions } from '../../run-request/run-options.ts';
+import { parseRunPathOrNull, pathOf } from '../../run-request/run-path.ts';
 import { parseWebhookRequest, pendingWebhookRecord, type WebhookRequest } from '../webhook-forwarding.ts';
 import { answerAccepted } from './async.ts';
 

@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { PROBLEM_CONTENT_TYPE } from '../../crds/problem.ts';
 import type { ActiveRun } from '../active-runs.ts';
-import type { AnswerSink } from '../answer-sink.ts';
+import type { AnswerSink } from '../../run-request/answer-sink.ts';
 import type { AppTarget } from '../apps.ts';
 import { streamedResponse, type Exchange } from '../exchange.ts';
 import type { RunRecorder } from '../runs/recorder.ts';

@@ -4,7 +4,7 @@
 // answer, as node:http's server does for each of its requests.
 import { IncomingMessage, ServerResponse, STATUS_CODES, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import { Socket } from 'node:net';
-import type { StreamableAnswerSink } from '../answer-sink.ts';
+import type { StreamableAnswerSink } from '../../run-request/answer-sink.ts';
 
 /** Told when the answer is written (or never will be), so the connection can read its next request. */
 export interface AnswerListener {

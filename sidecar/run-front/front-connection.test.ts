@@ -9,9 +9,9 @@ import { UnreadingCaller } from '../../test/support/unreading-caller.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { ProblemError } from '../../crds/problem.ts';
 import { Problems } from '../../crds/problems.ts';
-import type { AnswerSink } from '../answer-sink.ts';
+import type { AnswerSink } from '../../run-request/answer-sink.ts';
 import type { WholeRequest } from '../exchange.ts';
-import { RequestBudget } from '../request-budget.ts';
+import { RequestBudget } from '../../run-request/request-budget.ts';
 import type { HeadScreening, RunInterface } from '../run-interface.ts';
 import { FrontConnection, type FrontSettings } from './front-connection.ts';
 

@@ -12,11 +12,12 @@
 // doubling and searched only where they are new, so the work is linear in the bytes, however small the reads.
 import type { Socket } from 'node:net';
 import type { ProblemError } from '../../crds/problem.ts';
-import { requestBufferFull, type RequestBudget } from '../request-budget.ts';
-import { bodyStalled, HEAD_TIMEOUT_ANSWER, requestDeadlinePassed } from '../request-timeouts.ts';
-import { sendProblem, type WholeRequest } from '../exchange.ts';
+import { requestBufferFull, type RequestBudget } from '../../run-request/request-budget.ts';
+import { bodyStalled, HEAD_TIMEOUT_ANSWER, requestDeadlinePassed } from '../../run-request/request-timeouts.ts';
+import type { WholeRequest } from '../exchange.ts';
+import { sendProblem } from '../../run-request/problem-answer.ts';
 import { PASS_ON, type RunInterface } from '../run-interface.ts';
-import { newRunId } from '../runs/recorder.ts';
+import { newRunId } from '../../run-request/run-id.ts';
 import { FrontAnswer, type AnswerListener } from './front-answer.ts';
 import { readRequestHead, type RequestHead } from './request-head.ts';
 

@@ -48,6 +48,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       [
         'ClusterRole/runlet-app-editor',
         'ClusterRole/runlet-operator',
+        'ClusterRole/runlet-runs-operator',
         'ClusterRole/runlet-runs-viewer',
         'ClusterRole/runlet-sidecar',
         'ClusterRoleBinding/runlet-operator',
@@ -134,6 +135,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     const config = await operatorConfigOf(configMap);
     expect(config.holder).toEqual({
       enabled: true,
+      inOperator: true,
       host: '0.0.0.0',
       port: 8090,
       serviceNamespace: RELEASE.namespace,
@@ -158,7 +160,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(role.rules!.find((rule) => rule.resourceNames !== undefined)?.resourceNames).toEqual([config.leaderElection.leaseName]);
   });
 
-  it('writes images, ingress, network policy, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
+  it('writes images, pull secrets, ingress, network policy, webhook allow-list, native sidecars and log level from the values into the configuration', async () => {
     const config = await operatorConfigOf(configMap);
     const { leaderElection: _election, ...settings } = config;
     const expected =
@@ -170,6 +172,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             networkPolicy: null,
             nativeSidecars: 'auto',
             webhookAllowCidrs: [],
+            imagePullSecrets: [],
             logLevel: 'info',
           }
         : {
@@ -194,15 +197,17 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             },
             nativeSidecars: false,
             webhookAllowCidrs: ['10.20.0.0/16', '192.168.100.0/24'],
+            imagePullSecrets: [{ name: 'registry-example-com' }],
             logLevel: 'debug',
           };
     expect(settings).toMatchObject(expected);
     expect(container.image).toBe(config.sidecarImage);
   });
 
-  it('says in the notes how to reach the operator and grant read access to runs', () => {
+  it('says in the notes how to reach the operator, grant read access to runs and the cancel of runs', () => {
     expect(chart.notes).toContain(`logs deployment/${NAME}`);
     expect(chart.notes).toContain('--clusterrole runlet-runs-viewer');
+    expect(chart.notes).toContain('--clusterrole runlet-runs-operator');
     expect(chart.notes).toContain(label === 'default' ? `port-forward service/${NAME} 8080:80` : 'https://runlet-api.example.com/v2/projects/');
   });
 });

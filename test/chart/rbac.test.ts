@@ -11,9 +11,9 @@ import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
-import { RUNS_ACCESS } from '../../management/kube-auth.ts';
-import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
-import { signLocalToken } from '../../sidecar/auth/local-key.ts';
+import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../../management/kube-auth.ts';
+import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
+import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { kubernetesProblems } from './kube-validate.ts';
 import { allows, requestAttributes, rulesFromTable, type PolicyRule, type RequestAttributes, type TableRule } from './rbac.ts';
@@ -25,6 +25,7 @@ const OPERATOR_TABLE = "## The operator's permissions";
 const VIEWER_TABLE = '## Read access to runs';
 const SIDECAR_TABLE = "## The sidecar's permissions";
 const EDITOR_TABLE = '## Editing Apps';
+const OPERATOR_ROLE_TABLE = '## Cancelling runs';
 const AGGREGATE = 'rbac.authorization.k8s.io/aggregate-to-';
 const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more';
 
@@ -96,22 +97,33 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(allows(viewer, { verb: 'create', apiGroup: 'runlet.dev', resource: 'apps', namespace: 'team-a', name: undefined })).toBe(false);
   });
 
+  it('are the runs operator ClusterRole, which grants the cancel the management API asks, and nothing else', () => {
+    const runsOperator = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-runs-operator').rules!;
+    expect(runsOperator.map(plain)).toEqual(rulesFromTable(README, OPERATOR_ROLE_TABLE).map(plain));
+    const cancel: RequestAttributes = { verb: RUNS_CANCEL_ACCESS.verb, apiGroup: RUNS_CANCEL_ACCESS.group, resource: RUNS_CANCEL_ACCESS.resource, namespace: 'team-a', name: undefined };
+    expect(allows(runsOperator, cancel)).toBe(true);
+    expect(allows(runsOperator, { ...cancel, verb: 'list' })).toBe(false);
+  });
+
   it('are the App editor ClusterRole', () => {
     const editor = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-app-editor').rules!;
     expect(editor.map(plain)).toEqual(rulesFromTable(README, EDITOR_TABLE).map(plain));
   });
 
-  it('let the built-in view read Apps and list runs, edit and admin also create Apps; none writes status or RunLogs', () => {
+  it('let the built-in view read Apps and list runs, edit and admin also create Apps and cancel runs; none writes status or RunLogs', () => {
     const inTeam = (verb: string, resource: string): RequestAttributes => ({ verb, apiGroup: 'runlet.dev', resource, namespace: 'team-a', name: undefined });
     // What the management API asks of a caller (management/kube-auth.ts).
     const listRuns: RequestAttributes = { verb: RUNS_ACCESS.verb, apiGroup: RUNS_ACCESS.group, resource: RUNS_ACCESS.resource, namespace: 'team-a', name: undefined };
+    const cancelRuns: RequestAttributes = { ...listRuns, verb: RUNS_CANCEL_ACCESS.verb };
     const view = aggregatedInto(chart, 'view');
     expect(allows(view, listRuns)).toBe(true);
+    expect(allows(view, cancelRuns), 'view: cancel runs').toBe(false);
     for (const verb of ['get', 'list', 'watch']) expect(allows(view, inTeam(verb, 'apps')), `${verb} apps`).toBe(true);
     expect(allows(view, inTeam('create', 'apps'))).toBe(false);
     for (const role of ['edit', 'admin'] as const) {
       const rules = aggregatedInto(chart, role);
       expect(allows(rules, listRuns), `${role}: list runs`).toBe(true);
+      expect(allows(rules, cancelRuns), `${role}: cancel runs`).toBe(true);
       for (const verb of ['create', 'update', 'patch', 'delete', 'get', 'list', 'watch']) expect(allows(rules, inTeam(verb, 'apps')), `${role}: ${verb} apps`).toBe(true);
       for (const [verb, resource] of [['patch', 'apps/status'], ['update', 'apps/status'], ['create', 'runlogs'], ['patch', 'runlogs/status'], ['delete', 'runlogs']]) {
         expect(allows(rules, inTeam(verb!, resource!)), `${role}: ${verb} ${resource}`).toBe(false);

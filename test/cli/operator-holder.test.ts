@@ -91,6 +91,20 @@ describe('runlet operator’s holder', () => {
     expect(started.output()).toContain('the holder is off');
   }, START_TIMEOUT_MS + 30_000);
 
+  it('--holder external: no holder of its own and no token issuer needed; the log names the Service listing the activators', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-operator-holder-'));
+    server = await startKubeApiServer();
+    await installCrds(server.kubeConfig());
+    const kubeconfig = join(dir, 'kubeconfig');
+    await server.writeKubeconfig(kubeconfig);
+    // Outside a pod: no issuer to trust, which the operator needs only when it holds calls itself.
+    operator = startOperatorProcess({ home: dir, env: { KUBECONFIG: kubeconfig, KUBERNETES_SERVICE_HOST: '' }, args: ['--holder', 'external'] });
+    const fields = await listening(operator);
+    expect(fields.holder).toBeUndefined();
+    expect(operator.output()).toContain('held by runlet activator pods');
+    expect(operator.output()).toContain('"service":"default/runlet-holder"');
+  }, START_TIMEOUT_MS + 30_000);
+
   it('exits, naming the Secret, when it cannot read its key (a missing permission), rather than run without doing its work', async () => {
     const started = await startInPod(['--holder-host', '127.0.0.1', '--holder-port', '0'], (kube) =>
       kube.failNext({ method: 'GET', pathPattern: '/secrets/runlet-holder-key', status: 403, message: 'secrets "runlet-holder-key" is forbidden' }),

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { localDevAuth, signLocalToken } from '../../sidecar/auth/local-key.ts';
+import { localDevAuth, signLocalToken } from '../../run-request/auth/local-key.ts';
 import { ContractChecker } from '../support/contract.ts';
 import { makeCustomApp } from '../support/custom-app.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';

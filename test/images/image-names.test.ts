@@ -36,6 +36,26 @@ describe('image names', () => {
     for (const name of NAMES) expect(script).toContain(`"$IMAGE_REPO/${name.split('/')[1]}:$version"`);
   });
 
+  it('the README’s own-registry walkthrough pushes what make images tags there, and points existing chart values at it', () => {
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('#### From your own registry'));
+    // A `shell` block: the walkthrough test runs the section's `sh` blocks on the test tier, which has no registry.
+    const block = section.match(/```shell\n([\s\S]*?)```/)![1]!.replaceAll('\\\n', ' ');
+    const repo = block.match(/make images IMAGE_REPO=(\S+)/)![1]!;
+    const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
+    const pushed = [...block.matchAll(/docker push (\S+)/g)].map(([, image]) => image);
+    expect(pushed).toEqual([...NAMES].map((name) => `${repo}/${name.split('/')[1]}:${version}`));
+    const values = parseYaml(readFileSync(join(REPO, 'charts/runlet/values.yaml'), 'utf8')) as Record<string, unknown>;
+    const sets = new Map([...block.matchAll(/--set '?([\w.[\]]+)=([^'\s]+)'?/g)].map(([, key, value]) => [key!, value!]));
+    for (const key of sets.keys()) {
+      const path = key.replace(/\[\d+\]\.name$/, '').split('.');
+      expect(path.reduce<unknown>((node, part) => (node as Record<string, unknown> | undefined)?.[part], values), `values.yaml has ${key}`).toBeDefined();
+    }
+    expect(sets.get('operator.image.repository')).toBe(pushed[0]!.replace(/:[^:]*$/, ''));
+    expect(sets.get('apps.pythonRuntime.image.repository')).toBe(pushed[1]!.replace(/:[^:]*$/, ''));
+    expect(sets.get('apps.imagePullSecrets[0].name')).toBe(sets.get('operator.imagePullSecrets[0].name'));
+  });
+
   it('README, docs, chart, install.yaml and code name no other image of the project', () => {
     const others = SCANNED.flatMap(files)
       .filter((file) => !file.endsWith('.test.ts'))

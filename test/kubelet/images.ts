@@ -2,7 +2,7 @@
 // executables its containers run. A container's argv is its `command` (or the image's entrypoint)
 // followed by its `args`; the first element is then looked up in the image's `commands`.
 import { basename } from 'node:path';
-import type { V1Container } from '@kubernetes/client-node';
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { PodSetupError } from './setup-error.ts';
 
 export interface LocalImage {
@@ -17,6 +17,11 @@ export interface LocalImage {
   env?: Readonly<Record<string, string>>;
   /** Working directory when the container sets none; default the pod's own directory. */
   workingDir?: string;
+  /**
+   * A private registry's image: pulled only by a pod whose `imagePullSecrets` name this Secret, which exists
+   * in its namespace; any other pod's pull fails as a registry refuses it (ErrImagePull, then ImagePullBackOff).
+   */
+  pullSecret?: string;
 }
 
 /** Image name (exactly as in the pod spec, or without its tag/digest to match every tag) → local stand-in. */
@@ -39,6 +44,29 @@ export function localImage(images: ImageTable, image: string | undefined): Local
     );
   }
   return found;
+}
+
+/**
+ * Pulls `image` for `pod`, as a kubelet asks a registry: an image with a `pullSecret` needs the pod to name that
+ * Secret in its `imagePullSecrets`, and the Secret to exist; otherwise ErrImagePull with containerd's words.
+ */
+export async function pullImage(
+  image: LocalImage,
+  pull: { image: string; container: string },
+  pod: V1Pod,
+  secretExists: (namespace: string, name: string) => Promise<boolean>,
+): Promise<void> {
+  const imageName = pull.image;
+  const secret = image.pullSecret;
+  if (secret === undefined) return;
+  const named = (pod.spec?.imagePullSecrets ?? []).some((reference) => reference.name === secret);
+  if (named && (await secretExists(pod.metadata?.namespace ?? 'default', secret))) return;
+  throw new PodSetupError(
+    'ErrImagePull',
+    `rpc error: code = Unknown desc = failed to pull and unpack image "${imageName}": failed to resolve reference "${imageName}": ` +
+      'pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed',
+    pull,
+  );
 }
 
 /** The container's argv as written in the pod spec (before local commands are substituted). */

@@ -12,7 +12,7 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { HELPER_PORT, MAIN_PORT, TEST_IMAGES, serverDeployment } from './fixtures/server-deployment.ts';
+import { HELPER_PORT, MAIN_PORT, PRIVATE_IMAGE, PRIVATE_PULL_SECRET, TEST_IMAGES, serverDeployment } from './fixtures/server-deployment.ts';
 import { KUBELET_FINALIZER, startKubelet, type Kubelet } from './index.ts';
 import { isAlive } from '../support/process-checks.ts';
 
@@ -306,6 +306,38 @@ describe('the test kubelet', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
       { what: 'the pod reporting its unknown image', ...WAIT },
     );
     expect(waiting.message).toContain('registry.test/nobody-knows:2');
+  });
+
+  it('pulls a private image only with its pull secret: ErrImagePull with the registry’s refusal, then ImagePullBackOff, until the pod names an existing secret', async () => {
+    const namespace = await freshNamespace();
+    const deployment = serverDeployment('private');
+    deployment.spec!.template.spec!.containers[0]!.image = PRIVATE_IMAGE;
+    await createApp(namespace, deployment);
+    const waitingAs = (reason: string) =>
+      waitFor(
+        async () => {
+          const [pod] = await podsOf(namespace, 'private');
+          const state = pod?.status?.containerStatuses?.[0]?.state?.waiting;
+          return state?.reason === reason && state;
+        },
+        { what: `the pod waiting with ${reason}`, ...WAIT },
+      );
+    const pullError = await waitingAs('ErrImagePull');
+    expect(pullError.message).toMatch(new RegExp(`failed to pull and unpack image "${PRIVATE_IMAGE}".*pull access denied`));
+    expect((await waitingAs('ImagePullBackOff')).message).toBe(`Back-off pulling image "${PRIVATE_IMAGE}"`);
+    expect((await waitingAs('ErrImagePull')).message, 'pulled again after the back-off').toBe(pullError.message);
+
+    // Named but missing: still refused. Then the Secret exists: pulled, and the rollout completes.
+    await apps.patchNamespacedDeployment({ namespace, name: 'private', body: { spec: { template: { spec: { imagePullSecrets: [{ name: PRIVATE_PULL_SECRET }] } } } } }, MERGE_PATCH);
+    await waitFor(
+      async () => {
+        const pods = await podsOf(namespace, 'private');
+        return pods.some((pod) => pod.spec?.imagePullSecrets?.[0]?.name === PRIVATE_PULL_SECRET && pod.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'ErrImagePull');
+      },
+      { what: 'the new pod refused while its secret is missing', ...WAIT },
+    );
+    await core.createNamespacedSecret({ namespace, body: { metadata: { name: PRIVATE_PULL_SECRET }, type: 'kubernetes.io/dockerconfigjson', stringData: { '.dockerconfigjson': '{"auths":{}}' } } });
+    await rolledOut(namespace, 'private');
   });
 
   it('reports pods the API server refuses as ReplicaFailure on the Deployment, and creates them once it accepts', async () => {

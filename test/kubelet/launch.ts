@@ -3,7 +3,7 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { ObjectSource } from './cluster-objects.ts';
 import { containerEnv, expandReferences } from './env.ts';
-import { declaredArgv, localArgv, localImage, type ImageTable } from './images.ts';
+import { declaredArgv, localArgv, localImage, pullImage, type ImageTable } from './images.ts';
 import { inClusterEnv, type InClusterApi } from './in-cluster.ts';
 import { rewriteArgv, rewriteEnvValue, rewritePathValue, type Rewrites } from './rewrite.ts';
 import { containerMounts } from './volumes.ts';
@@ -31,6 +31,7 @@ export interface LaunchContext {
 
 export async function containerLaunch(container: V1Container, context: LaunchContext): Promise<ContainerLaunch> {
   const image = localImage(context.images, container.image);
+  await pullImage(image, { image: container.image ?? '', container: container.name }, context.pod, async (namespace, name) => (await context.source.secret(namespace, name)) !== undefined);
   const mounts = containerMounts(container, context.volumeDirs);
   // The process shares the host's /tmp, where the tests' own files live: a volume mounted there cannot stand
   // in for it by rewriting paths (every /tmp path of the image table would move). TMPDIR names it instead.

@@ -205,6 +205,12 @@ export class PodRunner {
           this.#options.onChange();
         }
         await this.#retryPause();
+        if (setupError.reason === 'ErrImagePull' && !this.terminating) {
+          // As a kubelet does between pulls: the pod shows the back-off, then the next pull's error.
+          this.setupError = new PodSetupError('ImagePullBackOff', `Back-off pulling image "${setupError.pull?.image ?? ''}"`, setupError.pull);
+          this.#options.onChange();
+          await this.#retryPause();
+        }
       }
     }
   }

@@ -54,8 +54,10 @@ export interface PodStatusInput {
 
 function containerStatus(spec: V1Container, runner: ContainerRunner | undefined, setupError: PodSetupError | undefined): ContainerStatusView {
   if (runner === undefined) {
-    const waiting: ContainerStateView['waiting'] = { reason: setupError?.reason ?? 'PodInitializing' };
-    if (setupError !== undefined) waiting.message = setupError.message;
+    // A pull failure is its container's: the others wait for the pod to be created, as a kubelet shows them.
+    const own = setupError?.pull === undefined || setupError.pull.container === spec.name ? setupError : undefined;
+    const waiting: ContainerStateView['waiting'] = { reason: own?.reason ?? (setupError === undefined ? 'PodInitializing' : 'ContainerCreating') };
+    if (own !== undefined) waiting.message = own.message;
     return { name: spec.name, image: spec.image ?? '', imageID: '', ready: false, started: false, restartCount: 0, state: { waiting }, lastState: {} };
   }
   const view: ContainerStatusView = {

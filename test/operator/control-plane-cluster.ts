@@ -16,17 +16,19 @@ import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ConfigLayer } from '../../operator/config.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
-import type { Holder } from '../../operator/autoscaling/holder.ts';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
-import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
-import { DEFAULT_AUDIENCE } from '../../sidecar/auth/config.ts';
+import type { Holder } from '../../activator/holder.ts';
+import { createActivator } from '../../activator/main.ts';
+import pino from 'pino';
+import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
+import { DEFAULT_AUDIENCE } from '../../run-request/auth/config.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, createNoPodsQuota, listHolder, startTestOperator, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
@@ -54,7 +56,7 @@ export interface ControlPlaneCluster extends E2eCluster {
   startOperator(identity: string): Promise<Operator & { url: string | undefined }>;
   /** Stops the operator the cluster started with (`e2e-operator-1`). */
   stopFirstOperator(): Promise<void>;
-  /** With `holder: true`, the first operator's holder (scale to zero), while it runs. */
+  /** With `holder: true`, the activator's holder (scale to zero), while it runs. */
   readonly holder: Holder | undefined;
   /** The pod-network address the holder's Endpoints list it at. */
   readonly holderIp: string | undefined;
@@ -128,11 +130,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       kubeConfig: admin,
       server: controlPlane.server,
       workDir: join(workDir, 'kubelet'),
-      images: localImages(
-        controlPlane.server,
-        { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE },
-        { node: guard.node, env: guard.env },
-      ),
+      images: withPrivateImage(localImages(controlPlane.server, { runlet: SIDECAR_IMAGE, pythonRuntime: PYTHON_IMAGE }, { node: guard.node, env: guard.env }), PYTHON_IMAGE),
     });
     stops.push(() => kubelet.stop());
 
@@ -165,7 +163,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         // No sidecar setting: the operator reads 1.20 from /version and renders the classic sidecar itself.
         listen: true,
         config: operatorConfig,
-        holder,
+        holder: holder === undefined ? undefined : 'external',
+        replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
@@ -176,8 +175,34 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       return operator;
     };
     const operator = await startOperator('e2e-operator-1');
-    const holderIp = operator.holder === undefined ? undefined : kubelet.network.assignLoopbackServer('the operator’s holder');
-    if (operator.holder !== undefined) await listHolder(admin, { namespace: OPERATOR.namespace, name: HOLDER_SERVICE }, holderIp!, Number(new URL(operator.holder.url).port));
+    // The activator as `runlet activator` composes it, with the operator's ServiceAccount: install.yaml's RBAC
+    // grants the holder's rights to the operator, whose pods still run it in the chart.
+    const activatorLog = join(workDir, 'activator.log');
+    const activator =
+      holder === undefined
+        ? undefined
+        : createActivator({
+            kubeConfig: await serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount),
+            config: {
+              host: '127.0.0.1',
+              port: 0,
+              adminHost: '127.0.0.1',
+              adminPort: 0,
+              identity: 'e2e-activator-1',
+              keySecret: { namespace: OPERATOR.namespace, name: 'runlet-holder-key' },
+              watchdogMs: 60_000,
+              drainMs: 0,
+            },
+            ...holder,
+            logger: pino({ name: 'runlet-activator', level: 'debug' }, pino.destination({ dest: activatorLog, mkdir: true, sync: true })),
+            processMetrics: false,
+          });
+    const holderIp = activator === undefined ? undefined : kubelet.network.assignLoopbackServer('the activator');
+    if (activator !== undefined) {
+      stops.push(() => activator.stop());
+      const { url } = await activator.listen();
+      await listHolder(admin, { namespace: OPERATOR.namespace, name: HOLDER_SERVICE }, holderIp!, Number(new URL(url).port));
+    }
 
     const localPod = (pod: V1Pod) =>
       waitFor(() => kubelet.pod(pod.metadata!.name!, pod.metadata!.namespace), { what: `pod ${pod.metadata!.name} running in the test kubelet` });
@@ -199,7 +224,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
       callerToken: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
       get holder() {
-        return operator.holder;
+        return activator?.holder;
       },
       holderIp,
       refusePods: (namespace) => createNoPodsQuota(admin, namespace),
@@ -210,7 +235,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return async () => pids.every((pid) => !isAlive(pid));
       },
       diagnostics: () =>
-        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
+        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
       close: closeAll,
     };
   } catch (error) {

@@ -97,6 +97,51 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     expect(listed.items.map((run) => run.id)).toContain(runId);
   });
 
+  it('cancels a run through the management API for a token whose namespace role is edit (runlet-runs-operator aggregated into it), not view', async () => {
+    const app = await kubectlApplyApp(`runlet-cp-cancel-${Date.now().toString(36)}`);
+    const pod = await wait('the pod Ready', async () => (await app.pods()).find(isReady));
+    const { runUrl } = await cluster.sidecar(pod);
+    const called = await fetch(`${runUrl}/v4/${app.namespace}/hello/count?async=true`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.token(app.namespace)}` },
+      body: JSON.stringify({ n: 600, pause: 0.1 }),
+    });
+    expect(called.status).toBe(202);
+    const { run_id: runId } = (await called.json()) as { run_id: string };
+
+    const apiToken = await cluster.serviceAccountToken(app.namespace, 'default');
+    const runUrlOf = `${cluster.operatorUrl}/v2/projects/${app.namespace}/apps/hello/runs/${runId}`;
+    const cancel = () => fetch(`${runUrlOf}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${apiToken}` } });
+    const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    const bind = (role: string) =>
+      rbac.createNamespacedRoleBinding({
+        namespace: app.namespace,
+        body: { metadata: { name: `default-${role}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: app.namespace }] },
+      });
+    await bind('view');
+    await wait(`run ${runId} listed running`, async () => {
+      const answer = await fetch(runUrlOf, { headers: { authorization: `Bearer ${apiToken}` } });
+      return answer.status === 200 && ((await answer.json()) as { item: { status: string } }).item.status === 'running';
+    });
+    const refused = await cancel();
+    expect(refused.status, 'view lists runs, cancels none').toBe(403);
+    expect(((await refused.json()) as { detail: string }).detail).toMatch(/verb "cancel"/);
+
+    await bind('edit');
+    // Decisions are cached (a refusal 5 s): the grant applies once the cache lets the review be asked again.
+    const accepted = await wait('the cancel accepted once edit is bound', async () => {
+      const answer = await cancel();
+      return answer.status === 202 && ((await answer.json()) as { item: { id: string } });
+    });
+    expect(accepted.item.id).toBe(runId);
+    const cancelled = await wait(`run ${runId} cancelled`, async () => {
+      const answer = await fetch(runUrlOf, { headers: { authorization: `Bearer ${apiToken}` } });
+      const { item } = (await answer.json()) as { item: { status: string; reason: string | null } };
+      return item.status === 'cancelled' && item;
+    });
+    expect(cancelled.reason).toBe('cancel_requested');
+  });
+
   it('brings a deleted child Service back', async () => {
     const app = await kubectlApplyApp(`runlet-cp-${Date.now().toString(36)}`);
     const [service] = await app.services();

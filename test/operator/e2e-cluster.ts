@@ -8,13 +8,23 @@ import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import type { KubeApiServer } from '../kube/index.ts';
-import { startOperator, type Operator, type OperatorHolderOptions } from '../../operator/main.ts';
+import { startOperator, type Operator, type OperatorHolderOptions, type OperatorOptions } from '../../operator/main.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
-import type { SidecarUrls } from '../kubelet/index.ts';
+import type { ImageTable, SidecarUrls } from '../kubelet/index.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
+
+/** A Python runtime image in a private registry: the kubelet pulls it only with the pull secret E2E_PULL_SECRET. */
+export const PRIVATE_PYTHON_IMAGE = 'registry.test/private/runlet-python:e2e';
+/** The pull secret every App pod is rendered with (the operator's `imagePullSecrets`), in no namespace until a test makes it. */
+export const E2E_PULL_SECRET = 'runlet-e2e-pull';
+
+/** `images` plus PRIVATE_PYTHON_IMAGE: the image `pythonRuntime` stands for, behind E2E_PULL_SECRET. */
+export function withPrivateImage(images: ImageTable, pythonRuntime: string): ImageTable {
+  return { ...images, [PRIVATE_PYTHON_IMAGE]: { ...images[pythonRuntime]!, pullSecret: E2E_PULL_SECRET } };
+}
 
 export interface E2eCluster {
   /** Which cluster this is, for test names and messages. */
@@ -88,8 +98,10 @@ export interface TestOperatorOptions {
   listen?: boolean;
   /** More settings, e.g. short RunLog upkeep intervals. */
   config?: ConfigLayer;
-  /** Run the holder (scale to zero) on an ephemeral loopback port, trusting callers and replicas so. */
-  holder?: OperatorHolderOptions;
+  /** Run the holder (scale to zero) on an ephemeral loopback port, trusting callers and replicas so; `'external'`: activators hold the calls. */
+  holder?: OperatorHolderOptions | 'external';
+  /** Where a pod's admin port is reached (cancels): the test kubelet's port standing for it. */
+  replicaAdminAddress?: OperatorOptions['replicaAdminAddress'];
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -102,11 +114,20 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
       leaderElection: { namespace: options.leaseNamespace, leaseName: options.leaseName ?? 'runlet-operator-e2e', identity: options.identity ?? `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
       logLevel: 'debug',
       holder: { host: '127.0.0.1', port: 0 },
+      imagePullSecrets: [{ name: E2E_PULL_SECRET }],
     },
     options.config ?? {},
   );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
-  return startOperator({ kubeConfig: options.kubeConfig, config, logger, processMetrics: false, listen: options.listen ?? false, holder: options.holder });
+  return startOperator({
+    kubeConfig: options.kubeConfig,
+    config,
+    logger,
+    processMetrics: false,
+    listen: options.listen ?? false,
+    holder: options.holder,
+    replicaAdminAddress: options.replicaAdminAddress,
+  });
 }
 
 /**

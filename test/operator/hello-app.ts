@@ -40,16 +40,19 @@ export class HelloApp {
   readonly #core: CoreV1Api;
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
+  readonly #image: string | undefined;
 
   /**
-   * `name`: default hello; another name puts a second App of the same code in a namespace. `auth`: default on
-   * (off where the cluster has no DNS for the sidecar to reach the issuer's key set at kubernetes.default.svc).
+   * `name`: default hello; another name puts a second App of the same code in a namespace. `image`: the Python
+   * runtime image the App names (default: the operator's). `auth`: default on (off where the cluster has no DNS
+   * for the sidecar to reach the issuer's key set at kubernetes.default.svc).
    */
   constructor(
     kubeConfig: KubeConfig,
     namespace: string,
-    options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown>; auth?: boolean } = {},
+    options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown>; image?: string; auth?: boolean } = {},
   ) {
+    this.#image = options.image;
     this.namespace = namespace;
     this.name = options.name ?? 'hello';
     this.codeConfigMap = `${this.name}-code`;
@@ -95,7 +98,7 @@ export class HelloApp {
         kind: 'App',
         metadata: { name: this.name, namespace: this.namespace },
         spec: {
-          runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } } } },
+          runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } }, ...(this.#image === undefined ? {} : { image: this.#image }) } },
           scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60, ...this.#scaling },
           auth: { enabled: this.#auth },
           runs: { keepFinished: 200, retention: 86400 },

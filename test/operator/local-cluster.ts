@@ -10,20 +10,22 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import pino from 'pino';
 import type { ConfigLayer } from '../../operator/config.ts';
-import { signLocalToken } from '../../sidecar/auth/local-key.ts';
+import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, type E2eCluster } from './e2e-cluster.ts';
+import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, withPrivateImage, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
-import type { Holder } from '../../operator/autoscaling/holder.ts';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
-import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
-import { loadIssuerAuthConfig } from '../../sidecar/auth/config.ts';
+import type { Holder } from '../../activator/holder.ts';
+import { createActivator, type Activator } from '../../activator/main.ts';
+import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
+import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -38,11 +40,13 @@ export interface LocalCluster extends E2eCluster {
   readonly authKey: string;
   /** The service-account token issuer every sidecar trusts, whatever the project. */
   readonly issuer: ServiceAccountIssuer;
-  /** The operator in this process (its holder, with `holder: true`). */
+  /** The operator in this process. */
   readonly operator: Operator;
-  /** With `holder: true`: what the operator's holder was started with, to start another like it. */
+  /** With `holder: true`: the activator in this process, as `runlet activator` composes it (its own App watch, key, metrics). */
+  readonly activator: Activator | undefined;
+  /** With `holder: true`: what the activator's holder was started with, to start another like it. */
   readonly holderOptions: OperatorHolderOptions | undefined;
-  /** With `holder: true`: the operator's holder, while it runs. */
+  /** With `holder: true`: the activator's holder, while it runs. */
   readonly holder: Holder | undefined;
   /** The pod-network address the holder's Endpoints list it at. */
   readonly holderIp: string | undefined;
@@ -51,10 +55,11 @@ export interface LocalCluster extends E2eCluster {
 }
 
 /**
- * `holder`: the operator runs the holder (scale to zero) trusting the issuer's tokens, as the chart configures it:
- * it makes its key's Secret `default/runlet-holder-key` and copies it into the app namespaces, where the sidecars
- * read it from their environment (a secretKeyRef); and the Endpoints `default/runlet-holder` list it, as the
- * endpoints controller lists the operator pods' holder port for the chart's Service.
+ * `holder`: scale to zero, with an activator (activator/main.ts, as `runlet activator` composes it) holding the
+ * calls, trusting the issuer's tokens: the holder key's Secret is `default/runlet-holder-key`, which the operator
+ * copies into the app namespaces, where the sidecars read it from their environment (a secretKeyRef); and the
+ * Endpoints `default/runlet-holder` list the activator, as the endpoints controller lists the activator pods'
+ * holder port for the Service. The operator holds no call itself (`holder: 'external'`).
  */
 export async function startLocalCluster(
   options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs'] } = {},
@@ -69,7 +74,7 @@ export async function startLocalCluster(
 
   const authKey = randomBytes(32).toString('hex');
   const issuer = await startServiceAccountIssuer();
-  const images: ImageTable = {
+  const images: ImageTable = withPrivateImage({
     [SIDECAR_IMAGE]: {
       commands: { runlet: [...guard.node, join(REPO, 'cli/runlet.ts')] },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
@@ -80,7 +85,7 @@ export async function startLocalCluster(
       commands: { python: ['python3'], python3: ['python3'] },
       env: { PYTHONPATH: join(REPO, 'runtime/python'), PYTHONUNBUFFERED: '1' },
     },
-  };
+  }, PYTHON_IMAGE);
   const kubelet = await startKubelet({ kubeConfig, images, workDir: join(workDir, 'kubelet') });
   const holderOptions: OperatorHolderOptions | undefined = options.holder
     ? {
@@ -101,12 +106,34 @@ export async function startLocalCluster(
     leaseNamespace: 'default',
     listen: true,
     config: options.operatorConfig,
-    holder: holderOptions,
+    holder: holderOptions === undefined ? undefined : 'external',
+    replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
   });
-  // In a cluster the holder listens in the operator's pods: an address of the pod network stands for it here.
-  const holderIp = operator.holder === undefined ? undefined : kubelet.network.assignLoopbackServer('the operator’s holder');
-  if (operator.holder !== undefined) {
-    await listHolder(kubeConfig, { namespace: 'default', name: 'runlet-holder' }, holderIp!, Number(new URL(operator.holder.url).port));
+  const activatorLog = join(workDir, 'activator.log');
+  const activator =
+    holderOptions === undefined
+      ? undefined
+      : createActivator({
+          kubeConfig,
+          config: {
+            host: '127.0.0.1',
+            port: 0,
+            adminHost: '127.0.0.1',
+            adminPort: 0,
+            identity: 'activator-0',
+            keySecret: { namespace: 'default', name: 'runlet-holder-key' },
+            watchdogMs: 60_000,
+            drainMs: 0,
+          },
+          ...holderOptions,
+          logger: pino({ name: 'runlet-activator', level: 'debug' }, pino.destination({ dest: activatorLog, mkdir: true, sync: true })),
+          processMetrics: false,
+        });
+  // In a cluster the holder listens in the activator's pods: an address of the pod network stands for it here.
+  const holderIp = activator === undefined ? undefined : kubelet.network.assignLoopbackServer('the activator');
+  if (activator !== undefined) {
+    const { url } = await activator.listen();
+    await listHolder(kubeConfig, { namespace: 'default', name: 'runlet-holder' }, holderIp!, Number(new URL(url).port));
   }
 
   const localPod = (pod: V1Pod) =>
@@ -121,9 +148,10 @@ export async function startLocalCluster(
     authKey,
     issuer,
     operator,
+    activator,
     holderOptions,
     get holder() {
-      return operator.holder;
+      return activator?.holder;
     },
     holderIp,
     callerToken: (namespace) => issuer.token(namespace),
@@ -138,8 +166,9 @@ export async function startLocalCluster(
       const pids = local.processes().map((p) => p.pid);
       return async () => pids.every((pid) => !isAlive(pid));
     },
-    diagnostics: () => `== ${operatorLog}\n${readOrEmpty(operatorLog)}\n${kubelet.diagnostics()}`,
+    diagnostics: () => `== ${operatorLog}\n${readOrEmpty(operatorLog)}\n== ${activatorLog}\n${readOrEmpty(activatorLog)}\n${kubelet.diagnostics()}`,
     async close() {
+      await activator?.stop();
       await operator.stop();
       await kubelet.stop();
       await server.close();

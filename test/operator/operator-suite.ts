@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import type { App, Condition } from '../../crds/app-schema.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
-import type { E2eCluster } from './e2e-cluster.ts';
+import { E2E_PULL_SECRET, PRIVATE_PYTHON_IMAGE, type E2eCluster } from './e2e-cluster.ts';
 import { HelloApp } from './hello-app.ts';
 
 /** Bound of every wait on cluster state: pods start real processes on a loaded 2-core machine. */
@@ -201,6 +201,33 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     });
     expect(event).toMatchObject({ type: 'Warning', source: { component: 'runlet-operator' } });
     expect(event.message).toContain(quota);
+  });
+
+  it('shows a pod that cannot pull its image in the App’s status (ImagePullBackOff, the kubelet’s message) and as a Warning Event; the pull secret made, it serves', async () => {
+    const app = new HelloApp(cluster.kubeConfig, `runlet-e2e-${runId}-${applied.length + 1}`, { image: PRIVATE_PYTHON_IMAGE });
+    applied.push(app);
+    await app.apply();
+    const failing = await waitForApp(app, 'ImagePullBackOff', (current) => conditionOf(current, 'Ready')?.reason === 'ImagePullBackOff');
+    const message = conditionOf(failing, 'Ready')?.message ?? '';
+    expect(conditionOf(failing, 'Ready')).toMatchObject({ status: 'False' });
+    expect(message).toMatch(new RegExp(`^pod ${app.name}-[a-z0-9]+-[a-z0-9]+: container "app" cannot pull image "${PRIVATE_PYTHON_IMAGE}": `));
+    expect(conditionOf(failing, 'Available')).toMatchObject({ status: 'False', reason: 'ImagePullBackOff' });
+    const event = await waitFor(async () => (await app.events()).find((e) => e.reason === 'ImagePullBackOff'), {
+      what: `an ImagePullBackOff Event on App ${app.namespace}/${app.name}`,
+      timeoutMs: STATE_TIMEOUT_MS,
+      intervalMs: 100,
+    });
+    expect(event).toMatchObject({ type: 'Warning', source: { component: 'runlet-operator' } });
+    expect(event.message).toContain(`cannot pull image "${PRIVATE_PYTHON_IMAGE}"`);
+    // The registry's refusal, as the kubelet words it on a pull (between pulls it says only that it backs off).
+    await waitForApp(app, 'showing the registry’s refusal', (current) => /pull access denied/.test(conditionOf(current, 'Ready')?.message ?? ''));
+
+    // The pods name the pull secret the operator is configured with: once it exists in the namespace, they pull.
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({
+      namespace: app.namespace,
+      body: { metadata: { name: E2E_PULL_SECRET }, type: 'kubernetes.io/dockerconfigjson', stringData: { '.dockerconfigjson': '{"auths":{"registry.test":{"auth":"ZTJlOmUyZQ=="}}}' } },
+    });
+    await waitForApp(app, 'Ready once the image is pulled', readyAtGeneration);
   });
 
   it('keeps the sidecar ServiceAccount and RoleBinding while an App of the namespace is left, repairs them at once, and removes them with the last', async () => {

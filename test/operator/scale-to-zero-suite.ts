@@ -7,7 +7,7 @@
 // API server validating the Endpoints). Pod addresses are labels of the test pod network, never dialled.
 import { CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Holder } from '../../operator/autoscaling/holder.ts';
+import type { Holder } from '../../activator/holder.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -25,10 +25,10 @@ export const ZERO_WAIT = { timeoutMs: 90_000, intervalMs: 50 };
 const COOLDOWN_SECONDS = 8;
 const TEST_TIMEOUT_MS = 180_000;
 
-/** A cluster whose operator runs the holder (started with it, and `webhookAllowCidrs` taking 127.0.0.0/8). */
+/** A cluster whose activator holds calls at zero (started with a holder, and `webhookAllowCidrs` taking 127.0.0.0/8). */
 export interface ScaleToZeroCluster extends E2eCluster {
   readonly kubelet: Kubelet;
-  /** The operator's holder, while it runs. */
+  /** The activator's holder, while it runs. */
   readonly holder: Holder | undefined;
   /** The pod-network address the holder's Endpoints list it at. */
   readonly holderIp: string | undefined;

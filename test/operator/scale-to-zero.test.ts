@@ -6,8 +6,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import { RUNS_ACCESS } from '../../management/kube-auth.ts';
-import { startHolder } from '../../operator/autoscaling/holder.ts';
+import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../../management/kube-auth.ts';
+import { startHolder } from '../../activator/holder.ts';
 import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
@@ -23,13 +23,15 @@ const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
 /** A management API caller the cluster authenticates, and allows to list runs. */
 const READER = { token: 'zero-reader.eyJydW5zIjoicmVhZGVyIn0.sig', user: 'system:serviceaccount:runlet-e2e:reader' };
+/** Allowed to list runs and to cancel them. */
+const CANCELLER = { token: 'zero-canceller.eyJydW5zIjoiY2FuY2VsbGVyIn0.sig', user: 'system:serviceaccount:runlet-e2e:canceller' };
 
 let cluster: LocalCluster;
 let core: CoreV1Api;
 
-/** The operator's metric samples for `namespace` (a counter, or a histogram's `_count`), summed over the labels given. */
+/** The activator's metric samples for `namespace` (a counter, or a histogram's `_count`), summed over the labels given. */
 async function heldMetric(name: 'runlet_holder_calls_total' | 'runlet_holder_cold_start_seconds_count', namespace: string, labels: Record<string, string>): Promise<number> {
-  const metric = await cluster.operator.metrics.registry.getSingleMetric(name.replace(/_count$/, ''))!.get();
+  const metric = await cluster.activator!.registry.getSingleMetric(name.replace(/_count$/, ''))!.get();
   const matches = (sample: { labels: Record<string, unknown>; metricName?: string }) =>
     (sample.metricName ?? metric.name) === name && sample.labels.namespace === namespace && Object.entries(labels).every(([key, value]) => sample.labels[key] === value);
   return metric.values.filter(matches).reduce((sum, sample) => sum + sample.value, 0);
@@ -44,6 +46,9 @@ beforeAll(async () => {
   });
   cluster.server.tokens.set(READER.token, { username: READER.user });
   cluster.server.allow({ user: READER.user, ...RUNS_ACCESS });
+  cluster.server.tokens.set(CANCELLER.token, { username: CANCELLER.user });
+  cluster.server.allow({ user: CANCELLER.user, ...RUNS_ACCESS });
+  cluster.server.allow({ user: CANCELLER.user, ...RUNS_CANCEL_ACCESS });
   core = cluster.kubeConfig.makeApiClient(CoreV1Api);
 }, 120_000);
 
@@ -74,9 +79,9 @@ describe('scale to zero: the holder itself', () => {
     const never = { ...manifest, metadata: { name: NEVER_READY, namespace } } as App;
     never.spec = { ...never.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...never.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
     await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: never });
-    await waitFor(() => cluster.operator.apps.get(namespace, NEVER_READY), { ...ZERO_WAIT, what: 'the App in the operator cache' });
+    await waitFor(() => cluster.operator.apps.get(namespace, NEVER_READY) && cluster.activator!.apps.get(namespace, NEVER_READY), { ...ZERO_WAIT, what: 'the App in the operator’s and the activator’s caches' });
 
-    const holder = cluster.operator.holder!;
+    const holder = cluster.holder!;
     const answer = await fetch(`${holder.url}/v4/${namespace}/${NEVER_READY}/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${await cluster.callerToken(namespace)}` },
@@ -92,7 +97,7 @@ describe('scale to zero: the holder itself', () => {
   it('an async call at zero to a function the app lacks gets its 202; its run is listed as a failure with its cold start, its webhook signed with that failure', async () => {
     await zero.atZero();
     const { namespace, name } = zero.hello;
-    const holder = cluster.operator.holder!;
+    const holder = cluster.holder!;
     const handedOverBefore = holder.stats.handedOver;
     const waitsBefore = await heldMetric('runlet_holder_cold_start_seconds_count', namespace, { app: name, mode: 'async' });
     const receiver = await WebhookReceiver.start();
@@ -147,14 +152,14 @@ describe('scale to zero: the holder itself', () => {
 
   it('an App at zero follows the holder’s Endpoints when they change, without waiting for its own reconcile', async () => {
     await zero.atZero();
-    const holderPort = Number(new URL(cluster.operator.holder!.url).port);
-    const second = cluster.kubelet.network.assignLoopbackServer('a second operator pod’s holder');
+    const holderPort = Number(new URL(cluster.holder!.url).port);
+    const second = cluster.kubelet.network.assignLoopbackServer('a second activator pod');
     const setHolderAddresses = (ips: string[]) =>
       core.replaceNamespacedEndpoints({ ...HOLDER_SERVICE, body: { metadata: HOLDER_SERVICE, subsets: [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: 'http', port: holderPort }] }] } });
     const appAddresses = async () => ((await zero.endpoints())?.subsets ?? []).flatMap((subset) => (subset.addresses ?? []).map((address) => address.ip)).sort();
     const both = [cluster.holderIp!, second].sort().join();
     try {
-      // A second operator pod's holder joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
+      // A second activator pod joins: the App's Endpoints list it within seconds (the resync is 10 minutes).
       await setHolderAddresses([cluster.holderIp!, second]);
       await waitFor(async () => (await appAddresses()).join() === both, { ...ZERO_WAIT, what: 'the App’s Endpoints listing both holders' });
     } finally {
@@ -164,11 +169,41 @@ describe('scale to zero: the holder itself', () => {
     }
   }, 180_000);
 
-  // Last: it closes the operator's holder.
+  it('an async call held at zero, cancelled through the management API, never starts: its record is dropped, and the replica woken for it never runs it', async () => {
+    await zero.atZero();
+    const { namespace, name } = zero.hello;
+    const holder = cluster.holder!;
+    const handedOverBefore = holder.stats.handedOver;
+    const accepted = await zero.call('run?async=true', { body: { name: 'Never' } });
+    expect(accepted.status).toBe(202);
+    const { run_id: runId } = (await accepted.json()) as { run_id: string };
+    const cancel = () => fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
+
+    const cancelled = await cancel();
+    const text = await cancelled.text();
+    expect(cancelled.status, text).toBe(202);
+    const { item } = JSON.parse(text) as { item: RunRecord };
+    expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null });
+    expect(item.error?.message).toMatch(/not recorded as a run, and its webhook is not sent/);
+    expect((await core.listNamespacedSecret({ namespace, labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
+
+    // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
+    // cancelled one is never handed over.
+    const later = await zero.call('run', { body: { name: 'Later' } });
+    expect(later.status).toBe(200);
+    await zero.runRecord((await later.json() as { run_id: string }).run_id);
+    await waitFor(() => holder.held(namespace, name) === 0, { ...ZERO_WAIT, what: 'the held call let go' });
+    expect(holder.stats.handedOver).toBe(handedOverBefore);
+    const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
+    expect(((await listed.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
+    expect((await cancel()).status, 'cancelled already, and recorded nowhere').toBe(404);
+  }, 180_000);
+
+  // Last: it closes the activator's holder.
   it('a held async call survives a holder restart: the new holder finds its record and hands it over', async () => {
     await zero.atZero();
     const { namespace, name } = zero.hello;
-    const first = cluster.operator.holder!;
+    const first = cluster.holder!;
     const handedOverBefore = first.stats.handedOver;
     const answer = await fetch(`${first.url}/v4/${namespace}/${name}/run?async=true`, {
       method: 'POST',
@@ -184,7 +219,7 @@ describe('scale to zero: the holder itself', () => {
     const api = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
     const second = await startHolder({
       ...cluster.holderOptions!,
-      // Another operator replica's holder: the same key, from the same Secret.
+      // Another activator replica's holder: the same key, from the same Secret.
       holderKeys: holderKeysFor(await ensureHolderKey(api, HOLDER_KEY), HOLDER_KEY),
       api,
       apps: cluster.operator.apps,

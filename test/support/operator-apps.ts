@@ -26,6 +26,7 @@ export function renderConfig(overrides: Partial<RenderConfig> = {}): RenderConfi
     pythonRuntimeImage: PYTHON_IMAGE,
     nativeSidecars: true,
     webhookAllowCidrs: [],
+    imagePullSecrets: [],
     ingress: null,
     networkPolicy: null,
     ...overrides,

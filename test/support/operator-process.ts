@@ -1,5 +1,6 @@
-// `runlet operator` as a real process, as its tests start it: no kubeconfig to find (KUBECONFIG empty, HOME a
-// folder of the test's), its output collected, and killed at the end of the test if it still runs.
+// `runlet operator` (or another daemon command: `runlet activator`) as a real process, as its tests start it:
+// no kubeconfig to find (KUBECONFIG empty, HOME a folder of the test's), its output collected, and killed at the
+// end of the test if it still runs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 
@@ -18,7 +19,12 @@ export interface OperatorProcess {
 }
 
 export function startOperatorProcess(options: { home: string; env: Record<string, string>; args?: string[] }): OperatorProcess {
-  const child = spawn(process.execPath, [CLI, 'operator', ...OPERATOR_TEST_ARGS, ...(options.args ?? [])], {
+  return startRunletProcess('operator', { ...options, args: [...OPERATOR_TEST_ARGS, ...(options.args ?? [])] });
+}
+
+/** `runlet <command> ARGS` as a real process (`startOperatorProcess` adds the operator's test arguments). */
+export function startRunletProcess(command: string, options: { home: string; env: Record<string, string>; args?: string[] }): OperatorProcess {
+  const child = spawn(process.execPath, [CLI, command, ...(options.args ?? [])], {
     env: { ...process.env, KUBECONFIG: '', HOME: options.home, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

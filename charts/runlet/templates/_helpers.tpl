@@ -30,6 +30,10 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-runs-viewer" (include "runlet.fullname" .) }}
 {{- end }}
 
+{{- define "runlet.runsOperatorName" -}}
+{{- printf "%s-runs-operator" (include "runlet.fullname" .) }}
+{{- end }}
+
 {{- define "runlet.appEditorName" -}}
 {{- printf "%s-app-editor" (include "runlet.fullname" .) }}
 {{- end }}
@@ -106,6 +110,10 @@ ingress:
   {{- end }}
 {{- else }}
 ingress: null
+{{- end }}
+{{- with .Values.apps.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- if .Values.apps.networkPolicy.enabled }}
 networkPolicy:

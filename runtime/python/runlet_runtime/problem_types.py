@@ -42,5 +42,6 @@ PROBLEM_TYPES = {
     "auth-unavailable": (503, "Authentication unavailable"),
     "auth-overloaded": (503, "Authentication overloaded"),
     "run-store-unavailable": (503, "Run store unavailable"),
+    "replica-unreachable": (503, "Replica unreachable"),
     "timeout": (504, "Run exceeded its time limit"),
 }

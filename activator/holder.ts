@@ -3,7 +3,7 @@
 //   sync / stream ─▶ waits for a ready pod (bounded by the cold-start limit; beyond it 503 + Retry-After)
 //                    ─▶ relays the call to that pod's sidecar (hold-proxy.ts)
 //   async         ─▶ durable record (hold-records.ts) ─▶ 202 {run_id} at once ─▶ handed over (hold-dispatch.ts)
-// Every hand-over carries the run id and the wait, signed with the App namespace's key (sidecar/auth/held-run.ts),
+// Every hand-over carries the run id and the wait, signed with the App namespace's key (run-request/auth/held-run.ts),
 // for the run record.
 // It runs in every operator replica; nothing in it needs the leader.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -11,20 +11,20 @@ import type { AddressInfo } from 'node:net';
 import { parse as parseQuery } from 'node:querystring';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { App } from '../../crds/app-schema.ts';
-import { ProblemError } from '../../crds/problem.ts';
-import { Problems } from '../../crds/problems.ts';
-import type { KubeApi } from '../../kube/client.ts';
-import type { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
-import { sendProblem } from '../../sidecar/exchange.ts';
-import { acceptsEventStream } from '../../sidecar/http-negotiation.ts';
-import { readLimitedBody } from '../../sidecar/request-body.ts';
-import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from '../../sidecar/request-timeouts.ts';
-import { NO_OPTIONS, parseRunOptions } from '../../sidecar/run-options.ts';
-import { parseRunPath, pathOf } from '../../sidecar/run-path.ts';
-import { newRunId } from '../../sidecar/runs/recorder.ts';
-import { SIDECAR_RUN_PORT, childName } from '../render/names.ts';
+import type { App } from '../crds/app-schema.ts';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
+import type { KubeApi } from '../kube/client.ts';
+import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
+import { HELD_RUN_HEADER, heldRunHeader } from '../run-request/auth/held-run.ts';
+import { sendProblem } from '../run-request/problem-answer.ts';
+import { acceptsEventStream } from '../run-request/http-negotiation.ts';
+import { DEFAULT_BODY_LIMIT_BYTES, readLimitedBody } from '../run-request/request-body.ts';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_DEADLINE_MS } from '../run-request/request-timeouts.ts';
+import { NO_OPTIONS, parseRunOptions } from '../run-request/run-options.ts';
+import { parseRunPath, pathOf } from '../run-request/run-path.ts';
+import { newRunId } from '../run-request/run-id.ts';
+import { SIDECAR_RUN_PORT, childName } from '../operator/render/names.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayCall, type ReplicaAddress } from './hold-proxy.ts';
@@ -33,7 +33,6 @@ import { wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
 export const DEFAULT_COLD_START_TIMEOUT_SECONDS = 60;
-const BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 /** The headers of an async call kept in its record: what the replica needs to run it as the caller asked. */
 const KEPT_HEADERS = ['authorization', 'content-type', 'accept', 'x-webhook-secret'] as const;
 const RETRY_AFTER_SECONDS = '5';
@@ -176,7 +175,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const runOptions = queryStart === -1 ? NO_OPTIONS : parseRunOptions(parseQuery(url.slice(queryStart + 1)));
 
     if (runOptions.async) {
-      const body = await readLimitedBody(request, { limitBytes: BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
+      const body = await readLimitedBody(request, { limitBytes: DEFAULT_BODY_LIMIT_BYTES, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: null });
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = request.headers[name];

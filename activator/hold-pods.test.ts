@@ -2,11 +2,11 @@
 // ready, at its bound, or at stop() — also a wait that begins after stop(), so closing the holder never waits
 // out a cold-start limit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KubeApi } from '../../kube/client.ts';
-import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
-import { createNamespace, prepareCluster, type TestCluster } from '../../test/support/fake-cluster.ts';
-import { testLogger } from '../../test/support/logger.ts';
-import { createPod, podPath, setPodReady } from '../../test/support/runlogs.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
+import { createNamespace, prepareCluster, type TestCluster } from '../test/support/fake-cluster.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { createPod, podPath, setPodReady } from '../test/support/runlogs.ts';
 import { ReadyPods } from './hold-pods.ts';
 
 const NAMESPACE = 'held';

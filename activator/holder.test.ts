@@ -2,14 +2,14 @@
 // auth off (they run with `--auth off` then), and before saying whether an App exists.
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { App } from '../../crds/app-schema.ts';
-import { KubeApi } from '../../kube/client.ts';
-import type { KubeObject } from '../../kube/objects.ts';
-import { RunAuthenticator } from '../../sidecar/auth/authenticator.ts';
-import { signLocalToken } from '../../sidecar/auth/local-key.ts';
-import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
-import { testLogger } from '../../test/support/logger.ts';
-import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
+import type { App } from '../crds/app-schema.ts';
+import { KubeApi } from '../kube/client.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import { RunAuthenticator } from '../run-request/auth/authenticator.ts';
+import { signLocalToken } from '../run-request/auth/local-key.ts';
+import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { startHolder, type Holder } from './holder.ts';
 
 const PROJECT_KEY = randomBytes(32).toString('hex');

@@ -1,6 +1,6 @@
 import { parse, stringify, validate, version } from 'uuid';
 import { describe, expect, it } from 'vitest';
-import { newRunId } from './recorder.ts';
+import { newRunId } from './run-id.ts';
 
 describe('newRunId', () => {
   it('makes UUID v7 ids, unique, that sort in creation order within a millisecond too', () => {

@@ -4,9 +4,9 @@
 // that restarts finds its records again (nothing lost); which holder replica hands a record over is settled by
 // a claim written with the record's resourceVersion, so two replicas never both do.
 import type { V1Secret } from '@kubernetes/client-node';
-import type { KubeApi } from '../../kube/client.ts';
-import { isConflict, isNotFound } from '../../kube/errors.ts';
-import type { KubeObject } from '../../kube/objects.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { isConflict, isNotFound } from '../kube/errors.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import type { WholeCall } from './hold-proxy.ts';
 
 export const HELD_CALL_LABEL = 'runlet.dev/held-call-for';

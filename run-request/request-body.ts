@@ -6,6 +6,8 @@ import { Problems } from '../crds/problems.ts';
 import { requestBufferFull, type RequestBudget } from './request-budget.ts';
 import { bodyStalled, requestDeadlinePassed } from './request-timeouts.ts';
 
+/** A call's body limit where none is configured (`--body-limit-bytes`): the sidecar's, and the holder's. */
+export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 const EMPTY_OBJECT = Buffer.from('{}');
 
 /**

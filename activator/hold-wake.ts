@@ -1,9 +1,9 @@
 // Waking an App at zero: its Deployment's scale subresource from 0 to 1 replica. Idempotent and safe from any
 // holder replica at once: a replica count already above zero is left alone (the scaler's, or another wake's),
 // and a write lost to a concurrent one (409 on the resourceVersion) is re-read rather than repeated blindly.
-import type { KubeApi } from '../../kube/client.ts';
-import { isConflict } from '../../kube/errors.ts';
-import type { KubeObject } from '../../kube/objects.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { isConflict } from '../kube/errors.ts';
+import type { KubeObject } from '../kube/objects.ts';
 
 interface Scale extends KubeObject {
   spec?: { replicas?: number };

@@ -1,6 +1,6 @@
 // Auth with a local shared key, for `runlet dev --auth-key-file F`: the same check as in a cluster, with an HS256
 // key a developer keeps in a file instead of a token issuer. `signLocalToken` makes the matching tokens, e.g.
-//   node --input-type=module -e "import { signLocalToken } from './sidecar/auth/local-key.ts';
+//   node --input-type=module -e "import { signLocalToken } from './run-request/auth/local-key.ts';
 //     import { readFileSync } from 'node:fs'; console.log(await signLocalToken({ projectId: 'dev', key: readFileSync('dev.key', 'utf8') }))"
 import { SignJWT } from 'jose';
 import { DEFAULT_AUDIENCE, SHARED_KEY_ALGORITHM, readSharedKeyFile, sharedKeyFromText } from './config.ts';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { newRunId } from '../runs/recorder.ts';
+import { newRunId } from '../run-id.ts';
 import { bodySha256, HELD_RUN_MAX_AGE_MS, heldRunHeader, holderKeyFromText, verifyHeldRun } from './held-run.ts';
 
 const key = randomBytes(32);

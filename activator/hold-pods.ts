@@ -2,10 +2,10 @@
 // and waiting — on the watch's events, with a bound — for an App's first ready pod.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { APP_LABEL } from '../../crds/api-group.ts';
-import type { KubeApi } from '../../kube/client.ts';
-import { ResourceWatch, metadataOnly, objectKey } from '../../kube/watch.ts';
-import { isReadyPod } from './endpoints-switch.ts';
+import { APP_LABEL } from '../crds/api-group.ts';
+import type { KubeApi } from '../kube/client.ts';
+import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
+import { isReadyPod } from '../operator/autoscaling/endpoints-switch.ts';
 
 export type HeldPod = V1Pod;
 

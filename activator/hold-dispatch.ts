@@ -10,9 +10,9 @@
 // is tried again, and any other answer a few times (MAX_UNRECORDED_ANSWERS).
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { App } from '../../crds/app-schema.ts';
-import { Problems } from '../../crds/problems.ts';
-import { HELD_RUN_HEADER, heldRunHeader } from '../../sidecar/auth/held-run.ts';
+import type { App } from '../crds/app-schema.ts';
+import { Problems } from '../crds/problems.ts';
+import { HELD_RUN_HEADER, heldRunHeader } from '../run-request/auth/held-run.ts';
 import type { ReadyPods } from './hold-pods.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
 import { callOfRecord, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';
@@ -80,6 +80,10 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         record = await records.claim(record);
         continue;
       }
+      // Claimed again right before the post: a call cancelled while its app woke (its record deleted:
+      // hold-cancel.ts) is never handed over.
+      record = await records.claim(record);
+      if (record === null) return;
       const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
       try {
         const line = { method: call.method, url: call.url, authorization: call.headers.authorization };

@@ -1,0 +1,156 @@
+// The activator, composed: the holder of calls to Apps at zero replicas as a process of its own (`runlet
+// activator`), so a burst at a cold App spends the activator's memory, not the operator's (leadership,
+// reconciles and the management API). Every replica is alike; none needs the leader.
+//
+//   Apps (watch, every namespace) ─▶ the holder (holder.ts) on `config.port`: where the Endpoints of an App at
+//                                    zero point (the operator writes them from the holder Service's addresses)
+//   the holder key Secret ─▶ each App namespace's key, signing hand-overs (operator/autoscaling/holder-key.ts)
+//   /healthz, /ready, /metrics on `config.adminPort`
+//
+// On stop it first answers /ready with 503 for `drainMs`, so its pod leaves the holder Service's addresses
+// and the operator re-points the Apps at zero at the other replicas; then the holder closes: async calls in hand
+// are handed over, or stay recorded for another replica to take over; sync and stream calls still waiting
+// for a pod are cut, and their callers may call again.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { App } from '../crds/app-schema.ts';
+import { APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
+import { KubeApi } from '../kube/client.ts';
+import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import { ResourceWatch } from '../kube/watch.ts';
+import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
+import { ensureHolderKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import { startHolder, type Holder, type HolderOptions } from './holder.ts';
+import { HeldCallMetrics } from './metrics.ts';
+
+export interface ActivatorConfig {
+  /** Where the holder listens: the port the holder Service names. */
+  host: string;
+  port: number;
+  /** Where /healthz, /ready and /metrics are served. */
+  adminHost: string;
+  adminPort: number;
+  /** This replica, in its claims on held async calls: its pod's name. */
+  identity: string;
+  /** The Secret holding the key each App namespace's key derives from; made when missing. */
+  keySecret: SecretName;
+  watchdogMs: number;
+  /** How long /ready says 503 before the holder closes on stop. */
+  drainMs: number;
+}
+
+export interface ActivatorOptions extends Partial<Pick<HolderOptions, 'replicaAddress' | 'coldStartTimeoutMs' | 'retryDelayMs'>> {
+  kubeConfig: KubeConfig;
+  config: ActivatorConfig;
+  /** As the sidecars authenticate callers; null: no authentication (tests). */
+  auth: RunAuthenticator | null;
+  logger: Logger;
+  /** Node process metrics in /metrics (default true; several activators in one test process may skip them). */
+  processMetrics?: boolean;
+}
+
+export interface Activator {
+  /** The holder, once `listen()` started it. */
+  readonly holder: Holder | undefined;
+  /** The Apps it knows: its watch's cache. */
+  readonly apps: { get(namespace: string, name: string): App | undefined };
+  /** The App cache is filled, the holder listens, and no stop has begun. */
+  readonly ready: boolean;
+  readonly registry: Registry;
+  /** Starts the App watch, the holder and the admin server; resolves with their addresses. */
+  listen(): Promise<{ url: string; adminUrl: string }>;
+  /** Not ready for `drainMs`, then closes the holder, the watch and the servers. */
+  stop(): Promise<void>;
+}
+
+export function createActivator(options: ActivatorOptions): Activator {
+  const { config, logger } = options;
+  const api = new KubeApi(kubeConfigCredentials(options.kubeConfig));
+  const registry = new Registry();
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const metrics = new HeldCallMetrics(registry);
+  const apps = new ResourceWatch<App & KubeObject>({
+    name: 'apps',
+    api,
+    logger,
+    watchdogMs: config.watchdogMs,
+    path: `/apis/${RUNLET_API_VERSION}/${APP_PLURAL}`,
+    handlers: {},
+  });
+  let holder: Holder | undefined;
+  let stopping = false;
+  const isReady = (): boolean => !stopping && holder !== undefined && apps.synced;
+  const admin = buildAdminServer({ registry, logger, ready: () => ({ ready: isReady(), detail: { apps: apps.size, holder: holder !== undefined } }) });
+
+  return {
+    get holder() {
+      return holder;
+    },
+    apps,
+    get ready() {
+      return isReady();
+    },
+    registry,
+    async listen() {
+      // Probes get answers while the cache fills and the key is read.
+      const adminUrl = await admin.listen({ host: config.adminHost, port: config.adminPort });
+      apps.start();
+      const key = await ensureHolderKey(api, config.keySecret);
+      holder = await startHolder({
+        api,
+        apps,
+        appsSynced: () => apps.whenSynced(),
+        auth: options.auth,
+        holderKeys: holderKeysFor(key, config.keySecret),
+        logger,
+        identity: config.identity,
+        watchdogMs: config.watchdogMs,
+        host: config.host,
+        port: config.port,
+        replicaAddress: options.replicaAddress,
+        coldStartTimeoutMs: options.coldStartTimeoutMs,
+        retryDelayMs: options.retryDelayMs,
+        metrics: metrics.holder,
+      });
+      // Async calls a previous run of this replica (or a dead one) accepted and had not handed over yet.
+      const recovered = await holder.recover();
+      if (recovered > 0) logger.info({ recovered }, 'activator: handing over held async calls found at start');
+      return { url: holder.url, adminUrl };
+    },
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      if (holder !== undefined && config.drainMs > 0) {
+        logger.info({ drainMs: config.drainMs }, 'activator: not ready, so the Apps at zero point elsewhere, before closing');
+        await new Promise((resolve) => setTimeout(resolve, config.drainMs));
+      }
+      await holder?.close();
+      await apps.stop();
+      await admin.close();
+      await api.close();
+      logger.info('activator stopped');
+    },
+  };
+}
+
+function buildAdminServer(options: { registry: Registry; logger: Logger; ready(): { ready: boolean; detail: Record<string, unknown> } }): FastifyInstance {
+  // Probes and scrapes are not logged: they would drown the rest. pino's Logger is fastify's logger type with more methods.
+  const server = Fastify({
+    loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  server.get('/healthz', async () => ({ status: 'ok' }));
+  server.get('/ready', async (_request, reply) => {
+    const { ready, detail } = options.ready();
+    reply.code(ready ? 200 : 503);
+    return { status: ready ? 'ready' : 'not ready', ...detail };
+  });
+  server.get('/metrics', async (_request, reply) => {
+    reply.header('content-type', options.registry.contentType);
+    return options.registry.metrics();
+  });
+  return server;
+}

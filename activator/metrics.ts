@@ -1,0 +1,37 @@
+// The holder's Prometheus metrics, in the registry of whoever runs it: `runlet activator`'s own
+// (activator/main.ts), or the operator's while it hosts the holder (`runlet operator --holder on`).
+import { Counter, Histogram, type Registry } from 'prom-client';
+import type { HolderMetrics } from './holder.ts';
+
+export class HeldCallMetrics {
+  readonly calls: Counter<'namespace' | 'app' | 'mode' | 'outcome'>;
+  readonly coldStart: Histogram<'namespace' | 'app' | 'mode'>;
+  /** What the holder reports (holder.ts). */
+  readonly holder: HolderMetrics;
+
+  constructor(registry: Registry) {
+    this.calls = new Counter({
+      name: 'runlet_holder_calls_total',
+      help: 'Calls to Apps at zero replicas taken by this holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: the replica refused its caller, 401/403 — its token expired while held — and recorded no run), unrecorded (async: no replica recorded it after repeated answers).',
+      labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
+      registers: [registry],
+    });
+    this.coldStart = new Histogram({
+      name: 'runlet_holder_cold_start_seconds',
+      help: 'How long a call to an App at zero waited for a replica: from its arrival at the holder to its hand-over (the run record’s coldStartMs).',
+      labelNames: ['namespace', 'app', 'mode'] as const,
+      buckets: [0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300],
+      registers: [registry],
+    });
+    const { calls, coldStart } = this;
+    this.holder = {
+      handedOver: (namespace, app, mode, waitMs) => {
+        calls.inc({ namespace, app, mode, outcome: 'handed_over' });
+        coldStart.observe({ namespace, app, mode }, waitMs / 1000);
+      },
+      timedOut: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'timed_out' }),
+      accepted: (namespace, app) => calls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
+      dropped: (namespace, app, why) => calls.inc({ namespace, app, mode: 'async', outcome: why }),
+    };
+  }
+}

@@ -1,0 +1,139 @@
+// `runlet activator`: the holder of calls to Apps at zero as a process of its own, in a "pod" of the in-memory
+// API server. It watches Apps itself, makes the holder key's Secret, authenticates callers as the sidecars do
+// (RUNLET_AUTH_JWKS_URL: a stand-in for the cluster's service-account issuer), wakes an App it holds a call
+// for, and serves its own health, readiness and metrics; on SIGTERM it stops being ready before it closes.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { KubeApi } from '../../kube/client.ts';
+import type { KubeObject } from '../../kube/objects.ts';
+import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
+import { installCrds } from '../operator/e2e-cluster.ts';
+import { startServiceAccountIssuer, type ServiceAccountIssuer } from '../operator/service-account-issuer.ts';
+import { startRunletProcess, type OperatorProcess } from '../support/operator-process.ts';
+import { pythonSpec } from '../support/operator-apps.ts';
+import { waitFor } from '../support/wait.ts';
+
+/** A process starting on a loaded 2-core machine. */
+const START_TIMEOUT_MS = 90_000;
+const DEPLOYMENTS = '/apis/apps/v1/namespaces/team-a/deployments';
+const APPS = '/apis/runlet.dev/v1alpha1/namespaces/team-a/apps';
+
+let dir: string | undefined;
+let server: KubeApiServer | undefined;
+let api: KubeApi | undefined;
+let issuer: ServiceAccountIssuer | undefined;
+let activator: OperatorProcess | undefined;
+
+afterEach(async () => {
+  await activator?.kill();
+  await api?.close();
+  await server?.close();
+  await issuer?.close();
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  activator = api = server = issuer = dir = undefined;
+});
+
+/** An activator in a "pod" of the in-memory API server: its service account in RUNLET_SERVICE_ACCOUNT_DIR. */
+async function startInPod(args: string[] = []): Promise<OperatorProcess> {
+  dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+  server = await startKubeApiServer({ namespaces: ['default', 'team-a'] });
+  // The holder answers once the App cache is filled: the CRDs are there, as in a cluster.
+  await installCrds(server.kubeConfig());
+  api = new KubeApi(await server.credentials());
+  issuer = await startServiceAccountIssuer();
+  const serviceAccountDir = join(dir, 'serviceaccount');
+  await server.writeServiceAccount(serviceAccountDir);
+  await writeFile(join(serviceAccountDir, 'token'), 'activator-token');
+  activator = startRunletProcess('activator', {
+    home: dir,
+    env: { ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, RUNLET_IDENTITY: 'activator-test', RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
+    args: ['--host', '127.0.0.1', '--port', '0', '--admin-host', '127.0.0.1', '--admin-port', '0', ...args],
+  });
+  return activator;
+}
+
+/** The fields of the log line that says the activator listens (pino JSON, one object a line). */
+async function listening(process: OperatorProcess): Promise<{ url: string; adminUrl: string }> {
+  return waitFor(
+    () => {
+      const line = process.output().split('\n').find((text) => text.includes('"activator listening"'));
+      return line === undefined ? undefined : (JSON.parse(line) as { url: string; adminUrl: string });
+    },
+    { what: 'the activator listening', timeoutMs: START_TIMEOUT_MS, intervalMs: 100 },
+  ).catch((error: unknown) => {
+    throw new Error(`${(error as Error).message}; activator output:\n${process.output()}`, { cause: error });
+  });
+}
+
+const readiness = async (adminUrl: string): Promise<number> => (await fetch(`${adminUrl}/ready`)).status;
+
+/** An App at zero whose pod never becomes ready: a held sync call ends at its one-second cold-start limit. */
+async function appAtZero(name: string): Promise<void> {
+  const labels = { app: name };
+  await api!.create(DEPLOYMENTS, {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: { replicas: 0, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
+  } as KubeObject);
+  await api!.create(APPS, {
+    apiVersion: 'runlet.dev/v1alpha1',
+    kind: 'App',
+    metadata: { name },
+    spec: pythonSpec({ scaling: { minReplicas: 0, maxReplicas: 2, coldStartTimeout: 1 } }),
+  } as KubeObject);
+}
+
+describe('runlet activator', () => {
+  it('holds a call to an App at zero in a process of its own: authenticated, the App woken, counted in its own metrics', async () => {
+    const { url, adminUrl } = await listening(await startInPod());
+    await appAtZero('hello');
+    await waitFor(async () => (await readiness(adminUrl)) === 200, { what: 'the activator ready', timeoutMs: START_TIMEOUT_MS });
+
+    const call = (app: string, token?: string) =>
+      fetch(`${url}/v4/team-a/${app}/run`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
+        body: '{}',
+      });
+    const anonymous = await call('hello');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get('content-type')).toBe('application/problem+json');
+
+    const held = await call('hello', await issuer!.token('team-a'));
+    expect(held.status, 'held, then past its cold-start limit').toBe(503);
+    expect(held.headers.get('retry-after')).toBe('5');
+    expect(await held.json()).toMatchObject({ type: 'https://runlet.dev/problems#cold-start-timeout' });
+    const deployment = await api!.get<KubeObject & { spec: { replicas: number } }>(`${DEPLOYMENTS}/hello`);
+    expect(deployment.spec.replicas, 'woken').toBe(1);
+
+    const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
+    expect(metrics).toContain('runlet_holder_calls_total{namespace="team-a",app="hello",mode="sync",outcome="timed_out"} 1');
+    const secret = await api!.get<KubeObject & { data?: { key?: string } }>('/api/v1/namespaces/default/secrets/runlet-holder-key');
+    expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
+  }, START_TIMEOUT_MS + 30_000);
+
+  it('on SIGTERM answers /ready with 503 for its drain, then closes and exits 0', async () => {
+    const started = await startInPod(['--drain-seconds', '2']);
+    const { adminUrl } = await listening(started);
+    await waitFor(async () => (await readiness(adminUrl)) === 200, { what: 'the activator ready', timeoutMs: START_TIMEOUT_MS });
+
+    started.child.kill('SIGTERM');
+    await waitFor(async () => (await readiness(adminUrl)) === 503, { what: '/ready saying 503 while it drains', timeoutMs: 10_000 });
+    expect(await started.exited).toBe(0);
+    expect(started.output()).toContain('activator stopped');
+  }, START_TIMEOUT_MS + 30_000);
+
+  it('refuses to start without a token issuer to trust, naming the options', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    server = await startKubeApiServer();
+    const kubeconfig = join(dir, 'kubeconfig');
+    await server.writeKubeconfig(kubeconfig);
+    // Outside a pod (a kubeconfig, no KUBERNETES_SERVICE_HOST) nothing says which issuer the sidecars trust.
+    activator = startRunletProcess('activator', { home: dir, env: { KUBECONFIG: kubeconfig, KUBERNETES_SERVICE_HOST: '' } });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--auth-jwks-url');
+  }, START_TIMEOUT_MS);
+});
