@@ -354,8 +354,13 @@ kill_shims() {
 # The kubelet writes pod logs under /var/log/pods (not configurable in 1.20) and links them from
 # /var/log/containers: those of this node's pods go with it.
 remove_pod_logs() {
-  local node=$1 uid link
-  for uid in $(ls "$node/kubelet/pods" 2>/dev/null); do rm -rf /var/log/pods/*_"$uid"; done
+  local node=$1 dir link
+  # This node's pods: those still in its kubelet's directory, and those its kubelet's log names (deleted ones).
+  for dir in /var/log/pods/*_*; do
+    [[ -d $dir ]] || continue
+    local uid=${dir##*_}
+    if [[ -d $node/kubelet/pods/$uid ]] || grep -qF -- "$uid" "$node/logs/kubelet.log" 2>/dev/null; then rm -rf "$dir"; fi
+  done
   for link in /var/log/containers/*.log; do
     [[ -L $link && ! -e $link ]] && rm -f "$link"
   done
