@@ -56,7 +56,7 @@ export function customApp(): App {
         { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
       ],
       auth: { enabled: false },
-      runs: { keepFinished: 10000, retention: 60 },
+      runs: { keepFinished: 10000, retention: 60, retentionDays: 90 },
       pip: ['numpy==2.1.0'],
     },
     status: {
