@@ -24,7 +24,7 @@ test-python:
 	cd runtime/python && $(PYTHON) -m unittest discover -s tests -t . -v
 
 # Everything but the control-plane tier and the images tier, which test-cluster and test-images run.
-CLUSTER_TESTS := test/operator/control-plane.test.ts test/operator/readme-walkthrough.test.ts
+CLUSTER_TESTS := test/operator/control-plane.test.ts test/operator/readme-walkthrough.test.ts test/operator/real-kubelet.test.ts
 IMAGE_TESTS := test/images/images.test.ts
 test-ts: install
 	$(NPM) run test -- $(addprefix --exclude ,$(CLUSTER_TESTS) $(IMAGE_TESTS))
@@ -37,13 +37,18 @@ test-images: install
 	$(NPM) run test -- $(IMAGE_TESTS)
 
 # A real Kubernetes control plane (test/control-plane/control-plane.sh): built from Debian's kubernetes source
-# on the first run on a machine (cached under ~/.cache/runlet/control-plane), reused after. Where it cannot be
-# built (no apt, no Debian mirror), the tier's tests say why and are skipped instead of failing `make test`.
+# on the first run on a machine (cached under ~/.cache/runlet/control-plane), reused after; with it kubelet and
+# kube-proxy, and for the real Node (test/control-plane/node.sh) Debian's containerd, runc and CNI plugins.
+# Where it cannot be built (no apt, no Debian mirror), the tier's tests say why and are skipped instead of
+# failing `make test`.
 control-plane:
 	@test/control-plane/control-plane.sh build || echo "control-plane: cannot be built on this machine; its tests will be skipped"
+	@test/control-plane/node.sh install || echo "control-plane: no real Node on this machine (containerd, runc); its tests will be skipped"
 
-# One file at a time: each starts its own control plane, and two at once overload a 2-core machine.
+# One file at a time: each starts its own control plane, and two at once overload a 2-core machine. The real
+# Node runs the images of this checkout: `make images` first (seconds when nothing changed).
 test-cluster: install control-plane
+	@$(MAKE) --no-print-directory images || echo "images: cannot be built on this machine; the real-kubelet tests will say why"
 	$(NPM) run test -- --no-file-parallelism $(CLUSTER_TESTS)
 
 test: typecheck test-python test-ts test-images test-cluster

@@ -50,6 +50,12 @@ export const PythonRuntimeSchema = Struct(
 const HttpPath = (description: string) =>
   Type.String({ pattern: '^/', expected: 'an HTTP path starting with "/"', description });
 
+/**
+ * The sidecar's ports in every App pod (operator/render/names.ts): the app container shares the pod's network
+ * namespace, so a custom server on one of them cannot listen and its pod crash-loops.
+ */
+export const SIDECAR_POD_PORTS = { run: 8000, admin: 8001 } as const;
+
 export const CustomRuntimeSchema = Struct(
   {
     image: Type.String({ minLength: 1, description: 'The image of the app server.' }),
@@ -60,7 +66,15 @@ export const CustomRuntimeSchema = Struct(
     healthcheckEndpoint: Type.Optional(HttpPath('Liveness: a path answering 2xx while the server is alive.')),
     readycheckEndpoint: Type.Optional(HttpPath('Readiness: a path answering 2xx when the server takes requests.')),
   },
-  { description: 'Run any HTTP server image; calls are forwarded to it unchanged.' },
+  {
+    description: 'Run any HTTP server image; calls are forwarded to it unchanged.',
+    ...withRules<{ port?: unknown }>({
+      rule: `self.port != ${SIDECAR_POD_PORTS.run} && self.port != ${SIDECAR_POD_PORTS.admin}`,
+      message: `{port} is one of the sidecar's ports in the app's pod (${SIDECAR_POD_PORTS.run} run, ${SIDECAR_POD_PORTS.admin} admin): the app server must listen on another`,
+      field: 'port',
+      holds: (custom) => custom.port !== SIDECAR_POD_PORTS.run && custom.port !== SIDECAR_POD_PORTS.admin,
+    }),
+  },
 );
 
 export const RuntimeSchema = Struct(
@@ -312,6 +326,19 @@ export const ScalingDecisionSchema = Struct(
   { description: "The autoscaler's last change of the replicas wanted." },
 );
 
+export const ContainerRestartSchema = Struct(
+  {
+    time: DateTime({ description: 'When the kubelet noticed the restart (the operator saw the pod change).' }),
+    pod: Type.String(),
+    container: Type.String({ description: 'app (the runtime or custom server) or sidecar.' }),
+    restartCount: Type.Integer({ minimum: 0, format: 'int32', description: "The container's restarts in that pod so far." }),
+    exitCode: Type.Optional(Type.Integer({ format: 'int32', description: 'How its last run ended (128 + n: killed by signal n).' })),
+    reason: Type.String({ description: "The kubelet's word for the end: Error, OOMKilled, Completed, …." }),
+    message: Type.String({ description: 'What happened, for a person.' }),
+  },
+  { description: 'The last container of an App pod that ended and was restarted by the kubelet.' },
+);
+
 export const AppStatusSchema = Struct({
   observedGeneration: Type.Optional(Type.Integer({ minimum: 0, format: 'int64' })),
   conditions: Type.Optional(
@@ -323,6 +350,7 @@ export const AppStatusSchema = Struct({
   lastScaling: Type.Optional(ScalingDecisionSchema),
   url: Type.Optional(Type.String({ description: 'Base URL of the run interface for this app.' })),
   runs: Type.Optional(AppRunCountsSchema),
+  lastRestart: Type.Optional(ContainerRestartSchema),
 });
 
 export const AppSchema = Struct({
@@ -337,6 +365,7 @@ export type App = Static<typeof AppSchema>;
 export type AppSpec = Static<typeof AppSpecSchema>;
 export type AppStatus = Static<typeof AppStatusSchema>;
 export type ScalingDecisionRecord = Static<typeof ScalingDecisionSchema>;
+export type ContainerRestart = Static<typeof ContainerRestartSchema>;
 export type AppRuntime = Static<typeof RuntimeSchema>;
 export type PythonRuntime = Static<typeof PythonRuntimeSchema>;
 export type CustomRuntime = Static<typeof CustomRuntimeSchema>;

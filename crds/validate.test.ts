@@ -157,6 +157,19 @@ describe('validateApp: cross-field rules', () => {
     expect(messages(appWith((a) => (a.spec.runtime.python.code.baked = true)))).toHaveLength(1);
   });
 
+  it('refuses a custom server on the sidecar’s ports, which a real kubelet leaves crash-looping', () => {
+    for (const port of [8000, 8001] as const) {
+      const app = customApp();
+      app.spec.runtime.custom!.port = port;
+      expect(validateApp(app)).toEqual([
+        {
+          path: ['spec', 'runtime', 'custom', 'port'],
+          message: `spec.runtime.custom.port (${port}) is one of the sidecar's ports in the app's pod (8000 run, 8001 admin): the app server must listen on another`,
+        },
+      ]);
+    }
+  });
+
   it('wants maxReplicas >= minReplicas, also when maxReplicas is the default', () => {
     expect(validateApp(appWith((a) => Object.assign(a.spec.scaling, { minReplicas: 3, maxReplicas: 2 })))).toEqual([
       {
@@ -220,6 +233,7 @@ describe('CEL rules and their TypeScript twins', () => {
       { scalingTarget: 0, scalingMetric: 'requests_per_second' },
       { scalingMetric: 'requests_per_second' },
     ],
+    'spec.runtime.custom': [{ image: 'x', port: 8000 }, { image: 'x', port: 8001 }, { image: 'x', port: 8002 }, { image: 'x', port: 7999 }],
     'spec.env[]': [{ name: 'A' }, { name: 'A', value: 'x' }, { name: 'A', valueFrom: {} }, { name: 'A', value: 'x', valueFrom: {} }],
   };
 

@@ -1,5 +1,6 @@
 // The operator's management API lists a project's Apps from its App cache: ready when their Ready condition is
 // True, its message as the error when False, with its replicas and scaling; authorised like the runs list.
+import { isDeepStrictEqual } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
@@ -35,25 +36,30 @@ describe('GET /v2/projects/{project_id}/apps on the operator', () => {
     cluster.server.allow({ user: 'reader', namespace: 'team', ...RUNS_ACCESS });
     const url = await operator.listen();
 
-    const expected = await Promise.all(
-      ['one', 'two'].map(async (name): Promise<AppSummary> => {
-        const app = await cluster.api.find<App>(paths.app('team', name));
-        const ready = app?.status?.conditions?.find((condition) => condition.type === READY);
-        const { minReplicas, maxReplicas, replicaConcurrency } = app!.spec.scaling;
-        return {
-          name,
-          ready: ready?.status === 'True',
-          error: ready?.status === 'False' ? ready.message : null,
-          replicas: { ready: app?.status?.readyReplicas ?? 0, desired: app?.status?.desiredReplicas ?? app?.status?.replicas ?? minReplicas },
-          scaling: { minReplicas, maxReplicas, replicaConcurrency },
-        };
-      }),
-    );
+    // What the API server says of each App, read again with each listing: the operator's status writes (its
+    // desired replicas) may land between the two, so the listing is compared with a reading of the same moment.
+    const summaries = () =>
+      Promise.all(
+        ['one', 'two'].map(async (name): Promise<AppSummary> => {
+          const app = await cluster!.api.find<App>(paths.app('team', name));
+          const ready = app?.status?.conditions?.find((condition) => condition.type === READY);
+          const { minReplicas, maxReplicas, replicaConcurrency } = app!.spec.scaling;
+          return {
+            name,
+            ready: ready?.status === 'True',
+            error: ready?.status === 'False' ? ready.message : null,
+            replicas: { ready: app?.status?.readyReplicas ?? 0, desired: app?.status?.desiredReplicas ?? app?.status?.replicas ?? minReplicas },
+            scaling: { minReplicas, maxReplicas, replicaConcurrency },
+          };
+        }),
+      );
+    let expected: AppSummary[] = [];
     const listed = await waitFor(async () => {
       const response = await fetch(`${url}/v2/projects/team/apps`, { headers: { authorization: 'Bearer reader.x.y' } });
       const body = (await response.json()) as { items: AppSummary[] };
-      return body.items?.length === 2 && body;
-    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'both Apps listed' });
+      expected = await summaries();
+      return body.items?.length === 2 && isDeepStrictEqual(body.items, expected) && body;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'both Apps listed as the API server has them' });
     expect(listed.items).toEqual(expected);
 
     expect((await fetch(`${url}/v2/projects/team/apps`)).status).toBe(401);

@@ -24,6 +24,7 @@ import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import { nativeSidecarOf, podTemplateDigestOf } from './render/deployment.ts';
 import type { SidecarModeView } from './sidecar-migration.ts';
 import type { PodObject } from './runlog-verdict.ts';
+import { containerRestarts } from './container-restarts.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
 /**
@@ -123,7 +124,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   });
   // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
   // zero lists it in its Endpoints); its IP (where the autoscaler scrapes its load, and a cancel reaches its
-  // runs) and drain token; an image its kubelet cannot pull, for the App's status.
+  // runs) and drain token; an image its kubelet cannot pull, and its containers' restarts, for the App's status.
   const pods: ResourceWatch<PodObject> = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
@@ -135,7 +136,13 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
       return {
         ...identity,
         metadata: { ...identity.metadata, deletionTimestamp: pod.metadata?.deletionTimestamp },
-        status: { phase: pod.status?.phase, podIP: pod.status?.podIP, conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready') },
+        status: {
+          phase: pod.status?.phase,
+          podIP: pod.status?.podIP,
+          conditions: pod.status?.conditions?.filter((condition) => condition.type === 'Ready'),
+          // The raw pod, whatever the cache's type says: the API server's container statuses.
+          containerStatuses: containerRestarts(pod.status?.containerStatuses),
+        },
         drainToken: drainTokenIn((pod as { spec?: Parameters<typeof drainTokenIn>[0] }).spec),
         imagePull: imagePullFailureOf((pod as { status?: V1PodStatus }).status, pods.get(pod.metadata?.namespace, pod.metadata?.name ?? '')?.imagePull),
       };

@@ -24,6 +24,7 @@ import { LeaderOnlyApi } from '../kube/leader-only-api.ts';
 import { objectKey } from '../kube/watch.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
+import { ContainerRestarts } from './container-restarts.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
 import { scalesToZero } from './autoscaling/endpoints.ts';
 import { createEndpointsSwitch, servingChanged } from './autoscaling/endpoints-switch.ts';
@@ -157,6 +158,7 @@ export function createOperator(options: OperatorOptions): Operator {
     podChanged: (pod, gone, previous) => {
       janitor.podChanged(pod, gone);
       loads.podChanged(pod);
+      if (!gone) restarts.podChanged(pod, previous);
       // An image that cannot be pulled (or can again) shows in the App's status: its Deployment says nothing of it.
       const pullChanged = gone ? pod.imagePull !== undefined : !isDeepStrictEqual(pod.imagePull, previous?.imagePull);
       if (pullChanged) {
@@ -177,6 +179,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
   const { apps, pods } = watches;
+  const restarts = new ContainerRestarts({ api: leaderApi, app: (namespace, name) => apps.get(namespace, name), isLeader: () => elector.isLeader, events, logger });
   const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
   const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
   const holderKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };

@@ -299,7 +299,7 @@ describe('reconciling an App', () => {
     expect((await api.get<Deployment>(paths.deployment('zero', 'hello'))).spec.replicas).toBe(1);
   });
 
-  it('points the Endpoints of an App with minReplicas 0 at its pods as their readiness changes, though no Deployment count does', async () => {
+  it('points the EndpointSlices of an App with minReplicas 0 at its pods as their readiness changes, though no Deployment count does', async () => {
     await namespaceWithCode('follow');
     await createApp(api, 'follow', 'hello', pythonSpec({ scaling: { minReplicas: 0, maxReplicas: 2 } }));
     await waitForApp(api, 'follow', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
@@ -309,14 +309,17 @@ describe('reconciling an App', () => {
     const pod = await api.create(podsPath, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'hello-1', labels: { 'runlet.dev/app': 'hello' } }, spec: { containers: [container] } } as KubeObject);
     // An address of a documentation range: an object only, never dialled.
     const withReady = (ready: boolean) => ({ ...pod, status: { podIP: '198.51.100.7', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } }) as KubeObject;
+    // The App's EndpointSlices (what kube-proxy routes by): the addresses of the endpoints they call ready.
     const addresses = async () =>
-      ((await api.find<KubeObject & { subsets?: { addresses?: { ip: string }[] }[] }>('/api/v1/namespaces/follow/endpoints/hello'))?.subsets ?? []).flatMap((subset) =>
-        (subset.addresses ?? []).map((address) => address.ip),
-      );
+      (
+        await api.list<KubeObject & { endpoints?: { addresses: string[]; conditions?: { ready?: boolean } }[] }>('/apis/discovery.k8s.io/v1/namespaces/follow/endpointslices', {
+          labelSelector: 'kubernetes.io/service-name=hello',
+        })
+      ).items.flatMap((slice) => (slice.endpoints ?? []).filter((endpoint) => endpoint.conditions?.ready !== false).flatMap((endpoint) => endpoint.addresses));
     const pending = await api.replace<KubeObject>(`${podsPath}/hello-1/status`, withReady(true));
-    await waitFor(async () => (await addresses()).includes('198.51.100.7'), { what: 'the Endpoints listing the ready pod', timeoutMs: STATE_TIMEOUT_MS });
+    await waitFor(async () => (await addresses()).includes('198.51.100.7'), { what: 'the EndpointSlices listing the ready pod', timeoutMs: STATE_TIMEOUT_MS });
     await api.replace(`${podsPath}/hello-1/status`, { ...withReady(false), metadata: pending.metadata });
-    await waitFor(async () => (await addresses()).length === 0, { what: 'the Endpoints without the pod no longer ready', timeoutMs: STATE_TIMEOUT_MS });
+    await waitFor(async () => (await addresses()).length === 0, { what: 'the EndpointSlices without the pod no longer ready', timeoutMs: STATE_TIMEOUT_MS });
   });
 
   it('puts back a Deployment deleted by hand', async () => {

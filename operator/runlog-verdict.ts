@@ -9,12 +9,19 @@ import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeObject, ObjectMeta } from '../kube/objects.ts';
 import { isUnfinished } from './replica-lost.ts';
 
-/** What the operator keeps of a pod: its identity, its phase, and its Ready condition (for the load). */
+/** What the operator keeps of a container's status: whether, and how, the kubelet restarted it (container-restarts.ts). */
+export interface ContainerStatusView {
+  name: string;
+  restartCount: number;
+  lastTerminated?: { exitCode?: number; signal?: number; reason?: string; message?: string };
+}
+
+/** What the operator keeps of a pod: its identity, its phase, its Ready condition (for the load), its containers' restarts. */
 export interface PodObject extends KubeObject {
   /** `deletionTimestamp` (RFC 3339): the pod is ending. */
   metadata?: ObjectMeta & { deletionTimestamp?: string };
   /** `podIP`: where its sidecar's admin port is reached (a cancel: operator/run-cancel.ts). */
-  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
+  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[]; containerStatuses?: ContainerStatusView[] };
   /** The drain token its sidecar was started with (render/drain-token.ts), which a cancel presents to it. */
   drainToken?: string;
   /** A container of it waiting for an image the kubelet cannot pull (image-pull.ts), for the App's status. */

@@ -1,10 +1,10 @@
 // Names, ports and paths shared by the objects rendered for an App: one place to read how they connect
 // (Service :80 → sidecar :8000 → app container :8192 or the custom port; probes and drain on :8001).
-import type { App, AppSpec } from '../../crds/app-schema.ts';
+import { SIDECAR_POD_PORTS, type App, type AppSpec } from '../../crds/app-schema.ts';
 import type { IngressConfig } from '../config.ts';
 
-export const SIDECAR_RUN_PORT = 8000;
-export const SIDECAR_ADMIN_PORT = 8001;
+export const SIDECAR_RUN_PORT = SIDECAR_POD_PORTS.run;
+export const SIDECAR_ADMIN_PORT = SIDECAR_POD_PORTS.admin;
 export const PYTHON_RUNTIME_PORT = 8192;
 export const SERVICE_PORT = 80;
 export const SERVICE_PORT_NAME = 'http';

@@ -4,11 +4,14 @@
 #   control-plane.sh build        install what is missing and build the binaries (cached, idempotent)
 #   control-plane.sh up [DIR]     build if needed, then start etcd, kube-apiserver, kube-controller-manager
 #                                 and kube-scheduler on loopback, state in DIR; prints `export KUBECONFIG=…`
+#                                 (RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: the `kubernetes` Service's endpoint,
+#                                 default 127.0.0.1; node.sh's Node relays 198.18.0.1 to the API server)
 #   control-plane.sh down [DIR]   stop them all (process group kill) and remove DIR
 #   control-plane.sh status [DIR] exit 0 when the API server in DIR answers /readyz
 #
 # The binaries are built once per machine and source version into
 #   ${RUNLET_CONTROL_PLANE_CACHE:-$HOME/.cache/runlet/control-plane}/<version>/bin
+# (kubelet and kube-proxy too, for the real Node of node.sh)
 # and DIR defaults to ${RUNLET_CONTROL_PLANE_DIR:-/tmp/runlet-control-plane-$UID}.
 set -euo pipefail
 
@@ -19,7 +22,9 @@ CACHE_ROOT=${RUNLET_CONTROL_PLANE_CACHE:-$HOME/.cache/runlet/control-plane}
 CACHE=$CACHE_ROOT/$KUBE_SOURCE_VERSION
 BIN=$CACHE/bin
 STATE_DIR_DEFAULT=${RUNLET_CONTROL_PLANE_DIR:-/tmp/runlet-control-plane-$UID}
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+# Where pods reach the API server (the `kubernetes` Service's endpoint); it listens on 127.0.0.1 whatever this is.
+ADVERTISE_ADDRESS=${RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS:-127.0.0.1}
 # How long each component may take to become ready on a loaded 2-core machine.
 READY_TIMEOUT_SECONDS=${RUNLET_CONTROL_PLANE_READY_TIMEOUT:-120}
 
@@ -226,7 +231,7 @@ supervise() {
     --unsafe-no-fsync --log-level warn >"$dir/logs/etcd.log" 2>&1 &
   local etcd=$!
   "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" --insecure-port 0 \
+    --bind-address 127.0.0.1 --advertise-address "$ADVERTISE_ADDRESS" --secure-port "$APISERVER_PORT" --insecure-port 0 \
     --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
     --client-ca-file "$dir/pki/ca.crt" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \

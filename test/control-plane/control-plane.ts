@@ -75,9 +75,14 @@ function tail(path: string, lines: number): string {
   }
 }
 
-export async function startControlPlane(): Promise<ControlPlane> {
+/** `advertiseAddress`: the `kubernetes` Service's endpoint (default 127.0.0.1); a real Node (node.ts) needs its own. */
+export async function startControlPlane(options: { advertiseAddress?: string } = {}): Promise<ControlPlane> {
   const dir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-'));
-  const env = { ...process.env, RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid) };
+  const env = {
+    ...process.env,
+    RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid),
+    ...(options.advertiseAddress === undefined ? {} : { RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: options.advertiseAddress }),
+  };
   try {
     await run(SCRIPT, ['up', dir], { env, timeout: UP_TIMEOUT_MS, killSignal: 'SIGKILL' });
   } catch (error) {

@@ -36,20 +36,29 @@ export class HelloApp {
   readonly minReplicas: number;
   /** spec.scaling beyond the fixed size the suites use: autoscaling settings. */
   readonly #scaling: Record<string, unknown>;
+  readonly #auth: boolean;
   readonly #core: CoreV1Api;
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
   readonly #image: string | undefined;
 
-  /** `name`: default hello; another name puts a second App of the same code in a namespace. */
-  /** `image`: the Python runtime image the App names (default: the operator's). */
-  constructor(kubeConfig: KubeConfig, namespace: string, options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown>; image?: string } = {}) {
+  /**
+   * `name`: default hello; another name puts a second App of the same code in a namespace. `image`: the Python
+   * runtime image the App names (default: the operator's). `auth`: default on (off where the cluster has no DNS
+   * for the sidecar to reach the issuer's key set at kubernetes.default.svc).
+   */
+  constructor(
+    kubeConfig: KubeConfig,
+    namespace: string,
+    options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown>; image?: string; auth?: boolean } = {},
+  ) {
     this.#image = options.image;
     this.namespace = namespace;
     this.name = options.name ?? 'hello';
     this.codeConfigMap = `${this.name}-code`;
     this.minReplicas = options.minReplicas ?? 1;
     this.#scaling = options.scaling ?? {};
+    this.#auth = options.auth ?? true;
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
     this.#apps = kubeConfig.makeApiClient(AppsV1Api);
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -91,7 +100,7 @@ export class HelloApp {
         spec: {
           runtime: { python: { module: 'main', code: { configMap: { name: this.codeConfigMap } }, ...(this.#image === undefined ? {} : { image: this.#image }) } },
           scaling: { minReplicas: this.minReplicas, maxReplicas: this.minReplicas, replicaConcurrency: 4, responseGracePeriod: 60, ...this.#scaling },
-          auth: { enabled: true },
+          auth: { enabled: this.#auth },
           runs: { keepFinished: 200, retention: 86400 },
         },
       } as App,

@@ -56,7 +56,7 @@ export function customApp(): App {
         { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'web-secrets', key: 'token' } } },
       ],
       auth: { enabled: false },
-      runs: { keepFinished: 10000, retention: 60, retentionDays: 7, keepResults: true, resultKeepBytes: 1024, resultTtl: 60 },
+      runs: { keepFinished: 10000, retention: 60, retentionDays: 90, keepResults: true, resultKeepBytes: 1024, resultTtl: 60 },
       pip: ['numpy==2.1.0'],
     },
     status: {
@@ -70,6 +70,15 @@ export function customApp(): App {
       lastScaling: { time: '2025-01-31T11:59:00Z', from: 1, to: 2, reason: 'PanicBurst', message: 'burst (load 5.2 over 6 s, target 2.8 per replica, 1 ready): 2' },
       url: 'https://runlet.example/v4/team-a/web',
       runs: { total: 10, success: 8, failure: 1, inFlight: 1, lastRunTime: '2025-01-31T12:00:00.123Z' },
+      lastRestart: {
+        time: '2025-01-31T11:58:00Z',
+        pod: 'web-7d9c-x2x4z',
+        container: 'app',
+        restartCount: 1,
+        exitCode: 137,
+        reason: 'Error',
+        message: "container app of pod web-7d9c-x2x4z ended with exit code 137 (killed by SIGKILL) and was restarted by the kubelet (restart 1 of this pod's app)",
+      },
     },
   };
 }

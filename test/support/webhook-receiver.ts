@@ -68,6 +68,14 @@ export class WebhookReceiver {
     return receiver;
   }
 
+  /** Listening on the Unix socket `path` (for a relay into a network namespace: test/control-plane/node.ts). */
+  static async startOnSocket(path: string, script: ScriptedAnswer[] = []): Promise<WebhookReceiver> {
+    const receiver = new WebhookReceiver(script);
+    receiver.#server.listen(path);
+    await once(receiver.#server, 'listening');
+    return receiver;
+  }
+
   get port(): number {
     return (this.#server.address() as AddressInfo).port;
   }

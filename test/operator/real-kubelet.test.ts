@@ -1,0 +1,260 @@
+// Runlet on a real Node: the control plane of control-plane.sh with a kubelet, kube-proxy, containerd and runc
+// (node.sh), pods in network namespaces on a bridge at 198.18.0.0/24, run from the images `make images` built
+// (imported into containerd, never pulled). What the test kubelet (test/kubelet) only reads, this runs: the
+// images' users under runAsNonRoot, read-only root filesystems, dropped capabilities, the probes, restarts,
+// the kubelet's SIGTERM and grace period, Service routing through kube-proxy. install.yaml's operator runs
+// as its own pods, from the image; nothing of Runlet runs in this process.
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { APP_LABEL } from '../../crds/api-group.ts';
+import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
+import { forKube120 } from '../control-plane/kube-1.20.ts';
+import { BUILT_IMAGES, NODE_ADDRESS, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
+import { podSecurityViolations } from '../kube/pod-security.ts';
+import { EventReader } from '../support/sse.ts';
+import { waitFor } from '../support/wait.ts';
+import { WebhookReceiver } from '../support/webhook-receiver.ts';
+import { REPO } from './e2e-cluster.ts';
+import { HelloApp } from './hello-app.ts';
+import { conditionOf, isReady, readyAtGeneration } from './operator-suite.ts';
+import type { App } from '../../crds/app-schema.ts';
+
+const skipReason = realNodeSkipReason();
+if (skipReason !== undefined) console.log(`Runlet on a real kubelet: skipped, ${skipReason}`);
+
+const OPERATOR_NAMESPACE = 'runlet-system';
+/** Pods start from local images, but a loaded 2-core machine starts Node and Python slowly. */
+const STATE_TIMEOUT_MS = 120_000;
+const run = promisify(execFile);
+
+const wait = <T>(what: string, check: () => Promise<T | false | undefined>, timeoutMs = STATE_TIMEOUT_MS) =>
+  waitFor(check, { what, timeoutMs, intervalMs: 250 });
+
+/** install.yaml as kube-apiserver 1.20 serves it, its operator allowed to deliver webhooks to `cidr`. */
+function installManifest(manifest: string, cidr: string): string {
+  return parseAllDocuments(forKube120(manifest))
+    .map((document) => document.toJS() as { kind?: string; data?: Record<string, string> })
+    .map((object) => {
+      const file = object.kind === 'ConfigMap' ? object.data?.['operator.yaml'] : undefined;
+      if (file === undefined) return object;
+      return { ...object, data: { ...object.data, 'operator.yaml': stringify({ ...parse(file), webhookAllowCidrs: [cidr] }) } };
+    })
+    .map((object) => stringify(object))
+    .join('---\n');
+}
+
+describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd, runc, kube-proxy)', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
+  let controlPlane: ControlPlane | undefined;
+  let node: RealNode | undefined;
+  let admin: KubeConfig;
+  let core: CoreV1Api;
+  let receiver: WebhookReceiver | undefined;
+  let webhookUrl: string;
+
+  const kubectl = async (...args: string[]) => {
+    try {
+      const { stdout } = await run(controlPlane!.kubectl, ['--kubeconfig', controlPlane!.kubeconfigPath, ...args], { timeout: STATE_TIMEOUT_MS * 2 });
+      return stdout;
+    } catch (error) {
+      throw new Error(`kubectl ${args.join(' ')} failed: ${(error as { stderr?: string }).stderr ?? (error as Error).message}`, { cause: error });
+    }
+  };
+
+  beforeAll(async () => {
+    controlPlane = await startControlPlane({ advertiseAddress: NODE_ADDRESS });
+    node = await startRealNode(controlPlane);
+    admin = new KubeConfig();
+    admin.loadFromFile(controlPlane.kubeconfigPath);
+    core = admin.makeApiClient(CoreV1Api);
+    const manifest = join(controlPlane.dir, 'install.yaml');
+    await writeFile(manifest, installManifest(await readFile(join(REPO, 'install.yaml'), 'utf8'), `${NODE_ADDRESS}/32`));
+    await kubectl('apply', '-f', manifest);
+    await kubectl('rollout', 'status', '--namespace', OPERATOR_NAMESPACE, 'deployment/runlet-operator', '--timeout', `${STATE_TIMEOUT_MS / 1000}s`);
+    const socket = join(controlPlane.dir, 'webhooks.sock');
+    receiver = await WebhookReceiver.startOnSocket(socket);
+    webhookUrl = `http://${NODE_ADDRESS}:${await node.exposeToPods(socket)}/hooks/in`;
+  }, 15 * 60_000);
+
+  afterAll(async () => {
+    await receiver?.close();
+    try {
+      await node?.stop();
+    } finally {
+      await controlPlane?.stop();
+    }
+  }, 5 * 60_000);
+
+  afterEach((context) => {
+    if (context.task.result?.state === 'fail') console.log([node?.diagnostics(), controlPlane?.diagnostics()].join('\n'));
+  });
+
+  const namespace = () => `runlet-real-${Date.now().toString(36)}`;
+
+  /** The App's pods once `count` are Ready (and no others are left). */
+  const readyPods = (app: HelloApp, count: number) =>
+    wait(`${count} pods of ${app.namespace}/${app.name} Ready`, async () => {
+      const pods = await app.pods();
+      return pods.length === count && pods.every(isReady) && pods;
+    });
+
+  const deliveryOf = (runId: string) =>
+    wait(`the webhook of run ${runId}`, async () => receiver!.deliveries.find((delivery) => delivery.body.includes(`"run_id":"${runId}"`)));
+
+  it('runs install.yaml’s operator pods from the built image, as its non-root user with a read-only root, Ready through their probes; one holds the Lease', async () => {
+    const pods = (await core.listNamespacedPod({ namespace: OPERATOR_NAMESPACE, labelSelector: 'app.kubernetes.io/component=operator' })).items;
+    expect(pods.length).toBeGreaterThan(0);
+    for (const pod of pods) {
+      expect(isReady(pod), `${pod.metadata!.name} Ready`).toBe(true);
+      const [status] = pod.status!.containerStatuses!;
+      expect(status!.image).toBe(`docker.io/${BUILT_IMAGES.runlet}`);
+      expect(status!.restartCount).toBe(0);
+      expect(podSecurityViolations(pod, 'restricted')).toEqual([]);
+    }
+    const coordination = admin.makeApiClient(CoordinationV1Api);
+    const lease = await wait('the operator Lease held', async () => {
+      const found = await coordination.readNamespacedLease({ namespace: OPERATOR_NAMESPACE, name: 'runlet-operator' }).catch(() => undefined);
+      return found?.spec?.holderIdentity !== undefined && found;
+    });
+    expect(pods.map((pod) => pod.metadata!.name)).toContain(lease.spec!.holderIdentity);
+  });
+
+  it('serves a Python App whose pod passes restricted and becomes Ready through its real probes: sync, stream and async calls through its Service', async () => {
+    const app = new HelloApp(admin, namespace(), { auth: false });
+    await app.apply();
+    await wait('the App Ready', async () => readyAtGeneration(await app.read()));
+    const [pod] = await readyPods(app, 1);
+    expect(podSecurityViolations(pod!, 'restricted')).toEqual([]);
+    const [service] = await app.services();
+    const base = `http://${service!.spec!.clusterIP}/v4/${app.namespace}/hello`;
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      node!.fetchInside(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+    const sync = await post('/run', { name: 'Ada' });
+    expect(sync.status).toBe(200);
+    expect(((await sync.json()) as { result: unknown }).result).toEqual({ greeting: 'Hello, Ada!' });
+
+    const stream = await post('/count', { n: 3, pause: 0.05 }, { accept: 'text/event-stream' });
+    expect(stream.status).toBe(200);
+    const events = await new EventReader(stream.body as ReadableStream<Uint8Array>).rest();
+    expect(events.map((event) => JSON.parse(event.data))).toEqual([1, 2, 3].map((item) => ({ item, of: 3 })));
+
+    const accepted = await post(`/run?async=true&webhookEndpoint=${encodeURIComponent(webhookUrl)}`, { name: 'Bo' });
+    expect(accepted.status).toBe(202);
+    const { run_id: runId } = (await accepted.json()) as { run_id: string };
+    const delivery = await deliveryOf(runId);
+    expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'success', result: { greeting: 'Hello, Bo!' } });
+  });
+
+  it('serves a custom image’s server through its Service', async () => {
+    const ns = namespace();
+    const custom = admin.makeApiClient(CustomObjectsApi);
+    await core.createNamespace({ body: { metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } } });
+    const server = [
+      'import http.server, json',
+      'class Echo(http.server.BaseHTTPRequestHandler):',
+      '    def do_GET(self): self.answer()',
+      '    def do_POST(self): self.answer()',
+      '    def answer(self):',
+      '        body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()',
+      '        data = json.dumps({"method": self.command, "path": self.path, "body": body}).encode()',
+      '        self.send_response(200); self.send_header("content-type", "application/json")',
+      '        self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)',
+      'http.server.ThreadingHTTPServer(("0.0.0.0", 9000), Echo).serve_forever()',
+    ].join('\n');
+    const createApp = (name: string, port: number) =>
+      custom.createNamespacedCustomObject({
+        group: 'runlet.dev',
+        version: 'v1alpha1',
+        plural: 'apps',
+        namespace: ns,
+        body: {
+          apiVersion: 'runlet.dev/v1alpha1',
+          kind: 'App',
+          metadata: { name, namespace: ns },
+          spec: {
+            runtime: { custom: { image: BUILT_IMAGES.pythonRuntime, entrypoint: ['python3', '-c', server], port, healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' } },
+            scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 30 },
+            auth: { enabled: false },
+            runs: { keepFinished: 200, retention: 86400 },
+          },
+        },
+      });
+    // The sidecar's run port: in one network namespace the app server cannot listen there (the test kubelet,
+    // which maps every container's ports apart, ran it; a real one crash-looped it for ever). Refused instead.
+    await createApp('clash', SIDECAR_RUN_PORT);
+    const refused = await wait('the clashing App refused', async () => {
+      const app = (await custom.getNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace: ns, name: 'clash' })) as App;
+      return conditionOf(app, 'Ready')?.reason === 'InvalidSpec' && conditionOf(app, 'Ready');
+    });
+    expect(refused.message).toContain("spec.runtime.custom.port (8000) is one of the sidecar's ports in the app's pod");
+    await createApp('echo', 9000);
+    const pod = await wait('the custom App’s pod Ready', async () => {
+      const pods = (await core.listNamespacedPod({ namespace: ns, labelSelector: `${APP_LABEL}=echo` })).items;
+      return pods.length === 1 && isReady(pods[0]!) && pods[0];
+    });
+    expect(podSecurityViolations(pod as V1Pod, 'restricted')).toEqual([]);
+    const service = (await core.listNamespacedService({ namespace: ns, labelSelector: `${APP_LABEL}=echo` })).items[0]!;
+    const answer = await node!.fetchInside(`http://${service.spec!.clusterIP}/v4/${ns}/echo/greet?who=Ada`, { method: 'POST', body: 'hi' });
+    expect(answer.status).toBe(200);
+    expect(await answer.json()).toEqual({ method: 'POST', path: '/greet?who=Ada', body: 'hi' });
+  });
+
+  it('drains a scaled-down pod on the kubelet’s SIGTERM: its async run finishes and its webhook is delivered within the grace period', async () => {
+    const app = new HelloApp(admin, namespace(), { auth: false, minReplicas: 2 });
+    await app.apply();
+    const pods = await readyPods(app, 2);
+    // One run on each pod (by its address, not the Service), so whichever the ReplicaSet controller removes has one.
+    const runIds: string[] = [];
+    for (const pod of pods) {
+      const accepted = await node!.fetchInside(`http://${pod.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/count?async=true&webhookEndpoint=${encodeURIComponent(webhookUrl)}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ n: 4, pause: 1 }),
+      });
+      expect(accepted.status).toBe(202);
+      runIds.push(((await accepted.json()) as { run_id: string }).run_id);
+    }
+    const scaledAt = performance.now();
+    await app.patchSpec({ scaling: { minReplicas: 1, maxReplicas: 1 } });
+    const [kept] = await readyPods(app, 1);
+    const removedWithinSeconds = (performance.now() - scaledAt) / 1000;
+    const gracePeriod = pods[0]!.spec!.terminationGracePeriodSeconds!;
+    expect(removedWithinSeconds, 'the pod stopped by itself, before the kubelet’s SIGKILL').toBeLessThan(gracePeriod);
+    expect(pods.map((pod) => pod.metadata!.uid)).toContain(kept!.metadata!.uid);
+    for (const runId of runIds) {
+      expect(JSON.parse((await deliveryOf(runId)).body)).toMatchObject({ run_id: runId, status: 'success', result: [1, 2, 3, 4].map((item) => ({ item, of: 4 })) });
+    }
+  });
+
+  it('restarts a runtime that crashes; the App’s status and Events say which container ended, how, and how often', async () => {
+    const app = new HelloApp(admin, namespace(), { auth: false });
+    await app.apply();
+    const [pod] = await readyPods(app, 1);
+    const pids = await node!.containerPids(pod!.metadata!.uid!, 'app');
+    expect(pids.length).toBeGreaterThan(0);
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    const restarted = await wait('the runtime restarted and the pod Ready again', async () => {
+      const [again] = await app.pods();
+      const status = again?.status?.containerStatuses?.find((container) => container.name === 'app');
+      return again !== undefined && isReady(again) && status?.restartCount === 1 && again;
+    });
+    expect(restarted.metadata!.uid).toBe(pod!.metadata!.uid);
+    const lastRestart = await wait('status.lastRestart', async () => (await app.read()).status?.lastRestart);
+    expect(lastRestart).toMatchObject({ pod: pod!.metadata!.name, container: 'app', restartCount: 1, exitCode: 137, reason: 'Error' });
+    expect(lastRestart.message).toContain('killed by SIGKILL');
+    const event = await wait('the ContainerRestarted Event', async () => (await app.events()).find((e) => e.reason === 'ContainerRestarted'));
+    expect(event).toMatchObject({ type: 'Warning', message: lastRestart.message });
+    const answer = await node!.fetchInside(`http://${restarted.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'again' }),
+    });
+    expect(answer.status, 'the restarted runtime serves').toBe(200);
+  });
+});
