@@ -300,7 +300,15 @@ async function runPage(generation, appName, runId) {
         : el('p', {}, 'No webhook was asked for.'),
     ];
     if ('result' in run) {
-      parts.push(el('h2', {}, 'Result'), el('pre', { class: 'result', tabindex: '0', 'aria-label': 'Result' }, JSON.stringify(run.result, null, 2)));
+      parts.push(
+        el('h2', {}, 'Result'),
+        el('p', {}, `Kept until ${formatTime(run.resultExpiresAt)}.`),
+        el('pre', { class: 'result', tabindex: '0', 'aria-label': 'Result' }, JSON.stringify(run.result, null, 2)),
+      );
+    } else if (run.resultKept === false) {
+      parts.push(el('h2', {}, 'Result'), el('p', {}, 'Not kept: it was larger than the app keeps (result_keep_bytes).'));
+    } else if (run.resultKept === true) {
+      parts.push(el('h2', {}, 'Result'), el('p', {}, `Expired at ${formatTime(run.resultExpiresAt)} (result_ttl).`));
     }
     if (run.status === 'pending' || run.status === 'running') {
       parts.push(el('p', {}, el('button', { type: 'button', class: 'danger', onclick: () => void cancel() }, 'Cancel run')));

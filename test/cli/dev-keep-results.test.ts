@@ -1,10 +1,13 @@
 // Results kept for later ([runs] keep_results) through a real `runlet dev` process: each mode's result, and a
 // failed run's error, is returned by the get of its run (not by the list); a result over result_keep_bytes is
-// not kept, and says so; an app that keeps none returns none.
+// not kept, and says so; an app that keeps none returns none. The dashboard's run page (headless Chromium)
+// shows a kept result, one not kept, and one expired.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchBrowser } from '../support/browser.ts';
 import { spawnDev, type DevProcess } from '../support/dev-process.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -34,15 +37,18 @@ async function makeApp(name: string, runs: string): Promise<string> {
 
 describe('runlet dev: results kept for later', () => {
   let dev: DevProcess;
+  let browser: Browser | undefined;
   const dirs: string[] = [];
 
   beforeAll(async () => {
     dirs.push(await makeApp('keeper', 'keep_results = true\nresult_keep_bytes = 2048\nresult_ttl = 600'));
     dirs.push(await makeApp('forgetter', 'keep_finished = 50'));
+    dirs.push(await makeApp('brief', 'keep_results = true\nresult_ttl = 1'));
     dirs.push(await mkdtemp(join(tmpdir(), 'runlet-keep-data-')));
-    dev = await spawnDev(dirs.slice(0, 2), dirs[2]!);
+    dev = await spawnDev(dirs.slice(0, 3), dirs[3]!);
   });
   afterAll(async () => {
+    await browser?.close();
     if (dev?.child.exitCode === null) dev.child.kill('SIGTERM');
     await dev?.exited;
     for (const dir of dirs) await rm(dir, { recursive: true, force: true });
@@ -127,5 +133,35 @@ describe('runlet dev: results kept for later', () => {
     });
     expect(run).not.toHaveProperty('result');
     expect(run).not.toHaveProperty('resultKept');
+  });
+
+  it('the dashboard\'s run page shows a kept result, one not kept, and one expired', async () => {
+    const runIdOf = async (response: Response): Promise<string> => ((await response.json()) as { run_id: string }).run_id;
+    const kept = await runIdOf(await call('keeper', 'echo', { value: { shown: 'on the page <b>as text</b>' } }));
+    const large = await runIdOf(await call('keeper', 'big', {}));
+    const brief = await runIdOf(await call('brief', 'echo', { value: 'short-lived' }));
+    await finishedRun('keeper', kept);
+    await finishedRun('keeper', large);
+    // Past its one second: the API no longer returns it.
+    await waitFor(async () => {
+      const run = await getRun('brief', brief);
+      return run.resultKept === true && !('result' in run);
+    }, { what: 'the brief result to expire' });
+
+    browser = await launchBrowser();
+    const page = await browser.newPage();
+    page.setDefaultTimeout(15_000);
+    const shown = async (app: string, runId: string): Promise<string> => {
+      await page.goto(`${dev.url}/#/apps/${app}/runs/${runId}`);
+      // The page of this run, not the one before it (a new hash re-renders the same document).
+      await page.getByRole('heading', { level: 1, name: `Run ${runId}` }).waitFor();
+      await page.getByRole('heading', { level: 2, name: 'Result' }).waitFor();
+      return (await page.locator('main').textContent())!;
+    };
+    const keptText = await shown('keeper', kept);
+    expect(keptText).toContain('Kept until');
+    expect(await page.getByLabel('Result').textContent()).toBe(JSON.stringify({ shown: 'on the page <b>as text</b>' }, null, 2));
+    expect(await shown('keeper', large)).toContain('Not kept: it was larger than the app keeps (result_keep_bytes).');
+    expect(await shown('brief', brief)).toMatch(/Expired at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(result_ttl\)\./);
   });
 });
