@@ -8,7 +8,7 @@ import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1PodDisruption
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig, type OperatorConfig } from '../../operator/config.ts';
-import { ACTIVATOR_USAGE } from '../../cli/activator-command.ts';
+import { ACTIVATOR_USAGE, runActivatorCommand } from '../../cli/activator-command.ts';
 import { kubernetesProblems } from './kube-validate.ts';
 import { renderChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
@@ -285,6 +285,17 @@ describe('the Kubernetes versions the chart supports', () => {
   ])('on %s the PodDisruptionBudget is %s', (version, apiVersion) => {
     const chart = renderChart(CHART_DIR, { release: RELEASE, kubeVersion: version });
     expect(objectOf(chart, 'PodDisruptionBudget', NAME).apiVersion).toBe(apiVersion);
+  });
+});
+
+describe('operator.logLevel', () => {
+  it.each(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])('%s is a level both the operator and runlet activator take', async (level) => {
+    const chart = renderWith([], { operator: { logLevel: level } });
+    expect((await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`))).logLevel).toBe(level);
+    const args = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR).spec!.template.spec!.containers[0]!.args!;
+    expect(args.slice(-2)).toEqual(['--log-level', level]);
+    // A port out of range stops it after the log level is checked, before it reaches for any credential.
+    await expect(runActivatorCommand([...args.slice(1), '--port', '70000'])).rejects.toThrow('--port must be a port number, got "70000"');
   });
 });
 
