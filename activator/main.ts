@@ -84,7 +84,14 @@ export function createActivator(options: ActivatorOptions): Activator {
     logger,
     watchdogMs: config.watchdogMs,
     path: `/apis/${RUNLET_API_VERSION}/${APP_PLURAL}`,
-    handlers: {},
+    handlers: {
+      // Its held async calls go with it at once, rather than wait for a pod that will not come until the sweep.
+      onDelete: (app) => {
+        const { namespace, name } = app.metadata;
+        if (namespace === undefined) return;
+        holder?.appDeleted(namespace, name).catch((error: unknown) => logger.warn({ err: error, app: `${namespace}/${name}` }, 'activator: dropping the held async calls of a deleted app failed; the next sweep does'));
+      },
+    },
   });
   let holder: Holder | undefined;
   let stopping = false;

@@ -61,7 +61,8 @@ const OPTIONS = {
   ...ISSUER_AUTH_OPTIONS,
 } as const satisfies Record<string, EnvBackedOption>;
 
-const LOG_LEVELS: readonly string[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
+/** The operator's levels (operator/config.ts): the chart gives both its `operator.logLevel`. */
+const LOG_LEVELS: readonly string[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 /** A drain longer than a pod's default termination grace period (30 s) would be cut by the kubelet anyway. */
 const MAX_DRAIN_SECONDS = 30;
 

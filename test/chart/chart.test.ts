@@ -4,15 +4,17 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1PodDisruptionBudget, V1Role, V1Service } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1PodDisruptionBudget, V1Role, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig, type OperatorConfig } from '../../operator/config.ts';
+import { ACTIVATOR_USAGE, runActivatorCommand } from '../../cli/activator-command.ts';
 import { kubernetesProblems } from './kube-validate.ts';
 import { renderChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
 
 const NAME = 'runlet-operator';
+const ACTIVATOR = 'runlet-activator';
 const CONFIG_PATH = '/etc/runlet/operator.yaml';
 
 /** The operator's configuration as it would start with it: the file read by the operator's own reader. */
@@ -41,11 +43,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(problems).toEqual([]);
   });
 
-  it('renders the operator, its RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole and the embedded PostgreSQL, namespaced in the release namespace', () => {
+  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole and the embedded PostgreSQL, namespaced in the release namespace', () => {
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
       [
+        'ClusterRole/runlet-activator',
         'ClusterRole/runlet-api-key',
         'ClusterRole/runlet-api-keys-admin',
         'ClusterRole/runlet-app-editor',
@@ -53,20 +56,26 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'ClusterRole/runlet-runs-operator',
         'ClusterRole/runlet-runs-viewer',
         'ClusterRole/runlet-sidecar',
+        'ClusterRoleBinding/runlet-activator',
         'ClusterRoleBinding/runlet-operator',
         'ConfigMap/runlet-operator-config',
+        'Deployment/runlet-activator',
         'Deployment/runlet-operator',
         ...ingress,
+        'PodDisruptionBudget/runlet-activator',
         'PodDisruptionBudget/runlet-operator',
+        'Role/runlet-activator',
         'Role/runlet-operator-holder',
         'Role/runlet-operator-leader-election',
         'Role/runlet-operator-results',
+        'RoleBinding/runlet-activator',
         'RoleBinding/runlet-operator-holder',
         'RoleBinding/runlet-operator-leader-election',
         'RoleBinding/runlet-operator-results',
         'Service/runlet-holder',
         'Service/runlet-operator',
         'Service/runlet-postgres',
+        'ServiceAccount/runlet-activator',
         'ServiceAccount/runlet-operator',
         'StatefulSet/runlet-postgres',
       ].sort(),
@@ -93,10 +102,8 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('probes start-up, readiness and liveness on the health port the configuration serves', async () => {
     const config = await operatorConfigOf(configMap);
-    expect(container.ports).toEqual([
-      { name: 'http', containerPort: config.server.port, protocol: 'TCP' },
-      { name: 'holder', containerPort: config.holder.port, protocol: 'TCP' },
-    ]);
+    // The operator holds no call (holder.inOperator false): the activator pods have the holder port.
+    expect(container.ports).toEqual([{ name: 'http', containerPort: config.server.port, protocol: 'TCP' }]);
     expect(config.server.host).toBe('0.0.0.0');
     expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
@@ -142,29 +149,73 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(service.spec!.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
   });
 
-  it('runs the holder in the operator pods, listed by the headless Service and with the key Secret its Role may read, as its configuration says', async () => {
+  it('holds calls at zero in the activator Deployment, listed by the headless Service, the operator pointing Apps there, as their configurations say', async () => {
     const config = await operatorConfigOf(configMap);
-    expect(config.holder).toEqual({
-      enabled: true,
-      inOperator: true,
-      host: '0.0.0.0',
-      port: 8090,
-      serviceNamespace: RELEASE.namespace,
-      serviceName: 'runlet-holder',
-      keySecretName: 'runlet-holder-key',
-      maxHeldCallsPerApp: 250,
-      maxHeldCalls: 1000,
-      maxHeldBodyMiB: 64,
-    });
+    expect(config.holder).toMatchObject({ enabled: true, inOperator: false, serviceNamespace: RELEASE.namespace, serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' });
+    const activator = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR);
     const service = objectOf<V1Service>(chart, 'Service', config.holder.serviceName);
     expect(service.metadata!.namespace).toBe(config.holder.serviceNamespace);
     expect(service.spec).toEqual({
       clusterIP: 'None',
-      selector: deployment.spec!.selector.matchLabels,
+      selector: activator.spec!.selector.matchLabels,
       ports: [{ name: 'holder', port: 8090, targetPort: 'holder', protocol: 'TCP' }],
     });
-    const role = objectOf<V1Role>(chart, 'Role', `${NAME}-holder`);
-    expect(role.rules!.find((rule) => rule.resources?.includes('secrets'))).toEqual({ apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] });
+    expect(activator.spec!.selector.matchLabels!['app.kubernetes.io/component']).toBe('activator');
+    expect(activator.spec!.template.metadata!.labels).toMatchObject(activator.spec!.selector.matchLabels!);
+    // The operator reads the key (to copy it) and may cancel a held call; the held calls are the activator's.
+    const operatorRole = objectOf<V1Role>(chart, 'Role', `${NAME}-holder`);
+    expect(operatorRole.rules!.find((rule) => rule.resources?.includes('secrets'))).toEqual({ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'create', 'delete'] });
+    const activatorRole = objectOf<V1Role>(chart, 'Role', ACTIVATOR);
+    expect(activatorRole.rules!.find((rule) => rule.resourceNames !== undefined)).toEqual({ apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] });
+  });
+
+  it('runs two activators as their own ServiceAccount, non-root with a read-only root filesystem, with the flags runlet activator takes', () => {
+    const activator = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR);
+    expect(activator.spec!.replicas).toBe(2);
+    expect(activator.spec!.strategy?.rollingUpdate).toEqual({ maxSurge: 1, maxUnavailable: 0 });
+    const pod = activator.spec!.template.spec!;
+    expect(pod.serviceAccountName).toBe(ACTIVATOR);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } });
+    const [holding] = pod.containers;
+    expect(pod.containers).toHaveLength(1);
+    expect(holding!.image).toBe(container.image);
+    expect(holding!.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(holding!.resources?.requests).toEqual(expect.objectContaining({ cpu: expect.any(String), memory: expect.any(String) }));
+    expect(holding!.resources?.limits?.memory).toEqual(expect.any(String));
+    expect(holding!.args).toEqual([
+      'activator',
+      '--port', '8090',
+      '--admin-port', '8081',
+      '--key-secret', 'runlet-holder-key',
+      '--drain-seconds', '5',
+      '--max-calls-per-app', '250',
+      '--max-calls', '1000',
+      '--max-body-mib', '64',
+      '--log-level', label === 'default' ? 'info' : 'debug',
+    ]);
+    // Every flag is one `runlet activator` documents (it refuses unknown ones).
+    for (const flag of holding!.args!.filter((arg) => arg.startsWith('--'))) expect(ACTIVATOR_USAGE, flag).toContain(`  ${flag} `);
+    expect(holding!.env?.map((variable) => [variable.name, variable.valueFrom?.fieldRef?.fieldPath])).toEqual([['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']]);
+    expect(holding!.ports).toEqual([
+      { name: 'holder', containerPort: 8090, protocol: 'TCP' },
+      { name: 'admin', containerPort: 8081, protocol: 'TCP' },
+    ]);
+    expect(holding!.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'admin' });
+    expect(holding!.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'admin' });
+    // A drain (SIGTERM) takes it out of the holder Service before the holder closes: readiness must notice within it.
+    expect(holding!.readinessProbe!.periodSeconds! * holding!.readinessProbe!.failureThreshold!).toBeLessThan(5);
+    const pdb = objectOf<V1PodDisruptionBudget>(chart, 'PodDisruptionBudget', ACTIVATOR);
+    expect(pdb.spec).toEqual({ minAvailable: 1, selector: { matchLabels: activator.spec!.selector.matchLabels } });
+  });
+
+  it('admits the operator and activator pods, and only them of the release, to App pods when the NetworkPolicy is on', async () => {
+    const peers = (await operatorConfigOf(objectOf<V1ConfigMap>(renderWith(valuesFiles, { apps: { networkPolicy: { enabled: true } } }), 'ConfigMap', `${NAME}-config`))).networkPolicy!.operatorPods;
+    const podLabels = (kind: string, name: string) => objectOf<V1Deployment | V1StatefulSet>(chart, kind, name).spec!.template.metadata!.labels!;
+    const matches = (labels: Record<string, string>) => Object.entries(peers.matchLabels).every(([key, value]) => labels[key] === value);
+    expect(peers.namespace).toBe(RELEASE.namespace);
+    expect(matches(podLabels('Deployment', NAME))).toBe(true);
+    expect(matches(podLabels('Deployment', ACTIVATOR))).toBe(true);
+    expect(matches(podLabels('StatefulSet', 'runlet-postgres'))).toBe(false);
   });
 
   it('elects the leader on the one Lease its Role may renew, in the release namespace', async () => {
@@ -206,8 +257,8 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
               },
               runFromNamespaces: ['batch-jobs'],
               metricsFromNamespaces: ['monitoring'],
-              // The operator Deployment's own selector: the holder's pods.
-              operatorPods: { namespace: RELEASE.namespace, matchLabels: objectOf<V1Deployment>(chart, 'Deployment', NAME).spec!.selector.matchLabels },
+              // The operator and activator pods (their shared label).
+              operatorPods: { namespace: RELEASE.namespace, matchLabels: { 'app.kubernetes.io/instance': 'runlet', 'runlet.dev/app-peer': 'true' } },
             },
             nativeSidecars: false,
             webhookAllowCidrs: ['10.20.0.0/16', '192.168.100.0/24'],
@@ -237,22 +288,35 @@ describe('the Kubernetes versions the chart supports', () => {
   });
 });
 
+describe('operator.logLevel', () => {
+  it.each(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])('%s is a level both the operator and runlet activator take', async (level) => {
+    const chart = renderWith([], { operator: { logLevel: level } });
+    expect((await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`))).logLevel).toBe(level);
+    const args = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR).spec!.template.spec!.containers[0]!.args!;
+    expect(args.slice(-2)).toEqual(['--log-level', level]);
+    // A port out of range stops it after the log level is checked, before it reaches for any credential.
+    await expect(runActivatorCommand([...args.slice(1), '--port', '70000'])).rejects.toThrow('--port must be a port number, got "70000"');
+  });
+});
+
 describe('holder.enabled false', () => {
-  it('runs no holder: the configuration says so, and neither its port, Service nor Role is rendered', async () => {
+  it('runs no holder: the configuration says so, and neither the activator nor the Service nor their RBAC is rendered', async () => {
     const chart = renderWith([], { holder: { enabled: false } });
     const config = await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`));
     expect(config.holder.enabled).toBe(false);
     expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports!.map((port) => port.name)).toEqual(['http']);
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
-    expect(names.filter((name) => name.includes('holder'))).toEqual([]);
+    expect(names.filter((name) => name.includes('holder') || name.includes('activator'))).toEqual([]);
   });
 
-  it('moves the holder to holder.port', async () => {
-    const chart = renderWith([], { holder: { port: 9000 } });
-    const config = await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`));
-    expect(config.holder.port).toBe(9000);
+  it('moves the holder to holder.port, on the activator pods and the Service', () => {
+    const chart = renderWith([], { holder: { port: 9000, replicas: 3 } });
     expect(objectOf<V1Service>(chart, 'Service', 'runlet-holder').spec!.ports![0]!.port).toBe(9000);
-    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports).toContainEqual({ name: 'holder', containerPort: 9000, protocol: 'TCP' });
+    const activator = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR);
+    expect(activator.spec!.replicas).toBe(3);
+    const [holding] = activator.spec!.template.spec!.containers;
+    expect(holding!.ports).toContainEqual({ name: 'holder', containerPort: 9000, protocol: 'TCP' });
+    expect(holding!.args!.slice(1, 3)).toEqual(['--port', '9000']);
   });
 });
 

@@ -41,6 +41,6 @@ describe('install.yaml', () => {
       // Applied with kubectl, not installed by Helm.
       expect(object.metadata.labels?.['app.kubernetes.io/managed-by'], `${object.kind}/${object.metadata.name}`).toBe('kubectl');
     }
-    expect(objects.find((object) => object.kind === 'Deployment')?.metadata.name).toBe('runlet-operator');
+    expect(objects.filter((object) => object.kind === 'Deployment').map((object) => object.metadata.name).sort()).toEqual(['runlet-activator', 'runlet-operator']);
   });
 });

@@ -3,14 +3,15 @@
 // configuration, makes no request its roles would refuse.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { V1ClusterRole, V1ConfigMap, V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import type { V1ClusterRole, V1ConfigMap, V1Deployment, V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
+import { createActivator, type Activator, type ActivatorConfig } from '../../activator/main.ts';
 import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../../management/kube-auth.ts';
 import { CREATE_KEYS, DELETE_KEYS, LIST_KEYS, LIST_RUNS, type ManagementAccess } from '../../management/access.ts';
 import { API_KEY_ROLE } from '../../operator/api-keys.ts';
@@ -32,6 +33,9 @@ const OPERATOR_ROLE_TABLE = '## Cancelling runs';
 const KEYS_TABLE = '## API keys';
 const AGGREGATE = 'rbac.authorization.k8s.io/aggregate-to-';
 const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more';
+/** The bearer tokens of the operator and the activator: the API server logs which client made each request. */
+const OPERATOR_TOKEN = 'operator-token';
+const ACTIVATOR_TOKEN = 'activator-token';
 
 /** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
 function plain(rule: PolicyRule): PolicyRule {
@@ -182,11 +186,13 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
 describe('the operator under the chart’s RBAC', () => {
   let server: KubeApiServer | undefined;
   let operator: Operator | undefined;
+  let activator: Activator | undefined;
 
   afterEach(async () => {
+    await activator?.stop();
     await operator?.stop();
     await server?.close();
-    operator = server = undefined;
+    operator = activator = server = undefined;
   });
 
   /** The configuration the chart gives the operator, made to run here: loopback ports and quick elections. */
@@ -202,34 +208,71 @@ describe('the operator under the chart’s RBAC', () => {
     ];
   }
 
+  /** The activator as the chart's Deployment runs it (its args), made to run here: loopback ports, no drain. */
+  function chartActivatorConfig(chart: RenderedChart): ActivatorConfig {
+    const container = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-activator').spec!.template.spec!.containers[0]!;
+    const [command, ...flags] = container.args!;
+    expect(command).toBe('activator');
+    const flag = (name: string): string => {
+      const at = flags.indexOf(`--${name}`);
+      if (at < 0) throw new Error(`the activator Deployment gives no --${name}: ${flags.join(' ')}`);
+      return flags[at + 1]!;
+    };
+    expect(container.env?.map((variable) => variable.name)).toEqual(['POD_NAME', 'POD_NAMESPACE']);
+    return {
+      host: '127.0.0.1',
+      port: 0,
+      adminHost: '127.0.0.1',
+      adminPort: 0,
+      identity: 'runlet-activator-0',
+      // POD_NAMESPACE: the release namespace.
+      keySecret: { namespace: RELEASE.namespace, name: flag('key-secret') },
+      watchdogMs: 120_000,
+      drainMs: 0,
+      limits: { callsPerApp: Number(flag('max-calls-per-app')), calls: Number(flag('max-calls')), bodyBytes: Number(flag('max-body-mib')) * 1024 * 1024 },
+    };
+  }
+
+  type Made = { method: string; path: string; watch: boolean; contentType: string | undefined };
+  type Awaited = { method: string; pathPattern: RegExp; watch?: boolean; by?: 'activator' };
+
   /**
-   * Runs an operator with that configuration, its holder as `runlet operator` runs it (callers of team-a
-   * authenticated with its key here), until every request of `done` is logged, calling `meanwhile` once it
-   * listens; the requests it made meanwhile.
+   * Runs an operator with that configuration and, when the chart deploys one, an activator as `runlet activator`
+   * runs it (callers of team-a authenticated with its key here; its own token, so that its requests are told
+   * apart), until every request of `done` is logged (by the operator, or `by` the activator), calling
+   * `meanwhile` once both listen; the requests each made meanwhile. The activator starts once the operator
+   * made `activatorAfter`, if given.
    */
-  async function requestsOfOperator(
+  async function requestsOf(
     chart: RenderedChart,
-    done: { method: string; pathPattern: RegExp; watch?: boolean }[],
-    meanwhile: (operator: Operator, url: string) => Promise<void> = async () => {},
-  ): Promise<{ method: string; path: string; watch: boolean; contentType: string | undefined }[]> {
+    done: Awaited[],
+    meanwhile: (running: { operator: Operator; url: string; activator: Activator | undefined }) => Promise<void> = async () => {},
+    activatorAfter?: Awaited,
+  ): Promise<{ operator: Made[]; activator: Made[] }> {
     const from = server!.requests.length;
     const config = resolveConfig(...chartConfig(chart));
     const auth = new RunAuthenticator({ audience: 'runlet', hs256Keys: { 'team-a': new TextEncoder().encode(PROJECT_KEY) } });
     // Two days on, for the janitor: a RunLog written now is past the default retention of a day.
     const clock = () => new Date(Date.now() + 2 * 86_400_000);
-    operator = createOperator({ kubeConfig: server!.kubeConfig(), config, logger: pino({ level: 'silent' }), processMetrics: false, holder: config.holder.enabled ? { auth } : undefined, clock });
+    const holder = !config.holder.enabled ? undefined : config.holder.inOperator ? { auth } : ('external' as const);
+    operator = createOperator({ kubeConfig: server!.kubeConfig({ token: OPERATOR_TOKEN }), config, logger: pino({ level: 'silent' }), processMetrics: false, holder, clock });
+    activator = holder === 'external' ? createActivator({ kubeConfig: server!.kubeConfig({ token: ACTIVATOR_TOKEN }), config: chartActivatorConfig(chart), auth, logger: pino({ level: 'silent' }), processMetrics: false }) : undefined;
     try {
       operator.start();
       const url = await operator.listen();
-      await meanwhile(operator, url);
-      for (const request of done) await server!.waitForRequest(request, 20_000);
-      // Stopping releases the Lease: those requests count too.
+      if (activatorAfter !== undefined) await server!.waitForRequest({ ...activatorAfter, token: OPERATOR_TOKEN }, 20_000);
+      await activator?.listen();
+      await meanwhile({ operator, url, activator });
+      for (const { by, ...request } of done) await server!.waitForRequest({ ...request, token: by === 'activator' ? ACTIVATOR_TOKEN : OPERATOR_TOKEN }, 20_000);
+      // Stopping releases the Lease, and the activator's claims: those requests count too.
+      await activator?.stop();
       await operator.stop();
     } finally {
       await auth.close();
     }
-    operator = undefined;
-    return server!.requests.slice(from);
+    operator = activator = undefined;
+    const made = server!.requests.slice(from);
+    return { operator: made.filter((request) => request.token === OPERATOR_TOKEN), activator: made.filter((request) => request.token === ACTIVATOR_TOKEN) };
   }
 
   it('makes only requests its ClusterRole and Roles allow, with its holder taking a call at zero, binding the sidecar ClusterRole in place of an earlier version’s Role', async () => {
@@ -300,13 +343,29 @@ describe('the operator under the chart’s RBAC', () => {
         const answer = await running.server.inject({ method: 'GET', url: '/v2/projects/team-a/apps/hello/runs', headers: { authorization: `Bearer ${viewerToken}` } });
         expect(answer.statusCode, answer.body).toBe(200);
       };
-      const callAtZero = async (running: Operator) => {
-        const answer = await fetch(`${running.holder!.url}/v4/team-a/zero/run?async=true`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${await signLocalToken({ projectId: 'team-a', key: PROJECT_KEY })}`, 'content-type': 'application/json' },
-          body: '{}',
-        });
-        expect(answer.status).toBe(202);
+      // The activator takes calls to the App at zero: two async ones (held records, then the wake), and a sync one,
+      // which waits for a pod (none comes here) until its caller gives up; the run id of the first async call.
+      const callAtZero = async (holderUrl: string): Promise<string> => {
+        const headers = { authorization: `Bearer ${await signLocalToken({ projectId: 'team-a', key: PROJECT_KEY })}`, 'content-type': 'application/json' };
+        const runIds: string[] = [];
+        for (const _ of [1, 2]) {
+          const answer = await fetch(`${holderUrl}/v4/team-a/zero/run?async=true`, { method: 'POST', headers, body: '{}' });
+          expect(answer.status).toBe(202);
+          runIds.push(answer.headers.get('x-request-id')!);
+        }
+        const givenUp = new AbortController();
+        const sync = fetch(`${holderUrl}/v4/team-a/zero/run`, { method: 'POST', headers, body: '{}', signal: givenUp.signal });
+        await vi.waitFor(() => expect(activator?.holder?.calls).toBe(3), { timeout: 10_000 });
+        givenUp.abort();
+        await expect(sync).rejects.toThrow(/abort/i);
+        return runIds[0]!;
+      };
+      // The operator cancels a held async call through the management API: it reads and deletes its record.
+      server.allow({ user: 'viewer', verb: RUNS_CANCEL_ACCESS.verb, group: RUNS_CANCEL_ACCESS.group, resource: RUNS_CANCEL_ACCESS.resource, namespace: 'team-a' });
+      const cancelHeld = async (running: Operator, runId: string) => {
+        const answer = await running.server.inject({ method: 'POST', url: `/v2/projects/team-a/apps/zero/runs/${runId}/cancel`, headers: { authorization: `Bearer ${viewerToken}` } });
+        expect(answer.statusCode, answer.body).toBe(202);
+        expect(answer.json()).toMatchObject({ item: { id: runId, status: 'cancelled' } });
       };
       // An API key made and revoked through the management API: a ServiceAccount, its binding and token.
       server.tokens.set('keys.admin.x', { username: 'keys-admin' });
@@ -320,7 +379,7 @@ describe('the operator under the chart’s RBAC', () => {
 
       // With the app ingress on (production values), then off (defaults): the second removes the Ingress, and its
       // holder takes over the call the first one held.
-      const productionRequests = await requestsOfOperator(
+      const productionRun = await requestsOf(
           production,
           [
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/apps\/hello\/status$/ },
@@ -329,35 +388,38 @@ describe('the operator under the chart’s RBAC', () => {
             { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/endpointslices\/zero-9999-ipv4$/ },
             { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/endpoints\/zero$/ },
             { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
-            { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/ },
+            { method: 'PUT', pathPattern: /\/namespaces\/team-a\/deployments\/zero\/scale$/, by: 'activator' },
             { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/serviceaccounts\/runlet-key-ci$/ },
             { method: 'GET', pathPattern: /\/namespaces\/team-a\/runlogs\/hello-gone-lost$/ },
             { method: 'PUT', pathPattern: /\/namespaces\/team-a\/runlogs\/hello-gone-lost\/status$/ },
             { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/runlogs\/hello-gone-old$/ },
             { method: 'POST', pathPattern: /\/subjectaccessreviews$/ },
           ],
-          async (running, url) => {
-            await callAtZero(running);
+          async ({ operator: running, url, activator: holding }) => {
+            await cancelHeld(running, await callAtZero(holding!.holder!.url));
             await keyRoundTrip(url);
             await listRuns(running);
           },
+          // The operator makes the holder key (it copies it into team-a), then the activator reads it.
+          { method: 'POST', pathPattern: new RegExp(`/namespaces/${RELEASE.namespace}/secrets$`) },
         );
       const defaults = renderWith(VALUE_SETS.default);
-      // Its holder takes over the call held at zero; then the App is deleted, and the call with it.
+      // Its activator takes over the call held at zero; then the App is deleted, and the call with it.
       const heldRecord = new RegExp(`/namespaces/${RELEASE.namespace}/secrets/runlet-held-`);
       const deleteZero = async () => {
-        // Once its holder's sweep has claimed the call (the first run's holder never did: it was still waiting for a pod).
-        await server!.waitForRequest({ method: 'PUT', pathPattern: heldRecord }, 20_000);
+        // Once its activator's sweep has claimed the call (the first run's never did: it was still waiting for a pod).
+        await server!.waitForRequest({ method: 'PUT', pathPattern: heldRecord, token: ACTIVATOR_TOKEN }, 20_000);
         await api.delete(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a', name: 'zero' }));
       };
-      const defaultRun = await requestsOfOperator(defaults, [
+      const defaultRun = await requestsOf(defaults, [
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/ingresses\/hello$/ },
           { method: 'DELETE', pathPattern: /\/namespaces\/team-a\/networkpolicies\/hello$/ },
-          { method: 'DELETE', pathPattern: heldRecord },
+          { method: 'DELETE', pathPattern: heldRecord, by: 'activator' },
           { method: 'GET', pathPattern: /^\/api\/v1\/nodes$/, watch: true },
         ], deleteZero);
       // Less the test's own deletion of the App (the operator deletes no App).
-      const defaultRequests = defaultRun.filter((request) => !(request.method === 'DELETE' && request.path.endsWith('/apps/zero')));
+      const productionRequests = productionRun.operator;
+      const defaultRequests = defaultRun.operator;
 
       // Each run against the roles of the chart it ran with (the production values fix nativeSidecars: false).
       const attributesUnder = (chart: RenderedChart, requests: typeof productionRequests) => {
@@ -411,10 +473,49 @@ describe('the operator under the chart’s RBAC', () => {
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
       const watches = ['watch ingresses', 'watch rolebindings', 'watch serviceaccounts'];
-      const holding = ['get secrets', 'create secrets', 'patch secrets', 'list secrets', 'update secrets', 'get endpoints', 'watch endpoints', 'list endpointslices', 'patch endpointslices', 'delete endpoints', 'get deployments/scale', 'update deployments/scale'];
+      const holding = ['get secrets', 'create secrets', 'delete secrets', 'patch secrets', 'get endpoints', 'watch endpoints', 'list endpointslices', 'patch endpointslices', 'delete endpoints'];
       const keys = ['create serviceaccounts', 'create rolebindings', 'create serviceaccounts/token', 'delete serviceaccounts'];
       for (const expected of [...kinds, ...watches, ...holding, ...keys, 'delete rolebindings', 'delete roles', 'list nodes', 'watch nodes']) {
         expect(seen, expected).toContain(expected);
+      }
+
+      // The activator, likewise under its own ClusterRole and Role: every request allowed, no right unused.
+      const activatorRoles = (chart: RenderedChart) =>
+        [
+          ['ClusterRole runlet-activator', objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-activator').rules!, undefined],
+          ['Role runlet-activator', objectOf<V1Role>(chart, 'Role', 'runlet-activator').rules!, RELEASE.namespace],
+        ] as const;
+      const activatorRuns = [[production, productionRun.activator], [defaults, defaultRun.activator]] as const;
+      const activatorAttributes = activatorRuns.flatMap(([chart, requests]) =>
+        requests.flatMap((request) =>
+          requestAttributes(request).map((attrs) => ({
+            request: `${request.method} ${request.path}`,
+            permitted: activatorRoles(chart).some(([, rules, namespace]) => (namespace === undefined || attrs.namespace === namespace) && allows(rules, attrs)),
+            ...attrs,
+          })),
+        ),
+      );
+      expect(activatorAttributes.filter((attrs) => !attrs.permitted)).toEqual([]);
+      // An API key's call is checked against its ServiceAccount (run-request/auth/service-account-check.ts): this
+      // run's callers hold the project's shared key, which names no ServiceAccount.
+      const madeOnlyForApiKeys = new Set(['ClusterRole runlet-activator: get core/serviceaccounts']);
+      const activatorGranted = new Set<string>();
+      const activatorUsed = new Set<string>();
+      for (const [chart, requests] of activatorRuns) {
+        const made = requests.flatMap((request) => requestAttributes(request));
+        for (const [role, rules, namespace] of activatorRoles(chart)) {
+          for (const right of rightsOf(rules)) {
+            const name = `${role}: ${describeRight(right)}`;
+            activatorGranted.add(name);
+            if (made.some((request) => (namespace === undefined || request.namespace === namespace) && uses(right, request))) activatorUsed.add(name);
+          }
+        }
+      }
+      const activatorUnused = [...activatorGranted].filter((right) => !activatorUsed.has(right) && !madeOnlyForApiKeys.has(right));
+      expect(activatorUnused, 'rights of the activator that none of its requests used: drop them from the chart and the README table, or make this run use them').toEqual([]);
+      const activatorSeen = new Set(activatorAttributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
+      for (const expected of ['watch apps', 'watch pods', 'get secrets', 'create secrets', 'list secrets', 'update secrets', 'delete secrets', 'get deployments/scale', 'update deployments/scale']) {
+        expect(activatorSeen, `activator: ${expected}`).toContain(expected);
       }
 
       // RBAC escalation prevention: the binding is allowed because the operator may `bind` the ClusterRole it names.

@@ -53,6 +53,7 @@ describe('test controls', () => {
         watch: false,
         status: 200,
         injected: false,
+        token: 'fake-token',
       },
     ]);
     expect(kube.server.countRequests({ method: 'GET', pathPattern: '/pods' })).toBe(1);

@@ -52,6 +52,8 @@ export interface RequestRecord {
   status: number | undefined;
   /** Answered by a failNext rule rather than served. */
   injected: boolean;
+  /** The bearer token the client sent: which client made it, when several share the server (any is accepted). */
+  token: string | undefined;
 }
 
 export interface RequestFilter {
@@ -59,6 +61,8 @@ export interface RequestFilter {
   /** RegExp or substring matched against the path. */
   pathPattern?: RegExp | string;
   watch?: boolean;
+  /** Only requests sent with this bearer token. */
+  token?: string;
 }
 
 /** `refuse`: connections are reset (ECONNRESET). `hang`: requests wait unanswered until resume(). */
@@ -83,6 +87,7 @@ function isWatchRequest(url: URL): boolean {
 function matchesFilter(record: RequestRecord, filter: RequestFilter): boolean {
   if (filter.method !== undefined && record.method !== filter.method.toUpperCase()) return false;
   if (filter.watch !== undefined && record.watch !== filter.watch) return false;
+  if (filter.token !== undefined && record.token !== filter.token) return false;
   const pattern = filter.pathPattern;
   if (pattern === undefined) return true;
   return typeof pattern === 'string' ? record.path.includes(pattern) : pattern.test(record.path);
@@ -330,6 +335,7 @@ export class KubeApiServer {
       watch: method === 'GET' && isWatchRequest(url),
       status: undefined,
       injected: false,
+      token: /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1],
     };
     this.requests.push(record);
     for (const waiter of this.requestWaiters) waiter(record);

@@ -2,8 +2,9 @@
 // service-account tokens and OwnerReferencesPermissionEnforcement, the controller manager (Deployment →
 // ReplicaSet → Pod, garbage collector) and the scheduler, which binds App pods to the test kubelet's Node;
 // the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
-// on, less what 1.20 does not serve (kube-1.20.ts), and the operator runs in this process with a token of install.yaml's ServiceAccount, so its
-// ClusterRole is what it may do. Sidecars use their pod's service-account token, as in a cluster.
+// on, less what 1.20 does not serve (kube-1.20.ts), and the operator and the activator run in this process with
+// tokens of install.yaml's ServiceAccounts, so their ClusterRoles and Roles are what they may do. Sidecars use
+// their pod's service-account token, as in a cluster.
 // The kubelet reports pods at addresses of the test pod network (a documentation range, test/kubelet/pod-network.ts),
 // which the API server takes in Endpoints as it would not 127.0.0.1; nothing dials them: the test process and
 // every sidecar refuse any connection but to the loopback (test/support/loopback-only.ts), and close() fails
@@ -36,6 +37,8 @@ const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 const TOKEN_AUDIENCE = 'runlet';
 /** install.yaml's operator identity: the ServiceAccount its ClusterRole is bound to, and its Lease. */
 export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-operator', lease: 'runlet-operator' } as const;
+/** install.yaml's activator identity: the ServiceAccount its ClusterRole and Role are bound to. */
+export const ACTIVATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-activator', deployment: 'runlet-activator' } as const;
 /** The Service whose Endpoints list the holder (named apart from any the chart may ship: the tier writes its Endpoints). */
 const HOLDER_SERVICE = 'runlet-e2e-holder';
 
@@ -111,8 +114,9 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     await writeFile(manifest, forKube120(await readFile(join(REPO, 'install.yaml'), 'utf8')));
     await kubectl('apply', '-f', manifest);
     await kubectl('wait', '--for', 'condition=Established', '--timeout', '60s', 'crd/apps.runlet.dev', 'crd/runlogs.runlet.dev');
-    // The operator runs in this process instead (same ServiceAccount and Lease), where the test reads its log.
-    await kubectl('scale', '--namespace', OPERATOR.namespace, 'deployment/runlet-operator', '--replicas', '0');
+    // The operator and the activator run in this process instead (same ServiceAccounts and Lease), where the test
+    // reads their logs.
+    await kubectl('scale', '--namespace', OPERATOR.namespace, 'deployment/runlet-operator', `deployment/${ACTIVATOR.deployment}`, '--replicas', '0');
 
     const tokenOf = (namespace: string, name: string, audiences?: string[]) => requestToken(core, namespace, name, { audiences });
     const serviceAccountConfig = async (namespace: string, name: string, audiences?: string[]) => {
@@ -134,7 +138,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     });
     stops.push(() => kubelet.stop());
 
-    const holderOptions = options.holder ? await prepareHolder(workDir, controlPlane, () => tokenOf(OPERATOR.namespace, OPERATOR.serviceAccount)) : undefined;
+    const holderOptions = options.holder ? await prepareHolder(workDir, controlPlane, () => tokenOf(ACTIVATOR.namespace, ACTIVATOR.serviceAccount)) : undefined;
     const holder: OperatorHolderOptions | undefined =
       holderOptions === undefined
         ? undefined
@@ -177,21 +181,21 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       return operator;
     };
     const operator = await startOperator('e2e-operator-1');
-    // The activator as `runlet activator` composes it, with the operator's ServiceAccount: install.yaml's RBAC
-    // grants the holder's rights to the operator, whose pods still run it in the chart.
+    // The activator as `runlet activator` composes it, with its own ServiceAccount: install.yaml's RBAC for the
+    // activator Deployment is what it may do.
     const activatorLog = join(workDir, 'activator.log');
     const activator =
       holder === undefined
         ? undefined
         : createActivator({
-            kubeConfig: await serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount),
+            kubeConfig: await serviceAccountConfig(ACTIVATOR.namespace, ACTIVATOR.serviceAccount),
             config: {
               host: '127.0.0.1',
               port: 0,
               adminHost: '127.0.0.1',
               adminPort: 0,
               identity: 'e2e-activator-1',
-              keySecret: { namespace: OPERATOR.namespace, name: 'runlet-holder-key' },
+              keySecret: { namespace: ACTIVATOR.namespace, name: 'runlet-holder-key' },
               watchdogMs: 60_000,
               drainMs: 0,
             },
@@ -248,12 +252,12 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
 
 /**
  * The holder's trust, as the sidecars': tokens of the API server's issuer for the run interface's audience (its
- * key set fetched with the operator's own token). What it may do is install.yaml's RBAC alone; the key it
+ * key set fetched with the activator's own token). What it may do is install.yaml's RBAC alone; the key it
  * signs hand-overs with is the Secret the operator makes, which the sidecars read through their copies.
  */
-async function prepareHolder(workDir: string, controlPlane: ControlPlane, operatorToken: () => Promise<string>): Promise<Omit<OperatorHolderOptions, 'replicaAddress'>> {
+async function prepareHolder(workDir: string, controlPlane: ControlPlane, activatorToken: () => Promise<string>): Promise<Omit<OperatorHolderOptions, 'replicaAddress'>> {
   const tokenFile = join(workDir, 'holder-jwks-token');
-  await writeFile(tokenFile, await operatorToken());
+  await writeFile(tokenFile, await activatorToken());
   return {
     auth: new RunAuthenticator({ audience: DEFAULT_AUDIENCE, jwksUrl: `${controlPlane.server}/openid/v1/jwks`, jwksCaFile: controlPlane.caFile, jwksTokenFile: tokenFile }),
     retryDelayMs: 200,

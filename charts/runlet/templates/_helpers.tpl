@@ -20,7 +20,12 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-operator" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The Service listing the operator pods' holder port; its key's Secret is "<this>-key". */}}
+{{/* The activator's Deployment, ServiceAccount, PodDisruptionBudget and RBAC share this name. */}}
+{{- define "runlet.activatorName" -}}
+{{- printf "%s-activator" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Service listing the activator pods' holder port; its key's Secret is "<this>-key". */}}
 {{- define "runlet.holderName" -}}
 {{- printf "%s-holder" (include "runlet.fullname" .) | trunc 59 | trimSuffix "-" }}
 {{- end }}
@@ -66,6 +71,28 @@ app.kubernetes.io/component: operator
 {{- define "runlet.operatorLabels" -}}
 {{ include "runlet.labels" . }}
 app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* The activator pods' selector: fixed for the life of the Deployment, as the operator's. */}}
+{{- define "runlet.activatorSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: activator
+{{- end }}
+
+{{- define "runlet.activatorLabels" -}}
+{{ include "runlet.labels" . }}
+app.kubernetes.io/component: activator
+{{- end }}
+
+{{/*
+On the operator and activator pods: the peers an App's NetworkPolicy admits (the activator hands held calls to
+the run port, the operator scrapes load and cancels on the admin port). A label of its own, since the two
+components differ in app.kubernetes.io/component and the release's other pods (PostgreSQL) must not match.
+*/}}
+{{- define "runlet.appPeerLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+runlet.dev/app-peer: "true"
 {{- end }}
 
 {{/* Image tags default to the chart's appVersion: chart and images are released together. */}}
@@ -136,11 +163,11 @@ networkPolicy:
   {{- else }}
   metricsFromNamespaces: []
   {{- end }}
-  # The operator pods: the holder in them hands held calls over to App pods.
+  # The operator and activator pods: the activator hands held calls over to App pods, the operator scrapes their load.
   operatorPods:
     namespace: {{ .Release.Namespace | quote }}
     matchLabels:
-      {{- include "runlet.operatorSelectorLabels" . | nindent 6 }}
+      {{- include "runlet.appPeerLabels" . | nindent 6 }}
 {{- else }}
 networkPolicy: null
 {{- end }}
@@ -161,15 +188,12 @@ server:
 {{- if .Values.holder.enabled }}
 holder:
   enabled: true
-  host: 0.0.0.0
-  port: {{ .Values.holder.port }}
+  # The activator Deployment holds the calls; the operator points Apps at zero at its pods and copies the keys.
+  inOperator: false
   # The chart's Service and the key's Secret, in the release namespace (the Role <release>-operator-holder).
   serviceNamespace: {{ .Release.Namespace | quote }}
   serviceName: {{ include "runlet.holderName" . | quote }}
   keySecretName: {{ printf "%s-key" (include "runlet.holderName" .) | quote }}
-  maxHeldCallsPerApp: {{ .Values.holder.maxHeldCallsPerApp }}
-  maxHeldCalls: {{ .Values.holder.maxHeldCalls }}
-  maxHeldBodyMiB: {{ .Values.holder.maxHeldBodyMiB }}
 {{- else }}
 holder:
   enabled: false
