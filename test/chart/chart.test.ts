@@ -43,7 +43,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(problems).toEqual([]);
   });
 
-  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole and the embedded PostgreSQL, namespaced in the release namespace', () => {
+  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole (no PostgreSQL unless asked for), namespaced in the release namespace', () => {
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
@@ -67,17 +67,13 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'Role/runlet-activator',
         'Role/runlet-operator-holder',
         'Role/runlet-operator-leader-election',
-        'Role/runlet-operator-results',
         'RoleBinding/runlet-activator',
         'RoleBinding/runlet-operator-holder',
         'RoleBinding/runlet-operator-leader-election',
-        'RoleBinding/runlet-operator-results',
         'Service/runlet-holder',
         'Service/runlet-operator',
-        'Service/runlet-postgres',
         'ServiceAccount/runlet-activator',
         'ServiceAccount/runlet-operator',
-        'StatefulSet/runlet-postgres',
       ].sort(),
     );
     const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
@@ -112,15 +108,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(container.startupProbe!.periodSeconds! * container.startupProbe!.failureThreshold!).toBeGreaterThanOrEqual(60);
   });
 
-  it('gives the pods their name and namespace, the run history database, and the configuration file from the ConfigMap', () => {
+  it('gives the pods their name and namespace, the run history retention, and the configuration file from the ConfigMap', () => {
     expect(container.args).toEqual(['operator', '--config', CONFIG_PATH]);
+    // No PostgreSQL unless asked for (results.postgres.embedded.enabled or existingSecret): history in RunLogs.
     expect(container.env).toEqual([
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-      // The embedded PostgreSQL's Secret, which the operator makes at first start: optional until then.
-      { name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'runlet-postgres', key: 'dsn', optional: true } } },
-      { name: 'RUNLET_RESULTS_POSTGRES_SECRET', value: 'runlet-postgres' },
-      { name: 'RUNLET_RESULTS_POSTGRES_HOST', value: 'runlet-postgres.runlet-system.svc' },
       { name: 'RUNLET_RESULTS_RETENTION_DAYS', value: '30' },
     ]);
     const mount = container.volumeMounts!.find((m) => CONFIG_PATH.startsWith(`${m.mountPath}/`))!;
@@ -210,7 +203,8 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('admits the operator and activator pods, and only them of the release, to App pods when the NetworkPolicy is on', async () => {
     const peers = (await operatorConfigOf(objectOf<V1ConfigMap>(renderWith(valuesFiles, { apps: { networkPolicy: { enabled: true } } }), 'ConfigMap', `${NAME}-config`))).networkPolicy!.operatorPods;
-    const podLabels = (kind: string, name: string) => objectOf<V1Deployment | V1StatefulSet>(chart, kind, name).spec!.template.metadata!.labels!;
+    const withPostgres = renderWith(valuesFiles, { results: { postgres: { embedded: { enabled: true } } } });
+    const podLabels = (kind: string, name: string) => objectOf<V1Deployment | V1StatefulSet>(withPostgres, kind, name).spec!.template.metadata!.labels!;
     const matches = (labels: Record<string, string>) => Object.entries(peers.matchLabels).every(([key, value]) => labels[key] === value);
     expect(peers.namespace).toBe(RELEASE.namespace);
     expect(matches(podLabels('Deployment', NAME))).toBe(true);

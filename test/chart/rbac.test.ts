@@ -77,7 +77,10 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
 
   it("are the operator's ClusterRole, leader-election Role, holder Role and results Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
-    const { cluster, leaderElection, holder, results } = operatorRoles(chart);
+    const { cluster, leaderElection, holder } = operatorRoles(chart);
+    // The results Role comes with the embedded PostgreSQL, which the default does not install.
+    expect(operatorRoles(chart).results).toEqual([]);
+    const { results } = operatorRoles(renderWith([], { results: { postgres: { embedded: { enabled: true } } } }));
     expect(new Set(table.map((row) => row.scope))).toEqual(
       new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)', 'release namespace (results)']),
     );
@@ -97,7 +100,7 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   });
 
   it('lose the (results) rows, and the results Role, with results.postgres.existingSecret', () => {
-    expect(operatorRoles(renderWith([], { results: { postgres: { existingSecret: 'managed-postgres' } } })).results).toEqual([]);
+    expect(operatorRoles(renderWith([], { results: { postgres: { existingSecret: 'managed-postgres', embedded: { enabled: true } } } })).results).toEqual([]);
   });
 
   it.each([false, true])('lose the (auto sidecars) row with apps.nativeSidecars %s', (nativeSidecars) => {

@@ -7,10 +7,19 @@ import { describe, expect, it } from 'vitest';
 import { kubernetesProblems } from './kube-validate.ts';
 import { objectOf, renderWith, VALUE_SETS } from './rendered.ts';
 
+/** The embedded PostgreSQL is asked for: the chart's default installs none (history stays in RunLogs). */
+const EMBEDDED = { results: { postgres: { embedded: { enabled: true } } } };
+
 const PASSWORD_LIKE = /password\s*[:=]\s*["']?[A-Za-z0-9+/]{8,}/i;
 
-describe('the embedded PostgreSQL (default values)', () => {
-  const chart = renderWith(VALUE_SETS.default);
+describe('the embedded PostgreSQL (asked for: results.postgres.embedded.enabled)', () => {
+  it('is not installed by default: no PostgreSQL, no database for the operator (history in RunLogs)', () => {
+    const plain = renderWith(VALUE_SETS.default);
+    expect(plain.manifests.some((m) => m.object.kind === 'StatefulSet')).toBe(false);
+    expect(JSON.stringify(plain.manifests)).not.toContain('RUNLET_RESULTS_DSN');
+  });
+
+  const chart = renderWith(VALUE_SETS.default, EMBEDDED);
   const statefulSet = objectOf<V1StatefulSet>(chart, 'StatefulSet', 'runlet-postgres');
   const pod = statefulSet.spec!.template.spec!;
   const container = pod.containers[0]!;
@@ -44,6 +53,8 @@ describe('the embedded PostgreSQL (default values)', () => {
     for (const manifest of chart.manifests) expect(JSON.stringify(manifest.object), manifest.source).not.toMatch(PASSWORD_LIKE);
     const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'runlet-postgres', key: 'dsn', optional: true } } });
+    // And the sidecars send their records to its collector, or the management API would list none of them.
+    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' });
   });
 
   it('lets the operator read and create that Secret in the release namespace, and nothing more', () => {
@@ -57,7 +68,7 @@ describe('the embedded PostgreSQL (default values)', () => {
   });
 
   it('takes a StorageClass, a size and a retention', () => {
-    const sized = renderWith([], { results: { retentionDays: 90, postgres: { embedded: { storage: { size: '200Gi', storageClassName: 'fast-ssd' } } } } });
+    const sized = renderWith([], { results: { retentionDays: 90, postgres: { embedded: { enabled: true, storage: { size: '200Gi', storageClassName: 'fast-ssd' } } } } });
     const claim = objectOf<V1StatefulSet>(sized, 'StatefulSet', 'runlet-postgres').spec!.volumeClaimTemplates![0]!;
     expect(claim.spec).toMatchObject({ storageClassName: 'fast-ssd', resources: { requests: { storage: '200Gi' } } });
     const operator = objectOf<V1Deployment>(sized, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
@@ -73,6 +84,7 @@ describe('an external PostgreSQL (results.postgres.existingSecret)', () => {
     expect(names.filter((name) => /postgres|results/.test(name))).toEqual([]);
     const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'managed-postgres', key: 'dsn' } } });
+    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' });
     expect(operator.env!.map((variable) => variable.name)).not.toContain('RUNLET_RESULTS_POSTGRES_SECRET');
   });
 });
