@@ -86,7 +86,8 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
       if (appPod === undefined) throw new Error(`no pod of demo/hello runs in the test kubelet; it runs: ${kubelet.pods().map((p) => `${p.namespace}/${p.name}`).join(', ')}`);
       const managementApi = await waitFor(
         async () => {
-          for (const pod of kubelet.pods({ namespace: 'runlet-system' })) {
+          // The operator's pods: the activator's share the namespace, and serve no management API.
+          for (const pod of kubelet.pods({ namespace: 'runlet-system', labels: { 'app.kubernetes.io/component': 'operator' } })) {
             const url = pod.url(8080);
             if ((await fetch(`${url}/ready`).catch(() => undefined))?.ok) return url;
           }
