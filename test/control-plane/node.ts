@@ -123,7 +123,10 @@ export async function startRealNode(controlPlane: ControlPlane, images: readonly
       if (agent === undefined) {
         const socketPath = join(nodeDir, `to-${target.replaceAll(':', '-')}.sock`);
         await relay(socketPath, [`UNIX-LISTEN:${socketPath},fork,unlink-early`, `TCP:${target}`]);
-        agent = new Agent({ connect: { socketPath } });
+        // One connection per call (pipelining 0: no keep-alive). Reusing one through this relay and kube-proxy
+        // after a stream answer got "other side closed" on the next call, 2 of 5 runs, cause not found yet; each
+        // call on a connection of its own keeps what this tier proves (pods, probes, Services) apart from it.
+        agent = new Agent({ connect: { socketPath }, pipelining: 0 });
         agents.set(target, agent);
       }
       return undiciFetch(url, { ...init, dispatcher: agent });
