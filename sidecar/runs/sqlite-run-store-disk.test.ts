@@ -13,6 +13,7 @@ import { ProblemError } from '../../crds/problem.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { pendingAsyncRunRecord, runRecord } from '../../test/support/sqlite-run-records.ts';
 import { SqliteRunStore } from './sqlite-run-store.ts';
+import { listQuery } from '../../test/support/list-query.ts';
 
 const IS_ROOT = process.getuid?.() === 0;
 
@@ -91,7 +92,7 @@ describe.runIf(IS_ROOT)('the SQLite run store on a full disk (needs root: it mou
     const after = runRecord();
     await store.saveDurably(after);
     await store.flush();
-    const listed = await store.listRuns({ projectId: 'demo', appName: 'hello', pageSize: 50, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null });
+    const listed = await store.listRuns(listQuery('demo', 'hello'));
     expect(listed.items.map((run) => run.id).sort()).toEqual([before.id, after.id].sort());
     expect(await store.getRun('demo', 'hello', refused.id)).toBeUndefined();
     expect(store.has(refused.id)).toBe(false);
@@ -117,7 +118,7 @@ describe.runIf(IS_ROOT)('the SQLite run store on a full disk (needs root: it mou
     const waiting = bulky(runRecord());
     store.save(waiting);
 
-    const query = { projectId: 'demo', appName: 'hello', pageSize: 50, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null } as const;
+    const query = listQuery('demo', 'hello');
     for (const read of [() => store.listRuns(query), () => store.getRun('demo', 'hello', kept.id)]) {
       const error = await read().then(() => undefined, (failure: unknown) => failure);
       expect(error).toBeInstanceOf(ProblemError);

@@ -12,6 +12,7 @@ import { RUNS_DB_FILE_NAME, SCHEMA_VERSION, SqliteRunStore } from './sqlite-run-
 import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../../test/support/sqlite-run-records.ts';
+import { listQuery } from '../../test/support/list-query.ts';
 
 const CRASH_CHILD = join(import.meta.dirname, '../../test/support/sqlite-run-store-crash-child.ts');
 
@@ -380,18 +381,7 @@ function expectedIds(runs: readonly RunRecord[], filter: Pick<ListRunsQuery, 'as
 }
 
 function query(overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
-  return {
-    projectId: 'demo',
-    appName: 'hello',
-    pageSize: 50,
-    beforeId: null,
-    asyncOnly: false,
-    status: null,
-    functionName: null,
-    createdAfter: null,
-    createdBefore: null,
-    ...overrides,
-  };
+  return listQuery('demo', 'hello', overrides);
 }
 
 /** Deterministic pseudo-random numbers in [0, 1) (mulberry32), so a failure can be replayed. */

@@ -136,4 +136,11 @@ describe('runlet activator', () => {
     expect(await activator.exited).toBe(2);
     expect(activator.output()).toContain('--auth-jwks-url');
   }, START_TIMEOUT_MS);
+
+  it('refuses a bound of held calls that is not a whole number above 0, naming the flag', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--max-calls-per-app', '0'] });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--max-calls-per-app must be a whole number');
+  }, START_TIMEOUT_MS);
 });

@@ -11,6 +11,7 @@ import type { ListRunsQuery } from '../../management/run-source.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
+import { listQuery } from '../support/list-query.ts';
 
 let server: PostgresServer;
 let results: OpenResults;
@@ -26,7 +27,7 @@ afterAll(async () => {
 });
 
 function query(appName: string, overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
-  return { projectId: 'demo', appName, pageSize: 500, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null, ...overrides };
+  return listQuery('demo', appName, { pageSize: 500, ...overrides });
 }
 
 /** The row's transaction id: it changes whenever the row is written, even with the same values. */

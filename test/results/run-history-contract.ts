@@ -9,6 +9,7 @@ import type { RunHistory } from '../../results/run-history.ts';
 import type { RunOutcome } from '../../sidecar/modes/outcome.ts';
 import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { runRecord } from '../support/sqlite-run-records.ts';
+import { listQuery } from '../support/list-query.ts';
 
 export interface HistoryUnderTest {
   history: RunHistory;
@@ -34,18 +35,7 @@ function runAt(appName: string, minutes: number, overrides: Partial<RunRecord> =
 }
 
 function query(appName: string, overrides: Partial<ListRunsQuery> = {}): ListRunsQuery {
-  return {
-    projectId: 'demo',
-    appName,
-    pageSize: 50,
-    beforeId: null,
-    asyncOnly: false,
-    status: null,
-    functionName: null,
-    createdAfter: null,
-    createdBefore: null,
-    ...overrides,
-  };
+  return listQuery('demo', appName, overrides);
 }
 
 /** Every page of a list, following each page's last id as the API's nextToken does. */

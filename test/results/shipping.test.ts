@@ -16,6 +16,7 @@ import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
 import { waitFor } from '../support/wait.ts';
+import { listQuery } from '../support/list-query.ts';
 
 const NAMESPACE = 'demo';
 const KEY = resultsKeyOf(Buffer.alloc(32, 7));
@@ -82,7 +83,7 @@ describe('the results shipper', () => {
       expect(await stored(tooLarge)).toEqual(tooLarge);
       expect(tooLarge.resultKept).toBe(false);
       expect(await stored(plain)).toEqual(plain);
-      const page = await results.store.listRuns({ projectId: NAMESPACE, appName: 'keeps', pageSize: 10, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null });
+      const page = await results.store.listRuns(listQuery(NAMESPACE, 'keeps', { pageSize: 10 }));
       expect(page.items.find((run) => run.id === kept.id)).toEqual(kept);
     } finally {
       await store.close();
@@ -146,7 +147,7 @@ describe('the results shipper', () => {
         await store.flush();
         for (const run of accepted) expect(await stored(run)).toEqual(run);
         for (const run of refused) expect(await stored(run)).toBeUndefined();
-        expect((await results.store.listRuns({ projectId: NAMESPACE, appName: 'outage', pageSize: 500, beforeId: null, asyncOnly: false, status: null, functionName: null, createdAfter: null, createdBefore: null })).items).toHaveLength(20);
+        expect((await results.store.listRuns(listQuery(NAMESPACE, 'outage', { pageSize: 500 }))).items).toHaveLength(20);
         expect(store.stats()).toMatchObject({ buffered: 0, dropped: 0, lastError: null });
       } finally {
         await store.close();
