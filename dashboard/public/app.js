@@ -187,9 +187,15 @@ async function runsPage(generation, appName) {
   const older = el('button', { type: 'button', disabled: true }, 'Older runs');
   main.append(el('p', {}, el('a', { href: '#/apps' }, '← All apps')), form, live, tableHolder, el('nav', { 'aria-label': 'Pages of runs', class: 'pager' }, newer, older));
 
+  // Loads overlap (the refresh timer, a filter change, a page button): only the newest one's answer is shown,
+  // and the table is marked busy until it is.
+  let latestLoad = 0;
   async function load(token, { announce } = { announce: false }) {
+    const loadNumber = ++latestLoad;
+    tableHolder.setAttribute('aria-busy', 'true');
     const page = await api('GET', `/apps/${encodeURIComponent(appName)}/runs?${runsQuery(filters, token)}`);
-    if (generation !== pageGeneration) return;
+    if (generation !== pageGeneration || loadNumber !== latestLoad) return;
+    tableHolder.setAttribute('aria-busy', 'false');
     current = token;
     const ids = page.items.map((run) => run.id);
     if (announce && lastIds !== null) {
@@ -203,6 +209,11 @@ async function runsPage(generation, appName) {
     newer.disabled = previous.length === 0;
   }
 
+  function showLoadError(error) {
+    tableHolder.setAttribute('aria-busy', 'false');
+    tableHolder.replaceChildren(alertBox(errorMessage(error)));
+  }
+
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     filters.status = statusSelect.value;
@@ -210,21 +221,21 @@ async function runsPage(generation, appName) {
     previous.length = 0;
     lastIds = null;
     live.textContent = '';
-    void load(null).catch((error) => tableHolder.replaceChildren(alertBox(errorMessage(error))));
+    void load(null).catch(showLoadError);
   });
   older.addEventListener('click', () => {
     previous.push(current);
-    void load(older.dataset.token).catch((error) => tableHolder.replaceChildren(alertBox(errorMessage(error))));
+    void load(older.dataset.token).catch(showLoadError);
   });
   newer.addEventListener('click', () => {
-    void load(previous.pop() ?? null).catch((error) => tableHolder.replaceChildren(alertBox(errorMessage(error))));
+    void load(previous.pop() ?? null).catch(showLoadError);
   });
 
   await load(null);
   // Runs arrive while the newest page is shown: it is read again every few seconds. Older pages stay still.
   pageTimer = setInterval(() => {
     if (previous.length === 0 && generation === pageGeneration) {
-      void load(null, { announce: true }).catch((error) => tableHolder.replaceChildren(alertBox(errorMessage(error))));
+      void load(null, { announce: true }).catch(showLoadError);
     }
   }, RUNS_REFRESH_MS);
   return heading;
@@ -465,6 +476,11 @@ function signInPage(reason) {
     el('p', {}, el('label', { for: 'signin-token' }, 'Service-account token'), tokenInput, el('span', { class: 'hint' }, 'e.g. kubectl create token NAME -n PROJECT, or an API key')),
     el('p', {}, el('button', { type: 'submit' }, 'Sign in')),
   );
+  function showLoadError(error) {
+    tableHolder.setAttribute('aria-busy', 'false');
+    tableHolder.replaceChildren(alertBox(errorMessage(error)));
+  }
+
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     sessionStorage.setItem(PROJECT_KEY, projectInput.value.trim());
