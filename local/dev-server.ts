@@ -21,6 +21,7 @@ import { createFrontedServer } from '../sidecar/run-server.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
+import { DevRetention } from './dev-retention.ts';
 import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
 
 export interface DevServerOptions {
@@ -57,6 +58,8 @@ export interface DevServer {
   url: string;
   apps: DevApp[];
   store: SqliteRunStore;
+  /** The deletion of runs past their retention: at start, then hourly. */
+  retention: DevRetention;
   replica: Replica;
   /** Resolves once every app's runtime has been ready once (or the bound passes; then false). */
   ready(timeoutMs: number): Promise<boolean>;
@@ -75,6 +78,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
 
   // Runs a killed runlet dev left unfinished are failed, and their webhooks sent, as the replica starts.
   const store = new SqliteRunStore({ dataDir: options.dataDir, logger, processName: 'runlet dev' });
+  const retention = new DevRetention({
+    store,
+    apps: loaded.flatMap((app) => (app.spec.runs.retentionDays === undefined ? [] : [{ projectId, appName: app.name, days: app.spec.runs.retentionDays }])),
+    logger,
+  });
   const registry = new AppRegistry();
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({
@@ -162,6 +170,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     url,
     apps,
     store,
+    retention,
     replica,
     async ready(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
@@ -176,6 +185,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         await server.close();
         const graceMs = Math.max(...apps.map((app) => app.target.runTimeLimitMs), 1000);
         await Promise.all(apps.map((app) => app.supervisor.stop(graceMs)));
+        await retention.stop();
         await store.close();
       })();
       return closing;
