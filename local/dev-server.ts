@@ -22,6 +22,7 @@ import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
 import { DevRetention } from './dev-retention.ts';
+import { foreignOriginHook, ownOrigins } from './foreign-origin-guard.ts';
 import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
 
 export interface DevServerOptions {
@@ -124,8 +125,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   // The body's pauses are bounded where it is read (run-request/request-body.ts), the head's by node:http.
   const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
   const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler, serverOptions) });
+  // Known once the port is: nothing is answered before.
+  let origins: ReadonlySet<string> = new Set();
+  server.addHook('onRequest', foreignOriginHook(() => origins));
   await server.register(runInterfaceRoutes(runInterface));
-  // Open: the dev port listens on 127.0.0.1 only and has no authentication anywhere (README, `runlet dev`).
+  // Open: the dev port listens on 127.0.0.1 only, its state-changing routes refuse other origins' pages
+  // (foreign-origin-guard.ts), and it has no authentication anywhere (README, `runlet dev`).
   const admin = createAdminInterface(replica, { drain: 'open' });
   server.all('/admin/*', (request, reply) => {
     reply.hijack();
@@ -161,7 +166,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();
-  const url = `http://${HOST}:${typeof address === 'object' && address ? address.port : options.port}`;
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  const url = `http://${HOST}:${port}`;
+  origins = ownOrigins(port);
 
   const firstReady = Promise.all(apps.map((app) => app.supervisor.start()));
   let closing: Promise<void> | null = null;
