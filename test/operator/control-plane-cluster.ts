@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import type { ConfigLayer } from '../../operator/config.ts';
+import { mergeConfigLayers, type ConfigLayer } from '../../operator/config.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator } from '../../activator/main.ts';
@@ -167,7 +167,9 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     // The collector's URL is rendered into the pods before the operator listens: its port is chosen first.
     const resultsConfig = async (): Promise<ConfigLayer> => {
       const port = await freePort();
-      return { server: { host: '127.0.0.1', port }, results: { collectorUrl: `http://127.0.0.1:${port}` } };
+      // The namespaces' keys, which sign the batches, derive from the hand-over key in the release namespace
+      // (install.yaml's RBAC lets the operator read it there), as the chart configures it.
+      return { server: { host: '127.0.0.1', port }, results: { collectorUrl: `http://127.0.0.1:${port}` }, holder: { serviceNamespace: OPERATOR.namespace } };
     };
 
     const operatorLogs: string[] = [];
@@ -184,7 +186,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         identity,
         // No sidecar setting: the operator reads 1.20 from /version and renders the classic sidecar itself.
         listen: true,
-        config: results !== undefined && identity === FIRST_OPERATOR ? { ...operatorConfig, ...(await resultsConfig()) } : operatorConfig,
+        config: results !== undefined && identity === FIRST_OPERATOR ? mergeConfigLayers(operatorConfig, await resultsConfig()) : operatorConfig,
         results: identity === FIRST_OPERATOR ? results : undefined,
         holder: holder === undefined ? undefined : 'external',
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),

@@ -6,7 +6,7 @@
 // final state. A call refused at the shipper's bound (503 run-store-unavailable) is counted and never listed.
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { MAX_PAGE_SIZE } from '../../management/schemas.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
@@ -48,6 +48,22 @@ describe.skipIf(skipReason !== undefined)('the results store while a part is sto
   beforeAll(async () => {
     postgres = await startPostgres();
     cluster = await startControlPlaneCluster({ resultsDsn: postgres.dsn(await postgres.createDatabase('runlet')) });
+    await prepareApp().catch((error: unknown) => {
+      console.log(cluster.diagnostics());
+      throw error;
+    });
+  }, FILE_TIMEOUT_MS);
+
+  beforeEach((context) => {
+    context.onTestFailed(() => console.log(cluster.diagnostics()));
+  });
+
+  afterAll(async () => {
+    await cluster?.close();
+    await postgres?.stop();
+  });
+
+  async function prepareApp(): Promise<void> {
     app = new HelloApp(cluster.kubeConfig, `runlet-outage-${Date.now().toString(36)}`);
     await app.apply();
     const pod = await waitFor(async () => (await app.pods()).find(isReady), { what: 'the App’s pod Ready', timeoutMs: 2 * STATE_TIMEOUT_MS, intervalMs: 200 });
@@ -70,12 +86,7 @@ describe.skipIf(skipReason !== undefined)('the results store while a part is sto
     const before = await callDuring(1_000);
     expect(before.unexpected).toEqual([]);
     await listedFinished(before.accepted);
-  }, FILE_TIMEOUT_MS);
-
-  afterAll(async () => {
-    await cluster?.close();
-    await postgres?.stop();
-  });
+  }
 
   async function asyncCall(index: number): Promise<{ status: number; runId: string | null; body: string }> {
     const response = await fetch(`${runUrl}/v4/${app.namespace}/hello/run?async=true`, {
