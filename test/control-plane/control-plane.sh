@@ -433,7 +433,7 @@ case "${1:-}" in
   start-apiserver) start_apiserver "${2:-}" ;;
   _supervise) supervise "$2" ;;
   *)
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
