@@ -162,7 +162,12 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       ...options.operatorConfig,
       ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
     };
-    const results = options.resultsDsn === undefined ? undefined : await openResults({ dsn: options.resultsDsn, logger: pino({ level: 'silent' }) });
+    // The store's own log (its pool's connection errors, say) beside the operators'.
+    const resultsLog = join(workDir, 'results-store.log');
+    const results =
+      options.resultsDsn === undefined
+        ? undefined
+        : await openResults({ dsn: options.resultsDsn, logger: pino({ name: 'runlet-results', level: 'debug' }, pino.destination({ dest: resultsLog, mkdir: true, sync: true })) });
     if (results !== undefined) stops.push(() => results.close());
     // The collector's URL is rendered into the pods before the operator listens: its port is chosen first.
     const resultsConfig = async (): Promise<ConfigLayer> => {
@@ -262,7 +267,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return async () => pids.every((pid) => !isAlive(pid));
       },
       diagnostics: () =>
-        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
+        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), ...(results === undefined ? [] : [`== ${resultsLog}\n${readOrEmpty(resultsLog)}`]), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
       close: closeAll,
     };
   } catch (error) {
