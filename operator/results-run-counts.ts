@@ -60,20 +60,14 @@ export class ResultsRunCounts implements RunCountsSource {
 
   async #readOnce(): Promise<void> {
     const rows = await this.#options.store.allRunCounts();
-    const before = this.#read;
     const read = new Map<string, CountsSummary>();
     for (const { projectId, appName, counts } of rows) {
       const { lastRunTime, ...sums } = counts;
       read.set(objectKey(projectId, appName), { counts: sums, lastRunAt: lastRunTime === null ? undefined : Date.parse(lastRunTime) });
     }
     this.#read = read;
-    for (const [appKey, summary] of read) {
-      const previous = before?.get(appKey);
-      if (previous === undefined || previous.lastRunAt !== summary.lastRunAt || !sameCounts(previous, summary)) this.#options.changed(appKey);
-    }
+    // Every App, changed or not: the writer compares with what its status shows and writes only a difference,
+    // so an App its cache did not hold yet at an earlier read is written now.
+    for (const appKey of read.keys()) this.#options.changed(appKey);
   }
-}
-
-function sameCounts(a: CountsSummary, b: CountsSummary): boolean {
-  return a.counts.total === b.counts.total && a.counts.success === b.counts.success && a.counts.failure === b.counts.failure && a.counts.inFlight === b.counts.inFlight;
 }
