@@ -29,6 +29,8 @@ import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
+/** The service-account token every pod's sidecar sends to the API server. */
+export const SIDECAR_TOKEN = 'e2e-sidecar-token';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 
 /** What a test can do to this cluster beyond the shared suite: the API server's and kubelet's controls. */
@@ -72,7 +74,8 @@ export async function startLocalCluster(
   const server = await startKubeApiServer();
   const kubeConfig = server.kubeConfig();
   const serviceAccountDir = join(workDir, 'serviceaccount');
-  await server.writeServiceAccount(serviceAccountDir);
+  // A token of their own (the server accepts any): the request log tells the sidecars' requests from the operator's.
+  await server.writeServiceAccount(serviceAccountDir, { token: SIDECAR_TOKEN });
   await installCrds(kubeConfig);
 
   const authKey = randomBytes(32).toString('hex');
