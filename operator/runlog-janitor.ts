@@ -123,10 +123,14 @@ export class RunLogJanitor {
       .finally(() => (this.#sweeping = false));
   }
 
-  /** A RunLog was written: only one whose pod is gone needs a look. */
+  /**
+   * A RunLog was written (or listed): only one whose pod is gone and that is due for something needs a look. One
+   * kept for its retention is not read again until it is due (without a cache, each look reads it again).
+   */
   runLogChanged(runLog: RunLogObject): void {
     const { namespace, name } = runLog.metadata;
-    if (namespace !== undefined && !podRuns(this.#options.pods.get(namespace, name))) this.#queue.add(objectKey(namespace, name));
+    if (namespace === undefined || podRuns(this.#options.pods.get(namespace, name))) return;
+    if (this.#judge(runLog).verdict.action !== 'keep') this.#queue.add(objectKey(namespace, name));
   }
 
   /** A pod changed or went: its RunLog needs a look once the pod no longer runs. */
@@ -141,12 +145,9 @@ export class RunLogJanitor {
     const slash = key.indexOf('/');
     const namespace = key.slice(0, slash);
     const name = key.slice(slash + 1);
-    const { runLogs, pods, apps, now } = this.#options;
-    let runLog = await runLogs.find(namespace, name);
+    let runLog = await this.#options.runLogs.find(namespace, name);
     for (let round = 1; runLog !== undefined; round += 1) {
-      const app = apps.get(namespace, runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL] ?? '');
-      const retentionSeconds = app?.spec.runs?.retention ?? DEFAULT_RETENTION_SECONDS;
-      const verdict = judgeRunLog(runLog, { pod: pods.get(namespace, name), retentionSeconds, now: now() });
+      const { verdict, retentionSeconds } = this.#judge(runLog);
       if (verdict.action === 'keep') return;
       // The pod and RunLog caches are fed by separate watches: before acting on a pod's absence, ask.
       if (await this.#podRunsOnServer(namespace, name)) return;
@@ -160,6 +161,13 @@ export class RunLogJanitor {
       }
       runLog = await this.#options.api.find<RunLogObject>(runLogPath(namespace, name));
     }
+  }
+
+  #judge(runLog: RunLogObject): { verdict: ReturnType<typeof judgeRunLog>; retentionSeconds: number } {
+    const { namespace = '', name = '' } = runLog.metadata;
+    const app = this.#options.apps.get(namespace, runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL] ?? '');
+    const retentionSeconds = app?.spec.runs?.retention ?? DEFAULT_RETENTION_SECONDS;
+    return { verdict: judgeRunLog(runLog, { pod: this.#options.pods.get(namespace, name), retentionSeconds, now: this.#options.now() }), retentionSeconds };
   }
 
   async #podRunsOnServer(namespace: string, name: string): Promise<boolean> {
