@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ConfigLayer } from '../../operator/config.ts';
-import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
+import type { Operator, OperatorHolderOptions, OperatorOptions } from '../../operator/main.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator } from '../../activator/main.ts';
 import pino from 'pino';
@@ -30,6 +30,7 @@ import { localImages, requestToken, startControlPlaneKubelet } from '../control-
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
+import { freePort } from '../support/custom-app.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
@@ -75,6 +76,11 @@ export interface ControlPlaneClusterOptions {
    * one the Service runlet-system/runlet-e2e-holder lists.
    */
   holder?: boolean;
+  /**
+   * The operators keep runs in this results store, each serving its collector on a loopback port of its own,
+   * where the sidecars it renders send their batches (`--run-store results`) rather than writing RunLogs.
+   */
+  results?: NonNullable<OperatorOptions['results']>;
 }
 
 export async function startControlPlaneCluster(options: ControlPlaneClusterOptions = {}): Promise<ControlPlaneCluster> {
@@ -149,10 +155,13 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
           };
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
-      ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
+      // The holder key's Secret lives in the release namespace, as the chart configures it: the results store's
+      // batches are signed with the namespaces' copies of it too.
+      ...(options.holder || options.results !== undefined ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
     };
 
     const operatorLogs: string[] = [];
+    const results = options.results;
     const startOperator = async (identity: string) => {
       const logPath = join(workDir, `operator-${identity}.log`);
       operatorLogs.push(logPath);
@@ -171,6 +180,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+        results: results === undefined ? undefined : { ...results, port: await freePort() },
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
