@@ -6,6 +6,9 @@
 //   RunLog events ─▶ RunLog cache ─▶ management API (every replica)
 //                                 ─▶ run counters ─▶ App.status.runs (leader, rate-limited)
 //   Pod / RunLog events, sweeps   ─▶ RunLog janitor ─▶ runs of gone pods failed, RunLogs past retention deleted (leader)
+//   With a results store (PostgreSQL) instead: no RunLog watch nor cache. The management API and cancels read the
+//   store, the counters are read from it (results-run-counts.ts), and the janitor lists RunLogs left from
+//   before a page at a time
 //   Ready pods' sidecars (GET /load, leader) ─▶ App loads ─▶ scaler, metrics, `onAppLoad`
 //   a cancel (management API)     ─▶ the run's pod (RunLog record, Pod cache) ─▶ its sidecar's admin port
 //   With a holder (every replica): calls to Apps at zero, signed with the key of its Secret, which the leader
@@ -22,6 +25,7 @@ import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { LeaderElector } from '../kube/leader.ts';
 import { LeaderOnlyApi } from '../kube/leader-only-api.ts';
 import { objectKey } from '../kube/watch.ts';
+import type { RunSource } from '../management/run-source.ts';
 import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { ContainerRestarts } from './container-restarts.ts';
@@ -46,7 +50,9 @@ import type { PodObject } from './runlog-verdict.ts';
 import { createReconcileQueue } from './reconcile-queue.ts';
 import { createReconciler } from './reconcile.ts';
 import { RunCounters } from './run-counters.ts';
-import { RunLogJanitor } from './runlog-janitor.ts';
+import { ResultsRunCounts } from './results-run-counts.ts';
+import { RunLogRunCounts } from './runlog-run-counts.ts';
+import { RunLogJanitor, cachedRunLogs, pagedRunLogs } from './runlog-janitor.ts';
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { resultsCollector } from '../results/collector.ts';
@@ -60,6 +66,8 @@ import { SidecarMode } from './sidecar-mode.ts';
 
 /** Who reports the Events on Apps (`kubectl describe app` shows it under "From"). */
 const EVENT_SOURCE = 'runlet-operator';
+/** RunLogs per page when the janitor lists them without a cache (with a results store): one may be about 90 KB. */
+const RUNLOG_PAGE_SIZE = 20;
 
 export interface OperatorOptions {
   /** Where the API server is: `server.kubeConfig()` in tests, `loadFromDefault()` in a cluster. */
@@ -92,7 +100,9 @@ export interface OperatorOptions {
   /**
    * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
    * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
-   * there (results-upkeep.ts). Absent: runs are kept in RunLogs, as before the results store.
+   * there (results-upkeep.ts); App.status.runs comes from its counters. No RunLog is watched nor cached: those
+   * left from before are looked after by pages of a list. Absent: runs are kept in RunLogs, as before the
+   * results store.
    */
   results?: { store: PgResults };
 }
@@ -115,7 +125,7 @@ export interface Operator {
   /** The Apps' load, scraped from their ready replicas' sidecars by the leader. */
   readonly loads: AppLoads;
   readonly isLeader: boolean;
-  /** Every watch has filled its cache (the RunLog cache of the management API too). */
+  /** Every watch has filled its cache (the RunLog cache of the management API too, without a results store). */
   readonly ready: boolean;
   /** The holder, once `listen()` started it (when the options ask for one). */
   readonly holder: Holder | undefined;
@@ -216,21 +226,27 @@ export function createOperator(options: OperatorOptions): Operator {
     list: () => apps.list(),
   };
 
-  // RunLogs: one cache, for the management API, the counters and the janitor alike (RunLogs are large).
-  const runLogs = new RunLogSource({
-    api,
-    logger,
-    watchdogMs,
-    apps: appCache,
-    onRestart: (resource, reason) => metrics.watchRestarted(resource, reason),
-    onRunLog: {
-      onUpsert: (runLog) => {
-        counters.runLogChanged(runLog);
-        janitor.runLogChanged(runLog);
-      },
-      onDelete: (runLog) => counters.runLogDeleted(runLog),
-    },
-  });
+  // Without a results store, RunLogs hold the runs: one cache, for the management API, the counters and the
+  // janitor alike (RunLogs are large). With one, none is watched: run history is PostgreSQL's.
+  const runLogs =
+    options.results === undefined
+      ? new RunLogSource({
+          api,
+          logger,
+          watchdogMs,
+          apps: appCache,
+          onRestart: (resource, reason) => metrics.watchRestarted(resource, reason),
+          onRunLog: {
+            onUpsert: (runLog) => {
+              runLogCounts?.runLogChanged(runLog);
+              janitor.runLogChanged(runLog);
+            },
+            onDelete: (runLog) => runLogCounts?.runLogDeleted(runLog),
+          },
+        })
+      : undefined;
+  // Where runs are listed, got and found for a cancel: one of the two is set.
+  const runs: RunSource = runLogs ?? options.results!.store;
   const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
   metrics.observeAppLoads(() => loads.list());
   // The leader's alone, as the scaler it feeds: the replicas are asked once per tick, not once per operator replica.
@@ -242,8 +258,15 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     onScrape: (outcome) => metrics.loadScrapes.inc({ outcome }),
   });
+  const changed = (appKey: string): void => counters.changed(appKey);
+  const countsSource =
+    options.results === undefined
+      ? new RunLogRunCounts(changed)
+      : new ResultsRunCounts({ store: options.results.store, intervalMs: config.runLogs.countersIntervalSeconds * 1000, logger, changed });
+  const runLogCounts = countsSource instanceof RunLogRunCounts ? countsSource : undefined;
   const counters = new RunCounters({
     api: leaderApi,
+    source: countsSource,
     apps: appCache,
     logger,
     minIntervalMs: config.runLogs.countersIntervalSeconds * 1000,
@@ -251,7 +274,7 @@ export function createOperator(options: OperatorOptions): Operator {
   });
   const janitor = new RunLogJanitor({
     api: leaderApi,
-    runLogs,
+    runLogs: runLogs === undefined ? pagedRunLogs(api, RUNLOG_PAGE_SIZE) : cachedRunLogs(runLogs),
     pods: { get: (namespace, name) => pods.get(namespace, name) },
     apps: appCache,
     logger,
@@ -263,8 +286,8 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     onRunLogDeleted: () => metrics.runLogsDeleted.inc(),
   });
-  metrics.observeRunsCached(() => runLogs.runs);
-  const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
+  metrics.observeRunsCached(() => runLogs?.runs ?? 0);
+  const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && (runLogs?.synced ?? true);
 
   // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
   const switchAppEndpoints = createEndpointsSwitch(leaderApi, options.holder === undefined ? null : holderService);
@@ -361,7 +384,7 @@ export function createOperator(options: OperatorOptions): Operator {
       for (const app of apps.list()) reconcileSoon(app.metadata.namespace, app.metadata.name);
     },
     appsSynced: () => apps.whenSynced(),
-    allSynced: () => Promise.all([...watches.all.map((watch) => watch.whenSynced()), runLogs.ready()]),
+    allSynced: () => Promise.all([...watches.all.map((watch) => watch.whenSynced()), runLogs?.ready()]),
     resyncMs: config.resyncSeconds * 1000,
   });
   const elector = new LeaderElector({
@@ -396,7 +419,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
   const canceller = clusterRunCanceller({
-    runs: options.results?.store ?? runLogs,
+    runs,
     pods,
     adminAddress: options.replicaAdminAddress,
     cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
@@ -407,7 +430,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     logger,
   });
-  mountManagementApi(server, { api, runs: options.results?.store ?? runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
+  mountManagementApi(server, { api, runs, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
   // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
   let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
   if (options.results !== undefined) {
@@ -439,7 +462,7 @@ export function createOperator(options: OperatorOptions): Operator {
       started = true;
       for (const watch of watches.all) watch.start();
       holderEndpoints?.start();
-      runLogs.start();
+      runLogs?.start();
       if (options.results !== undefined) {
         void holderKey().then(
           (key) => {
@@ -493,7 +516,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await duties.ended();
       await scraper.stop();
       await events.flushed();
-      await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs.stop()]);
+      await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs?.stop()]);
       await server.close();
       await Promise.all([api.close(), leaderApi.close(), autoscalerApi.close()]);
       logger.info('operator stopped');

@@ -1,6 +1,8 @@
 // The operator with a results store (a real PostgreSQL): it takes the sidecars' signed batches at its collector,
-// answers the management API from PostgreSQL, closes the runs of gone pods there as replica_lost, and deletes
-// runs past their App's retention. On the in-memory API server, without pods: the runs' pods are gone.
+// answers the management API from PostgreSQL, closes the runs of gone pods there as replica_lost, deletes runs
+// past their App's retention, and writes App.status.runs from the store's counters; it neither watches nor
+// caches RunLogs, and deletes those left from before past their retention by pages of a list. On the in-memory
+// API server, without pods: the runs' pods are gone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Secret } from '@kubernetes/client-node';
 import { v7 as uuidv7 } from 'uuid';
@@ -18,6 +20,10 @@ import { runRecord, pendingAsyncRunRecord } from '../test/support/sqlite-run-rec
 import { testLogger } from '../test/support/logger.ts';
 import { STATE_TIMEOUT_MS, createApp, createCodeConfigMap, createNamespace, isAppliedAtGeneration, prepareCluster, testConfig, waitForApp, type TestCluster } from '../test/support/fake-cluster.ts';
 import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from './render/names.ts';
+import { RUNLET_API_VERSION } from '../crds/api-group.ts';
+import type { App, AppRunCounts } from '../crds/app-schema.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import { createPod, readRunLog, writeRunLog } from '../test/support/runlogs.ts';
 
 const NAMESPACE = 'team';
 const TOKEN = 'reader.x.y';
@@ -29,6 +35,8 @@ let results: OpenResults;
 let operator: Operator;
 let url: string;
 let key: Uint8Array;
+/** The operator's wall clock runs this far ahead of the real one (RunLog retention). */
+let clockOffsetMs = 0;
 
 beforeAll(async () => {
   postgres = await startPostgres();
@@ -38,9 +46,10 @@ beforeAll(async () => {
   await createCodeConfigMap(cluster.api, NAMESPACE, 'hello-code', 'hello', { 'main.py': 'def run(): pass\n' });
   operator = createOperator({
     kubeConfig: cluster.server.kubeConfig(),
-    config: testConfig({ results: { sweepSeconds: 1, pruneIntervalSeconds: 1 } }),
+    config: testConfig({ results: { sweepSeconds: 1, pruneIntervalSeconds: 1 }, runLogs: { sweepSeconds: 0.5, countersIntervalSeconds: 1 } }),
     logger: testLogger(),
     processMetrics: false,
+    clock: () => new Date(Date.now() + clockOffsetMs),
     results,
   });
   operator.start();
@@ -72,6 +81,24 @@ async function send(records: RunRecord[]): Promise<Response> {
     headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(key, body) },
     body,
   });
+}
+
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((row) => row.startsWith(`${name} `));
+  if (line === undefined) throw new Error(`metric ${name} not in /metrics`);
+  return Number(line.slice(name.length + 1));
+}
+
+/** The App's status.runs once `predicate` holds. */
+async function appRunsWhen(app: string, what: string, predicate: (runs: AppRunCounts) => boolean): Promise<AppRunCounts> {
+  return waitFor(
+    async () => {
+      const runs = (await cluster.api.find<App & KubeObject>(`/apis/${RUNLET_API_VERSION}/namespaces/${NAMESPACE}/apps/${app}`))?.status?.runs;
+      return runs !== undefined && predicate(runs) && runs;
+    },
+    { timeoutMs: STATE_TIMEOUT_MS, what: `App ${app}: status.runs ${what}` },
+  );
 }
 
 async function getRun(app: string, id: string): Promise<Response> {
@@ -115,5 +142,50 @@ describe('the operator with a results store', () => {
     expect((await send([brief, kept])).status).toBe(200);
     await waitFor(async () => (await getRun('brief', brief.id)).status === 404, { timeoutMs: STATE_TIMEOUT_MS, what: 'the brief App’s old run deleted' });
     expect((await getRun('hello', kept.id)).status).toBe(200);
+  });
+
+  it('collects many runs with no RunLog watched or cached, and counts them in App.status.runs from PostgreSQL', async () => {
+    await createApp(cluster.api, NAMESPACE, 'busy', pythonSpec());
+    // Its runs' pod runs: the sweep of lost runs leaves them in flight.
+    await createPod(cluster.api, NAMESPACE, 'busy-pod', 'busy');
+    await waitFor(() => operator.ready, { timeoutMs: STATE_TIMEOUT_MS, what: 'the operator ready' });
+    const runs = Array.from({ length: 3000 }, (_, i) => {
+      const run = pendingAsyncRunRecord({ projectId: NAMESPACE, appName: 'busy', replica: 'busy-pod', createdAt: new Date().toISOString() });
+      return i % 3 === 0 ? run : { ...run, status: i % 3 === 1 ? ('success' as const) : ('failure' as const), statusCode: 200, startedAt: run.createdAt, completedAt: run.createdAt };
+    });
+    for (let i = 0; i < runs.length; i += 1000) expect((await send(runs.slice(i, i + 1000))).status).toBe(200);
+    const pending = runs.filter((run) => run.status === 'pending');
+    const first = await appRunsWhen('busy', 'counting 3000 runs', (counts) => counts.total === 3000);
+    expect(first).toEqual({ total: 3000, success: 1000, failure: 1000, inFlight: 1000, lastRunTime: runs.map((run) => run.createdAt).sort().at(-1) });
+    // Replayed, then moved on: a pending run that starts and succeeds moves the counts; a replay does not.
+    expect((await send(runs.slice(0, 1000))).status).toBe(200);
+    const moved = pending.slice(0, 10).map((run) => ({ ...run, status: 'success' as const, statusCode: 200, startedAt: run.createdAt, completedAt: run.createdAt }));
+    expect((await send(moved)).status).toBe(200);
+    expect(await appRunsWhen('busy', 'moved by 10 runs finished', (counts) => counts.success === 1010)).toEqual({ ...first, success: 1010, inFlight: 990 });
+
+    expect(cluster.server.countRequests({ pathPattern: /\/runlogs/, watch: true }), 'a RunLog watch').toBe(0);
+    expect(await metric('runlet_operator_runs_cached')).toBe(0);
+  });
+
+  it('deletes the RunLogs left from before the results store past their retention, listing them a page at a time', async () => {
+    // Written by sidecars before the store was configured: their pods are gone. Kept a day (the default), but
+    // those of an App that keeps them a week.
+    await createApp(cluster.api, NAMESPACE, 'weekly', pythonSpec({ runs: { retention: 7 * 24 * 3600 } }));
+    // Two pages of the janitor's list (20 a page).
+    const leftovers = Array.from({ length: 25 }, (_, i) => `hello-old-${String(i).padStart(2, '0')}`);
+    for (const pod of leftovers) await writeRunLog(cluster.api, NAMESPACE, pod, 'hello', [runRecord({ projectId: NAMESPACE, appName: 'hello', replica: pod, createdAt: new Date().toISOString() })]);
+    await writeRunLog(cluster.api, NAMESPACE, 'weekly-old', 'weekly', [runRecord({ projectId: NAMESPACE, appName: 'weekly', replica: 'weekly-old', createdAt: new Date().toISOString() })]);
+    await waitFor(() => operator.apps.get(NAMESPACE, 'weekly') !== undefined, { timeoutMs: STATE_TIMEOUT_MS, what: 'App weekly in the cache' });
+    clockOffsetMs = 25 * 3600_000;
+    await waitFor(async () => (await Promise.all(leftovers.map((pod) => readRunLog(cluster.api, NAMESPACE, pod)))).every((runLog) => runLog === undefined), {
+      // Three requests each, two at a time, by a leader whose short test lease a loaded machine may make it lose.
+      timeoutMs: 3 * STATE_TIMEOUT_MS,
+      what: 'the leftover RunLogs deleted',
+    });
+    expect(await readRunLog(cluster.api, NAMESPACE, 'weekly-old'), 'a RunLog within its App\'s retention').toBeDefined();
+    const lists = cluster.server.requests.filter((request) => request.method === 'GET' && /\/runlogs$/.test(request.path));
+    expect(lists.length).toBeGreaterThan(0);
+    expect(lists.every((request) => request.query.limit === '20' && !request.watch), JSON.stringify(lists.slice(0, 3))).toBe(true);
+    expect(await metric('runlet_operator_runs_cached')).toBe(0);
   });
 });

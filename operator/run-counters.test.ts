@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import type { RunLogObject } from '../management/runlog-source.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { runRecord } from '../test/support/runlog-source-kit.ts';
-import { rollUpRunCounts, summarizeRunLog } from './run-counters.ts';
+import { rollUpRunCounts } from './run-counters.ts';
+import { summarizeRunLog } from './runlog-run-counts.ts';
 
 function runLog(runs: RunRecord[], counts?: { total: number; success: number; failure: number; inFlight: number }): RunLogObject {
   return { apiVersion: 'runlet.dev/v1alpha1', kind: 'RunLog', metadata: { name: 'hello-1', namespace: 'team-a' }, spec: { appName: 'hello' }, status: { runs, counts } };

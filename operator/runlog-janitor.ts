@@ -6,6 +6,10 @@
 // sweep every `sweepIntervalMs` (retention comes due with time, not with events; and a leader that just took
 // over finds what happened while nobody led). Work goes through a work queue: one look per RunLog at a time,
 // retried with backoff when the API server fails.
+//
+// The RunLogs come from the RunLog cache in RunLog mode. With a results store no pod writes a RunLog and none
+// is cached: the RunLogs left from before the store are found by the sweep, listed a page at a time
+// (`pagedRunLogs`), and read again before each look, so the operator's memory does not grow with them.
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { APP_LABEL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
@@ -17,10 +21,49 @@ import { DEFAULT_RETENTION_SECONDS, judgeRunLog, podRuns, type PodObject } from 
 import { objectKey } from '../kube/watch.ts';
 import { WorkQueue } from '../kube/work-queue.ts';
 
+/** Where the janitor reads RunLogs. */
+export interface RunLogLookup {
+  /** The RunLog as last known, or undefined (never modified here). */
+  find(namespace: string, name: string): Promise<RunLogObject | undefined>;
+  /** Calls `visit` for every RunLog. */
+  forEach(visit: (runLog: RunLogObject) => void): Promise<void>;
+  /** Whether a RunLog of this name is known without asking (a pod's going then needs a look at it). */
+  knows(namespace: string, name: string): boolean;
+}
+
+/** The RunLog cache (the management API's, in RunLog mode). */
+export function cachedRunLogs(cache: { runLog(namespace: string, name: string): RunLogObject | undefined; runLogs(): RunLogObject[] }): RunLogLookup {
+  return {
+    find: async (namespace, name) => cache.runLog(namespace, name),
+    forEach: async (visit) => cache.runLogs().forEach(visit),
+    knows: (namespace, name) => cache.runLog(namespace, name) !== undefined,
+  };
+}
+
+/**
+ * No cache: every RunLog of the cluster, `pageSize` at a time (a RunLog may be about 90 KB), and each read
+ * again before its look. Pods of a results store write none, so a pod's going says nothing of one: the sweep
+ * finds those left from before.
+ */
+export function pagedRunLogs(api: KubeApi, pageSize: number): RunLogLookup {
+  const collection = `/apis/${RUNLET_API_VERSION}/${RUNLOG_PLURAL}`;
+  return {
+    find: (namespace, name) => api.find<RunLogObject>(runLogPath(namespace, name)),
+    async forEach(visit) {
+      let continueToken: string | undefined;
+      do {
+        const page = await api.list<RunLogObject>(collection, { limit: pageSize, continue: continueToken });
+        page.items.forEach(visit);
+        continueToken = page.metadata?.continue || undefined;
+      } while (continueToken !== undefined);
+    },
+    knows: () => false,
+  };
+}
+
 export interface RunLogJanitorOptions {
   api: KubeApi;
-  /** The RunLog cache (the management API's): never modified here. */
-  runLogs: { runLog(namespace: string, name: string): RunLogObject | undefined; runLogs(): RunLogObject[] };
+  runLogs: RunLogLookup;
   /** The pod cache. */
   pods: { get(namespace: string, name: string): PodObject | undefined };
   /** The App cache, for each App's retention. */
@@ -42,6 +85,7 @@ export class RunLogJanitor {
   readonly #options: RunLogJanitorOptions;
   readonly #queue: WorkQueue;
   #sweepTimer: NodeJS.Timeout | undefined;
+  #sweeping = false;
 
   constructor(options: RunLogJanitorOptions) {
     this.#options = options;
@@ -70,13 +114,23 @@ export class RunLogJanitor {
 
   /** Queues every RunLog whose pod the cache does not show running. Ignored while stopped. */
   sweep(): void {
-    for (const runLog of this.#options.runLogs.runLogs()) this.runLogChanged(runLog);
+    // One at a time: a list of many pages can outlast the interval.
+    if (this.#sweeping) return;
+    this.#sweeping = true;
+    this.#options.runLogs
+      .forEach((runLog) => this.runLogChanged(runLog))
+      .catch((error: unknown) => this.#options.logger.warn({ err: error }, 'could not list the RunLogs to look after; the next sweep tries again'))
+      .finally(() => (this.#sweeping = false));
   }
 
-  /** A RunLog was written: only one whose pod is gone needs a look. */
+  /**
+   * A RunLog was written (or listed): only one whose pod is gone and that is due for something needs a look. One
+   * kept for its retention is not read again until it is due (without a cache, each look reads it again).
+   */
   runLogChanged(runLog: RunLogObject): void {
     const { namespace, name } = runLog.metadata;
-    if (namespace !== undefined && !podRuns(this.#options.pods.get(namespace, name))) this.#queue.add(objectKey(namespace, name));
+    if (namespace === undefined || podRuns(this.#options.pods.get(namespace, name))) return;
+    if (this.#judge(runLog).verdict.action !== 'keep') this.#queue.add(objectKey(namespace, name));
   }
 
   /** A pod changed or went: its RunLog needs a look once the pod no longer runs. */
@@ -84,19 +138,16 @@ export class RunLogJanitor {
     const namespace = pod.metadata?.namespace;
     const name = pod.metadata?.name;
     if (namespace === undefined || name === undefined || (!deleted && podRuns(pod))) return;
-    if (this.#options.runLogs.runLog(namespace, name) !== undefined) this.#queue.add(objectKey(namespace, name));
+    if (this.#options.runLogs.knows(namespace, name)) this.#queue.add(objectKey(namespace, name));
   }
 
   async #look(key: string): Promise<void> {
     const slash = key.indexOf('/');
     const namespace = key.slice(0, slash);
     const name = key.slice(slash + 1);
-    const { runLogs, pods, apps, now } = this.#options;
-    let runLog = runLogs.runLog(namespace, name);
+    let runLog = await this.#options.runLogs.find(namespace, name);
     for (let round = 1; runLog !== undefined; round += 1) {
-      const app = apps.get(namespace, runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL] ?? '');
-      const retentionSeconds = app?.spec.runs?.retention ?? DEFAULT_RETENTION_SECONDS;
-      const verdict = judgeRunLog(runLog, { pod: pods.get(namespace, name), retentionSeconds, now: now() });
+      const { verdict, retentionSeconds } = this.#judge(runLog);
       if (verdict.action === 'keep') return;
       // The pod and RunLog caches are fed by separate watches: before acting on a pod's absence, ask.
       if (await this.#podRunsOnServer(namespace, name)) return;
@@ -110,6 +161,13 @@ export class RunLogJanitor {
       }
       runLog = await this.#options.api.find<RunLogObject>(runLogPath(namespace, name));
     }
+  }
+
+  #judge(runLog: RunLogObject): { verdict: ReturnType<typeof judgeRunLog>; retentionSeconds: number } {
+    const { namespace = '', name = '' } = runLog.metadata;
+    const app = this.#options.apps.get(namespace, runLog.spec?.appName ?? runLog.metadata.labels?.[APP_LABEL] ?? '');
+    const retentionSeconds = app?.spec.runs?.retention ?? DEFAULT_RETENTION_SECONDS;
+    return { verdict: judgeRunLog(runLog, { pod: this.#options.pods.get(namespace, name), retentionSeconds, now: this.#options.now() }), retentionSeconds };
   }
 
   async #podRunsOnServer(namespace: string, name: string): Promise<boolean> {

@@ -18,6 +18,13 @@ const UPSERT: QueryConfig['text'] = `
     result = coalesce(excluded.result, r.result), result_expires_at = coalesce(excluded.result_expires_at, r.result_expires_at)
   WHERE r.version < excluded.version OR (r.result IS NULL AND excluded.result IS NOT NULL)`;
 
+/** One App's counters, as the store keeps them. */
+export interface AppRunCountsRow {
+  projectId: string;
+  appName: string;
+  counts: RunCounts;
+}
+
 export class PgResults implements RunHistory {
   readonly #pool: Pool;
   /** List statements by filter shape: each shape gets its own plan, using the index its filters fit. */
@@ -45,7 +52,10 @@ export class PgResults implements RunHistory {
     }
     if (latest.size === 0) return 0;
     const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], [], [], [], []];
-    for (const { record: withResult, version, result } of latest.values()) {
+    // Rows are locked in id order, so two batches holding the same runs (a retry overtaking itself on another
+    // operator replica) wait for one another rather than deadlock.
+    const rows = [...latest.values()].sort((a, b) => (a.record.id < b.record.id ? -1 : a.record.id > b.record.id ? 1 : 0));
+    for (const { record: withResult, version, result } of rows) {
       const { result: _carried, ...record } = withResult;
       const kept = result !== undefined && record.resultExpiresAt !== undefined;
       const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, isUnfinished(record), JSON.stringify(record), kept ? JSON.stringify(result) : null, kept ? record.resultExpiresAt : null];
@@ -120,25 +130,24 @@ export class PgResults implements RunHistory {
     return rows.map((row) => row.record);
   }
 
+  /** From the counters the writes keep (migration 0003): one row, however long the App's history. */
   async countRuns(projectId: string, appName: string): Promise<RunCounts> {
-    const { rows } = await this.#pool.query<{ total: string; success: string; failure: string; in_flight: string; last: Date | null }>({
+    const { rows } = await this.#pool.query<CountsRow>({
       name: 'runlet-count-runs',
-      text: `SELECT count(*) AS total,
-                    count(*) FILTER (WHERE status = 'success') AS success,
-                    count(*) FILTER (WHERE status = 'failure') AS failure,
-                    count(*) FILTER (WHERE status IN ('pending', 'running')) AS in_flight,
-                    max(created_at) AS last
-               FROM runlet_runs WHERE project_id = $1 AND app_name = $2`,
+      text: `SELECT ${COUNTS_COLUMNS} FROM runlet_app_run_counts WHERE project_id = $1 AND app_name = $2`,
       values: [textColumn(projectId), textColumn(appName)],
     });
-    const row = rows[0]!;
-    return {
-      total: Number(row.total),
-      success: Number(row.success),
-      failure: Number(row.failure),
-      inFlight: Number(row.in_flight),
-      lastRunTime: row.last === null ? null : row.last.toISOString(),
-    };
+    const row = rows[0];
+    return row === undefined ? { total: 0, success: 0, failure: 0, inFlight: 0, lastRunTime: null } : runCounts(row);
+  }
+
+  /** Every App's counters that has runs kept (or had): one row per App, for App.status.runs. */
+  async allRunCounts(): Promise<AppRunCountsRow[]> {
+    const { rows } = await this.#pool.query<CountsRow & { project_id: string; app_name: string }>({
+      name: 'runlet-all-run-counts',
+      text: `SELECT project_id, app_name, ${COUNTS_COLUMNS} FROM runlet_app_run_counts`,
+    });
+    return rows.map((row) => ({ projectId: row.project_id, appName: row.app_name, counts: runCounts(row) }));
   }
 
   /** Oldest first, `batchSize` rows per statement (each its own short transaction), until none is left. */
@@ -175,6 +184,27 @@ export class PgResults implements RunHistory {
       if ((rowCount ?? 0) < batchSize) return deleted;
     }
   }
+}
+
+const COUNTS_COLUMNS = 'total, success, failure, in_flight, last_run_at';
+
+/** bigint columns come back as strings. */
+interface CountsRow {
+  total: string;
+  success: string;
+  failure: string;
+  in_flight: string;
+  last_run_at: Date | null;
+}
+
+function runCounts(row: CountsRow): RunCounts {
+  return {
+    total: Number(row.total),
+    success: Number(row.success),
+    failure: Number(row.failure),
+    inFlight: Number(row.in_flight),
+    lastRunTime: row.last_run_at === null ? null : row.last_run_at.toISOString(),
+  };
 }
 
 /** Something only the run's pod can finish: the run itself, or its webhook delivery. */

@@ -18,6 +18,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import pino from 'pino';
+import { openResults, type OpenResults } from '../../results/open.ts';
 import { SIDECAR_CONTAINER, SIDECAR_SERVICE_ACCOUNT } from '../../operator/render/names.ts';
 import { controlPlaneSkipReason } from '../../test/control-plane/control-plane.ts';
 import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from '../../test/operator/control-plane-cluster.ts';
@@ -87,15 +89,17 @@ export async function measureEtcdWrites(): Promise<RoundFigures> {
 async function measureMode(mode: Mode): Promise<RoundFigures> {
   const postgres: PostgresServer | undefined = mode === 'results' ? await startPostgres({ durable: true }) : undefined;
   let cluster: ControlPlaneCluster | undefined;
+  let results: OpenResults | undefined;
   try {
-    const resultsDsn = postgres === undefined ? undefined : postgres.dsn(await postgres.createDatabase('runlet'));
-    cluster = await startControlPlaneCluster({ audit: true, resultsDsn });
+    results = postgres === undefined ? undefined : await openResults({ dsn: postgres.dsn(await postgres.createDatabase('runlet')), logger: pino({ level: 'warn' }) });
+    cluster = await startControlPlaneCluster({ audit: true, results: results === undefined ? undefined : { store: results.store } });
     return await loadAndCount(cluster, mode);
   } catch (error) {
     if (cluster !== undefined) process.stdout.write(`${cluster.diagnostics()}\n`);
     throw error;
   } finally {
     await cluster?.close();
+    await results?.close();
     await postgres?.stop();
   }
 }

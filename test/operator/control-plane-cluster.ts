@@ -15,8 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { mergeConfigLayers, type ConfigLayer } from '../../operator/config.ts';
-import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
+import type { ConfigLayer } from '../../operator/config.ts';
+import type { Operator, OperatorHolderOptions, OperatorOptions } from '../../operator/main.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator } from '../../activator/main.ts';
 import pino from 'pino';
@@ -30,9 +30,8 @@ import { localImages, requestToken, startControlPlaneKubelet } from '../control-
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
-import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { freePort } from '../support/custom-app.ts';
-import { openResults } from '../../results/open.ts';
+import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -79,11 +78,10 @@ export interface ControlPlaneClusterOptions {
    */
   holder?: boolean;
   /**
-   * A results store: the operator opens PostgreSQL at this DSN (RUNLET_RESULTS_DSN) and takes the sidecars'
-   * records at its collector, on a loopback port chosen here so its URL can be rendered into the pods
-   * (`--run-store results`). Absent: pods write RunLogs. Only the first operator: a second would want the port.
+   * The operators keep runs in this results store, each serving its collector on a loopback port of its own,
+   * where the sidecars it renders send their batches (`--run-store results`) rather than writing RunLogs.
    */
-  resultsDsn?: string;
+  results?: NonNullable<OperatorOptions['results']>;
   /** The API server writes an audit log (`controlPlane.auditLogPath`). */
   audit?: boolean;
 }
@@ -160,24 +158,12 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
           };
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
-      ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
+      // The holder key's Secret lives in the release namespace, as the chart configures it: the results store's
+      // batches are signed with the namespaces' copies of it too.
+      ...(options.holder || options.results !== undefined ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
     };
-    // The store's own log (its pool's connection errors, say) beside the operators'.
-    const resultsLog = join(workDir, 'results-store.log');
-    const results =
-      options.resultsDsn === undefined
-        ? undefined
-        : await openResults({ dsn: options.resultsDsn, logger: pino({ name: 'runlet-results', level: 'debug' }, pino.destination({ dest: resultsLog, mkdir: true, sync: true })) });
-    if (results !== undefined) stops.push(() => results.close());
-    // The collector's URL is rendered into the pods before the operator listens: its port is chosen first.
-    const resultsConfig = async (): Promise<ConfigLayer> => {
-      const port = await freePort();
-      // The namespaces' keys, which sign the batches, derive from the hand-over key in the release namespace
-      // (install.yaml's RBAC lets the operator read it there), as the chart configures it.
-      return { server: { host: '127.0.0.1', port }, results: { collectorUrl: `http://127.0.0.1:${port}` }, holder: { serviceNamespace: OPERATOR.namespace } };
-    };
-
     const operatorLogs: string[] = [];
+    const results = options.results;
     const startOperator = async (identity: string) => {
       const logPath = join(workDir, `operator-${identity}.log`);
       operatorLogs.push(logPath);
@@ -191,12 +177,12 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         identity,
         // No sidecar setting: the operator reads 1.20 from /version and renders the classic sidecar itself.
         listen: true,
-        config: results !== undefined && identity === FIRST_OPERATOR ? mergeConfigLayers(operatorConfig, await resultsConfig()) : operatorConfig,
-        results: identity === FIRST_OPERATOR ? results : undefined,
+        config: operatorConfig,
         holder: holder === undefined ? undefined : 'external',
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+        results: results === undefined ? undefined : { ...results, port: await freePort() },
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
@@ -267,7 +253,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return async () => pids.every((pid) => !isAlive(pid));
       },
       diagnostics: () =>
-        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), ...(results === undefined ? [] : [`== ${resultsLog}\n${readOrEmpty(resultsLog)}`]), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
+        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
       close: closeAll,
     };
   } catch (error) {

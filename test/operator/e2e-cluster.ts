@@ -104,8 +104,11 @@ export interface TestOperatorOptions {
   replicaAdminAddress?: OperatorOptions['replicaAdminAddress'];
   /** Where the leader scrapes a replica's load: the test kubelet's loopback port standing for the pod's admin port. */
   loadAddress?: OperatorOptions['loadAddress'];
-  /** A results store (PostgreSQL): runs are kept there, not in RunLogs. */
-  results?: OperatorOptions['results'];
+  /**
+   * A results store: the operator serves on 127.0.0.1:`port` (which must be free), where the sidecars it renders
+   * send their batches to its collector.
+   */
+  results?: NonNullable<OperatorOptions['results']> & { port: number };
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -120,6 +123,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
       holder: { host: '127.0.0.1', port: 0 },
       imagePullSecrets: [{ name: E2E_PULL_SECRET }],
     },
+    options.results === undefined ? {} : { server: { host: '127.0.0.1', port: options.results.port }, results: { collectorUrl: `http://127.0.0.1:${options.results.port}` } },
     options.config ?? {},
   );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));
@@ -132,7 +136,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     holder: options.holder,
     replicaAdminAddress: options.replicaAdminAddress,
     loadAddress: options.loadAddress,
-    results: options.results,
+    results: options.results === undefined ? undefined : { store: options.results.store },
   });
 }
 

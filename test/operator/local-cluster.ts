@@ -20,7 +20,8 @@ import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, 
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
-import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
+import type { Operator, OperatorHolderOptions, OperatorOptions } from '../../operator/main.ts';
+import { freePort } from '../support/custom-app.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator, type Activator } from '../../activator/main.ts';
 import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
@@ -28,6 +29,8 @@ import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
+/** The service-account token every pod's sidecar sends to the API server. */
+export const SIDECAR_TOKEN = 'e2e-sidecar-token';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 
 /** What a test can do to this cluster beyond the shared suite: the API server's and kubelet's controls. */
@@ -55,6 +58,8 @@ export interface LocalCluster extends E2eCluster {
 }
 
 /**
+ * `results`: the operator keeps runs in this results store, and its sidecars send them to its collector
+ * (`--run-store results`) rather than writing RunLogs.
  * `holder`: scale to zero, with an activator (activator/main.ts, as `runlet activator` composes it) holding the
  * calls, trusting the issuer's tokens: the holder key's Secret is `default/runlet-holder-key`, which the operator
  * copies into the app namespaces, where the sidecars read it from their environment (a secretKeyRef); and the
@@ -62,14 +67,15 @@ export interface LocalCluster extends E2eCluster {
  * holder port for the Service. The operator holds no call itself (`holder: 'external'`).
  */
 export async function startLocalCluster(
-  options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs'] } = {},
+  options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs']; results?: NonNullable<OperatorOptions['results']> } = {},
 ): Promise<LocalCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
   const guard = installLoopbackGuard(join(workDir, 'refused-connections.log'));
   const server = await startKubeApiServer();
   const kubeConfig = server.kubeConfig();
   const serviceAccountDir = join(workDir, 'serviceaccount');
-  await server.writeServiceAccount(serviceAccountDir);
+  // A token of their own (the server accepts any): the request log tells the sidecars' requests from the operator's.
+  await server.writeServiceAccount(serviceAccountDir, { token: SIDECAR_TOKEN });
   await installCrds(kubeConfig);
 
   const authKey = randomBytes(32).toString('hex');
@@ -110,6 +116,8 @@ export async function startLocalCluster(
     replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
     // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
     loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+    // The sidecars send their batches to the operator's collector on the loopback.
+    results: options.results === undefined ? undefined : { ...options.results, port: await freePort() },
   });
   const activatorLog = join(workDir, 'activator.log');
   const activator =

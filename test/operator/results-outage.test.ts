@@ -6,6 +6,8 @@
 // final state. A call refused at the shipper's bound (503 run-store-unavailable) is counted and never listed.
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import pg from 'pg';
+import { openResults, type OpenResults } from '../../results/open.ts';
+import { testLogger } from '../support/logger.ts';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { MAX_PAGE_SIZE } from '../../management/schemas.ts';
@@ -39,6 +41,7 @@ interface OutageCalls {
 
 describe.skipIf(skipReason !== undefined)('the results store while a part is stopped, on a real control plane', { timeout: FILE_TIMEOUT_MS }, () => {
   let postgres: PostgresServer;
+  let results: OpenResults;
   let cluster: ControlPlaneCluster;
   let app: HelloApp;
   let runUrl: string;
@@ -47,7 +50,8 @@ describe.skipIf(skipReason !== undefined)('the results store while a part is sto
 
   beforeAll(async () => {
     postgres = await startPostgres();
-    cluster = await startControlPlaneCluster({ resultsDsn: postgres.dsn(await postgres.createDatabase('runlet')) });
+    results = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('runlet')), logger: testLogger() });
+    cluster = await startControlPlaneCluster({ results: { store: results.store } });
     await prepareApp().catch((error: unknown) => {
       console.log(cluster.diagnostics());
       throw error;
@@ -60,6 +64,7 @@ describe.skipIf(skipReason !== undefined)('the results store while a part is sto
 
   afterAll(async () => {
     await cluster?.close();
+    await results?.close();
     await postgres?.stop();
   });
 

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { migrate, readMigrations } from '../../results/migrate.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
+import { PgResults } from '../../results/pg-results.ts';
 import type { ListRunsQuery } from '../../management/run-source.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
@@ -104,6 +105,95 @@ describe('the results schema', () => {
     expect(error.message).toContain('no_such_database');
     expect(error.message).not.toContain('s3cret');
     expect(String((error.cause as Error).message)).toMatch(/no_such_database/);
+  });
+});
+
+/** The counters as an aggregate over the rows would give them: what the kept counters must equal. */
+async function countedAgain(pool: pg.Pool): Promise<unknown[]> {
+  const { rows } = await pool.query(
+    `SELECT project_id, app_name, count(*)::int AS total, (count(*) FILTER (WHERE status = 'success'))::int AS success,
+            (count(*) FILTER (WHERE status = 'failure'))::int AS failure,
+            (count(*) FILTER (WHERE status IN ('pending', 'running')))::int AS in_flight, max(created_at) AS last_run_at
+       FROM runlet_runs GROUP BY 1, 2 ORDER BY 1, 2`,
+  );
+  return rows;
+}
+
+async function keptCounts(pool: pg.Pool): Promise<unknown[]> {
+  const { rows } = await pool.query(
+    `SELECT project_id, app_name, total::int, success::int, failure::int, in_flight::int, last_run_at
+       FROM runlet_app_run_counts WHERE total <> 0 OR last_run_at IS NULL ORDER BY 1, 2`,
+  );
+  return rows;
+}
+
+/** The states of one async run, each a later version of the one before. */
+function lifeOf(appName: string): RunRecord[] {
+  const pending = pendingAsyncRunRecord({ appName });
+  const running: RunRecord = { ...pending, status: 'running', startedAt: pending.createdAt };
+  const finished: RunRecord = { ...running, status: Math.random() < 0.5 ? 'success' : 'failure', statusCode: 200, completedAt: pending.createdAt };
+  return [pending, running, finished];
+}
+
+/** Batches of run states, shuffled and repeated: as retries, replays and two operator replicas deliver them. */
+function shuffledBatches(runs: RunRecord[][], size: number): RunRecord[][] {
+  const states = runs.flatMap((life) => [...life, ...life]).sort(() => Math.random() - 0.5);
+  const batches: RunRecord[][] = [];
+  for (let i = 0; i < states.length; i += size) batches.push(states.slice(i, i + size));
+  return batches;
+}
+
+describe('the counters the results store keeps per App', () => {
+  it('move with a run\'s states, not with its writes: an earlier state or a replay after a later one moves nothing', async () => {
+    const [pending, running, finished] = lifeOf('counted-order');
+    const count = () => results.store.countRuns('demo', 'counted-order');
+    await results.store.writeBatch([finished!]);
+    await results.store.writeBatch([pending!, running!]);
+    await results.store.writeBatch([finished!, pending!]);
+    expect(await count()).toMatchObject({ total: 1, inFlight: 0, [finished!.status]: 1 });
+  });
+
+  it('keep the newest run\'s time when retention deletes it', async () => {
+    const run = runRecord({ appName: 'counted-pruned', createdAt: '2020-01-01T00:00:00.000Z', id: uuidv7({ msecs: Date.parse('2020-01-01T00:00:00.000Z') }) });
+    await results.store.writeBatch([run]);
+    await results.store.pruneExpired({ defaultDays: 36_500, apps: [{ projectId: 'demo', appName: 'counted-pruned', days: 1 }], batchSize: 100 });
+    expect(await results.store.countRuns('demo', 'counted-pruned')).toEqual({ total: 0, success: 0, failure: 0, inFlight: 0, lastRunTime: run.createdAt });
+  });
+
+  it('add up exactly under concurrent, shuffled and replayed batches from many connections', async () => {
+    const pool = new pg.Pool({ connectionString: server.dsn(await server.createDatabase('counted-busy')), max: 8 });
+    try {
+      await migrate(pool);
+      const store = new PgResults(pool);
+      const lives = Array.from({ length: 600 }, (_, i) => lifeOf(`busy-${i % 3}`));
+      await Promise.all(shuffledBatches(lives, 25).map((batch) => store.writeBatch(batch)));
+      const counts = await keptCounts(pool);
+      expect(counts).toEqual(await countedAgain(pool));
+      expect(counts.reduce((sum: number, row) => sum + (row as { total: number }).total, 0)).toBe(600);
+      expect(counts.every((row) => (row as { in_flight: number }).in_flight === 0)).toBe(true);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('of a database that already holds runs are counted when it is migrated, while writers go on writing', async () => {
+    const pool = new pg.Pool({ connectionString: server.dsn(await server.createDatabase('counted-migrated')), max: 6 });
+    try {
+      // The schema before the counters (0003_app_run_counts.sql).
+      await migrate(pool, readMigrations().slice(0, 2));
+      const store = new PgResults(pool);
+      const earlier = Array.from({ length: 300 }, (_, i) => lifeOf(`old-${i % 2}`));
+      await store.writeBatch(earlier.flatMap((life) => life.slice(0, 1 + Math.floor(Math.random() * life.length))));
+      // Writers keep writing through the migration: states of the earlier runs and new runs.
+      const later = Array.from({ length: 300 }, (_, i) => lifeOf(`old-${i % 2}`));
+      const writing = Promise.all(shuffledBatches([...earlier, ...later], 20).map((batch) => store.writeBatch(batch)));
+      await migrate(pool);
+      await writing;
+      expect(await keptCounts(pool)).toEqual(await countedAgain(pool));
+      expect(await store.countRuns('demo', 'old-0')).toMatchObject({ total: 300, inFlight: 0 });
+    } finally {
+      await pool.end();
+    }
   });
 });
 

@@ -149,6 +149,25 @@ export function describeRunHistoryContract(storeName: string, open: () => Promis
       });
     });
 
+    it('counts a run once, in the state it last moved to; runs deleted by retention leave the counts', async () => {
+      const app = freshApp();
+      const count = () => store.history.countRuns('demo', app);
+      const pending = runAt(app, 10, { status: 'pending', mode: 'async', async: true, startedAt: null, completedAt: null, statusCode: null });
+      const running: RunRecord = { ...pending, status: 'running', startedAt: pending.createdAt };
+      const done: RunRecord = { ...running, status: 'failure', statusCode: 500, completedAt: running.createdAt };
+      const old = runAt(app, 0, { status: 'success' });
+      await store.write([old, pending]);
+      expect(await count()).toEqual({ total: 2, success: 1, failure: 0, inFlight: 1, lastRunTime: pending.createdAt });
+      await store.write([running]);
+      await store.write([running]);
+      expect(await count()).toEqual({ total: 2, success: 1, failure: 0, inFlight: 1, lastRunTime: pending.createdAt });
+      await store.write([done, old]);
+      expect(await count()).toEqual({ total: 2, success: 1, failure: 1, inFlight: 0, lastRunTime: pending.createdAt });
+      // A cutoff between the two runs' creation times: `old` goes.
+      await store.history.pruneExpired({ defaultDays: 40, apps: [], batchSize: 10, now: new Date(BASE_MS + 40 * 24 * 60 * MINUTE + 5 * MINUTE) });
+      expect(await count()).toEqual({ total: 1, success: 0, failure: 1, inFlight: 0, lastRunTime: pending.createdAt });
+    });
+
     it('deletes runs past their app\'s retention in bounded batches, and keeps the rest', async () => {
       const kept = freshApp();
       const short = freshApp();
