@@ -152,6 +152,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
     };
 
+    /** The activator's admin port, once it listens (an ephemeral one): the operator's leader asks it for its waiting calls. */
+    let activatorAdminPort = 0;
     const operatorLogs: string[] = [];
     const startOperator = async (identity: string) => {
       const logPath = join(workDir, `operator-${identity}.log`);
@@ -171,6 +173,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+        // And each activator's admin port (its /load), at the address its Endpoints list: the activator's admin server.
+        activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
@@ -206,7 +210,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     const holderIp = activator === undefined ? undefined : kubelet.network.assignLoopbackServer('the activator');
     if (activator !== undefined) {
       stops.push(() => activator.stop());
-      const { url } = await activator.listen();
+      const { url, adminUrl } = await activator.listen();
+      activatorAdminPort = Number(new URL(adminUrl).port);
       await listHolder(admin, { namespace: OPERATOR.namespace, name: HOLDER_SERVICE }, holderIp!, Number(new URL(url).port));
     }
 

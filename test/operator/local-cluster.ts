@@ -50,6 +50,8 @@ export interface LocalCluster extends E2eCluster {
   readonly holder: Holder | undefined;
   /** The pod-network address the holder's Endpoints list it at. */
   readonly holderIp: string | undefined;
+  /** With `holder: true`: the activator's admin server (/healthz, /ready, /metrics, /load). */
+  readonly activatorAdminUrl: string | undefined;
   /** A token the holder and the sidecars both accept: the issuer's, for the namespace's default service account. */
   callerToken(namespace: string): Promise<string>;
 }
@@ -97,6 +99,9 @@ export async function startLocalCluster(
         coldStartTimeoutMs: options.coldStartTimeoutMs,
       }
     : undefined;
+  /** The activator's admin port, once it listens (an ephemeral one): the operator's leader asks it for its waiting calls. */
+  let activatorAdminPort = 0;
+  let activatorAdminUrl: string | undefined;
   const operatorLog = join(workDir, 'operator.log');
   const operator = await startTestOperator({
     kubeConfig,
@@ -110,6 +115,8 @@ export async function startLocalCluster(
     replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
     // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
     loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+    // And each activator's admin port (its /load), at the address its Endpoints list: the activator's admin server.
+    activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
   });
   const activatorLog = join(workDir, 'activator.log');
   const activator =
@@ -134,7 +141,9 @@ export async function startLocalCluster(
   // In a cluster the holder listens in the activator's pods: an address of the pod network stands for it here.
   const holderIp = activator === undefined ? undefined : kubelet.network.assignLoopbackServer('the activator');
   if (activator !== undefined) {
-    const { url } = await activator.listen();
+    const { url, adminUrl } = await activator.listen();
+    activatorAdminUrl = adminUrl;
+    activatorAdminPort = Number(new URL(adminUrl).port);
     await listHolder(kubeConfig, { namespace: 'default', name: 'runlet-holder' }, holderIp!, Number(new URL(url).port));
   }
 
@@ -156,6 +165,7 @@ export async function startLocalCluster(
       return activator?.holder;
     },
     holderIp,
+    activatorAdminUrl,
     callerToken: (namespace) => issuer.token(namespace),
     async sidecar(pod) {
       return sidecarUrls(await localPod(pod));
