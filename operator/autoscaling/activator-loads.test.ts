@@ -126,6 +126,19 @@ describe('the calls waiting at the activators', () => {
     await loads.stop();
   });
 
+  it('counts an activator it cannot find an address for as a failed scrape, and the others still count', async () => {
+    const a = await startActivator('192.0.2.40', report(['shop', 'checkout', 2]));
+    const clock = { now: 1_000_000 };
+    const { loads, outcomes } = loadsOf([a], clock);
+    // Listed in the Endpoints, but no admin address is known for it (loadsOf maps only the fake activators).
+    loads.setActivators([a.address, { ip: '192.0.2.41', port: 8090 }]);
+    loads.scrape();
+    await waitFor(() => outcomes.length === 2, { what: 'both scrapes ended', timeoutMs: 10_000, intervalMs: 5 });
+    expect([...outcomes].sort()).toEqual(['failed', 'ok']);
+    expect(loads.held('shop', 'checkout')).toBe(2);
+    await loads.stop();
+  });
+
   it('reads the report `runlet activator` answers: the same App twice is summed', () => {
     const held = parseHeldReport(report(['shop', 'checkout', 2], ['shop', 'checkout', 1], ['shop', 'search', 0]), 'activator');
     expect([...held]).toEqual([

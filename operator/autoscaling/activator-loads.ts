@@ -121,9 +121,10 @@ export class ActivatorLoads implements HeldDemand {
 
   async #scrapeOne(activator: Activator): Promise<void> {
     const { logger, onScrape } = this.#options;
-    const address = this.#options.address(activator.address);
-    const where = `${address.host}:${address.port}${HELD_LOAD_PATH}`;
+    let where = `the activator at ${activator.address.ip}`;
     try {
+      const address = this.#options.address(activator.address);
+      where = `${address.host}:${address.port}${HELD_LOAD_PATH}`;
       const body = await scrapeGet({ agent: this.#agent, address, path: HELD_LOAD_PATH, timeoutMs: this.#timeoutMs, maxBytes: MAX_ANSWER_BYTES });
       activator.held = parseHeldReport(body, where);
       activator.scrapedAt = this.#now();
@@ -135,7 +136,7 @@ export class ActivatorLoads implements HeldDemand {
       if (!activator.failing) {
         logger.warn(
           { activator: where, err: error },
-          `load scrape of the activator at ${where} failed: the calls waiting there stop counting for the autoscaler after a few failed scrapes (logged once until it answers)`,
+          `load scrape of ${where} failed: the calls waiting there stop counting for the autoscaler after a few failed scrapes (logged once until it answers)`,
         );
       }
       activator.failing = true;

@@ -121,9 +121,10 @@ export class LoadScraper {
 
   async #scrapeOne(pod: PodObject, scraped: Scraped): Promise<void> {
     const { logger, loads, onScrape } = this.#options;
-    const address = this.#address(pod);
-    const where = `${address.host}:${address.port}${LOAD_PATH}`;
+    let where = `pod ${scraped.replica.namespace}/${scraped.replica.podName}`;
     try {
+      const address = this.#address(pod);
+      where = `${address.host}:${address.port}${LOAD_PATH}`;
       const load = parseLoad(await scrapeGet({ agent: this.#agent, address, path: LOAD_PATH, timeoutMs: this.#timeoutMs, maxBytes: MAX_ANSWER_BYTES }), where);
       // A pod that left while it was asked is not brought back.
       if (!this.#scraped.has(objectKey(scraped.replica.namespace, scraped.replica.podName))) return;
