@@ -255,6 +255,7 @@ export function createOperator(options: OperatorOptions): Operator {
           address: options.activatorLoadAddress ?? ((activator) => ({ host: activator.ip, port: config.holder.activatorAdminPort })),
           intervalMs: config.autoscaling.tickMilliseconds,
           logger,
+          onScrape: (outcome) => metrics.activatorScrapes.inc({ outcome }),
         })
       : undefined;
   const counters = new RunCounters({

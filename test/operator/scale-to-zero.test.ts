@@ -238,6 +238,8 @@ describe('scale to zero: the holder itself', () => {
       // 1 call on the replica and 3 waiting: 4 replicas of 1 call, a burst of four times the one ready.
       await waitFor(async () => (await queued.hello.deployment())?.spec?.replicas === 4, { ...ZERO_WAIT, what: 'the 4 replicas the waiting calls need asked for' });
       expect((await queued.hello.read()).status?.lastScaling).toMatchObject({ reason: 'PanicBurst' });
+      const scrapes = (await cluster.operator.metrics.activatorScrapes.get()).values;
+      expect(scrapes.find((sample) => sample.labels.outcome === 'ok')?.value).toBeGreaterThan(0);
       expect(await Promise.all(calls)).toEqual([40, 40, 40, 40]);
     } finally {
       await queued.close();
