@@ -31,7 +31,7 @@ import { NO_OPTIONS, parseRunOptions } from '../run-request/run-options.ts';
 import { parseRunPath, pathOf } from '../run-request/run-path.ts';
 import { newRunId } from '../run-request/run-id.ts';
 import { SIDECAR_RUN_PORT, childName } from '../operator/render/names.ts';
-import { WaitingCalls, type HeldDemand } from '../operator/autoscaling/held-demand.ts';
+import { WaitingCalls, type HeldDemand, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
 import { replicasForWaiting, scalingSettingsOf } from '../operator/autoscaling/settings.ts';
 import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
@@ -134,6 +134,8 @@ export interface Holder extends HeldDemand {
   readonly stats: HolderStats;
   /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
   readonly calls: number;
+  /** The calls waiting, per App: what `runlet activator` answers at `/load` for the leader's autoscaler. */
+  heldReport(): HeldLoadReport;
   /**
    * Sweeps the held async calls in the API server: drops those past their expiry or of an App that is gone, and
    * hands over those no live holder holds (a restarted holder's, or a dead replica's); how many it took.
@@ -461,6 +463,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
     stats,
     held: (namespace, appName) => waiting.held(namespace, appName),
+    heldReport: () => waiting.report(),
     get calls() {
       return bounds.calls;
     },

@@ -5,7 +5,8 @@
 //   Apps (watch, every namespace) ─▶ the holder (holder.ts) on `config.port`: where the Endpoints of an App at
 //                                    zero point (the operator writes them from the holder Service's addresses)
 //   the holder key Secret ─▶ each App namespace's key, signing hand-overs (operator/autoscaling/holder-key.ts)
-//   /healthz, /ready, /metrics on `config.adminPort`
+//   /healthz, /ready, /metrics and /load (the calls waiting here per App, for the leader's autoscaler) on
+//   `config.adminPort`
 //
 // On stop it first answers /ready with 503 for `drainMs`, so its pod leaves the holder Service's addresses
 // and the operator re-points the Apps at zero at the other replicas; then the holder closes: async calls in hand
@@ -23,6 +24,7 @@ import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { ensureHolderKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import { HELD_LOAD_PATH, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { HoldLimits } from './hold-bounds.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
@@ -96,7 +98,12 @@ export function createActivator(options: ActivatorOptions): Activator {
   let holder: Holder | undefined;
   let stopping = false;
   const isReady = (): boolean => !stopping && holder !== undefined && apps.synced;
-  const admin = buildAdminServer({ registry, logger, ready: () => ({ ready: isReady(), detail: { apps: apps.size, holder: holder !== undefined } }) });
+  const admin = buildAdminServer({
+    registry,
+    logger,
+    ready: () => ({ ready: isReady(), detail: { apps: apps.size, holder: holder !== undefined } }),
+    heldReport: () => holder?.heldReport() ?? { apps: [] },
+  });
 
   return {
     get holder() {
@@ -152,7 +159,7 @@ export function createActivator(options: ActivatorOptions): Activator {
   };
 }
 
-function buildAdminServer(options: { registry: Registry; logger: Logger; ready(): { ready: boolean; detail: Record<string, unknown> } }): FastifyInstance {
+function buildAdminServer(options: { registry: Registry; logger: Logger; ready(): { ready: boolean; detail: Record<string, unknown> }; heldReport(): HeldLoadReport }): FastifyInstance {
   // Probes and scrapes are not logged: they would drown the rest. pino's Logger is fastify's logger type with more methods.
   const server = Fastify({
     loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger,
@@ -164,6 +171,9 @@ function buildAdminServer(options: { registry: Registry; logger: Logger; ready()
     reply.code(ready ? 200 : 503);
     return { status: ready ? 'ready' : 'not ready', ...detail };
   });
+  // The calls waiting here per App, scraped by the operator's leader: its autoscaler counts them with the
+  // replicas' load, so calls queued at an activator for a free slot ask for replicas as the sidecars' do.
+  server.get(HELD_LOAD_PATH, async () => options.heldReport());
   server.get('/metrics', async (_request, reply) => {
     reply.header('content-type', options.registry.contentType);
     return options.registry.metrics();

@@ -112,14 +112,14 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
   if (missed('burst.decisionSeconds')) {
     const decision = value('burst.decisionSeconds');
     const seen = value('burst.loadSeenSeconds');
+    const decided = value('burst.decidedSeconds');
     notes.push(
       `Scale-up: the autoscaler wrote its decision ${n(decision, 1)} s after the burst began. For ${n(seen, 1)} s of it the operator did ` +
         `not yet see more than one replica's load: each sidecar averages its calls in flight and queued over its last second (sampled every ` +
-        `100 ms), which the operator's leader scrapes from every ready replica's admin port (GET /load) every 500 ms. The other ` +
-        `${n(decision - seen, 1)} s are the windows (Knative's rule): the leader averages the load per second over the 6 s panic window and ` +
-        `panics once that average asks for twice the ready replicas, but after a quiet spell the window still holds the quiet seconds, so ` +
-        `the burst must be reported for about two seconds before the average passes one replica's target. Here the process kubelet, the ` +
-        `API server and the operator share one event loop on a shared machine.`,
+        `100 ms), which the operator's leader scrapes from every ready replica's admin port (GET /load) every 500 ms. The scaler decided ` +
+        `${n(decided - seen, 1)} s after that (its 500 ms tick, and the panic window, whose newest second weighs 78.5 %), and its write ` +
+        `was seen ${n(decision - decided, 1)} s after the decision. Here the process kubelet, the API server and the operator share one ` +
+        `event loop on a shared machine.`,
     );
   }
   if (missed('coldstart.holderAddedMs')) {

@@ -20,8 +20,8 @@ more. Kubernetes access as the operator's: KUBECONFIG, else ~/.kube/config, else
 Options (environment variable in brackets); flags override the environment:
   --host ADDRESS                  address of the holder (default 0.0.0.0) [RUNLET_ACTIVATOR_HOST]
   --port N                        port of the holder, the one the holder Service names (default 8090) [RUNLET_ACTIVATOR_PORT]
-  --admin-host ADDRESS            address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_ACTIVATOR_ADMIN_HOST]
-  --admin-port N                  port of /healthz, /ready, /metrics (default 8081) [RUNLET_ACTIVATOR_ADMIN_PORT]
+  --admin-host ADDRESS            address of /healthz, /ready, /metrics, /load (default 0.0.0.0) [RUNLET_ACTIVATOR_ADMIN_HOST]
+  --admin-port N                  port of /healthz, /ready, /metrics, /load (default 8081) [RUNLET_ACTIVATOR_ADMIN_PORT]
   --identity NAME                 this replica, in its claims on held async calls (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
   --key-namespace NS              namespace of the holder key Secret (default: POD_NAMESPACE, else default) [RUNLET_HOLDER_KEY_NAMESPACE]
   --key-secret NAME               the holder key Secret, made when missing (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]

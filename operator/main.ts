@@ -30,7 +30,7 @@ import { RunLogSource } from '../management/runlog-source.ts';
 import { watchAppObjects } from './app-watches.ts';
 import { ContainerRestarts } from './container-restarts.ts';
 import { AppLoads, type AppLoad } from './autoscaling/app-load.ts';
-import { scalesToZero } from './autoscaling/endpoints.ts';
+import { scalesToZero, type HolderAddress } from './autoscaling/endpoints.ts';
 import { createEndpointsSwitch, servingChanged } from './autoscaling/endpoints-switch.ts';
 import { DEFAULT_HELD_CALL_TTL_MS, startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
 import { HeldRecords } from '../activator/hold-records.ts';
@@ -39,6 +39,7 @@ import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { LoadScraper } from './autoscaling/load-scraper.ts';
+import { ActivatorLoads } from './autoscaling/activator-loads.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
@@ -87,6 +88,11 @@ export interface OperatorOptions {
    * the test kubelet maps its pods' addresses to loopback ports.
    */
   loadAddress?(pod: PodObject): ReplicaAddress;
+  /**
+   * Where the leader asks an activator for the calls waiting there (`holder: 'external'`). Default: its address
+   * in the holder Service's Endpoints, port `config.holder.activatorAdminPort`; the tests' activator listens elsewhere.
+   */
+  activatorLoadAddress?(activator: HolderAddress): ReplicaAddress;
   /**
    * Holds calls to Apps at zero replicas, on `config.holder` (activator/holder.ts), signing hand-overs with the
    * key of the Secret `config.holder.keySecretName` (made when missing); absent: no holder, and Apps with
@@ -264,6 +270,16 @@ export function createOperator(options: OperatorOptions): Operator {
       ? new RunLogRunCounts(changed)
       : new ResultsRunCounts({ store: options.results.store, intervalMs: config.runLogs.countersIntervalSeconds * 1000, logger, changed });
   const runLogCounts = countsSource instanceof RunLogRunCounts ? countsSource : undefined;
+  // Calls waiting at the activators, for the scaler (the leader's, as the scraper's): `runlet activator` pods only.
+  const activatorLoads =
+    options.holder === 'external'
+      ? new ActivatorLoads({
+          address: options.activatorLoadAddress ?? ((activator) => ({ host: activator.ip, port: config.holder.activatorAdminPort })),
+          intervalMs: config.autoscaling.tickMilliseconds,
+          logger,
+          onScrape: (outcome) => metrics.activatorScrapes.inc({ outcome }),
+        })
+      : undefined;
   const counters = new RunCounters({
     api: leaderApi,
     source: countsSource,
@@ -301,6 +317,7 @@ export function createOperator(options: OperatorOptions): Operator {
           logger,
           watchdogMs,
           onChange: (addresses) => {
+            activatorLoads?.setActivators(addresses);
             logger.info({ addresses: addresses.map((address) => `${address.ip}:${address.port}`) }, 'the holder’s addresses changed: re-pointing the Apps at zero');
             for (const app of apps.list()) {
               const namespace = app.metadata.namespace;
@@ -348,9 +365,9 @@ export function createOperator(options: OperatorOptions): Operator {
     apps: appCache,
     deployments: watches.deployments,
     loads,
-    // Calls waiting at this replica's holder; calls held by other replicas, or by activators, wake the app
-    // themselves (0 → 1).
-    held: (namespace, app) => holder?.held(namespace, app) ?? 0,
+    // Calls waiting at this replica's holder, or at the activators (scraped); calls held by other operator
+    // replicas' holders wake the app themselves (0 → 1).
+    held: (namespace, app) => (holder?.held(namespace, app) ?? 0) + (activatorLoads?.held(namespace, app) ?? 0),
     scalesToZero: options.holder !== undefined,
     stableWindowMs: config.autoscaling.stableWindowSeconds * 1000,
     tickMs: config.autoscaling.tickMilliseconds,
@@ -399,11 +416,13 @@ export function createOperator(options: OperatorOptions): Operator {
     onStartedLeading: () => {
       metrics.leader.set(1);
       scraper.start();
+      activatorLoads?.start();
       duties.begin();
     },
     onStoppedLeading: () => {
       metrics.leader.set(0);
       void scraper.stop();
+      void activatorLoads?.stop();
       duties.end();
     },
   });
@@ -515,6 +534,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await elector.stop();
       await duties.ended();
       await scraper.stop();
+      await activatorLoads?.stop();
       await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs?.stop()]);
       await server.close();

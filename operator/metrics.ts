@@ -74,6 +74,13 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly activatorScrapes = new Counter({
+    name: 'runlet_operator_activator_scrapes_total',
+    help: 'Scrapes of the calls waiting at the activators (their admin port’s /load, by the leader) by outcome (ok, failed).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly leader = new Gauge({
     name: 'runlet_operator_leader',
     help: '1 while this replica holds the leader lease and reconciles.',

@@ -5,7 +5,8 @@
 // idle, for a panic window, 6 callers start at once, each with one stream call (3 items 100 ms apart) in flight
 // at a time: 6 calls need 3 replicas. A caller picks the next ready replica for each call, as a Service
 // spreads connections; ready is the kubelet's own view (the Endpoints' lag is not counted). Timed from the
-// burst: the autoscaler's first scale-up write (the Deployment's spec.replicas, polled every 10 ms), and the
+// burst: the leader's scrapes showing it, the scaler's decision (its desired-replicas gauge), its first
+// scale-up write (the Deployment's spec.replicas, polled every 10 ms), and the
 // first call a new replica answers (its response headers). Each sample runs on a fresh App, since panic mode
 // holds the replicas for a stable window. Measured once per run, after the rounds, like the operator scenario.
 import { sidecarUrls, type PodRunner } from '../../test/kubelet/index.ts';
@@ -33,6 +34,7 @@ const POLL_MS = 10;
 export const BURST_FIGURES: FigureSpec[] = [
   { key: 'burst.decisionSeconds', scenario: SCENARIO, label: `burst of ${CALLERS} calls on 1 replica → the autoscaler's scale-up write, shipped windows (median of ${SAMPLES})`, unit: 's', decimals: 1, target: { op: '<=', value: 2 } },
   { key: 'burst.loadSeenSeconds', scenario: SCENARIO, label: "of which the load signal's lag (burst → the operator's scrapes show more than one replica's worth)", unit: 's', decimals: 1 },
+  { key: 'burst.decidedSeconds', scenario: SCENARIO, label: "burst → the scaler's decision for more than one replica (its desired-replicas gauge, before the write)", unit: 's', decimals: 1 },
   { key: 'burst.firstAnswerSeconds', scenario: SCENARIO, label: 'burst → first call answered by a new replica, process kubelet', unit: 's', decimals: 1 },
   { key: 'burst.replicaStartSeconds', scenario: SCENARIO, label: 'of which the new replica\'s start (scale-up write → its containers ready)', unit: 's', decimals: 1 },
   { key: 'burst.mostReplicas', scenario: SCENARIO, label: `most replicas asked for meanwhile (needed: ${CALLERS / REPLICA_CONCURRENCY}, max ${MAX_REPLICAS})`, unit: '', decimals: 0 },
@@ -40,6 +42,7 @@ export const BURST_FIGURES: FigureSpec[] = [
 
 interface BurstSample {
   loadSeenMs: number;
+  decidedMs: number;
   decisionMs: number;
   firstAnswerMs: number;
   replicaStartMs: number;
@@ -53,6 +56,7 @@ export async function measureBurst(): Promise<RoundFigures> {
     for (let sample = 0; sample < SAMPLES; sample++) samples.push(await burstOnce(cluster, `burst-${sample}`));
     return {
       'burst.loadSeenSeconds': median(samples.map((sample) => sample.loadSeenMs)) / 1000,
+      'burst.decidedSeconds': median(samples.map((sample) => sample.decidedMs)) / 1000,
       'burst.decisionSeconds': median(samples.map((sample) => sample.decisionMs)) / 1000,
       'burst.firstAnswerSeconds': median(samples.map((sample) => sample.firstAnswerMs)) / 1000,
       'burst.replicaStartSeconds': median(samples.map((sample) => sample.replicaStartMs)) / 1000,
@@ -78,6 +82,7 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
   const startedAt = performance.now();
   const deadline = startedAt + SAMPLE_TIMEOUT_MS;
   let loadSeenAt: number | undefined;
+  let scalerDecidedAt: number | undefined;
   let decidedAt: number | undefined;
   let newReplicaReadyAt: number | undefined;
   let newReplicaAnsweredAt: number | undefined;
@@ -111,6 +116,7 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
       const replicas = (await hello.deployment())?.spec?.replicas ?? 0;
       const now = performance.now();
       if (cluster.operator.loads.get(namespace, hello.name).averageConcurrency > REPLICA_CONCURRENCY) loadSeenAt ??= now;
+      if ((await desiredReplicas(cluster, namespace, hello.name)) > 1) scalerDecidedAt ??= now;
       mostReplicas = Math.max(mostReplicas, replicas);
       if (replicas > 1) decidedAt ??= now;
       if (readyReplicas(cluster, namespace).some(isNew)) newReplicaReadyAt ??= now;
@@ -118,14 +124,20 @@ async function burstOnce(cluster: LocalCluster, namespace: string): Promise<Burs
     }
   };
   await Promise.all([observer(), ...Array.from({ length: CALLERS }, caller)]);
-  if (loadSeenAt === undefined || decidedAt === undefined || newReplicaReadyAt === undefined || newReplicaAnsweredAt === undefined) {
+  if (loadSeenAt === undefined || scalerDecidedAt === undefined || decidedAt === undefined || newReplicaReadyAt === undefined || newReplicaAnsweredAt === undefined) {
     throw new Error(
       `burst on ${namespace}/${hello.name}: within ${SAMPLE_TIMEOUT_MS / 1000} s, ${decidedAt === undefined ? 'no scale-up was written' : 'no new replica answered a call'} (most replicas asked for: ${mostReplicas})`,
     );
   }
   await hello.delete();
   await waitFor(() => cluster.kubelet.pods({ namespace }).length === 0, { ...WAIT, what: `the replicas of ${namespace}/${hello.name} gone` });
-  return { loadSeenMs: loadSeenAt - startedAt, decisionMs: decidedAt - startedAt, firstAnswerMs: newReplicaAnsweredAt - startedAt, replicaStartMs: newReplicaReadyAt - decidedAt, mostReplicas };
+  return { loadSeenMs: loadSeenAt - startedAt, decidedMs: scalerDecidedAt - startedAt, decisionMs: decidedAt - startedAt, firstAnswerMs: newReplicaAnsweredAt - startedAt, replicaStartMs: newReplicaReadyAt - decidedAt, mostReplicas };
+}
+
+/** What the leader's scaler last decided for the App (0 before its first decision). */
+async function desiredReplicas(cluster: LocalCluster, namespace: string, app: string): Promise<number> {
+  const samples = (await cluster.operator.metrics.desiredReplicas.get()).values;
+  return samples.find((sample) => sample.labels.namespace === namespace && sample.labels.app === app)?.value ?? 0;
 }
 
 function pause(ms: number): Promise<void> {

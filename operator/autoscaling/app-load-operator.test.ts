@@ -140,4 +140,15 @@ describe('the operator’s App loads', () => {
     c.body = JSON.stringify(load({ inFlight: 1, averageConcurrency: 1, peakConcurrency: 1 }));
     await waitFor(() => operator.loads.get(NAMESPACE, 'hello').replicasReporting === before + 1, { what: 'hello-c counted once it answers a load' });
   });
+
+  it('a ready replica whose admin address cannot be found is a failed scrape, counted, and the others still count', async () => {
+    const failed = async () => Number(/runlet_operator_load_scrapes_total\{outcome="failed"\} (\d+)/.exec(await metricsText())?.[1] ?? 0);
+    const before = { failed: await failed(), reporting: operator.loads.get(NAMESPACE, 'hello').replicasReporting };
+    // No admin server stands for this IP: finding its address throws (loadAddress above).
+    await createPod(api, NAMESPACE, 'hello-d', 'hello');
+    await api.mergePatch(`/api/v1/namespaces/${NAMESPACE}/pods/hello-d/status`, { status: { podIP: '192.0.2.14' } });
+    await setPodReady(api, NAMESPACE, 'hello-d', true);
+    await waitFor(async () => (await failed()) >= before.failed + 2, { what: 'failed scrapes of hello-d counted' });
+    expect(operator.loads.get(NAMESPACE, 'hello').replicasReporting).toBe(before.reporting);
+  });
 });

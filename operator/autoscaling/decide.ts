@@ -3,8 +3,8 @@
 // for a decision with the time and the Deployment's replicas; one AppAutoscaler per App, on the leader.
 //
 //   desired = ceil(load ÷ target per replica), load averaged over the stable window (60 s);
-//   panic when the panic window (6 s) asks for ≥ 2× the ready replicas: follow the panic window, never down,
-//     until a stable window passed without that condition;
+//   panic when the panic window (6 s, its newest seconds weighing most) asks for ≥ 2× the ready replicas:
+//     follow the panic window, never down, until a stable window passed without that condition;
 //   scale down only to the most any decision of the last `cooldown` wanted (Knative's scale-down delay);
 //   to zero (minReplicas 0) only after `cooldown` without any call, counted from when a replica was ready;
 //   from zero, ceil(calls waiting now ÷ target) replicas, raised while more wait before one is ready, and that
@@ -14,7 +14,7 @@
 import { ColdStartBacklog } from './decide-backlog.ts';
 import type { DeploymentScale, LoadSample, ScalingDecision, ScalingMode, ScalingReason } from './decide-types.ts';
 import { BUCKET_MS, replicasForWaiting, type ScalingSettings } from './settings.ts';
-import { AveragingWindow, MaxWindow } from './windows.ts';
+import { AveragingWindow, MaxWindow, smoothingFor } from './windows.ts';
 
 /**
  * How long a start from zero may go without a ready replica before it is given up (when no call waits):
@@ -196,7 +196,9 @@ export class AppAutoscaler {
     if (stableLoad === undefined) {
       return { replicas: deployment.replicas, mode: 'stable', reason: 'NoLoadReported', message: `no load reported for ${stableWindowMs / 1000} s: keeping ${deployment.replicas}` };
     }
-    const panicLoad = this.#load.average(now, panicWindowMs) ?? stableLoad;
+    // The panic window weighs its newest second most (Knative's weightedExponential): with a plain mean, the
+    // quiet seconds before a burst hold it under the threshold for seconds (bench/results.md, burst).
+    const panicLoad = this.#load.weightedAverage(now, panicWindowMs, smoothingFor(Math.ceil(panicWindowMs / BUCKET_MS))) ?? stableLoad;
     const stableReplicas = Math.ceil(stableLoad / targetPerReplica);
     const panicReplicas = Math.ceil(panicLoad / targetPerReplica);
     const ready = Math.max(1, deployment.readyReplicas);

@@ -1,7 +1,24 @@
 // The one thing the autoscaler reads from the holder: how many calls to an App wait there for a replica — its
-// demand at zero and while its first replicas start (decide.ts: ceil(waiting ÷ target)). In-process today
-// (Holder.held, the scaler's `held`); when the holder becomes an activator of its own, this is what it reports
-// across processes, and nothing else of it need cross.
+// demand at zero, while its first replicas start, and while calls wait at the holder for a free slot on a
+// replica (decide.ts: counted with the replicas' load). In the operator's own holder it is read in-process
+// (Holder.held); `runlet activator` pods answer it at their admin port's `/load` (HeldLoadReport), which the
+// leader scrapes (activator-loads.ts). Nothing else of the holder need cross.
+
+/** Where an activator answers its HeldLoadReport: its admin port. */
+export const HELD_LOAD_PATH = '/load';
+
+/** The calls waiting at one holder for one App. */
+export interface HeldCount {
+  namespace: string;
+  app: string;
+  held: number;
+}
+
+/** An activator's answer at `/load`: every App with a call waiting there, and no other. */
+export interface HeldLoadReport {
+  apps: HeldCount[];
+}
+
 export interface HeldDemand {
   /**
    * Calls to the App waiting for a replica now: sync and stream calls without a slot on a pod, async calls
@@ -18,6 +35,17 @@ export class WaitingCalls implements HeldDemand {
 
   held(namespace: string, app: string): number {
     return this.#counts.get(`${namespace}/${app}`) ?? 0;
+  }
+
+  /** Every App with a call waiting, and how many. */
+  report(): HeldLoadReport {
+    const apps: HeldCount[] = [];
+    for (const [key, held] of this.#counts) {
+      // A namespace's name has no slash: the first one ends it.
+      const slash = key.indexOf('/');
+      apps.push({ namespace: key.slice(0, slash), app: key.slice(slash + 1), held });
+    }
+    return { apps };
   }
 
   /** Counts a call to the App as waiting until the returned function is called (later calls of it do nothing). */

@@ -7,7 +7,7 @@
 // Unlike Knative, every ready pod is asked, not a sample: an App has at most 100 replicas, and a sample's
 // error would be the autoscaler's. One request per pod at a time (a pod slower than the interval is skipped
 // until it answers), over a keep-alive connection per pod, each bounded by a timeout and a body limit.
-import { Agent, request, type IncomingMessage } from 'node:http';
+import { Agent } from 'node:http';
 import type { Logger } from 'pino';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
@@ -16,6 +16,7 @@ import { SIDECAR_ADMIN_PORT } from '../render/names.ts';
 import type { PodObject } from '../runlog-verdict.ts';
 import { isPodReady, type ScrapedReplica } from './app-load.ts';
 import type { ReplicaAddress } from '../replica-address.ts';
+import { scrapeGet } from './scrape-get.ts';
 
 /** The sidecar's answer is a few hundred bytes; anything much larger is not a load. */
 const MAX_ANSWER_BYTES = 4096;
@@ -120,10 +121,11 @@ export class LoadScraper {
 
   async #scrapeOne(pod: PodObject, scraped: Scraped): Promise<void> {
     const { logger, loads, onScrape } = this.#options;
-    const address = this.#address(pod);
-    const where = `${address.host}:${address.port}${LOAD_PATH}`;
+    let where = `pod ${scraped.replica.namespace}/${scraped.replica.podName}`;
     try {
-      const load = parseLoad(await this.#get(address), where);
+      const address = this.#address(pod);
+      where = `${address.host}:${address.port}${LOAD_PATH}`;
+      const load = parseLoad(await scrapeGet({ agent: this.#agent, address, path: LOAD_PATH, timeoutMs: this.#timeoutMs, maxBytes: MAX_ANSWER_BYTES }), where);
       // A pod that left while it was asked is not brought back.
       if (!this.#scraped.has(objectKey(scraped.replica.namespace, scraped.replica.podName))) return;
       loads.replicaScraped(scraped.replica, load, this.#now());
@@ -140,36 +142,6 @@ export class LoadScraper {
       }
       scraped.failing = true;
     }
-  }
-
-  #get(address: ReplicaAddress): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const outgoing = request({ host: address.host, port: address.port, path: LOAD_PATH, method: 'GET', agent: this.#agent, timeout: this.#timeoutMs }, (answer: IncomingMessage) => {
-        if (answer.statusCode !== 200) {
-          answer.resume();
-          reject(new Error(`answered ${answer.statusCode}`));
-          return;
-        }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        answer.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > MAX_ANSWER_BYTES) {
-            reject(new Error(`answered more than ${MAX_ANSWER_BYTES} bytes`));
-            // Without an error: the connection is dropped, the promise already says why.
-            answer.removeAllListeners('data');
-            outgoing.destroy();
-            return;
-          }
-          chunks.push(chunk);
-        });
-        answer.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-        answer.on('error', reject);
-      });
-      outgoing.on('timeout', () => outgoing.destroy(new Error(`no answer within ${this.#timeoutMs} ms`)));
-      outgoing.on('error', reject);
-      outgoing.end();
-    });
   }
 }
 

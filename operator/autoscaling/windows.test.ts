@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AveragingWindow, MaxWindow } from './windows.ts';
+import { AveragingWindow, MaxWindow, smoothingFor } from './windows.ts';
 
 describe('AveragingWindow', () => {
   it('averages the bucket means of the window, whatever the number of samples per bucket', () => {
@@ -48,6 +48,39 @@ describe('AveragingWindow', () => {
         expect(window.average(now, windowSeconds * 1000)).toBeCloseTo(inWindow.reduce((a, b) => a + b, 0) / inWindow.length, 9);
       }),
     );
+  });
+
+  it('weighs the newer buckets more, as Knative does, normalised over the buckets that hold samples', () => {
+    const window = new AveragingWindow(60_000, 1000);
+    // Knative's example (bucketing.go): [10, 10, 5, 5], newest last, smoothing 0.6 gives 5.544 over weights
+    // that add up to 0.9744; normalised, 5.544 ÷ 0.9744.
+    [10, 10, 5, 5].forEach((value, second) => window.record(second * 1000, value));
+    expect(window.weightedAverage(3000, 4000, 0.6)).toBeCloseTo(5.544 / 0.9744, 5);
+    // Reversed, the newer tens weigh more: Knative's 9.072, normalised.
+    const reversed = new AveragingWindow(60_000, 1000);
+    [5, 5, 10, 10].forEach((value, second) => reversed.record(second * 1000, value));
+    expect(reversed.weightedAverage(3000, 4000, 0.6)).toBeCloseTo(9.072 / 0.9744, 5);
+    // A second without samples counts for nothing (not as a zero); none at all: nothing to say.
+    const gap = new AveragingWindow(60_000, 1000);
+    gap.record(0, 8);
+    gap.record(2000, 8);
+    expect(gap.weightedAverage(2000, 6000, 0.785)).toBe(8);
+    expect(gap.weightedAverage(20_000, 6000, 0.785)).toBeUndefined();
+  });
+
+  it('reads a steady load as itself, whatever the weights (property)', () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0, max: 1000, noNaN: true }), fc.integer({ min: 1, max: 60 }), fc.double({ min: 0.2, max: 1, noNaN: true }), (value, seconds, smoothing) => {
+        const window = new AveragingWindow(60_000, 1000);
+        for (let second = 0; second < seconds; second++) window.record(second * 1000 + 250, value);
+        expect(window.weightedAverage((seconds - 1) * 1000 + 999, 6000, smoothing)).toBe(Math.round(value * 1e6) / 1e6);
+      }),
+    );
+  });
+
+  it("takes Knative's smoothing: 0.785 over the panic window's 6 buckets, never below 0.2", () => {
+    expect(smoothingFor(6)).toBeCloseTo(0.7846, 4);
+    expect(smoothingFor(60)).toBe(0.2); // 0.142 by the formula: the floor keeps long windows from a plain mean
   });
 });
 

@@ -57,6 +57,30 @@ export class AveragingWindow {
     return buckets === 0 ? undefined : total / buckets;
   }
 
+  /**
+   * The mean over the same buckets as `average`, each weighted by how recent it is: the newest by `smoothing`,
+   * each older one by (1 - smoothing) times the next newer one's weight (Knative's WeightedFloat64Buckets,
+   * its `weightedExponential` aggregation). Normalised over the buckets that hold samples, so a bucket without
+   * any still counts for nothing rather than as a zero. Undefined if no bucket of the window holds a sample.
+   */
+  weightedAverage(now: number, windowMs: number, smoothing: number): number | undefined {
+    const newest = Math.floor(now / this.#bucketMs);
+    const oldest = newest - Math.ceil(windowMs / this.#bucketMs) + 1;
+    let total = 0;
+    let weights = 0;
+    for (let i = this.#buckets.length - 1; i >= 0; i--) {
+      const bucket = this.#buckets[i]!;
+      if (bucket.index < oldest) break;
+      if (bucket.index > newest) continue;
+      const weight = (1 - smoothing) ** (newest - bucket.index);
+      total += (weight * bucket.sum) / bucket.count;
+      weights += weight;
+    }
+    // Rounded as Knative rounds its averages (6 digits): a steady load of 5 must read 5, not 5.000000000000001,
+    // which would ask for a replica more wherever load ÷ target is a whole number.
+    return weights === 0 ? undefined : Math.round((total / weights) * 1e6) / 1e6;
+  }
+
   clear(): void {
     this.#buckets.length = 0;
   }
@@ -67,6 +91,16 @@ export class AveragingWindow {
     while (drop < this.#buckets.length && this.#buckets[drop]!.index < keepFrom) drop++;
     if (drop > 0) this.#buckets.splice(0, drop);
   }
+}
+
+/**
+ * Knative's smoothing for a weighted window of `buckets` buckets (aggregation/bucketing.go,
+ * computeSmoothingCoeff): the weights of the window's buckets add up to at least 99.99 % of all, with the newest
+ * weighing at least 0.2. For the 6 one-second buckets of the panic window: 0.785, so the newest second weighs
+ * 78.5 %, the one before 16.9 %, and the quiet seconds before a burst hardly at all.
+ */
+export function smoothingFor(buckets: number): number {
+  return Math.max(1 - (1 - 0.9999) ** (1 / buckets), 0.2);
 }
 
 /**

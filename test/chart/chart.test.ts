@@ -312,6 +312,13 @@ describe('holder.enabled false', () => {
     expect(holding!.ports).toContainEqual({ name: 'holder', containerPort: 9000, protocol: 'TCP' });
     expect(holding!.args!.slice(1, 3)).toEqual(['--port', '9000']);
   });
+
+  it('tells the operator the activators’ admin port, where its leader asks them for the calls waiting there', async () => {
+    const chart = renderWith([], { holder: { adminPort: 9081 } });
+    const [holding] = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR).spec!.template.spec!.containers;
+    expect(holding!.ports).toContainEqual(expect.objectContaining({ containerPort: 9081 }));
+    expect((await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`))).holder.activatorAdminPort).toBe(9081);
+  });
 });
 
 describe('the management API Ingress', () => {

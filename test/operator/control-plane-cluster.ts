@@ -162,6 +162,9 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       // batches are signed with the namespaces' copies of it too.
       ...(options.holder || options.results !== undefined ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
     };
+
+    /** The activator's admin port, once it listens (an ephemeral one): the operator's leader asks it for its waiting calls. */
+    let activatorAdminPort = 0;
     const operatorLogs: string[] = [];
     const results = options.results;
     const startOperator = async (identity: string) => {
@@ -183,6 +186,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         results: results === undefined ? undefined : { ...results, port: await freePort() },
+        // And each activator's admin port (its /load), at the address its Endpoints list: the activator's admin server.
+        activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
       };
       const operator = await startTestOperator(options);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
@@ -218,7 +223,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     const holderIp = activator === undefined ? undefined : kubelet.network.assignLoopbackServer('the activator');
     if (activator !== undefined) {
       stops.push(() => activator.stop());
-      const { url } = await activator.listen();
+      const { url, adminUrl } = await activator.listen();
+      activatorAdminPort = Number(new URL(adminUrl).port);
       await listHolder(admin, { namespace: OPERATOR.namespace, name: HOLDER_SERVICE }, holderIp!, Number(new URL(url).port));
     }
 

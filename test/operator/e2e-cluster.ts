@@ -109,6 +109,8 @@ export interface TestOperatorOptions {
    * send their batches to its collector.
    */
   results?: NonNullable<OperatorOptions['results']> & { port: number };
+  /** Where the leader asks an activator for its waiting calls: the tests' activator's admin server. */
+  activatorLoadAddress?: OperatorOptions['activatorLoadAddress'];
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -137,6 +139,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     replicaAdminAddress: options.replicaAdminAddress,
     loadAddress: options.loadAddress,
     results: options.results === undefined ? undefined : { store: options.results.store },
+    activatorLoadAddress: options.activatorLoadAddress,
   });
 }
 

@@ -53,6 +53,8 @@ export interface LocalCluster extends E2eCluster {
   readonly holder: Holder | undefined;
   /** The pod-network address the holder's Endpoints list it at. */
   readonly holderIp: string | undefined;
+  /** With `holder: true`: the activator's admin server (/healthz, /ready, /metrics, /load). */
+  readonly activatorAdminUrl: string | undefined;
   /** A token the holder and the sidecars both accept: the issuer's, for the namespace's default service account. */
   callerToken(namespace: string): Promise<string>;
 }
@@ -103,6 +105,9 @@ export async function startLocalCluster(
         coldStartTimeoutMs: options.coldStartTimeoutMs,
       }
     : undefined;
+  /** The activator's admin port, once it listens (an ephemeral one): the operator's leader asks it for its waiting calls. */
+  let activatorAdminPort = 0;
+  let activatorAdminUrl: string | undefined;
   const operatorLog = join(workDir, 'operator.log');
   const operator = await startTestOperator({
     kubeConfig,
@@ -118,6 +123,8 @@ export async function startLocalCluster(
     loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
     // The sidecars send their batches to the operator's collector on the loopback.
     results: options.results === undefined ? undefined : { ...options.results, port: await freePort() },
+    // And each activator's admin port (its /load), at the address its Endpoints list: the activator's admin server.
+    activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
   });
   const activatorLog = join(workDir, 'activator.log');
   const activator =
@@ -142,7 +149,9 @@ export async function startLocalCluster(
   // In a cluster the holder listens in the activator's pods: an address of the pod network stands for it here.
   const holderIp = activator === undefined ? undefined : kubelet.network.assignLoopbackServer('the activator');
   if (activator !== undefined) {
-    const { url } = await activator.listen();
+    const { url, adminUrl } = await activator.listen();
+    activatorAdminUrl = adminUrl;
+    activatorAdminPort = Number(new URL(adminUrl).port);
     await listHolder(kubeConfig, { namespace: 'default', name: 'runlet-holder' }, holderIp!, Number(new URL(url).port));
   }
 
@@ -164,6 +173,7 @@ export async function startLocalCluster(
       return activator?.holder;
     },
     holderIp,
+    activatorAdminUrl,
     callerToken: (namespace) => issuer.token(namespace),
     async sidecar(pod) {
       return sidecarUrls(await localPod(pod));

@@ -12,6 +12,7 @@ import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from '../../operat
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
+import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
@@ -198,6 +199,51 @@ describe('scale to zero: the holder itself', () => {
     const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
     expect(((await listed.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
     expect((await cancel()).status, 'cancelled already, and recorded nowhere').toBe(404);
+  }, 180_000);
+
+  it('calls waiting at the activator for a free slot on a ready replica ask for replicas: the leader scrapes them and counts them with the replicas’ load', async () => {
+    // One call at a time per replica (replica_concurrency 1, the activator's per-replica breaker), 100 % target.
+    const queued = await ZeroApp.apply(cluster, zero.hello.namespace, { name: 'queued', scaling: { maxReplicas: 4, replicaConcurrency: 1, scalingTarget: 100, coldStartTimeout: 150 } });
+    try {
+      const { namespace, name } = queued.hello;
+      await waitFor(() => cluster.activator!.apps.get(namespace, name), { ...ZERO_WAIT, what: 'the App in the activator’s cache' });
+      const token = await cluster.callerToken(namespace);
+      /** A call to the activator, as the App's Service sends it there while it points at the activator. */
+      const atActivator = (path: string, body: unknown, accept = 'application/json') =>
+        fetch(`${cluster.holder!.url}/v4/${namespace}/${name}/${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept, authorization: `Bearer ${token}` },
+          body: JSON.stringify(body),
+        });
+      // Above zero: a first call wakes one replica, which answers it.
+      const first = await atActivator('run', { name: 'First' });
+      expect(first.status, await first.clone().text()).toBe(200);
+      expect((await queued.hello.deployment())?.spec?.replicas).toBe(1);
+      // Four calls of 10 s reach the activator, as calls do while the App's Service still points there (its
+      // first replica just ready). The replica takes one; three wait at the activator for a slot, and its
+      // sidecar reports one call: all the replicas' load shows is one replica fully used.
+      const calls = Array.from({ length: 4 }, async () => {
+        const answer = await atActivator('count', { n: 40, pause: 0.25 }, 'text/event-stream');
+        expect(answer.status).toBe(200);
+        return (await new EventReader(answer.body!).rest()).filter((event) => event.event !== 'end' && event.event !== 'error').length;
+      });
+      // What the activator answers the leader at its admin port.
+      await waitFor(
+        async () => {
+          const report = (await (await fetch(`${cluster.activatorAdminUrl}/load`)).json()) as { apps: { namespace: string; app: string; held: number }[] };
+          return report.apps.some((app) => app.namespace === namespace && app.app === name && app.held === 3);
+        },
+        { ...ZERO_WAIT, what: 'the activator reporting 3 calls waiting' },
+      );
+      // 1 call on the replica and 3 waiting: 4 replicas of 1 call, a burst of four times the one ready.
+      await waitFor(async () => (await queued.hello.deployment())?.spec?.replicas === 4, { ...ZERO_WAIT, what: 'the 4 replicas the waiting calls need asked for' });
+      expect((await queued.hello.read()).status?.lastScaling).toMatchObject({ reason: 'PanicBurst' });
+      const scrapes = (await cluster.operator.metrics.activatorScrapes.get()).values;
+      expect(scrapes.find((sample) => sample.labels.outcome === 'ok')?.value).toBeGreaterThan(0);
+      expect(await Promise.all(calls)).toEqual([40, 40, 40, 40]);
+    } finally {
+      await queued.close();
+    }
   }, 180_000);
 
   // Last: it closes the activator's holder.

@@ -194,6 +194,8 @@ holder:
   serviceNamespace: {{ .Release.Namespace | quote }}
   serviceName: {{ include "runlet.holderName" . | quote }}
   keySecretName: {{ printf "%s-key" (include "runlet.holderName" .) | quote }}
+  # Where the leader asks each activator for the calls waiting there (/load), which its autoscaler counts.
+  activatorAdminPort: {{ .Values.holder.adminPort }}
 {{- else }}
 holder:
   enabled: false
