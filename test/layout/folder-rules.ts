@@ -36,7 +36,8 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // an App's scaling settings and the replicas waiting calls need (autoscaling/settings.ts), and the demand the
   // autoscaler reads from the holder (autoscaling/held-demand.ts).
   ['activator/', ['run-request/', 'crds/', 'kube/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts']],
-  ['local/', ['sidecar/', 'run-request/', 'management/', 'dashboard/', 'crds/']],
+  // runlet dev applies retention to its SQLite store through the stores' contract of history.
+  ['local/', ['sidecar/', 'run-request/', 'management/', 'dashboard/', 'crds/', 'results/run-history.ts']],
   ['cli/', [EVERYTHING]],
   ['charts/', []],
   ['docs/', ['crds/', 'run-request/', 'sidecar/', 'management/']],
