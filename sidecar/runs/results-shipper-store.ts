@@ -13,10 +13,13 @@
 // without harm.
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { CollectorClient } from './collector-client.ts';
 import { keptResultOf } from './kept-result.ts';
 import { RESULTS_SIGNATURE_HEADER, signBatch } from '../../results/results-key.ts';
 import { markAbandoned } from './recorder.ts';
+import { RunLogMetrics } from './runlog-metrics.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
 import type { RunStore } from './store.ts';
 
@@ -33,6 +36,8 @@ export interface ResultsShipperOptions {
   /** Where durable saves are made durable; the store takes it over and closes it on close. */
   journal: RunLogJournal;
   logger: Logger;
+  /** Where `runlet_run_records_buffered` and `runlet_run_records_dropped_total` are registered, if anywhere. */
+  registry?: Registry;
   /** Longest a saved record waits for its batch. Default 1000 ms. */
   intervalMs?: number;
   /** Records per batch. Default 1000. */
@@ -69,13 +74,13 @@ const SHIPPED_IDS_KEPT = 20_000;
 
 export class ResultsShipperStore implements RunStore {
   readonly #url: string;
+  readonly #collector: CollectorClient;
   readonly #key: Uint8Array;
   readonly #journal: RunLogJournal;
   readonly #logger: Logger;
   readonly #intervalMs: number;
   readonly #maxBatch: number;
   readonly #maxBuffered: number;
-  readonly #requestTimeoutMs: number;
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
   readonly #flushTimeoutMs: number;
@@ -92,20 +97,22 @@ export class ResultsShipperStore implements RunStore {
   #waiters: FlushWaiter[] = [];
   #batches = 0;
   #dropped = 0;
+  readonly #metrics: RunLogMetrics | undefined;
   #closed = false;
 
   constructor(options: ResultsShipperOptions) {
     this.#url = `${options.collectorUrl.replace(/\/+$/, '')}/v1/results/${encodeURIComponent(options.namespace)}/runs`;
+    this.#collector = new CollectorClient(this.#url, options.requestTimeoutMs ?? 10_000);
     this.#key = options.key;
     this.#journal = options.journal;
     this.#logger = options.logger.child({ component: 'results-shipper' });
     this.#intervalMs = options.intervalMs ?? 1000;
     this.#maxBatch = options.maxBatchRecords ?? 1000;
     this.#maxBuffered = options.maxBufferedRuns ?? 10_000;
-    this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#retryInitialMs = options.retryInitialMs ?? 250;
     this.#retryMaxMs = options.retryMaxMs ?? 5000;
     this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
+    this.#metrics = options.registry === undefined ? undefined : new RunLogMetrics(options.registry, () => this.#buffered, 'the results collector');
     // Runs a previous sidecar of this pod journaled and never got collected: those it left unfinished are lost.
     for (const record of this.#journal.takeRecovered()) {
       if (record.status === 'pending' || record.status === 'running') {
@@ -176,6 +183,7 @@ export class ResultsShipperStore implements RunStore {
     } finally {
       this.#closed = true;
       if (this.#timer !== null) clearTimeout(this.#timer);
+      this.#collector.close();
       await this.#journal.close();
     }
   }
@@ -198,6 +206,7 @@ export class ResultsShipperStore implements RunStore {
       if (record.async || record.status === 'pending' || record.status === 'running') continue;
       this.#pending.delete(id);
       this.#dropped += 1;
+      this.#metrics?.dropped('buffer_full', 1);
       if (this.#dropped === 1 || this.#dropped % 1000 === 0) {
         this.#logger.error({ dropped: this.#dropped, buffered: this.#buffered }, 'the results collector is unreachable and the buffer is full: finished sync runs are being dropped');
       }
@@ -246,14 +255,8 @@ export class ResultsShipperStore implements RunStore {
   };
 
   async #send(body: Buffer): Promise<void> {
-    const response = await fetch(this.#url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(this.#key, body) },
-      body,
-      signal: AbortSignal.timeout(this.#requestTimeoutMs),
-    });
-    const text = await response.text();
-    if (!response.ok) throw new Error(`the results collector ${this.#url} answered ${response.status}: ${text.slice(0, 500)}`);
+    const { status, text } = await this.#collector.post(body, { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(this.#key, body) });
+    if (status < 200 || status > 299) throw new Error(`the results collector ${this.#url} answered ${status}: ${text.slice(0, 500)}`);
     const answer = JSON.parse(text) as { refused?: unknown[] };
     if (Array.isArray(answer.refused) && answer.refused.length > 0) {
       this.#logger.error({ refused: answer.refused }, `the results collector refused ${answer.refused.length} run records as invalid`);
