@@ -39,30 +39,32 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
         `wait for it. Unloaded, the sidecar adds ${n(value('sync.p50AddedMs'), 3)} ms at p50 over a direct call.`,
     );
   }
-  if (missed('memory.sidecarRssMb')) {
+  if (missed('memory.resultsSidecarRssMb')) {
     notes.push(
-      `Sidecar memory: an empty Node process is ${n(value('memory.nodeFloorRssMb'))} MB here, the pod's sidecar ` +
-        `${n(value('memory.sidecarIdleRssMb'))} MB right after start and ${n(value('memory.sidecarRssMb'))} MB after the sync loads. The ` +
-        `floor proxy (node:http and the runtime client, nothing else, the same NODE_OPTIONS) was at ${n(value('memory.floorProxyRssMb'))} MB after ` +
-        `the same loads. The sidecar's own share is the difference to the floor (its modules, the RunLog window of recent runs, metrics). It ` +
-        `loads no web framework, Kubernetes client, YAML parser, JWT library or HTTP client library unless it needs one (fastify only to build ` +
-        `the OpenAPI document on request).`,
+      `Sidecar memory: an empty Node process is ${n(value('memory.nodeFloorRssMb'))} MB here, the pod's sidecar with a results store ` +
+        `${n(value('memory.resultsSidecarIdleRssMb'))} MB right after start and ${n(value('memory.resultsSidecarRssMb'))} MB after the sync loads ` +
+        `(the RunLog one, with its window of 200 records, ${n(value('memory.sidecarRssMb'))} MB). The floor proxy (node:http and the runtime ` +
+        `client, nothing else, the same NODE_OPTIONS) was at ${n(value('memory.floorProxyRssMb'))} MB after the same loads. The sidecar's own ` +
+        `share is the difference to the floor (its modules, metrics, the records on their way to the collector). It loads no web framework, ` +
+        `Kubernetes client, YAML parser, JWT library or HTTP client library unless it needs one (fastify only to build the OpenAPI document on ` +
+        `request; its batches go to the collector over node:http, not fetch, whose bundled undici is ~13 MB).`,
     );
     notes.push(
-      `Where that memory is (/proc/<pid>/smaps, Rss by mapping): of the sidecar's ${n(value('memory.sidecarRssMb'))} MB after the sync loads, ` +
-        `${n(value('memory.sidecarBinaryMb'))} MB are pages of the node binary itself and ${n(value('memory.sidecarAnonymousMb'))} MB anonymous ` +
-        `memory (${n(value('memory.sidecarOtherMb'))} MB the rest); the floor proxy's are ${n(value('memory.floorProxyBinaryMb'))} and ` +
-        `${n(value('memory.floorProxyAnonymousMb'))} MB, the empty Node process's ${n(value('memory.nodeFloorBinaryMb'))} and ` +
-        `${n(value('memory.nodeFloorAnonymousMb'))} MB. The binary's pages are the platform's: its code and read-only data, which a server ` +
-        `running under load touches more of than an empty process (V8's optimizing compilers, OpenSSL, ICU data); they are clean, shared with ` +
-        `every Node process on the machine, and the kernel can drop them and read them back from the file. The anonymous memory is the process's ` +
-        `own: V8's young generation (its semi-spaces, capped by the sidecar's NODE_OPTIONS) and the old space as it grows under load, and malloc. ` +
+      `Where that memory is (/proc/<pid>/smaps, Rss by mapping): of the results sidecar's ${n(value('memory.resultsSidecarRssMb'))} MB after the ` +
+        `sync loads, ${n(value('memory.resultsSidecarBinaryMb'))} MB are pages of the node binary itself and ` +
+        `${n(value('memory.resultsSidecarAnonymousMb'))} MB anonymous memory (${n(value('memory.resultsSidecarOtherMb'))} MB the rest); the ` +
+        `floor proxy's are ${n(value('memory.floorProxyBinaryMb'))} and ${n(value('memory.floorProxyAnonymousMb'))} MB, the empty Node ` +
+        `process's ${n(value('memory.nodeFloorBinaryMb'))} and ${n(value('memory.nodeFloorAnonymousMb'))} MB. The binary's pages are the ` +
+        `platform's: its code and read-only data, which a server running under load touches more of than an empty process (V8's optimizing ` +
+        `compilers, OpenSSL, ICU data); they are clean, shared with every Node process on the machine, and the kernel can drop them and read ` +
+        `them back from the file. The anonymous memory is the process's own: V8's young generation (its semi-spaces, capped by the sidecar's ` +
+        `NODE_OPTIONS) and the old space as it grows under load, and malloc. ` +
         (value('memory.floorProxyRssMb') > 80
           ? `A Node 24 server that has run its hot paths through the JIT here holds the binary's pages plus that heap, as the floor proxy's ` +
             `${n(value('memory.floorProxyRssMb'))} MB show with none of the sidecar's work, so 80 MB is below what such a server reaches here; `
           : `The floor proxy, with none of the sidecar's work, stayed within 80 MB (${n(value('memory.floorProxyRssMb'))} MB), so the excess is ` +
             `the sidecar's own; `) +
-        `the sidecar's anonymous memory is ${n(value('memory.sidecarAnonymousMb') - value('memory.floorProxyAnonymousMb'))} MB above the floor's.`,
+        `the results sidecar's anonymous memory is ${n(value('memory.resultsSidecarAnonymousMb') - value('memory.floorProxyAnonymousMb'))} MB above the floor's.`,
     );
   }
   if (missed('sync.sqliteRatio') || missed('sync.sqliteP99Ratio')) {

@@ -17,6 +17,7 @@ import { methodNotes } from './method.ts';
 import { IMAGES_SECTION } from './images.ts';
 import { NODE_FLAGS_SECTION } from './node-flags.ts';
 import { RESULTS_STORE_SECTION } from './results-store.ts';
+import { SIDECAR_MEMORY_SECTION } from './sidecar-memory.ts';
 import { explainMisses } from './notes.ts';
 import { ProcessGroup } from './processes.ts';
 import { summarise, writeReport, type FigureSpec, type RoundFigures } from './report.ts';
@@ -187,7 +188,7 @@ async function main(): Promise<void> {
     figures,
     results,
     explainMisses(results, cpus().length),
-    [NODE_FLAGS_SECTION, IMAGES_SECTION, RESULTS_STORE_SECTION, ...(warmAb ? [warmAb.section] : [])],
+    [NODE_FLAGS_SECTION, SIDECAR_MEMORY_SECTION, IMAGES_SECTION, RESULTS_STORE_SECTION, ...(warmAb ? [warmAb.section] : [])],
   );
   for (const result of results.filter((figure) => figure.target)) {
     log(`${result.met ? 'met   ' : 'MISSED'} ${result.scenario}: ${result.label}: ${result.median.toFixed(3)} ${result.unit}`);

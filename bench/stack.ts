@@ -45,6 +45,12 @@ export interface Stack {
   sidecar: Server & { adminUrl: string };
   /** Its RSS right after start, before any call, in MB. */
   sidecarIdleRssMb: number;
+  /** The results collector with its PostgreSQL (bench/servers/results-collector.ts), as the operator serves it in a cluster with a results store. */
+  collector: Server;
+  /** `runlet sidecar` as in a pod of a cluster with a results store: runs sent in batches to the collector. */
+  resultsSidecar: Server & { adminUrl: string };
+  /** Its RSS right after start, before any call, in MB. */
+  resultsSidecarIdleRssMb: number;
   /** `runlet sidecar` as outside a cluster, runs recorded in SQLite: measured beside the pod's in the sync, memory, async and webhook scenarios. */
   sqliteSidecar: Server & { adminUrl: string };
   /** `runlet sidecar` as in a pod for the async and webhook scenarios: a queue for bursts, loopback webhooks admitted. */
@@ -60,14 +66,16 @@ export interface Stack {
 }
 
 export async function startStack(group: ProcessGroup, workDir: string, options: StackOptions): Promise<Stack> {
-  const [runtime, kubeApi] = await Promise.all([startRuntime(group, workDir), startKubeApi(group, workDir)]);
+  const [runtime, kubeApi, collector] = await Promise.all([startRuntime(group, workDir), startKubeApi(group, workDir), startCollector(group)]);
   const runtimeIdleRssMb = runtime.process.rssMb();
   const runLog: RunLogStore = { kind: 'runlog', serviceAccountDir: kubeApi.serviceAccountDir, serverUrl: kubeApi.server.url };
   const node = options.sidecarNodeOptions;
   // For bursts of async runs: a queue no burst fills, and webhooks to the loopback receiver admitted.
   const asyncArgs = ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8'];
-  const [sidecar, sqliteSidecar, asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver] = await Promise.all([
+  const results: ResultsStore = { kind: 'results', collectorUrl: collector.url, holderKey: BENCH_HOLDER_KEY };
+  const [sidecar, resultsSidecar, sqliteSidecar, asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver] = await Promise.all([
     startSidecar(group, { name: 'sidecar', runtime, workDir, store: runLog, nodeOptions: node }),
+    startSidecar(group, { name: 'results-sidecar', runtime, workDir, store: results, nodeOptions: node }),
     // Takes sync loads (never queued at 32 connections, its concurrency) and async ones.
     startSidecar(group, { name: 'sqlite-sidecar', runtime, workDir, store: { kind: 'sqlite' }, nodeOptions: node, extraArgs: asyncArgs }),
     startSidecar(group, { name: 'async-sidecar', runtime, workDir, store: runLog, nodeOptions: node, extraArgs: asyncArgs }),
@@ -84,6 +92,9 @@ export async function startStack(group: ProcessGroup, workDir: string, options: 
     runLogStore: runLog,
     sidecar,
     sidecarIdleRssMb: sidecar.process.rssMb(),
+    collector,
+    resultsSidecar,
+    resultsSidecarIdleRssMb: resultsSidecar.process.rssMb(),
     sqliteSidecar,
     asyncSidecar,
     nginx,
@@ -124,14 +135,35 @@ async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ ser
   return { server: { process: started, url: match[1]! }, serviceAccountDir };
 }
 
+/** The namespace's hand-over key the results sidecar signs its batches with (any 32 bytes, hex). */
+const BENCH_HOLDER_KEY = 'b0'.repeat(32);
+
+/** The collector, in its own process as in the operator's pod, with a PostgreSQL of its own (durable commits). */
+async function startCollector(group: ProcessGroup): Promise<Server> {
+  const started = group.start({
+    name: 'results collector',
+    command: process.execPath,
+    args: [join(SERVERS, 'results-collector.ts'), '--namespace', PROJECT, '--holder-key', BENCH_HOLDER_KEY],
+  });
+  const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
+  return { process: started, url: match[1]! };
+}
+
 export interface RunLogStore {
   kind: 'runlog';
   serviceAccountDir: string;
   serverUrl: string;
 }
 
-/** Where a sidecar records its runs: the pod's RunLog through the API server, or SQLite in its data dir. */
-type RunStore = RunLogStore | { kind: 'sqlite' };
+/** A cluster's results store: the collector (bench/servers/results-collector.ts) and the namespace's hand-over key that signs the batches. */
+export interface ResultsStore {
+  kind: 'results';
+  collectorUrl: string;
+  holderKey: string;
+}
+
+/** Where a sidecar records its runs: the pod's RunLog through the API server, the results collector, or SQLite in its data dir. */
+type RunStore = RunLogStore | ResultsStore | { kind: 'sqlite' };
 
 interface SidecarSpec {
   /** Process name, also its POD_NAME (the RunLog is named after the pod). */
@@ -170,6 +202,7 @@ export async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Prom
       NODE_OPTIONS: spec.nodeOptions,
       POD_NAME: name,
       ...(store.kind === 'runlog' ? inPod(store) : {}),
+      ...(store.kind === 'results' ? { RUNLET_RESULTS_URL: store.collectorUrl, RUNLET_HOLDER_KEY: store.holderKey } : {}),
     },
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;

@@ -3,9 +3,15 @@
 // server on loopback (keep-alive, a 1 KB PATCH), node:https served as many requests a second as undici
 // (~3,900 against 2,800–5,600 alone, ~3,800 against 3,300 at 16 concurrent), with ~55 MB less RSS, since
 // undici is not loaded; a sidecar's target is 80 MB. undici is imported only to reach a proxy.
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { createRequire } from 'node:module';
 import type { KubeCredentials, KubeTls } from './credentials.ts';
+
+// Required, not imported: an ES module's import of node:http reads every export, and three of them are getters
+// that load Node's bundled undici with http2, tls and zlib (13 MB of RSS; sidecar/node-http.ts). node:https
+// (tls) only once an API server is reached over TLS.
+const require = createRequire(import.meta.url);
+const http = require('node:http') as typeof import('node:http');
 
 /** An answer read whole. */
 export interface KubeAnswer {
@@ -29,8 +35,9 @@ export async function createTransport(credentials: KubeCredentials): Promise<Tra
 
 function directTransport(server: string, tls: KubeTls): Transport {
   const secure = server.startsWith('https:');
-  const agent = secure ? new HttpsAgent({ ...tls, keepAlive: true, keepAliveMsecs: 30_000 }) : new HttpAgent({ keepAlive: true, keepAliveMsecs: 30_000 });
-  const send = secure ? httpsRequest : httpRequest;
+  const https = secure ? (require('node:https') as typeof import('node:https')) : undefined;
+  const agent = https !== undefined ? new https.Agent({ ...tls, keepAlive: true, keepAliveMsecs: 30_000 }) : new http.Agent({ keepAlive: true, keepAliveMsecs: 30_000 });
+  const send = https !== undefined ? https.request : http.request;
   return {
     send(method, url, headers, body, timeoutMs) {
       return new Promise((resolve, reject) => {

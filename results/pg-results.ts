@@ -78,8 +78,18 @@ export class PgResults implements RunHistory {
     if (query.asyncOnly) conditions.push('async'), shape.push('async');
     if (query.status !== null) add('status', (p) => `status = ${p}`, query.status);
     if (query.functionName !== null) add('function', (p) => `function_name = ${p}`, textColumn(query.functionName));
-    if (query.createdAfter !== null) add('after', (p) => `created_at >= ${p}::timestamptz`, query.createdAfter);
-    if (query.createdBefore !== null) add('until', (p) => `created_at < ${p}::timestamptz`, query.createdBefore);
+    // Each time bound also bounds the ids (see idRangeOf): the scan down the id index starts at the window's end
+    // and stops at its start, rather than walking the app's whole history for rows outside it.
+    if (query.createdAfter !== null) {
+      add('after', (p) => `created_at >= ${p}::timestamptz`, query.createdAfter);
+      const from = idRangeOf(query.createdAfter).from;
+      if (from !== null) add('from-id', (p) => `id >= ${p}::uuid`, from);
+    }
+    if (query.createdBefore !== null) {
+      add('until', (p) => `created_at < ${p}::timestamptz`, query.createdBefore);
+      const below = idRangeOf(query.createdBefore).below;
+      if (below !== null) add('below-id', (p) => `id < ${p}::uuid`, below);
+    }
     // One row past the page tells whether another page exists.
     values.push(query.pageSize + 1);
     const key = shape.join('+');
@@ -222,3 +232,34 @@ function textColumn(value: string): string {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * How far a run's `createdAt` can stray from the instant its UUID v7 id was minted. The id comes first: the
+ * sidecar mints it as the call arrives and records the run at once, while a call held at zero gets its id
+ * from the activator and its record from the sidecar that takes it, at most the holder's held-call TTL later
+ * (activator/holder.ts DEFAULT_HELD_CALL_TTL_MS, 24 h; a sync call's wait is shorter). Either may run on another
+ * node, whose clock may be ahead or behind by as much as a hand-over header tolerates (HELD_RUN_MAX_AGE_MS, 5
+ * min). Tests hold these to their sources.
+ */
+export const ID_LEAD_MS = 5 * 60_000;
+export const ID_LAG_MS = 24 * 3_600_000 + ID_LEAD_MS;
+
+const MAX_UUID_MS = 2 ** 48 - 1;
+
+/**
+ * The ids a run created at or after `instant` can have (`from`: `id >= from`), and those one created before it
+ * can have (`below`: `id < below`): the smallest UUID v7 of `instant - ID_LAG_MS`, and of `instant + ID_LEAD_MS`.
+ * null where the bound would leave UUID v7's 48-bit millisecond range, so nothing is excluded.
+ */
+export function idRangeOf(instant: string): { from: string | null; below: string | null } {
+  const ms = Date.parse(instant);
+  if (Number.isNaN(ms)) return { from: null, below: null };
+  return { from: smallestIdAt(ms - ID_LAG_MS), below: smallestIdAt(ms + ID_LEAD_MS) };
+}
+
+/** The smallest UUID whose first 48 bits are `ms`: every UUID v7 minted in that millisecond or later sorts at or above it. */
+function smallestIdAt(ms: number): string | null {
+  if (ms <= 0 || ms > MAX_UUID_MS) return null;
+  const hex = Math.floor(ms).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-0000-0000-000000000000`;
+}

@@ -1,11 +1,12 @@
 // The admin port: probes, metrics, the replica's load (scraped by the operator's autoscaler) and drain. Kept off the run port so callers through the ingress never
 // reach it, and so probes keep answering while the run port is saturated. Plain node:http, like the run port:
 // the pod sidecar loads no web framework.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { CANCEL_PATH, type AdminCancelAnswer } from './admin-cancel.ts';
 import { DRAIN_PATH, drainTokenMatches } from './drain-token.ts';
 import type { ReplicaLoadSource } from './load/load-source.ts';
 import type { Replica } from './replica.ts';
+import { http } from './node-http.ts';
 
 export interface AdminInterface {
   /** Answers an admin request; `path` is the URL's path below the admin prefix (`/ready`, `/metrics`, ...). */
@@ -156,7 +157,7 @@ function refusal(token: string | null): string {
 
 /** The admin port as its own server (the pod sidecar's); `runlet dev` mounts the interface under /admin instead. */
 export function createAdminServer(admin: AdminInterface): Server {
-  return createServer((request, response) => {
+  return http.createServer((request, response) => {
     const url = request.url ?? '/';
     const queryStart = url.indexOf('?');
     // Kubelets before 1.26 ask a hook's path as `http://ip:port/` + path, so `/drain/…` arrives as `//drain/…`.

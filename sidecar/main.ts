@@ -5,7 +5,7 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
-import { Registry } from 'prom-client';
+import { Registry } from './prom-client.ts';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';

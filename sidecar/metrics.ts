@@ -1,6 +1,6 @@
 // Prometheus metrics of one sidecar. Label children are resolved once up front, so counting a run is a
 // property access and an increment, not a label lookup.
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from './prom-client.ts';
 import type { ProblemError } from '../crds/problem.ts';
 import type { RunMode, RunStatus } from '../crds/run-record-schema.ts';
 import type { AttemptOutcome } from './webhook/retry-policy.ts';

@@ -4,7 +4,7 @@
 // rest of that connection's life. The document is built on its first request: fastify and its swagger
 // plugin, which write it, are not loaded until then (they are a third of the sidecar's memory at start, and
 // no call needs them).
-import { Server, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ProblemError } from '../crds/problem.ts';
@@ -16,6 +16,7 @@ import { sendProblem } from '../run-request/problem-answer.ts';
 import { DEFAULT_BODY_LIMIT_BYTES } from '../run-request/request-body.ts';
 import type { RunInterface } from './run-interface.ts';
 import { newRunId } from '../run-request/run-id.ts';
+import { http } from './node-http.ts';
 
 export interface RunServerOptions {
   /** The run interface's body limit (`--body-limit-bytes`), for an `Expect: 100-continue` refused at once. */
@@ -37,7 +38,7 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 const FRONT_MAX_BODY_BYTES = 256 * 1024;
 
 /** node:http's server, with the front reading each connection before node:http's own handling does. */
-class RunServer extends Server {
+class RunServer extends http.Server {
   readonly #frontConnections = new Set<FrontConnection>();
 
   constructor(

@@ -1,4 +1,5 @@
-// Waits until a sidecar has no run in flight nor queued, read from its Prometheus metrics.
+// Waits until a sidecar has no run in flight nor queued, or none of its records waiting for the collector, read
+// from its Prometheus metrics.
 const IDLE_TIMEOUT_MS = 120_000;
 const POLL_MS = 50;
 
@@ -14,6 +15,22 @@ export async function waitUntilIdle(adminUrl: string): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
   throw new Error(`the sidecar at ${adminUrl} was still busy after ${IDLE_TIMEOUT_MS} ms (${last})`);
+}
+
+/**
+ * Waits until a sidecar of a cluster with a results store has every record it saved collected, read from its
+ * Prometheus metrics: its memory is then what it keeps, not the backlog a collector on the same two cores let
+ * build up.
+ */
+export async function waitUntilCollected(adminUrl: string): Promise<void> {
+  const deadline = performance.now() + IDLE_TIMEOUT_MS;
+  let buffered = Number.NaN;
+  while (performance.now() < deadline) {
+    buffered = gauge(await (await fetch(`${adminUrl}/metrics`)).text(), 'runlet_run_records_buffered');
+    if (buffered === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  throw new Error(`the sidecar at ${adminUrl} still had ${buffered} run records waiting for the collector after ${IDLE_TIMEOUT_MS} ms`);
 }
 
 function gauge(metrics: string, name: string): number {

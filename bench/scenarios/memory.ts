@@ -1,5 +1,5 @@
-// Resident memory: the sidecars' right after the sync scenario's loads (the pod's, which the target is about, and
-// the SQLite one), the runtime's before its first call, and for scale, an empty Node process and the pod's
+// Resident memory: the sidecars' right after the sync scenario's loads (the pod's with a results store, which the
+// target is about, once its records are collected; the pod's with a RunLog; the SQLite one), the runtime's before its first call, and for scale, an empty Node process and the pod's
 // sidecar before its first call.
 // For the pod's sidecar, the floor proxy and the empty Node process, the RSS is also split by where its pages are
 // (bench/smaps.ts, from /proc/<pid>/smaps): the node binary's own file pages, which are the platform's (every
@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import type { FigureSpec, RoundFigures } from '../report.ts';
 import { readRssSplit, splitRss, type RssSplit } from '../smaps.ts';
 import type { Stack } from '../stack.ts';
+import { waitUntilCollected } from './idle.ts';
 
 const SCENARIO = 'memory';
 const BINARY = 'in the node binary\'s own pages (the platform\'s: file-backed, clean, shared by every Node process)';
@@ -17,11 +18,14 @@ const ANONYMOUS = 'anonymous (its own: V8 heap, malloc)';
 const OTHER = 'the rest (shared libraries, other files)';
 
 export const MEMORY_FIGURES: FigureSpec[] = [
-  { key: 'memory.sidecarRssMb', scenario: SCENARIO, label: 'sidecar RSS after the sync scenario', unit: 'MB', decimals: 1, target: { op: '<=', value: 80 } },
-  ...splitFigures('sidecar', 'of the sidecar\'s RSS after the sync scenario'),
+  { key: 'memory.resultsSidecarRssMb', scenario: SCENARIO, label: 'results sidecar RSS after the sync scenario, its records collected (`--run-store results`, the pod\'s in a cluster with a results store)', unit: 'MB', decimals: 1, target: { op: '<=', value: 80 } },
+  ...splitFigures('resultsSidecar', 'of the results sidecar\'s RSS after the sync scenario'),
+  { key: 'memory.resultsSidecarIdleRssMb', scenario: SCENARIO, label: 'results sidecar RSS right after start, before any call', unit: 'MB', decimals: 1 },
+  { key: 'memory.sidecarRssMb', scenario: SCENARIO, label: 'RunLog sidecar RSS after the sync scenario (`--run-store runlog`, the pod\'s in a cluster without a results store: its 200-record window)', unit: 'MB', decimals: 1 },
+  ...splitFigures('sidecar', 'of the RunLog sidecar\'s RSS after the sync scenario'),
   { key: 'memory.sqliteSidecarRssMb', scenario: SCENARIO, label: 'SQLite sidecar RSS after the sync scenario', unit: 'MB', decimals: 1 },
   { key: 'memory.runtimeIdleRssMb', scenario: SCENARIO, label: 'Python runtime RSS, idle (trivial app, before any call)', unit: 'MB', decimals: 1, target: { op: '<=', value: 30 } },
-  { key: 'memory.sidecarIdleRssMb', scenario: SCENARIO, label: 'sidecar RSS right after start, before any call', unit: 'MB', decimals: 1 },
+  { key: 'memory.sidecarIdleRssMb', scenario: SCENARIO, label: 'RunLog sidecar RSS right after start, before any call', unit: 'MB', decimals: 1 },
   { key: 'memory.floorProxyRssMb', scenario: SCENARIO, label: 'floor proxy RSS after the same loads (node:http + the runtime client, same NODE_OPTIONS)', unit: 'MB', decimals: 1 },
   ...splitFigures('floorProxy', 'of the floor proxy\'s RSS'),
   { key: 'memory.nodeFloorRssMb', scenario: SCENARIO, label: 'an empty Node process (`node -e`), same binary', unit: 'MB', decimals: 1 },
@@ -57,14 +61,20 @@ const EMPTY_NODE = [
 ].join(' ');
 
 /** Call right after measureSync. */
-export function measureMemory(stack: Stack): RoundFigures {
+export async function measureMemory(stack: Stack): Promise<RoundFigures> {
   // Each process's RSS and its split are read one right after the other.
+  await waitUntilCollected(stack.resultsSidecar.adminUrl);
+  const resultsSidecarRssMb = stack.resultsSidecar.process.rssMb();
+  const resultsSidecarSplit = readRssSplit(stack.resultsSidecar.process.pid);
   const sidecarRssMb = stack.sidecar.process.rssMb();
   const sidecarSplit = readRssSplit(stack.sidecar.process.pid);
   const floorProxyRssMb = stack.floorProxy.process.rssMb();
   const floorProxySplit = readRssSplit(stack.floorProxy.process.pid);
   const empty = JSON.parse(execFileSync(process.execPath, ['-e', EMPTY_NODE], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 })) as { rss: number; exe: string; smaps: string };
   return {
+    'memory.resultsSidecarRssMb': resultsSidecarRssMb,
+    ...splitValues('resultsSidecar', resultsSidecarSplit),
+    'memory.resultsSidecarIdleRssMb': stack.resultsSidecarIdleRssMb,
     'memory.sidecarRssMb': sidecarRssMb,
     ...splitValues('sidecar', sidecarSplit),
     'memory.sqliteSidecarRssMb': stack.sqliteSidecar.process.rssMb(),

@@ -1,12 +1,13 @@
 // Sync runs of the trivial function through the sidecar as in a pod (runs recorded in its RunLog), against the
-// same runtime behind nginx and called directly; the SQLite sidecar (as outside a cluster) beside them, with
-// targets of its own. wrk for all (microsecond latencies). At 32 connections the load is closed-loop, so a p50
+// same runtime behind nginx and called directly; the pod's sidecar of a cluster with a results store and the
+// SQLite sidecar (as outside a cluster) beside them, with targets of their own. wrk for all (microsecond latencies). At 32 connections the load is closed-loop, so a p50
 // there is mostly queueing (connections ÷ throughput); the latency the sidecar adds is read at 1 connection.
 import { runWrk } from '../load/wrk.ts';
 import type { LoadResult } from '../load/result.ts';
 import type { BenchProcess } from '../processes.ts';
 import type { FigureSpec, RoundFigures } from '../report.ts';
 import { runUrl, type Stack } from '../stack.ts';
+import { waitUntilCollected } from './idle.ts';
 import { inTurn, type Settings } from './settings.ts';
 
 const SCENARIO = 'sync run, trivial function';
@@ -22,6 +23,11 @@ export const SYNC_FIGURES: FigureSpec[] = [
   { key: 'sync.sqliteRatio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx throughput, 32 connections (`--run-store sqlite`, as outside a cluster)', unit: '×', decimals: 2, target: { op: '>=', value: 0.6 } },
   { key: 'sync.sqliteP99Ratio', scenario: SCENARIO, label: 'SQLite sidecar ÷ nginx p99, 32 connections', unit: '×', decimals: 2, target: { op: '<=', value: 2 } },
   { key: 'sync.sqliteRps', scenario: SCENARIO, label: 'SQLite sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.resultsRatio', scenario: SCENARIO, label: 'results sidecar ÷ nginx throughput, 32 connections (`--run-store results`, as in a cluster with a results store)', unit: '×', decimals: 2, target: { op: '>=', value: 0.6 } },
+  { key: 'sync.resultsP99Ratio', scenario: SCENARIO, label: 'results sidecar ÷ nginx p99, 32 connections', unit: '×', decimals: 2, target: { op: '<=', value: 2 } },
+  { key: 'sync.resultsRps', scenario: SCENARIO, label: 'results sidecar runs/s, 32 connections', unit: 'req/s', decimals: 0 },
+  { key: 'sync.resultsP99Ms', scenario: SCENARIO, label: 'results sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
+  { key: 'sync.resultsCpuUs', scenario: SCENARIO, label: 'results sidecar CPU per run, 32 connections', unit: 'µs', decimals: 0 },
   { key: 'sync.floorRatio', scenario: SCENARIO, label: 'floor ÷ nginx throughput: node:http + the same runtime client, nothing else', unit: '×', decimals: 2 },
   { key: 'sync.floorRps', scenario: SCENARIO, label: 'floor requests/s, 32 connections', unit: 'req/s', decimals: 0 },
   { key: 'sync.sidecarP99Ms', scenario: SCENARIO, label: 'sidecar p99, 32 connections', unit: 'ms', decimals: 2 },
@@ -48,20 +54,23 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     nginx: { url: runUrl(stack.nginx, 'run'), proxy: stack.nginx.process },
     sidecar: { url: runUrl(stack.sidecar, 'run'), proxy: stack.sidecar.process },
     sqlite: { url: runUrl(stack.sqliteSidecar, 'run'), proxy: stack.sqliteSidecar.process },
+    results: { url: runUrl(stack.resultsSidecar, 'run'), proxy: stack.resultsSidecar.process },
     floor: { url: runUrl(stack.floorProxy, 'run'), proxy: stack.floorProxy.process },
   };
   const loaded: Partial<Record<keyof typeof targets, { result: LoadResult; proxyCpuUs: number; runtimeCpuUs: number; kubeApiCpuUs: number }>> = {};
   const unloaded: Partial<Record<keyof typeof targets, LoadResult>> = {};
-  for (const name of inTurn(['direct', 'nginx', 'sidecar', 'sqlite', 'floor'] as const, round)) {
+  for (const name of inTurn(['direct', 'nginx', 'sidecar', 'sqlite', 'results', 'floor'] as const, round)) {
     const { url, proxy } = targets[name];
     const cpu = cpuMeter(proxy, stack.runtime.process, stack.kubeApi.process);
     const result = await runWrk({ url, connections: 32, durationS: settings.durationS, body: BODY });
     loaded[name] = { result, ...cpu.perRequestUs(result.requests) };
+    // Its records still on their way to the collector (whose PostgreSQL shares these two cores) would load the next one's.
+    if (name === 'results') await waitUntilCollected(stack.resultsSidecar.adminUrl);
   }
   for (const name of inTurn(['direct', 'nginx', 'sidecar'] as const, round)) {
     unloaded[name] = await runWrk({ url: targets[name].url, connections: 1, durationS: settings.latencyDurationS, body: BODY });
   }
-  const { direct, nginx, sidecar, sqlite, floor } = loaded as Required<typeof loaded>;
+  const { direct, nginx, sidecar, sqlite, results, floor } = loaded as Required<typeof loaded>;
   const one = unloaded as Required<typeof unloaded>;
   const p50 = (result: LoadResult): number => result.latencyMs!.p50;
   const p99 = (result: LoadResult): number => result.latencyMs!.p99;
@@ -75,6 +84,11 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.sqliteRatio': sqlite.result.perSecond / nginx.result.perSecond,
     'sync.sqliteP99Ratio': p99(sqlite.result) / p99(nginx.result),
     'sync.sqliteRps': sqlite.result.perSecond,
+    'sync.resultsRatio': results.result.perSecond / nginx.result.perSecond,
+    'sync.resultsP99Ratio': p99(results.result) / p99(nginx.result),
+    'sync.resultsRps': results.result.perSecond,
+    'sync.resultsP99Ms': p99(results.result),
+    'sync.resultsCpuUs': results.proxyCpuUs,
     'sync.floorRatio': floor.result.perSecond / nginx.result.perSecond,
     'sync.floorRps': floor.result.perSecond,
     'sync.sidecarP99Ms': p99(sidecar.result),
@@ -92,7 +106,7 @@ export async function measureSync(stack: Stack, settings: Settings, round: numbe
     'sync.runtimeBehindNginxCpuUs': nginx.runtimeCpuUs,
     'sync.runtimeBehindSidecarCpuUs': sidecar.runtimeCpuUs,
     'sync.runtimeBehindFloorCpuUs': floor.runtimeCpuUs,
-    'sync.errors': [direct, nginx, sidecar, sqlite, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
+    'sync.errors': [direct, nginx, sidecar, sqlite, results, floor].reduce((sum, run) => sum + run.result.errors, 0) + Object.values(one).reduce((sum, result) => sum + result.errors, 0),
   };
 }
 

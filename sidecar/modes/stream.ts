@@ -2,7 +2,8 @@
 // gzip, the compressor is flushed after every batch of events so nothing waits in its buffer.
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { constants as zlibConstants, createGzip, type Gzip } from 'node:zlib';
+import { createRequire } from 'node:module';
+import type { Gzip } from 'node:zlib';
 import type { ActiveRun } from '../active-runs.ts';
 import { cancelledError } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
@@ -13,6 +14,15 @@ import type { RunError } from '../../crds/run-record-schema.ts';
 import type { RunOutcome } from './outcome.ts';
 import { callRecorded } from '../runtimes/python-call.ts';
 import { sendPlainAnswer, settle } from './sync.ts';
+
+const require = createRequire(import.meta.url);
+let zlib: typeof import('node:zlib') | undefined;
+
+/** node:zlib on the first gzipped stream: 2 MB of RSS a sidecar whose callers never ask for gzip does not hold. */
+function loadZlib(): typeof import('node:zlib') {
+  zlib ??= require('node:zlib') as typeof import('node:zlib');
+  return zlib;
+}
 
 export async function runStream(
   run: ActiveRun,
@@ -122,7 +132,7 @@ class EventSink {
   constructor(response: ServerResponse, gzip: boolean, stopped: AbortSignal) {
     this.#response = response;
     this.#stopped = stopped;
-    this.#gzip = gzip ? createGzip() : null;
+    this.#gzip = gzip ? loadZlib().createGzip() : null;
     this.#gzip?.pipe(response);
   }
 
@@ -139,7 +149,7 @@ class EventSink {
     await new Promise<void>((resolve, reject) => {
       const onStop = (): void => reject(stopped.reason);
       stopped.addEventListener('abort', onStop, { once: true });
-      gzip.flush(zlibConstants.Z_SYNC_FLUSH, () => {
+      gzip.flush(loadZlib().constants.Z_SYNC_FLUSH, () => {
         stopped.removeEventListener('abort', onStop);
         resolve();
       });

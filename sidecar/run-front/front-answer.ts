@@ -2,9 +2,10 @@
 // once, with the headers node:http would add (Date, Content-Length, Connection, Keep-Alive). An answer that
 // is written as it comes (a stream) is node:http's own ServerResponse instead, lent the socket for that one
 // answer, as node:http's server does for each of its requests.
-import { IncomingMessage, ServerResponse, STATUS_CODES, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import type { StreamableAnswerSink } from '../../run-request/answer-sink.ts';
+import { http } from '../node-http.ts';
 
 /** Told when the answer is written (or never will be), so the connection can read its next request. */
 export interface AnswerListener {
@@ -44,7 +45,7 @@ export class FrontAnswer implements StreamableAnswerSink {
       return this;
     }
     if (this.#head !== null) throw new Error(`the answer's head was already written (status ${statusCode} came second)`);
-    let head = 'HTTP/1.1 ' + statusCode + ' ' + (STATUS_CODES[statusCode] ?? 'Unknown') + '\r\n';
+    let head = 'HTTP/1.1 ' + statusCode + ' ' + (http.STATUS_CODES[statusCode] ?? 'Unknown') + '\r\n';
     if (Array.isArray(headers)) {
       for (let i = 0; i + 1 < headers.length; i += 2) head += headerLine(headers[i]!, headers[i + 1]!);
     } else {
@@ -85,13 +86,13 @@ export class FrontAnswer implements StreamableAnswerSink {
     if (this.#head !== null || this.#ended) throw new Error('the answer was already begun: it cannot be streamed');
     const socket = this.#socket;
     // What ServerResponse reads of its request: an HTTP/1.1 POST (chunked answers, kept alive by default).
-    const request = new IncomingMessage(socket);
+    const request = new http.IncomingMessage(socket);
     request.method = 'POST';
     request.httpVersionMajor = 1;
     request.httpVersionMinor = 1;
     request.httpVersion = '1.1';
     request.headers = requestHeaders;
-    const response = new ServerResponse(request);
+    const response = new http.ServerResponse(request);
     response.shouldKeepAlive = this.#keepAlive;
     // node:http's server tells a response its socket drained (its connection listener does): without it, a
     // writer waiting for 'drain' once the caller's buffers filled would wait for ever.
@@ -126,7 +127,7 @@ export class FrontAnswer implements StreamableAnswerSink {
 const NEED_DRAIN: symbol = needDrainFlag();
 
 function needDrainFlag(): symbol {
-  const response = new ServerResponse(new IncomingMessage(new Socket()));
+  const response = new http.ServerResponse(new http.IncomingMessage(new Socket()));
   const flag = Object.getOwnPropertySymbols(response).find((symbol) => symbol.description === 'kNeedDrain');
   if (flag === undefined) throw new Error("node:http's ServerResponse has no kNeedDrain flag: the front cannot relay its socket's 'drain'");
   return flag;

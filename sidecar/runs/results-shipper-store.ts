@@ -20,6 +20,7 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { CollectorClient } from './collector-client.ts';
 import { forgetKeptResult, keptResultOf } from './kept-result.ts';
 import { SHIPPER_BATCH_BYTES } from '../../results/batch-limits.ts';
 import { RESULTS_SIGNATURE_HEADER, signBatch } from '../../results/results-key.ts';
@@ -83,6 +84,7 @@ const SHIPPED_IDS_KEPT = 20_000;
 
 export class ResultsShipperStore implements RunStore {
   readonly #url: string;
+  readonly #collector: CollectorClient;
   readonly #key: Uint8Array;
   readonly #journal: RunLogJournal;
   readonly #logger: Logger;
@@ -90,7 +92,6 @@ export class ResultsShipperStore implements RunStore {
   readonly #maxBatch: number;
   readonly #maxBatchBytes: number;
   readonly #maxBuffered: number;
-  readonly #requestTimeoutMs: number;
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
   readonly #flushTimeoutMs: number;
@@ -115,6 +116,7 @@ export class ResultsShipperStore implements RunStore {
 
   constructor(options: ResultsShipperOptions) {
     this.#url = `${options.collectorUrl.replace(/\/+$/, '')}/v1/results/${encodeURIComponent(options.namespace)}/runs`;
+    this.#collector = new CollectorClient(this.#url, options.requestTimeoutMs ?? 10_000);
     this.#key = options.key;
     this.#journal = options.journal;
     this.#logger = options.logger.child({ component: 'results-shipper' });
@@ -122,7 +124,6 @@ export class ResultsShipperStore implements RunStore {
     this.#maxBatch = options.maxBatchRecords ?? 1000;
     this.#maxBatchBytes = options.maxBatchBytes ?? SHIPPER_BATCH_BYTES;
     this.#maxBuffered = options.maxBufferedRuns ?? 10_000;
-    this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#retryInitialMs = options.retryInitialMs ?? 250;
     this.#retryMaxMs = options.retryMaxMs ?? 5000;
     this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
@@ -197,6 +198,7 @@ export class ResultsShipperStore implements RunStore {
     } finally {
       this.#closed = true;
       if (this.#timer !== null) clearTimeout(this.#timer);
+      this.#collector.close();
       await this.#journal.close();
     }
   }
@@ -276,15 +278,9 @@ export class ResultsShipperStore implements RunStore {
   };
 
   async #send(body: Buffer): Promise<void> {
-    const response = await fetch(this.#url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(this.#key, body) },
-      body,
-      signal: AbortSignal.timeout(this.#requestTimeoutMs),
-    });
-    const text = await response.text();
-    if (!response.ok) {
-      throw new CollectorRefusal(`the results collector ${this.#url} answered ${response.status}: ${text.slice(0, 500)}`, isRefusedForGood(response.status));
+    const { status, text } = await this.#collector.post(body, { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(this.#key, body) });
+    if (status < 200 || status > 299) {
+      throw new CollectorRefusal(`the results collector ${this.#url} answered ${status}: ${text.slice(0, 500)}`, isRefusedForGood(status));
     }
     const answer = JSON.parse(text) as { refused?: unknown[] };
     if (Array.isArray(answer.refused) && answer.refused.length > 0) {

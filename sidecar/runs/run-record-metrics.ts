@@ -1,6 +1,6 @@
 // Prometheus metrics of the stores that send run records elsewhere (the RunLog store to the API server, the results
 // shipper to the collector): records lost before reaching it, and how many wait.
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../prom-client.ts';
 
 /**
  * Why records were dropped: the unwritten buffer overflowed, the store closed before writing them, or the

@@ -7,7 +7,7 @@
 // Back means answering, not accepting: a dying process's listening socket can outlive its connections for a
 // moment, and the kernel completes a connect to it that nothing will ever read. Taken for the runtime's return,
 // that woke the queued runs into a dead runtime, failing them `runtime_crashed`, and let new calls in (502).
-import { get } from 'node:http';
+import { http } from '../node-http.ts';
 
 const INTERVAL_MS = 250;
 const ANSWER_TIMEOUT_MS = 1_000;
@@ -34,7 +34,7 @@ export class ReturnProbe {
 
   #attempt(): void {
     // A fresh connection each time (agent: false), as the health watch asks (runtime-watch.ts).
-    const probe = get(this.#url, { agent: false, timeout: ANSWER_TIMEOUT_MS }, (response) => {
+    const probe = http.get(this.#url, { agent: false, timeout: ANSWER_TIMEOUT_MS }, (response) => {
       // Its body is not wanted; the connection closes after it (agent: false).
       response.on('error', () => undefined).resume();
       if (this.#stopped) return;

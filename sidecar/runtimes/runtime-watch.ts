@@ -1,9 +1,9 @@
 // In a pod, the runtime is another container the kubelet starts and restarts: the sidecar watches its health
 // endpoint, attaching the app while it answers 2xx, pausing it while it answers otherwise (it drains or recycles
 // itself: the calls in flight finish, new ones get 503) and detaching it while it does not answer at all.
-import { get } from 'node:http';
 import type { Logger } from 'pino';
 import type { AppTarget } from '../apps.ts';
+import { http } from '../node-http.ts';
 
 export interface RuntimeWatchOptions {
   origin: string;
@@ -60,7 +60,7 @@ export class RuntimeWatcher {
   #health(): Promise<Health> {
     const anyAnswer = this.#options.readyPath === null;
     return new Promise((resolve) => {
-      const probe = get(this.#options.origin + (this.#options.readyPath ?? '/'), { agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
+      const probe = http.get(this.#options.origin + (this.#options.readyPath ?? '/'), { agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
         const status = response.statusCode ?? 0;
         response.resume();
         response.on('end', () => resolve(anyAnswer || (status >= 200 && status < 300) ? 'ready' : 'not-ready'));

@@ -1,11 +1,14 @@
 // What the PostgreSQL results store adds to the run history contract: batches that may arrive twice or out of
 // order (a replay writes nothing; a later state is never overwritten by an earlier one), a schema migrated once
 // by racing replicas, errors that name the database, and a million runs paged through while runs are written.
-import pg from 'pg';
+import pg, { type QueryConfig } from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { DEFAULT_HELD_CALL_TTL_MS } from '../../activator/holder.ts';
+import { HELD_RUN_MAX_AGE_MS } from '../../run-request/auth/held-run.ts';
 import { migrate, readMigrations } from '../../results/migrate.ts';
+import { ID_LAG_MS, ID_LEAD_MS } from '../../results/pg-results.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
 import { PgResults } from '../../results/pg-results.ts';
 import type { ListRunsQuery } from '../../management/run-source.ts';
@@ -244,4 +247,98 @@ describe('a million runs', () => {
     expect(pages).toBe(RUNS / 500);
     expect(written).toBe(20 * Math.floor((RUNS / 500 - 1) / 10));
   }, 300_000);
+});
+
+describe('time windows and async lists', () => {
+  /** The smallest UUID v7 of millisecond `ms`, its random bits `tail` (12 hex digits). */
+  const idAt = (ms: number, tail: string): string => {
+    const hex = ms.toString(16).padStart(12, '0');
+    return `${hex.slice(0, 8)}-${hex.slice(8)}-7000-8000-${tail}`;
+  };
+
+  it('bound the ids no tighter than a held call\'s wait and the nodes\' clock skew allow', async () => {
+    expect(ID_LEAD_MS).toBe(HELD_RUN_MAX_AGE_MS);
+    expect(ID_LAG_MS).toBe(DEFAULT_HELD_CALL_TTL_MS + HELD_RUN_MAX_AGE_MS);
+    const t = Date.parse('2026-03-01T00:00:00.000Z');
+    // Held at zero for 23 h: its id is the activator's, its record the sidecar's.
+    const held = runRecord({ appName: 'skew', id: idAt(t, '000000000001'), createdAt: new Date(t + 23 * 3_600_000).toISOString() });
+    // Minted on a node whose clock runs 4 minutes ahead of the sidecar's.
+    const ahead = runRecord({ appName: 'skew', id: idAt(t + 4 * 60_000, '000000000002'), createdAt: new Date(t).toISOString() });
+    await results.store.writeBatch([held, ahead]);
+    const ids = async (overrides: Partial<ListRunsQuery>): Promise<string[]> => (await results.store.listRuns(query('skew', overrides))).items.map((run) => run.id);
+    expect(await ids({ createdAfter: new Date(t + 22 * 3_600_000).toISOString() })).toEqual([held.id]);
+    expect(await ids({ createdAfter: held.createdAt, createdBefore: new Date(t + 24 * 3_600_000).toISOString() })).toEqual([held.id]);
+    expect(await ids({ createdBefore: new Date(t + 1).toISOString() })).toEqual([ahead.id]);
+    expect(await ids({ createdAfter: ahead.createdAt, createdBefore: new Date(t + 60_000).toISOString() })).toEqual([ahead.id]);
+  });
+
+  describe('of an app with 200,000 runs', () => {
+    const RUNS = 200_000;
+    const BASE_MS = Date.parse('2026-02-01T00:00:00.000Z');
+    let windows: OpenResults;
+    let statement: QueryConfig | undefined;
+
+    beforeAll(async () => {
+      windows = await openResults({ dsn: server.dsn(await server.createDatabase('windows')), logger: testLogger() });
+      // One run a second, 2% of them async, a tenth failed: none both.
+      await windows.pool.query(
+        `INSERT INTO runlet_runs (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
+         SELECT id::uuid, 'demo', 'windows', 'run', i % 50 = 7, CASE WHEN i % 10 = 0 THEN 'failure' ELSE 'success' END, at, 'seed', 2199023255552, false,
+                json_build_object('id', id, 'createdAt', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+           FROM (SELECT i, to_timestamp(($1::bigint + i * 1000) / 1000.0) AS at,
+                        lpad(to_hex($1::bigint + i * 1000), 12, '0') || '70008000' || lpad(to_hex(i), 12, '0') AS id
+                   FROM generate_series(0, $2::int - 1) AS i) AS seed`,
+        [BASE_MS, RUNS],
+      );
+      await windows.pool.query('ANALYZE runlet_runs');
+      // The statements the store sends, to EXPLAIN exactly those.
+      const send = windows.pool.query.bind(windows.pool) as (config: QueryConfig) => Promise<unknown>;
+      (windows.pool as { query: unknown }).query = (config: QueryConfig) => {
+        if (typeof config === 'object') statement = config;
+        return send(config);
+      };
+    }, 120_000);
+
+    afterAll(async () => {
+      await windows?.close();
+    });
+
+    /** The page, and how many rows PostgreSQL read to make it (every scan's rows, kept or filtered out), from EXPLAIN ANALYZE of the store's statement. */
+    async function listed(overrides: Partial<ListRunsQuery>): Promise<{ items: number; rowsRead: number }> {
+      const page = await windows.store.listRuns(listQuery('demo', 'windows', overrides));
+      const { rows } = await windows.pool.query<{ 'QUERY PLAN': unknown }>({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${statement!.text}`, values: statement!.values });
+      let rowsRead = 0;
+      const visit = (node: Record<string, unknown>): void => {
+        if (String(node['Node Type']).includes('Scan')) rowsRead += Number(node['Actual Rows'] ?? 0) + Number(node['Rows Removed by Filter'] ?? 0);
+        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) visit(child);
+      };
+      visit((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+      return { items: page.items.length, rowsRead };
+    }
+
+    const at = (second: number): string => new Date(BASE_MS + second * 1000).toISOString();
+
+    it('read runs near the window, not the app\'s history after it: createdBefore deep in the past', async () => {
+      // 150,000 runs are newer than the bound; the page is the 50 below it.
+      const page = await listed({ createdBefore: at(50_000) });
+      expect(page.items).toBe(50);
+      expect(page.rowsRead).toBeLessThan(1_000);
+    });
+
+    it('read an hour of runs for an hour\'s window, and nothing for an empty one', async () => {
+      const hour = await listed({ createdAfter: at(60_000), createdBefore: at(63_600) });
+      expect(hour.items).toBe(50);
+      expect(hour.rowsRead).toBeLessThan(4_000);
+      const empty = await listed({ createdAfter: at(RUNS + 3_600), createdBefore: at(RUNS + 7_200) });
+      expect(empty.items).toBe(0);
+      expect(empty.rowsRead).toBeLessThan(1_000);
+    });
+
+    it('read async runs only for asyncOnly, with a status none has', async () => {
+      expect(await listed({ asyncOnly: true, status: 'failure' })).toEqual({ items: 0, rowsRead: 0 });
+      const page = await listed({ asyncOnly: true });
+      expect(page.items).toBe(50);
+      expect(page.rowsRead).toBeLessThan(100);
+    });
+  });
 });

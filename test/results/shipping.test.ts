@@ -1,8 +1,10 @@
 // Run records from a pod's sidecar to PostgreSQL: the shipper store (journal in a data dir, signed batches) and
 // the collector (fastify, as the operator serves it) over real HTTP on loopback, into a real PostgreSQL.
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +25,7 @@ import { listQuery } from '../support/list-query.ts';
 
 const NAMESPACE = 'demo';
 const KEY = resultsKeyOf(Buffer.alloc(32, 7));
+const SHIP_ONE_BATCH = join(import.meta.dirname, 'fixtures/ship-one-batch.ts');
 
 let server: PostgresServer;
 let results: OpenResults;
@@ -211,6 +214,48 @@ describe('the results shipper', () => {
       }
     } finally {
       await store.close();
+    }
+  });
+
+  it('shows its backlog on the metrics: records waiting while the collector is down, those dropped at the hard bound, none once drained', async () => {
+    const collector = await startCollector();
+    const registry = new Registry();
+    const { store } = await openShipper(collector.url, { maxBufferedRuns: 5, registry });
+    const metric = async (name: string): Promise<number> => (await registry.getSingleMetric(name)!.get()).values.reduce((sum, { value }) => sum + value, 0);
+    try {
+      await collector.app.close();
+      // Past twice the bound (10), the oldest finished sync runs leave: 13 saved, 3 dropped.
+      const runs = Array.from({ length: 13 }, () => runRecord({ appName: 'backlog' }));
+      for (const run of runs) store.save(run);
+      await waitFor(() => store.stats().lastError !== null, { what: 'a failed batch' });
+      expect(await metric('runlet_run_records_buffered')).toBe(10);
+      expect(await metric('runlet_run_records_dropped_total')).toBe(3);
+      expect(store.stats()).toMatchObject({ buffered: 10, dropped: 3 });
+      const back = await startCollector(collector.port);
+      try {
+        await store.flush();
+        expect(await metric('runlet_run_records_buffered')).toBe(0);
+        expect(await metric('runlet_run_records_dropped_total')).toBe(3);
+        for (const run of runs.slice(3)) expect(await stored(run)).toEqual(run);
+      } finally {
+        await store.close();
+        await back.app.close();
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('sends its batches without loading Node\'s fetch (its bundled undici is ~13 MB of a sidecar\'s RSS)', async () => {
+    const collector = await startCollector();
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, [SHIP_ONE_BATCH, collector.url, Buffer.from(KEY).toString('hex'), 'no-fetch'], { timeout: 60_000 });
+      const shipped = JSON.parse(stdout) as { id: string; stats: { batches: number; buffered: number }; undici: string[] };
+      expect(shipped.stats).toMatchObject({ batches: 1, buffered: 0 });
+      expect(await results.store.getRun(NAMESPACE, 'no-fetch', shipped.id)).toMatchObject({ id: shipped.id, appName: 'no-fetch' });
+      expect(shipped.undici).toEqual([]);
+    } finally {
+      await collector.app.close();
     }
   });
 

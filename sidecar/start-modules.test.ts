@@ -1,0 +1,44 @@
+// What a sidecar loads to start: none of Node's modules it does not use. Each costs resident memory in every pod
+// (the sidecar's target is 80 MB after load): Node's bundled undici with http2, tls and web streams (13 MB,
+// pulled in by an ES module import of node:http), prom-client's index (Pushgateway with https and zlib, cluster:
+// 17 MB), zlib before a gzipped stream.
+import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import type * as promClient from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from './prom-client.ts';
+
+const SIDECAR_MAIN = join(import.meta.dirname, 'main.ts');
+const CLI_SIDECAR = join(import.meta.dirname, '../cli/sidecar-command.ts');
+/** Node's own modules the sidecar must not load to start (moduleLoadList's names). */
+const UNWANTED = /^NativeModule (internal\/deps\/undici\/undici|http2|tls|https|zlib|cluster)$/;
+
+/** The Node modules a fresh process loaded by importing `modules`, of those it must not. */
+async function unwantedLoadedBy(...modules: string[]): Promise<string[]> {
+  const script = [
+    ...modules.map((module) => `await import(${JSON.stringify(module)});`),
+    `process.stdout.write(JSON.stringify(process.moduleLoadList.filter((name) => ${UNWANTED}.test(name))));`,
+  ].join('\n');
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
+  return JSON.parse(stdout) as string[];
+}
+
+describe('the sidecar at start', () => {
+  it('loads neither undici, http2, tls, https, zlib nor cluster', async () => {
+    expect(await unwantedLoadedBy(SIDECAR_MAIN, CLI_SIDECAR)).toEqual([]);
+  });
+
+  it('takes prom-client\'s classes from the files its index exports them from', () => {
+    // The package's own index, loaded here only to compare (the sidecar never loads it).
+    const index = createRequire(import.meta.url)('prom-client') as typeof promClient;
+    expect(Registry).toBe(index.Registry);
+    expect(Counter).toBe(index.Counter);
+    expect(Gauge).toBe(index.Gauge);
+    expect(Histogram).toBe(index.Histogram);
+    const registry = new Registry();
+    new Counter({ name: 'start_modules_total', help: 'a counter', registers: [registry] }).inc(2);
+    return expect(registry.metrics()).resolves.toContain('start_modules_total 2');
+  });
+});
