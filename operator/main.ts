@@ -30,7 +30,9 @@ import { scalesToZero } from './autoscaling/endpoints.ts';
 import { createEndpointsSwitch, servingChanged } from './autoscaling/endpoints-switch.ts';
 import { DEFAULT_HELD_CALL_TTL_MS, startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
 import { HeldRecords } from '../activator/hold-records.ts';
-import { cancelHeldCall, heldCallCancelled } from '../activator/hold-cancel.ts';
+import { cancelHeldCall, heldCallCancelled, settleCancelledHeldCall, type HeldRunWriter } from '../activator/hold-cancel.ts';
+import { WebhookDeliverer } from '../sidecar/webhook/deliver.ts';
+import { HeldRunsLog } from './held-runs-log.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
 import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
@@ -60,6 +62,9 @@ import { SidecarMode } from './sidecar-mode.ts';
 
 /** Who reports the Events on Apps (`kubectl describe app` shows it under "From"). */
 const EVENT_SOURCE = 'runlet-operator';
+
+/** How long a stopping operator waits for the webhooks of cancelled held calls still being delivered. */
+const HELD_WEBHOOK_DRAIN_MS = 10_000;
 
 export interface OperatorOptions {
   /** Where the API server is: `server.kubeConfig()` in tests, `loadFromDefault()` in a cluster. */
@@ -395,6 +400,20 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
+  // The runs of async calls cancelled while held at zero, which no replica saw: recorded where the management
+  // API reads runs (the results store takes each once its webhook is settled: its upkeep would close a pending
+  // webhook whose "pod", this replica, is not an App pod), their webhooks delivered from here.
+  const heldRunsLog = new HeldRunsLog({ api, apps: appCache, logger });
+  const heldRunWriter: HeldRunWriter =
+    options.results === undefined
+      ? heldRunsLog
+      : {
+          write: async (run) => {
+            if (run.webhook?.state !== 'pending') await options.results!.store.writeBatch([run]);
+          },
+        };
+  const heldWebhooks = new WebhookDeliverer({ allowCidrs: config.webhookAllowCidrs });
+  const heldDeliveries = new Set<Promise<void>>();
   const canceller = clusterRunCanceller({
     runs: options.results?.store ?? runLogs,
     pods,
@@ -402,8 +421,12 @@ export function createOperator(options: OperatorOptions): Operator {
     cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
       const held = await cancelHeldCall(await heldRecords(), projectId, appName, runId);
       if (held === null) return null;
-      logger.info({ app: `${projectId}/${appName}`, runId }, 'holder: a held async call was cancelled before any replica took it; dropped unrecorded, its webhook not sent');
-      return { record: heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date()), stoppedFor: 'cancel_requested' };
+      const cancelled = heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date());
+      const { delivered } = await settleCancelledHeldCall(cancelled, { writer: heldRunWriter, deliverer: heldWebhooks, logger });
+      heldDeliveries.add(delivered);
+      void delivered.finally(() => heldDeliveries.delete(delivered));
+      logger.info({ app: `${projectId}/${appName}`, runId, webhook: cancelled.run.webhook?.endpoint ?? null }, 'holder: a held async call was cancelled before any replica took it: recorded cancelled, its webhook sent');
+      return { record: cancelled.run, stoppedFor: 'cancel_requested' };
     },
     logger,
   });
@@ -489,6 +512,10 @@ export function createOperator(options: OperatorOptions): Operator {
       stopping = true;
       await sidecarMode.stop();
       await holder?.close();
+      // The webhooks of cancelled held calls finish (three attempts, well under a minute) or are recorded failed.
+      await Promise.race([Promise.all(heldDeliveries), new Promise((resolve) => setTimeout(resolve, HELD_WEBHOOK_DRAIN_MS).unref())]);
+      await heldWebhooks.close();
+      await Promise.all(heldDeliveries);
       await elector.stop();
       await duties.ended();
       await scraper.stop();

@@ -170,34 +170,56 @@ describe('scale to zero: the holder itself', () => {
     }
   }, 180_000);
 
-  it('an async call held at zero, cancelled through the management API, never starts: its record is dropped, and the replica woken for it never runs it', async () => {
+  it('an async call held at zero, cancelled through the management API, never starts: it is recorded cancelled, listed, and its webhook is sent that outcome, signed', async () => {
     await zero.atZero();
     const { namespace, name } = zero.hello;
     const holder = cluster.holder!;
     const handedOverBefore = holder.stats.handedOver;
-    const accepted = await zero.call('run?async=true', { body: { name: 'Never' } });
-    expect(accepted.status).toBe(202);
-    const { run_id: runId } = (await accepted.json()) as { run_id: string };
-    const cancel = () => fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
+    const receiver = await WebhookReceiver.start();
+    try {
+      const webhook = encodeURIComponent(receiver.at().toString());
+      const accepted = await zero.call(`run?async=true&webhookEndpoint=${webhook}`, { body: { name: 'Never' }, headers: { 'x-webhook-secret': 'held-secret' } });
+      expect(accepted.status).toBe(202);
+      const { run_id: runId } = (await accepted.json()) as { run_id: string };
+      const cancel = () => fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
 
-    const cancelled = await cancel();
-    const text = await cancelled.text();
-    expect(cancelled.status, text).toBe(202);
-    const { item } = JSON.parse(text) as { item: RunRecord };
-    expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null });
-    expect(item.error?.message).toMatch(/not recorded as a run, and its webhook is not sent/);
-    expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
+      const cancelled = await cancel();
+      const text = await cancelled.text();
+      expect(cancelled.status, text).toBe(202);
+      const { item } = JSON.parse(text) as { item: RunRecord };
+      expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null, error: { type: 'Cancelled' } });
+      expect(item.webhook).toMatchObject({ endpoint: receiver.at().toString().split('?')[0], state: 'pending' });
+      expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
 
-    // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
-    // cancelled one is never handed over.
-    const later = await zero.call('run', { body: { name: 'Later' } });
-    expect(later.status).toBe(200);
-    await zero.runRecord((await later.json() as { run_id: string }).run_id);
-    await waitFor(() => holder.held(namespace, name) === 0, { ...ZERO_WAIT, what: 'the held call let go' });
-    expect(holder.stats.handedOver).toBe(handedOverBefore);
-    const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
-    expect(((await listed.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
-    expect((await cancel()).status, 'cancelled already, and recorded nowhere').toBe(404);
+      // Its webhook is sent the cancelled outcome, signed with the secret the call gave.
+      await receiver.received(1, ZERO_WAIT.timeoutMs);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('held-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body.toString('utf8'))).toMatchObject({ run_id: runId, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
+
+      // Listed, and got, as cancelled, its webhook delivered (a wait on that state: the pending one is listed first).
+      const listedRun = async (): Promise<RunRecord | undefined> => {
+        const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
+        return ((await listed.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId);
+      };
+      await waitFor(async () => (await listedRun())?.webhook?.state === 'delivered', { ...ZERO_WAIT, what: 'the cancelled held run listed with its webhook delivered' });
+      expect(await listedRun()).toMatchObject({ id: runId, status: 'cancelled', reason: 'cancel_requested', startedAt: null, webhook: { state: 'delivered', attempts: 1, lastStatusCode: 200 } });
+      const again = await cancel();
+      expect(again.status, 'idempotent: cancelled already').toBe(202);
+      expect(((await again.json()) as { item: RunRecord }).item).toMatchObject({ id: runId, status: 'cancelled', reason: 'cancel_requested' });
+
+      // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
+      // cancelled one is never handed over, and its webhook sent only once.
+      const later = await zero.call('run', { body: { name: 'Later' } });
+      expect(later.status).toBe(200);
+      await zero.runRecord(((await later.json()) as { run_id: string }).run_id);
+      await waitFor(() => holder.held(namespace, name) === 0, { ...ZERO_WAIT, what: 'the held call let go' });
+      expect(holder.stats.handedOver).toBe(handedOverBefore);
+      expect(await listedRun()).toMatchObject({ status: 'cancelled', startedAt: null });
+      expect(receiver.deliveries).toHaveLength(1);
+    } finally {
+      await receiver.close();
+    }
   }, 180_000);
 
   // Last: it closes the activator's holder.
