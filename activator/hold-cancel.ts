@@ -1,6 +1,7 @@
-// Cancelling an async call the holder accepted while its App was at zero, before any replica took it: its
-// durable record (a Secret, hold-records.ts) is deleted, so no holder hands it over and it never starts. Any
-// operator replica can, whichever holder accepted it: the record is in the API server.
+// Cancelling a call held while its App was at zero, before any replica took it. An async call's durable record
+// (a Secret, hold-records.ts) is deleted, so no holder hands it over and it never starts; any operator replica
+// can, whichever holder accepted it: the record is in the API server. A sync or stream call is stopped by the
+// holder that holds it (hold-control.ts), which answers its caller `409 run-cancelled`.
 //
 // The run then ends as a run cancelled in a replica's queue does: recorded `cancelled` (`cancel_requested`),
 // never started, and its webhook sent that outcome, signed with the secret the call gave (kept in its record,
@@ -8,26 +9,19 @@
 // operator's RunLog of the App's held runs, or the results store) and delivers the webhook with the sidecar's
 // deliverer and retry rules.
 import type { Logger } from 'pino';
-import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
+import type { RunMode, RunRecord } from '../crds/run-record-schema.ts';
 import type { WebhookDeliverer } from '../sidecar/webhook/deliver.ts';
-import { endpointForRecord, parseWebhookEndpoint } from '../sidecar/webhook/endpoint.ts';
 import { buildWebhookBody } from '../sidecar/webhook/payload.ts';
-import { WebhookSigner } from '../sidecar/webhook/sign.ts';
+import { heldRun, type HeldCallLine, type HeldRun } from './held-run.ts';
 import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, type HeldCall, type HeldRecords } from './hold-records.ts';
 
-/** The status code a cancelled run is recorded with: that of the `run-cancelled` problem its caller would get. */
+/** The status code a cancelled run is recorded with: that of the `run-cancelled` problem its caller is answered. */
 const CANCELLED_STATUS = 409;
-const CANCELLED_MESSAGE = 'The run was cancelled at request before it started (it was held while its app started from zero)';
+export const HELD_CANCELLED_MESSAGE = 'The run was cancelled at request before it started (it was held while its app started from zero)';
 
 /** Where the run of a cancelled held call is recorded: written again, whole, as its webhook progresses. */
 export interface HeldRunWriter {
   write(run: RunRecord): Promise<void>;
-}
-
-/** A held call cancelled: the run it is now, and where its webhook goes (null: none asked, or not deliverable). */
-export interface CancelledHeldCall {
-  run: RunRecord;
-  webhook: { endpoint: URL; signer: WebhookSigner | null } | null;
 }
 
 /**
@@ -35,44 +29,12 @@ export interface CancelledHeldCall {
  * replica that dropped it, in the `replica` field (no pod ran it). A webhook endpoint the replica would have
  * refused is recorded as not sent, saying why.
  */
-export function heldCallCancelled(call: HeldCall, projectId: string, appName: string, droppedBy: string, now: Date): CancelledHeldCall {
-  const path = call.url.split('?', 1)[0]!;
-  const query = new URLSearchParams(call.url.slice(path.length + 1));
-  const raw = query.get('webhookEndpoint');
-  let webhook: CancelledHeldCall['webhook'] = null;
-  let webhookRecord: WebhookRecord | null = null;
-  if (raw !== null) {
-    const secret = call.headers['x-webhook-secret'];
-    try {
-      const endpoint = parseWebhookEndpoint(raw);
-      webhook = { endpoint, signer: secret === undefined || secret === '' ? null : new WebhookSigner(Buffer.from(secret, 'latin1')) };
-      webhookRecord = { endpoint: endpointForRecord(endpoint), state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
-    } catch (error) {
-      webhookRecord = { endpoint: raw.slice(0, 200), state: 'failed', attempts: 0, lastStatusCode: null, lastError: `not sent: ${(error as Error).message}` };
-    }
-  }
-  const run: RunRecord = {
-    id: call.runId,
-    projectId,
-    appName,
-    functionName: path.slice(path.lastIndexOf('/') + 1),
-    method: call.method,
-    mode: 'async',
-    async: true,
-    status: 'cancelled',
-    statusCode: CANCELLED_STATUS,
-    error: { type: 'Cancelled', message: CANCELLED_MESSAGE },
-    reason: 'cancel_requested',
-    createdAt: new Date(call.acceptedAt).toISOString(),
-    startedAt: null,
-    completedAt: now.toISOString(),
-    queueTimeMs: null,
-    runtimeMs: null,
-    responseTimeMs: null,
-    replica: droppedBy,
-    webhook: webhookRecord,
+export function heldCallCancelled(call: HeldCallLine, mode: RunMode, projectId: string, appName: string, droppedBy: string, now: Date): HeldRun {
+  const { run, webhook } = heldRun(call, mode, projectId, appName, droppedBy);
+  return {
+    run: { ...run, status: 'cancelled', statusCode: CANCELLED_STATUS, error: { type: 'Cancelled', message: HELD_CANCELLED_MESSAGE }, reason: 'cancel_requested', completedAt: now.toISOString() },
+    webhook,
   };
-  return { run, webhook };
 }
 
 /**
@@ -80,7 +42,7 @@ export function heldCallCancelled(call: HeldCall, projectId: string, appName: st
  * once the run is first written; the delivery goes on, its outcome written when settled (`delivered`).
  */
 export async function settleCancelledHeldCall(
-  cancelled: CancelledHeldCall,
+  cancelled: HeldRun,
   options: { writer: HeldRunWriter; deliverer: WebhookDeliverer; logger: Logger },
 ): Promise<{ delivered: Promise<void> }> {
   const { run, webhook } = cancelled;

@@ -39,6 +39,8 @@ import { ReadyPods } from './hold-pods.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
 import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, HeldRecords, type HeldCall, type HeldRecord } from './hold-records.ts';
 import { PodSlots } from './hold-slots.ts';
+import { answerHoldControl, HeldCallIndex, HOLD_CONTROL_PREFIX, type HeldEntry } from './hold-control.ts';
+import { HELD_CANCELLED_MESSAGE } from './hold-cancel.ts';
 import { Waker, wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
@@ -95,6 +97,11 @@ export interface HolderOptions {
   metrics?: HolderMetrics;
   /** What it may hold: calls per App, in all, and bytes of their bodies. Default DEFAULT_HOLD_LIMITS. */
   limits?: Partial<HoldLimits>;
+  /**
+   * The holder control key (operator/autoscaling/holder-key.ts): with it, the operator may list the calls held
+   * here and cancel one (hold-control.ts); without it, nobody may.
+   */
+  controlKey?: Uint8Array;
 }
 
 /** How a held call was called: the wait means different things for a caller that waits and one that does not. */
@@ -176,6 +183,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     ttlMs: options.heldCallTtlMs ?? DEFAULT_HELD_CALL_TTL_MS,
     keys: holderKeys,
   });
+  /** The calls held here, as the operator lists and cancels them (hold-control.ts). */
+  const index = new HeldCallIndex();
   /** Calls waiting for a replica: the demand signal (Holder.held). */
   const waiting = new WaitingCalls();
   const waker = new Waker((namespace, deployment, replicas) =>
@@ -219,16 +228,32 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const name = record.metadata!.name!;
     inHand.add(name);
     const stopWaiting = waiting.start(...appOf(record));
+    const unlist = listAsync(record);
     const pending = dispatcher
       .handOver(record)
       .finally(() => {
         stopWaiting();
+        unlist();
         place.release();
         bounds.bodies.give(bodyBytes);
         handOvers.delete(pending);
         inHand.delete(name);
       });
     handOvers.add(pending);
+  }
+
+  /** Lists a held async call while it is in hand; its cancel is its record's (hold-cancel.ts). */
+  function listAsync(record: HeldRecord): () => void {
+    let call: HeldCall;
+    try {
+      call = records.callOf(record);
+    } catch (error) {
+      // Dropped unread by the dispatcher: nothing to list.
+      if (error instanceof AlteredRecordError) return () => {};
+      throw error;
+    }
+    const { runId, namespace, appName, method, url, acceptedAt } = call;
+    return index.add({ runId, namespace, appName, method, url, headers: {}, acceptedAt, mode: 'async' });
   }
 
   /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
@@ -298,6 +323,12 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     }
 
     const waits = { stop: waiting.start(projectId, appName) };
+    // Listed while it waits, and cancellable: a cancel aborts its wait and answers it 409 run-cancelled.
+    const cancelled = new AbortController();
+    const secret = request.headers['x-webhook-secret'];
+    const headers: Record<string, string> = typeof secret === 'string' ? { 'x-webhook-secret': secret } : {};
+    const entry: HeldEntry = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, acceptedAt: Date.now(), mode, cancel: () => cancelled.abort() };
+    const unlist = index.add(entry);
     let bodyBytes = 0;
     try {
       // Read while the app starts; a failed wake is the call's failure, once its body has arrived (caught here
@@ -310,8 +341,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       bodyBytes = body.length;
       const wakeFailed = await woken;
       if (wakeFailed !== null) throw wakeFailed;
-      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits });
+      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits, entry, cancelled: cancelled.signal });
     } finally {
+      unlist();
       waits.stop();
       place.release();
       bounds.bodies.give(bodyBytes);
@@ -345,6 +377,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     body: Buffer;
     /** Ends the call's count as waiting (Holder.held): while it is on a pod, it is that pod's load, not demand here. */
     waits: { stop(): void };
+    /** Its listing: not cancellable here while it is relayed (it is the replica's then). */
+    entry: { cancel?: () => void };
+    /** Aborted by a cancel (hold-control.ts). */
+    cancelled: AbortSignal;
   }
 
   /**
@@ -360,10 +396,14 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const sidecarAnswers = spec.runtime.custom === undefined;
     const gone = new AbortController();
     response.once('close', () => gone.abort());
+    const stopped = AbortSignal.any([gone.signal, held.cancelled]);
+    const cancel = held.entry.cancel;
     let lastRefusal: Refusal | null = null;
     for (;;) {
-      const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), gone.signal);
+      if (held.cancelled.aborted) throw new ProblemError(Problems.runCancelled, HELD_CANCELLED_MESSAGE);
+      const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), stopped);
       if (slot === null) {
+        if (held.cancelled.aborted) throw new ProblemError(Problems.runCancelled, HELD_CANCELLED_MESSAGE);
         if (gone.signal.aborted) return;
         if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
         stats.timedOut += 1;
@@ -375,6 +415,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         throw new ProblemError(Problems.coldStartTimeout, why, { headers: { 'retry-after': RETRY_AFTER_SECONDS } });
       }
       held.waits.stop();
+      held.entry.cancel = undefined;
       const coldStartMs = performance.now() - arrivedAt;
       // The body is sent whole, but unsigned (-) as a streamed one would be: it vouches for the run id and wait of this call, by this caller.
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
@@ -391,6 +432,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         slot.release();
       }
       held.waits.stop = waiting.start(projectId, appName);
+      held.entry.cancel = cancel;
       stats.retried += 1;
       logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
       await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
@@ -438,6 +480,11 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   sweeps.unref();
 
   const server: Server = createServer((request, response) => {
+    if (request.url?.startsWith(HOLD_CONTROL_PREFIX)) {
+      if (options.controlKey !== undefined) return answerHoldControl(request, response, { key: options.controlKey, index, identity: options.identity });
+      response.writeHead(404).end();
+      return;
+    }
     const runId = newRunId();
     hold(request, response, runId).catch((error: unknown) => {
       const problem =

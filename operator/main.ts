@@ -34,7 +34,9 @@ import { cancelHeldCall, heldCallCancelled, settleCancelledHeldCall, type HeldRu
 import { WebhookDeliverer } from '../sidecar/webhook/deliver.ts';
 import { HeldRunsLog } from './held-runs-log.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
-import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
+import { ensureHolderKey, holderControlKey, holderKeysFor } from './autoscaling/holder-key.ts';
+import { holderAddressesOf } from './autoscaling/endpoints-switch.ts';
+import { HeldCalls, withHeldRuns, type HeldCallsOptions } from './held-calls.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { LoadScraper } from './autoscaling/load-scraper.ts';
 import type { ReplicaAddress } from './replica-address.ts';
@@ -94,6 +96,8 @@ export interface OperatorOptions {
   holder?: OperatorHolderOptions | 'external';
   /** Where a pod's sidecar admin port is reached, for cancels. Default: its pod IP, port 8001 (the test kubelet remaps). */
   replicaAdminAddress?: ClusterCancellerOptions['adminAddress'];
+  /** Where a holder's address (its Service's Endpoints) is dialled, to list and cancel held calls. Default: as listed (the test kubelet remaps). */
+  holderControlAddress?: HeldCallsOptions['address'];
   /**
    * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
    * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
@@ -412,25 +416,38 @@ export function createOperator(options: OperatorOptions): Operator {
             if (run.webhook?.state !== 'pending') await options.results!.store.writeBatch([run]);
           },
         };
+  // The calls the holders hold, listed and cancelled through their holder port (activator/hold-control.ts).
+  const heldCalls =
+    holderEndpoints === undefined
+      ? undefined
+      : new HeldCalls({
+          holders: () => holderAddressesOf(holderEndpoints.get(holderService.namespace, holderService.name)),
+          controlKey: async () => holderControlKey(await holderKey()),
+          apps: appCache,
+          address: options.holderControlAddress,
+          logger,
+        });
+  const managedRuns = heldCalls === undefined ? (options.results?.store ?? runLogs) : withHeldRuns(options.results?.store ?? runLogs, heldCalls);
   const heldWebhooks = new WebhookDeliverer({ allowCidrs: config.webhookAllowCidrs });
   const heldDeliveries = new Set<Promise<void>>();
   const canceller = clusterRunCanceller({
     runs: options.results?.store ?? runLogs,
     pods,
     adminAddress: options.replicaAdminAddress,
-    cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
-      const held = await cancelHeldCall(await heldRecords(), projectId, appName, runId);
+    cancelHeld: heldCalls === undefined ? undefined : async (projectId, appName, runId) => {
+      // An async call's record, else a sync or stream call waiting at a holder.
+      const held = (await cancelHeldCall(await heldRecords(), projectId, appName, runId)) ?? (await heldCalls.cancel(projectId, appName, runId));
       if (held === null) return null;
-      const cancelled = heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date());
+      const cancelled = heldCallCancelled(held, 'mode' in held ? held.mode : 'async', projectId, appName, config.leaderElection.identity, new Date());
       const { delivered } = await settleCancelledHeldCall(cancelled, { writer: heldRunWriter, deliverer: heldWebhooks, logger });
       heldDeliveries.add(delivered);
       void delivered.finally(() => heldDeliveries.delete(delivered));
-      logger.info({ app: `${projectId}/${appName}`, runId, webhook: cancelled.run.webhook?.endpoint ?? null }, 'holder: a held async call was cancelled before any replica took it: recorded cancelled, its webhook sent');
+      logger.info({ app: `${projectId}/${appName}`, runId, webhook: cancelled.run.webhook?.endpoint ?? null }, 'holder: a held call was cancelled before any replica took it: recorded cancelled, its webhook sent');
       return { record: cancelled.run, stoppedFor: 'cancel_requested' };
     },
     logger,
   });
-  mountManagementApi(server, { api, runs: options.results?.store ?? runLogs, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
+  mountManagementApi(server, { api, runs: managedRuns, apps: runLogs, appList: appListFromCache(appCache), canceller, logger });
   // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
   let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
   if (options.results !== undefined) {
@@ -485,6 +502,7 @@ export function createOperator(options: OperatorOptions): Operator {
         holder = await startHolder({
           ...options.holder,
           holderKeys: holderKeysFor(await holderKey(), holderKeySecret),
+          controlKey: holderControlKey(await holderKey()),
           api,
           apps: appCache,
           appsSynced: () => apps.whenSynced(),

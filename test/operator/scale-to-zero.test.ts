@@ -18,6 +18,8 @@ import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
 import { scaleToZeroSuite, ZERO_WAIT, ZeroApp } from './scale-to-zero-suite.ts';
 
 const NEVER_READY = 'never';
+/** An app whose pod never starts either, with the default cold-start limit: its calls wait at the holder. */
+const STUCK = 'stuck';
 /** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
 const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
@@ -195,7 +197,7 @@ describe('scale to zero: the holder itself', () => {
       await receiver.received(1, ZERO_WAIT.timeoutMs);
       const delivery = receiver.deliveries[0]!;
       expect(verifyWebhookSignature('held-secret', delivery.headers, delivery.body)).toBe(true);
-      expect(JSON.parse(delivery.body.toString('utf8'))).toMatchObject({ run_id: runId, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
 
       // Listed, and got, as cancelled, its webhook delivered (a wait on that state: the pending one is listed first).
       const listedRun = async (): Promise<RunRecord | undefined> => {
@@ -219,6 +221,74 @@ describe('scale to zero: the holder itself', () => {
       expect(receiver.deliveries).toHaveLength(1);
     } finally {
       await receiver.close();
+    }
+  }, 180_000);
+
+  it('sync and stream calls held at zero are listed pending and found by id; cancelled, each caller gets 409 run-cancelled, the runs are recorded cancelled, and the sync one\u2019s webhook is sent, signed', async () => {
+    // An app whose pod never starts (no code ConfigMap), with the default cold-start limit: its calls wait at the holder.
+    const { namespace } = zero.hello;
+    const [, , manifest] = await zero.hello.manifests();
+    const stuck = { ...manifest, metadata: { name: STUCK, namespace } } as App;
+    stuck.spec = { ...stuck.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...stuck.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
+    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: stuck });
+    await waitFor(() => cluster.operator.apps.get(namespace, STUCK) && cluster.activator!.apps.get(namespace, STUCK), { ...ZERO_WAIT, what: 'the App in the operator’s and the activator’s caches' });
+    const receiver = await WebhookReceiver.start();
+    const runs = `${cluster.operatorUrl}/v2/projects/${namespace}/apps/${STUCK}/runs`;
+    const read = { headers: { authorization: `Bearer ${READER.token}` } };
+    try {
+      const token = await cluster.callerToken(namespace);
+      const call = (query: string, headers: Record<string, string>) =>
+        fetch(`${cluster.holder!.url}/v4/${namespace}/${STUCK}/run${query}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, ...headers },
+          body: JSON.stringify({ name: 'Waiting' }),
+        });
+      const sync = call(`?webhookEndpoint=${encodeURIComponent(receiver.at().toString())}`, { 'x-webhook-secret': 'sync-secret' });
+      const stream = call('', { accept: 'text/event-stream' });
+
+      // Listed while they wait: pending, never started, on the holder.
+      const pending = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?status=pending`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === 2 && listed;
+        },
+        { ...ZERO_WAIT, what: 'the two held calls listed pending' },
+      );
+      const byMode = Object.fromEntries(pending.map((run) => [run.mode, run]));
+      expect(byMode.sync).toMatchObject({ status: 'pending', async: false, functionName: 'run', startedAt: null, replica: 'activator-0', webhook: { state: 'pending' } });
+      expect(byMode.stream).toMatchObject({ status: 'pending', async: false, functionName: 'run', startedAt: null, webhook: null });
+      const got = await fetch(`${runs}/${byMode.sync!.id}`, read);
+      expect(((await got.json()) as { item: RunRecord }).item).toMatchObject({ id: byMode.sync!.id, status: 'pending' });
+
+      for (const run of [byMode.sync!, byMode.stream!]) {
+        const cancelled = await fetch(`${runs}/${run.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
+        const text = await cancelled.text();
+        expect(cancelled.status, text).toBe(202);
+        expect((JSON.parse(text) as { item: RunRecord }).item).toMatchObject({ id: run.id, mode: run.mode, status: 'cancelled', reason: 'cancel_requested', startedAt: null });
+      }
+      for (const [answer, run] of [[await sync, byMode.sync!], [await stream, byMode.stream!]] as const) {
+        expect(answer.status).toBe(409);
+        expect(answer.headers.get('x-request-id')).toBe(run.id);
+        expect(await answer.json()).toMatchObject({ type: 'https://runlet.dev/problems#run-cancelled', status: 409 });
+      }
+
+      // Recorded cancelled (a wait on that state: the pending one was listed before), the sync call's webhook signed.
+      await receiver.received(1, ZERO_WAIT.timeoutMs);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('sync-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: byMode.sync!.id, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
+      const recorded = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?pageSize=500`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === 2 && listed.every((run) => run.status === 'cancelled') && listed.find((run) => run.mode === 'sync')?.webhook?.state === 'delivered' && listed;
+        },
+        { ...ZERO_WAIT, what: 'both runs listed cancelled, the sync one’s webhook delivered' },
+      );
+      expect(recorded.map((run) => run.reason)).toEqual(['cancel_requested', 'cancel_requested']);
+      expect(cluster.holder!.held(namespace, STUCK)).toBe(0);
+    } finally {
+      await receiver.close();
+      await cluster.kubeConfig.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, name: STUCK });
     }
   }, 180_000);
 
