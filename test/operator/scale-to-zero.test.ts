@@ -113,9 +113,10 @@ describe('scale to zero: the holder itself', () => {
       const listed = await waitFor(
         async () => {
           const response = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
-          return response.status === 200 && ((await response.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId);
+          // Listed `pending` from its 202 on (held, then queued): what is waited for is its outcome.
+          return response.status === 200 && ((await response.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId && run.status !== 'pending');
         },
-        { ...ZERO_WAIT, what: `run ${runId} in the list API` },
+        { ...ZERO_WAIT, what: `run ${runId} in the list API, finished` },
       );
       expect(listed).toMatchObject({ async: true, mode: 'async', status: 'failure', statusCode: 404, error: { type: 'Function not found' } });
       expect(listed.coldStartMs).toBeGreaterThan(0);
@@ -245,6 +246,8 @@ describe('scale to zero: the holder itself', () => {
         });
       const sync = call(`?webhookEndpoint=${encodeURIComponent(receiver.at().toString())}`, { 'x-webhook-secret': 'sync-secret' });
       const stream = call('', { accept: 'text/event-stream' });
+      // Awaited below; a failure before then leaves them to end with the holder, not as unhandled rejections.
+      for (const answer of [sync, stream]) answer.catch(() => undefined);
 
       // Listed while they wait: pending, never started, on the holder.
       const pending = await waitFor(
