@@ -108,7 +108,12 @@ export function answerHoldControl(request: IncomingMessage, response: ServerResp
   if (!verified(options.key, request.method ?? '', path, request.headers[HOLD_CONTROL_HEADER] as string | undefined, (options.now ?? Date.now)())) {
     return send(403, { error: 'not signed with the holder control key, or signed more than a minute away from now' });
   }
-  const parts = path.slice(HOLD_CONTROL_PREFIX.length).split('/').map((part) => decodeURIComponent(part));
+  let parts: string[];
+  try {
+    parts = path.slice(HOLD_CONTROL_PREFIX.length).split('/').map((part) => decodeURIComponent(part));
+  } catch {
+    return send(404, { error: `${path} is not a holder control route: it does not decode` });
+  }
   if (request.method === 'GET' && parts.length === 2) {
     const [namespace, appName] = parts as [string, string];
     return send(200, { runs: options.index.ofApp(namespace, appName).map((entry) => listed(entry, options.identity)) });
