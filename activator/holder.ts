@@ -223,12 +223,15 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const handOvers = new Set<Promise<void>>();
   /** The names of the records this replica is handing over now: a sweep leaves them be. */
   const inHand = new Set<string>();
-  /** Hands an async call's record over; its place and its body's bytes are the holder's until then. */
-  function handOver(record: HeldRecord, place: HeldPlace, bodyBytes: number): void {
+  /**
+   * Hands an async call's record over; its place and its body's bytes are the holder's until then. `call`, the
+   * record read (null: altered at rest, dropped unread), is listed meanwhile.
+   */
+  function handOver(record: HeldRecord, call: HeldCall | null, place: HeldPlace, bodyBytes: number): void {
     const name = record.metadata!.name!;
     inHand.add(name);
     const stopWaiting = waiting.start(...appOf(record));
-    const unlist = listAsync(record);
+    const unlist = call === null ? () => {} : index.add({ runId: call.runId, namespace: call.namespace, appName: call.appName, method: call.method, url: call.url, headers: {}, acceptedAt: call.acceptedAt, mode: 'async' });
     const pending = dispatcher
       .handOver(record)
       .finally(() => {
@@ -240,20 +243,6 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         inHand.delete(name);
       });
     handOvers.add(pending);
-  }
-
-  /** Lists a held async call while it is in hand; its cancel is its record's (hold-cancel.ts). */
-  function listAsync(record: HeldRecord): () => void {
-    let call: HeldCall;
-    try {
-      call = records.callOf(record);
-    } catch (error) {
-      // Dropped unread by the dispatcher: nothing to list.
-      if (error instanceof AlteredRecordError) return () => {};
-      throw error;
-    }
-    const { runId, namespace, appName, method, url, acceptedAt } = call;
-    return index.add({ runId, namespace, appName, method, url, headers: {}, acceptedAt, mode: 'async' });
   }
 
   /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
@@ -318,7 +307,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       metrics?.accepted(projectId, appName);
       response.writeHead(202, { 'content-type': 'application/json', 'x-request-id': runId });
       response.end(JSON.stringify({ run_id: runId }));
-      handOver(record, place, body.length);
+      handOver(record, call, place, body.length);
       return;
     }
 
@@ -439,11 +428,12 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     }
   }
 
-  function bodyBytesOf(record: HeldRecord): number {
+  /** The call a record holds; null for a record altered at rest, which the dispatcher drops unread. */
+  function callOrNull(record: HeldRecord): HeldCall | null {
     try {
-      return records.callOf(record).body.length;
+      return records.callOf(record);
     } catch (error) {
-      if (error instanceof AlteredRecordError) return 0;
+      if (error instanceof AlteredRecordError) return null;
       throw error;
     }
   }
@@ -467,9 +457,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         claimed += 1;
         // Accepted already (its caller has its 202): held past the bounds if need be, never refused now. A
         // record altered at rest has no body worth counting: the dispatcher drops it unread.
-        const bodyBytes = bodyBytesOf(mine);
+        const call = callOrNull(mine);
+        const bodyBytes = call?.body.length ?? 0;
         bounds.bodies.takeAnyway(bodyBytes);
-        handOver(mine, bounds.takeAnyway(...appOf(mine)), bodyBytes);
+        handOver(mine, call, bounds.takeAnyway(...appOf(mine)), bodyBytes);
       }
     }
     return claimed;
