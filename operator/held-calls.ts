@@ -4,6 +4,8 @@
 // holder Service's Endpoints, with a request signed by the holder control key. Only for Apps that scale to
 // zero: no other App's calls are ever held.
 import type { Logger } from 'pino';
+import { ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 import type { App } from '../crds/app-schema.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { ListRunsQuery, RunPage, RunSource } from '../management/run-source.ts';
@@ -12,8 +14,9 @@ import { scalesToZero } from './autoscaling/endpoints.ts';
 import type { HolderAddress } from './autoscaling/endpoints.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 
-/** A holder answers from memory: longer means it is not there to answer. */
-const ASK_TIMEOUT_MS = 2_000;
+/** A holder answers from memory; as for a replica's cancel (run-cancel.ts), longer means it cannot answer. */
+const ASK_TIMEOUT_MS = 5_000;
+const RETRY_AFTER_SECONDS = '2';
 
 export interface HeldCallsOptions {
   /** The holder Service's addresses now (its Endpoints watch). */
@@ -35,23 +38,32 @@ export class HeldCalls {
   /** The calls held for the App now, pending; a holder that cannot be asked is logged and left out. */
   async list(namespace: string, appName: string): Promise<RunRecord[]> {
     const answers = await this.#askAll('GET', namespace, appName, holdControlPath(namespace, appName));
-    return answers.flatMap((answer) => (answer.status === 200 ? (answer.body as { runs: RunRecord[] }).runs : []));
+    return answers.flatMap((answer) => (answer?.status === 200 ? (answer.body as { runs: RunRecord[] }).runs : []));
   }
 
-  /** Cancels a sync or stream call a holder holds: what it was (to record it cancelled), or null when none holds it. */
+  /**
+   * Cancels a sync or stream call a holder holds: what it was (to record it cancelled), or null when none holds
+   * it. A holder that could not be asked may hold it: 503 replica-unreachable, never "not here" by guess.
+   */
   async cancel(namespace: string, appName: string, runId: string): Promise<HeldCancelAnswer['call'] | null> {
     const answers = await this.#askAll('POST', namespace, appName, holdControlPath(namespace, appName, runId));
-    const stopped = answers.find((answer) => answer.status === 202);
-    return stopped === undefined ? null : (stopped.body as HeldCancelAnswer).call;
+    const stopped = answers.find((answer) => answer !== null && answer.status === 202);
+    if (stopped !== undefined) return (stopped!.body as HeldCancelAnswer).call;
+    if (answers.includes(null)) {
+      throw new ProblemError(Problems.replicaUnreachable, `run ${runId} may be waiting at a holder that could not be asked to cancel it (the operator log says why); retry shortly`, {
+        headers: { 'retry-after': RETRY_AFTER_SECONDS },
+      });
+    }
+    return null;
   }
 
-  async #askAll(method: string, namespace: string, appName: string, path: string): Promise<{ status: number; body: unknown }[]> {
+  /** Each holder's answer; null for one that could not be asked (logged). */
+  async #askAll(method: string, namespace: string, appName: string, path: string): Promise<({ status: number; body: unknown } | null)[]> {
     const app = this.#options.apps.get(namespace, appName);
     const holders = this.#options.holders();
     if (app === undefined || !scalesToZero(app) || holders.length === 0) return [];
     const key = await this.#options.controlKey();
-    const asked = await Promise.all(holders.map((holder) => this.#ask(holder, method, path, key)));
-    return asked.filter((answer) => answer !== null);
+    return Promise.all(holders.map((holder) => this.#ask(holder, method, path, key)));
   }
 
   async #ask(holder: HolderAddress, method: string, path: string, key: Uint8Array): Promise<{ status: number; body: unknown } | null> {
@@ -64,12 +76,12 @@ export class HeldCalls {
       });
       const text = await answer.text();
       if (answer.status !== 200 && answer.status !== 202 && answer.status !== 404) {
-        this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, status: answer.status, answer: text.slice(0, 200) }, 'a holder refused to say which calls it holds; they are not listed');
+        this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, status: answer.status, answer: text.slice(0, 200) }, `a holder refused ${method === 'GET' ? 'to list the calls it holds: they are not listed' : 'a cancel'}`);
         return null;
       }
       return { status: answer.status, body: answer.status === 404 ? null : JSON.parse(text) };
     } catch (error) {
-      this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, err: error }, 'a holder could not be asked which calls it holds; they are not listed');
+      this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, err: error }, `a holder could not be asked ${method === 'GET' ? 'which calls it holds: they are not listed' : 'to cancel a call'}`);
       return null;
     }
   }

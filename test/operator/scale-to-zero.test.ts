@@ -20,6 +20,9 @@ import { scaleToZeroSuite, ZERO_WAIT, ZeroApp } from './scale-to-zero-suite.ts';
 const NEVER_READY = 'never';
 /** An app whose pod never starts either, with the default cold-start limit: its calls wait at the holder. */
 const STUCK = 'stuck';
+const STUCK_BURST = 'stuck-burst';
+/** Sync calls of the burst held at once. */
+const BURST = 40;
 /** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
 const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
@@ -292,6 +295,59 @@ describe('scale to zero: the holder itself', () => {
     } finally {
       await receiver.close();
       await cluster.kubeConfig.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, name: STUCK });
+    }
+  }, 180_000);
+
+  it('a burst of 40 sync calls held at zero writes no record to the API server while they wait (no Secret, RunLog or ConfigMap), each listed; cancelled all at once, each is recorded cancelled in the one RunLog of held runs', async () => {
+    const { namespace } = zero.hello;
+    const [, , manifest] = await zero.hello.manifests();
+    const app = { ...manifest, metadata: { name: STUCK_BURST, namespace } } as App;
+    app.spec = { ...app.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...app.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
+    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    await custom.createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: app });
+    await waitFor(() => cluster.operator.apps.get(namespace, STUCK_BURST) && cluster.activator!.apps.get(namespace, STUCK_BURST), { ...ZERO_WAIT, what: 'the App in the operator’s and the activator’s caches' });
+    const runs = `${cluster.operatorUrl}/v2/projects/${namespace}/apps/${STUCK_BURST}/runs`;
+    const read = { headers: { authorization: `Bearer ${READER.token}` } };
+    try {
+      const token = await cluster.callerToken(namespace);
+      const before = cluster.server.requests.length;
+      const answers = Array.from({ length: BURST }, (_, index) =>
+        fetch(`${cluster.holder!.url}/v4/${namespace}/${STUCK_BURST}/run`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: JSON.stringify({ name: `caller ${index}` }),
+        }),
+      );
+      for (const answer of answers) answer.catch(() => undefined);
+      const pending = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?status=pending&pageSize=500`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === BURST && listed;
+        },
+        { ...ZERO_WAIT, what: `the ${BURST} held calls listed pending` },
+      );
+      // What would record a held call: a Secret made (POST on the collection) or a held record, a RunLog, a ConfigMap.
+      const recordWrites = cluster.server.requests
+        .slice(before)
+        .filter((request) => request.method !== 'GET' && !request.watch && (/\/secrets$|\/secrets\/runlet-held-|\/(runlogs|configmaps)(\/|$)/.test(request.path)));
+      expect(recordWrites.map((request) => `${request.method} ${request.path}`), 'held sync calls are listed from the holder’s memory').toEqual([]);
+
+      const cancelled = await Promise.all(pending.map((run) => fetch(`${runs}/${run.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } })));
+      expect(cancelled.map((answer) => answer.status)).toEqual(pending.map(() => 202));
+      expect((await Promise.all(answers)).map((answer) => answer.status)).toEqual(pending.map(() => 409));
+      const recorded = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?pageSize=500`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === BURST && listed.every((run) => run.status === 'cancelled') && listed;
+        },
+        { ...ZERO_WAIT, what: `the ${BURST} runs listed cancelled` },
+      );
+      expect(new Set(recorded.map((run) => run.id))).toEqual(new Set(pending.map((run) => run.id)));
+      const runLogs = (await custom.listNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'runlogs', namespace, labelSelector: 'runlet.dev/held-runs=true' })) as { items: { metadata: { name: string }; status?: { runs?: RunRecord[] } }[] };
+      const held = runLogs.items.find((runLog) => runLog.metadata.name === `${STUCK_BURST}.held-runs`);
+      expect(held?.status?.runs?.length).toBe(BURST);
+    } finally {
+      await custom.deleteNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, name: STUCK_BURST });
     }
   }, 180_000);
 
