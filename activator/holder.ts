@@ -118,6 +118,8 @@ export interface HolderMetrics {
   dropped(namespace: string, app: string, why: DroppedWhy): void;
   /** A call was refused at once for the holder's bounds (hold-bounds.ts): calls per App or in all, or body bytes. */
   refused(namespace: string, app: string, mode: HeldMode): void;
+  /** A sync or stream call was cancelled while it waited (hold-control.ts): answered 409 run-cancelled. */
+  cancelled(namespace: string, app: string, mode: HeldMode): void;
 }
 
 export interface HolderStats {
@@ -133,6 +135,8 @@ export interface HolderStats {
   refused: number;
   /** Attempts of sync and stream calls a replica refused before the run started, tried again. */
   retried: number;
+  /** Sync and stream calls cancelled while they waited (409 run-cancelled). */
+  cancelled: number;
 }
 
 /** `held` (HeldDemand): the scaler's `held`, the demand the autoscaler adds to the replicas' load. */
@@ -170,7 +174,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKeys } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
-  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0 };
+  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0, cancelled: 0 };
   const metrics = options.metrics;
   const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
@@ -388,11 +392,16 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const stopped = AbortSignal.any([gone.signal, held.cancelled]);
     const cancel = held.entry.cancel;
     let lastRefusal: Refusal | null = null;
+    const cancelledProblem = (): ProblemError => {
+      stats.cancelled += 1;
+      metrics?.cancelled(projectId, appName, mode);
+      return new ProblemError(Problems.runCancelled, HELD_CANCELLED_MESSAGE);
+    };
     for (;;) {
-      if (held.cancelled.aborted) throw new ProblemError(Problems.runCancelled, HELD_CANCELLED_MESSAGE);
+      if (held.cancelled.aborted) throw cancelledProblem();
       const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), stopped);
       if (slot === null) {
-        if (held.cancelled.aborted) throw new ProblemError(Problems.runCancelled, HELD_CANCELLED_MESSAGE);
+        if (held.cancelled.aborted) throw cancelledProblem();
         if (gone.signal.aborted) return;
         if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
         stats.timedOut += 1;

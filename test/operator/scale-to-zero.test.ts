@@ -292,6 +292,7 @@ describe('scale to zero: the holder itself', () => {
       );
       expect(recorded.map((run) => run.reason)).toEqual(['cancel_requested', 'cancel_requested']);
       expect(cluster.holder!.held(namespace, STUCK)).toBe(0);
+      expect(await heldMetric('runlet_holder_calls_total', namespace, { app: STUCK, outcome: 'cancelled' })).toBe(2);
     } finally {
       await receiver.close();
       await cluster.kubeConfig.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, name: STUCK });
