@@ -15,12 +15,13 @@ const ASYNC_ID = '019ab000-0000-7000-8000-000000000002';
 describe('the holder control routes', () => {
   const index = new HeldCallIndex();
   let cancels = 0;
+  let forgotten = 0;
   let server: Server;
   let base: string;
 
   beforeAll(async () => {
     index.add({ runId: SYNC_ID, namespace: 'team-a', appName: 'hello', method: 'POST', url: '/v4/team-a/hello/run?webhookEndpoint=https%3A%2F%2Fhooks.example%2Fdone%3Ftoken%3Dx', headers: { 'x-webhook-secret': 's3cret' }, acceptedAt: Date.parse('2030-01-01T00:00:00Z'), mode: 'sync', cancel: () => (cancels += 1) });
-    index.add({ runId: ASYNC_ID, namespace: 'team-a', appName: 'hello', method: 'POST', url: '/v4/team-a/hello/count?async=true', headers: {}, acceptedAt: Date.parse('2030-01-01T00:00:01Z'), mode: 'async' });
+    index.add({ runId: ASYNC_ID, namespace: 'team-a', appName: 'hello', method: 'POST', url: '/v4/team-a/hello/count?async=true', headers: {}, acceptedAt: Date.parse('2030-01-01T00:00:01Z'), mode: 'async', forget: () => (forgotten += 1) });
     index.add({ runId: '019ab000-0000-7000-8000-000000000003', namespace: 'team-b', appName: 'hello', method: 'POST', url: '/v4/team-b/hello/run', headers: {}, acceptedAt: 0, mode: 'stream', cancel: () => {} });
     server = createServer((request, response) => answerHoldControl(request, response, { key: KEY, index, identity: 'activator-0' }));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -49,6 +50,12 @@ describe('the holder control routes', () => {
     expect(cancels).toBe(1);
     expect((await ask('POST', holdControlPath('team-a', 'hello', ASYNC_ID))).status).toBe(404);
     expect((await ask('POST', holdControlPath('team-a', 'other', SYNC_ID))).status).toBe(404);
+  });
+
+  it('forgets an async call whose record a cancel deleted: listed no more; a sync call is not forgotten (it is cancelled)', async () => {
+    expect((await ask('POST', holdControlPath('team-a', 'hello', SYNC_ID, 'forget'))).status).toBe(404);
+    expect((await ask('POST', holdControlPath('team-a', 'hello', ASYNC_ID, 'forget'))).status).toBe(204);
+    expect(forgotten).toBe(1);
   });
 
   it('refuses what the control key did not sign, or signed over a minute away, or for another request', async () => {

@@ -17,10 +17,13 @@ export const HOLD_CONTROL_HEADER = 'x-runlet-holder-control';
 /** How far a signed request's time may be from the holder's clock: skew between nodes, never a replay later. */
 const CONTROL_WINDOW_MS = 60_000;
 
-/** Where the calls held for an App are listed; with `runId`, where that one is cancelled. */
-export function holdControlPath(namespace: string, appName: string, runId?: string): string {
+/**
+ * Where the calls held for an App are listed; with `runId`, where that one is cancelled (a sync or stream call),
+ * or forgotten (`forget`: an async call whose record a cancel deleted, no longer listed).
+ */
+export function holdControlPath(namespace: string, appName: string, runId?: string, action: 'cancel' | 'forget' = 'cancel'): string {
   const app = `${HOLD_CONTROL_PREFIX}${encodeURIComponent(namespace)}/${encodeURIComponent(appName)}`;
-  return runId === undefined ? app : `${app}/${encodeURIComponent(runId)}/cancel`;
+  return runId === undefined ? app : `${app}/${encodeURIComponent(runId)}/${action}`;
 }
 
 function mac(key: Uint8Array, method: string, path: string, at: number): Buffer {
@@ -53,6 +56,11 @@ export interface HeldEntry extends HeldCallLine {
    * replica's then: a cancel reaches it there).
    */
   cancel?: () => void;
+  /**
+   * An async call only: stops listing it, once a cancel deleted its record (its hand-over, finding the record
+   * gone, then drops it).
+   */
+  forget?: () => void;
 }
 
 /** The answer to a cancel: what the operator records the cancelled run from. */
@@ -94,12 +102,14 @@ function listed(entry: HeldEntry, identity: string): RunRecord {
 
 /**
  * Answers a control request (`request.url` under HOLD_CONTROL_PREFIX): 403 unsigned, 404 no such route or no
- * such call (cancelled or relayed already), 200 `{ runs }` for a list, 202 HeldCancelAnswer for a cancel.
+ * such call (cancelled or relayed already), 200 `{ runs }` for a list, 202 HeldCancelAnswer for a cancel, 204
+ * for a forget.
  */
 export function answerHoldControl(request: IncomingMessage, response: ServerResponse, options: { key: Uint8Array; index: HeldCallIndex; identity: string; now?: () => number }): void {
   const url = request.url ?? '/';
   const path = url.split('?', 1)[0]!;
   const send = (status: number, body: unknown) => {
+    if (status === 204) return void response.writeHead(204, { 'cache-control': 'no-store' }).end();
     response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
     response.end(JSON.stringify(body));
   };
@@ -125,6 +135,13 @@ export function answerHoldControl(request: IncomingMessage, response: ServerResp
     entry.cancel();
     const answer: HeldCancelAnswer = { call: { runId, method: entry.method, url: entry.url, headers: entry.headers, acceptedAt: entry.acceptedAt, mode: entry.mode } };
     return send(202, answer);
+  }
+  if (request.method === 'POST' && parts.length === 4 && parts[3] === 'forget') {
+    const [namespace, appName, runId] = parts as [string, string, string];
+    const entry = options.index.get(namespace, appName, runId);
+    if (entry?.forget === undefined) return send(404, { error: `no async call ${runId} of ${namespace}/${appName} is in hand here` });
+    entry.forget();
+    return send(204, null);
   }
   return send(404, { error: `${request.method} ${path} is not a holder control route` });
 }

@@ -235,7 +235,11 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const name = record.metadata!.name!;
     inHand.add(name);
     const stopWaiting = waiting.start(...appOf(record));
-    const unlist = call === null ? () => {} : index.add({ runId: call.runId, namespace: call.namespace, appName: call.appName, method: call.method, url: call.url, headers: {}, acceptedAt: call.acceptedAt, mode: 'async' });
+    let unlist = (): void => {};
+    if (call !== null) {
+      const entry: HeldEntry = { runId: call.runId, namespace: call.namespace, appName: call.appName, method: call.method, url: call.url, headers: {}, acceptedAt: call.acceptedAt, mode: 'async', forget: () => unlist() };
+      unlist = index.add(entry);
+    }
     const pending = dispatcher
       .handOver(record)
       .finally(() => {

@@ -57,6 +57,15 @@ export class HeldCalls {
     return null;
   }
 
+  /**
+   * Tells the holders an async call's record was deleted by a cancel, so that none lists it pending any more
+   * (its hand-over drops it when it finds the record gone). Best effort: a holder that cannot be told lists it
+   * until then.
+   */
+  async forget(namespace: string, appName: string, runId: string): Promise<void> {
+    await this.#askAll('POST', namespace, appName, holdControlPath(namespace, appName, runId, 'forget'));
+  }
+
   /** Each holder's answer; null for one that could not be asked (logged). */
   async #askAll(method: string, namespace: string, appName: string, path: string): Promise<({ status: number; body: unknown } | null)[]> {
     const app = this.#options.apps.get(namespace, appName);
@@ -75,13 +84,13 @@ export class HeldCalls {
         signal: AbortSignal.timeout(ASK_TIMEOUT_MS),
       });
       const text = await answer.text();
-      if (answer.status !== 200 && answer.status !== 202 && answer.status !== 404) {
-        this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, status: answer.status, answer: text.slice(0, 200) }, `a holder refused ${method === 'GET' ? 'to list the calls it holds: they are not listed' : 'a cancel'}`);
+      if (answer.status !== 200 && answer.status !== 202 && answer.status !== 204 && answer.status !== 404) {
+        this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, status: answer.status, answer: text.slice(0, 200) }, `a holder refused ${method === 'GET' ? 'to list the calls it holds: they are not listed' : `${path.slice(path.lastIndexOf('/') + 1)} of a held call`}`);
         return null;
       }
-      return { status: answer.status, body: answer.status === 404 ? null : JSON.parse(text) };
+      return { status: answer.status, body: answer.status === 404 || answer.status === 204 ? null : JSON.parse(text) };
     } catch (error) {
-      this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, err: error }, `a holder could not be asked ${method === 'GET' ? 'which calls it holds: they are not listed' : 'to cancel a call'}`);
+      this.#options.logger.warn({ holder: `${holder.ip}:${holder.port}`, err: error }, `a holder could not be asked ${method === 'GET' ? 'which calls it holds: they are not listed' : `to ${path.slice(path.lastIndexOf('/') + 1)} a held call`}`);
       return null;
     }
   }

@@ -436,7 +436,10 @@ export function createOperator(options: OperatorOptions): Operator {
     adminAddress: options.replicaAdminAddress,
     cancelHeld: heldCalls === undefined ? undefined : async (projectId, appName, runId) => {
       // An async call's record, else a sync or stream call waiting at a holder.
-      const held = (await cancelHeldCall(await heldRecords(), projectId, appName, runId)) ?? (await heldCalls.cancel(projectId, appName, runId));
+      const record = await cancelHeldCall(await heldRecords(), projectId, appName, runId);
+      // Its holder lists it no longer (it would until its hand-over finds the record gone).
+      if (record !== null) await heldCalls.forget(projectId, appName, runId);
+      const held = record ?? (await heldCalls.cancel(projectId, appName, runId));
       if (held === null) return null;
       const cancelled = heldCallCancelled(held, 'mode' in held ? held.mode : 'async', projectId, appName, config.leaderElection.identity, new Date());
       const { delivered } = await settleCancelledHeldCall(cancelled, { writer: heldRunWriter, deliverer: heldWebhooks, logger });

@@ -384,6 +384,9 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       }
       const syncAnswer = await sync;
       expect(syncAnswer.status).toBe(409);
+      // Neither is listed pending any more: the async one's holder was told its record went.
+      const stillPending = await fetch(`${runs}?status=pending`, { headers: asCaller });
+      expect(((await stillPending.json()) as { items: RunRecord[] }).items).toEqual([]);
       expect(await syncAnswer.json()).toMatchObject({ type: 'https://runlet.dev/problems#run-cancelled' });
 
       await receiver.received(1, STATE_TIMEOUT_MS);

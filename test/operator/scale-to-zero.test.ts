@@ -196,6 +196,9 @@ describe('scale to zero: the holder itself', () => {
       expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null, error: { type: 'Cancelled' } });
       expect(item.webhook).toMatchObject({ endpoint: receiver.at().toString().split('?')[0], state: 'pending' });
       expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
+      // Its holder, still waking the app for it, lists it pending no more.
+      const stillPending = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?status=pending`, { headers: { authorization: `Bearer ${READER.token}` } });
+      expect(((await stillPending.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
 
       // Its webhook is sent the cancelled outcome, signed with the secret the call gave.
       await receiver.received(1, ZERO_WAIT.timeoutMs);
