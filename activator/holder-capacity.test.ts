@@ -145,7 +145,7 @@ describe('the holder under a burst at zero', () => {
   it('refuses a call past the bound per App, and past the bound of the holder, at once with 503 and Retry-After, while the calls within wait', async () => {
     const apps = [storedApp(pythonSpec(), { name: 'a' }), storedApp(pythonSpec(), { name: 'b' })];
     const refusals: string[] = [];
-    const metrics = { handedOver() {}, timedOut() {}, accepted() {}, dropped() {}, refused: (namespace: string, app: string, mode: string) => refusals.push(`${namespace}/${app} ${mode}`) };
+    const metrics = { handedOver() {}, timedOut() {}, accepted() {}, dropped() {}, cancelled() {}, refused: (namespace: string, app: string, mode: string) => refusals.push(`${namespace}/${app} ${mode}`) };
     await start(apps, { limits: { callsPerApp: 3, calls: 4 }, metrics });
     let settled = 0;
     const within = [call('a'), call('a'), call('a'), call('b')].map((answer) => answer.finally(() => (settled += 1)));

@@ -102,7 +102,7 @@ describe('the holder’s authentication', () => {
       retryDelayMs: 50,
       // Swept by the test, not by the clock.
       sweepIntervalMs: 3_600_000,
-      metrics: { handedOver: () => {}, timedOut: () => {}, accepted: () => {}, dropped: (namespace, app, why) => dropped.push(`${namespace}/${app} ${why}`), refused: () => {} },
+      metrics: { handedOver: () => {}, timedOut: () => {}, accepted: () => {}, dropped: (namespace, app, why) => dropped.push(`${namespace}/${app} ${why}`), refused: () => {}, cancelled: () => {} },
     };
     holder = await startHolder(options);
     const hold = async (app: string) => {

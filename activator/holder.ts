@@ -39,6 +39,8 @@ import { ReadyPods } from './hold-pods.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
 import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, HeldRecords, type HeldCall, type HeldRecord } from './hold-records.ts';
 import { PodSlots } from './hold-slots.ts';
+import { answerHoldControl, HeldCallIndex, HOLD_CONTROL_PREFIX, type HeldEntry } from './hold-control.ts';
+import { HELD_CANCELLED_MESSAGE } from './hold-cancel.ts';
 import { Waker, wakeDeployment } from './hold-wake.ts';
 
 /** The cold-start limit when the App sets none (`[scaling] cold_start_timeout`). */
@@ -95,6 +97,11 @@ export interface HolderOptions {
   metrics?: HolderMetrics;
   /** What it may hold: calls per App, in all, and bytes of their bodies. Default DEFAULT_HOLD_LIMITS. */
   limits?: Partial<HoldLimits>;
+  /**
+   * The holder control key (operator/autoscaling/holder-key.ts): with it, the operator may list the calls held
+   * here and cancel one (hold-control.ts); without it, nobody may.
+   */
+  controlKey?: Uint8Array;
 }
 
 /** How a held call was called: the wait means different things for a caller that waits and one that does not. */
@@ -111,6 +118,8 @@ export interface HolderMetrics {
   dropped(namespace: string, app: string, why: DroppedWhy): void;
   /** A call was refused at once for the holder's bounds (hold-bounds.ts): calls per App or in all, or body bytes. */
   refused(namespace: string, app: string, mode: HeldMode): void;
+  /** A sync or stream call was cancelled while it waited (hold-control.ts): answered 409 run-cancelled. */
+  cancelled(namespace: string, app: string, mode: HeldMode): void;
 }
 
 export interface HolderStats {
@@ -126,6 +135,8 @@ export interface HolderStats {
   refused: number;
   /** Attempts of sync and stream calls a replica refused before the run started, tried again. */
   retried: number;
+  /** Sync and stream calls cancelled while they waited (409 run-cancelled). */
+  cancelled: number;
 }
 
 /** `held` (HeldDemand): the scaler's `held`, the demand the autoscaler adds to the replicas' load. */
@@ -165,7 +176,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKeys } = options;
   const replicaAddress = options.replicaAddress ?? podAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
-  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0 };
+  const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0, cancelled: 0 };
   const metrics = options.metrics;
   const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
   const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
@@ -178,6 +189,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     ttlMs: options.heldCallTtlMs ?? DEFAULT_HELD_CALL_TTL_MS,
     keys: holderKeys,
   });
+  /** The calls held here, as the operator lists and cancels them (hold-control.ts). */
+  const index = new HeldCallIndex();
   /** Calls waiting for a replica: the demand signal (Holder.held). */
   const waiting = new WaitingCalls();
   const waker = new Waker((namespace, deployment, replicas) =>
@@ -216,15 +229,24 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   const handOvers = new Set<Promise<void>>();
   /** The names of the records this replica is handing over now: a sweep leaves them be. */
   const inHand = new Set<string>();
-  /** Hands an async call's record over; its place and its body's bytes are the holder's until then. */
-  function handOver(record: HeldRecord, place: HeldPlace, bodyBytes: number): void {
+  /**
+   * Hands an async call's record over; its place and its body's bytes are the holder's until then. `call`, the
+   * record read (null: altered at rest, dropped unread), is listed meanwhile.
+   */
+  function handOver(record: HeldRecord, call: HeldCall | null, place: HeldPlace, bodyBytes: number): void {
     const name = record.metadata!.name!;
     inHand.add(name);
     const stopWaiting = waiting.start(...appOf(record));
+    let unlist = (): void => {};
+    if (call !== null) {
+      const entry: HeldEntry = { runId: call.runId, namespace: call.namespace, appName: call.appName, method: call.method, url: call.url, headers: {}, acceptedAt: call.acceptedAt, mode: 'async', forget: () => unlist() };
+      unlist = index.add(entry);
+    }
     const pending = dispatcher
       .handOver(record)
       .finally(() => {
         stopWaiting();
+        unlist();
         place.release();
         bounds.bodies.give(bodyBytes);
         handOvers.delete(pending);
@@ -295,11 +317,17 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       metrics?.accepted(projectId, appName);
       response.writeHead(202, { 'content-type': 'application/json', 'x-request-id': runId });
       response.end(JSON.stringify({ run_id: runId }));
-      handOver(record, place, body.length);
+      handOver(record, call, place, body.length);
       return;
     }
 
     const waits = { stop: waiting.start(projectId, appName) };
+    // Listed while it waits, and cancellable: a cancel aborts its wait and answers it 409 run-cancelled.
+    const cancelled = new AbortController();
+    const secret = request.headers['x-webhook-secret'];
+    const headers: Record<string, string> = typeof secret === 'string' ? { 'x-webhook-secret': secret } : {};
+    const entry: HeldEntry = { runId, namespace: projectId, appName, method: request.method ?? 'POST', url, headers, acceptedAt: Date.now(), mode, cancel: () => cancelled.abort() };
+    const unlist = index.add(entry);
     let bodyBytes = 0;
     try {
       // Read while the app starts; a failed wake is the call's failure, once its body has arrived (caught here
@@ -312,8 +340,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       bodyBytes = body.length;
       const wakeFailed = await woken;
       if (wakeFailed !== null) throw wakeFailed;
-      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits });
+      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits, entry, cancelled: cancelled.signal });
     } finally {
+      unlist();
       waits.stop();
       place.release();
       bounds.bodies.give(bodyBytes);
@@ -347,6 +376,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     body: Buffer;
     /** Ends the call's count as waiting (Holder.held): while it is on a pod, it is that pod's load, not demand here. */
     waits: { stop(): void };
+    /** Its listing: not cancellable here while it is relayed (it is the replica's then). */
+    entry: { cancel?: () => void };
+    /** Aborted by a cancel (hold-control.ts). */
+    cancelled: AbortSignal;
   }
 
   /**
@@ -362,10 +395,19 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const sidecarAnswers = spec.runtime.custom === undefined;
     const gone = new AbortController();
     response.once('close', () => gone.abort());
+    const stopped = AbortSignal.any([gone.signal, held.cancelled]);
+    const cancel = held.entry.cancel;
     let lastRefusal: Refusal | null = null;
+    const cancelledProblem = (): ProblemError => {
+      stats.cancelled += 1;
+      metrics?.cancelled(projectId, appName, mode);
+      return new ProblemError(Problems.runCancelled, HELD_CANCELLED_MESSAGE);
+    };
     for (;;) {
-      const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), gone.signal);
+      if (held.cancelled.aborted) throw cancelledProblem();
+      const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), stopped);
       if (slot === null) {
+        if (held.cancelled.aborted) throw cancelledProblem();
         if (gone.signal.aborted) return;
         if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
         stats.timedOut += 1;
@@ -377,6 +419,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         throw new ProblemError(Problems.coldStartTimeout, why, { headers: { 'retry-after': RETRY_AFTER_SECONDS } });
       }
       held.waits.stop();
+      held.entry.cancel = undefined;
       const coldStartMs = performance.now() - arrivedAt;
       // The body is sent whole, but unsigned (-) as a streamed one would be: it vouches for the run id and wait of this call, by this caller.
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
@@ -393,17 +436,19 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         slot.release();
       }
       held.waits.stop = waiting.start(projectId, appName);
+      held.entry.cancel = cancel;
       stats.retried += 1;
       logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
       await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
     }
   }
 
-  function bodyBytesOf(record: HeldRecord): number {
+  /** The call a record holds; null for a record altered at rest, which the dispatcher drops unread. */
+  function callOrNull(record: HeldRecord): HeldCall | null {
     try {
-      return records.callOf(record).body.length;
+      return records.callOf(record);
     } catch (error) {
-      if (error instanceof AlteredRecordError) return 0;
+      if (error instanceof AlteredRecordError) return null;
       throw error;
     }
   }
@@ -427,9 +472,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         claimed += 1;
         // Accepted already (its caller has its 202): held past the bounds if need be, never refused now. A
         // record altered at rest has no body worth counting: the dispatcher drops it unread.
-        const bodyBytes = bodyBytesOf(mine);
+        const call = callOrNull(mine);
+        const bodyBytes = call?.body.length ?? 0;
         bounds.bodies.takeAnyway(bodyBytes);
-        handOver(mine, bounds.takeAnyway(...appOf(mine)), bodyBytes);
+        handOver(mine, call, bounds.takeAnyway(...appOf(mine)), bodyBytes);
       }
     }
     return claimed;
@@ -440,6 +486,11 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   sweeps.unref();
 
   const server: Server = createServer((request, response) => {
+    if (request.url?.startsWith(HOLD_CONTROL_PREFIX)) {
+      if (options.controlKey !== undefined) return answerHoldControl(request, response, { key: options.controlKey, index, identity: options.identity });
+      response.writeHead(404).end();
+      return;
+    }
     const runId = newRunId();
     hold(request, response, runId).catch((error: unknown) => {
       const problem =

@@ -23,7 +23,7 @@ import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
-import { ensureHolderKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import { ensureHolderKey, holderControlKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
 import { HELD_LOAD_PATH, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { HoldLimits } from './hold-bounds.ts';
@@ -125,6 +125,8 @@ export function createActivator(options: ActivatorOptions): Activator {
         appsSynced: () => apps.whenSynced(),
         auth: options.auth,
         holderKeys: holderKeysFor(key, config.keySecret),
+        // The operator's requests to list and cancel the calls held here are signed with it (hold-control.ts).
+        controlKey: holderControlKey(key),
         logger,
         identity: config.identity,
         // The records of held async calls live beside the key, in the release namespace its Role grants.

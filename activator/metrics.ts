@@ -12,7 +12,7 @@ export class HeldCallMetrics {
   constructor(registry: Registry) {
     this.calls = new Counter({
       name: 'runlet_holder_calls_total',
-      help: 'Calls to Apps at zero replicas taken by this holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: taken without a token, the replica refused its caller, 401/403, and recorded no run), unrecorded (async: no replica recorded it after repeated answers), expired (async: held past its record’s expiry), altered (async: its record was changed at rest), refused (503 at once: the holder held as many calls, or body bytes, as its bounds allow).',
+      help: 'Calls to Apps at zero replicas taken by this holder, by mode (sync, stream, async) and outcome: handed_over to a replica, timed_out (503 past the cold-start limit), accepted (async: recorded, 202), caller_refused (async: taken without a token, the replica refused its caller, 401/403, and recorded no run), unrecorded (async: no replica recorded it after repeated answers), expired (async: held past its record’s expiry), altered (async: its record was changed at rest), refused (503 at once: the holder held as many calls, or body bytes, as its bounds allow), cancelled (sync, stream: cancelled through the management API while it waited, 409).',
       labelNames: ['namespace', 'app', 'mode', 'outcome'] as const,
       registers: [registry],
     });
@@ -33,6 +33,7 @@ export class HeldCallMetrics {
       accepted: (namespace, app) => calls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
       dropped: (namespace, app, why) => calls.inc({ namespace, app, mode: 'async', outcome: why }),
       refused: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'refused' }),
+      cancelled: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'cancelled' }),
     };
   }
 }

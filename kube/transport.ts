@@ -38,22 +38,32 @@ function directTransport(server: string, tls: KubeTls): Transport {
   const https = secure ? (require('node:https') as typeof import('node:https')) : undefined;
   const agent = https !== undefined ? new https.Agent({ ...tls, keepAlive: true, keepAliveMsecs: 30_000 }) : new http.Agent({ keepAlive: true, keepAliveMsecs: 30_000 });
   const send = https !== undefined ? https.request : http.request;
+  const attempt = (method: string, url: string, headers: Record<string, string>, body: string | undefined, signal: AbortSignal, retried: boolean): Promise<KubeAnswer> =>
+    new Promise((resolve, reject) => {
+      const onResponse = (response: IncomingMessage): void => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (text += chunk));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, retryAfter: single(response.headers['retry-after']), text }));
+        response.on('error', reject);
+      };
+      // Framed by its length: node:http sends the body of a DELETE (preconditions) unframed without one.
+      if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
+      const outgoing = send(url, { method, headers, agent, signal }, onResponse);
+      outgoing.on('error', (error: NodeJS.ErrnoException) => {
+        // A kept-alive connection the server closed as this request went out (its idle timeout): the request never
+        // reached it. A read is sent again once, on a new connection; a write is the caller's to judge.
+        if (!retried && method === 'GET' && outgoing.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE')) {
+          attempt(method, url, headers, body, signal, true).then(resolve, reject);
+        } else {
+          reject(error);
+        }
+      });
+      outgoing.end(body);
+    });
   return {
     send(method, url, headers, body, timeoutMs) {
-      return new Promise((resolve, reject) => {
-        const onResponse = (response: IncomingMessage): void => {
-          let text = '';
-          response.setEncoding('utf8');
-          response.on('data', (chunk: string) => (text += chunk));
-          response.on('end', () => resolve({ status: response.statusCode ?? 0, retryAfter: single(response.headers['retry-after']), text }));
-          response.on('error', reject);
-        };
-        // Framed by its length: node:http sends the body of a DELETE (preconditions) unframed without one.
-        if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
-        const outgoing = send(url, { method, headers, agent, signal: AbortSignal.timeout(timeoutMs) }, onResponse);
-        outgoing.on('error', reject);
-        outgoing.end(body);
-      });
+      return attempt(method, url, headers, body, AbortSignal.timeout(timeoutMs), false);
     },
     async close() {
       agent.destroy();

@@ -34,9 +34,13 @@ import { scalesToZero, type HolderAddress } from './autoscaling/endpoints.ts';
 import { createEndpointsSwitch, servingChanged } from './autoscaling/endpoints-switch.ts';
 import { DEFAULT_HELD_CALL_TTL_MS, startHolder, type Holder, type HolderOptions } from '../activator/holder.ts';
 import { HeldRecords } from '../activator/hold-records.ts';
-import { cancelHeldCall, heldCallCancelled } from '../activator/hold-cancel.ts';
+import { cancelHeldCall, heldCallCancelled, settleCancelledHeldCall, type HeldRunWriter } from '../activator/hold-cancel.ts';
+import { WebhookDeliverer } from '../sidecar/webhook/deliver.ts';
+import { HeldRunsLog } from './held-runs-log.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
-import { ensureHolderKey, holderKeysFor } from './autoscaling/holder-key.ts';
+import { ensureHolderKey, holderControlKey, holderKeysFor } from './autoscaling/holder-key.ts';
+import { holderAddressesOf } from './autoscaling/endpoints-switch.ts';
+import { HeldCalls, withHeldRuns, type HeldCallsOptions } from './held-calls.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
 import { LoadScraper } from './autoscaling/load-scraper.ts';
 import { ActivatorLoads } from './autoscaling/activator-loads.ts';
@@ -69,6 +73,9 @@ import { SidecarMode } from './sidecar-mode.ts';
 const EVENT_SOURCE = 'runlet-operator';
 /** RunLogs per page when the janitor lists them without a cache (with a results store): one may be about 90 KB. */
 const RUNLOG_PAGE_SIZE = 20;
+
+/** How long a stopping operator waits for the webhooks of cancelled held calls still being delivered. */
+const HELD_WEBHOOK_DRAIN_MS = 10_000;
 
 export interface OperatorOptions {
   /** Where the API server is: `server.kubeConfig()` in tests, `loadFromDefault()` in a cluster. */
@@ -103,6 +110,8 @@ export interface OperatorOptions {
   holder?: OperatorHolderOptions | 'external';
   /** Where a pod's sidecar admin port is reached, for cancels. Default: its pod IP, port 8001 (the test kubelet remaps). */
   replicaAdminAddress?: ClusterCancellerOptions['adminAddress'];
+  /** Where a holder's address (its Service's Endpoints) is dialled, to list and cancel held calls. Default: as listed (the test kubelet remaps). */
+  holderControlAddress?: HeldCallsOptions['address'];
   /**
    * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
    * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
@@ -437,19 +446,53 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
+  // The runs of async calls cancelled while held at zero, which no replica saw: recorded where the management
+  // API reads runs (the results store takes each once its webhook is settled: its upkeep would close a pending
+  // webhook whose "pod", this replica, is not an App pod), their webhooks delivered from here.
+  const heldRunsLog = new HeldRunsLog({ api, apps: appCache, logger });
+  const heldRunWriter: HeldRunWriter =
+    options.results === undefined
+      ? heldRunsLog
+      : {
+          write: async (run) => {
+            if (run.webhook?.state !== 'pending') await options.results!.store.writeBatch([run]);
+          },
+        };
+  // The calls the holders hold, listed and cancelled through their holder port (activator/hold-control.ts).
+  const heldCalls =
+    holderEndpoints === undefined
+      ? undefined
+      : new HeldCalls({
+          holders: () => holderAddressesOf(holderEndpoints.get(holderService.namespace, holderService.name)),
+          controlKey: async () => holderControlKey(await holderKey()),
+          apps: appCache,
+          address: options.holderControlAddress,
+          logger,
+        });
+  const managedRuns = heldCalls === undefined ? runs : withHeldRuns(runs, heldCalls);
+  const heldWebhooks = new WebhookDeliverer({ allowCidrs: config.webhookAllowCidrs });
+  const heldDeliveries = new Set<Promise<void>>();
   const canceller = clusterRunCanceller({
     runs,
     pods,
     adminAddress: options.replicaAdminAddress,
-    cancelHeld: options.holder === undefined ? undefined : async (projectId, appName, runId) => {
-      const held = await cancelHeldCall(await heldRecords(), projectId, appName, runId);
+    cancelHeld: heldCalls === undefined ? undefined : async (projectId, appName, runId) => {
+      // An async call's record, else a sync or stream call waiting at a holder.
+      const record = await cancelHeldCall(await heldRecords(), projectId, appName, runId);
+      // Its holder lists it no longer (it would until its hand-over finds the record gone).
+      if (record !== null) await heldCalls.forget(projectId, appName, runId);
+      const held = record ?? (await heldCalls.cancel(projectId, appName, runId));
       if (held === null) return null;
-      logger.info({ app: `${projectId}/${appName}`, runId }, 'holder: a held async call was cancelled before any replica took it; dropped unrecorded, its webhook not sent');
-      return { record: heldCallCancelled(held, projectId, appName, config.leaderElection.identity, new Date()), stoppedFor: 'cancel_requested' };
+      const cancelled = heldCallCancelled(held, 'mode' in held ? held.mode : 'async', projectId, appName, config.leaderElection.identity, new Date());
+      const { delivered } = await settleCancelledHeldCall(cancelled, { writer: heldRunWriter, deliverer: heldWebhooks, logger });
+      heldDeliveries.add(delivered);
+      void delivered.finally(() => heldDeliveries.delete(delivered));
+      logger.info({ app: `${projectId}/${appName}`, runId, webhook: cancelled.run.webhook?.endpoint ?? null }, 'holder: a held call was cancelled before any replica took it: recorded cancelled, its webhook sent');
+      return { record: cancelled.run, stoppedFor: 'cancel_requested' };
     },
     logger,
   });
-  mountManagementApi(server, { api, runs, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
+  mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
   // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
   let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
   if (options.results !== undefined) {
@@ -504,6 +547,7 @@ export function createOperator(options: OperatorOptions): Operator {
         holder = await startHolder({
           ...options.holder,
           holderKeys: holderKeysFor(await holderKey(), holderKeySecret),
+          controlKey: holderControlKey(await holderKey()),
           api,
           apps: appCache,
           appsSynced: () => apps.whenSynced(),
@@ -531,6 +575,10 @@ export function createOperator(options: OperatorOptions): Operator {
       stopping = true;
       await sidecarMode.stop();
       await holder?.close();
+      // The webhooks of cancelled held calls finish (three attempts, well under a minute) or are recorded failed.
+      await Promise.race([Promise.all(heldDeliveries), new Promise((resolve) => setTimeout(resolve, HELD_WEBHOOK_DRAIN_MS).unref())]);
+      await heldWebhooks.close();
+      await Promise.all(heldDeliveries);
       await elector.stop();
       await duties.ended();
       await scraper.stop();

@@ -4,7 +4,8 @@ import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import { runRecord } from '../test/support/runlog-source-kit.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { judgeRunLog, lastWriteTime, podRuns, type PodObject } from './runlog-verdict.ts';
+import { HELD_RUNS_LABEL } from './held-runs-log.ts';
+import { HELD_RUN_DELIVERY_GRACE_MS, judgeRunLog, lastWriteTime, podRuns, type PodObject } from './runlog-verdict.ts';
 
 const POD = 'hello-7d9c-aaaaa';
 const CREATED = '2030-01-01T00:00:00Z';
@@ -61,6 +62,14 @@ describe('the verdict on a RunLog', () => {
     expect(judgeRunLog(owed, { pod: undefined, retentionSeconds, now: at(1) })).toEqual({ action: 'close-runs', runs: 1 });
     // Even past the retention: runs are closed first, and the closing is a write that starts the retention anew.
     expect(judgeRunLog(inFlight, { pod: undefined, retentionSeconds, now: at(100 * HOUR_MS) })).toMatchObject({ action: 'close-runs' });
+  });
+
+  it('gives the pending webhook of a cancelled held run, in its App’s RunLog of held runs (no pod), a delivery’s time before closing it', () => {
+    const pending = { endpoint: 'https://hooks.example/x', state: 'pending' as const, attempts: 0, lastStatusCode: null, lastError: null };
+    const held = runLog([run('cancelled', iso(0), { completedAt: iso(0), webhook: pending })]);
+    held.metadata = { ...held.metadata, labels: { [HELD_RUNS_LABEL]: 'true' } };
+    expect(judgeRunLog(held, { pod: undefined, retentionSeconds, now: at(60_000) })).toMatchObject({ action: 'keep' });
+    expect(judgeRunLog(held, { pod: undefined, retentionSeconds, now: at(HELD_RUN_DELIVERY_GRACE_MS + 1) })).toEqual({ action: 'close-runs', runs: 1 });
   });
 
   it('keeps the finished runs of a gone pod for the retention after its last write, then deletes the RunLog', () => {

@@ -7,6 +7,8 @@
 import type { ImagePullFailure } from './image-pull.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeObject, ObjectMeta } from '../kube/objects.ts';
+import type { RunRecord } from '../crds/run-record-schema.ts';
+import { HELD_RUNS_LABEL } from './held-runs-log.ts';
 import { isUnfinished } from './replica-lost.ts';
 
 /** What the operator keeps of a container's status: whether, and how, the kubelet restarted it (container-restarts.ts). */
@@ -55,9 +57,18 @@ export function podRuns(pod: PodObject | undefined): boolean {
   return pod !== undefined && !ENDED_PHASES.has(pod.status?.phase ?? '');
 }
 
+/**
+ * How long the webhook of a cancelled held run may stay pending in its App's RunLog of held runs, which no pod
+ * writes: the operator replica that cancelled it is delivering it (three attempts, well within a minute). Past
+ * this, that replica went away before it recorded the outcome.
+ */
+export const HELD_RUN_DELIVERY_GRACE_MS = 10 * 60_000;
+
 export function judgeRunLog(runLog: RunLog & KubeObject, facts: RunLogFacts): Verdict {
   if (podRuns(facts.pod)) return { action: 'keep', why: 'pod-runs' };
-  const unfinished = (runLog.status?.runs ?? []).filter(isUnfinished).length;
+  const held = runLog.metadata?.labels?.[HELD_RUNS_LABEL] === 'true';
+  const owed = (run: RunRecord) => isUnfinished(run) && (!held || facts.now.getTime() - Date.parse(run.completedAt ?? run.createdAt) > HELD_RUN_DELIVERY_GRACE_MS);
+  const unfinished = (runLog.status?.runs ?? []).filter(owed).length;
   if (unfinished > 0) return { action: 'close-runs', runs: unfinished };
   const lastWrite = lastWriteTime(runLog);
   const until = new Date(lastWrite.getTime() + facts.retentionSeconds * 1000);

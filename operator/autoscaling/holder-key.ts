@@ -50,6 +50,15 @@ export function namespaceHolderKey(key: Uint8Array, namespace: string): Uint8Arr
  * copies' name, its Apps' sidecars read that Secret itself (no copy can replace it): there the key is the
  * operator's own — whoever reads Secrets in that namespace reads it anyway.
  */
+/**
+ * The key the operator signs its requests to the holders with (list the calls they hold, cancel one:
+ * activator/hold-control.ts): derived from the operator's key, never copied into an App namespace, so no
+ * tenant holds it.
+ */
+export function holderControlKey(key: Uint8Array): Uint8Array {
+  return createHmac('sha256', key).update('runlet holder control').digest();
+}
+
 export function holderKeysFor(key: Uint8Array, source: SecretName): (namespace: string) => Uint8Array {
   return (namespace) => (namespace === source.namespace && source.name === HOLDER_KEY_SECRET ? key : namespaceHolderKey(key, namespace));
 }

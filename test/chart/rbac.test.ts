@@ -174,7 +174,8 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'runlet-sidecar' })).toBe(true);
     expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'cluster-admin' })).toBe(false);
     const granted = sidecar.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
-    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'create runlogs', 'patch runlogs/status']);
+    // `create runlogs` the operator holds for its own reason (the RunLog of an App's cancelled held calls), not the sidecar's.
+    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'patch runlogs/status']);
   });
 
   it('come with a RoleBinding example that is valid and binds the runs viewer', () => {

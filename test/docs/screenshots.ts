@@ -1,6 +1,7 @@
 // `npm run screenshots`: writes docs/images/dashboard-*.png, the README's pictures of each dashboard page, taken
-// in the headless Chromium the dashboard's tests use, of `runlet dev` serving examples/hello with a few runs.
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+// in the headless Chromium the dashboard's tests use, of `runlet dev` serving examples/hello with a few runs. The
+// app keeps its results here (`[runs] keep_results`), so the run page shows its result section too.
+import { appendFile, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { signLocalToken } from '../../run-request/auth/local-key.ts';
@@ -14,7 +15,10 @@ const AUTH_KEY = 'the auth key of the dashboard screenshots, 32 bytes or more';
 const work = await mkdtemp(join(tmpdir(), 'runlet-screenshots-'));
 const keyFile = join(work, 'dev.key');
 await writeFile(keyFile, AUTH_KEY);
-const dev = await spawnDev([join(root, 'examples/hello')], join(work, 'data'), ['--auth-key-file', keyFile]);
+const app = join(work, 'hello');
+await cp(join(root, 'examples/hello'), app, { recursive: true });
+await appendFile(join(app, 'service.toml'), '\n[runs]\nkeep_results = true\n');
+const dev = await spawnDev([app], join(work, 'data'), ['--auth-key-file', keyFile]);
 const browser = await launchBrowser();
 try {
   const token = await signLocalToken({ projectId: 'dev', key: AUTH_KEY });
@@ -28,16 +32,17 @@ try {
 
   await mkdir(images, { recursive: true });
   const page = await browser.newPage({ viewport: { width: 1200, height: 640 } });
-  const shoot = async (hash: string, heading: string, file: string): Promise<void> => {
+  const shoot = async (hash: string, heading: string, file: string, section?: string): Promise<void> => {
     await page.goto(`${dev.url}/${hash}`);
     await page.getByRole('heading', { level: 1, name: heading }).waitFor();
+    if (section !== undefined) await page.getByRole('heading', { level: 2, name: section }).waitFor();
     await page.waitForLoadState('networkidle');
     await page.screenshot({ path: join(images, file), fullPage: true });
     process.stdout.write(`wrote docs/images/${file}\n`);
   };
   await shoot('#/apps', 'Apps', 'dashboard-apps.png');
   await shoot('#/apps/hello', 'Runs of hello', 'dashboard-runs.png');
-  await shoot(`#/apps/hello/runs/${runId}`, `Run ${runId}`, 'dashboard-run.png');
+  await shoot(`#/apps/hello/runs/${runId}`, `Run ${runId}`, 'dashboard-run.png', 'Result');
   await page.goto(`${dev.url}/#/keys`);
   await page.getByLabel('Name').fill('staging');
   await page.getByRole('button', { name: 'Create key' }).click();

@@ -28,14 +28,17 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // count its calls, until the chart runs `runlet activator` instead (the test clusters do); a cancel through
   // It renders the sidecar's results collector URL under the env name the shipper reads
   // (sidecar/runs/results-shipper-store.ts). Its management API drops a call held at zero (activator/hold-cancel.ts, over its records: hold-records.ts); its config carries the holder's
-  // bounds (activator/hold-bounds.ts).
-  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'results/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts', 'sidecar/runs/results-shipper-store.ts']],
+  // bounds (activator/hold-bounds.ts). A held call it cancels gets its webhook from the sidecar's deliverer
+  // (sidecar/webhook/deliver.ts), one retry table for every webhook; it lists and cancels the calls the holders
+  // hold through their control routes (activator/hold-control.ts).
+  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'results/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-control.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts', 'sidecar/runs/results-shipper-store.ts', 'sidecar/webhook/deliver.ts']],
   // The operator owns what the activator reads of it: the names it gives an App's objects (its Deployment, the
   // sidecar's run port), the holder key (made and copied to each namespace's sidecars by the operator), and
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list),
   // an App's scaling settings and the replicas waiting calls need (autoscaling/settings.ts), and the demand the
-  // autoscaler reads from the holder (autoscaling/held-demand.ts).
-  ['activator/', ['run-request/', 'crds/', 'kube/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts']],
+  // autoscaler reads from the holder (autoscaling/held-demand.ts). The webhook of a held call cancelled before
+  // it ran is the sidecar's webhook (sidecar/webhook/: endpoint, payload, signature), not a copy.
+  ['activator/', ['run-request/', 'crds/', 'kube/', 'sidecar/webhook/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts']],
   // runlet dev applies retention to its SQLite store through the stores' contract of history.
   ['local/', ['sidecar/', 'run-request/', 'management/', 'dashboard/', 'crds/', 'results/run-history.ts']],
   ['cli/', [EVERYTHING]],

@@ -183,6 +183,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         config: operatorConfig,
         holder: holder === undefined ? undefined : 'external',
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+        holderControlAddress: (address) => kubelet.network.dialTarget(address.ip, address.port),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         results: results === undefined ? undefined : { ...results, port: await freePort() },

@@ -5,16 +5,19 @@
 // ClusterRole, TokenReview and SubjectAccessReview, the garbage collector, leader election.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ApiException, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { launchBrowser } from '../support/browser.ts';
+import { verifyWebhookSignature } from '../support/signature.ts';
 import { waitFor } from '../support/wait.ts';
+import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
 import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
 import { HelloApp } from './hello-app.ts';
@@ -331,6 +334,77 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
   });
 
   scaleToZeroSuite(() => cluster);
+
+  it('lists a sync and an async call held at zero, and cancels both for a token with edit: the sync caller gets 409 run-cancelled; both are recorded cancelled in the App’s held-runs RunLog (install.yaml’s operator rights), the async one’s webhook signed', async () => {
+    // An App whose pod never starts (no code ConfigMap): its calls wait at the holder until cancelled.
+    const namespace = `runlet-cp-held-${Date.now().toString(36)}`;
+    const stuck = new HelloApp(cluster.kubeConfig, namespace, { name: 'stuck', minReplicas: 0, scaling: { maxReplicas: 1 } });
+    const [namespaceObject, , manifest] = await stuck.manifests();
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: namespaceObject });
+    manifest.spec = { ...manifest.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } } };
+    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: manifest });
+    await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+      namespace,
+      body: { metadata: { name: 'default-edit' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace }] },
+    });
+    const apiToken = await cluster.serviceAccountToken(namespace, 'default');
+    const callerToken = await cluster.callerToken(namespace);
+    const runs = `${cluster.operatorUrl}/v2/projects/${namespace}/apps/stuck/runs`;
+    const asCaller = { authorization: `Bearer ${apiToken}` };
+    const receiver = await WebhookReceiver.start();
+    try {
+      const call = (query: string, headers: Record<string, string> = {}) =>
+        fetch(`${cluster.holder!.url}/v4/${namespace}/stuck/run${query}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${callerToken}`, ...headers },
+          body: JSON.stringify({ name: 'Waiting' }),
+        });
+      // The activator's App cache has the App once it holds a call for it (until then: 404 app-not-found).
+      const accepted = await wait('an async call held', async () => {
+        const answer = await call(`?async=true&webhookEndpoint=${encodeURIComponent(receiver.at().toString())}`, { 'x-webhook-secret': 'held-secret' });
+        return answer.status === 202 && ((await answer.json()) as { run_id: string });
+      });
+      const sync = call('');
+      // Awaited below; a failure before then leaves it to end with the holder, not as an unhandled rejection.
+      sync.catch(() => undefined);
+
+      const pending = await wait('both held calls listed pending', async () => {
+        const answer = await fetch(`${runs}?status=pending`, { headers: asCaller });
+        const items = answer.status === 200 ? ((await answer.json()) as { items: RunRecord[] }).items : [];
+        return items.length === 2 && items;
+      });
+      const syncRun = pending.find((run) => run.mode === 'sync')!;
+      expect(pending.find((run) => run.mode === 'async')).toMatchObject({ id: accepted.run_id, status: 'pending', startedAt: null });
+      for (const id of [accepted.run_id, syncRun.id]) {
+        const answer = await fetch(`${runs}/${id}/cancel`, { method: 'POST', headers: asCaller });
+        const text = await answer.text();
+        expect(answer.status, text).toBe(202);
+        expect((JSON.parse(text) as { item: RunRecord }).item).toMatchObject({ id, status: 'cancelled', reason: 'cancel_requested', startedAt: null });
+      }
+      const syncAnswer = await sync;
+      expect(syncAnswer.status).toBe(409);
+      // Neither is listed pending any more: the async one's holder was told its record went.
+      const stillPending = await fetch(`${runs}?status=pending`, { headers: asCaller });
+      expect(((await stillPending.json()) as { items: RunRecord[] }).items).toEqual([]);
+      expect(await syncAnswer.json()).toMatchObject({ type: 'https://runlet.dev/problems#run-cancelled' });
+
+      await receiver.received(1, STATE_TIMEOUT_MS);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('held-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: accepted.run_id, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
+      const recorded = await wait('both runs listed cancelled, the webhook delivered', async () => {
+        const items = ((await (await fetch(runs, { headers: asCaller })).json()) as { items: RunRecord[] }).items;
+        return items.length === 2 && items.every((run) => run.status === 'cancelled') && items.find((run) => run.mode === 'async')?.webhook?.state === 'delivered' && items;
+      });
+      expect(recorded.map((run) => run.reason)).toEqual(['cancel_requested', 'cancel_requested']);
+      const runLogs = await cluster.kubectl('get', 'runlogs', '--namespace', namespace, '-l', 'runlet.dev/held-runs=true', '-o', 'name');
+      expect(runLogs.trim()).toBe('runlog.runlet.dev/stuck.held-runs');
+    } finally {
+      await receiver.close();
+      await core.deleteNamespace({ name: namespace });
+    }
+  });
 
   // Last: it stops the first operator, whose holder the scale-to-zero suite uses.
   it('hands the lease over to a second operator when the first stops, which then reconciles', async () => {

@@ -102,6 +102,8 @@ export interface TestOperatorOptions {
   holder?: OperatorHolderOptions | 'external';
   /** Where a pod's admin port is reached (cancels): the test kubelet's port standing for it. */
   replicaAdminAddress?: OperatorOptions['replicaAdminAddress'];
+  /** Where the operator dials a holder's address to list and cancel held calls: the test kubelet's loopback port standing for it. */
+  holderControlAddress?: OperatorOptions['holderControlAddress'];
   /** Where the leader scrapes a replica's load: the test kubelet's loopback port standing for the pod's admin port. */
   loadAddress?: OperatorOptions['loadAddress'];
   /**
@@ -137,6 +139,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     listen: options.listen ?? false,
     holder: options.holder,
     replicaAdminAddress: options.replicaAdminAddress,
+    holderControlAddress: options.holderControlAddress,
     loadAddress: options.loadAddress,
     results: options.results === undefined ? undefined : { store: options.results.store },
     activatorLoadAddress: options.activatorLoadAddress,

@@ -119,6 +119,7 @@ export async function startLocalCluster(
     config: options.operatorConfig,
     holder: holderOptions === undefined ? undefined : 'external',
     replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+    holderControlAddress: (address) => kubelet.network.dialTarget(address.ip, address.port),
     // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
     loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
     // The sidecars send their batches to the operator's collector on the loopback.

@@ -19,6 +19,11 @@ import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
 import { scaleToZeroSuite, ZERO_WAIT, ZeroApp } from './scale-to-zero-suite.ts';
 
 const NEVER_READY = 'never';
+/** An app whose pod never starts either, with the default cold-start limit: its calls wait at the holder. */
+const STUCK = 'stuck';
+const STUCK_BURST = 'stuck-burst';
+/** Sync calls of the burst held at once. */
+const BURST = 40;
 /** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
 const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
@@ -112,9 +117,10 @@ describe('scale to zero: the holder itself', () => {
       const listed = await waitFor(
         async () => {
           const response = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
-          return response.status === 200 && ((await response.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId);
+          // Listed `pending` from its 202 on (held, then queued): what is waited for is its outcome.
+          return response.status === 200 && ((await response.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId && run.status !== 'pending');
         },
-        { ...ZERO_WAIT, what: `run ${runId} in the list API` },
+        { ...ZERO_WAIT, what: `run ${runId} in the list API, finished` },
       );
       expect(listed).toMatchObject({ async: true, mode: 'async', status: 'failure', statusCode: 404, error: { type: 'Function not found' } });
       expect(listed.coldStartMs).toBeGreaterThan(0);
@@ -171,34 +177,183 @@ describe('scale to zero: the holder itself', () => {
     }
   }, 180_000);
 
-  it('an async call held at zero, cancelled through the management API, never starts: its record is dropped, and the replica woken for it never runs it', async () => {
+  it('an async call held at zero, cancelled through the management API, never starts: it is recorded cancelled, listed, and its webhook is sent that outcome, signed', async () => {
     await zero.atZero();
     const { namespace, name } = zero.hello;
     const holder = cluster.holder!;
     const handedOverBefore = holder.stats.handedOver;
-    const accepted = await zero.call('run?async=true', { body: { name: 'Never' } });
-    expect(accepted.status).toBe(202);
-    const { run_id: runId } = (await accepted.json()) as { run_id: string };
-    const cancel = () => fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
+    const receiver = await WebhookReceiver.start();
+    try {
+      const webhook = encodeURIComponent(receiver.at().toString());
+      const accepted = await zero.call(`run?async=true&webhookEndpoint=${webhook}`, { body: { name: 'Never' }, headers: { 'x-webhook-secret': 'held-secret' } });
+      expect(accepted.status).toBe(202);
+      const { run_id: runId } = (await accepted.json()) as { run_id: string };
+      const cancel = () => fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
 
-    const cancelled = await cancel();
-    const text = await cancelled.text();
-    expect(cancelled.status, text).toBe(202);
-    const { item } = JSON.parse(text) as { item: RunRecord };
-    expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null });
-    expect(item.error?.message).toMatch(/not recorded as a run, and its webhook is not sent/);
-    expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
+      const cancelled = await cancel();
+      const text = await cancelled.text();
+      expect(cancelled.status, text).toBe(202);
+      const { item } = JSON.parse(text) as { item: RunRecord };
+      expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null, error: { type: 'Cancelled' } });
+      expect(item.webhook).toMatchObject({ endpoint: receiver.at().toString().split('?')[0], state: 'pending' });
+      expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
+      // Its holder, still waking the app for it, lists it pending no more.
+      const stillPending = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?status=pending`, { headers: { authorization: `Bearer ${READER.token}` } });
+      expect(((await stillPending.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
 
-    // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
-    // cancelled one is never handed over.
-    const later = await zero.call('run', { body: { name: 'Later' } });
-    expect(later.status).toBe(200);
-    await zero.runRecord((await later.json() as { run_id: string }).run_id);
-    await waitFor(() => holder.held(namespace, name) === 0, { ...ZERO_WAIT, what: 'the held call let go' });
-    expect(holder.stats.handedOver).toBe(handedOverBefore);
-    const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
-    expect(((await listed.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
-    expect((await cancel()).status, 'cancelled already, and recorded nowhere').toBe(404);
+      // Its webhook is sent the cancelled outcome, signed with the secret the call gave.
+      await receiver.received(1, ZERO_WAIT.timeoutMs);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('held-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
+
+      // Listed, and got, as cancelled, its webhook delivered (a wait on that state: the pending one is listed first).
+      const listedRun = async (): Promise<RunRecord | undefined> => {
+        const listed = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?pageSize=500`, { headers: { authorization: `Bearer ${READER.token}` } });
+        return ((await listed.json()) as { items: RunRecord[] }).items.find((run) => run.id === runId);
+      };
+      await waitFor(async () => (await listedRun())?.webhook?.state === 'delivered', { ...ZERO_WAIT, what: 'the cancelled held run listed with its webhook delivered' });
+      expect(await listedRun()).toMatchObject({ id: runId, status: 'cancelled', reason: 'cancel_requested', startedAt: null, webhook: { state: 'delivered', attempts: 1, lastStatusCode: 200 } });
+      const again = await cancel();
+      expect(again.status, 'idempotent: cancelled already').toBe(202);
+      expect(((await again.json()) as { item: RunRecord }).item).toMatchObject({ id: runId, status: 'cancelled', reason: 'cancel_requested' });
+
+      // The app woke for the call: once its replica serves, a later call runs there and is recorded; the
+      // cancelled one is never handed over, and its webhook sent only once.
+      const later = await zero.call('run', { body: { name: 'Later' } });
+      expect(later.status).toBe(200);
+      await zero.runRecord(((await later.json()) as { run_id: string }).run_id);
+      await waitFor(() => holder.held(namespace, name) === 0, { ...ZERO_WAIT, what: 'the held call let go' });
+      expect(holder.stats.handedOver).toBe(handedOverBefore);
+      expect(await listedRun()).toMatchObject({ status: 'cancelled', startedAt: null });
+      expect(receiver.deliveries).toHaveLength(1);
+    } finally {
+      await receiver.close();
+    }
+  }, 180_000);
+
+  it('sync and stream calls held at zero are listed pending and found by id; cancelled, each caller gets 409 run-cancelled, the runs are recorded cancelled, and the sync one\u2019s webhook is sent, signed', async () => {
+    // An app whose pod never starts (no code ConfigMap), with the default cold-start limit: its calls wait at the holder.
+    const { namespace } = zero.hello;
+    const [, , manifest] = await zero.hello.manifests();
+    const stuck = { ...manifest, metadata: { name: STUCK, namespace } } as App;
+    stuck.spec = { ...stuck.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...stuck.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
+    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: stuck });
+    await waitFor(() => cluster.operator.apps.get(namespace, STUCK) && cluster.activator!.apps.get(namespace, STUCK), { ...ZERO_WAIT, what: 'the App in the operator’s and the activator’s caches' });
+    const receiver = await WebhookReceiver.start();
+    const runs = `${cluster.operatorUrl}/v2/projects/${namespace}/apps/${STUCK}/runs`;
+    const read = { headers: { authorization: `Bearer ${READER.token}` } };
+    try {
+      const token = await cluster.callerToken(namespace);
+      const call = (query: string, headers: Record<string, string>) =>
+        fetch(`${cluster.holder!.url}/v4/${namespace}/${STUCK}/run${query}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, ...headers },
+          body: JSON.stringify({ name: 'Waiting' }),
+        });
+      const sync = call(`?webhookEndpoint=${encodeURIComponent(receiver.at().toString())}`, { 'x-webhook-secret': 'sync-secret' });
+      const stream = call('', { accept: 'text/event-stream' });
+      // Awaited below; a failure before then leaves them to end with the holder, not as unhandled rejections.
+      for (const answer of [sync, stream]) answer.catch(() => undefined);
+
+      // Listed while they wait: pending, never started, on the holder.
+      const pending = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?status=pending`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === 2 && listed;
+        },
+        { ...ZERO_WAIT, what: 'the two held calls listed pending' },
+      );
+      const byMode = Object.fromEntries(pending.map((run) => [run.mode, run]));
+      expect(byMode.sync).toMatchObject({ status: 'pending', async: false, functionName: 'run', startedAt: null, replica: 'activator-0', webhook: { state: 'pending' } });
+      expect(byMode.stream).toMatchObject({ status: 'pending', async: false, functionName: 'run', startedAt: null, webhook: null });
+      const got = await fetch(`${runs}/${byMode.sync!.id}`, read);
+      expect(((await got.json()) as { item: RunRecord }).item).toMatchObject({ id: byMode.sync!.id, status: 'pending' });
+
+      for (const run of [byMode.sync!, byMode.stream!]) {
+        const cancelled = await fetch(`${runs}/${run.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } });
+        const text = await cancelled.text();
+        expect(cancelled.status, text).toBe(202);
+        expect((JSON.parse(text) as { item: RunRecord }).item).toMatchObject({ id: run.id, mode: run.mode, status: 'cancelled', reason: 'cancel_requested', startedAt: null });
+      }
+      for (const [answer, run] of [[await sync, byMode.sync!], [await stream, byMode.stream!]] as const) {
+        expect(answer.status).toBe(409);
+        expect(answer.headers.get('x-request-id')).toBe(run.id);
+        expect(await answer.json()).toMatchObject({ type: 'https://runlet.dev/problems#run-cancelled', status: 409 });
+      }
+
+      // Recorded cancelled (a wait on that state: the pending one was listed before), the sync call's webhook signed.
+      await receiver.received(1, ZERO_WAIT.timeoutMs);
+      const delivery = receiver.deliveries[0]!;
+      expect(verifyWebhookSignature('sync-secret', delivery.headers, delivery.body)).toBe(true);
+      expect(JSON.parse(delivery.body)).toMatchObject({ run_id: byMode.sync!.id, status: 'failure', status_code: 409, error: { type: 'Cancelled' } });
+      const recorded = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?pageSize=500`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === 2 && listed.every((run) => run.status === 'cancelled') && listed.find((run) => run.mode === 'sync')?.webhook?.state === 'delivered' && listed;
+        },
+        { ...ZERO_WAIT, what: 'both runs listed cancelled, the sync one’s webhook delivered' },
+      );
+      expect(recorded.map((run) => run.reason)).toEqual(['cancel_requested', 'cancel_requested']);
+      expect(cluster.holder!.held(namespace, STUCK)).toBe(0);
+      expect(await heldMetric('runlet_holder_calls_total', namespace, { app: STUCK, outcome: 'cancelled' })).toBe(2);
+    } finally {
+      await receiver.close();
+      await cluster.kubeConfig.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, name: STUCK });
+    }
+  }, 180_000);
+
+  it('a burst of 40 sync calls held at zero writes no record to the API server while they wait (no Secret, RunLog or ConfigMap), each listed; cancelled all at once, each is recorded cancelled in the one RunLog of held runs', async () => {
+    const { namespace } = zero.hello;
+    const [, , manifest] = await zero.hello.manifests();
+    const app = { ...manifest, metadata: { name: STUCK_BURST, namespace } } as App;
+    app.spec = { ...app.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } }, scaling: { ...app.spec.scaling, minReplicas: 0, maxReplicas: 1 } };
+    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    await custom.createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: app });
+    await waitFor(() => cluster.operator.apps.get(namespace, STUCK_BURST) && cluster.activator!.apps.get(namespace, STUCK_BURST), { ...ZERO_WAIT, what: 'the App in the operator’s and the activator’s caches' });
+    const runs = `${cluster.operatorUrl}/v2/projects/${namespace}/apps/${STUCK_BURST}/runs`;
+    const read = { headers: { authorization: `Bearer ${READER.token}` } };
+    try {
+      const token = await cluster.callerToken(namespace);
+      const before = cluster.server.requests.length;
+      const answers = Array.from({ length: BURST }, (_, index) =>
+        fetch(`${cluster.holder!.url}/v4/${namespace}/${STUCK_BURST}/run`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: JSON.stringify({ name: `caller ${index}` }),
+        }),
+      );
+      for (const answer of answers) answer.catch(() => undefined);
+      const pending = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?status=pending&pageSize=500`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === BURST && listed;
+        },
+        { ...ZERO_WAIT, what: `the ${BURST} held calls listed pending` },
+      );
+      // What would record a held call: a Secret made (POST on the collection) or a held record, a RunLog, a ConfigMap.
+      const recordWrites = cluster.server.requests
+        .slice(before)
+        .filter((request) => request.method !== 'GET' && !request.watch && (/\/secrets$|\/secrets\/runlet-held-|\/(runlogs|configmaps)(\/|$)/.test(request.path)));
+      expect(recordWrites.map((request) => `${request.method} ${request.path}`), 'held sync calls are listed from the holder’s memory').toEqual([]);
+
+      const cancelled = await Promise.all(pending.map((run) => fetch(`${runs}/${run.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${CANCELLER.token}` } })));
+      expect(cancelled.map((answer) => answer.status)).toEqual(pending.map(() => 202));
+      expect((await Promise.all(answers)).map((answer) => answer.status)).toEqual(pending.map(() => 409));
+      const recorded = await waitFor(
+        async () => {
+          const listed = ((await (await fetch(`${runs}?pageSize=500`, read)).json()) as { items: RunRecord[] }).items;
+          return listed.length === BURST && listed.every((run) => run.status === 'cancelled') && listed;
+        },
+        { ...ZERO_WAIT, what: `the ${BURST} runs listed cancelled` },
+      );
+      expect(new Set(recorded.map((run) => run.id))).toEqual(new Set(pending.map((run) => run.id)));
+      const runLogs = (await custom.listNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'runlogs', namespace, labelSelector: 'runlet.dev/held-runs=true' })) as { items: { metadata: { name: string }; status?: { runs?: RunRecord[] } }[] };
+      const held = runLogs.items.find((runLog) => runLog.metadata.name === `${STUCK_BURST}.held-runs`);
+      expect(held?.status?.runs?.length).toBe(BURST);
+    } finally {
+      await custom.deleteNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, name: STUCK_BURST });
+    }
   }, 180_000);
 
   it('calls waiting at the activator for a free slot on a ready replica ask for replicas: the leader scrapes them and counts them with the replicas’ load', async () => {
