@@ -5,7 +5,10 @@
 #   control-plane.sh up [DIR]     build if needed, then start etcd, kube-apiserver, kube-controller-manager
 #                                 and kube-scheduler on loopback, state in DIR; prints `export KUBECONFIG=…`
 #                                 (RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: the `kubernetes` Service's endpoint,
-#                                 default 127.0.0.1; node.sh's Node relays 198.18.0.1 to the API server)
+#                                 default 127.0.0.1; node.sh's Node relays 198.18.0.1 to the API server;
+#                                 RUNLET_CONTROL_PLANE_CLUSTER_EGRESS=1: the API server reaches nodes, pods and
+#                                 Services through DIR/cluster-egress.sock, an HTTP CONNECT proxy node.sh serves
+#                                 from inside its Node's network namespace: `kubectl logs` and `exec`)
 #   control-plane.sh down [DIR]   stop them all (process group kill) and remove DIR
 #   control-plane.sh status [DIR] exit 0 when the API server in DIR answers /readyz
 #
@@ -25,6 +28,7 @@ STATE_DIR_DEFAULT=${RUNLET_CONTROL_PLANE_DIR:-/tmp/runlet-control-plane-$UID}
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 # Where pods reach the API server (the `kubernetes` Service's endpoint); it listens on 127.0.0.1 whatever this is.
 ADVERTISE_ADDRESS=${RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS:-127.0.0.1}
+CLUSTER_EGRESS=${RUNLET_CONTROL_PLANE_CLUSTER_EGRESS:-}
 # How long each component may take to become ready on a loaded 2-core machine.
 READY_TIMEOUT_SECONDS=${RUNLET_CONTROL_PLANE_READY_TIMEOUT:-120}
 
@@ -213,8 +217,26 @@ subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kuberne
   certificate "$dir" admin "/O=system:masters/CN=runlet-test-admin" "extendedKeyUsage=clientAuth"
   certificate "$dir" controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
   certificate "$dir" scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
+  # The API server's identity at a kubelet (logs, exec), in system:masters as kubeadm makes it.
+  certificate "$dir" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
   openssl genrsa -out "$dir/pki/service-account.key" 2048 2>/dev/null
   openssl rsa -in "$dir/pki/service-account.key" -pubout -out "$dir/pki/service-account.pub" 2>/dev/null
+}
+
+# Traffic to the cluster (kubelets, pods, Services: `kubectl logs`, `exec`, proxies, webhooks) through an HTTP
+# CONNECT proxy on a Unix socket: node.sh serves it from inside its Node's network namespace, where those
+# addresses are, and a path crosses network namespaces. Until the Node is up such requests fail to dial.
+write_cluster_egress() {
+  local dir=$1
+  cat >"$dir/egress-selector.yaml" <<YAML
+apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+  - name: cluster
+    connection:
+      proxyProtocol: HTTPConnect
+      transport: { uds: { udsName: "$dir/cluster-egress.sock" } }
+YAML
 }
 
 # Runs in its own process group (started by `up` through setsid): starts every component as a child (the
@@ -224,6 +246,9 @@ supervise() {
   local dir=$1
   # shellcheck source=/dev/null
   source "$dir/ports"
+  local cluster_egress_flags=()
+  [[ -f $dir/egress-selector.yaml ]] && cluster_egress_flags=(--egress-selector-config-file "$dir/egress-selector.yaml" \
+    --kubelet-preferred-address-types InternalIP)
   etcd --name runlet-test --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -239,6 +264,8 @@ supervise() {
     --service-cluster-ip-range 10.0.0.0/24 \
     --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
+    --kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt" --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key" \
+    "${cluster_egress_flags[@]}" \
     --profiling=false --logtostderr -v 1 >"$dir/logs/kube-apiserver.log" 2>&1 &
   local apiserver=$!
   # The controller manager and the scheduler exit when the API server does not answer at their start.
@@ -294,6 +321,7 @@ up() {
   write_pki "$dir"
   local server=https://127.0.0.1:${ports[2]}
   for name in admin controller-manager scheduler; do kubeconfig "$dir" "$name" "$server"; done
+  [[ -z $CLUSTER_EGRESS ]] || write_cluster_egress "$dir"
   setsid "$0" _supervise "$dir" </dev/null >>"$dir/logs/supervisor.log" 2>&1 &
   echo $! >"$dir/pgid"
   wait_ready "$dir" etcd "http://127.0.0.1:${ports[0]}/health"

@@ -75,13 +75,18 @@ function tail(path: string, lines: number): string {
   }
 }
 
-/** `advertiseAddress`: the `kubernetes` Service's endpoint (default 127.0.0.1); a real Node (node.ts) needs its own. */
-export async function startControlPlane(options: { advertiseAddress?: string } = {}): Promise<ControlPlane> {
+/**
+ * `advertiseAddress`: the `kubernetes` Service's endpoint (default 127.0.0.1); a real Node (node.ts) needs its own.
+ * `clusterEgress`: the API server reaches kubelets, pods and Services through the proxy a real Node serves
+ * (node.sh), as `kubectl logs` and `exec` need.
+ */
+export async function startControlPlane(options: { advertiseAddress?: string; clusterEgress?: boolean } = {}): Promise<ControlPlane> {
   const dir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-'));
   const env = {
     ...process.env,
     RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid),
     ...(options.advertiseAddress === undefined ? {} : { RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: options.advertiseAddress }),
+    ...(options.clusterEgress === true ? { RUNLET_CONTROL_PLANE_CLUSTER_EGRESS: '1' } : {}),
   };
   try {
     await run(SCRIPT, ['up', dir], { env, timeout: UP_TIMEOUT_MS, killSignal: 'SIGKILL' });

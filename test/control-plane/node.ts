@@ -16,6 +16,12 @@ const SCRIPT = join(import.meta.dirname, 'node.sh');
 /** Where pods reach the node (the bridge's address), and the API server's relay: control-plane.sh's advertise address. */
 export const NODE_ADDRESS = '198.18.0.1';
 export const NODE_NAME = 'runlet-node';
+/**
+ * How startControlPlane() must start the control plane a real Node joins: the `kubernetes` Service's endpoint at
+ * the node's address, and the API server's traffic to kubelets and pods (`kubectl logs`, `exec`) through the
+ * Node's egress proxy (node-services.ts).
+ */
+export const REAL_NODE_CONTROL_PLANE = { advertiseAddress: NODE_ADDRESS, clusterEgress: true } as const;
 /** The images `make images` builds, as the kubelet reads their names. */
 export const BUILT_IMAGES = { runlet: `runlet/runlet:${RUNLET_VERSION}`, pythonRuntime: `runlet/python-runtime:${RUNLET_VERSION}` } as const;
 /** install, containerd's start, the images' export and import (hundreds of MB on a loaded disk), the Node's registration. */
@@ -90,7 +96,8 @@ function containerLogs(podsDir: string): string[] {
 }
 
 export async function startRealNode(controlPlane: ControlPlane, images: readonly string[] = Object.values(BUILT_IMAGES)): Promise<RealNode> {
-  const env = { ...process.env, RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid) };
+  // RUNLET_NODE: the Node 24 running this, for node-services.ts.
+  const env = { ...process.env, RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid), RUNLET_NODE: process.execPath };
   const nodeDir = join(controlPlane.dir, 'node');
   let netnsPath: string;
   try {
@@ -163,7 +170,7 @@ export async function startRealNode(controlPlane: ControlPlane, images: readonly
     },
     diagnostics: () =>
       [
-        ...['supervisor', 'kubelet', 'containerd', 'kube-proxy', 'relay'].map((name) => join(nodeDir, 'logs', `${name}.log`)),
+        ...['supervisor', 'kubelet', 'containerd', 'kube-proxy', 'node-services', 'relay'].map((name) => join(nodeDir, 'logs', `${name}.log`)),
         ...containerLogs(join(nodeDir, 'kubelet/pods')),
       ]
         .map((path) => `== ${path} (last lines)\n${tail(path, 40)}`)
