@@ -196,7 +196,9 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
         throw new Error(`${where}: ${(error as Error).message}\n${diagnostics()}`, { cause: error });
       });
       if (result.status !== 0) throw new Error(`${where} exited ${result.status}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${diagnostics()}`);
-      await step?.check?.(result);
+      await Promise.resolve(step?.check?.(result)).catch((error: unknown) => {
+        throw new Error(`${where}: ${(error as Error).message}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${diagnostics()}`, { cause: error });
+      });
       if (step !== undefined) used.add(step);
       ran.push(command);
     }
