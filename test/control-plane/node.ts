@@ -130,9 +130,13 @@ export async function startRealNode(controlPlane: ControlPlane, images: readonly
       if (agent === undefined) {
         const socketPath = join(nodeDir, `to-${target.replaceAll(':', '-')}.sock`);
         await relay(socketPath, [`UNIX-LISTEN:${socketPath},fork,unlink-early`, `TCP:${target}`]);
-        // One connection per call (pipelining 0: no keep-alive). Reusing one through this relay and kube-proxy
-        // after a stream answer got "other side closed" on the next call, 2 of 5 runs, cause not found yet; each
-        // call on a connection of its own keeps what this tier proves (pods, probes, Services) apart from it.
+        // One connection per call (pipelining 0: no keep-alive). Reusing them once got "other side closed" on an
+        // async call, 2 of 5 runs, on a connection that had carried only the sync call before it (its 329 bytes
+        // read are that answer) and sat idle while the pool sent a stream on a second one. The sidecar keeps
+        // such connections, with either store, on the loopback and through a relay like this one
+        // (test/cli/sidecar-keep-alive.test.ts), and 40 rounds reusing them through this relay and kube-proxy
+        // passed: the cause is not found, so each call keeps a connection of its own, which keeps what this
+        // tier proves (pods, probes, Services) apart from it.
         agent = new Agent({ connect: { socketPath }, pipelining: 0 });
         agents.set(target, agent);
       }

@@ -90,6 +90,12 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
     });
     closers.push(() => shell.close());
     const diagnostics = () => [node.diagnostics(), controlPlane.diagnostics()].join('\n');
+    /** The pods and ReplicaSets as kubectl shows them, for a failing step. */
+    const workloads = () =>
+      run(controlPlane.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, 'get', 'pods,replicasets', '-A', '-o', 'wide']).then(
+        ({ stdout }) => stdout,
+        (error: unknown) => `(kubectl get pods failed: ${(error as Error).message})`,
+      );
     const shellValue = async (name: string) => (await shell.run(`printf %s "$${name}"`, COMMAND_TIMEOUT_MS)).stdout;
 
     /** Where the README's hosts are on this tier (see ADAPTATIONS): the Services' cluster IPs, once they exist. */
@@ -196,8 +202,8 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
         throw new Error(`${where}: ${(error as Error).message}\n${diagnostics()}`, { cause: error });
       });
       if (result.status !== 0) throw new Error(`${where} exited ${result.status}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${diagnostics()}`);
-      await Promise.resolve(step?.check?.(result)).catch((error: unknown) => {
-        throw new Error(`${where}: ${(error as Error).message}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${diagnostics()}`, { cause: error });
+      await (async () => step?.check?.(result))().catch(async (error: unknown) => {
+        throw new Error(`${where}: ${(error as Error).message}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${await workloads()}\n${diagnostics()}`, { cause: error });
       });
       if (step !== undefined) used.add(step);
       ran.push(command);
