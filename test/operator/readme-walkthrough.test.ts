@@ -28,6 +28,7 @@ const COMMAND_TIMEOUT_MS = 60_000;
 /** `runlet deploy` waits until the App is Ready (300 s, then it says why not): the operator's and activator's pods and the app's start first. */
 const DEPLOY_TIMEOUT_MS = 330_000;
 const WALKTHROUGH_TIMEOUT_MS = 900_000;
+const UNINSTALL_TIMEOUT_MS = 180_000;
 
 const run = promisify(execFile);
 
@@ -187,6 +188,9 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
       {
         readme: 'kubectl delete -f install.yaml',
         check: (result) => expect(result.stdout).toContain('customresourcedefinition.apiextensions.k8s.io "apps.runlet.dev" deleted'),
+        // kubectl waits for the namespace to go: on a real kubelet, for its pods' shutdown first (their grace
+        // period is 30 s), then for the namespace controller.
+        timeoutMs: UNINSTALL_TIMEOUT_MS,
       },
     ];
 
