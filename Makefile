@@ -42,7 +42,7 @@ test-images: install
 # Where it cannot be built (no apt, no Debian mirror), the tier's tests say why and are skipped instead of
 # failing `make test`.
 control-plane:
-	@test/control-plane/control-plane.sh build || echo "control-plane: cannot be built on this machine; its tests (real-kubelet, README walkthrough) will be skipped"
+	@test/control-plane/control-plane.sh build || echo "control-plane: cannot be built on this machine; its tests will be skipped"
 	@test/control-plane/node.sh install || echo "control-plane: no real Node on this machine (containerd, runc); its tests (real-kubelet, README walkthrough) will be skipped"
 
 # One file at a time: each starts its own control plane, and two at once overload a 2-core machine. The real
