@@ -24,6 +24,7 @@ import { ASYNC_FIGURES, measureAsync } from './scenarios/async.ts';
 import { DEV_FIGURES, measureDev } from './scenarios/dev.ts';
 import { BURST_FIGURES, measureBurst } from './scenarios/burst.ts';
 import { COLD_START_FIGURES, measureColdStart } from './scenarios/cold-start.ts';
+import { ETCD_WRITES_FIGURES, measureEtcdWrites } from './scenarios/etcd-writes.ts';
 import { HOLDER_MEMORY_FIGURES, measureHolderMemory } from './scenarios/holder-memory.ts';
 import { measureOperator, OPERATOR_FIGURES } from './scenarios/operator.ts';
 import { measureMemory, MEMORY_FIGURES } from './scenarios/memory.ts';
@@ -67,13 +68,15 @@ const SCENARIOS: Scenario[] = [
 /**
  * In this order, after the rounds: the operator at scale (see scenarios/operator.ts), then autoscaling on the
  * tests' local cluster — scale to zero's cold start through the holder, the holder's memory under held calls
- * (on the in-memory API server alone), and a burst's scale-up.
+ * (on the in-memory API server alone), and a burst's scale-up — then the API server's and etcd's writes per
+ * busy replica with and without the results store, on the real control plane (skipped where it cannot run).
  */
 const ONCE_SCENARIOS: OnceScenario[] = [
   { name: 'operator', figures: OPERATOR_FIGURES, measure: measureOperator },
   { name: 'coldstart', figures: COLD_START_FIGURES, measure: () => measureColdStart() },
   { name: 'holder-memory', figures: HOLDER_MEMORY_FIGURES, measure: () => measureHolderMemory() },
   { name: 'burst', figures: BURST_FIGURES, measure: () => measureBurst() },
+  { name: 'etcd-writes', figures: ETCD_WRITES_FIGURES, measure: () => measureEtcdWrites() },
 ];
 
 function log(line: string): void {

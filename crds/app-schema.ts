@@ -8,6 +8,9 @@ import { APP_KIND, RUNLET_API_VERSION } from './api-group.ts';
 import { objectMetaSchema } from './object-meta-schema.ts';
 import { DateTime, DnsLabel, DnsSubdomain, Quantity, StringEnum, Struct, withRules } from './schema-kit.ts';
 
+/** The largest result an App may keep (`result_keep_bytes`): the results collector takes a record carrying one. */
+export const RESULT_KEEP_BYTES_MAX = 16 * 1024 * 1024;
+
 /** App names become Service and Deployment names and a path segment of the run interface. */
 export const AppNameSchema = DnsLabel({ description: 'The app name: a DNS-1123 label.' });
 
@@ -247,7 +250,7 @@ export const RunsSchema = Struct(
     }),
     resultKeepBytes: Type.Integer({
       minimum: 1,
-      maximum: 16777216,
+      maximum: RESULT_KEEP_BYTES_MAX,
       default: 1048576,
       unit: 'bytes',
       description: 'Largest result kept (result_keep_bytes in [runs]); a larger one is not kept, and its run says so (resultKept: false).',

@@ -21,6 +21,8 @@ import { createFrontedServer } from '../sidecar/run-server.ts';
 import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
+import { DevRetention } from './dev-retention.ts';
+import { foreignOriginHook, ownOrigins } from './foreign-origin-guard.ts';
 import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
 
 export interface DevServerOptions {
@@ -57,6 +59,8 @@ export interface DevServer {
   url: string;
   apps: DevApp[];
   store: SqliteRunStore;
+  /** The deletion of runs past their retention: at start, then hourly. */
+  retention: DevRetention;
   replica: Replica;
   /** Resolves once every app's runtime has been ready once (or the bound passes; then false). */
   ready(timeoutMs: number): Promise<boolean>;
@@ -75,6 +79,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
 
   // Runs a killed runlet dev left unfinished are failed, and their webhooks sent, as the replica starts.
   const store = new SqliteRunStore({ dataDir: options.dataDir, logger, processName: 'runlet dev' });
+  const retention = new DevRetention({
+    store,
+    apps: loaded.flatMap((app) => (app.spec.runs.retentionDays === undefined ? [] : [{ projectId, appName: app.name, days: app.spec.runs.retentionDays }])),
+    logger,
+  });
   const registry = new AppRegistry();
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({
@@ -116,8 +125,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   // The body's pauses are bounded where it is read (run-request/request-body.ts), the head's by node:http.
   const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
   const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler, serverOptions) });
+  // Known once the port is: nothing is answered before.
+  let origins: ReadonlySet<string> = new Set();
+  server.addHook('onRequest', foreignOriginHook(() => origins));
   await server.register(runInterfaceRoutes(runInterface));
-  // Open: the dev port listens on 127.0.0.1 only and has no authentication anywhere (README, `runlet dev`).
+  // Open: the dev port listens on 127.0.0.1 only, its state-changing routes refuse other origins' pages
+  // (foreign-origin-guard.ts), and it has no authentication anywhere (README, `runlet dev`).
   const admin = createAdminInterface(replica, { drain: 'open' });
   server.all('/admin/*', (request, reply) => {
     reply.hijack();
@@ -153,7 +166,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   });
   await server.listen({ host: HOST, port: options.port });
   const address = server.server.address();
-  const url = `http://${HOST}:${typeof address === 'object' && address ? address.port : options.port}`;
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  const url = `http://${HOST}:${port}`;
+  origins = ownOrigins(port);
 
   const firstReady = Promise.all(apps.map((app) => app.supervisor.start()));
   let closing: Promise<void> | null = null;
@@ -162,6 +177,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     url,
     apps,
     store,
+    retention,
     replica,
     async ready(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
@@ -176,6 +192,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         await server.close();
         const graceMs = Math.max(...apps.map((app) => app.target.runTimeLimitMs), 1000);
         await Promise.all(apps.map((app) => app.supervisor.stop(graceMs)));
+        await retention.stop();
         await store.close();
       })();
       return closing;

@@ -7,19 +7,19 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { RunRecordSchema, type RunRecordWithResult } from '../crds/run-record-schema.ts';
+import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from './batch-limits.ts';
 import type { PgResults } from './pg-results.ts';
 import { RESULTS_SIGNATURE_HEADER, isBatchSignedBy } from './results-key.ts';
 
 export const COLLECTOR_PATH = '/v1/results/:namespace/runs';
-/** Far above a batch of MAX_BATCH_RECORDS typical records (about 700 bytes each). */
-export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
-export const MAX_BATCH_RECORDS = 2000;
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 export interface CollectorOptions {
   store: Pick<PgResults, 'writeBatch'>;
   /** The results key of a namespace's batches; undefined while the operator has no key yet (answered 503). */
   keyFor(namespace: string): Uint8Array | undefined;
+  /** The largest body taken (413 above). Default MAX_BATCH_BYTES: a record with the largest result an App may keep. */
+  maxBatchBytes?: number;
 }
 
 /**
@@ -34,9 +34,10 @@ export interface CollectorAnswer {
 
 export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fastify, options) => {
   const validate = compileRecordValidator();
+  const bodyLimit = options.maxBatchBytes ?? MAX_BATCH_BYTES;
   // The signature covers the bytes: the body is read whole, as bytes, before anything is parsed.
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: MAX_BATCH_BYTES }, (_request, body, done) => done(null, body));
-  fastify.post<{ Params: { namespace: string } }>(COLLECTOR_PATH, { bodyLimit: MAX_BATCH_BYTES }, async (request, reply) => {
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
+  fastify.post<{ Params: { namespace: string } }>(COLLECTOR_PATH, { bodyLimit }, async (request, reply) => {
     const { namespace } = request.params;
     if (!NAMESPACE.test(namespace)) return refuse(reply, 404, `no namespace ${JSON.stringify(namespace)}`);
     const key = options.keyFor(namespace);

@@ -84,7 +84,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
     settings.runStore === 'runlog'
       ? await openRunLogStore(target, settings, registry, load)
       : settings.runStore === 'results'
-        ? await openResultsShipper(target, settings)
+        ? await openResultsShipper(target, settings, registry)
         : openSqliteStore(settings);
   const replica = new Replica({
     apps,
@@ -185,7 +185,7 @@ async function openRunLogStore(target: AppTarget, settings: SidecarSettings, reg
 }
 
 /** The results collector, with the journal in `dataDir`; the namespace's hand-over key signs the batches. */
-async function openResultsShipper(target: AppTarget, settings: SidecarSettings): Promise<ResultsShipperStore> {
+async function openResultsShipper(target: AppTarget, settings: SidecarSettings, registry: Registry): Promise<ResultsShipperStore> {
   const { logger, resultsUrl, holderKey } = settings;
   if (resultsUrl === undefined || resultsUrl === '') throw new SidecarStartError(`--run-store results needs the collector's URL: ${RESULTS_URL_ENV}`);
   if (holderKey === undefined) throw new SidecarStartError(`--run-store results signs its batches with the namespace's key: ${HOLDER_KEY_ENV} is not set`);
@@ -195,7 +195,7 @@ async function openResultsShipper(target: AppTarget, settings: SidecarSettings):
   } catch (err) {
     throw new SidecarStartError(`--data-dir: ${(err as Error).message}`, { cause: err });
   }
-  return new ResultsShipperStore({ collectorUrl: resultsUrl, namespace: target.projectId, key: resultsKeyOf(holderKey), journal, logger });
+  return new ResultsShipperStore({ collectorUrl: resultsUrl, namespace: target.projectId, key: resultsKeyOf(holderKey), journal, logger, registry });
 }
 
 async function listen(server: Server, port: number, name: string): Promise<void> {

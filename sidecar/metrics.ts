@@ -1,11 +1,17 @@
 // Prometheus metrics of one sidecar. Label children are resolved once up front, so counting a run is a
 // property access and an increment, not a label lookup.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ProblemError } from '../crds/problem.ts';
 import type { RunMode, RunStatus } from '../crds/run-record-schema.ts';
 import type { AttemptOutcome } from './webhook/retry-policy.ts';
 
 const MODES: readonly RunMode[] = ['sync', 'async', 'stream'];
 const FINAL_STATUSES: readonly RunStatus[] = ['success', 'failure', 'cancelled'];
+/**
+ * The refusals of a request as it arrives (a caller too slow, too large, or the run port's buffer budget
+ * spent), by problem code: the signs of slow or hostile callers an operator watches for.
+ */
+const REQUEST_REFUSALS = ['request-buffer-full', 'request-timeout', 'body-too-large', 'headers-too-large'] as const;
 
 export class SidecarMetrics {
   readonly registry: Registry;
@@ -14,6 +20,7 @@ export class SidecarMetrics {
   readonly #webhookAttempts: Counter<'outcome'>;
   readonly #webhookDeliveries: Counter<'state'>;
   readonly refused: Counter<'reason'>;
+  readonly #requestRefusals = new Map<string, Counter.Internal>();
 
   /** Gauges are read at scrape time from the admissions, so the hot path never updates them. */
   constructor(load: { inFlight: () => number; queued: () => number }, registry = new Registry()) {
@@ -48,8 +55,14 @@ export class SidecarMetrics {
       },
     });
     this.refused = new Counter({ name: 'runlet_runs_refused_total', help: 'Run calls refused before running, by reason', labelNames: ['reason'], registers: [this.registry] });
+    for (const code of REQUEST_REFUSALS) this.#requestRefusals.set(code, this.refused.labels(code.replaceAll('-', '_')));
     this.#webhookAttempts = new Counter({ name: 'runlet_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome', labelNames: ['outcome'], registers: [this.registry] });
     this.#webhookDeliveries = new Counter({ name: 'runlet_webhook_deliveries_total', help: 'Webhook deliveries finished, by final state', labelNames: ['state'], registers: [this.registry] });
+  }
+
+  /** Counts a request refused as it arrived; other problems are counted where they are decided, or not at all. */
+  requestRefused(problem: ProblemError): void {
+    this.#requestRefusals.get(problem.spec.code)?.inc();
   }
 
   runCompleted(mode: RunMode, status: RunStatus, runtimeMs: number | null): void {

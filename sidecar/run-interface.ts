@@ -72,6 +72,8 @@ export interface RunInterface {
   screenHead(url: string, headers: IncomingHttpHeaders): HeadScreening;
   /** How a request body read into memory is bounded, on node:http and at the front alike. */
   readonly bodyBounds: BodyBounds & { budget: RequestBudget };
+  /** The front refused a request as it arrived (too slow, too large, no buffer left): counted in the metrics. */
+  requestRefused(problem: ProblemError): void;
 }
 
 /** A verified hand-over, and whether this call took its run id (which is given back when nothing is recorded). */
@@ -138,6 +140,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     const runId = heldRun === null ? newRunId() : heldRun.runId;
     handleRun(exchange, runId, receivedAt, route, held).catch((error: unknown) => {
       const problem = toProblem(error);
+      metrics.requestRefused(problem);
       closeIfBodyUnread(exchange);
       if (held === null) sendProblem(exchange.answer, runId, problem);
       else refuseHeld(exchange, held, receivedAt, problem);
@@ -296,7 +299,7 @@ export function createRunInterface(replica: Replica): RunInterface {
     return new ProblemError(Problems.internalError, 'The sidecar failed to handle the request; the error is in its log', { cause: error });
   }
 
-  return { handle, handleWhole, screenHead, bodyBounds };
+  return { handle, handleWhole, screenHead, bodyBounds, requestRefused: (problem) => metrics.requestRefused(problem) };
 }
 
 function appNotFound(route: RunPath): ProblemError {

@@ -11,6 +11,8 @@ export interface AutocannonLoad {
   /** Run for this many seconds, or until `amount` requests have been answered. */
   durationS?: number;
   amount?: number;
+  /** Requests a second over all connections (default: as fast as they are answered). */
+  overallRate?: number;
   body?: string;
   headers?: Record<string, string>;
 }
@@ -20,6 +22,7 @@ export async function runAutocannon(load: AutocannonLoad): Promise<LoadResult & 
     url: load.url,
     connections: load.connections,
     ...(load.amount === undefined ? { duration: load.durationS ?? 3 } : { amount: load.amount }),
+    ...(load.overallRate === undefined ? {} : { overallRate: load.overallRate }),
     method: 'POST',
     body: load.body ?? '{}',
     headers: { 'content-type': 'application/json', ...load.headers },

@@ -29,6 +29,8 @@ interface Harness {
   openGate(): void;
   /** The paths of the heads the run interface was asked about before their bodies. */
   screened: string[];
+  /** The problem codes of the requests the front refused as they arrived, as it reports them. */
+  refusals: string[];
   budget: RequestBudget;
 }
 
@@ -69,7 +71,7 @@ afterEach(async () => {
  * one that says `verifying` once `gate` resolves (as a new token is refused once verified); `screened` counts
  * the heads it was asked about.
  */
-const echoing = (handled: WholeRequest[], gate: Promise<void>, screened: string[] = []): RunInterface => ({
+const echoing = (handled: WholeRequest[], gate: Promise<void>, screened: string[] = [], refusals: string[] = []): RunInterface => ({
   handle() {
     throw new Error('the front never calls handle');
   },
@@ -81,6 +83,9 @@ const echoing = (handled: WholeRequest[], gate: Promise<void>, screened: string[
     return null;
   },
   bodyBounds: { limitBytes: 1024, idleMs: 60_000, deadlineMs: 60_000, budget: new RequestBudget(1024 * 1024) },
+  requestRefused(problem) {
+    refusals.push(problem.spec.code);
+  },
   handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
     if (request.url.includes('pass')) return false;
     handled.push(request);
@@ -105,8 +110,9 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   let resolveTimedOut!: () => void;
   const timedOut = new Promise<void>((resolve) => (resolveTimedOut = resolve));
   const screened: string[] = [];
+  const refusals: string[] = [];
   const settings: FrontSettings = {
-    runInterface: echoing(handled, gate, screened),
+    runInterface: echoing(handled, gate, screened, refusals),
     passOn,
     keepAliveTimeoutMs: 60_000,
     maxBodyBytes: 1024,
@@ -125,7 +131,7 @@ async function start(overrides: Partial<FrontSettings> = {}): Promise<Harness> {
   servers.push(server);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sockets, handled, passedOn, timedOut, openGate, screened, budget: settings.budget };
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sockets, handled, passedOn, timedOut, openGate, screened, refusals, budget: settings.budget };
 }
 
 async function open(origin: string): Promise<RawConnection> {
@@ -323,6 +329,7 @@ describe('FrontConnection, what a caller costs before it is let in', () => {
     expect(refused.status).toBe(503);
     expect(refused.headers).toMatchObject({ 'retry-after': '1', connection: 'close', 'content-type': 'application/problem+json' });
     expect(JSON.parse(refused.body)).toMatchObject({ type: 'https://runlet.dev/problems#request-buffer-full', status: 503 });
+    expect(harness.refusals).toEqual(['request-buffer-full']);
     await second.closedByServer();
     first.write('a'.repeat(400));
     expect(await first.next()).toMatchObject({ status: 200, body: 'a'.repeat(1000) });
@@ -374,6 +381,7 @@ function frontOnLoneSocket(maxBodyBytes: number): { receive(chunk: Buffer): void
     },
     screenHead: () => null,
     bodyBounds: { limitBytes: maxBodyBytes, idleMs: 60_000, deadlineMs: 60_000, budget },
+    requestRefused() {},
     handleWhole(request: WholeRequest, answer: AnswerSink): boolean {
       handled.push({ ...request, body: Buffer.from(request.body) });
       answer.end('');

@@ -354,6 +354,7 @@ export class FrontConnection implements AnswerListener {
    * caller is still sending (REFUSED_LINGER_MS).
    */
   #refuseRequest(problem: ProblemError): void {
+    this.#settings.runInterface.requestRefused(problem);
     this.#drop();
     sendProblem(new FrontAnswer(this.#socket, this, false, this.#keepAliveSeconds), newRunId(), problem);
     // The answer ended the connection (answered → #finish): only the caller's last bytes are still read.

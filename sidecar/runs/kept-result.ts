@@ -39,3 +39,13 @@ export function keepResult(record: RunRecord, outcome: RunOutcome, keeping: Resu
 export function keptResultOf(record: RunRecord): KeptResult | undefined {
   return kept.get(record);
 }
+
+/**
+ * Lets a run's kept result go, and says so in its record: where the result cannot travel (a store refused the
+ * record with it), the run is still recorded, as a run whose result was not kept.
+ */
+export function forgetKeptResult(record: RunRecord): void {
+  kept.delete(record);
+  record.resultKept = false;
+  delete record.resultExpiresAt;
+}

@@ -11,12 +11,20 @@
 // runs already accepted are still kept, up to twice the bound, past which the oldest finished sync runs are
 // dropped, counted and logged. The collector writes idempotently, so a batch whose answer was lost is sent again
 // without harm.
+//
+// A batch the collector refuses for good (a 4xx other than 401, 408 and 429: too large, not a batch) is never
+// sent again as it was: it is halved until the record it cannot take travels alone; that record is then sent
+// without its kept result (the run still listed, its result marked not kept), and dropped, counted and logged,
+// only when the collector refuses even that. One such record never holds up the runs behind it.
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import { keptResultOf } from './kept-result.ts';
+import { forgetKeptResult, keptResultOf } from './kept-result.ts';
+import { SHIPPER_BATCH_BYTES } from '../../results/batch-limits.ts';
 import { RESULTS_SIGNATURE_HEADER, signBatch } from '../../results/results-key.ts';
 import { markAbandoned } from './recorder.ts';
+import { RunRecordMetrics } from './run-record-metrics.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
 import type { RunStore } from './store.ts';
 
@@ -33,10 +41,14 @@ export interface ResultsShipperOptions {
   /** Where durable saves are made durable; the store takes it over and closes it on close. */
   journal: RunLogJournal;
   logger: Logger;
+  /** Where `runlet_run_records_dropped_total` and `runlet_run_records_buffered` are registered. */
+  registry: Registry;
   /** Longest a saved record waits for its batch. Default 1000 ms. */
   intervalMs?: number;
   /** Records per batch. Default 1000. */
   maxBatchRecords?: number;
+  /** Bytes per batch; a larger record travels alone. Default SHIPPER_BATCH_BYTES (4 MiB). */
+  maxBatchBytes?: number;
   /** Runs waiting to be collected past which durable saves are refused. Default 10,000. */
   maxBufferedRuns?: number;
   /** Bound on each request to the collector. Default 10 s. */
@@ -54,6 +66,8 @@ export interface ShipperStats {
   buffered: number;
   /** States dropped at the hard bound while the collector was unreachable. */
   dropped: number;
+  /** Records the collector refused for good (named invalid in its answer, or refused alone even without their kept result): dropped. */
+  refused: number;
   /** The last failure to send a batch, while failures go on; null once a batch went through. */
   lastError: string | null;
 }
@@ -74,6 +88,7 @@ export class ResultsShipperStore implements RunStore {
   readonly #logger: Logger;
   readonly #intervalMs: number;
   readonly #maxBatch: number;
+  readonly #maxBatchBytes: number;
   readonly #maxBuffered: number;
   readonly #requestTimeoutMs: number;
   readonly #retryInitialMs: number;
@@ -82,6 +97,8 @@ export class ResultsShipperStore implements RunStore {
   /** Saved and not yet in a batch: the references, serialised when their batch leaves. */
   #pending = new Map<string, RunRecord>();
   #inFlight: Map<string, RunRecord> | null = null;
+  /** Parts of batches the collector refused for good, each sent alone before anything else (see #refusedForGood). */
+  readonly #suspects: Map<string, RunRecord>[] = [];
   /** The journal entry of each run saved durably and not yet collected: the journal keeps everything from the least. */
   readonly #journaled = new Map<string, number>();
   readonly #shipped = new LRUCache<string, true>({ max: SHIPPED_IDS_KEPT });
@@ -92,6 +109,8 @@ export class ResultsShipperStore implements RunStore {
   #waiters: FlushWaiter[] = [];
   #batches = 0;
   #dropped = 0;
+  #refused = 0;
+  readonly #metrics: RunRecordMetrics;
   #closed = false;
 
   constructor(options: ResultsShipperOptions) {
@@ -101,11 +120,13 @@ export class ResultsShipperStore implements RunStore {
     this.#logger = options.logger.child({ component: 'results-shipper' });
     this.#intervalMs = options.intervalMs ?? 1000;
     this.#maxBatch = options.maxBatchRecords ?? 1000;
+    this.#maxBatchBytes = options.maxBatchBytes ?? SHIPPER_BATCH_BYTES;
     this.#maxBuffered = options.maxBufferedRuns ?? 10_000;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#retryInitialMs = options.retryInitialMs ?? 250;
     this.#retryMaxMs = options.retryMaxMs ?? 5000;
     this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
+    this.#metrics = new RunRecordMetrics(options.registry, () => this.#buffered);
     // Runs a previous sidecar of this pod journaled and never got collected: those it left unfinished are lost.
     for (const record of this.#journal.takeRecovered()) {
       if (record.status === 'pending' || record.status === 'running') {
@@ -151,7 +172,7 @@ export class ResultsShipperStore implements RunStore {
   }
 
   has(id: string): boolean {
-    return this.#pending.has(id) || this.#inFlight?.has(id) === true || this.#shipped.has(id);
+    return this.#pending.has(id) || this.#inFlight?.has(id) === true || this.#shipped.has(id) || this.#suspects.some((part) => part.has(id));
   }
 
   flush(): Promise<void> {
@@ -181,11 +202,13 @@ export class ResultsShipperStore implements RunStore {
   }
 
   stats(): ShipperStats {
-    return { batches: this.#batches, buffered: this.#buffered, dropped: this.#dropped, lastError: this.#lastError?.message ?? null };
+    return { batches: this.#batches, buffered: this.#buffered, dropped: this.#dropped, refused: this.#refused, lastError: this.#lastError?.message ?? null };
   }
 
   get #buffered(): number {
-    return this.#pending.size + (this.#inFlight?.size ?? 0);
+    let suspects = 0;
+    for (const part of this.#suspects) suspects += part.size;
+    return this.#pending.size + (this.#inFlight?.size ?? 0) + suspects;
   }
 
   #assertOpen(record: RunRecord): void {
@@ -198,6 +221,7 @@ export class ResultsShipperStore implements RunStore {
       if (record.async || record.status === 'pending' || record.status === 'running') continue;
       this.#pending.delete(id);
       this.#dropped += 1;
+      this.#metrics.dropped('buffer_full', 1);
       if (this.#dropped === 1 || this.#dropped % 1000 === 0) {
         this.#logger.error({ dropped: this.#dropped, buffered: this.#buffered }, 'the results collector is unreachable and the buffer is full: finished sync runs are being dropped');
       }
@@ -208,11 +232,11 @@ export class ResultsShipperStore implements RunStore {
   /** The next batch: at once when a full one waits, else at the end of the interval (or of the backoff). */
   #schedule(): void {
     if (this.#closed || this.#inFlight !== null) return;
-    if (this.#pending.size >= this.#maxBatch && this.#failures === 0) {
+    if ((this.#pending.size >= this.#maxBatch || this.#suspects.length > 0) && this.#failures === 0) {
       this.#shipSoon();
       return;
     }
-    if (this.#timer !== null || this.#pending.size === 0) return;
+    if (this.#timer !== null || (this.#pending.size === 0 && this.#suspects.length === 0)) return;
     this.#timer = setTimeout(this.#shipNow, this.#failures === 0 ? this.#intervalMs : this.#backoffMs());
     this.#timer.unref();
   }
@@ -229,17 +253,23 @@ export class ResultsShipperStore implements RunStore {
 
   readonly #shipNow = (): void => {
     this.#timer = null;
-    if (this.#inFlight !== null || this.#pending.size === 0) return;
+    if (this.#inFlight !== null || (this.#pending.size === 0 && this.#suspects.length === 0)) return;
+    // Serialised now: the records are mutated in place, and the batch carries their state as of now.
     const batch = new Map<string, RunRecord>();
-    for (const [id, record] of this.#pending) {
+    let body = '{"records":[';
+    const suspect = this.#suspects.shift();
+    for (const [id, record] of suspect ?? this.#pending) {
+      const json = recordJson(record);
+      // UTF-16 length: a bound within a factor of three of the bytes, and no second pass over the text. A part of
+      // a refused batch travels whole: it fitted once, and only the record the collector refuses is to be found.
+      if (suspect === undefined && batch.size > 0 && body.length + json.length > this.#maxBatchBytes) break;
+      body += (batch.size === 0 ? '' : ',') + json;
       batch.set(id, record);
       if (batch.size === this.#maxBatch) break;
     }
-    for (const id of batch.keys()) this.#pending.delete(id);
+    if (suspect === undefined) for (const id of batch.keys()) this.#pending.delete(id);
     this.#inFlight = batch;
-    // Serialised now: the records are mutated in place, and the batch carries their state as of now.
-    const body = Buffer.from(batchBody(batch.values()), 'utf8');
-    void this.#send(body).then(
+    void this.#send(Buffer.from(body + ']}', 'utf8')).then(
       () => this.#collected(batch),
       (error: unknown) => this.#failed(batch, error as Error),
     );
@@ -253,9 +283,13 @@ export class ResultsShipperStore implements RunStore {
       signal: AbortSignal.timeout(this.#requestTimeoutMs),
     });
     const text = await response.text();
-    if (!response.ok) throw new Error(`the results collector ${this.#url} answered ${response.status}: ${text.slice(0, 500)}`);
+    if (!response.ok) {
+      throw new CollectorRefusal(`the results collector ${this.#url} answered ${response.status}: ${text.slice(0, 500)}`, isRefusedForGood(response.status));
+    }
     const answer = JSON.parse(text) as { refused?: unknown[] };
     if (Array.isArray(answer.refused) && answer.refused.length > 0) {
+      this.#refused += answer.refused.length;
+      this.#metrics.dropped('refused', answer.refused.length);
       this.#logger.error({ refused: answer.refused }, `the results collector refused ${answer.refused.length} run records as invalid`);
     }
   }
@@ -273,9 +307,18 @@ export class ResultsShipperStore implements RunStore {
       this.#shipped.set(id, true);
       this.#journaled.delete(id);
     }
+    this.#releaseJournal();
+    this.#settleWaiters();
+  }
+
+  /** The journal keeps everything from the least entry still waiting to be collected. */
+  #releaseJournal(): void {
     let least = Number.POSITIVE_INFINITY;
     for (const entry of this.#journaled.values()) least = Math.min(least, entry);
     this.#journal.replicated(least === Number.POSITIVE_INFINITY ? this.#journal.lastEntry : least - 1);
+  }
+
+  #settleWaiters(): void {
     if (this.#buffered === 0) {
       for (const waiter of this.#waiters.splice(0)) {
         clearTimeout(waiter.timer);
@@ -290,6 +333,10 @@ export class ResultsShipperStore implements RunStore {
 
   #failed(batch: Map<string, RunRecord>, error: Error): void {
     this.#inFlight = null;
+    if (error instanceof CollectorRefusal && error.forGood && !this.#closed) {
+      this.#refusedForGood(batch, error);
+      return;
+    }
     // Saved again meanwhile: the pending reference is the same object, in its latest state.
     for (const [id, record] of batch) if (!this.#pending.has(id)) this.#pending.set(id, record);
     this.#failures += 1;
@@ -302,20 +349,64 @@ export class ResultsShipperStore implements RunStore {
     this.#timer = setTimeout(this.#shipNow, this.#backoffMs());
     this.#timer.unref();
   }
+
+  /**
+   * Sending it again as it was would be refused again: it is halved, each half sent on its own before anything
+   * else, until the record the collector cannot take is alone; that one is sent without its kept result, and
+   * dropped only when refused even so.
+   */
+  #refusedForGood(batch: Map<string, RunRecord>, error: CollectorRefusal): void {
+    if (batch.size > 1) {
+      const entries = [...batch];
+      const half = Math.ceil(entries.length / 2);
+      this.#suspects.unshift(new Map(entries.slice(0, half)), new Map(entries.slice(half)));
+      this.#logger.warn({ err: error, records: batch.size }, 'the results collector refused a batch; sending it in halves');
+    } else {
+      const [[id, record]] = batch;
+      if (keptResultOf(record) !== undefined) {
+        this.#logger.error({ err: error, run: id }, 'the results collector refused a run record with its kept result; sending it without');
+        forgetKeptResult(record);
+        this.#suspects.unshift(batch);
+      } else {
+        this.#refused += 1;
+        this.#metrics.dropped('refused', 1);
+        this.#logger.error({ err: error, run: id, refused: this.#refused }, 'the results collector refused a run record for good: it is dropped');
+        // Saved again meanwhile, its newer state still goes, and the journal keeps it until then.
+        if (!this.#pending.has(id)) {
+          this.#journaled.delete(id);
+          this.#releaseJournal();
+        }
+      }
+    }
+    this.#settleWaiters();
+  }
+
 }
 
 /**
- * `{"records": [...]}`, each record with its kept result as `result` when it has one: the result's JSON text is
+ * A record as its batch carries it: with its kept result as `result` when it has one, the result's JSON text
  * spliced in as it is (a record's JSON always ends with its closing brace), never parsed again.
  */
-function batchBody(records: Iterable<RunRecord>): string {
-  let body = '{"records":[';
-  let first = true;
-  for (const record of records) {
-    const json = JSON.stringify(record);
-    const kept = keptResultOf(record);
-    body += (first ? '' : ',') + (kept === undefined ? json : json.slice(0, -1) + ',"result":' + kept.json + '}');
-    first = false;
+function recordJson(record: RunRecord): string {
+  const json = JSON.stringify(record);
+  const kept = keptResultOf(record);
+  return kept === undefined ? json : json.slice(0, -1) + ',"result":' + kept.json + '}';
+}
+
+/** A collector's answer other than 200; `forGood` when sending the same batch again would be refused again. */
+class CollectorRefusal extends Error {
+  readonly forGood: boolean;
+
+  constructor(message: string, forGood: boolean) {
+    super(message);
+    this.forGood = forGood;
   }
-  return body + ']}';
+}
+
+/**
+ * A 4xx but 401 (the namespace's key may be on its way to the collector), 408 and 429: the batch itself is what the
+ * collector will not take. 5xx and network failures are the collector's or PostgreSQL's, and pass.
+ */
+function isRefusedForGood(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 401 && status !== 408 && status !== 429;
 }

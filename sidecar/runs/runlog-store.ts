@@ -19,7 +19,7 @@ import type { ReplicaLoadSource } from '../load/load-source.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunLogApi, type RunLogState } from './runlog-api.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
-import { RunLogMetrics } from './runlog-metrics.ts';
+import { RunRecordMetrics } from './run-record-metrics.ts';
 import { realTimers, type RunLogTimers, type TimerHandle } from './runlog-timers.ts';
 import { RunLogWindow } from './runlog-window.ts';
 import type { RunStore } from './store.ts';
@@ -116,7 +116,7 @@ export class RunLogStore implements RunStore {
   /** Lost runs whose webhook is owed, until `deliverOwedWebhooks` gives them a deliverer. */
   #owed: RunRecord[] = [];
   #deliverOwed: ((record: RunRecord) => void) | undefined;
-  readonly #metrics: RunLogMetrics;
+  readonly #metrics: RunRecordMetrics;
   readonly #name: string;
   readonly #flushIntervalMs: number;
   readonly #coalesceMs: number;
@@ -173,7 +173,7 @@ export class RunLogStore implements RunStore {
     this.#journal = options.journal;
     this.#destinations = options.journal.destinations;
     this.#recovered = this.#journal.takeRecovered();
-    this.#metrics = new RunLogMetrics(options.registry, () => this.#window.unwritten);
+    this.#metrics = new RunRecordMetrics(options.registry, () => this.#window.unwritten);
     this.#load = options.load;
     this.#load?.onChange(() => this.#schedule('cadence'));
   }

@@ -11,6 +11,11 @@
 #                                 from inside its Node's network namespace: `kubectl logs` and `exec`)
 #   control-plane.sh down [DIR]   stop them all (process group kill) and remove DIR
 #   control-plane.sh status [DIR] exit 0 when the API server in DIR answers /readyz
+#   control-plane.sh stop-apiserver DIR    stop the API server (an outage a test makes); the rest keeps running
+#   control-plane.sh start-apiserver DIR   start it again and wait until it answers /readyz
+#
+# RUNLET_CONTROL_PLANE_AUDIT=1 at `up`: the API server writes an audit log to DIR/logs/audit.log, every write
+# by a service account at RequestResponse level (the benchmark of etcd writes reads it; nothing else is logged).
 #
 # The binaries are built once per machine and source version into
 #   ${RUNLET_CONTROL_PLANE_CACHE:-$HOME/.cache/runlet/control-plane}/<version>/bin
@@ -239,6 +244,78 @@ egressSelections:
 YAML
 }
 
+# The API server, as a child of the supervisor (its pid in DIR/apiserver.pid). Exiting on its own, it takes the
+# control plane down as any component does; stopped by `stop-apiserver` (which makes the fifo DIR/apiserver.hold
+# first), it waits for `start-apiserver` to write to that fifo, then starts again on the same port and etcd.
+serve_apiserver() {
+  local dir=$1 pid code audit=() cluster_egress=()
+  # shellcheck source=/dev/null
+  source "$dir/ports"
+  if [[ -f $dir/audit-policy.yaml ]]; then
+    audit=(--audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log")
+  fi
+  if [[ -f $dir/egress-selector.yaml ]]; then
+    cluster_egress=(--egress-selector-config-file "$dir/egress-selector.yaml" --kubelet-preferred-address-types InternalIP)
+  fi
+  while :; do
+    "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+      --bind-address 127.0.0.1 --advertise-address "$ADVERTISE_ADDRESS" --secure-port "$APISERVER_PORT" --insecure-port 0 \
+      --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+      --client-ca-file "$dir/pki/ca.crt" \
+      --service-account-issuer https://kubernetes.default.svc.cluster.local \
+      --service-account-signing-key-file "$dir/pki/service-account.key" --service-account-key-file "$dir/pki/service-account.pub" \
+      --service-cluster-ip-range 10.0.0.0/24 \
+      --authorization-mode Node,RBAC \
+      --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
+      --kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt" --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key" \
+      "${audit[@]}" "${cluster_egress[@]}" \
+      --profiling=false --logtostderr -v 1 >>"$dir/logs/kube-apiserver.log" 2>&1 &
+    pid=$!
+    echo "$pid" >"$dir/apiserver.pid"
+    code=0
+    wait "$pid" || code=$?
+    [[ -p $dir/apiserver.hold ]] || return "$code"
+    echo "kube-apiserver stopped by stop-apiserver (exit $code); waiting for start-apiserver"
+    read -r _ <"$dir/apiserver.hold"
+    echo "kube-apiserver starting again"
+  done
+}
+
+# A controller (NAME, then its command line), its output in DIR/logs/NAME.log. Exiting on its own it takes the
+# control plane down, as any component does; but once `stop-apiserver` has made an outage (DIR/apiserver.outage),
+# it may exit for want of the API server (the controller manager does when it cannot renew its controllers'
+# tokens), and is started again once the API server answers, as a kubelet restarts a static pod.
+serve_controller() {
+  local dir=$1 name=$2 code
+  shift 2
+  while :; do
+    code=0
+    "$@" >>"$dir/logs/$name.log" 2>&1 || code=$?
+    [[ -f $dir/apiserver.outage ]] || return "$code"
+    echo "$name exited (exit $code) after an API server outage: starting it again once the API server answers"
+    until curl -fsS --max-time 5 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
+      "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; do
+      sleep 0.5
+    done
+  done
+}
+
+# The audit policy of RUNLET_CONTROL_PLANE_AUDIT=1: every write by a service account (Runlet's operator and
+# sidecars among them), with its request and response objects; nothing else.
+write_audit_policy() {
+  cat >"$1/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    verbs: [get, list, watch]
+  - level: RequestResponse
+    userGroups: [system:serviceaccounts]
+  - level: None
+POLICY
+}
+
 # Runs in its own process group (started by `up` through setsid): starts every component as a child (the
 # controllers once the API server is ready) and takes the whole group down when one of them exits or when the owner process (RUNLET_CONTROL_PLANE_OWNER_PID,
 # e.g. the test runner) is gone, so nothing outlives a killed test run.
@@ -246,27 +323,13 @@ supervise() {
   local dir=$1
   # shellcheck source=/dev/null
   source "$dir/ports"
-  local cluster_egress_flags=()
-  [[ -f $dir/egress-selector.yaml ]] && cluster_egress_flags=(--egress-selector-config-file "$dir/egress-selector.yaml" \
-    --kubelet-preferred-address-types InternalIP)
   etcd --name runlet-test --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "runlet-test=http://127.0.0.1:$ETCD_PEER_PORT" \
     --unsafe-no-fsync --log-level warn >"$dir/logs/etcd.log" 2>&1 &
   local etcd=$!
-  "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address "$ADVERTISE_ADDRESS" --secure-port "$APISERVER_PORT" --insecure-port 0 \
-    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
-    --client-ca-file "$dir/pki/ca.crt" \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-signing-key-file "$dir/pki/service-account.key" --service-account-key-file "$dir/pki/service-account.pub" \
-    --service-cluster-ip-range 10.0.0.0/24 \
-    --authorization-mode Node,RBAC \
-    --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
-    --kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt" --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key" \
-    "${cluster_egress_flags[@]}" \
-    --profiling=false --logtostderr -v 1 >"$dir/logs/kube-apiserver.log" 2>&1 &
+  serve_apiserver "$dir" &
   local apiserver=$!
   # The controller manager and the scheduler exit when the API server does not answer at their start.
   local deadline=$((SECONDS + READY_TIMEOUT_SECONDS))
@@ -278,16 +341,16 @@ supervise() {
     fi
     sleep 0.5
   done
-  "$BIN/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
+  serve_controller "$dir" kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$dir/controller-manager" \
     --leader-elect=false --use-service-account-credentials \
     --service-account-private-key-file "$dir/pki/service-account.key" --root-ca-file "$dir/pki/ca.crt" \
-    --profiling=false --logtostderr -v 1 >"$dir/logs/kube-controller-manager.log" 2>&1 &
-  "$BIN/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
+    --profiling=false --logtostderr -v 1 &
+  serve_controller "$dir" kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
     --authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 --cert-dir "$dir/scheduler" \
-    --leader-elect=false --profiling=false --logtostderr -v 1 >"$dir/logs/kube-scheduler.log" 2>&1 &
+    --leader-elect=false --profiling=false --logtostderr -v 1 &
   local owner=${RUNLET_CONTROL_PLANE_OWNER_PID:-}
   if [[ -n $owner ]]; then
     # Polls: a process cannot wait on the exit of a process that is not its child.
@@ -319,9 +382,10 @@ up() {
   read -r -a ports <<<"$(free_ports 5)"
   printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPISERVER_PORT=%s\nCONTROLLER_MANAGER_PORT=%s\nSCHEDULER_PORT=%s\n' "${ports[@]}" >"$dir/ports"
   write_pki "$dir"
+  if [[ ${RUNLET_CONTROL_PLANE_AUDIT:-0} == 1 ]]; then write_audit_policy "$dir"; fi
   local server=https://127.0.0.1:${ports[2]}
   for name in admin controller-manager scheduler; do kubeconfig "$dir" "$name" "$server"; done
-  [[ -z $CLUSTER_EGRESS ]] || write_cluster_egress "$dir"
+  if [[ -n $CLUSTER_EGRESS ]]; then write_cluster_egress "$dir"; fi
   setsid "$0" _supervise "$dir" </dev/null >>"$dir/logs/supervisor.log" 2>&1 &
   echo $! >"$dir/pgid"
   wait_ready "$dir" etcd "http://127.0.0.1:${ports[0]}/health"
@@ -359,14 +423,44 @@ status() {
     "$RUNLET_CONTROL_PLANE_SERVER/readyz" >/dev/null
 }
 
+# The API server stopped while everything else runs: an outage for a test. SIGTERM, then SIGKILL after 5 s: it
+# closes its port at once, but 1.20 then lingers about 30 s before it exits.
+stop_apiserver() {
+  local dir=${1:?stop-apiserver needs the control plane directory} pid deadline
+  [[ -f $dir/apiserver.pid ]] || die "no API server runs in $dir"
+  [[ -p $dir/apiserver.hold ]] && die "the API server in $dir is already stopped"
+  mkfifo "$dir/apiserver.hold"
+  touch "$dir/apiserver.outage"
+  pid=$(cat "$dir/apiserver.pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + 5))
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  log "kube-apiserver (pid $pid) stopped"
+}
+
+start_apiserver() {
+  local dir=${1:?start-apiserver needs the control plane directory}
+  [[ -p $dir/apiserver.hold ]] || die "the API server in $dir was not stopped by stop-apiserver"
+  echo start >"$dir/apiserver.hold"
+  rm -f "$dir/apiserver.hold"
+  # shellcheck source=/dev/null
+  source "$dir/env"
+  wait_ready "$dir" kube-apiserver "$RUNLET_CONTROL_PLANE_SERVER/readyz" --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key"
+  log "kube-apiserver ready again"
+}
+
 case "${1:-}" in
   build) build ;;
   up) up "${2:-}" ;;
   down) down "${2:-}" ;;
   status) status "${2:-}" ;;
+  stop-apiserver) stop_apiserver "${2:-}" ;;
+  start-apiserver) start_apiserver "${2:-}" ;;
   _supervise) supervise "$2" ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac

@@ -29,6 +29,12 @@ export interface ControlPlane {
   readonly caFile: string;
   /** kubectl of the server's version (the machine's own may be far outside the version-skew policy). */
   readonly kubectl: string;
+  /** With `audit: true`: the API server's audit log (every write by a service account, RequestResponse). */
+  readonly auditLogPath: string | undefined;
+  /** Stops the API server alone (an outage); resolves once its process is gone. */
+  stopApiServer(): Promise<void>;
+  /** Starts the API server stopped by stopApiServer() again; resolves once it answers /readyz. */
+  startApiServer(): Promise<void>;
   /** The last lines of every component's log, for a failing test to print. */
   diagnostics(): string;
   stop(): Promise<void>;
@@ -59,6 +65,16 @@ export function controlPlaneSkipReason(env: NodeJS.ProcessEnv = process.env): st
   return undefined;
 }
 
+/** `control-plane.sh COMMAND DIR`, its stderr in the error when it fails. */
+async function runScript(command: string, dir: string): Promise<void> {
+  try {
+    await run(SCRIPT, [command, dir], { timeout: UP_TIMEOUT_MS, killSignal: 'SIGKILL' });
+  } catch (error) {
+    const stderr = (error as { stderr?: string }).stderr ?? '';
+    throw new Error(`control-plane.sh ${command} ${dir} failed: ${stderr.trim() || (error as Error).message}`, { cause: error });
+  }
+}
+
 function readEnvFile(path: string): Record<string, string> {
   const entries = readFileSync(path, 'utf8')
     .split('\n')
@@ -79,14 +95,16 @@ function tail(path: string, lines: number): string {
  * `advertiseAddress`: the `kubernetes` Service's endpoint (default 127.0.0.1); a real Node (node.ts) needs its own.
  * `clusterEgress`: the API server reaches kubelets, pods and Services through the proxy a real Node serves
  * (node.sh), as `kubectl logs` and `exec` need.
+ * `audit`: the API server writes an audit log of every write by a service account (`auditLogPath`).
  */
-export async function startControlPlane(options: { advertiseAddress?: string; clusterEgress?: boolean } = {}): Promise<ControlPlane> {
+export async function startControlPlane(options: { advertiseAddress?: string; clusterEgress?: boolean; audit?: boolean } = {}): Promise<ControlPlane> {
   const dir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-'));
   const env = {
     ...process.env,
     RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid),
     ...(options.advertiseAddress === undefined ? {} : { RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: options.advertiseAddress }),
     ...(options.clusterEgress === true ? { RUNLET_CONTROL_PLANE_CLUSTER_EGRESS: '1' } : {}),
+    RUNLET_CONTROL_PLANE_AUDIT: options.audit === true ? '1' : '0',
   };
   try {
     await run(SCRIPT, ['up', dir], { env, timeout: UP_TIMEOUT_MS, killSignal: 'SIGKILL' });
@@ -105,6 +123,13 @@ export async function startControlPlane(options: { advertiseAddress?: string; cl
     port: Number(new URL(server).port),
     caFile: values.RUNLET_CONTROL_PLANE_CA!,
     kubectl: values.RUNLET_KUBECTL!,
+    auditLogPath: options.audit === true ? join(dir, 'logs/audit.log') : undefined,
+    async stopApiServer() {
+      await runScript('stop-apiserver', dir);
+    },
+    async startApiServer() {
+      await runScript('start-apiserver', dir);
+    },
     diagnostics: () => logs.map((name) => `== ${dir}/logs/${name}.log (last lines)\n${tail(join(dir, 'logs', `${name}.log`), 40)}`).join('\n'),
     async stop() {
       await run(SCRIPT, ['down', dir], { timeout: 60_000 });

@@ -20,6 +20,7 @@ async function runOf(url: string, runId: string): Promise<RunRecord | null> {
 }
 
 describe('drain', () => {
+  // A dev process, a stream, an async run with its webhook, and the drain: slow on a loaded 2-core machine.
   it('on SIGTERM finishes an async run with its webhook and a stream in flight, refuses new runs, exits 0', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-drain-'));
     const receiver = await WebhookReceiver.start();
@@ -51,7 +52,7 @@ describe('drain', () => {
     const again = await devs.start(dataDir);
     expect(await runOf(again.url, asyncId)).toMatchObject({ status: 'success', webhook: { state: 'delivered', attempts: 1 } });
     expect(await runOf(again.url, streamId)).toMatchObject({ status: 'success', mode: 'stream' });
-  });
+  }, 120_000);
 
   it('keeps an accepted async run listed when the process is killed right after the 202', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-kill-'));

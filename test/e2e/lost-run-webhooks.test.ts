@@ -56,6 +56,7 @@ function storedDestination(dataDir: string, runId: string): unknown {
 }
 
 describe('runs lost with a killed runlet dev', () => {
+  // Three runlet dev processes, one after the other: on a loaded 2-core machine, more than the default bound.
   it.each([true, false])('delivers the failure of a run in flight (async: %s), unsigned, once, after the restart', async (isAsync) => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-lost-webhook-'));
     const receiver = await WebhookReceiver.start();
@@ -92,7 +93,7 @@ describe('runs lost with a killed runlet dev', () => {
     const third = await devs.start(dataDir);
     expect(await runOf(third.url, runId)).toMatchObject({ webhook: { state: 'delivered' } });
     expect(receiver.deliveries).toHaveLength(1);
-  });
+  }, 120_000);
 
   it('does not deliver again a webhook delivered before the kill', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'runlet-lost-webhook-'));

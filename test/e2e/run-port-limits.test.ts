@@ -46,6 +46,12 @@ function chunkedJson(bytes: number): string {
   return framed + '0\r\n\r\n';
 }
 
+/** `runlet_runs_refused_total{reason}` of the replica behind both front doors. */
+async function refusedCount(reason: string): Promise<number> {
+  const metric = await dev.replica.metrics.registry.getSingleMetric('runlet_runs_refused_total')!.get();
+  return metric.values.find((value) => value.labels.reason === reason)?.value ?? 0;
+}
+
 function expectProblem(answer: { status: number; headers: Record<string, string>; body: string }, status: number, code: string): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toBe('application/problem+json');
@@ -100,11 +106,14 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       ['read by node:http (chunked)', `Transfer-Encoding: chunked\r\n\r\n${chunk('{"name":')}`],
     ])('gets 408 request-timeout once its body pauses past the body timeout (%s), then is closed', async (_path, rest) => {
       const connection = await open();
+      const refusedBefore = await refusedCount('request_timeout');
       const sentAt = performance.now();
       connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n${rest}`);
       const answer = await connection.next();
       expectProblem(answer, 408, 'request-timeout');
       expect(performance.now() - sentAt).toBeGreaterThanOrEqual(BODY_TIMEOUT_MS - 20);
+      // Counted, for whoever watches for slow callers.
+      expect(await refusedCount('request_timeout')).toBe(refusedBefore + 1);
       await connection.closedByServer();
     });
 
@@ -172,11 +181,13 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     holder.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${held.head}${held.body}`);
     await waitFor(() => budget.usedBytes >= 60 * 1024, { what: 'the first body to be held' });
     const second = await open();
+    const refusedBefore = await refusedCount('request_buffer_full');
     const more = refused(40 * 1024);
     second.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${more.head}${more.body}`);
     const answer = await second.next();
     expectProblem(answer, 503, 'request-buffer-full');
     expect(answer.headers['retry-after']).toBe('1');
+    expect(await refusedCount('request_buffer_full')).toBe(refusedBefore + 1);
     await second.closedByServer();
     holder.close();
     // Let go of at once: the next test starts with all of the budget.

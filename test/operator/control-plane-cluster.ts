@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import type { ConfigLayer } from '../../operator/config.ts';
+import { mergeConfigLayers, type ConfigLayer } from '../../operator/config.ts';
 import type { Operator, OperatorHolderOptions } from '../../operator/main.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator } from '../../activator/main.ts';
@@ -31,6 +31,8 @@ import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
+import { freePort } from '../support/custom-app.ts';
+import { openResults } from '../../results/open.ts';
 
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
@@ -41,6 +43,7 @@ export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-op
 export const ACTIVATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-activator', deployment: 'runlet-activator' } as const;
 /** The Service whose Endpoints list the holder (named apart from any the chart may ship: the tier writes its Endpoints). */
 const HOLDER_SERVICE = 'runlet-e2e-holder';
+const FIRST_OPERATOR = 'e2e-operator-1';
 
 const run = promisify(execFile);
 
@@ -75,12 +78,20 @@ export interface ControlPlaneClusterOptions {
    * one the Service runlet-system/runlet-e2e-holder lists.
    */
   holder?: boolean;
+  /**
+   * A results store: the operator opens PostgreSQL at this DSN (RUNLET_RESULTS_DSN) and takes the sidecars'
+   * records at its collector, on a loopback port chosen here so its URL can be rendered into the pods
+   * (`--run-store results`). Absent: pods write RunLogs. Only the first operator: a second would want the port.
+   */
+  resultsDsn?: string;
+  /** The API server writes an audit log (`controlPlane.auditLogPath`). */
+  audit?: boolean;
 }
 
 export async function startControlPlaneCluster(options: ControlPlaneClusterOptions = {}): Promise<ControlPlaneCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-e2e-'));
   const guard = installLoopbackGuard(join(workDir, 'refused-connections.log'));
-  const controlPlane = await startControlPlane().catch((error: unknown) => {
+  const controlPlane = await startControlPlane({ audit: options.audit }).catch((error: unknown) => {
     guard.uninstall();
     throw error;
   });
@@ -151,6 +162,20 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       ...options.operatorConfig,
       ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
     };
+    // The store's own log (its pool's connection errors, say) beside the operators'.
+    const resultsLog = join(workDir, 'results-store.log');
+    const results =
+      options.resultsDsn === undefined
+        ? undefined
+        : await openResults({ dsn: options.resultsDsn, logger: pino({ name: 'runlet-results', level: 'debug' }, pino.destination({ dest: resultsLog, mkdir: true, sync: true })) });
+    if (results !== undefined) stops.push(() => results.close());
+    // The collector's URL is rendered into the pods before the operator listens: its port is chosen first.
+    const resultsConfig = async (): Promise<ConfigLayer> => {
+      const port = await freePort();
+      // The namespaces' keys, which sign the batches, derive from the hand-over key in the release namespace
+      // (install.yaml's RBAC lets the operator read it there), as the chart configures it.
+      return { server: { host: '127.0.0.1', port }, results: { collectorUrl: `http://127.0.0.1:${port}` }, holder: { serviceNamespace: OPERATOR.namespace } };
+    };
 
     const operatorLogs: string[] = [];
     const startOperator = async (identity: string) => {
@@ -166,7 +191,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         identity,
         // No sidecar setting: the operator reads 1.20 from /version and renders the classic sidecar itself.
         listen: true,
-        config: operatorConfig,
+        config: results !== undefined && identity === FIRST_OPERATOR ? mergeConfigLayers(operatorConfig, await resultsConfig()) : operatorConfig,
+        results: identity === FIRST_OPERATOR ? results : undefined,
         holder: holder === undefined ? undefined : 'external',
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
@@ -180,7 +206,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       stops.push(() => operator.stop());
       return operator;
     };
-    const operator = await startOperator('e2e-operator-1');
+    const operator = await startOperator(FIRST_OPERATOR);
     // The activator as `runlet activator` composes it, with its own ServiceAccount: install.yaml's RBAC for the
     // activator Deployment is what it may do.
     const activatorLog = join(workDir, 'activator.log');
@@ -241,7 +267,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return async () => pids.every((pid) => !isAlive(pid));
       },
       diagnostics: () =>
-        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
+        [...operatorLogs.map((path) => `== ${path}\n${readOrEmpty(path)}`), ...(results === undefined ? [] : [`== ${resultsLog}\n${readOrEmpty(resultsLog)}`]), `== ${activatorLog}\n${readOrEmpty(activatorLog)}`, kubelet.diagnostics(), controlPlane.diagnostics()].join('\n'),
       close: closeAll,
     };
   } catch (error) {

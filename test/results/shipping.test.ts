@@ -4,11 +4,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
-import { MAX_BATCH_RECORDS, resultsCollector } from '../../results/collector.ts';
+import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from '../../results/batch-limits.ts';
+import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
 import { RESULTS_SIGNATURE_HEADER, resultsKeyOf, signBatch } from '../../results/results-key.ts';
+import { RESULT_KEEP_BYTES_MAX } from '../../crds/app-schema.ts';
 import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { ResultsShipperStore } from '../../sidecar/runs/results-shipper-store.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
@@ -36,14 +39,14 @@ afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-async function startCollector(port = 0): Promise<{ app: FastifyInstance; url: string; port: number }> {
+async function startCollector(port = 0, maxBatchBytes?: number): Promise<{ app: FastifyInstance; url: string; port: number }> {
   const app = Fastify();
-  await app.register(resultsCollector, { store: results.store, keyFor: (namespace) => (namespace === NAMESPACE ? KEY : undefined) });
+  await app.register(resultsCollector, { store: results.store, keyFor: (namespace) => (namespace === NAMESPACE ? KEY : undefined), maxBatchBytes });
   const address = await app.listen({ host: '127.0.0.1', port });
   return { app, url: address, port: Number(new URL(address).port) };
 }
 
-async function openShipper(collectorUrl: string, options: { maxBufferedRuns?: number; dataDir?: string; flushTimeoutMs?: number } = {}) {
+async function openShipper(collectorUrl: string, options: { maxBufferedRuns?: number; dataDir?: string; flushTimeoutMs?: number; registry?: Registry } = {}) {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'runlet-shipper-'));
   dirs.push(dataDir);
   const journal = await RunLogJournal.open({ dataDir, logger: testLogger() });
@@ -53,6 +56,7 @@ async function openShipper(collectorUrl: string, options: { maxBufferedRuns?: nu
     key: KEY,
     journal,
     logger: testLogger(),
+    registry: options.registry ?? new Registry(),
     maxBufferedRuns: options.maxBufferedRuns,
     flushTimeoutMs: options.flushTimeoutMs,
     retryInitialMs: 20,
@@ -85,6 +89,58 @@ describe('the results shipper', () => {
       expect(await stored(plain)).toEqual(plain);
       const page = await results.store.listRuns(listQuery(NAMESPACE, 'keeps', { pageSize: 10 }));
       expect(page.items.find((run) => run.id === kept.id)).toEqual(kept);
+    } finally {
+      await store.close();
+      await collector.app.close();
+    }
+  });
+
+  it('carries a record with the largest result an App may keep', async () => {
+    const collector = await startCollector();
+    const { store } = await openShipper(collector.url, { flushTimeoutMs: 60_000 });
+    try {
+      const large = runRecord({ appName: 'keeps-large' });
+      const text = 'é'.repeat(RESULT_KEEP_BYTES_MAX / 2 - 8);
+      keepResult(large, { statusCode: 200, success: true, resultJson: JSON.stringify(text), error: null, runTimeMs: 1 }, { maxBytes: RESULT_KEEP_BYTES_MAX, ttlSeconds: 600 });
+      expect(large.resultKept).toBe(true);
+      const beside = Array.from({ length: 20 }, () => runRecord({ appName: 'keeps-large' }));
+      for (const run of [...beside, large]) store.save(run);
+      await store.flush();
+      expect(store.stats().refused).toBe(0);
+      expect((await stored(large)) as unknown).toMatchObject({ resultKept: true, result: text });
+      for (const run of beside) expect(await stored(run)).toEqual(run);
+    } finally {
+      await store.close();
+      await collector.app.close();
+    }
+  });
+
+  it('halves a batch the collector refuses for good until the record it cannot take is alone: it goes without its result, or is dropped and counted', async () => {
+    const collector = await startCollector(0, 16 * 1024);
+    const registry = new Registry();
+    const { store } = await openShipper(collector.url, { registry });
+    try {
+      const plain = Array.from({ length: 40 }, () => runRecord({ appName: 'refused' }));
+      // Over the collector's limit with its result, under it without.
+      const withResult = runRecord({ appName: 'refused' });
+      keepResult(withResult, { statusCode: 200, success: true, resultJson: JSON.stringify('r'.repeat(20_000)), error: null, runTimeMs: 1 }, { maxBytes: 1024 * 1024, ttlSeconds: 600 });
+      // Over it even alone.
+      const tooLarge = runRecord({ appName: 'refused', status: 'failure', statusCode: 500, error: { type: 'ValueError', message: 'm'.repeat(20_000) } });
+      for (const run of [...plain.slice(0, 20), withResult, tooLarge, ...plain.slice(20)]) store.save(run);
+      await store.flush();
+      for (const run of plain) expect(await stored(run)).toEqual(run);
+      expect(await stored(withResult)).toMatchObject({ id: withResult.id, resultKept: false });
+      expect(((await stored(withResult)) as { result?: unknown }).result).toBeUndefined();
+      expect(await stored(tooLarge)).toBeUndefined();
+      expect(store.stats().refused).toBe(1);
+      const dropped = await registry.getSingleMetric('runlet_run_records_dropped_total')!.get();
+      expect(dropped.values.find((value) => value.labels.reason === 'refused')?.value).toBe(1);
+
+      // What comes after is not held up.
+      const later = runRecord({ appName: 'refused' });
+      store.save(later);
+      await store.flush();
+      expect(await stored(later)).toEqual(later);
     } finally {
       await store.close();
       await collector.app.close();
@@ -229,7 +285,7 @@ describe('the results collector', () => {
     expect((await post('not json')).status).toBe(400);
     expect((await post('{"records": {}}')).status).toBe(400);
     expect((await post(JSON.stringify({ records: Array(MAX_BATCH_RECORDS + 1).fill(null) }))).status).toBe(400);
-    expect((await post('x'.repeat(9 * 1024 * 1024))).status).toBe(413);
+    expect((await post('x'.repeat(MAX_BATCH_BYTES + 1))).status).toBe(413);
     expect((await post('{}', { namespace: 'Not_A_Namespace' })).status).toBe(404);
   });
 });

@@ -24,6 +24,10 @@ export interface PostgresServer {
   dsn(database?: string): string;
   /** Makes an empty database; resolves with its name. */
   createDatabase(name: string): Promise<string>;
+  /** Shuts the server down (an outage), keeping its data; resolves once it has exited. */
+  halt(): Promise<void>;
+  /** Starts a halted server again, on the same port and data; resolves once it accepts connections. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -108,26 +112,40 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   chmodSync(dataDir, 0o700);
   if (account !== undefined) chownTree(root, account);
   const durability = options.durable === true ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'];
+  const launch = (port: number) => launchServer(bin, account, root, port, durability);
   // A port taken between freePort and postgres' bind fails its start: try another.
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const server = spawn(
-      join(bin, 'postgres'),
-      ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${root}`, '-c', 'max_connections=200', ...durability],
-      { uid: account?.uid, gid: account?.gid, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    let log = '';
-    server.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      log = (log + chunk).slice(-4096);
-    });
-    const exited = new Promise<number | null>((resolveExit) => server.once('exit', (code) => resolveExit(code)));
-    const ready = await Promise.race([acceptsConnections(port).then(() => true), exited.then(() => false)]);
-    if (ready) return serverHandle(server, exited, root, port);
+    const launched = await launch(port);
+    if (launched.ready) return serverHandle(launched.server, root, port, launch);
     if (attempt === 3) {
       rmSync(root, { recursive: true, force: true });
-      throw new Error(`postgres did not start on 127.0.0.1:${port} (data ${dataDir}); its log ends:\n${log}`);
+      throw new Error(`postgres did not start on 127.0.0.1:${port} (data ${dataDir}); its log ends:\n${launched.log()}`);
     }
   }
+}
+
+interface RunningServer {
+  process: ChildProcess;
+  exited: Promise<number | null>;
+}
+
+type Launch = (port: number) => Promise<{ ready: boolean; server: RunningServer; log(): string }>;
+
+/** postgres on the data directory under `root`, at `port`; `ready` once it accepts connections, false if it exited first. */
+async function launchServer(bin: string, account: ServiceAccount | undefined, root: string, port: number, durability: string[]): ReturnType<Launch> {
+  const child = spawn(
+    join(bin, 'postgres'),
+    ['-D', join(root, 'data'), '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${root}`, '-c', 'max_connections=200', ...durability],
+    { uid: account?.uid, gid: account?.gid, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let log = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    log = (log + chunk).slice(-4096);
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.once('exit', (code) => resolveExit(code)));
+  const ready = await Promise.race([acceptsConnections(port).then(() => true), exited.then(() => false)]);
+  return { ready, server: { process: child, exited }, log: () => log };
 }
 
 async function acceptsConnections(port: number): Promise<void> {
@@ -142,8 +160,15 @@ async function acceptsConnections(port: number): Promise<void> {
   );
 }
 
-function serverHandle(server: ChildProcess, exited: Promise<number | null>, root: string, port: number): PostgresServer {
+/** SIGINT: the fast shutdown, which ends the sessions still open. */
+async function shutDown(server: RunningServer): Promise<void> {
+  if (server.process.exitCode === null && server.process.signalCode === null) server.process.kill('SIGINT');
+  await server.exited;
+}
+
+function serverHandle(first: RunningServer, root: string, port: number, launch: Launch): PostgresServer {
   const dsn = (database = 'postgres') => `postgresql://${USER}@127.0.0.1:${port}/${database}`;
+  let current: RunningServer | undefined = first;
   return {
     port,
     dsn,
@@ -157,10 +182,20 @@ function serverHandle(server: ChildProcess, exited: Promise<number | null>, root
       }
       return name;
     },
+    async halt() {
+      if (current === undefined) throw new Error(`postgres on 127.0.0.1:${port} is already halted`);
+      await shutDown(current);
+      current = undefined;
+    },
+    async resume() {
+      if (current !== undefined) throw new Error(`postgres on 127.0.0.1:${port} runs: halt() it first`);
+      const launched = await launch(port);
+      if (!launched.ready) throw new Error(`postgres did not start again on 127.0.0.1:${port}; its log ends:\n${launched.log()}`);
+      current = launched.server;
+    },
     async stop() {
-      // SIGINT: the fast shutdown, which ends the sessions still open.
-      if (server.exitCode === null && server.signalCode === null) server.kill('SIGINT');
-      await exited;
+      if (current !== undefined) await shutDown(current);
+      current = undefined;
       rmSync(root, { recursive: true, force: true });
     },
   };
