@@ -43,12 +43,12 @@ test-images: install
 # failing `make test`.
 control-plane:
 	@test/control-plane/control-plane.sh build || echo "control-plane: cannot be built on this machine; its tests will be skipped"
-	@test/control-plane/node.sh install || echo "control-plane: no real Node on this machine (containerd, runc); its tests will be skipped"
+	@test/control-plane/node.sh install || echo "control-plane: no real Node on this machine (containerd, runc); its tests (real-kubelet, README walkthrough) will be skipped"
 
 # One file at a time: each starts its own control plane, and two at once overload a 2-core machine. The real
 # Node runs the images of this checkout: `make images` first (seconds when nothing changed).
 test-cluster: install control-plane
-	@$(MAKE) --no-print-directory images || echo "images: cannot be built on this machine; the real-kubelet tests will say why"
+	@$(MAKE) --no-print-directory images || echo "images: cannot be built on this machine; the real-Node tests (real-kubelet, README walkthrough) will say why"
 	$(NPM) run test -- --no-file-parallelism $(CLUSTER_TESTS)
 
 test: typecheck test-python test-ts test-images test-cluster

@@ -5,7 +5,10 @@
 #   control-plane.sh up [DIR]     build if needed, then start etcd, kube-apiserver, kube-controller-manager
 #                                 and kube-scheduler on loopback, state in DIR; prints `export KUBECONFIG=…`
 #                                 (RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: the `kubernetes` Service's endpoint,
-#                                 default 127.0.0.1; node.sh's Node relays 198.18.0.1 to the API server)
+#                                 default 127.0.0.1; node.sh's Node relays 198.18.0.1 to the API server;
+#                                 RUNLET_CONTROL_PLANE_CLUSTER_EGRESS=1: the API server reaches nodes, pods and
+#                                 Services through DIR/cluster-egress.sock, an HTTP CONNECT proxy node.sh serves
+#                                 from inside its Node's network namespace: `kubectl logs` and `exec`)
 #   control-plane.sh down [DIR]   stop them all (process group kill) and remove DIR
 #   control-plane.sh status [DIR] exit 0 when the API server in DIR answers /readyz
 #   control-plane.sh stop-apiserver DIR    stop the API server (an outage a test makes); the rest keeps running
@@ -30,6 +33,7 @@ STATE_DIR_DEFAULT=${RUNLET_CONTROL_PLANE_DIR:-/tmp/runlet-control-plane-$UID}
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 # Where pods reach the API server (the `kubernetes` Service's endpoint); it listens on 127.0.0.1 whatever this is.
 ADVERTISE_ADDRESS=${RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS:-127.0.0.1}
+CLUSTER_EGRESS=${RUNLET_CONTROL_PLANE_CLUSTER_EGRESS:-}
 # How long each component may take to become ready on a loaded 2-core machine.
 READY_TIMEOUT_SECONDS=${RUNLET_CONTROL_PLANE_READY_TIMEOUT:-120}
 
@@ -218,19 +222,40 @@ subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kuberne
   certificate "$dir" admin "/O=system:masters/CN=runlet-test-admin" "extendedKeyUsage=clientAuth"
   certificate "$dir" controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
   certificate "$dir" scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
+  # The API server's identity at a kubelet (logs, exec), in system:masters as kubeadm makes it.
+  certificate "$dir" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
   openssl genrsa -out "$dir/pki/service-account.key" 2048 2>/dev/null
   openssl rsa -in "$dir/pki/service-account.key" -pubout -out "$dir/pki/service-account.pub" 2>/dev/null
+}
+
+# Traffic to the cluster (kubelets, pods, Services: `kubectl logs`, `exec`, proxies, webhooks) through an HTTP
+# CONNECT proxy on a Unix socket: node.sh serves it from inside its Node's network namespace, where those
+# addresses are, and a path crosses network namespaces. Until the Node is up such requests fail to dial.
+write_cluster_egress() {
+  local dir=$1
+  cat >"$dir/egress-selector.yaml" <<YAML
+apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+  - name: cluster
+    connection:
+      proxyProtocol: HTTPConnect
+      transport: { uds: { udsName: "$dir/cluster-egress.sock" } }
+YAML
 }
 
 # The API server, as a child of the supervisor (its pid in DIR/apiserver.pid). Exiting on its own, it takes the
 # control plane down as any component does; stopped by `stop-apiserver` (which makes the fifo DIR/apiserver.hold
 # first), it waits for `start-apiserver` to write to that fifo, then starts again on the same port and etcd.
 serve_apiserver() {
-  local dir=$1 pid code audit=()
+  local dir=$1 pid code audit=() cluster_egress=()
   # shellcheck source=/dev/null
   source "$dir/ports"
   if [[ -f $dir/audit-policy.yaml ]]; then
     audit=(--audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log")
+  fi
+  if [[ -f $dir/egress-selector.yaml ]]; then
+    cluster_egress=(--egress-selector-config-file "$dir/egress-selector.yaml" --kubelet-preferred-address-types InternalIP)
   fi
   while :; do
     "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
@@ -242,7 +267,8 @@ serve_apiserver() {
       --service-cluster-ip-range 10.0.0.0/24 \
       --authorization-mode Node,RBAC \
       --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
-      "${audit[@]}" \
+      --kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt" --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key" \
+      "${audit[@]}" "${cluster_egress[@]}" \
       --profiling=false --logtostderr -v 1 >>"$dir/logs/kube-apiserver.log" 2>&1 &
     pid=$!
     echo "$pid" >"$dir/apiserver.pid"
@@ -359,6 +385,7 @@ up() {
   if [[ ${RUNLET_CONTROL_PLANE_AUDIT:-0} == 1 ]]; then write_audit_policy "$dir"; fi
   local server=https://127.0.0.1:${ports[2]}
   for name in admin controller-manager scheduler; do kubeconfig "$dir" "$name" "$server"; done
+  if [[ -n $CLUSTER_EGRESS ]]; then write_cluster_egress "$dir"; fi
   setsid "$0" _supervise "$dir" </dev/null >>"$dir/logs/supervisor.log" 2>&1 &
   echo $! >"$dir/pgid"
   wait_ready "$dir" etcd "http://127.0.0.1:${ports[0]}/health"

@@ -93,14 +93,17 @@ function tail(path: string, lines: number): string {
 
 /**
  * `advertiseAddress`: the `kubernetes` Service's endpoint (default 127.0.0.1); a real Node (node.ts) needs its own.
+ * `clusterEgress`: the API server reaches kubelets, pods and Services through the proxy a real Node serves
+ * (node.sh), as `kubectl logs` and `exec` need.
  * `audit`: the API server writes an audit log of every write by a service account (`auditLogPath`).
  */
-export async function startControlPlane(options: { advertiseAddress?: string; audit?: boolean } = {}): Promise<ControlPlane> {
+export async function startControlPlane(options: { advertiseAddress?: string; clusterEgress?: boolean; audit?: boolean } = {}): Promise<ControlPlane> {
   const dir = await mkdtemp(join(tmpdir(), 'runlet-control-plane-'));
   const env = {
     ...process.env,
     RUNLET_CONTROL_PLANE_OWNER_PID: String(process.pid),
     ...(options.advertiseAddress === undefined ? {} : { RUNLET_CONTROL_PLANE_ADVERTISE_ADDRESS: options.advertiseAddress }),
+    ...(options.clusterEgress === true ? { RUNLET_CONTROL_PLANE_CLUSTER_EGRESS: '1' } : {}),
     RUNLET_CONTROL_PLANE_AUDIT: options.audit === true ? '1' : '0',
   };
   try {

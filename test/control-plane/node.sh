@@ -21,7 +21,11 @@
 # - the API server listens on the machine's loopback, which the namespace does not share: socat relays a
 #   port inside the namespace to it through a Unix socket (a path crosses network namespaces). The kubelet and
 #   kube-proxy use 127.0.0.1:<port> inside the namespace, pods use the `kubernetes` Service, whose endpoint
-#   is the API server's advertised address, the bridge's 198.18.0.1.
+#   is the API server's advertised address, the bridge's 198.18.0.1;
+# - node-services.ts, inside the namespace, is the pods' cluster DNS at 198.18.0.1:53 (the kubelet's
+#   clusterDNS; CoreDNS is not in Debian) and the API server's way in: its egress selector (control-plane.sh
+#   with RUNLET_CONTROL_PLANE_CLUSTER_EGRESS=1) dials the kubelet through an HTTP CONNECT proxy on
+#   CP_DIR/cluster-egress.sock, so `kubectl logs` and `exec` reach 198.18.0.1:10250.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,6 +40,9 @@ BRIDGE=runlet0
 # The sandbox ("pause") image: upstream's pause.c from the same source tree, compiled static.
 PAUSE_IMAGE=registry.test/runlet-pause:3.4.1
 READY_TIMEOUT_SECONDS=${RUNLET_CONTROL_PLANE_READY_TIMEOUT:-120}
+CLUSTER_DOMAIN=cluster.local
+# The Node 24 that runs node-services.ts: the test runner's (node.ts passes it), else the repo's pinned one.
+NODE_BIN=${RUNLET_NODE:-$HERE/../../node_modules/.bin/node}
 
 log() { printf '[node] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -185,7 +192,8 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 resolvConf: $node/resolv.conf
-clusterDomain: cluster.local
+clusterDomain: $CLUSTER_DOMAIN
+clusterDNS: [$NODE_IP]
 # The images are imported, never pulled: no garbage collection may remove one, no eviction a pod for a disk
 # that the whole machine shares.
 imageGCHighThresholdPercent: 100
@@ -225,6 +233,22 @@ make_namespace() {
 
 in_netns() { nsenter --net="/run/netns/$NETNS" "$@"; }
 
+# The cluster DNS and the API server's egress proxy (node-services.ts), inside the namespace; returns once the
+# proxy's socket is there (the DNS listens before it).
+start_node_services() {
+  local cp=$1 node=$1/node deadline=$((SECONDS + READY_TIMEOUT_SECONDS))
+  [[ -x $NODE_BIN ]] || { echo "no node binary at $NODE_BIN (RUNLET_NODE)"; kill -TERM 0; }
+  rm -f "$cp/cluster-egress.sock"
+  in_netns "$NODE_BIN" "$HERE/node-services.ts" --kubeconfig "$node/kube-proxy.kubeconfig" --dns-address "$NODE_IP" \
+    --cluster-domain "$CLUSTER_DOMAIN" --egress-socket "$cp/cluster-egress.sock" >"$node/logs/node-services.log" 2>&1 &
+  local pid=$!
+  until [[ -S $cp/cluster-egress.sock ]]; do
+    kill -0 "$pid" 2>/dev/null || { echo "node-services exited: $(tail -n 5 "$node/logs/node-services.log")"; kill -TERM 0; }
+    ((SECONDS < deadline)) || { echo "node-services not listening within ${READY_TIMEOUT_SECONDS} s"; kill -TERM 0; }
+    sleep 0.2
+  done
+}
+
 # Runs in its own process group (setsid): every component as a child; when one exits, or the owner process
 # (RUNLET_CONTROL_PLANE_OWNER_PID) is gone, the whole group goes.
 supervise() {
@@ -237,6 +261,7 @@ supervise() {
   socat "UNIX-LISTEN:$node/apiserver.sock,fork,unlink-early" "TCP:127.0.0.1:$APISERVER_PORT" 2>>"$logs/relay.log" &
   in_netns socat "TCP-LISTEN:$APISERVER_PORT,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$node/apiserver.sock" 2>>"$logs/relay.log" &
   in_netns socat "TCP-LISTEN:$APISERVER_PORT,bind=$NODE_IP,fork,reuseaddr" "UNIX-CONNECT:$node/apiserver.sock" 2>>"$logs/relay.log" &
+  start_node_services "$cp"
   in_netns containerd --config "$node/containerd.toml" >"$logs/containerd.log" 2>&1 &
   local deadline=$((SECONDS + READY_TIMEOUT_SECONDS))
   until ctr --address "$node/containerd.sock" version >/dev/null 2>&1; do

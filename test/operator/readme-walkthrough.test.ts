@@ -1,29 +1,34 @@
 // README.md's "On Kubernetes" followed step by step on the real control plane (test/control-plane: kube-apiserver
-// 1.20, controller manager, scheduler) with the test kubelet as its Node: the commands are read from the
-// section's `sh` blocks (readme-walkthrough.ts, which also says how each differs on this tier) and typed into one
-// bash, as a person would, with `kubectl` the 1.20 client and `runlet` this checkout's CLI. install.yaml's
-// operator runs as its two pods (leader election, its ServiceAccount and ClusterRole); the app's pod runs the
-// sidecar and the Python runtime. Between commands the test waits only where a person would be slower than a
-// script: for the CRDs to be served, and for the runs to reach the management API.
+// 1.20, controller manager, scheduler) with a real Node (node.sh: kubelet, kube-proxy, containerd and runc, the
+// images `make images` built, cluster DNS): the commands are read from the section's `sh` blocks
+// (readme-walkthrough.ts, which also says how each differs on this tier) and typed into one bash, as a person
+// would, with `kubectl` the 1.20 client and `runlet` this checkout's CLI. install.yaml's operator and
+// activator run as their pods, from the image; the app's pod runs the sidecar and the Python runtime images,
+// verifying callers' tokens (auth on, the default). Pods and Services have addresses only inside the Node's
+// network namespace: `curl` and `runlet` run there (nsenter), and reach the App's and the operator's Services
+// at their cluster IPs, as an ingress would; `kubectl logs` reaches the kubelet through the API server. Between
+// commands the test waits only where a person would be slower than a script: for the CRDs to be served, and
+// for the runs to reach the management API and the sidecar's log.
 import { execFile } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
+import { existsSync } from 'node:fs';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { controlPlaneSkipReason, startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
-import { localImages, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
-import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
+import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
+import { REAL_NODE_CONTROL_PLANE, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
 import { ShellSession, type CommandResult } from '../support/shell-session.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO } from './e2e-cluster.ts';
 import { ADAPTATIONS, readmeWalkthrough, tierNotes, tokenRequestCommand, type ReadmeCommand } from './readme-walkthrough.ts';
 
 const COMMAND_TIMEOUT_MS = 60_000;
-/** `runlet deploy` waits until the App is Ready (300 s, then it says why not): two operator pods and the app's pod start first. */
+/** `runlet deploy` waits until the App is Ready (300 s, then it says why not): the operator's and activator's pods and the app's start first. */
 const DEPLOY_TIMEOUT_MS = 330_000;
 const WALKTHROUGH_TIMEOUT_MS = 900_000;
+const UNINSTALL_TIMEOUT_MS = 180_000;
 
 const run = promisify(execFile);
 
@@ -36,10 +41,17 @@ interface Step {
   readonly timeoutMs?: number;
 }
 
-const skipReason = controlPlaneSkipReason();
-if (skipReason !== undefined) console.log(`README "On Kubernetes" on a real control plane: skipped, ${skipReason}`);
+const skipReason = realNodeSkipReason();
+if (skipReason !== undefined) console.log(`README "On Kubernetes" on a real control plane and Node: skipped, ${skipReason}`);
 
-describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real control plane', () => {
+/** A tool of the machine's PATH, by its full path (the shell's PATH puts wrappers of the same name first). */
+function onPath(tool: string): string {
+  const found = (process.env.PATH ?? '').split(':').map((dir) => join(dir, tool)).find((path) => existsSync(path));
+  if (found === undefined) throw new Error(`${tool} is not on PATH`);
+  return found;
+}
+
+describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real control plane and Node', () => {
   const closers: (() => Promise<unknown>)[] = [];
   afterAll(async () => {
     for (const close of closers.reverse()) await close();
@@ -54,49 +66,46 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
 
     const workDir = await mkdtemp(join(tmpdir(), 'runlet-readme-walkthrough-'));
     closers.push(() => rm(workDir, { recursive: true, force: true }));
-    const controlPlane: ControlPlane = await startControlPlane();
+    const controlPlane: ControlPlane = await startControlPlane(REAL_NODE_CONTROL_PLANE);
     closers.push(() => controlPlane.stop());
+    const node: RealNode = await startRealNode(controlPlane);
+    closers.push(() => node.stop());
     const admin = new KubeConfig();
     admin.loadFromFile(controlPlane.kubeconfigPath);
-    const kubelet: Kubelet = await startControlPlaneKubelet({
-      kubeConfig: admin,
-      server: controlPlane.server,
-      workDir: join(workDir, 'kubelet'),
-      images: localImages(controlPlane.server),
-    });
-    closers.push(() => kubelet.stop());
+    const core = admin.makeApiClient(CoreV1Api);
 
-    // `kubectl` of the server's version and `runlet` of this checkout, first on PATH.
+    // `kubectl` of the server's version, `runlet` of this checkout and `curl`, first on PATH: runlet and curl
+    // inside the Node's network namespace, where the Services are (and the API server, relayed at the same
+    // loopback address as outside).
     const bin = join(workDir, 'bin');
     await run('mkdir', [bin]);
     await symlink(controlPlane.kubectl, join(bin, 'kubectl'));
-    await writeFile(join(bin, 'runlet'), `#!/bin/sh\nexec '${process.execPath}' '${join(REPO, 'cli/runlet.ts')}' "$@"\n`);
+    const inNode = `nsenter --net='${node.netnsPath}'`;
+    await writeFile(join(bin, 'runlet'), `#!/bin/sh\nexec ${inNode} '${process.execPath}' '${join(REPO, 'cli/runlet.ts')}' "$@"\n`);
+    await writeFile(join(bin, 'curl'), `#!/bin/sh\nexec ${inNode} '${onPath('curl')}' "$@"\n`);
     await chmod(join(bin, 'runlet'), 0o755);
+    await chmod(join(bin, 'curl'), 0o755);
     const shell = new ShellSession({
       cwd: REPO,
       env: { PATH: `${bin}:${process.env.PATH}`, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, KUBECONFIG: controlPlane.kubeconfigPath },
     });
     closers.push(() => shell.close());
-    const diagnostics = () => [kubelet.diagnostics(), controlPlane.diagnostics()].join('\n');
+    const diagnostics = () => [node.diagnostics(), controlPlane.diagnostics()].join('\n');
+    /** The pods and ReplicaSets as kubectl shows them, for a failing step. */
+    const workloads = () =>
+      run(controlPlane.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, 'get', 'pods,replicasets', '-A', '-o', 'wide']).then(
+        ({ stdout }) => stdout,
+        (error: unknown) => `(kubectl get pods failed: ${(error as Error).message})`,
+      );
     const shellValue = async (name: string) => (await shell.run(`printf %s "$${name}"`, COMMAND_TIMEOUT_MS)).stdout;
 
-    /** Where the README's hosts are on this tier (see ADAPTATIONS): known once the pods run. */
-    const exportPodAddresses = async () => {
-      const [appPod] = kubelet.pods({ namespace: 'demo', labels: { 'app.kubernetes.io/name': 'hello' } });
-      if (appPod === undefined) throw new Error(`no pod of demo/hello runs in the test kubelet; it runs: ${kubelet.pods().map((p) => `${p.namespace}/${p.name}`).join(', ')}`);
-      const managementApi = await waitFor(
-        async () => {
-          // The operator's pods: the activator's share the namespace, and serve no management API.
-          for (const pod of kubelet.pods({ namespace: 'runlet-system', labels: { 'app.kubernetes.io/component': 'operator' } })) {
-            const url = pod.url(8080);
-            if ((await fetch(`${url}/ready`).catch(() => undefined))?.ok) return url;
-          }
-          return undefined;
-        },
-        { what: 'an operator pod ready to serve the management API', timeoutMs: COMMAND_TIMEOUT_MS, intervalMs: 250 },
-      );
-      await shell.run(`APP_URL=${sidecarUrls(appPod).runUrl} MANAGEMENT_API_URL=${managementApi}`, COMMAND_TIMEOUT_MS);
+    /** Where the README's hosts are on this tier (see ADAPTATIONS): the Services' cluster IPs, once they exist. */
+    const exportServiceAddresses = async () => {
+      const clusterIp = async (namespace: string, name: string) => (await core.readNamespacedService({ namespace, name })).spec!.clusterIP!;
+      const [app, managementApi] = [await clusterIp('demo', 'hello'), await clusterIp('runlet-system', 'runlet-operator')];
+      await shell.run(`APP_URL=http://${app} MANAGEMENT_API_URL=http://${managementApi}`, COMMAND_TIMEOUT_MS);
     };
+    const sidecarLog = () => run(controlPlane.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, 'logs', '-n', 'demo', 'deployment/hello', '-c', 'sidecar']).then(({ stdout }) => stdout);
 
     const runIds: { sync?: string; async?: string } = {};
     const steps: Step[] = [
@@ -112,7 +121,7 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
         },
         check: async (result) => {
           expect(result.stdout).toContain('hello is ready at ');
-          await exportPodAddresses();
+          await exportServiceAddresses();
         },
         timeoutMs: DEPLOY_TIMEOUT_MS,
       },
@@ -134,6 +143,23 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
         },
       },
       {
+        readme: 'kubectl logs -n demo deployment/hello -c sidecar',
+        // The sidecar logs a run once it ends: the async one may end after this command.
+        before: async () => {
+          await waitFor(async () => (await sidecarLog()).includes(runIds.async!), { what: 'the async run in the sidecar’s log', timeoutMs: COMMAND_TIMEOUT_MS, intervalMs: 500 });
+        },
+        check: (result) => {
+          const runs = result.stdout.split('\n').filter((line) => line.includes('"msg":"run"')).map((line) => JSON.parse(line) as { runId: string; mode: string; status: string });
+          expect(runs.map(({ runId, mode, status }) => ({ runId, mode, status }))).toEqual(
+            expect.arrayContaining([
+              { runId: runIds.sync, mode: 'sync', status: 'success' },
+              expect.objectContaining({ mode: 'stream', status: 'success' }),
+              { runId: runIds.async, mode: 'async', status: 'success' },
+            ]),
+          );
+        },
+      },
+      {
         readme: 'runlet runs hello --project demo',
         // The sidecar writes its RunLog about once a second, and the grant takes a moment to reach the
         // authorizer (a refusal is cached 5 s): wait until the management API lists all three runs.
@@ -141,7 +167,7 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
           const [api, token] = [await shellValue('RUNLET_API_URL'), await shellValue('RUNLET_TOKEN')];
           await waitFor(
             async () => {
-              const page = await fetch(`${api}/v2/projects/demo/apps/hello/runs`, { headers: { authorization: `Bearer ${token}` } });
+              const page = await node.fetchInside(`${api}/v2/projects/demo/apps/hello/runs`, { headers: { authorization: `Bearer ${token}` } });
               return page.ok && ((await page.json()) as { items: unknown[] }).items.length >= 3;
             },
             { what: 'the three runs listed by the management API', timeoutMs: COMMAND_TIMEOUT_MS, intervalMs: 500 },
@@ -162,6 +188,9 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
       {
         readme: 'kubectl delete -f install.yaml',
         check: (result) => expect(result.stdout).toContain('customresourcedefinition.apiextensions.k8s.io "apps.runlet.dev" deleted'),
+        // kubectl waits for the namespace to go: on a real kubelet, for its pods' shutdown first (their grace
+        // period is 30 s), then for the namespace controller.
+        timeoutMs: UNINSTALL_TIMEOUT_MS,
       },
     ];
 
@@ -177,7 +206,9 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
         throw new Error(`${where}: ${(error as Error).message}\n${diagnostics()}`, { cause: error });
       });
       if (result.status !== 0) throw new Error(`${where} exited ${result.status}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${diagnostics()}`);
-      await step?.check?.(result);
+      await (async () => step?.check?.(result))().catch(async (error: unknown) => {
+        throw new Error(`${where}: ${(error as Error).message}\nstdout: ${result.stdout}\nstderr: ${result.stderr}\n${await workloads()}\n${diagnostics()}`, { cause: error });
+      });
       if (step !== undefined) used.add(step);
       ran.push(command);
     }

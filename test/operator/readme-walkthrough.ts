@@ -1,8 +1,9 @@
 // README.md's "On Kubernetes" as commands to run, so the walkthrough test (readme-walkthrough.test.ts) runs what
 // the README says and the two cannot drift: every `sh` block of the section, in order, one command per line
 // (continuation lines joined, comments dropped). The `bash` blocks are the section's notes for the test tier,
-// not steps. Where the tier (Kubernetes 1.20, no Docker, Helm, pod network or ingress) differs from a real
-// cluster, a command is adapted by ADAPTATIONS, each of which must apply at least once.
+// not steps. Where the tier (Kubernetes 1.20, no Helm or ingress, a Node whose pods and Services have addresses
+// only inside its network namespace) differs from a real cluster, a command is adapted by ADAPTATIONS, each of
+// which must apply at least once.
 
 export interface ReadmeCommand {
   /** The `###` heading the command is under. */
@@ -33,7 +34,7 @@ export function tokenRequestCommand(account: string, namespace: string, audience
 }
 
 export const ADAPTATIONS: readonly Adaptation[] = [
-  { pattern: /^make images$/, replacement: null, why: 'the process kubelet runs this checkout for runlet/runlet and runlet/python-runtime (the images themselves are built and run by test/images, make test-images)' },
+  { pattern: /^make images$/, replacement: null, why: 'the Node runs the images `make images` built before the tier (make test-cluster), imported into its containerd' },
   { pattern: /^helm /, replacement: null, why: 'no Helm here: install.yaml is the chart rendered with its default values' },
   {
     pattern: /^kubectl (apply|delete) -f install\.yaml$/,
@@ -45,8 +46,8 @@ export const ADAPTATIONS: readonly Adaptation[] = [
     replacement: (_match, account, namespace, audience, duration) => tokenRequestCommand(account!, namespace!, audience, duration),
     why: '`kubectl create token` is 1.24+: the TokenRequest API, which it calls',
   },
-  { pattern: /https:\/\/runlet\.example\.com/g, replacement: '$APP_URL', why: 'no ingress: the app pod’s run port, where the test kubelet runs it' },
-  { pattern: /https:\/\/runlet-api\.example\.com/g, replacement: '$MANAGEMENT_API_URL', why: 'no Service network: an operator pod’s port 8080' },
+  { pattern: /https:\/\/runlet\.example\.com/g, replacement: '$APP_URL', why: 'no ingress: the App’s Service, at its cluster IP (curl runs in the Node’s network namespace)' },
+  { pattern: /https:\/\/runlet-api\.example\.com/g, replacement: '$MANAGEMENT_API_URL', why: 'no ingress: the operator’s Service, at its cluster IP (runlet runs in the Node’s network namespace)' },
 ];
 
 /** The section of `markdown` under `## title`, up to the next `## ` heading. */

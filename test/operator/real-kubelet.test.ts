@@ -2,8 +2,11 @@
 // (node.sh), pods in network namespaces on a bridge at 198.18.0.0/24, run from the images `make images` built
 // (imported into containerd, never pulled). What the test kubelet (test/kubelet) only reads, this runs: the
 // images' users under runAsNonRoot, read-only root filesystems, dropped capabilities, the probes, restarts,
-// the kubelet's SIGTERM and grace period, Service routing through kube-proxy. install.yaml's operator runs
-// as its own pods, from the image; nothing of Runlet runs in this process.
+// the kubelet's SIGTERM and grace period, Service routing through kube-proxy, image pulls. Pods resolve
+// Services through the Node's cluster DNS (node-services.ts), so the sidecars verify callers' tokens against
+// the API server's key set at kubernetes.default.svc (auth on, as by default); `kubectl logs` reaches the
+// kubelet through the API server's egress proxy. install.yaml's operator runs as its own pods, from the
+// image; nothing of Runlet runs in this process.
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
@@ -15,7 +18,8 @@ import { APP_LABEL } from '../../crds/api-group.ts';
 import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
-import { BUILT_IMAGES, NODE_ADDRESS, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
+import { BUILT_IMAGES, NODE_ADDRESS, REAL_NODE_CONTROL_PLANE, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
+import { requestToken } from '../control-plane/process-kubelet.ts';
 import { podSecurityViolations } from '../kube/pod-security.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
@@ -29,6 +33,10 @@ const skipReason = realNodeSkipReason();
 if (skipReason !== undefined) console.log(`Runlet on a real kubelet: skipped, ${skipReason}`);
 
 const OPERATOR_NAMESPACE = 'runlet-system';
+/** The run interface's audience: the sidecars take only tokens for it. */
+const RUN_AUDIENCE = 'runlet';
+/** An image no registry serves: its pull is refused at once (nothing listens there in the Node's namespace). */
+const UNPULLABLE_IMAGE = '127.0.0.1:9/runlet/absent:0.1.0';
 /** Pods start from local images, but a loaded 2-core machine starts Node and Python slowly. */
 const STATE_TIMEOUT_MS = 120_000;
 const run = promisify(execFile);
@@ -67,7 +75,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
   };
 
   beforeAll(async () => {
-    controlPlane = await startControlPlane({ advertiseAddress: NODE_ADDRESS });
+    controlPlane = await startControlPlane(REAL_NODE_CONTROL_PLANE);
     node = await startRealNode(controlPlane);
     admin = new KubeConfig();
     admin.loadFromFile(controlPlane.kubeconfigPath);
@@ -95,6 +103,9 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
   });
 
   const namespace = () => `runlet-real-${Date.now().toString(36)}`;
+
+  /** A caller's bearer header: a token of the namespace's default ServiceAccount for the run interface. */
+  const callerAuth = async (ns: string) => ({ authorization: `Bearer ${await requestToken(core, ns, 'default', { audiences: [RUN_AUDIENCE] })}` });
 
   /** The App's pods once `count` are Ready (and no others are left). */
   const readyPods = (app: HelloApp, count: number) =>
@@ -125,21 +136,28 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
   });
 
   it('serves a Python App whose pod passes restricted and becomes Ready through its real probes: sync, stream and async calls through its Service', async () => {
-    const app = new HelloApp(admin, namespace(), { auth: false });
+    const app = new HelloApp(admin, namespace());
     await app.apply();
     await wait('the App Ready', async () => readyAtGeneration(await app.read()));
     const [pod] = await readyPods(app, 1);
     expect(podSecurityViolations(pod!, 'restricted')).toEqual([]);
     const [service] = await app.services();
     const base = `http://${service!.spec!.clusterIP}/v4/${app.namespace}/hello`;
-    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    const auth = await callerAuth(app.namespace);
+    const post = (path: string, body: unknown, headers: Record<string, string> = auth) =>
       node!.fetchInside(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+    const anonymous = await post('/run', { name: 'Ada' }, {});
+    expect(anonymous.status, 'auth is on').toBe(401);
+    await anonymous.body?.cancel();
 
     const sync = await post('/run', { name: 'Ada' });
     expect(sync.status).toBe(200);
     expect(((await sync.json()) as { result: unknown }).result).toEqual({ greeting: 'Hello, Ada!' });
 
-    const stream = await post('/count', { n: 3, pause: 0.05 }, { accept: 'text/event-stream' });
+    // The token verified against the key set the sidecar fetched from https://kubernetes.default.svc, a name
+    // only the cluster DNS knows.
+    const stream = await post('/count', { n: 3, pause: 0.05 }, { ...auth, accept: 'text/event-stream' });
     expect(stream.status).toBe(200);
     const events = await new EventReader(stream.body as ReadableStream<Uint8Array>).rest();
     expect(events.map((event) => JSON.parse(event.data))).toEqual([1, 2, 3].map((item) => ({ item, of: 3 })));
@@ -180,7 +198,6 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
           spec: {
             runtime: { custom: { image: BUILT_IMAGES.pythonRuntime, entrypoint: ['python3', '-c', server], port, healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' } },
             scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 30 },
-            auth: { enabled: false },
             runs: { keepFinished: 200, retention: 86400 },
           },
         },
@@ -200,21 +217,22 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     });
     expect(podSecurityViolations(pod as V1Pod, 'restricted')).toEqual([]);
     const service = (await core.listNamespacedService({ namespace: ns, labelSelector: `${APP_LABEL}=echo` })).items[0]!;
-    const answer = await node!.fetchInside(`http://${service.spec!.clusterIP}/v4/${ns}/echo/greet?who=Ada`, { method: 'POST', body: 'hi' });
+    const answer = await node!.fetchInside(`http://${service.spec!.clusterIP}/v4/${ns}/echo/greet?who=Ada`, { method: 'POST', headers: await callerAuth(ns), body: 'hi' });
     expect(answer.status).toBe(200);
     expect(await answer.json()).toEqual({ method: 'POST', path: '/greet?who=Ada', body: 'hi' });
   });
 
   it('drains a scaled-down pod on the kubelet’s SIGTERM: its async run finishes and its webhook is delivered within the grace period', async () => {
-    const app = new HelloApp(admin, namespace(), { auth: false, minReplicas: 2 });
+    const app = new HelloApp(admin, namespace(), { minReplicas: 2 });
     await app.apply();
     const pods = await readyPods(app, 2);
+    const auth = await callerAuth(app.namespace);
     // One run on each pod (by its address, not the Service), so whichever the ReplicaSet controller removes has one.
     const runIds: string[] = [];
     for (const pod of pods) {
       const accepted = await node!.fetchInside(`http://${pod.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/count?async=true&webhookEndpoint=${encodeURIComponent(webhookUrl)}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...auth },
         body: JSON.stringify({ n: 4, pause: 1 }),
       });
       expect(accepted.status).toBe(202);
@@ -232,8 +250,8 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     }
   });
 
-  it('restarts a runtime that crashes; the App’s status and Events say which container ended, how, and how often', async () => {
-    const app = new HelloApp(admin, namespace(), { auth: false });
+  it('restarts a runtime that crashes; the App’s status and Events say which container ended, how, and how often; kubectl logs reads the ended one', async () => {
+    const app = new HelloApp(admin, namespace());
     await app.apply();
     const [pod] = await readyPods(app, 1);
     const pids = await node!.containerPids(pod!.metadata!.uid!, 'app');
@@ -252,9 +270,41 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     expect(event).toMatchObject({ type: 'Warning', message: lastRestart.message });
     const answer = await node!.fetchInside(`http://${restarted.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/run`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...(await callerAuth(app.namespace)) },
       body: JSON.stringify({ name: 'again' }),
     });
     expect(answer.status, 'the restarted runtime serves').toBe(200);
+
+    // The kubelet's logs through the API server: the killed runtime's (it had started listening), and the
+    // sidecar's, which logged the call just made.
+    const podName = pod!.metadata!.name!;
+    const previous = await kubectl('logs', '--namespace', app.namespace, podName, '--container', 'app', '--previous');
+    expect(previous).toContain('runlet-runtime: listening on 127.0.0.1:');
+    const runId = answer.headers.get('x-request-id')!;
+    const sidecarLog = await wait('the call in the sidecar’s log', async () => {
+      const text = await kubectl('logs', '--namespace', app.namespace, podName, '--container', 'sidecar');
+      return text.includes(runId) && text;
+    });
+    expect(sidecarLog).toContain('"msg":"sidecar listening"');
+  });
+
+  it('shows an App whose image cannot be pulled as ImagePullBackOff, with the kubelet’s message of the refused pull', async () => {
+    const app = new HelloApp(admin, namespace(), { image: UNPULLABLE_IMAGE });
+    await app.apply();
+    const failing = await wait('the App ImagePullBackOff', async () => {
+      const current = await app.read();
+      return conditionOf(current, 'Ready')?.reason === 'ImagePullBackOff' && current;
+    });
+    expect(conditionOf(failing, 'Ready')!.message).toMatch(new RegExp(`^pod ${app.name}-[a-z0-9]+-[a-z0-9]+: container "app" cannot pull image "${UNPULLABLE_IMAGE}": `));
+    expect(conditionOf(failing, 'Available')).toMatchObject({ status: 'False', reason: 'ImagePullBackOff' });
+    // Between pulls the kubelet says only that it backs off; at a pull, why the pull failed: containerd's words.
+    const refused = await wait('the pull’s failure in the App’s status', async () => {
+      const message = conditionOf(await app.read(), 'Ready')?.message ?? '';
+      return /connection refused/.test(message) && message;
+    });
+    expect(refused).toContain(`failed to pull and unpack image "${UNPULLABLE_IMAGE}"`);
+    const event = await wait('the ImagePullBackOff Event', async () => (await app.events()).find((e) => e.reason === 'ImagePullBackOff'));
+    expect(event).toMatchObject({ type: 'Warning' });
+    expect(event.message).toContain(`cannot pull image "${UNPULLABLE_IMAGE}"`);
   });
 });
