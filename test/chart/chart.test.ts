@@ -195,6 +195,9 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     ]);
     expect(holding!.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'admin' });
     expect(holding!.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'admin' });
+    // Start-up may take a minute before liveness takes over, as the operator's.
+    expect(holding!.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'admin' });
+    expect(holding!.startupProbe!.periodSeconds! * holding!.startupProbe!.failureThreshold!).toBeGreaterThanOrEqual(60);
     // A drain (SIGTERM) takes it out of the holder Service before the holder closes: readiness must notice within it.
     expect(holding!.readinessProbe!.periodSeconds! * holding!.readinessProbe!.failureThreshold!).toBeLessThan(5);
     const pdb = objectOf<V1PodDisruptionBudget>(chart, 'PodDisruptionBudget', ACTIVATOR);
