@@ -50,6 +50,7 @@ import { RunLogJanitor } from './runlog-janitor.ts';
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { resultsCollector } from '../results/collector.ts';
+import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
 import { childName } from './render/names.ts';
@@ -92,9 +93,11 @@ export interface OperatorOptions {
   /**
    * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
    * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
-   * there (results-upkeep.ts). Absent: runs are kept in RunLogs, as before the results store.
+   * there (results-upkeep.ts). Absent: runs are kept in RunLogs, as before the results store. `state`: whether it
+   * has opened yet (results/open.ts's openResultsWhenReachable); until it first has, the operator is not ready and
+   * /ready says why (a later outage leaves it ready: its reads answer 503 and the pods keep their runs meanwhile).
    */
-  results?: { store: PgResults };
+  results?: { store: PgResults; state?: () => ResultsState };
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -115,7 +118,7 @@ export interface Operator {
   /** The Apps' load, scraped from their ready replicas' sidecars by the leader. */
   readonly loads: AppLoads;
   readonly isLeader: boolean;
-  /** Every watch has filled its cache (the RunLog cache of the management API too). */
+  /** Every watch has filled its cache (the RunLog cache of the management API too), and the results store has opened once. */
   readonly ready: boolean;
   /** The holder, once `listen()` started it (when the options ask for one). */
   readonly holder: Holder | undefined;
@@ -265,6 +268,12 @@ export function createOperator(options: OperatorOptions): Operator {
   });
   metrics.observeRunsCached(() => runLogs.runs);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && runLogs.synced;
+  let resultsOpened = options.results?.state === undefined;
+  const resultsState = (): ResultsState | undefined => options.results?.state?.();
+  const isReady = (): boolean => {
+    resultsOpened ||= resultsState()?.open === true;
+    return cachesSynced() && resultsOpened;
+  };
 
   // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
   const switchAppEndpoints = createEndpointsSwitch(leaderApi, options.holder === undefined ? null : holderService);
@@ -390,8 +399,8 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     health: {
       ready: () => ({
-        ready: cachesSynced(),
-        detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth },
+        ready: isReady(),
+        detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
       }),
     },
   });
@@ -429,7 +438,7 @@ export function createOperator(options: OperatorOptions): Operator {
       return elector.isLeader;
     },
     get ready() {
-      return cachesSynced();
+      return isReady();
     },
     get holder() {
       return holder;
