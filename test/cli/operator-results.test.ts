@@ -97,14 +97,25 @@ async function startOperator(env: Record<string, string>): Promise<{ operator: O
   return { operator, api };
 }
 
-async function listeningAddress(process: OperatorProcess): Promise<string> {
-  const line = await waitFor(() => process.output().split('\n').find((text) => text.includes('"operator listening"')), {
-    what: 'the operator listening',
-    timeoutMs: START_TIMEOUT_MS,
-    intervalMs: 100,
-  }).catch((error: unknown) => {
-    throw new Error(`${(error as Error).message}; operator output:\n${process.output()}`, { cause: error });
+/** `waiting`, unless the operator exits first: then its exit code and output (an exit is what this file guards against). */
+function unlessExited<T>(process: OperatorProcess, waiting: Promise<T>): Promise<T> {
+  const exited = process.exited.then((code): never => {
+    throw new Error(`the operator exited (${code}):\n${process.output()}`);
   });
+  // Killed at the end of the test, after the wait: that rejection has no one to tell.
+  exited.catch(() => {});
+  return Promise.race([waiting, exited]);
+}
+
+async function listeningAddress(process: OperatorProcess): Promise<string> {
+  const line = await unlessExited(
+    process,
+    waitFor(() => process.output().split('\n').find((text) => text.includes('"operator listening"')), {
+      what: 'the operator listening',
+      timeoutMs: START_TIMEOUT_MS,
+      intervalMs: 100,
+    }),
+  );
   return (JSON.parse(line) as { address: string }).address;
 }
 
@@ -120,13 +131,15 @@ async function ready(address: string): Promise<ReadyAnswer> {
 
 /** /ready once the watches' caches are filled, so only the results store can hold it back. */
 async function readyBeyondCaches(address: string, process: OperatorProcess, until: (answer: ReadyAnswer) => boolean): Promise<ReadyAnswer> {
-  return waitFor(
-    async () => {
-      if (process.child.exitCode !== null) throw new Error(`the operator exited (${process.child.exitCode}):\n${process.output()}`);
-      const answer = await ready(address);
-      return until(answer) ? answer : undefined;
-    },
-    { what: '/ready', timeoutMs: START_TIMEOUT_MS, intervalMs: 100 },
+  return unlessExited(
+    process,
+    waitFor(
+      async () => {
+        const answer = await ready(address);
+        return until(answer) ? answer : undefined;
+      },
+      { what: '/ready', timeoutMs: START_TIMEOUT_MS, intervalMs: 100 },
+    ),
   );
 }
 
