@@ -15,7 +15,7 @@
 // What a kubelet gives that this does not: the service account token volume (the tests run the sidecar with
 // `--run-store sqlite`, which needs no API server), probes, restarts, and startup order (the containers start
 // in the order given).
-import type { V1Container, V1EnvVar, V1ObjectMeta, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1EnvVar, V1ObjectMeta, V1PodSecurityContext, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
 import { GenericContainer, type StartedTestContainer } from 'testcontainers';
 
 /** Where podman puts writable tmpfs under a read-only root (see the header). */
@@ -65,16 +65,18 @@ export function podContainers(workload: PodWorkload, options: PodOptions): Array
   const volumes = new Map([...(spec.volumes ?? []), ...claims].map((volume) => [volume.name, volume]));
   return [...(spec.initContainers ?? []), ...spec.containers].map((container) => ({
     name: container.name,
-    container: toTestContainer(container, volumes, options, spec.securityContext?.runAsNonRoot === true),
+    container: toTestContainer(container, volumes, options, spec.securityContext ?? {}),
   }));
 }
 
-function toTestContainer(container: V1Container, volumes: Map<string, V1Volume>, options: PodOptions, runAsNonRoot: boolean): KubeletLikeContainer {
+/** The user and group fields a container takes from the pod's securityContext unless it sets its own, as the kubelet merges them. */
+function toTestContainer(container: V1Container, volumes: Map<string, V1Volume>, options: PodOptions, pod: V1PodSecurityContext): KubeletLikeContainer {
   const what = `container ${container.name}`;
   const security = container.securityContext;
-  const uid = security?.runAsUser;
+  const uid = security?.runAsUser ?? pod.runAsUser;
+  const runAsNonRoot = (security?.runAsNonRoot ?? pod.runAsNonRoot) === true;
   if (uid === undefined || (runAsNonRoot && uid === 0)) throw new Error(`${what}: runAsNonRoot needs a numeric non-root runAsUser, got ${uid}`);
-  let result = new KubeletLikeContainer(required(container.image, `${what}: image`)).withUser(`${uid}:${security?.runAsGroup ?? uid}`);
+  let result = new KubeletLikeContainer(required(container.image, `${what}: image`)).withUser(`${uid}:${security?.runAsGroup ?? pod.runAsGroup ?? uid}`);
   if (security?.readOnlyRootFilesystem === true) result = result.withReadOnlyRootFilesystem();
   if (security?.allowPrivilegeEscalation === false) result = result.withSecurityOpt('no-new-privileges');
   const dropped = security?.capabilities?.drop ?? [];
