@@ -16,8 +16,8 @@ const SCRIPT = join(import.meta.dirname, 'node.sh');
 /** Where pods reach the node (the bridge's address), and the API server's relay: control-plane.sh's advertise address. */
 export const NODE_ADDRESS = '198.18.0.1';
 export const NODE_NAME = 'runlet-node';
-/** The images `make images` builds, as the kubelet reads their names. */
-export const BUILT_IMAGES = { runlet: `runlet/runlet:${RUNLET_VERSION}`, pythonRuntime: `runlet/python-runtime:${RUNLET_VERSION}` } as const;
+/** The images `make images` builds (and the chart's PostgreSQL, which it pulls or stands in for), as the kubelet reads their names. */
+export const BUILT_IMAGES = { runlet: `runlet/runlet:${RUNLET_VERSION}`, pythonRuntime: `runlet/python-runtime:${RUNLET_VERSION}`, postgres: 'postgres:15-bookworm' } as const;
 /** install, containerd's start, the images' export and import (hundreds of MB on a loaded disk), the Node's registration. */
 const UP_TIMEOUT_MS = 480_000;
 /** Ports inside the namespace for exposed servers: it is the tier's own, nothing else listens there. */
