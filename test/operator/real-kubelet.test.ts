@@ -4,7 +4,7 @@
 // images' users under runAsNonRoot, read-only root filesystems, dropped capabilities, the probes, restarts,
 // the kubelet's SIGTERM and grace period, Service routing through kube-proxy. install.yaml's operator runs
 // as its own pods, from the image; nothing of Runlet runs in this process.
-import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -15,6 +15,7 @@ import { APP_LABEL } from '../../crds/api-group.ts';
 import { SIDECAR_CONTAINER, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
+import { POSTGRES_UID, postgresVolume } from '../control-plane/postgres-volume.ts';
 import { requestToken } from '../control-plane/process-kubelet.ts';
 import { BUILT_IMAGES, NODE_ADDRESS, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
 import { podSecurityViolations } from '../kube/pod-security.ts';
@@ -43,10 +44,6 @@ const wait = <T>(what: string, check: () => Promise<T | false | undefined>, time
  * collector's (the operator Service's), by address.
  */
 const SERVICE_ADDRESSES = { 'runlet-postgres': '10.0.0.200', 'runlet-operator': '10.0.0.201' } as const;
-/** The embedded PostgreSQL's claim (its StatefulSet's volumeClaimTemplate `data`, pod 0), bound to a folder of the Node's. */
-const POSTGRES_CLAIM = 'data-runlet-postgres-0';
-const POSTGRES_UID = 999;
-
 interface ManifestObject {
   kind?: string;
   metadata?: { name?: string };
@@ -56,11 +53,10 @@ interface ManifestObject {
 
 /**
  * install.yaml as kube-apiserver 1.20 serves it, its operator allowed to deliver webhooks to `cidr`, its
- * Services at SERVICE_ADDRESSES and the operator pointed at them; and a PersistentVolume (a folder of the
- * Node, owned by PostgreSQL's user as fsGroup would make it) for the embedded PostgreSQL's claim: the tier has
- * no storage provisioner.
+ * Services at SERVICE_ADDRESSES and the operator pointed at them; and `volume` for the embedded PostgreSQL's
+ * claim (postgres-volume.ts: the tier has no storage provisioner).
  */
-function installManifest(manifest: string, cidr: string, postgresDir: string): string {
+function installManifest(manifest: string, cidr: string, volume: Record<string, unknown>): string {
   const addressEnv: Record<string, string> = {
     RUNLET_RESULTS_POSTGRES_HOST: SERVICE_ADDRESSES['runlet-postgres'],
     RUNLET_RESULTS_COLLECTOR_URL: `http://${SERVICE_ADDRESSES['runlet-operator']}:80`,
@@ -80,18 +76,6 @@ function installManifest(manifest: string, cidr: string, postgresDir: string): s
       if (file === undefined) return object;
       return { ...object, data: { ...object.data, 'operator.yaml': stringify({ ...parse(file), webhookAllowCidrs: [cidr] }) } };
     });
-  const volume = {
-    apiVersion: 'v1',
-    kind: 'PersistentVolume',
-    metadata: { name: 'runlet-postgres-data' },
-    spec: {
-      capacity: { storage: '10Gi' },
-      accessModes: ['ReadWriteOnce'],
-      persistentVolumeReclaimPolicy: 'Retain',
-      hostPath: { path: postgresDir, type: 'Directory' },
-      claimRef: { namespace: OPERATOR_NAMESPACE, name: POSTGRES_CLAIM },
-    },
-  };
   return [...objects, volume].map((object) => stringify(object)).join('---\n');
 }
 
@@ -119,10 +103,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     admin.loadFromFile(controlPlane.kubeconfigPath);
     core = admin.makeApiClient(CoreV1Api);
     const manifest = join(controlPlane.dir, 'install.yaml');
-    const postgresDir = join(controlPlane.dir, 'postgres-data');
-    await mkdir(postgresDir);
-    await chown(postgresDir, POSTGRES_UID, POSTGRES_UID);
-    await writeFile(manifest, installManifest(await readFile(join(REPO, 'install.yaml'), 'utf8'), `${NODE_ADDRESS}/32`, postgresDir));
+    await writeFile(manifest, installManifest(await readFile(join(REPO, 'install.yaml'), 'utf8'), `${NODE_ADDRESS}/32`, await postgresVolume(controlPlane.dir)));
     await kubectl('apply', '-f', manifest);
     await kubectl('rollout', 'status', '--namespace', OPERATOR_NAMESPACE, 'deployment/runlet-operator', '--timeout', `${STATE_TIMEOUT_MS / 1000}s`);
     const socket = join(controlPlane.dir, 'webhooks.sock');
