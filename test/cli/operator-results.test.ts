@@ -4,7 +4,6 @@
 // ready and says why, refuses run lists 503 run-store-unavailable meanwhile, and serves once PostgreSQL answers.
 // With the embedded PostgreSQL it makes the Secret itself and reads its `dsn` without a restart.
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -15,6 +14,7 @@ import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { installCrds } from '../operator/e2e-cluster.ts';
 import { startOperatorProcess, type OperatorProcess } from '../support/operator-process.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
+import { startTcpRelay } from '../support/tcp-relay.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** A process starting on a loaded 2-core machine. */
@@ -38,10 +38,7 @@ afterEach(async () => {
   operator = server = gate = postgres = dir = undefined;
 });
 
-/**
- * PostgreSQL's address before it is up: every connection is cut at once (as a Service without a ready pod
- * refuses them), until open() — then each is relayed to the real server.
- */
+/** PostgreSQL's address before it is up: every connection is cut (a Service with no ready pod), until `open`. */
 interface Gate {
   port: number;
   open(): void;
@@ -50,27 +47,8 @@ interface Gate {
 
 async function startGate(target: number): Promise<Gate> {
   let open = false;
-  const sockets = new Set<Socket>();
-  const relay: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-    if (!open) return void socket.destroy();
-    const upstream = connect(target, '127.0.0.1');
-    sockets.add(upstream);
-    upstream.once('close', () => sockets.delete(upstream));
-    socket.pipe(upstream).pipe(socket);
-    socket.once('error', () => upstream.destroy());
-    upstream.once('error', () => socket.destroy());
-  });
-  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (relay.address() as { port: number }).port,
-    open: () => void (open = true),
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => relay.close(() => resolve()));
-    },
-  };
+  const relay = await startTcpRelay(() => (open ? target : undefined));
+  return { port: relay.port, open: () => void (open = true), close: () => relay.close() };
 }
 
 /** The operator on the in-memory API server, from a kubeconfig (outside a pod), holding no calls itself. */

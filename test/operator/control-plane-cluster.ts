@@ -4,7 +4,10 @@
 // the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
 // on, less what 1.20 does not serve (kube-1.20.ts), and the operator and the activator run in this process with
 // tokens of install.yaml's ServiceAccounts, so their ClusterRoles and Roles are what they may do. Sidecars use
-// their pod's service-account token, as in a cluster.
+// their pod's service-account token, as in a cluster. Runs are kept in a results store, as the chart installs
+// one by default: a real PostgreSQL of the test's in place of the embedded one (whose StatefulSet install.yaml
+// creates, its pod left Pending: this kubelet runs no claims nor exec probes), the pods sending their records
+// to the operators' collector through a loopback relay standing for the operator Service.
 // The kubelet reports pods at addresses of the test pod network (a documentation range, test/kubelet/pod-network.ts),
 // which the API server takes in Endpoints as it would not 127.0.0.1; nothing dials them: the test process and
 // every sidecar refuse any connection but to the loopback (test/support/loopback-only.ts), and close() fails
@@ -29,6 +32,9 @@ import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
+import { startPostgres } from '../support/postgres.ts';
+import { startTcpRelay } from '../support/tcp-relay.ts';
+import { openResults } from '../../results/open.ts';
 import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 
@@ -75,6 +81,12 @@ export interface ControlPlaneClusterOptions {
    * one the Service runlet-system/runlet-e2e-holder lists.
    */
   holder?: boolean;
+  /**
+   * Where runs are kept: `results` (the default, as the chart installs it) a real PostgreSQL (test/support/
+   * postgres.ts) the operators keep them in, with a loopback relay standing for the operator Service the pods
+   * send their records to; `runlog` RunLogs, for a test that proves that mode.
+   */
+  runStore?: 'results' | 'runlog';
 }
 
 export async function startControlPlaneCluster(options: ControlPlaneClusterOptions = {}): Promise<ControlPlaneCluster> {
@@ -147,9 +159,24 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
             // As the holder's default dials the pod's IP: here a label for the local port standing for its run port.
             replicaAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_RUN_PORT),
           };
+    // The operators' ports, newest last: the collector relay (the operator Service) sends to the newest running.
+    const operatorPorts: number[] = [];
+    let results: TestOperatorOptions['results'];
+    let collectorUrl: string | undefined;
+    if (options.runStore !== 'runlog') {
+      const postgres = await startPostgres();
+      stops.push(() => postgres.stop());
+      const opened = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('control_plane')), logger: pino({ level: 'silent' }) });
+      stops.push(() => opened.close());
+      const collector = await startTcpRelay(() => operatorPorts.at(-1));
+      stops.push(() => collector.close());
+      results = { store: opened.store };
+      collectorUrl = `http://127.0.0.1:${collector.port}`;
+    }
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
       ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
+      ...(collectorUrl === undefined ? {} : { results: { ...options.operatorConfig?.results, collectorUrl } }),
     };
 
     const operatorLogs: string[] = [];
@@ -171,12 +198,19 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         replicaAdminAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
+        results,
       };
       const operator = await startTestOperator(options);
+      const port = Number(new URL(operator.url!).port);
+      operatorPorts.push(port);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
       let stopped: Promise<void> | undefined;
       const stopOnce = operator.stop.bind(operator);
-      operator.stop = () => (stopped ??= stopOnce());
+      operator.stop = () =>
+        (stopped ??= (async () => {
+          operatorPorts.splice(operatorPorts.indexOf(port), 1);
+          await stopOnce();
+        })());
       stops.push(() => operator.stop());
       return operator;
     };

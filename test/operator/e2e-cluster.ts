@@ -104,6 +104,8 @@ export interface TestOperatorOptions {
   replicaAdminAddress?: OperatorOptions['replicaAdminAddress'];
   /** Where the leader scrapes a replica's load: the test kubelet's loopback port standing for the pod's admin port. */
   loadAddress?: OperatorOptions['loadAddress'];
+  /** The results store (with `config.results.collectorUrl`, where the pods send their records); absent: RunLogs. */
+  results?: OperatorOptions['results'];
 }
 
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
@@ -130,6 +132,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     holder: options.holder,
     replicaAdminAddress: options.replicaAdminAddress,
     loadAddress: options.loadAddress,
+    results: options.results,
   });
 }
 
