@@ -161,7 +161,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
           };
     // The operators' ports, newest last: the collector relay (the operator Service) sends to the newest running.
     const operatorPorts: number[] = [];
-    let results: TestOperatorOptions['results'];
+    let results: TestOperatorOptions['results'] & object | undefined;
     let collectorUrl: string | undefined;
     if (options.runStore !== 'runlog') {
       const postgres = await startPostgres();
@@ -262,6 +262,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return sidecarUrls(await localPod(pod));
       },
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
+      ...(results === undefined ? {} : { resultsRun: (namespace: string, app: string, runId: string) => results!.store.getRun(namespace, app, runId) }),
       callerToken: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
       get holder() {
         return activator?.holder;
