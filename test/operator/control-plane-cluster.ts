@@ -81,12 +81,6 @@ export interface ControlPlaneClusterOptions {
    * one the Service runlet-system/runlet-e2e-holder lists.
    */
   holder?: boolean;
-  /**
-   * Where runs are kept: `results` (the default, as the chart installs it) a real PostgreSQL (test/support/
-   * postgres.ts) the operators keep them in, with a loopback relay standing for the operator Service the pods
-   * send their records to; `runlog` RunLogs, for a test that proves that mode.
-   */
-  runStore?: 'results' | 'runlog';
 }
 
 export async function startControlPlaneCluster(options: ControlPlaneClusterOptions = {}): Promise<ControlPlaneCluster> {
@@ -161,22 +155,18 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
           };
     // The operators' ports, newest last: the collector relay (the operator Service) sends to the newest running.
     const operatorPorts: number[] = [];
-    let results: TestOperatorOptions['results'] & object | undefined;
-    let collectorUrl: string | undefined;
-    if (options.runStore !== 'runlog') {
-      const postgres = await startPostgres();
-      stops.push(() => postgres.stop());
-      const opened = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('control_plane')), logger: pino({ level: 'silent' }) });
-      stops.push(() => opened.close());
-      const collector = await startTcpRelay(() => operatorPorts.at(-1));
-      stops.push(() => collector.close());
-      results = { store: opened.store };
-      collectorUrl = `http://127.0.0.1:${collector.port}`;
-    }
+    // Runs are kept in a real PostgreSQL (test/support/postgres.ts), as the chart keeps them by default.
+    const postgres = await startPostgres();
+    stops.push(() => postgres.stop());
+    const opened = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('control_plane')), logger: pino({ level: 'silent' }) });
+    stops.push(() => opened.close());
+    const collector = await startTcpRelay(() => operatorPorts.at(-1));
+    stops.push(() => collector.close());
+    const results = { store: opened.store };
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
       ...(options.holder ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
-      ...(collectorUrl === undefined ? {} : { results: { ...options.operatorConfig?.results, collectorUrl } }),
+      results: { ...options.operatorConfig?.results, collectorUrl: `http://127.0.0.1:${collector.port}` },
     };
 
     const operatorLogs: string[] = [];
@@ -262,7 +252,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return sidecarUrls(await localPod(pod));
       },
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
-      ...(results === undefined ? {} : { resultsRun: (namespace: string, app: string, runId: string) => results!.store.getRun(namespace, app, runId) }),
+      resultsRun: (namespace, app, runId) => opened.store.getRun(namespace, app, runId),
       callerToken: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
       get holder() {
         return activator?.holder;
