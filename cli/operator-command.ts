@@ -1,7 +1,6 @@
 // `runlet operator`: reconciles App resources in every namespace. Settings come from --config (YAML or JSON),
 // then the environment, then flags, each overriding the one before (operator/config.ts lists every setting).
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
 import { KubeApi } from '../kube/client.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
@@ -11,7 +10,7 @@ import { createOperator, type OperatorHolderOptions } from '../operator/main.ts'
 import { ISSUER_AUTH_OPTIONS, ISSUER_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { ensureResultsSecret } from '../operator/results-secret.ts';
 import { createLogger } from '../sidecar/logger.ts';
-import { RESULTS_DSN_ENV, openResults, type OpenResults } from '../results/open.ts';
+import { RESULTS_DSN_ENV, openResultsWhenReachable, type OpeningResults } from '../results/open.ts';
 import { readEnvBackedOptions, type EnvBackedOption } from './arguments.ts';
 import { CliError } from './cli-error.ts';
 import { issuerAuthenticator } from './issuer-auth.ts';
@@ -59,9 +58,11 @@ Options (environment variable in brackets); flags override the environment, whic
                                   (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
 
 The results store: RUNLET_RESULTS_DSN, a libpq URL (postgresql://user:password@host:5432/db?sslmode=...), only
-from the environment (it holds a password). Set, runs are kept in PostgreSQL (docs/results-store.md): the
-schema is migrated at start, and the operator does not start when the database cannot be reached. Unset, runs
-are kept in RunLogs.
+from the environment (it holds a password); or, with the chart's embedded PostgreSQL, RUNLET_RESULTS_POSTGRES_SECRET
+names the Secret (in POD_NAMESPACE) whose \`dsn\` it is, made with a new password when missing. Set, runs are kept in
+PostgreSQL (docs/results-store.md): the schema is migrated once the database answers, tried again with backoff
+until then (logged; /ready answers 503 saying why, and run lists 503 run-store-unavailable). Unset, runs are kept
+in RunLogs.
 
 The holder authenticates callers as the sidecars do, from the same options and variables:
 ${ISSUER_AUTH_USAGE}`;
@@ -111,7 +112,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: ${(error as Error).message}`);
   }
 
-  await ensureEmbeddedResultsSecret(kubeConfig, logger);
+  const embeddedDsn = await ensureEmbeddedResultsSecret(kubeConfig);
 
   const holder: OperatorHolderOptions | 'external' | undefined = !config.holder.enabled
     ? undefined
@@ -126,19 +127,15 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
   if (holder === undefined) logger.warn('the holder is off (holder.enabled: false): Apps with min_replicas = 0 are kept at one replica');
   if (holder === 'external') logger.info({ service: `${config.holder.serviceNamespace}/${config.holder.serviceName}` }, 'calls to Apps at zero are held by runlet activator pods (holder.inOperator: false), listed by this Service');
 
-  const dsn = process.env[RESULTS_DSN_ENV];
-  let results: OpenResults | undefined;
+  const dsn = process.env[RESULTS_DSN_ENV] || embeddedDsn;
+  let results: OpeningResults | undefined;
   if (dsn !== undefined && dsn !== '') {
-    try {
-      results = await openResults({ dsn, logger });
-    } catch (error) {
-      throw new CliError(`runlet operator: ${(error as Error).message}: ${((error as Error).cause as Error | undefined)?.message ?? ''}`);
-    }
+    results = openResultsWhenReachable({ dsn, logger });
   } else {
     logger.warn(`${RESULTS_DSN_ENV} is not set: runs are kept in RunLogs (about the last 200 per replica), not in a results store`);
   }
 
-  const operator = createOperator({ kubeConfig, config, logger, holder, results });
+  const operator = createOperator({ kubeConfig, config, logger, holder, results: results && { store: results.store, state: results.state } });
   // Listening first: probes get answers while the caches fill.
   let address: string;
   try {
@@ -164,25 +161,21 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
 
 /**
  * With the chart's embedded PostgreSQL (RUNLET_RESULTS_POSTGRES_SECRET names its Secret), the Secret is made
- * when missing. RUNLET_RESULTS_DSN comes from it through the pod spec, read only when the container starts: an
- * operator that started before the Secret existed exits once it is there, and its restart reads the `dsn`.
+ * when missing, and its `dsn` is read from it through the API: a pod spec's secretKeyRef would be read only when
+ * the container starts, so an operator that made the Secret would have to restart to see it.
  */
-async function ensureEmbeddedResultsSecret(kubeConfig: KubeConfig, logger: Logger): Promise<void> {
+async function ensureEmbeddedResultsSecret(kubeConfig: KubeConfig): Promise<string | undefined> {
   const name = process.env.RUNLET_RESULTS_POSTGRES_SECRET;
-  if (name === undefined || name === '') return;
+  if (name === undefined || name === '') return undefined;
   const namespace = process.env.POD_NAMESPACE || 'default';
   const host = process.env.RUNLET_RESULTS_POSTGRES_HOST || `${name}.${namespace}.svc`;
   const api = new KubeApi(kubeConfigCredentials(kubeConfig));
   try {
-    await ensureResultsSecret(api, { namespace, name, host });
+    return (await ensureResultsSecret(api, { namespace, name, host })).dsn;
   } catch (error) {
     throw new CliError(`runlet operator: the embedded PostgreSQL's Secret ${namespace}/${name}: ${(error as Error).message}`);
   } finally {
     await api.close();
-  }
-  if (!process.env.RUNLET_RESULTS_DSN) {
-    logger.warn({ secret: `${namespace}/${name}` }, 'the embedded PostgreSQL’s Secret is there now; restarting so that RUNLET_RESULTS_DSN is read from it');
-    throw new CliError(`runlet operator: RUNLET_RESULTS_DSN is not set yet: the Secret ${namespace}/${name} it comes from was just made; the restart reads it`);
   }
 }
 

@@ -2,7 +2,8 @@
 # Runlet's container images, with whichever engine the machine has:
 #
 #   images.sh build [VERSION]  build $IMAGE_REPO/runlet:VERSION (Dockerfile) and $IMAGE_REPO/python-runtime:VERSION
-#                              (runtime/python/Dockerfile); IMAGE_REPO defaults to runlet, VERSION to package.json's
+#                              (runtime/python/Dockerfile); IMAGE_REPO defaults to runlet, VERSION to package.json's;
+#                              and make sure the engine has the chart's PostgreSQL image (pulled, or its stand-in)
 #
 # The engine: RUNLET_IMAGE_ENGINE if set, else docker when its daemon answers, else podman, else buildah,
 # else podman installed with apt (root or sudo). A base image that cannot be pulled is built as a stand-in
@@ -102,6 +103,8 @@ main() {
   local command=${1:-build}
   # shellcheck source=images/stand-in-bases.sh
   source "$REPO/images/stand-in-bases.sh"
+  # shellcheck source=images/postgres-stand-in.sh
+  source "$REPO/images/postgres-stand-in.sh"
   choose_engine
   case "$command" in
     build)
@@ -112,6 +115,9 @@ main() {
       local version=${2:-$(sed -nE 's/^ *"version": *"([^"]+)".*/\1/p' "$REPO/package.json" | head -n1)}
       build_image "$IMAGE_REPO/runlet:$version" "$REPO/Dockerfile" "$REPO"
       build_image "$IMAGE_REPO/python-runtime:$version" "$REPO/runtime/python/Dockerfile" "$REPO/runtime/python"
+      # Not built from this repo: the chart's embedded PostgreSQL runs it, so the tiers that install the chart
+      # need it next to the two images above.
+      ensure_postgres_image
       ;;
     *) die "unknown command $command (build [VERSION])" ;;
   esac

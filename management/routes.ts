@@ -131,7 +131,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
       ...authResponses,
       404: problemResponse('No such project or app.'),
       500: problemResponse('The runs could not be read; the server log has the cause.'),
-      503: problemResponse('The run store cannot write the records it holds (runlet dev: its disk is full), so it cannot list them; retry after Retry-After.'),
+      503: problemResponse('The run store cannot write the records it holds (runlet dev: its disk is full), so it cannot list them, or (a cluster) the results store has not opened yet; retry after Retry-After.'),
     },
   };
   const getRunSchema = {
@@ -147,7 +147,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
       ...authResponses,
       404: problemResponse('No such project, app or run.'),
       500: problemResponse('The run could not be read; the server log has the cause.'),
-      503: problemResponse('The run store cannot write the records it holds (runlet dev: its disk is full), so it cannot read them; retry after Retry-After.'),
+      503: problemResponse('The run store cannot write the records it holds (runlet dev: its disk is full), so it cannot read them, or (a cluster) the results store has not opened yet; retry after Retry-After.'),
     },
   };
 

@@ -61,6 +61,7 @@ import { RunLogJanitor, cachedRunLogs, pagedRunLogs } from './runlog-janitor.ts'
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { resultsCollector } from '../results/collector.ts';
+import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
 import { childName } from './render/names.ts';
@@ -117,9 +118,11 @@ export interface OperatorOptions {
    * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
    * there (results-upkeep.ts); App.status.runs comes from its counters. No RunLog is watched nor cached: those
    * left from before are looked after by pages of a list. Absent: runs are kept in RunLogs, as before the
-   * results store.
+   * results store. `state`: whether it has opened yet (results/open.ts's openResultsWhenReachable); until it
+   * first has, the operator is not ready and /ready says why (a later outage leaves it ready: its reads answer
+   * 503 and the pods keep their runs meanwhile).
    */
-  results?: { store: PgResults };
+  results?: { store: PgResults; state?: () => ResultsState };
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -140,7 +143,10 @@ export interface Operator {
   /** The Apps' load, scraped from their ready replicas' sidecars by the leader. */
   readonly loads: AppLoads;
   readonly isLeader: boolean;
-  /** Every watch has filled its cache (the RunLog cache of the management API too, without a results store). */
+  /**
+   * Every watch has filled its cache (the RunLog cache of the management API too, without a results store), and
+   * the results store has opened once.
+   */
   readonly ready: boolean;
   /** The holder, once `listen()` started it (when the options ask for one). */
   readonly holder: Holder | undefined;
@@ -313,6 +319,12 @@ export function createOperator(options: OperatorOptions): Operator {
   });
   metrics.observeRunsCached(() => runLogs?.runs ?? 0);
   const cachesSynced = (): boolean => watches.all.every((watch) => watch.synced) && (runLogs?.synced ?? true);
+  let resultsOpened = options.results?.state === undefined;
+  const resultsState = (): ResultsState | undefined => options.results?.state?.();
+  const isReady = (): boolean => {
+    resultsOpened ||= resultsState()?.open === true;
+    return cachesSynced() && resultsOpened;
+  };
 
   // Without a holder of its own the operator reads no holder addresses (nor may it, under the chart's RBAC).
   const switchAppEndpoints = createEndpointsSwitch(leaderApi, options.holder === undefined ? null : holderService);
@@ -441,8 +453,8 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     health: {
       ready: () => ({
-        ready: cachesSynced(),
-        detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth },
+        ready: isReady(),
+        detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
       }),
     },
   });
@@ -514,7 +526,7 @@ export function createOperator(options: OperatorOptions): Operator {
       return elector.isLeader;
     },
     get ready() {
-      return cachesSynced();
+      return isReady();
     },
     get holder() {
       return holder;

@@ -2,8 +2,8 @@
 // libpq URL built from it, in a Secret of the operator's namespace, made by the operator at its first start
 // when missing — so no password ships in install.yaml or the chart's defaults — and read when it exists (one a
 // concurrent replica made, its create then a 409). The StatefulSet's PostgreSQL takes `password` from it at
-// its first start (initdb); the operator Deployment's RUNLET_RESULTS_DSN takes `dsn`, which a container reads
-// only when it starts: an operator that made the Secret restarts once to read it (cli/operator-command.ts).
+// its first start (initdb); the operator uses `dsn` as it comes back from here, with no restart
+// (cli/operator-command.ts).
 import { randomBytes } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../kube/client.ts';

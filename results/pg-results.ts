@@ -30,8 +30,12 @@ export class PgResults implements RunHistory {
   /** List statements by filter shape: each shape gets its own plan, using the index its filters fit. */
   readonly #listStatements = new Map<string, { name: string; text: string }>();
 
-  constructor(pool: Pool) {
+  /** Throws (503 run-store-unavailable) while the store cannot be used yet: see open.ts's openResultsWhenReachable. */
+  readonly #assertOpen: () => void;
+
+  constructor(pool: Pool, options: { assertOpen?: () => void } = {}) {
     this.#pool = pool;
+    this.#assertOpen = options.assertOpen ?? (() => {});
   }
 
   /**
@@ -40,6 +44,7 @@ export class PgResults implements RunHistory {
    * result, as the shipper carries it) goes in its own column, with `resultExpiresAt`, never in `record`.
    */
   async writeBatch(records: readonly RunRecordWithResult[]): Promise<number> {
+    this.#assertOpen();
     // ON CONFLICT may touch a row once per statement: of one run's states in a batch, the latest goes, with
     // the result any of them carried.
     const latest = new Map<string, { record: RunRecordWithResult; version: number; result: unknown }>();
@@ -66,6 +71,7 @@ export class PgResults implements RunHistory {
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
+    this.#assertOpen();
     const values: unknown[] = [textColumn(query.projectId), textColumn(query.appName)];
     const conditions = ['project_id = $1', 'app_name = $2'];
     const shape: string[] = [];
@@ -106,6 +112,7 @@ export class PgResults implements RunHistory {
   }
 
   async getRun(projectId: string, appName: string, runId: string): Promise<RunRecordWithResult | undefined> {
+    this.#assertOpen();
     // Not a UUID: no such run (the uuid cast would raise instead).
     if (!UUID.test(runId)) return undefined;
     // A result past its expiry and not yet swept is no longer returned. The json column comes back parsed.
@@ -122,6 +129,7 @@ export class PgResults implements RunHistory {
 
   /** Forgets the results expired by `now`, `batchSize` rows per statement (each its own short transaction). */
   async dropExpiredResults(options: { batchSize: number; now?: Date }): Promise<number> {
+    this.#assertOpen();
     return this.#deleteInBatches({
       name: 'runlet-drop-expired-results',
       text: `UPDATE runlet_runs SET result = NULL, result_expires_at = NULL WHERE id IN (
@@ -132,6 +140,7 @@ export class PgResults implements RunHistory {
 
   /** Runs only their pod can finish (in flight, or a webhook owed), oldest first, after the run `afterId`. */
   async unfinishedRuns(afterId: string | null, limit: number): Promise<RunRecord[]> {
+    this.#assertOpen();
     const { rows } = await this.#pool.query<{ record: RunRecord }>({
       name: 'runlet-unfinished-runs',
       text: 'SELECT record FROM runlet_runs WHERE unfinished AND id > $1::uuid ORDER BY id LIMIT $2',
@@ -142,6 +151,7 @@ export class PgResults implements RunHistory {
 
   /** From the counters the writes keep (migration 0003): one row, however long the App's history. */
   async countRuns(projectId: string, appName: string): Promise<RunCounts> {
+    this.#assertOpen();
     const { rows } = await this.#pool.query<CountsRow>({
       name: 'runlet-count-runs',
       text: `SELECT ${COUNTS_COLUMNS} FROM runlet_app_run_counts WHERE project_id = $1 AND app_name = $2`,
@@ -162,6 +172,7 @@ export class PgResults implements RunHistory {
 
   /** Oldest first, `batchSize` rows per statement (each its own short transaction), until none is left. */
   async pruneExpired(options: PruneOptions): Promise<number> {
+    this.#assertOpen();
     const now = options.now ?? new Date();
     const cutoff = (days: number) => retentionCutoff(now, days);
     let deleted = 0;

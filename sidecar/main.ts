@@ -6,6 +6,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { Registry } from './prom-client.ts';
+import { KubeApi } from '../kube/client.ts';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
@@ -86,6 +87,11 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
       : settings.runStore === 'results'
         ? await openResultsShipper(target, settings, registry)
         : openSqliteStore(settings);
+  // The RunLog store asks with its own client; the results shipper talks to no API server but for this.
+  const apiKeyClient = settings.runStore === 'results' ? await checkApiKeysWithApiServer(settings).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  }) : undefined;
   const replica = new Replica({
     apps,
     store,
@@ -133,6 +139,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
         await closeServer(adminServer);
         await apps.close();
         await store.close();
+        await apiKeyClient?.close();
       }
     },
   };
@@ -147,6 +154,9 @@ export async function runSidecar(settings: SidecarSettings): Promise<void> {
   });
   await sidecar.drainAndClose();
 }
+
+/** As the RunLog store's client waits for the API server. */
+const API_KEY_CHECK_TIMEOUT_MS = 10_000;
 
 /** The SQLite file in `dataDir`: one it cannot open (a read-only or foreign directory) stops the start, saying which and why. */
 function openSqliteStore(settings: SidecarSettings): SqliteRunStore {
@@ -182,6 +192,24 @@ async function openRunLogStore(target: AppTarget, settings: SidecarSettings, reg
   settings.auth?.checkApiKeysWith(kubeServiceAccountCheck(store.client));
   store.start();
   return store;
+}
+
+/**
+ * In a cluster, an API key's token is admitted only while its ServiceAccount exists (a revoked key: within a
+ * minute), asked of the API server with the pod's own credentials; without them the sidecar does not start,
+ * rather than admit revoked keys until their tokens expire. None with auth off: no token is checked.
+ */
+async function checkApiKeysWithApiServer(settings: SidecarSettings): Promise<KubeApi | undefined> {
+  if (settings.auth === undefined) return undefined;
+  let credentials;
+  try {
+    credentials = await loadKubeCredentials({ serviceAccountDir: settings.serviceAccountDir });
+  } catch (err) {
+    throw new SidecarStartError(`--run-store results with auth on asks the API server whether API keys still exist: ${(err as Error).message}`, { cause: err });
+  }
+  const client = new KubeApi(credentials, { requestTimeoutMs: API_KEY_CHECK_TIMEOUT_MS });
+  settings.auth.checkApiKeysWith(kubeServiceAccountCheck(client));
+  return client;
 }
 
 /** The results collector, with the journal in `dataDir`; the namespace's hand-over key signs the batches. */

@@ -43,7 +43,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(problems).toEqual([]);
   });
 
-  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole (no PostgreSQL unless asked for), namespaced in the release namespace', () => {
+  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole, the embedded PostgreSQL, namespaced in the release namespace', () => {
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
@@ -59,6 +59,10 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'ClusterRoleBinding/runlet-activator',
         'ClusterRoleBinding/runlet-operator',
         'ConfigMap/runlet-operator-config',
+        'StatefulSet/runlet-postgres',
+        'Service/runlet-postgres',
+        'Role/runlet-operator-results',
+        'RoleBinding/runlet-operator-results',
         'Deployment/runlet-activator',
         'Deployment/runlet-operator',
         ...ingress,
@@ -110,10 +114,13 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('gives the pods their name and namespace, the run history retention, and the configuration file from the ConfigMap', () => {
     expect(container.args).toEqual(['operator', '--config', CONFIG_PATH]);
-    // No PostgreSQL unless asked for (results.postgres.embedded.enabled or existingSecret): history in RunLogs.
+    // The embedded PostgreSQL (results-postgres.test.ts): its Secret, made by the operator; its Service; the collector.
     expect(container.env).toEqual([
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'RUNLET_RESULTS_POSTGRES_SECRET', value: 'runlet-postgres' },
+      { name: 'RUNLET_RESULTS_POSTGRES_HOST', value: 'runlet-postgres.runlet-system.svc' },
+      { name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' },
       { name: 'RUNLET_RESULTS_RETENTION_DAYS', value: '30' },
     ]);
     const mount = container.volumeMounts!.find((m) => CONFIG_PATH.startsWith(`${m.mountPath}/`))!;
@@ -206,7 +213,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('admits the operator and activator pods, and only them of the release, to App pods when the NetworkPolicy is on', async () => {
     const peers = (await operatorConfigOf(objectOf<V1ConfigMap>(renderWith(valuesFiles, { apps: { networkPolicy: { enabled: true } } }), 'ConfigMap', `${NAME}-config`))).networkPolicy!.operatorPods;
-    const withPostgres = renderWith(valuesFiles, { results: { postgres: { embedded: { enabled: true } } } });
+    const withPostgres = renderWith(valuesFiles);
     const podLabels = (kind: string, name: string) => objectOf<V1Deployment | V1StatefulSet>(withPostgres, kind, name).spec!.template.metadata!.labels!;
     const matches = (labels: Record<string, string>) => Object.entries(peers.matchLabels).every(([key, value]) => labels[key] === value);
     expect(peers.namespace).toBe(RELEASE.namespace);

@@ -78,9 +78,8 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it("are the operator's ClusterRole, leader-election Role, holder Role and results Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const { cluster, leaderElection, holder } = operatorRoles(chart);
-    // The results Role comes with the embedded PostgreSQL, which the default does not install.
-    expect(operatorRoles(chart).results).toEqual([]);
-    const { results } = operatorRoles(renderWith([], { results: { postgres: { embedded: { enabled: true } } } }));
+    // The results Role comes with the embedded PostgreSQL, which the default installs.
+    const { results } = operatorRoles(chart);
     expect(new Set(table.map((row) => row.scope))).toEqual(
       new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)', 'release namespace (results)']),
     );
@@ -99,8 +98,9 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(holder).toEqual([]);
   });
 
-  it('lose the (results) rows, and the results Role, with results.postgres.existingSecret', () => {
-    expect(operatorRoles(renderWith([], { results: { postgres: { existingSecret: 'managed-postgres', embedded: { enabled: true } } } })).results).toEqual([]);
+  it('lose the (results) rows, and the results Role, with results.postgres.existingSecret or without the embedded PostgreSQL', () => {
+    expect(operatorRoles(renderWith([], { results: { postgres: { existingSecret: 'managed-postgres' } } })).results).toEqual([]);
+    expect(operatorRoles(renderWith([], { results: { postgres: { embedded: { enabled: false } } } })).results).toEqual([]);
   });
 
   it.each([false, true])('lose the (auto sidecars) row with apps.nativeSidecars %s', (nativeSidecars) => {

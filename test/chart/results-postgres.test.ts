@@ -1,25 +1,20 @@
 // The chart's run history database: an embedded PostgreSQL by default (a StatefulSet of the official image with
 // a PersistentVolumeClaim, run as its non-root user on a read-only root), whose password no rendered object
-// holds (the operator makes its Secret); or a PostgreSQL of the user's, named by results.postgres.existingSecret,
-// and then nothing of the embedded one. The operator reads RUNLET_RESULTS_DSN from the Secret's `dsn` either way.
+// holds (the operator makes its Secret and reads its `dsn`); or a PostgreSQL of the user's, named by
+// results.postgres.existingSecret (RUNLET_RESULTS_DSN from its `dsn`), and then nothing of the embedded one; or
+// none (results.postgres.embedded.enabled false): run history in RunLogs.
 import type { V1Deployment, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { kubernetesProblems } from './kube-validate.ts';
 import { objectOf, renderWith, VALUE_SETS } from './rendered.ts';
 
-/** The embedded PostgreSQL is asked for: the chart's default installs none (history stays in RunLogs). */
-const EMBEDDED = { results: { postgres: { embedded: { enabled: true } } } };
+/** The embedded PostgreSQL turned off, and no PostgreSQL of the user's: run history stays in RunLogs. */
+const RUNLOGS = { results: { postgres: { embedded: { enabled: false } } } };
 
 const PASSWORD_LIKE = /password\s*[:=]\s*["']?[A-Za-z0-9+/]{8,}/i;
 
-describe('the embedded PostgreSQL (asked for: results.postgres.embedded.enabled)', () => {
-  it('is not installed by default: no PostgreSQL, no database for the operator (history in RunLogs)', () => {
-    const plain = renderWith(VALUE_SETS.default);
-    expect(plain.manifests.some((m) => m.object.kind === 'StatefulSet')).toBe(false);
-    expect(JSON.stringify(plain.manifests)).not.toContain('RUNLET_RESULTS_DSN');
-  });
-
-  const chart = renderWith(VALUE_SETS.default, EMBEDDED);
+describe('the embedded PostgreSQL (the default)', () => {
+  const chart = renderWith(VALUE_SETS.default);
   const statefulSet = objectOf<V1StatefulSet>(chart, 'StatefulSet', 'runlet-postgres');
   const pod = statefulSet.spec!.template.spec!;
   const container = pod.containers[0]!;
@@ -52,7 +47,11 @@ describe('the embedded PostgreSQL (asked for: results.postgres.embedded.enabled)
     expect(chart.manifests.filter((manifest) => manifest.object.kind === 'Secret')).toEqual([]);
     for (const manifest of chart.manifests) expect(JSON.stringify(manifest.object), manifest.source).not.toMatch(PASSWORD_LIKE);
     const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
-    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'runlet-postgres', key: 'dsn', optional: true } } });
+    // The operator makes the Secret and reads its `dsn` through the API: a secretKeyRef would be read only when
+    // the container starts, before the Secret exists on a first install.
+    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_POSTGRES_SECRET', value: 'runlet-postgres' });
+    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_POSTGRES_HOST', value: 'runlet-postgres.runlet-system.svc' });
+    expect(operator.env!.map((variable) => variable.name)).not.toContain('RUNLET_RESULTS_DSN');
     // And the sidecars send their records to its collector, or the management API would list none of them.
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' });
   });
@@ -68,7 +67,7 @@ describe('the embedded PostgreSQL (asked for: results.postgres.embedded.enabled)
   });
 
   it('takes a StorageClass, a size and a retention', () => {
-    const sized = renderWith([], { results: { retentionDays: 90, postgres: { embedded: { enabled: true, storage: { size: '200Gi', storageClassName: 'fast-ssd' } } } } });
+    const sized = renderWith([], { results: { retentionDays: 90, postgres: { embedded: { storage: { size: '200Gi', storageClassName: 'fast-ssd' } } } } });
     const claim = objectOf<V1StatefulSet>(sized, 'StatefulSet', 'runlet-postgres').spec!.volumeClaimTemplates![0]!;
     expect(claim.spec).toMatchObject({ storageClassName: 'fast-ssd', resources: { requests: { storage: '200Gi' } } });
     const operator = objectOf<V1Deployment>(sized, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
@@ -86,5 +85,15 @@ describe('an external PostgreSQL (results.postgres.existingSecret)', () => {
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'managed-postgres', key: 'dsn' } } });
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' });
     expect(operator.env!.map((variable) => variable.name)).not.toContain('RUNLET_RESULTS_POSTGRES_SECRET');
+  });
+});
+
+describe('no PostgreSQL (results.postgres.embedded.enabled false, no existingSecret)', () => {
+  it('renders none, and gives the operator no database: run history in RunLogs', () => {
+    const chart = renderWith(VALUE_SETS.default, RUNLOGS);
+    const names = chart.manifests.map((manifest) => `${manifest.object.kind}/${manifest.object.metadata.name}`);
+    expect(names.filter((name) => /postgres|results/.test(name))).toEqual([]);
+    const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
+    expect(operator.env!.map((variable) => variable.name).filter((name) => name.startsWith('RUNLET_RESULTS_'))).toEqual(['RUNLET_RESULTS_RETENTION_DAYS']);
   });
 });

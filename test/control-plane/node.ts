@@ -22,8 +22,8 @@ export const NODE_NAME = 'runlet-node';
  * Node's egress proxy (node-services.ts).
  */
 export const REAL_NODE_CONTROL_PLANE = { advertiseAddress: NODE_ADDRESS, clusterEgress: true } as const;
-/** The images `make images` builds, as the kubelet reads their names. */
-export const BUILT_IMAGES = { runlet: `runlet/runlet:${RUNLET_VERSION}`, pythonRuntime: `runlet/python-runtime:${RUNLET_VERSION}` } as const;
+/** The images `make images` builds (and the chart's PostgreSQL, which it pulls or stands in for), as the kubelet reads their names. */
+export const BUILT_IMAGES = { runlet: `runlet/runlet:${RUNLET_VERSION}`, pythonRuntime: `runlet/python-runtime:${RUNLET_VERSION}`, postgres: 'postgres:15-bookworm' } as const;
 /** install, containerd's start, the images' export and import (hundreds of MB on a loaded disk), the Node's registration. */
 const UP_TIMEOUT_MS = 480_000;
 /** Ports inside the namespace for exposed servers: it is the tier's own, nothing else listens there. */

@@ -36,6 +36,15 @@ describe('image names', () => {
     for (const name of NAMES) expect(script).toContain(`"$IMAGE_REPO/${name.split('/')[1]}:$version"`);
   });
 
+  it('the chart’s embedded PostgreSQL image is the one make images provides (pulled, or its stand-in)', () => {
+    const values = parseYaml(readFileSync(join(REPO, 'charts/runlet/values.yaml'), 'utf8')) as {
+      results: { postgres: { embedded: { image: { repository: string; tag: string } } } };
+    };
+    const { repository, tag } = values.results.postgres.embedded.image;
+    const script = readFileSync(join(REPO, 'images/postgres-stand-in.sh'), 'utf8');
+    expect(script).toMatch(new RegExp(`^POSTGRES_IMAGE=${repository}:${tag}$`, 'm'));
+  });
+
   it('the README’s own-registry walkthrough pushes what make images tags there, and points existing chart values at it', () => {
     const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('#### From your own registry'));

@@ -2,7 +2,8 @@
 // container's image, command, args and env; its securityContext (numeric user and group, read-only root, every
 // capability dropped, no privilege escalation; seccomp is the engine's default, as RuntimeDefault asks); its
 // emptyDirs as tmpfs mounts (mode 0777, as the kubelet makes an emptyDir without fsGroup); the code ConfigMap as
-// a read-only bind mount of the app's folder; and one network namespace for the whole pod, with no network in
+// a read-only bind mount of the app's folder; a PersistentVolumeClaim (a StatefulSet's volumeClaimTemplates) as a
+// writable bind mount of a folder the test keeps across restarts; and one network namespace for the whole pod, with no network in
 // it but its loopback: calls are made from inside the pod, over 127.0.0.1, so no traffic leaves it and the
 // rendered ports are used as they are.
 //
@@ -14,7 +15,7 @@
 // What a kubelet gives that this does not: the service account token volume (the tests run the sidecar with
 // `--run-store sqlite`, which needs no API server), probes, restarts, and startup order (the containers start
 // in the order given).
-import type { V1Container, V1Deployment, V1EnvVar, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1EnvVar, V1ObjectMeta, V1PodSecurityContext, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
 import { GenericContainer, type StartedTestContainer } from 'testcontainers';
 
 /** Where podman puts writable tmpfs under a read-only root (see the header). */
@@ -31,6 +32,10 @@ class KubeletLikeContainer extends GenericContainer {
 export interface PodOptions {
   /** The folder mounted for each configMap volume, by volume name. */
   configMapDirs: Record<string, string>;
+  /** The folder mounted for each claim (a volumeClaimTemplate's name), writable; the test owns it (fsGroup is not applied). */
+  claimDirs?: Record<string, string>;
+  /** Secrets the env's secretKeyRefs read, by name then key. */
+  secrets?: Record<string, Record<string, string>>;
   /** What the downward API would give (metadata.name, metadata.namespace). */
   podName: string;
   namespace: string;
@@ -45,23 +50,33 @@ export interface RunningPod {
   stop(): Promise<void>;
 }
 
+/** A Deployment or a StatefulSet: what holds a pod template (and, for a StatefulSet, its claims). */
+export interface PodWorkload {
+  metadata?: V1ObjectMeta;
+  spec?: { template: V1PodTemplateSpec; volumeClaimTemplates?: Array<{ metadata?: V1ObjectMeta }> };
+}
+
 /** The pod template's containers (native sidecars first, as the kubelet starts them), as testcontainers. */
-export function podContainers(deployment: V1Deployment, options: PodOptions): Array<{ name: string; container: KubeletLikeContainer }> {
-  const spec = deployment.spec?.template.spec;
-  if (spec === undefined) throw new Error(`Deployment ${deployment.metadata?.name} has no pod template`);
-  const volumes = new Map((spec.volumes ?? []).map((volume) => [volume.name, volume]));
+export function podContainers(workload: PodWorkload, options: PodOptions): Array<{ name: string; container: KubeletLikeContainer }> {
+  const spec = workload.spec?.template.spec;
+  if (spec === undefined) throw new Error(`${workload.metadata?.name} has no pod template`);
+  // A StatefulSet's pod gets a volume of each claim template's name, as its controller adds them.
+  const claims = (workload.spec?.volumeClaimTemplates ?? []).map((claim): V1Volume => ({ name: claim.metadata!.name!, persistentVolumeClaim: { claimName: claim.metadata!.name! } }));
+  const volumes = new Map([...(spec.volumes ?? []), ...claims].map((volume) => [volume.name, volume]));
   return [...(spec.initContainers ?? []), ...spec.containers].map((container) => ({
     name: container.name,
-    container: toTestContainer(container, volumes, options, spec.securityContext?.runAsNonRoot === true),
+    container: toTestContainer(container, volumes, options, spec.securityContext ?? {}),
   }));
 }
 
-function toTestContainer(container: V1Container, volumes: Map<string, V1Volume>, options: PodOptions, runAsNonRoot: boolean): KubeletLikeContainer {
+/** The user and group fields a container takes from the pod's securityContext unless it sets its own, as the kubelet merges them. */
+function toTestContainer(container: V1Container, volumes: Map<string, V1Volume>, options: PodOptions, pod: V1PodSecurityContext): KubeletLikeContainer {
   const what = `container ${container.name}`;
   const security = container.securityContext;
-  const uid = security?.runAsUser;
+  const uid = security?.runAsUser ?? pod.runAsUser;
+  const runAsNonRoot = (security?.runAsNonRoot ?? pod.runAsNonRoot) === true;
   if (uid === undefined || (runAsNonRoot && uid === 0)) throw new Error(`${what}: runAsNonRoot needs a numeric non-root runAsUser, got ${uid}`);
-  let result = new KubeletLikeContainer(required(container.image, `${what}: image`)).withUser(`${uid}:${security?.runAsGroup ?? uid}`);
+  let result = new KubeletLikeContainer(required(container.image, `${what}: image`)).withUser(`${uid}:${security?.runAsGroup ?? pod.runAsGroup ?? uid}`);
   if (security?.readOnlyRootFilesystem === true) result = result.withReadOnlyRootFilesystem();
   if (security?.allowPrivilegeEscalation === false) result = result.withSecurityOpt('no-new-privileges');
   const dropped = security?.capabilities?.drop ?? [];
@@ -81,13 +96,16 @@ function toTestContainer(container: V1Container, volumes: Map<string, V1Volume>,
     else if (volume.configMap !== undefined) {
       const source = required(options.configMapDirs[volume.name], `${what}: a folder for configMap volume ${volume.name}`);
       result = result.withBindMounts([{ source, target: mount.mountPath, mode: 'ro' }]);
+    } else if (volume.persistentVolumeClaim !== undefined) {
+      const source = required(options.claimDirs?.[volume.name], `${what}: a folder for claim ${volume.name}`);
+      result = result.withBindMounts([{ source, target: mount.mountPath, mode: 'rw' }]);
     }
     // A projected service account token: nothing to mount without an API server (see the header).
   }
   return result;
 }
 
-/** Env as the kubelet resolves it: literals, the downward API's name and namespace; optional Secret keys left out. */
+/** Env as the kubelet resolves it: literals, the downward API's name and namespace, the given Secrets' keys; other optional Secret keys left out. */
 function environment(env: V1EnvVar[], options: PodOptions, what: string): Record<string, string> {
   const resolved: Record<string, string> = {};
   for (const variable of env) {
@@ -95,10 +113,16 @@ function environment(env: V1EnvVar[], options: PodOptions, what: string): Record
     if (variable.value !== undefined) resolved[variable.name] = variable.value;
     else if (field === 'metadata.name') resolved[variable.name] = options.podName;
     else if (field === 'metadata.namespace') resolved[variable.name] = options.namespace;
+    else if (secretValue(variable, options) !== undefined) resolved[variable.name] = secretValue(variable, options)!;
     else if (variable.valueFrom?.secretKeyRef?.optional === true) continue;
     else throw new Error(`${what}: env ${variable.name} has a source this translation does not know: ${JSON.stringify(variable.valueFrom)}`);
   }
   return resolved;
+}
+
+function secretValue(variable: V1EnvVar, options: PodOptions): string | undefined {
+  const reference = variable.valueFrom?.secretKeyRef;
+  return reference?.name === undefined ? undefined : options.secrets?.[reference.name]?.[reference.key];
 }
 
 /**

@@ -4,7 +4,10 @@
 // the kubelet runs them as local processes. install.yaml (with the CRDs) is applied with kubectl, validation
 // on, less what 1.20 does not serve (kube-1.20.ts), and the operator and the activator run in this process with
 // tokens of install.yaml's ServiceAccounts, so their ClusterRoles and Roles are what they may do. Sidecars use
-// their pod's service-account token, as in a cluster.
+// their pod's service-account token, as in a cluster. Runs are kept in a results store, as the chart installs
+// one by default: a real PostgreSQL of the test's in place of the embedded one (whose StatefulSet install.yaml
+// creates, its pod left Pending: this kubelet runs no claims nor exec probes), the pods sending their records
+// to the operators' collector through a loopback relay standing for the operator Service.
 // The kubelet reports pods at addresses of the test pod network (a documentation range, test/kubelet/pod-network.ts),
 // which the API server takes in Endpoints as it would not 127.0.0.1; nothing dials them: the test process and
 // every sidecar refuse any connection but to the loopback (test/support/loopback-only.ts), and close() fails
@@ -29,6 +32,9 @@ import { forKube120 } from '../control-plane/kube-1.20.ts';
 import { localImages, requestToken, startControlPlaneKubelet } from '../control-plane/process-kubelet.ts';
 import { sidecarUrls, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
+import { startPostgres } from '../support/postgres.ts';
+import { startTcpRelay } from '../support/tcp-relay.ts';
+import { openResults } from '../../results/open.ts';
 import { REPO, createNoPodsQuota, listHolder, startTestOperator, withPrivateImage, type E2eCluster, type TestOperatorOptions } from './e2e-cluster.ts';
 import { freePort } from '../support/custom-app.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
@@ -78,8 +84,9 @@ export interface ControlPlaneClusterOptions {
    */
   holder?: boolean;
   /**
-   * The operators keep runs in this results store, each serving its collector on a loopback port of its own,
-   * where the sidecars it renders send their batches (`--run-store results`) rather than writing RunLogs.
+   * The results store the operators keep runs in (the test's own, to read or stop its database); absent, the
+   * cluster starts a PostgreSQL of its own. The sidecars send their batches (`--run-store results`) to the
+   * operators' collector through a relay standing for the operator Service.
    */
   results?: NonNullable<OperatorOptions['results']>;
   /** The API server writes an audit log (`controlPlane.auditLogPath`). */
@@ -156,17 +163,25 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
             // As the holder's default dials the pod's IP: here a label for the local port standing for its run port.
             replicaAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_RUN_PORT),
           };
+    // The operators' ports, newest last: the collector relay (the operator Service) sends to the newest running.
+    const operatorPorts: number[] = [];
+    // Runs are kept in a real PostgreSQL (test/support/postgres.ts), as the chart keeps them by default: the test's
+    // own when it gives one (to stop it, or to read it), else one of the cluster's.
+    const results = options.results ?? (await startOwnResultsStore(stops));
+    const collector = await startTcpRelay(() => operatorPorts.at(-1));
+    stops.push(() => collector.close());
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
       // The holder key's Secret lives in the release namespace, as the chart configures it: the results store's
       // batches are signed with the namespaces' copies of it too.
-      ...(options.holder || options.results !== undefined ? { holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE } } : {}),
+      holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE },
+      // The operator Service, as the pods reach it: a relay to the newest operator running.
+      results: { ...options.operatorConfig?.results, collectorUrl: `http://127.0.0.1:${collector.port}` },
     };
 
     /** The activator's admin port, once it listens (an ephemeral one): the operator's leader asks it for its waiting calls. */
     let activatorAdminPort = 0;
     const operatorLogs: string[] = [];
-    const results = options.results;
     const startOperator = async (identity: string) => {
       const logPath = join(workDir, `operator-${identity}.log`);
       operatorLogs.push(logPath);
@@ -186,15 +201,21 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         holderControlAddress: (address) => kubelet.network.dialTarget(address.ip, address.port),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
-        results: results === undefined ? undefined : { ...results, port: await freePort() },
+        results: { ...results, port: await freePort() },
         // And each activator's admin port (its /load), at the address its Endpoints list: the activator's admin server.
         activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
       };
       const operator = await startTestOperator(options);
+      const port = Number(new URL(operator.url!).port);
+      operatorPorts.push(port);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
       let stopped: Promise<void> | undefined;
       const stopOnce = operator.stop.bind(operator);
-      operator.stop = () => (stopped ??= stopOnce());
+      operator.stop = () =>
+        (stopped ??= (async () => {
+          operatorPorts.splice(operatorPorts.indexOf(port), 1);
+          await stopOnce();
+        })());
       stops.push(() => operator.stop());
       return operator;
     };
@@ -247,6 +268,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return sidecarUrls(await localPod(pod));
       },
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
+      resultsRun: (namespace, app, runId) => results.store.getRun(namespace, app, runId),
       callerToken: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
       get holder() {
         return activator?.holder;
@@ -274,6 +296,15 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
  * key set fetched with the activator's own token). What it may do is install.yaml's RBAC alone; the key it
  * signs hand-overs with is the Secret the operator makes, which the sidecars read through their copies.
  */
+/** A PostgreSQL of the cluster's own (test/support/postgres.ts) and the results store on it, stopped with the cluster. */
+async function startOwnResultsStore(stops: (() => Promise<void>)[]): Promise<NonNullable<OperatorOptions['results']>> {
+  const postgres = await startPostgres();
+  stops.push(() => postgres.stop());
+  const opened = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('control_plane')), logger: pino({ level: 'silent' }) });
+  stops.push(() => opened.close());
+  return { store: opened.store };
+}
+
 async function prepareHolder(workDir: string, controlPlane: ControlPlane, activatorToken: () => Promise<string>): Promise<Omit<OperatorHolderOptions, 'replicaAddress'>> {
   const tokenFile = join(workDir, 'holder-jwks-token');
   await writeFile(tokenFile, await activatorToken());

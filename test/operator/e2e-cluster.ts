@@ -37,6 +37,11 @@ export interface E2eCluster {
   /** Taken while the pod runs: then resolves to whether every one of its processes has stopped since. */
   stopCheck(pod: V1Pod): () => Promise<boolean>;
   /**
+   * With a results store (PostgreSQL): the run as the store holds it, once collected. Absent: runs are kept in
+   * the pods' RunLogs, where the suite reads them.
+   */
+  resultsRun?(namespace: string, app: string, runId: string): Promise<{ status: string } | undefined>;
+  /**
    * From now on the API server refuses new pods in `namespace`, as a ResourceQuota of `pods: 0` does; resolves
    * to a word the refusal's message contains.
    */

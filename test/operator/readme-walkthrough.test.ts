@@ -19,6 +19,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { REAL_NODE_CONTROL_PLANE, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
+import { postgresVolume } from '../control-plane/postgres-volume.ts';
 import { ShellSession, type CommandResult } from '../support/shell-session.ts';
 import { waitFor } from '../support/wait.ts';
 import { REPO } from './e2e-cluster.ts';
@@ -73,6 +74,11 @@ describe.skipIf(skipReason !== undefined)('README "On Kubernetes" on a real cont
     const admin = new KubeConfig();
     admin.loadFromFile(controlPlane.kubeconfigPath);
     const core = admin.makeApiClient(CoreV1Api);
+    // The tier has no volume provisioner: the embedded PostgreSQL's claim gets its PersistentVolume first, as a
+    // cluster's default StorageClass would give it one (the README asks nothing of the reader for it).
+    const volume = join(workDir, 'postgres-volume.json');
+    await writeFile(volume, JSON.stringify(await postgresVolume(controlPlane.dir)));
+    await run(controlPlane.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, 'apply', '-f', volume]);
 
     // `kubectl` of the server's version, `runlet` of this checkout and `curl`, first on PATH: runlet and curl
     // inside the Node's network namespace, where the Services are (and the API server, relayed at the same

@@ -11,15 +11,16 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { APP_LABEL } from '../../crds/api-group.ts';
-import { SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { SIDECAR_CONTAINER, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
 import { forKube120 } from '../control-plane/kube-1.20.ts';
-import { BUILT_IMAGES, NODE_ADDRESS, REAL_NODE_CONTROL_PLANE, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
+import { POSTGRES_UID, postgresVolume } from '../control-plane/postgres-volume.ts';
 import { requestToken } from '../control-plane/process-kubelet.ts';
+import { BUILT_IMAGES, NODE_ADDRESS, REAL_NODE_CONTROL_PLANE, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
 import { podSecurityViolations } from '../kube/pod-security.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
@@ -44,17 +45,45 @@ const run = promisify(execFile);
 const wait = <T>(what: string, check: () => Promise<T | false | undefined>, timeoutMs = STATE_TIMEOUT_MS) =>
   waitFor(check, { what, timeoutMs, intervalMs: 250 });
 
-/** install.yaml as kube-apiserver 1.20 serves it, its operator allowed to deliver webhooks to `cidr`. */
-function installManifest(manifest: string, cidr: string): string {
-  return parseAllDocuments(forKube120(manifest))
-    .map((document) => document.toJS() as { kind?: string; data?: Record<string, string> })
-    .map((object) => {
+/**
+ * The Services the pods reach by name in a cluster, at fixed addresses of the tier's Service range (10.0.0.0/24):
+ * the Node has no cluster DNS, so the operator is given the embedded PostgreSQL's, and the sidecars the
+ * collector's (the operator Service's), by address.
+ */
+const SERVICE_ADDRESSES = { 'runlet-postgres': '10.0.0.200', 'runlet-operator': '10.0.0.201' } as const;
+interface ManifestObject {
+  kind?: string;
+  metadata?: { name?: string };
+  data?: Record<string, string>;
+  spec?: { clusterIP?: string; template?: { spec?: { containers?: Array<{ env?: Array<{ name: string; value?: string }> }> } } };
+}
+
+/**
+ * install.yaml as kube-apiserver 1.20 serves it, its operator allowed to deliver webhooks to `cidr`, its
+ * Services at SERVICE_ADDRESSES and the operator pointed at them; and `volume` for the embedded PostgreSQL's
+ * claim (postgres-volume.ts: the tier has no storage provisioner).
+ */
+function installManifest(manifest: string, cidr: string, volume: Record<string, unknown>): string {
+  const addressEnv: Record<string, string> = {
+    RUNLET_RESULTS_POSTGRES_HOST: SERVICE_ADDRESSES['runlet-postgres'],
+    RUNLET_RESULTS_COLLECTOR_URL: `http://${SERVICE_ADDRESSES['runlet-operator']}:80`,
+  };
+  const objects = parseAllDocuments(forKube120(manifest))
+    .map((document) => document.toJS() as ManifestObject)
+    .map((object): ManifestObject => {
+      const name = object.metadata?.name ?? '';
+      if (object.kind === 'Service' && name in SERVICE_ADDRESSES) return { ...object, spec: { ...object.spec, clusterIP: SERVICE_ADDRESSES[name as keyof typeof SERVICE_ADDRESSES] } };
+      if (object.kind === 'Deployment' && name === 'runlet-operator') {
+        for (const container of object.spec!.template!.spec!.containers!) {
+          for (const variable of container.env ?? []) if (variable.name in addressEnv) variable.value = addressEnv[variable.name];
+        }
+        return object;
+      }
       const file = object.kind === 'ConfigMap' ? object.data?.['operator.yaml'] : undefined;
       if (file === undefined) return object;
       return { ...object, data: { ...object.data, 'operator.yaml': stringify({ ...parse(file), webhookAllowCidrs: [cidr] }) } };
-    })
-    .map((object) => stringify(object))
-    .join('---\n');
+    });
+  return [...objects, volume].map((object) => stringify(object)).join('---\n');
 }
 
 describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd, runc, kube-proxy)', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
@@ -81,7 +110,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     admin.loadFromFile(controlPlane.kubeconfigPath);
     core = admin.makeApiClient(CoreV1Api);
     const manifest = join(controlPlane.dir, 'install.yaml');
-    await writeFile(manifest, installManifest(await readFile(join(REPO, 'install.yaml'), 'utf8'), `${NODE_ADDRESS}/32`));
+    await writeFile(manifest, installManifest(await readFile(join(REPO, 'install.yaml'), 'utf8'), `${NODE_ADDRESS}/32`, await postgresVolume(controlPlane.dir)));
     await kubectl('apply', '-f', manifest);
     await kubectl('rollout', 'status', '--namespace', OPERATOR_NAMESPACE, 'deployment/runlet-operator', '--timeout', `${STATE_TIMEOUT_MS / 1000}s`);
     const socket = join(controlPlane.dir, 'webhooks.sock');
@@ -114,6 +143,20 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
       return pods.length === count && pods.every(isReady) && pods;
     });
 
+  /** A token of a ServiceAccount of `ns` bound to the chart's runs viewer ClusterRole there. */
+  const runsViewerToken = async (ns: string): Promise<string> => {
+    await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'runs-reader' } } });
+    await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: 'runs-reader' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-runs-viewer' },
+        subjects: [{ kind: 'ServiceAccount', name: 'runs-reader', namespace: ns }],
+      },
+    });
+    return requestToken(core, ns, 'runs-reader');
+  };
+
   const deliveryOf = (runId: string) =>
     wait(`the webhook of run ${runId}`, async () => receiver!.deliveries.find((delivery) => delivery.body.includes(`"run_id":"${runId}"`)));
 
@@ -133,6 +176,19 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
       return found?.spec?.holderIdentity !== undefined && found;
     });
     expect(pods.map((pod) => pod.metadata!.name)).toContain(lease.spec!.holderIdentity);
+  });
+
+  it('runs the embedded PostgreSQL from its image as UID 999 on a read-only root, Ready through its pg_isready probes; the operator’s results store is open', async () => {
+    const [pod] = (await core.listNamespacedPod({ namespace: OPERATOR_NAMESPACE, labelSelector: 'app.kubernetes.io/component=postgres' })).items;
+    expect(pod, 'the embedded PostgreSQL’s pod').toBeDefined();
+    expect(isReady(pod!)).toBe(true);
+    const [status] = pod!.status!.containerStatuses!;
+    expect(status!.image).toBe(`docker.io/library/${BUILT_IMAGES.postgres}`);
+    expect(pod!.spec!.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: POSTGRES_UID });
+    // The operator is Ready only once its results store has opened (rollout status waited for that).
+    const [operatorPod] = (await core.listNamespacedPod({ namespace: OPERATOR_NAMESPACE, labelSelector: 'app.kubernetes.io/component=operator' })).items;
+    const ready = (await (await node!.fetchInside(`http://${operatorPod!.status!.podIP}:8080/ready`)).json()) as { resultsStore?: { open: boolean } };
+    expect(ready.resultsStore).toMatchObject({ open: true });
   });
 
   it('serves a Python App whose pod passes restricted and becomes Ready through its real probes: sync, stream and async calls through its Service', async () => {
@@ -167,6 +223,18 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const { run_id: runId } = (await accepted.json()) as { run_id: string };
     const delivery = await deliveryOf(runId);
     expect(JSON.parse(delivery.body)).toMatchObject({ run_id: runId, status: 'success', result: { greeting: 'Hello, Bo!' } });
+
+    // The sidecar ships its records to the operator's collector (the results store is on by default), and the
+    // management API lists them from PostgreSQL: read through the operator's Service with a runs viewer's token.
+    expect(pod!.spec!.containers.find((container) => container.name === SIDECAR_CONTAINER)?.args).toEqual(expect.arrayContaining(['--run-store', 'results']));
+    const token = await runsViewerToken(app.namespace);
+    const listed = await wait(`run ${runId} listed by the management API`, async () => {
+      const page = await node!.fetchInside(`http://${SERVICE_ADDRESSES['runlet-operator']}/v2/projects/${app.namespace}/apps/hello/runs`, { headers: { authorization: `Bearer ${token}` } });
+      if (!page.ok) return undefined;
+      const { items } = (await page.json()) as { items: Array<{ id: string; status: string }> };
+      return items.find((item) => item.id === runId && item.status === 'success');
+    });
+    expect(listed).toMatchObject({ id: runId, status: 'success' });
   });
 
   it('serves a custom image’s server through its Service', async () => {

@@ -102,16 +102,20 @@ export class ZeroApp {
     });
   }
 
-  /** The finished run record with this id, from the RunLogs of the namespace (its pod may be gone by then). */
+  /** The finished run record with this id: from the results store, or the RunLogs of the namespace (its pod may be gone by then). */
   runRecord(runId: string): Promise<Record<string, unknown>> {
     const custom = this.#cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    const finished = (record: Record<string, unknown> | undefined) => record !== undefined && record.status !== 'pending' && record.status !== 'running' && record;
+    const { resultsRun } = this.#cluster;
+    if (resultsRun !== undefined) {
+      return waitFor(async () => finished((await resultsRun(this.hello.namespace, this.hello.name, runId)) as Record<string, unknown> | undefined), { ...ZERO_WAIT, what: `the run record ${runId}` });
+    }
     return waitFor(
       async () => {
         const runLogs = (await custom.listNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'runlogs', namespace: this.hello.namespace })) as {
           items: { status?: { runs?: Record<string, unknown>[] } }[];
         };
-        const record = runLogs.items.flatMap((runLog) => runLog.status?.runs ?? []).find((run) => run.id === runId);
-        return record !== undefined && record.status !== 'pending' && record.status !== 'running' && record;
+        return finished(runLogs.items.flatMap((runLog) => runLog.status?.runs ?? []).find((run) => run.id === runId));
       },
       { ...ZERO_WAIT, what: `the run record ${runId}` },
     );

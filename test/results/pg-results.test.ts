@@ -9,8 +9,11 @@ import { DEFAULT_HELD_CALL_TTL_MS } from '../../activator/holder.ts';
 import { HELD_RUN_MAX_AGE_MS } from '../../run-request/auth/held-run.ts';
 import { migrate, readMigrations } from '../../results/migrate.ts';
 import { ID_LAG_MS, ID_LEAD_MS } from '../../results/pg-results.ts';
-import { openResults, type OpenResults } from '../../results/open.ts';
+import { openResults, openResultsWhenReachable, type OpenResults } from '../../results/open.ts';
 import { PgResults } from '../../results/pg-results.ts';
+import { ProblemError } from '../../crds/problem.ts';
+import { startTcpRelay } from '../support/tcp-relay.ts';
+import { waitFor } from '../support/wait.ts';
 import type { ListRunsQuery } from '../../management/run-source.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
@@ -96,6 +99,57 @@ describe('the results schema', () => {
     } finally {
       await pool.end();
     }
+  });
+
+  it('opened in the background: each use refused 503 run-store-unavailable until the database answers, then served', async () => {
+    let up = false;
+    const gate = await startTcpRelay(() => (up ? server.port : undefined));
+    const database = await server.createDatabase('background');
+    const opening = openResultsWhenReachable({ dsn: `postgresql://runlet:s3cret@127.0.0.1:${gate.port}/${database}`, logger: testLogger(), retryFirstMs: 50, retryMaxMs: 200 });
+    try {
+      const refused = await opening.store.listRuns(query('hello')).then(
+        () => {
+          throw new Error('listed before the store opened');
+        },
+        (caught: unknown) => caught as ProblemError,
+      );
+      expect(refused).toBeInstanceOf(ProblemError);
+      expect(refused.status).toBe(503);
+      expect(refused.spec.code).toBe('run-store-unavailable');
+      expect(refused.headers).toEqual({ 'retry-after': '5' });
+      expect(refused.detail).not.toContain('s3cret');
+      await expect(opening.store.writeBatch([runRecord({ appName: 'hello' })])).rejects.toBeInstanceOf(ProblemError);
+      const waiting = await waitFor(
+        () => {
+          const state = opening.state();
+          return !state.open && state.waitingFor.includes('cannot be opened yet') && state;
+        },
+        { what: 'a failed try' },
+      );
+      expect(waiting.waitingFor).toContain(`127.0.0.1:${gate.port}/${database}`);
+      up = true;
+      await opening.opened;
+      expect(opening.state()).toEqual({ open: true, schemaVersion: readMigrations().length });
+      expect(await opening.store.listRuns(query('hello'))).toEqual({ items: [], hasMore: false });
+    } finally {
+      await opening.close();
+      await gate.close();
+    }
+  });
+
+  it('opened in the background and closed before the database answered: stops trying, and `opened` rejects', async () => {
+    const gate = await startTcpRelay(() => undefined);
+    const opening = openResultsWhenReachable({ dsn: `postgresql://runlet@127.0.0.1:${gate.port}/nowhere`, logger: testLogger(), retryFirstMs: 50 });
+    await waitFor(
+      () => {
+        const state = opening.state();
+        return !state.open && state.waitingFor.includes('cannot be opened yet');
+      },
+      { what: 'a failed try' },
+    );
+    await opening.close();
+    await expect(opening.opened).rejects.toThrow(/closed before it could be opened/);
+    await gate.close();
   });
 
   it('that cannot be reached fails the start, naming the database but not its password', async () => {
