@@ -57,6 +57,8 @@ describe('runlet dev: the dev loop', () => {
     const dev = await spawnDev([HELLO, broken], dataDir);
     try {
       expect(dev.output()).toMatch(/app broken\n(.*\n)*? {4}cannot be imported: main\.py line 4: SyntaxError: .*\(its calls answer 503 until its files change\)/);
+      // The log line with the traceback is written by the logger's own stream, which may flush after the banner.
+      await waitFor(() => count(dev.output(), 'Traceback (most recent call last)') > 0, { what: 'the traceback in the log' });
       expect(count(dev.output(), 'Traceback (most recent call last)')).toBe(1);
       expect(count(dev.output(), 'cannot import main.py: main.py line 4: SyntaxError')).toBe(1);
 
