@@ -335,7 +335,7 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
 
   scaleToZeroSuite(() => cluster);
 
-  it('lists a sync and an async call held at zero, and cancels both for a token with edit: the sync caller gets 409 run-cancelled; both are recorded cancelled in the App’s held-runs RunLog (install.yaml’s operator rights), the async one’s webhook signed', async () => {
+  it('lists a sync and an async call held at zero, and cancels both for a token with edit: the sync caller gets 409 run-cancelled; both are recorded cancelled in the results store (install.yaml’s operator rights), the async one’s webhook signed', async () => {
     // An App whose pod never starts (no code ConfigMap): its calls wait at the holder until cancelled.
     const namespace = `runlet-cp-held-${Date.now().toString(36)}`;
     const stuck = new HelloApp(cluster.kubeConfig, namespace, { name: 'stuck', minReplicas: 0, scaling: { maxReplicas: 1 } });
@@ -398,8 +398,10 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
         return items.length === 2 && items.every((run) => run.status === 'cancelled') && items.find((run) => run.mode === 'async')?.webhook?.state === 'delivered' && items;
       });
       expect(recorded.map((run) => run.reason)).toEqual(['cancel_requested', 'cancel_requested']);
+      // Kept where this cluster keeps runs, the results store (as install.yaml installs it), and nothing in etcd.
+      for (const run of recorded) expect(await cluster.resultsRun!(namespace, 'stuck', run.id)).toMatchObject({ status: 'cancelled', reason: 'cancel_requested' });
       const runLogs = await cluster.kubectl('get', 'runlogs', '--namespace', namespace, '-l', 'runlet.dev/held-runs=true', '-o', 'name');
-      expect(runLogs.trim()).toBe('runlog.runlet.dev/stuck.held-runs');
+      expect(runLogs.trim()).toBe('');
     } finally {
       await receiver.close();
       await core.deleteNamespace({ name: namespace });

@@ -5,6 +5,9 @@
 // up, its webhook delivered. scale-to-zero.test.ts runs it on the in-memory API server with the test kubelet,
 // control-plane.test.ts on a real control plane (the real Deployment controller acting on the scale, the real
 // API server validating the EndpointSlices, v1beta1 there). Pod addresses are labels of the test pod network, never dialled.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Holder } from '../../activator/holder.ts';
@@ -172,8 +175,13 @@ export function scaleToZeroSuite(cluster: () => ScaleToZeroCluster): void {
 
     it('a burst of 50 sync calls at zero (replica_concurrency 4, at most 5 replicas) is answered 200 for every call; the wake asks for the 5 replicas they need at once', async () => {
       const burst = await ZeroApp.apply(cluster(), zero.hello.namespace, { name: 'burst', scaling: { maxReplicas: 5, replicaConcurrency: 4, coldStartTimeout: 150 } });
+      const gateDir = await mkdtemp(join(tmpdir(), 'runlet-burst-gate-'));
+      const gate = join(gateDir, 'open');
       try {
         await burst.atZero();
+        // Its replicas cannot be ready before the gate opens (their import waits for it): every call of the burst is
+        // held when the wake asks, however slowly a loaded machine sends them, as a burst faster than a cold start is.
+        await burst.hello.replaceCode('main.py', gatedHello(gate));
         // The most replicas the Deployment was asked for, followed while the calls are held.
         let mostAsked = 0;
         let burstOver = false;
@@ -183,12 +191,17 @@ export function scaleToZeroSuite(cluster: () => ScaleToZeroCluster): void {
             await new Promise((resolve) => setTimeout(resolve, 100));
           }
         })();
-        const answers = await Promise.all(
+        const answering = Promise.all(
           Array.from({ length: 50 }, async (_, index) => {
             const answer = await burst.call('run', { body: { name: `caller ${index}` } });
             return { status: answer.status, body: await answer.text() };
           }),
         ).finally(() => (burstOver = true));
+        const { server: holder } = holderOf(cluster());
+        await waitFor(() => holder.held(burst.hello.namespace, burst.hello.name) === 50, { ...ZERO_WAIT, what: 'the 50 calls held' });
+        await waitFor(async () => (await burst.hello.deployment())?.spec?.replicas === 5, { ...ZERO_WAIT, what: 'the wake asking for 5 replicas' });
+        await writeFile(gate, '');
+        const answers = await answering;
         await following;
         // Within the holder's bounds (250 calls per App by default): none refused, none timed out.
         expect(answers.filter((answer) => answer.status !== 200)).toEqual([]);
@@ -198,7 +211,9 @@ export function scaleToZeroSuite(cluster: () => ScaleToZeroCluster): void {
         // ceil(50 ÷ 2.8 calls per replica) within maxReplicas: asked before any replica was ready, not one by one.
         expect(mostAsked).toBe(5);
       } finally {
+        await writeFile(gate, '');
         await burst.close();
+        await rm(gateDir, { recursive: true, force: true });
       }
     }, 2 * TEST_TIMEOUT_MS);
 
@@ -237,4 +252,20 @@ export function scaleToZeroSuite(cluster: () => ScaleToZeroCluster): void {
       }
     }, TEST_TIMEOUT_MS);
   });
+}
+
+/** examples/hello whose import waits until `gate` exists: its replicas are not ready before the test opens it. */
+function gatedHello(gate: string): string {
+  return [
+    'import os',
+    'import time',
+    '',
+    `while not os.path.exists(${JSON.stringify(gate)}):`,
+    '    time.sleep(0.05)',
+    '',
+    '',
+    'def run(name: str) -> dict:',
+    '    return {"greeting": f"Hello, {name}!"}',
+    '',
+  ].join('\n');
 }
