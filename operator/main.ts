@@ -461,10 +461,9 @@ export function createOperator(options: OperatorOptions): Operator {
   // The runs of async calls cancelled while held at zero, which no replica saw: recorded where the management
   // API reads runs (the results store takes each once its webhook is settled: its upkeep would close a pending
   // webhook whose "pod", this replica, is not an App pod), their webhooks delivered from here.
-  const heldRunsLog = new HeldRunsLog({ api, apps: appCache, logger });
   const heldRunWriter: HeldRunWriter =
     options.results === undefined
-      ? heldRunsLog
+      ? new HeldRunsLog({ api, apps: appCache, logger })
       : {
           write: async (run) => {
             if (run.webhook?.state !== 'pending') await options.results!.store.writeBatch([run]);
