@@ -476,11 +476,6 @@ function signInPage(reason) {
     el('p', {}, el('label', { for: 'signin-token' }, 'Service-account token'), tokenInput, el('span', { class: 'hint' }, 'e.g. kubectl create token NAME -n PROJECT, or an API key')),
     el('p', {}, el('button', { type: 'submit' }, 'Sign in')),
   );
-  function showLoadError(error) {
-    tableHolder.setAttribute('aria-busy', 'false');
-    tableHolder.replaceChildren(alertBox(errorMessage(error)));
-  }
-
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     sessionStorage.setItem(PROJECT_KEY, projectInput.value.trim());
