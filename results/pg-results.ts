@@ -25,6 +25,11 @@ export interface AppRunCountsRow {
   counts: RunCounts;
 }
 
+/** SQLSTATE 40P01: PostgreSQL aborted the statement to break a deadlock. */
+const DEADLOCK_DETECTED = '40P01';
+/** Tries of a batch met by deadlocks before the error is the caller's (the collector answers 503; the pod retries). */
+const DEADLOCK_ATTEMPTS = 5;
+
 export class PgResults implements RunHistory {
   readonly #pool: Pool;
   /** List statements by filter shape: each shape gets its own plan, using the index its filters fit. */
@@ -66,8 +71,18 @@ export class PgResults implements RunHistory {
       const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, isUnfinished(record), JSON.stringify(record), kept ? JSON.stringify(result) : null, kept ? record.resultExpiresAt : null];
       row.forEach((value, index) => columns[index]!.push(value));
     }
-    const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
-    return result.rowCount ?? 0;
+    // The counters' triggers (migration 0003) run one statement for the inserted runs and one for the updated ones,
+    // each taking its Apps' rows in key order, but the two together may take two Apps in either order: batches
+    // holding the runs of the same two Apps can deadlock. PostgreSQL then aborts one statement whole, and the
+    // batch, idempotent, is written again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
+        return result.rowCount ?? 0;
+      } catch (error) {
+        if ((error as { code?: string }).code !== DEADLOCK_DETECTED || attempt === DEADLOCK_ATTEMPTS) throw error;
+      }
+    }
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
