@@ -70,9 +70,10 @@ describe.skipIf(!existsSync('/proc/self/smaps'))('splitRss of a real /proc/self/
     // The shared libraries Node links (libc, ld.so) and the vDSO.
     expect(split.otherKb).toBeGreaterThan(0);
     expect(split.binaryKb + split.anonymousKb + split.otherKb).toBe(split.rssKb);
-    // The same pages VmRSS counts, read a moment apart.
+    // The same pages VmRSS counts, read a moment apart: other tests' work in this process (a collection, a
+    // buffer freed) moves it by some MB meanwhile on a loaded machine, not by a tenth.
     const vmRssKb = Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
-    expect(Math.abs(split.rssKb - vmRssKb)).toBeLessThan(Math.max(2048, vmRssKb * 0.05));
+    expect(Math.abs(split.rssKb - vmRssKb)).toBeLessThan(Math.max(8192, vmRssKb * 0.1));
   });
 
   it('reads the same for the process by its pid', () => {

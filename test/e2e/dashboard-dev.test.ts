@@ -60,12 +60,13 @@ describe('the dashboard of runlet dev', () => {
     expect(await row.textContent()).toContain('1 ready of 1');
     expect(await row.textContent()).toContain('1–10 replicas, 4 calls each');
     // Each page's heading has the focus, as after a page load; from it, Tab reaches the page's links and Enter follows them.
-    expect(await page.evaluate<string | undefined>('document.activeElement?.tagName')).toBe('H1');
+    await expect.poll(() => page.evaluate<string | undefined>('document.activeElement?.tagName')).toBe('H1');
     await page.keyboard.press('Tab');
     expect(await page.evaluate<string | undefined>('document.activeElement?.textContent')).toBe('hello');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Runs of hello' }).waitFor();
-    expect(await page.evaluate<string | undefined>('document.activeElement?.textContent')).toBe('Runs of hello');
+    // The heading takes the focus once the page's first load is shown, which may be after the heading is.
+    await expect.poll(() => page.evaluate<string | undefined>('document.activeElement?.textContent')).toBe('Runs of hello');
     // The navigation: the first Tab stop of a fresh page is the skip link, then the pages.
     await page.goto(`${dev.url}/#/keys`);
     await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
