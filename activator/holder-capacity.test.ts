@@ -4,7 +4,7 @@
 // pods as each becomes ready, at most replica_concurrency at once on each; a refusal before the run is retried.
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { APP_LABEL } from '../crds/api-group.ts';
@@ -265,6 +265,23 @@ describe('the holder under a burst at zero', () => {
     expect(failed.status).toBe(500);
     expect(((await failed.json()) as { type: string }).type).toBe(problemTypeUri('internal-error'));
     expect(holder!.calls).toBe(0);
+  });
+
+  it('lets go at once of a call whose caller hung up while its app was being woken, its place given back', async () => {
+    await start([storedApp(pythonSpec(), { name: 'a' })]);
+    // The wake's read of the scale is never answered (an API server in trouble): the wake lasts the client's 30 s.
+    server!.hangNext({ method: 'GET', pathPattern: '/deployments/a/scale' });
+    const body = '{"n":1}';
+    const caller = connect(Number(new URL(holder!.url).port), '127.0.0.1');
+    caller.on('error', () => {});
+    caller.write(`POST /v4/${NAMESPACE}/a/run HTTP/1.1\r\nhost: holder\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    const waking = () => server!.requests.some((request) => request.method === 'GET' && request.path === `${DEPLOYMENTS}/a/scale`);
+    await waitFor(() => holder!.held(NAMESPACE, 'a') === 1 && waking(), { what: 'the call held, its app being woken' });
+    caller.destroy();
+    // Well within the wake's 30 s: the hang-up is seen, not the wake's end.
+    await waitFor(() => holder!.calls === 0, { timeoutMs: 10_000, what: 'the call gone with its caller' });
+    expect(holder!.held(NAMESPACE, 'a')).toBe(0);
+    expect(server!.requests.filter((request) => request.path === `${DEPLOYMENTS}/a/scale` && request.status !== undefined), 'the wake still unanswered').toEqual([]);
   });
 
   it('answers 503 cold-start-timeout, saying so, to a call the ready pods had no room for within its limit', async () => {

@@ -265,6 +265,11 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
 
   async function hold(request: IncomingMessage, response: ServerResponse, runId: string): Promise<void> {
     const arrivedAt = performance.now();
+    // Watched before the first await: a 'close' missed while the body is read or the app woken would leave the
+    // call held, its place and body taken, until its cold-start limit.
+    const gone = new AbortController();
+    const hungUp = new Promise<'gone'>((resolve) => gone.signal.addEventListener('abort', () => resolve('gone'), { once: true }));
+    response.once('close', () => gone.abort());
     const url = request.url ?? '/';
     const route = parseRunPath(pathOf(url));
     if (route === null) throw new ProblemError(Problems.routeNotFound, `${request.method} ${pathOf(url)} is not a route of the run interface`);
@@ -338,9 +343,11 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       );
       const body = await countingRefusals(mode, projectId, appName, () => readBody(request));
       bodyBytes = body.length;
-      const wakeFailed = await woken;
+      // A caller gone meanwhile is let go now, not once the wake ends (an API server slow to answer).
+      const wakeFailed = await Promise.race([woken, hungUp]);
+      if (wakeFailed === 'gone') return;
       if (wakeFailed !== null) throw wakeFailed;
-      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits, entry, cancelled: cancelled.signal });
+      await relayWithinLimit(request, response, { runId, projectId, appName, app, arrivedAt, mode, body, waits, entry, cancelled: cancelled.signal, gone: gone.signal });
     } finally {
       unlist();
       waits.stop();
@@ -380,6 +387,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     entry: { cancel?: () => void };
     /** Aborted by a cancel (hold-control.ts). */
     cancelled: AbortSignal;
+    /** Aborted once its caller hung up: watched from the call's arrival, as the caller may go while its app wakes. */
+    gone: AbortSignal;
   }
 
   /**
@@ -393,9 +402,8 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     const perPod = spec.scaling.replicaConcurrency;
     // A Python app's problem answers are its sidecar's; a custom app's may be its own server's, after its run.
     const sidecarAnswers = spec.runtime.custom === undefined;
-    const gone = new AbortController();
-    response.once('close', () => gone.abort());
-    const stopped = AbortSignal.any([gone.signal, held.cancelled]);
+    const { gone } = held;
+    const stopped = AbortSignal.any([gone, held.cancelled]);
     const cancel = held.entry.cancel;
     let lastRefusal: Refusal | null = null;
     const cancelledProblem = (): ProblemError => {
@@ -408,7 +416,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       const slot = await slots.acquire(projectId, appName, perPod, Math.max(0, limitMs - (performance.now() - arrivedAt)), stopped);
       if (slot === null) {
         if (held.cancelled.aborted) throw cancelledProblem();
-        if (gone.signal.aborted) return;
+        if (gone.aborted) return;
         if (lastRefusal !== null) return sendRefusal(response, lastRefusal);
         stats.timedOut += 1;
         metrics?.timedOut(projectId, appName, mode);
