@@ -6,10 +6,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { APP_KIND, RUNLET_API_VERSION } from './api-group.ts';
 import { objectMetaSchema } from './object-meta-schema.ts';
+import { RESULT_KEEP_BYTES_MAX } from './app-limits.ts';
 import { DateTime, DnsLabel, DnsSubdomain, Quantity, StringEnum, Struct, withRules } from './schema-kit.ts';
 
-/** The largest result an App may keep (`result_keep_bytes`): the results collector takes a record carrying one. */
-export const RESULT_KEEP_BYTES_MAX = 16 * 1024 * 1024;
 
 /** App names become Service and Deployment names and a path segment of the run interface. */
 export const AppNameSchema = DnsLabel({ description: 'The app name: a DNS-1123 label.' });

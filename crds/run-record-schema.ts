@@ -7,11 +7,8 @@
 // rejected would lose every run in it, which is worse than an odd value in one field.
 import { Type, type Static } from '@sinclair/typebox';
 import { DateTime, Nullable, StringEnum, Struct } from './schema-kit.ts';
+import { RUN_STATUSES, RUN_MODES, FAILURE_REASONS, WEBHOOK_STATES } from './run-record-values.ts';
 
-export const RUN_STATUSES = ['pending', 'running', 'success', 'failure', 'cancelled'] as const;
-export const RUN_MODES = ['sync', 'async', 'stream'] as const;
-export const FAILURE_REASONS = ['timeout', 'shutdown', 'replica_lost', 'runtime_crashed', 'client_closed', 'client_stalled', 'cancel_requested', 'upstream_error'] as const;
-export const WEBHOOK_STATES = ['pending', 'delivered', 'failed'] as const;
 
 const duration = (description: string) => Nullable(Type.Number(), { description: `${description} In milliseconds.` });
 

@@ -2,7 +2,8 @@
 // of the page (the keyset cursor) and the scope it was issued for, so that a token replayed with other filters
 // is refused instead of silently paging through a different list. It is not signed: a forged token can only
 // move a cursor within runs the caller may list anyway.
-import { RUN_STATUSES, type RunStatus } from '../crds/run-record-schema.ts';
+import type { RunStatus } from '../crds/run-record-schema.ts';
+import { RUN_STATUSES } from '../crds/run-record-values.ts';
 
 /** What a token is valid for: the app and the filters of the request whose page it continues. */
 export interface PageScope {

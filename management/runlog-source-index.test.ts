@@ -3,7 +3,8 @@
 // histories of RunLog writes and deletions.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RUN_STATUSES, type RunRecord, type RunStatus } from '../crds/run-record-schema.ts';
+import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
+import { RUN_STATUSES } from '../crds/run-record-values.ts';
 import { RunLogIndex, appKey, type RunFilter } from './runlog-source-index.ts';
 import { compareRunStates } from './runlog-source-precedence.ts';
 import { SortedIds } from './runlog-source-sorted-ids.ts';

@@ -2,7 +2,8 @@
 // serialisation, and the source of its OpenAPI 3.0 document. Nullable values use `nullable: true`, the OpenAPI
 // 3.0 form, which Ajv and fast-json-stringify understand as well.
 import { PROBLEM_CONTENT_TYPE } from '../crds/problem.ts';
-import { RUN_STATUSES, RunRecordSchema } from '../crds/run-record-schema.ts';
+import { RunRecordSchema } from '../crds/run-record-schema.ts';
+import { RUN_STATUSES } from '../crds/run-record-values.ts';
 import { toOpenApiSchema } from '../crds/structural-schema.ts';
 
 export const DEFAULT_PAGE_SIZE = 50;

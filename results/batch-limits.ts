@@ -1,6 +1,6 @@
 // What one batch of run records to the results collector may be: the collector refuses more, the shipper sends
 // less. Its own module, so that the sidecar reads the numbers without loading the collector.
-import { RESULT_KEEP_BYTES_MAX } from '../crds/app-schema.ts';
+import { RESULT_KEEP_BYTES_MAX } from '../crds/app-limits.ts';
 
 export const MAX_BATCH_RECORDS = 2000;
 /** A record carrying the largest result an App may keep, alone, with room for the record around it. */

@@ -13,13 +13,14 @@ import { createAdminInterface, createAdminServer } from './admin-interface.ts';
 import { AppRegistry, AppTarget, type AppTargetOptions } from './apps.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { LoadMeter } from './load/load-meter.ts';
+import { nudgeMemoryReducer } from './memory-reducer-nudge.ts';
 import { Replica } from './replica.ts';
 import type { RequestTimeouts } from '../run-request/request-timeouts.ts';
 import { createRunInterface } from './run-interface.ts';
 import { createRunServer } from './run-server.ts';
 import { RunLogJournal } from './runs/runlog-journal.ts';
 import { RunLogStore } from './runs/runlog-store.ts';
-import { SqliteRunStore } from './runs/sqlite-run-store.ts';
+import type { SqliteRunStore } from './runs/sqlite-run-store.ts';
 import { RESULTS_URL_ENV, ResultsShipperStore } from './runs/results-shipper-store.ts';
 import { HOLDER_KEY_ENV } from '../run-request/auth/held-run.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
@@ -86,7 +87,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
       ? await openRunLogStore(target, settings, registry, load)
       : settings.runStore === 'results'
         ? await openResultsShipper(target, settings, registry)
-        : openSqliteStore(settings);
+        : await openSqliteStore(settings);
   // The RunLog store asks with its own client; the results shipper talks to no API server but for this.
   const apiKeyClient = settings.runStore === 'results' ? await checkApiKeysWithApiServer(settings).catch(async (err: unknown) => {
     await store.close();
@@ -121,6 +122,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   await listen(adminServer, settings.ports.admin, 'admin');
   watcher.start();
   load.start();
+  const memoryReducer = nudgeMemoryReducer();
   // While the app container starts, which takes longer: its first call then finds the keys in hand.
   void settings.auth?.prefetchKeys();
   logger.info({ app: `${target.projectId}/${target.appName}`, runPort: settings.ports.run, adminPort: settings.ports.admin }, 'sidecar listening');
@@ -135,6 +137,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
       } finally {
         watcher.stop();
         load.stop();
+        memoryReducer.stop();
         await closeServer(runServer);
         await closeServer(adminServer);
         await apps.close();
@@ -158,8 +161,12 @@ export async function runSidecar(settings: SidecarSettings): Promise<void> {
 /** As the RunLog store's client waits for the API server. */
 const API_KEY_CHECK_TIMEOUT_MS = 10_000;
 
-/** The SQLite file in `dataDir`: one it cannot open (a read-only or foreign directory) stops the start, saying which and why. */
-function openSqliteStore(settings: SidecarSettings): SqliteRunStore {
+/**
+ * The SQLite file in `dataDir`: one it cannot open (a read-only or foreign directory) stops the start, saying which
+ * and why. Loaded only here: a pod's sidecar, which sends its runs elsewhere, does not load node:sqlite.
+ */
+async function openSqliteStore(settings: SidecarSettings): Promise<SqliteRunStore> {
+  const { SqliteRunStore } = await import('./runs/sqlite-run-store.ts');
   try {
     return new SqliteRunStore({ dataDir: settings.dataDir, logger: settings.logger });
   } catch (err) {

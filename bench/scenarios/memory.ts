@@ -1,6 +1,7 @@
 // Resident memory: the sidecars' right after the sync scenario's loads (the pod's with a results store, which the
-// target is about, once its records are collected; the pod's with a RunLog; the SQLite one), the runtime's before its first call, and for scale, an empty Node process and the pod's
-// sidecar before its first call.
+// target is about, once its records are collected; the pod's with a RunLog; the SQLite one), the results sidecar's
+// again once idle for a while, the runtime's before its first call, and for scale, an empty Node process and the
+// pod's sidecar before its first call.
 // For the pod's sidecar, the floor proxy and the empty Node process, the RSS is also split by where its pages are
 // (bench/smaps.ts, from /proc/<pid>/smaps): the node binary's own file pages, which are the platform's (every
 // Node process maps the same binary and shares them; clean, so the kernel can drop and read them back), the
@@ -13,6 +14,11 @@ import type { Stack } from '../stack.ts';
 import { waitUntilCollected } from './idle.ts';
 
 const SCENARIO = 'memory';
+/**
+ * How long after the load the settled RSS is read: V8's memory reducer collects about 10 s after a busy period
+ * ends (sidecar/memory-reducer-nudge.ts); 20 s leaves it room on a loaded machine.
+ */
+const SETTLE_S = 20;
 const BINARY = 'in the node binary\'s own pages (the platform\'s: file-backed, clean, shared by every Node process)';
 const ANONYMOUS = 'anonymous (its own: V8 heap, malloc)';
 const OTHER = 'the rest (shared libraries, other files)';
@@ -20,6 +26,7 @@ const OTHER = 'the rest (shared libraries, other files)';
 export const MEMORY_FIGURES: FigureSpec[] = [
   { key: 'memory.resultsSidecarRssMb', scenario: SCENARIO, label: 'results sidecar RSS after the sync scenario, its records collected (`--run-store results`, the pod\'s in a cluster with a results store)', unit: 'MB', decimals: 1, target: { op: '<=', value: 80 } },
   ...splitFigures('resultsSidecar', 'of the results sidecar\'s RSS after the sync scenario'),
+  { key: 'memory.resultsSidecarSettledRssMb', scenario: SCENARIO, label: `results sidecar RSS ${SETTLE_S} s after the sync scenario, idle meanwhile (V8's memory reducer has given the load's heap back)`, unit: 'MB', decimals: 1 },
   { key: 'memory.resultsSidecarIdleRssMb', scenario: SCENARIO, label: 'results sidecar RSS right after start, before any call', unit: 'MB', decimals: 1 },
   { key: 'memory.sidecarRssMb', scenario: SCENARIO, label: 'RunLog sidecar RSS after the sync scenario (`--run-store runlog`, the pod\'s in a cluster without a results store: its 200-record window)', unit: 'MB', decimals: 1 },
   ...splitFigures('sidecar', 'of the RunLog sidecar\'s RSS after the sync scenario'),
@@ -70,10 +77,14 @@ export async function measureMemory(stack: Stack): Promise<RoundFigures> {
   const sidecarSplit = readRssSplit(stack.sidecar.process.pid);
   const floorProxyRssMb = stack.floorProxy.process.rssMb();
   const floorProxySplit = readRssSplit(stack.floorProxy.process.pid);
+  // Nothing calls the sidecars meanwhile: what the results sidecar holds once its heap is given back.
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_S * 1000));
+  const resultsSidecarSettledRssMb = stack.resultsSidecar.process.rssMb();
   const empty = JSON.parse(execFileSync(process.execPath, ['-e', EMPTY_NODE], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 })) as { rss: number; exe: string; smaps: string };
   return {
     'memory.resultsSidecarRssMb': resultsSidecarRssMb,
     ...splitValues('resultsSidecar', resultsSidecarSplit),
+    'memory.resultsSidecarSettledRssMb': resultsSidecarSettledRssMb,
     'memory.resultsSidecarIdleRssMb': stack.resultsSidecarIdleRssMb,
     'memory.sidecarRssMb': sidecarRssMb,
     ...splitValues('sidecar', sidecarSplit),

@@ -23,7 +23,8 @@ import { constants } from 'node:fs';
 import { access, mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { RUN_STATUSES, type RunRecord } from '../../crds/run-record-schema.ts';
+import type { RunRecord } from '../../crds/run-record-schema.ts';
+import { RUN_STATUSES } from '../../crds/run-record-values.ts';
 import { WebhookDestinationsFile } from './webhook-destinations-file.ts';
 
 export const RUNLOG_JOURNAL_FILE_NAME = 'runlog-journal.jsonl';

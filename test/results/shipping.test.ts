@@ -13,7 +13,7 @@ import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from '../../results/batch-limits.t
 import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
 import { RESULTS_SIGNATURE_HEADER, resultsKeyOf, signBatch } from '../../results/results-key.ts';
-import { RESULT_KEEP_BYTES_MAX } from '../../crds/app-schema.ts';
+import { RESULT_KEEP_BYTES_MAX } from '../../crds/app-limits.ts';
 import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { ResultsShipperStore } from '../../sidecar/runs/results-shipper-store.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
