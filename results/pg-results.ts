@@ -203,6 +203,38 @@ export class PgResults implements RunHistory {
     return rows.map((row) => ({ projectId: row.project_id, appName: row.app_name, counts: runCounts(row) }));
   }
 
+  /** Marks the operator replica `identity` present now (migration 0005); forgets replicas unseen for a day. */
+  async seeOperatorReplica(identity: string): Promise<void> {
+    this.#assertOpen();
+    await this.#pool.query({
+      name: 'runlet-see-operator-replica',
+      text: `WITH forgotten AS (DELETE FROM runlet_operator_replicas WHERE seen_at < now() - interval '1 day')
+             INSERT INTO runlet_operator_replicas (identity, seen_at) VALUES ($1, now())
+             ON CONFLICT (identity) DO UPDATE SET seen_at = now()`,
+      values: [textColumn(identity)],
+    });
+  }
+
+  /** Marks the operator replica `identity` gone (it stopped): it finishes nothing more. */
+  async forgetOperatorReplica(identity: string): Promise<void> {
+    this.#assertOpen();
+    await this.#pool.query({ name: 'runlet-forget-operator-replica', text: 'DELETE FROM runlet_operator_replicas WHERE identity = $1', values: [textColumn(identity)] });
+  }
+
+  /**
+   * The operator replicas known to the store, each with whether it was seen in the last `withinSeconds` (by the
+   * database's clock, which marked them: no two nodes' clocks are compared).
+   */
+  async operatorReplicas(withinSeconds: number): Promise<Map<string, { seen: boolean }>> {
+    this.#assertOpen();
+    const { rows } = await this.#pool.query<{ identity: string; seen: boolean }>({
+      name: 'runlet-operator-replicas',
+      text: 'SELECT identity, seen_at > now() - make_interval(secs => $1) AS seen FROM runlet_operator_replicas',
+      values: [withinSeconds],
+    });
+    return new Map(rows.map((row) => [row.identity, { seen: row.seen }]));
+  }
+
   /** Oldest first, `batchSize` rows per statement (each its own short transaction), until none is left. */
   async pruneExpired(options: PruneOptions): Promise<number> {
     this.#assertOpen();

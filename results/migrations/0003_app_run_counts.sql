@@ -20,9 +20,8 @@ CREATE TABLE runlet_app_run_counts (
 
 -- One function per kind of statement (each sees its own transition tables), each adding its changes to the
 -- counters: +1 for a row as the statement left it, -1 for a row as it found it. Apps are written in key
--- order; an App whose counts did not move (a webhook attempt recorded) is not written. An upsert fires two of
--- them, which between them could take two Apps in either order: the store's upsert takes its Apps' rows first,
--- in one statement (results/pg-results.ts, LOCK ORDER).
+-- order, so statements touching the same Apps wait for one another rather than deadlock; an App whose counts
+-- did not move (a webhook attempt recorded) is not written.
 CREATE FUNCTION runlet_count_inserted_runs() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   -- Runs new to the table.

@@ -279,6 +279,23 @@ describe('the counters the results store keeps per App', () => {
   });
 });
 
+describe('the operator replicas the results store knows', () => {
+  it('are seen within the window after their mark, unseen past it, and unknown once forgotten', async () => {
+    await results.store.seeOperatorReplica('operator-x');
+    await results.store.seeOperatorReplica('operator-y');
+    expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: true });
+    // Marked long ago, as a replica killed a minute back would be.
+    await results.pool.query("UPDATE runlet_operator_replicas SET seen_at = now() - interval '1 minute' WHERE identity = 'operator-y'");
+    expect((await results.store.operatorReplicas(30)).get('operator-y')).toEqual({ seen: false });
+    await results.store.forgetOperatorReplica('operator-x');
+    expect((await results.store.operatorReplicas(60)).has('operator-x')).toBe(false);
+    // A replica unseen for a day is dropped by the next one to mark itself.
+    await results.pool.query("UPDATE runlet_operator_replicas SET seen_at = now() - interval '25 hours' WHERE identity = 'operator-y'");
+    await results.store.seeOperatorReplica('operator-z');
+    expect([...(await results.store.operatorReplicas(60)).keys()]).not.toContain('operator-y');
+  });
+});
+
 describe('the writers of the results store, all at once', () => {
   /**
    * A database whose deadlocks PostgreSQL finds at once (deadlock_timeout: a wait is checked for a cycle after
