@@ -16,8 +16,8 @@ export class ReplicaPresence {
   readonly #intervalMs: number;
   readonly #logger: Logger;
   #timer: NodeJS.Timeout | undefined;
-  /** The mark under way: stop() waits for it, so a late mark never follows the forgetting. */
-  #marking: Promise<void> = Promise.resolve();
+  /** The mark under way, if any: a tick meanwhile is skipped; stop() waits for it, so no mark follows the forgetting. */
+  #marking: Promise<void> | undefined;
   /** Whether the last mark failed: the first failure of a run of them is logged, not each. */
   #failing = false;
 
@@ -30,7 +30,7 @@ export class ReplicaPresence {
 
   start(): void {
     const mark = (): void => {
-      this.#marking = this.#marking.then(() => this.#mark());
+      this.#marking ??= this.#mark().finally(() => (this.#marking = undefined));
     };
     mark();
     this.#timer = setInterval(mark, this.#intervalMs);

@@ -34,8 +34,11 @@ import { createPod, readRunLog, writeRunLog } from '../test/support/runlogs.ts';
 const NAMESPACE = 'team';
 const TOKEN = 'reader.x.y';
 const DAY_MS = 24 * 60 * 60 * 1000;
-/** How often each operator replica marks itself present in the store: gone after three missed marks. */
-const PRESENCE_SECONDS = 0.5;
+/**
+ * How often each operator replica marks itself present in the store: gone after three missed marks (6 s), which
+ * a replica process on a loaded machine must not miss while it lives.
+ */
+const PRESENCE_SECONDS = 2;
 /** A `runlet operator` process starting on a loaded 2-core machine. */
 const PROCESS_START_MS = 90_000;
 
