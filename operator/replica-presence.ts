@@ -2,7 +2,7 @@
 // seeOperatorReplica, migration 0005). Some runs are this replica's to finish, not a pod's: a call held at zero
 // and cancelled here, recorded with its webhook pending while this replica delivers it. The leader's sweep
 // (results-upkeep.ts) leaves those to a replica it sees, and closes them once the replica is gone: stopped
-// (forgotten at once, its deliveries over), or not seen for three marks (killed, its node lost, or cut off from
+// (marked gone at once, its deliveries over), or not seen for three marks (killed, its node lost, or cut off from
 // the store, where it could not record the outcome anyway).
 import type { Logger } from 'pino';
 import type { PgResults } from '../results/pg-results.ts';
@@ -11,17 +11,17 @@ import type { PgResults } from '../results/pg-results.ts';
 export const PRESENCE_MARKS_MISSED = 3;
 
 export class ReplicaPresence {
-  readonly #store: Pick<PgResults, 'seeOperatorReplica' | 'forgetOperatorReplica'>;
+  readonly #store: Pick<PgResults, 'seeOperatorReplica' | 'markOperatorReplicaGone'>;
   readonly #identity: string;
   readonly #intervalMs: number;
   readonly #logger: Logger;
   #timer: NodeJS.Timeout | undefined;
-  /** The mark under way, if any: a tick meanwhile is skipped; stop() waits for it, so no mark follows the forgetting. */
+  /** The mark under way, if any: a tick meanwhile is skipped; stop() waits for it, so no mark follows the last. */
   #marking: Promise<void> | undefined;
   /** Whether the last mark failed: the first failure of a run of them is logged, not each. */
   #failing = false;
 
-  constructor(options: { store: Pick<PgResults, 'seeOperatorReplica' | 'forgetOperatorReplica'>; identity: string; intervalSeconds: number; logger: Logger }) {
+  constructor(options: { store: Pick<PgResults, 'seeOperatorReplica' | 'markOperatorReplicaGone'>; identity: string; intervalSeconds: number; logger: Logger }) {
     this.#store = options.store;
     this.#identity = options.identity;
     this.#intervalMs = options.intervalSeconds * 1000;
@@ -51,7 +51,7 @@ export class ReplicaPresence {
     this.#timer = undefined;
     await this.#marking;
     try {
-      await this.#store.forgetOperatorReplica(this.#identity);
+      await this.#store.markOperatorReplicaGone(this.#identity);
     } catch (error) {
       this.#logger.warn({ err: error }, 'this operator replica could not mark itself gone in the results store: the leader counts it gone once its marks stop');
     }

@@ -59,10 +59,11 @@ export class ResultsUpkeep {
     const now = (this.#options.now ?? (() => new Date()))();
     let afterId: string | null = null;
     let closed = 0;
-    // Read once a pass, and only when a run has no pod.
-    let operators: Map<string, { seen: boolean }> | undefined;
     for (;;) {
       const runs: RunRecord[] = await this.#options.store.unfinishedRuns(afterId, SWEEP_PAGE);
+      // Read after the page, and only when a run has no pod: a replica marks itself before it writes a run of its
+      // own, so every replica of the page's runs is there.
+      let operators: Map<string, { seen: boolean }> | undefined;
       const gone: { run: RunRecord; why: string }[] = [];
       for (const run of runs) {
         if (this.#options.podExists(run.projectId, run.replica)) continue;

@@ -215,10 +215,17 @@ export class PgResults implements RunHistory {
     });
   }
 
-  /** Marks the operator replica `identity` gone (it stopped): it finishes nothing more. */
-  async forgetOperatorReplica(identity: string): Promise<void> {
+  /**
+   * Marks the operator replica `identity` gone (it stopped): it finishes nothing more. Known still, as unseen
+   * (what it left pending is then closed as an operator replica's), until the day's forgetting.
+   */
+  async markOperatorReplicaGone(identity: string): Promise<void> {
     this.#assertOpen();
-    await this.#pool.query({ name: 'runlet-forget-operator-replica', text: 'DELETE FROM runlet_operator_replicas WHERE identity = $1', values: [textColumn(identity)] });
+    await this.#pool.query({
+      name: 'runlet-operator-replica-gone',
+      text: "UPDATE runlet_operator_replicas SET seen_at = '-infinity' WHERE identity = $1",
+      values: [textColumn(identity)],
+    });
   }
 
   /**

@@ -280,19 +280,23 @@ describe('the counters the results store keeps per App', () => {
 });
 
 describe('the operator replicas the results store knows', () => {
-  it('are seen within the window after their mark, unseen past it, and unknown once forgotten', async () => {
+  it('are seen within the window after their mark, unseen past it or once marked gone, and forgotten after a day', async () => {
     await results.store.seeOperatorReplica('operator-x');
     await results.store.seeOperatorReplica('operator-y');
     expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: true });
     // Marked long ago, as a replica killed a minute back would be.
     await results.pool.query("UPDATE runlet_operator_replicas SET seen_at = now() - interval '1 minute' WHERE identity = 'operator-y'");
     expect((await results.store.operatorReplicas(30)).get('operator-y')).toEqual({ seen: false });
-    await results.store.forgetOperatorReplica('operator-x');
-    expect((await results.store.operatorReplicas(60)).has('operator-x')).toBe(false);
+    await results.store.markOperatorReplicaGone('operator-x');
+    expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: false });
+    // Back under the same name (its pod's container restarted): seen again.
+    await results.store.seeOperatorReplica('operator-x');
+    expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: true });
+    await results.store.markOperatorReplicaGone('operator-x');
     // A replica unseen for a day is dropped by the next one to mark itself.
     await results.pool.query("UPDATE runlet_operator_replicas SET seen_at = now() - interval '25 hours' WHERE identity = 'operator-y'");
     await results.store.seeOperatorReplica('operator-z');
-    expect([...(await results.store.operatorReplicas(60)).keys()]).not.toContain('operator-y');
+    expect([...(await results.store.operatorReplicas(60)).keys()].filter((identity) => identity !== 'operator-z')).toEqual([]);
   });
 });
 
