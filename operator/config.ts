@@ -40,6 +40,7 @@ export const ResultsConfigSchema = StrictObject({
   pruneIntervalSeconds: Seconds('How often the leader deletes the runs past their retention (in batches).'),
   pruneBatchSize: Type.Integer({ minimum: 1, maximum: 100_000, description: 'Rows deleted per statement by the retention job.' }),
   sweepSeconds: Seconds('How often the leader marks the runs left in flight by gone pods replica_lost.'),
+  presenceSeconds: Seconds('How often each operator replica marks itself present in the results store; one that misses three marks is gone, and the webhooks it was delivering (of held calls it cancelled) are closed as not delivered.'),
   collectorUrl: Type.Union([Type.String({ minLength: 1 }), Type.Null()], {
     description:
       "Where sidecars send their run records (the operator Service's origin, e.g. http://runlet-operator.runlet-system.svc:8080): set, pods run `--run-store results`; null: they write RunLogs.",
@@ -162,7 +163,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     server: { host: '0.0.0.0', port: 8080 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
-    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, collectorUrl: null },
+    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, presenceSeconds: 5, collectorUrl: null },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
     holder: {
       enabled: true,

@@ -60,6 +60,7 @@ import { RunLogRunCounts } from './runlog-run-counts.ts';
 import { RunLogJanitor, cachedRunLogs, pagedRunLogs } from './runlog-janitor.ts';
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
+import { ReplicaPresence } from './replica-presence.ts';
 import { resultsCollector } from '../results/collector.ts';
 import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
@@ -458,15 +459,21 @@ export function createOperator(options: OperatorOptions): Operator {
       }),
     },
   });
-  // The runs of async calls cancelled while held at zero, which no replica saw: recorded where the management
-  // API reads runs (the results store takes each once its webhook is settled: its upkeep would close a pending
-  // webhook whose "pod", this replica, is not an App pod), their webhooks delivered from here.
-  const heldRunWriter: HeldRunWriter =
+  // The runs of calls cancelled while held at zero, which no replica saw: recorded where the management API reads
+  // runs, at once and again once the webhook is settled, their webhooks delivered from here. In the results
+  // store this replica is their `replica`: marked present there (replica-presence.ts) before each is written, so
+  // the leader's sweep leaves their pending webhooks to it while it runs, and closes them once it is gone.
+  const presence =
     options.results === undefined
+      ? undefined
+      : new ReplicaPresence({ store: options.results.store, identity: config.leaderElection.identity, intervalSeconds: config.results.presenceSeconds, logger });
+  const heldRunWriter: HeldRunWriter =
+    presence === undefined
       ? new HeldRunsLog({ api, apps: appCache, logger })
       : {
           write: async (run) => {
-            if (run.webhook?.state !== 'pending') await options.results!.store.writeBatch([run]);
+            await presence.markNow();
+            await options.results!.store.writeBatch([run]);
           },
         };
   // The calls the holders hold, listed and cancelled through their holder port (activator/hold-control.ts).
@@ -544,6 +551,7 @@ export function createOperator(options: OperatorOptions): Operator {
           (error: unknown) => logger.error({ err: error }, 'the holder key could not be read: the results collector refuses batches until a restart'),
         );
       }
+      presence?.start();
       sidecarMode.start();
       void sidecarMode.whenDecided().then(() => {
         if (!stopping) elector.start();
@@ -590,6 +598,8 @@ export function createOperator(options: OperatorOptions): Operator {
       await Promise.race([Promise.all(heldDeliveries), new Promise((resolve) => setTimeout(resolve, HELD_WEBHOOK_DRAIN_MS).unref())]);
       await heldWebhooks.close();
       await Promise.all(heldDeliveries);
+      // Every delivery's outcome is recorded: nothing of this replica's is left pending to wait for.
+      await presence?.stop();
       await elector.stop();
       await duties.ended();
       await scraper.stop();

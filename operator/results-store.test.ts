@@ -8,7 +8,13 @@ import type { V1Secret } from '@kubernetes/client-node';
 import { v7 as uuidv7 } from 'uuid';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
-import { RUNS_ACCESS } from '../management/kube-auth.ts';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../management/kube-auth.ts';
+import { HeldRecords } from '../activator/hold-records.ts';
+import { startOperatorProcess } from '../test/support/operator-process.ts';
+import { WebhookReceiver } from '../test/support/webhook-receiver.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { holderKeyFromText } from '../run-request/auth/held-run.ts';
 import { openResults, type OpenResults } from '../results/open.ts';
@@ -28,6 +34,13 @@ import { createPod, readRunLog, writeRunLog } from '../test/support/runlogs.ts';
 const NAMESPACE = 'team';
 const TOKEN = 'reader.x.y';
 const DAY_MS = 24 * 60 * 60 * 1000;
+/**
+ * How often each operator replica marks itself present in the store: gone after three missed marks (6 s), which
+ * a replica process on a loaded machine must not miss while it lives.
+ */
+const PRESENCE_SECONDS = 2;
+/** A `runlet operator` process starting on a loaded 2-core machine. */
+const PROCESS_START_MS = 90_000;
 
 let cluster: TestCluster<KubeApiServer>;
 let postgres: PostgresServer;
@@ -35,18 +48,22 @@ let results: OpenResults;
 let operator: Operator;
 let url: string;
 let key: Uint8Array;
+/** The App namespace's hand-over key, which signs the records of the calls held for it. */
+let namespaceKey: Uint8Array;
+let dsn: string;
 /** The operator's wall clock runs this far ahead of the real one (RunLog retention). */
 let clockOffsetMs = 0;
 
 beforeAll(async () => {
   postgres = await startPostgres();
-  results = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('operator')), logger: testLogger() });
+  dsn = postgres.dsn(await postgres.createDatabase('operator'));
+  results = await openResults({ dsn, logger: testLogger() });
   cluster = await prepareCluster(await startKubeApiServer());
   await createNamespace(cluster.api, NAMESPACE);
   await createCodeConfigMap(cluster.api, NAMESPACE, 'hello-code', 'hello', { 'main.py': 'def run(): pass\n' });
   operator = createOperator({
     kubeConfig: cluster.server.kubeConfig(),
-    config: testConfig({ results: { sweepSeconds: 1, pruneIntervalSeconds: 1 }, runLogs: { sweepSeconds: 0.5, countersIntervalSeconds: 1 } }),
+    config: testConfig({ results: { sweepSeconds: 1, pruneIntervalSeconds: 1, presenceSeconds: PRESENCE_SECONDS }, runLogs: { sweepSeconds: 0.5, countersIntervalSeconds: 1 } }),
     logger: testLogger(),
     processMetrics: false,
     clock: () => new Date(Date.now() + clockOffsetMs),
@@ -64,7 +81,8 @@ beforeAll(async () => {
     timeoutMs: STATE_TIMEOUT_MS,
     what: 'the namespace’s hand-over key',
   });
-  key = resultsKeyOf(holderKeyFromText(Buffer.from(secret.data![HOLDER_KEY_DATA_KEY]!, 'base64').toString('utf8')));
+  namespaceKey = holderKeyFromText(Buffer.from(secret.data![HOLDER_KEY_DATA_KEY]!, 'base64').toString('utf8'));
+  key = resultsKeyOf(namespaceKey);
 }, 120_000);
 
 afterAll(async () => {
@@ -130,6 +148,105 @@ describe('the operator with a results store', () => {
       return item.status === 'failure' && item;
     }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the run closed' });
     expect(closed).toMatchObject({ reason: 'replica_lost', error: { type: 'ReplicaLost', message: 'the pod hello-gone-pod went away before the run completed' } });
+  });
+
+  it('records a call held at zero and cancelled by another operator replica at once, its webhook pending while that replica delivers it; closes the webhook as not delivered once the replica is killed', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'runlet-held-results-'));
+    const receiver = await WebhookReceiver.start();
+    // Held call `told`: 404 once (tried again, as the spec's table says), then no answer until the test says so,
+    // then 200. Held call `stuck`: no answer ever, so its replica is still delivering it (three attempts of up to
+    // 10 s) when it is killed.
+    let answerTold = false;
+    receiver.answer = (delivery) => (delivery.path === '/told' ? (receiver.deliveries.filter((seen) => seen.path === '/told').length === 1 ? 404 : answerTold ? 200 : 'hang') : 'hang');
+    const kubeconfig = join(dir, 'kubeconfig');
+    await cluster.server.writeKubeconfig(kubeconfig);
+    await writeFile(join(dir, 'config.json'), JSON.stringify({ results: { presenceSeconds: PRESENCE_SECONDS }, webhookAllowCidrs: ['127.0.0.0/8'] }));
+    // Another replica of the operator, standing by (the Lease is this file's operator's), as a real process: the
+    // one that cancels the held calls and delivers their webhooks, and is killed mid-delivery.
+    const other = startOperatorProcess({
+      home: dir,
+      env: { KUBECONFIG: kubeconfig, KUBERNETES_SERVICE_HOST: '', RUNLET_RESULTS_DSN: dsn },
+      args: ['--config', join(dir, 'config.json'), '--identity', 'operator-b', '--holder', 'external'],
+    });
+    try {
+      const address = await waitFor(
+        () => {
+          const line = other.output().split('\n').find((text) => text.includes('"operator listening"'));
+          return line === undefined ? undefined : (JSON.parse(line) as { address: string }).address;
+        },
+        { what: 'the other operator replica listening', timeoutMs: PROCESS_START_MS, intervalMs: 100 },
+      ).catch((error: unknown) => {
+        throw new Error(`${(error as Error).message}; its output:\n${other.output()}`, { cause: error });
+      });
+      cluster.server.allow({ user: 'reader', namespace: NAMESPACE, ...RUNS_CANCEL_ACCESS });
+      const records = new HeldRecords({ api: cluster.api, namespace: 'default', identity: 'activator-0', staleClaimMs: 60_000, ttlMs: 60_000, keys: () => namespaceKey });
+      const holdAndCancel = async (path: string): Promise<string> => {
+        const runId = uuidv7();
+        const url = `/v4/${NAMESPACE}/hello/run?async=true&webhookEndpoint=${encodeURIComponent(receiver.at(path).toString())}`;
+        await records.save({ runId, namespace: NAMESPACE, appName: 'hello', acceptedAt: Date.now(), authenticatedProject: null, method: 'POST', url, headers: { 'x-webhook-secret': 'held-secret' }, body: Buffer.from('{}') });
+        const cancelled = await waitFor(async () => {
+          const answer = await fetch(`${address}/v2/projects/${NAMESPACE}/apps/hello/runs/${runId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+          // 503 until that replica's caches and store are ready.
+          return answer.status === 503 ? undefined : answer;
+        }, { timeoutMs: PROCESS_START_MS, what: 'the other replica to take the cancel' });
+        expect(cancelled.status, await cancelled.text()).toBe(202);
+        return runId;
+      };
+      const webhookOf = async (runId: string): Promise<RunRecord['webhook'] | undefined> => {
+        const answer = await getRun('hello', runId);
+        return answer.status === 200 ? ((await answer.json()) as { item: RunRecord }).item.webhook : undefined;
+      };
+
+      const told = await holdAndCancel('/told');
+      // Gettable as soon as the cancel answered, while its webhook is still being tried.
+      await receiver.received(1);
+      const answer = await getRun('hello', told);
+      expect(answer.status).toBe(200);
+      expect(((await answer.json()) as { item: RunRecord }).item).toMatchObject({ id: told, status: 'cancelled', reason: 'cancel_requested', replica: 'operator-b', webhook: { state: 'pending' } });
+      // A sweep passes (it closes a gone pod's run written after the held one) and leaves the pending webhook to
+      // the replica delivering it, which is marked present.
+      const gone = { ...pendingAsyncRunRecord({ projectId: NAMESPACE, appName: 'hello', replica: 'hello-gone-pod-2', createdAt: new Date().toISOString() }), status: 'running' as const };
+      expect((await send([gone])).status).toBe(200);
+      await waitFor(async () => (await (await getRun('hello', gone.id)).json() as { item: RunRecord }).item.status === 'failure', { timeoutMs: STATE_TIMEOUT_MS, what: 'a sweep after the held run was written' });
+      expect(await webhookOf(told)).toMatchObject({ state: 'pending' });
+      // Answered at last: the outcome that replica records replaces the pending one.
+      answerTold = true;
+      await waitFor(async () => (await webhookOf(told))?.state === 'delivered', { timeoutMs: 3 * STATE_TIMEOUT_MS, what: 'the webhook recorded delivered' });
+
+      const stuck = await holdAndCancel('/stuck');
+      await waitFor(() => receiver.deliveries.some((delivery) => delivery.path === '/stuck'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the stuck webhook tried' });
+      expect(await webhookOf(stuck)).toMatchObject({ state: 'pending' });
+      await other.kill();
+      // Its marks stop: the leader's sweep closes what it was delivering, as it closes a gone pod's.
+      const closed = await waitFor(async () => {
+        const webhook = await webhookOf(stuck);
+        return webhook?.state !== 'pending' && webhook;
+      }, { timeoutMs: 3 * STATE_TIMEOUT_MS, what: 'the stuck webhook closed' });
+      expect(closed).toMatchObject({ state: 'failed', lastError: 'not delivered: the operator replica operator-b went away before the delivery completed' });
+      expect(await (await getRun('hello', stuck)).json()).toMatchObject({ item: { status: 'cancelled', reason: 'cancel_requested' } });
+    } finally {
+      await other.kill();
+      await receiver.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, PROCESS_START_MS + 5 * STATE_TIMEOUT_MS);
+
+  it('closes a held run\'s webhook left pending past a delivery\'s time by a replica that is still there (it restarted under its name)', async () => {
+    // As this file's operator (a replica marked present) would have recorded it 11 minutes ago, before a restart.
+    const completedAt = new Date(Date.now() - 11 * 60_000).toISOString();
+    const held: RunRecord = {
+      ...pendingAsyncRunRecord({ projectId: NAMESPACE, appName: 'hello', replica: 'operator-a', createdAt: completedAt }),
+      status: 'cancelled',
+      reason: 'cancel_requested',
+      completedAt,
+      webhook: { endpoint: 'http://127.0.0.1:9/hook', state: 'pending', attempts: 0, lastStatusCode: null, lastError: null },
+    };
+    expect((await send([held])).status).toBe(200);
+    const closed = await waitFor(async () => {
+      const { item } = (await (await getRun('hello', held.id)).json()) as { item: RunRecord };
+      return item.webhook?.state !== 'pending' && item.webhook;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the webhook closed' });
+    expect(closed).toMatchObject({ state: 'failed', lastError: 'not delivered: the operator replica operator-a recorded no outcome of the delivery within 10 minutes' });
   });
 
   it("deletes runs past their App's retention, and keeps the others' for the default", async () => {

@@ -3,16 +3,23 @@
 // retention are deleted in bounded batches. A run's pod is gone when the pod cache, filled, has no pod of that
 // name in its namespace; a closed run outranks any state its pod could still send (record-version.ts), and a
 // pod that is gone sends nothing more.
+//
+// A run an operator replica recorded itself (a call held at zero and cancelled: its `replica` is that operator
+// replica, no pod) is left to it while the store sees it (replica-presence.ts) and its webhook could still be
+// under way: for HELD_RUN_DELIVERY_GRACE_MS, as the RunLog janitor leaves a RunLog of held runs. It is closed
+// once that replica is gone, or past that time (the replica restarted under the same name, its delivery lost).
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { PgResults } from '../results/pg-results.ts';
 import type { AppRetention } from '../results/run-history.ts';
 import type { ResultsConfig } from './config.ts';
+import { PRESENCE_MARKS_MISSED } from './replica-presence.ts';
 import { closeRun, isInFlight } from './replica-lost.ts';
+import { HELD_RUN_DELIVERY_GRACE_MS } from './runlog-verdict.ts';
 
 export interface ResultsUpkeepOptions {
-  store: Pick<PgResults, 'unfinishedRuns' | 'writeBatch' | 'pruneExpired' | 'dropExpiredResults'>;
+  store: Pick<PgResults, 'unfinishedRuns' | 'writeBatch' | 'pruneExpired' | 'dropExpiredResults' | 'operatorReplicas'>;
   config: ResultsConfig;
   /** Whether the pod cache holds this pod (it is filled before the upkeep starts). */
   podExists(namespace: string, name: string): boolean;
@@ -47,18 +54,37 @@ export class ResultsUpkeep {
     await this.#running;
   }
 
-  /** Closes the unfinished runs of gone pods; resolves with how many were closed. */
+  /** Closes the unfinished runs of gone pods (and gone operator replicas); resolves with how many were closed. */
   async sweepLostRuns(): Promise<number> {
     const now = (this.#options.now ?? (() => new Date()))();
     let afterId: string | null = null;
     let closed = 0;
     for (;;) {
       const runs: RunRecord[] = await this.#options.store.unfinishedRuns(afterId, SWEEP_PAGE);
-      const gone = runs.filter((run) => !this.#options.podExists(run.projectId, run.replica));
+      // Read after the page, and only when a run has no pod: a replica marks itself before it writes a run of its
+      // own, so every replica of the page's runs is there.
+      let operators: Map<string, { seen: boolean }> | undefined;
+      const gone: { run: RunRecord; why: string }[] = [];
+      for (const run of runs) {
+        if (this.#options.podExists(run.projectId, run.replica)) continue;
+        operators ??= await this.#options.store.operatorReplicas(this.#options.config.presenceSeconds * PRESENCE_MARKS_MISSED);
+        const operator = operators.get(run.replica);
+        if (operator === undefined) {
+          gone.push({ run, why: `the pod ${run.replica} went away before the run completed` });
+          continue;
+        }
+        const delivering = now.getTime() - Date.parse(run.completedAt ?? run.createdAt) <= HELD_RUN_DELIVERY_GRACE_MS;
+        if (operator.seen && delivering) continue;
+        gone.push({
+          run,
+          why: operator.seen
+            ? `the operator replica ${run.replica} recorded no outcome of the delivery within ${HELD_RUN_DELIVERY_GRACE_MS / 60_000} minutes`
+            : `the operator replica ${run.replica} went away before the delivery completed`,
+        });
+      }
       if (gone.length > 0) {
-        const lost = gone.filter(isInFlight).length;
-        await this.#options.store.writeBatch(gone.map((run) => closeRun(run, `the pod ${run.replica} went away before the run completed`, now.toISOString())));
-        this.#options.onRunsClosed?.(lost, gone.filter((run) => run.webhook?.state === 'pending').length);
+        await this.#options.store.writeBatch(gone.map(({ run, why }) => closeRun(run, why, now.toISOString())));
+        this.#options.onRunsClosed?.(gone.filter(({ run }) => isInFlight(run)).length, gone.filter(({ run }) => run.webhook?.state === 'pending').length);
         closed += gone.length;
       }
       if (runs.length < SWEEP_PAGE) return closed;

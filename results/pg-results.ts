@@ -10,13 +10,39 @@ import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } f
 // A kept result is written once it arrives, even with a record as new as the row's (the finished record may
 // have been collected a batch before its result), and never erased by a record without one (a run closed by
 // the operator's sweep).
+//
+// The order its locks are taken in, so that no two writers of the store can deadlock (see LOCK ORDER below):
+// the run rows first, in id order (the rows are given sorted); then, once every row is written (the sort of
+// `taken` reads `written` whole), the counters' rows of every App written, in one statement in key order. Those
+// are inserted if new and locked if not (ON CONFLICT DO UPDATE locks a row even where its WHERE updates none),
+// so the counting triggers (migration 0003), which fire at the end of the statement, one for the runs inserted
+// and one for those updated, find every counters' row they write already held. Without this, the two triggers
+// could take two Apps' rows in opposite orders, and two batches holding runs of the same two Apps deadlocked.
 const UPSERT: QueryConfig['text'] = `
-  INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record, result, result_expires_at)
-  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[], $12::json[], $13::timestamptz[])
-  ON CONFLICT (id) DO UPDATE SET
-    status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record,
-    result = coalesce(excluded.result, r.result), result_expires_at = coalesce(excluded.result_expires_at, r.result_expires_at)
-  WHERE r.version < excluded.version OR (r.result IS NULL AND excluded.result IS NOT NULL)`;
+  WITH written AS (
+    INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record, result, result_expires_at)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[], $12::json[], $13::timestamptz[])
+    ON CONFLICT (id) DO UPDATE SET
+      status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record,
+      result = coalesce(excluded.result, r.result), result_expires_at = coalesce(excluded.result_expires_at, r.result_expires_at)
+    WHERE r.version < excluded.version OR (r.result IS NULL AND excluded.result IS NOT NULL)
+    RETURNING project_id, app_name
+  ), taken AS (
+    INSERT INTO runlet_app_run_counts AS c (project_id, app_name, total, success, failure, in_flight)
+    SELECT DISTINCT project_id, app_name, 0, 0, 0, 0 FROM written ORDER BY project_id, app_name
+    ON CONFLICT (project_id, app_name) DO UPDATE SET total = c.total WHERE false
+  )
+  SELECT count(*)::int AS written FROM written`;
+
+// LOCK ORDER. Every statement that writes runlet_runs takes its run rows before any counters' row (the
+// counting triggers run after the rows are written), and
+//   - takes its run rows in id order: the upsert writes them sorted; the deletes and the results' expiry lock
+//     the batch they chose in id order first (FOR UPDATE after ORDER BY locks in the sorted order);
+//   - takes every counters' row it touches in one statement, in (project_id, app_name) order: the upsert's
+//     `taken`, a delete's one trigger.
+// A statement holding counters' rows waits only for other counters' rows, so a cycle of waits would lie either
+// among run rows or among counters' rows, each taken in one global order by every writer: there is none, and
+// PostgreSQL never has to abort a batch to break one. (Each statement is its own transaction.)
 
 /** One App's counters, as the store keeps them. */
 export interface AppRunCountsRow {
@@ -24,11 +50,6 @@ export interface AppRunCountsRow {
   appName: string;
   counts: RunCounts;
 }
-
-/** SQLSTATE 40P01: PostgreSQL aborted the statement to break a deadlock. */
-const DEADLOCK_DETECTED = '40P01';
-/** Tries of a batch met by deadlocks before the error is the caller's (the collector answers 503; the pod retries). */
-const DEADLOCK_ATTEMPTS = 5;
 
 export class PgResults implements RunHistory {
   readonly #pool: Pool;
@@ -71,18 +92,11 @@ export class PgResults implements RunHistory {
       const row = [record.id, textColumn(record.projectId), textColumn(record.appName), textColumn(record.functionName), record.async, record.status, record.createdAt, textColumn(record.replica), version, isUnfinished(record), JSON.stringify(record), kept ? JSON.stringify(result) : null, kept ? record.resultExpiresAt : null];
       row.forEach((value, index) => columns[index]!.push(value));
     }
-    // The counters' triggers (migration 0003) run one statement for the inserted runs and one for the updated ones,
-    // each taking its Apps' rows in key order, but the two together may take two Apps in either order: batches
-    // holding the runs of the same two Apps can deadlock. PostgreSQL then aborts one statement whole, and the
-    // batch, idempotent, is written again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const result = await this.#pool.query({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
-        return result.rowCount ?? 0;
-      } catch (error) {
-        if ((error as { code?: string }).code !== DEADLOCK_DETECTED || attempt === DEADLOCK_ATTEMPTS) throw error;
-      }
-    }
+    // Nothing is retried here: no deadlock can abort the statement (LOCK ORDER), and at READ COMMITTED it meets
+    // no serialization failure. Whatever else fails it fails the batch whole, which its sender sends again (the
+    // collector answers 503 and the pod retries; the sweep tries on its next pass).
+    const { rows: [written] } = await this.#pool.query<{ written: number }>({ name: 'runlet-upsert-runs', text: UPSERT, values: columns });
+    return written!.written;
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunPage> {
@@ -147,8 +161,12 @@ export class PgResults implements RunHistory {
     this.#assertOpen();
     return this.#deleteInBatches({
       name: 'runlet-drop-expired-results',
-      text: `UPDATE runlet_runs SET result = NULL, result_expires_at = NULL WHERE id IN (
-               SELECT id FROM runlet_runs WHERE result_expires_at <= $1::timestamptz LIMIT $2)`,
+      text: inIdOrder({
+        // A run's result and its expiry come with its finished record, and a replay brings the same: a row chosen
+        // stays expired, whatever is written to it meanwhile.
+        choose: 'SELECT id FROM runlet_runs WHERE result_expires_at <= $1::timestamptz LIMIT $2',
+        change: 'UPDATE runlet_runs SET result = NULL, result_expires_at = NULL',
+      }),
       values: [(options.now ?? new Date()).toISOString(), options.batchSize],
     });
   }
@@ -185,6 +203,45 @@ export class PgResults implements RunHistory {
     return rows.map((row) => ({ projectId: row.project_id, appName: row.app_name, counts: runCounts(row) }));
   }
 
+  /** Marks the operator replica `identity` present now (migration 0005); forgets replicas unseen for a day. */
+  async seeOperatorReplica(identity: string): Promise<void> {
+    this.#assertOpen();
+    await this.#pool.query({
+      name: 'runlet-see-operator-replica',
+      text: `WITH forgotten AS (DELETE FROM runlet_operator_replicas WHERE seen_at < now() - interval '1 day')
+             INSERT INTO runlet_operator_replicas (identity, seen_at) VALUES ($1, now())
+             ON CONFLICT (identity) DO UPDATE SET seen_at = now()`,
+      values: [textColumn(identity)],
+    });
+  }
+
+  /**
+   * Marks the operator replica `identity` gone (it stopped): it finishes nothing more. Known still, as unseen
+   * (what it left pending is then closed as an operator replica's), until the day's forgetting.
+   */
+  async markOperatorReplicaGone(identity: string): Promise<void> {
+    this.#assertOpen();
+    await this.#pool.query({
+      name: 'runlet-operator-replica-gone',
+      text: "UPDATE runlet_operator_replicas SET seen_at = '-infinity' WHERE identity = $1",
+      values: [textColumn(identity)],
+    });
+  }
+
+  /**
+   * The operator replicas known to the store, each with whether it was seen in the last `withinSeconds` (by the
+   * database's clock, which marked them: no two nodes' clocks are compared).
+   */
+  async operatorReplicas(withinSeconds: number): Promise<Map<string, { seen: boolean }>> {
+    this.#assertOpen();
+    const { rows } = await this.#pool.query<{ identity: string; seen: boolean }>({
+      name: 'runlet-operator-replicas',
+      text: 'SELECT identity, seen_at > now() - make_interval(secs => $1) AS seen FROM runlet_operator_replicas',
+      values: [withinSeconds],
+    });
+    return new Map(rows.map((row) => [row.identity, { seen: row.seen }]));
+  }
+
   /** Oldest first, `batchSize` rows per statement (each its own short transaction), until none is left. */
   async pruneExpired(options: PruneOptions): Promise<number> {
     this.#assertOpen();
@@ -194,17 +251,21 @@ export class PgResults implements RunHistory {
     for (const app of options.apps) {
       deleted += await this.#deleteInBatches({
         name: 'runlet-prune-app',
-        text: `DELETE FROM runlet_runs WHERE id IN (
-                 SELECT id FROM runlet_runs WHERE project_id = $1 AND app_name = $2 AND created_at < $3::timestamptz LIMIT $4)`,
+        text: inIdOrder({
+          choose: 'SELECT id FROM runlet_runs WHERE project_id = $1 AND app_name = $2 AND created_at < $3::timestamptz LIMIT $4',
+          change: 'DELETE FROM runlet_runs',
+        }),
         values: [app.projectId, app.appName, cutoff(app.days), options.batchSize],
       });
     }
     deleted += await this.#deleteInBatches({
       name: 'runlet-prune-default',
-      text: `DELETE FROM runlet_runs WHERE id IN (
-               SELECT id FROM runlet_runs WHERE created_at < $1::timestamptz
-                 AND (project_id, app_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))
-               ORDER BY created_at LIMIT $4)`,
+      text: inIdOrder({
+        choose: `SELECT id FROM runlet_runs WHERE created_at < $1::timestamptz
+                   AND (project_id, app_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))
+                 ORDER BY created_at LIMIT $4`,
+        change: 'DELETE FROM runlet_runs',
+      }),
       values: [cutoff(options.defaultDays), options.apps.map((app) => app.projectId), options.apps.map((app) => app.appName), options.batchSize],
     });
     return deleted;
@@ -220,6 +281,18 @@ export class PgResults implements RunHistory {
       if ((rowCount ?? 0) < batchSize) return deleted;
     }
   }
+}
+
+/**
+ * `change` (an UPDATE or DELETE of runlet_runs, without its WHERE) applied to the rows `choose` picks (by
+ * whatever index fits its filter), those rows locked in id order first (LOCK ORDER); one deleted meanwhile is
+ * skipped. `choose` must pick rows that stay chosen whatever a batch writes to them meanwhile: nothing is
+ * checked again once they are locked.
+ */
+function inIdOrder(statement: { choose: string; change: string }): string {
+  return `WITH chosen AS MATERIALIZED (${statement.choose}),
+            locked AS MATERIALIZED (SELECT id FROM runlet_runs WHERE id IN (SELECT id FROM chosen) ORDER BY id FOR UPDATE)
+          ${statement.change} WHERE id IN (SELECT id FROM locked)`;
 }
 
 const COUNTS_COLUMNS = 'total, success, failure, in_flight, last_run_at';

@@ -381,6 +381,9 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
         const text = await answer.text();
         expect(answer.status, text).toBe(202);
         expect((JSON.parse(text) as { item: RunRecord }).item).toMatchObject({ id, status: 'cancelled', reason: 'cancel_requested', startedAt: null });
+        // Recorded before the cancel answered, whether or not its webhook has been delivered yet.
+        const got = await fetch(`${runs}/${id}`, { headers: asCaller });
+        expect(got.status, `GET of the cancelled run ${id}`).toBe(200);
       }
       const syncAnswer = await sync;
       expect(syncAnswer.status).toBe(409);

@@ -9,6 +9,7 @@ import { DEFAULT_HELD_CALL_TTL_MS } from '../../activator/holder.ts';
 import { HELD_RUN_MAX_AGE_MS } from '../../run-request/auth/held-run.ts';
 import { migrate, readMigrations } from '../../results/migrate.ts';
 import { ID_LAG_MS, ID_LEAD_MS } from '../../results/pg-results.ts';
+import { recordVersion } from '../../results/record-version.ts';
 import { openResults, openResultsWhenReachable, type OpenResults } from '../../results/open.ts';
 import { PgResults } from '../../results/pg-results.ts';
 import { ProblemError } from '../../crds/problem.ts';
@@ -17,7 +18,7 @@ import { waitFor } from '../support/wait.ts';
 import type { ListRunsQuery } from '../../management/run-source.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
-import { pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
+import { failedAsyncRunRecord, pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
 import { listQuery } from '../support/list-query.ts';
 
 let server: PostgresServer;
@@ -184,6 +185,31 @@ async function keptCounts(pool: pg.Pool): Promise<unknown[]> {
   return rows;
 }
 
+/**
+ * A batch written as a runlet before the counters (migration 0003) wrote it: the upsert alone (today's also
+ * takes the counters' rows, which that schema lacks), the latest state of each run, in id order.
+ */
+async function writeAsBeforeCounters(pool: pg.Pool, records: RunRecord[]): Promise<void> {
+  const latest = new Map<string, RunRecord>();
+  for (const record of records) {
+    const seen = latest.get(record.id);
+    if (seen === undefined || recordVersion(seen) < recordVersion(record)) latest.set(record.id, record);
+  }
+  const rows = [...latest.values()].sort((a, b) => a.id.localeCompare(b.id));
+  const column = <T>(of: (record: RunRecord) => T): T[] => rows.map(of);
+  await pool.query(
+    `INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record)
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[])
+     ON CONFLICT (id) DO UPDATE SET status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record
+     WHERE r.version < excluded.version`,
+    [
+      column((r) => r.id), column((r) => r.projectId), column((r) => r.appName), column((r) => r.functionName), column((r) => r.async),
+      column((r) => r.status), column((r) => r.createdAt), column((r) => r.replica), column(recordVersion),
+      column((r) => r.status === 'pending' || r.status === 'running' || r.webhook?.state === 'pending'), column((r) => JSON.stringify(r)),
+    ],
+  );
+}
+
 /** The states of one async run, each a later version of the one before. */
 function lifeOf(appName: string): RunRecord[] {
   const pending = pendingAsyncRunRecord({ appName });
@@ -238,18 +264,121 @@ describe('the counters the results store keeps per App', () => {
     try {
       // The schema before the counters (0003_app_run_counts.sql).
       await migrate(pool, readMigrations().slice(0, 2));
-      const store = new PgResults(pool);
       const earlier = Array.from({ length: 300 }, (_, i) => lifeOf(`old-${i % 2}`));
-      await store.writeBatch(earlier.flatMap((life) => life.slice(0, 1 + Math.floor(Math.random() * life.length))));
-      // Writers keep writing through the migration: states of the earlier runs and new runs.
+      await writeAsBeforeCounters(pool, earlier.flatMap((life) => life.slice(0, 1 + Math.floor(Math.random() * life.length))));
+      // The replicas of the earlier runlet keep writing through the migration: states of the earlier runs and new runs.
       const later = Array.from({ length: 300 }, (_, i) => lifeOf(`old-${i % 2}`));
-      const writing = Promise.all(shuffledBatches([...earlier, ...later], 20).map((batch) => store.writeBatch(batch)));
+      const writing = Promise.all(shuffledBatches([...earlier, ...later], 20).map((batch) => writeAsBeforeCounters(pool, batch)));
       await migrate(pool);
       await writing;
       expect(await keptCounts(pool)).toEqual(await countedAgain(pool));
-      expect(await store.countRuns('demo', 'old-0')).toMatchObject({ total: 300, inFlight: 0 });
+      expect(await new PgResults(pool).countRuns('demo', 'old-0')).toMatchObject({ total: 300, inFlight: 0 });
     } finally {
       await pool.end();
+    }
+  });
+});
+
+describe('the operator replicas the results store knows', () => {
+  it('are seen within the window after their mark, unseen past it or once marked gone, and forgotten after a day', async () => {
+    await results.store.seeOperatorReplica('operator-x');
+    await results.store.seeOperatorReplica('operator-y');
+    expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: true });
+    // Marked long ago, as a replica killed a minute back would be.
+    await results.pool.query("UPDATE runlet_operator_replicas SET seen_at = now() - interval '1 minute' WHERE identity = 'operator-y'");
+    expect((await results.store.operatorReplicas(30)).get('operator-y')).toEqual({ seen: false });
+    await results.store.markOperatorReplicaGone('operator-x');
+    expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: false });
+    // Back under the same name (its pod's container restarted): seen again.
+    await results.store.seeOperatorReplica('operator-x');
+    expect((await results.store.operatorReplicas(60)).get('operator-x')).toEqual({ seen: true });
+    await results.store.markOperatorReplicaGone('operator-x');
+    // A replica unseen for a day is dropped by the next one to mark itself.
+    await results.pool.query("UPDATE runlet_operator_replicas SET seen_at = now() - interval '25 hours' WHERE identity = 'operator-y'");
+    await results.store.seeOperatorReplica('operator-z');
+    expect([...(await results.store.operatorReplicas(60)).keys()].filter((identity) => identity !== 'operator-z')).toEqual([]);
+  });
+});
+
+describe('the writers of the results store, all at once', () => {
+  /**
+   * A database whose deadlocks PostgreSQL finds at once (deadlock_timeout: a wait is checked for a cycle after
+   * 10 ms rather than 1 s, so a test that meets them meets many), and a pool of 8 connections on it.
+   */
+  async function busyDatabase(name: string): Promise<{ pool: pg.Pool; store: PgResults; deadlocks: () => Promise<number> }> {
+    const database = await server.createDatabase(name);
+    await results.pool.query(`ALTER DATABASE "${database}" SET deadlock_timeout = '10ms'`);
+    const pool = new pg.Pool({ connectionString: server.dsn(database), max: 8 });
+    await migrate(pool);
+    // Every deadlock PostgreSQL broke in this database, whoever retried after it: counted by the server, read
+    // once the pool's backends have exited (a backend hands its counts over as it exits).
+    const deadlocks = async (): Promise<number> => {
+      await pool.end();
+      return waitFor(async () => {
+        const { rows } = await results.pool.query<{ backends: number; deadlocks: string }>(
+          `SELECT (SELECT count(*)::int FROM pg_stat_activity WHERE datname = $1) AS backends, deadlocks::text
+             FROM pg_stat_database WHERE datname = $1`,
+          [database],
+        );
+        return rows[0]!.backends === 0 ? Number(rows[0]!.deadlocks) : undefined;
+      }, { timeoutMs: 30_000, what: `the backends of ${database} to exit` });
+    };
+    return { pool, store: new PgResults(pool), deadlocks };
+  }
+
+  it('never deadlock: batches inserting runs of one App and moving on runs of another, in both pairings', async () => {
+    const { pool, store, deadlocks } = await busyDatabase('deadlock-batches');
+    try {
+      const BATCHES = 80;
+      const RUNS = 15;
+      // Batch i writes new runs of App `first` and finishes earlier runs of App `second`: its counting
+      // triggers (one for the inserted runs, one for the updated) take the two Apps in one order, and batch i+1,
+      // the Apps swapped, in the other.
+      const plans = Array.from({ length: BATCHES }, (_, i) => {
+        const [first, second] = i % 2 === 0 ? ['pair-a', 'pair-b'] : ['pair-b', 'pair-a'];
+        return { fresh: Array.from({ length: RUNS }, () => lifeOf(first)), older: Array.from({ length: RUNS }, () => lifeOf(second)) };
+      });
+      await store.writeBatch(plans.flatMap((plan) => plan.older.map((life) => life[0]!)));
+      const written = await Promise.allSettled(
+        plans.map((plan) => store.writeBatch([...plan.fresh.map((life) => life[0]!), ...plan.older.map((life) => life[2]!)])),
+      );
+      expect(written.filter((outcome) => outcome.status === 'rejected')).toEqual([]);
+      expect(await keptCounts(pool)).toEqual(await countedAgain(pool));
+      expect(await store.countRuns('demo', 'pair-a')).toMatchObject({ total: BATCHES * RUNS, inFlight: (BATCHES / 2) * RUNS });
+    } finally {
+      expect(await deadlocks()).toBe(0);
+    }
+  });
+
+  it('never deadlock: batches moving on runs that retention deletes, and runs whose results expire, meanwhile', async () => {
+    const { pool, store, deadlocks } = await busyDatabase('deadlock-upkeep');
+    try {
+      const RUNS = 300;
+      const base = Date.parse('2020-01-01T00:00:00.000Z');
+      // Ids ascending (the order batches lock runs in), creation times and result expiries descending (the orders
+      // retention and expiry choose them in): each of the two opposite the batches'.
+      const ids = Array.from({ length: RUNS }, (_, i) => uuidv7({ msecs: base + i }));
+      const aged = ids.map((id, i) => failedAsyncRunRecord({ id, appName: 'aged', createdAt: new Date(base + (RUNS - i) * 1000).toISOString(), webhook: { endpoint: 'https://hooks.example.com/a', state: 'pending', attempts: 0, lastStatusCode: null, lastError: null } }));
+      const expiring = Array.from({ length: RUNS }, (_, i) => ({ ...runRecord({ id: uuidv7(), appName: 'expiring', resultExpiresAt: new Date(Date.now() - (RUNS - i) * 1000).toISOString() }), result: { i } }));
+      await store.writeBatch([...aged, ...expiring]);
+      // Each batch a later webhook attempt of a random third of the runs, as a sweep or a late pod would send them.
+      const attempt = <T extends RunRecord>(run: T, attempts: number): T => ({ ...run, webhook: { endpoint: 'https://hooks.example.com/a', state: 'pending', attempts, lastStatusCode: 503, lastError: 'HTTP 503' } });
+      const batches = Array.from({ length: 40 }, (_, k) => [...aged, ...expiring].filter(() => Math.random() < 1 / 3).map((run) => attempt(run, k + 1)));
+      let writing = true;
+      const upkeep = async (): Promise<void> => {
+        while (writing) {
+          await store.pruneExpired({ defaultDays: 30, apps: [], batchSize: 20 });
+          await store.dropExpiredResults({ batchSize: 20 });
+        }
+      };
+      const upkeeps = [upkeep(), upkeep()];
+      const written = await Promise.allSettled(batches.map((batch) => store.writeBatch(batch)));
+      writing = false;
+      const kept = await Promise.allSettled(upkeeps);
+      expect([...written, ...kept].filter((outcome) => outcome.status === 'rejected')).toEqual([]);
+      expect(await keptCounts(pool)).toEqual(await countedAgain(pool));
+    } finally {
+      expect(await deadlocks()).toBe(0);
     }
   });
 });
