@@ -5,6 +5,7 @@
 //   Apps (watch, every namespace) ─▶ the holder (holder.ts) on `config.port`: where the Endpoints of an App at
 //                                    zero point (the operator writes them from the holder Service's addresses)
 //   the holder key Secret ─▶ each App namespace's key, signing hand-overs (operator/autoscaling/holder-key.ts)
+//   held async calls ─▶ their records, Secrets in `config.heldNamespace` (hold-records.ts)
 //   /healthz, /ready, /metrics and /load (the calls waiting here per App, for the leader's autoscaler) on
 //   `config.adminPort`
 //
@@ -41,6 +42,11 @@ export interface ActivatorConfig {
   identity: string;
   /** The Secret holding the key each App namespace's key derives from; made when missing. */
   keySecret: SecretName;
+  /**
+   * Where the records of held async calls are kept: a namespace of their own, not the key's, since the right to
+   * list them would reach every Secret of the namespace they are in.
+   */
+  heldNamespace: string;
   watchdogMs: number;
   /** How long /ready says 503 before the holder closes on stop. */
   drainMs: number;
@@ -129,8 +135,7 @@ export function createActivator(options: ActivatorOptions): Activator {
         controlKey: holderControlKey(key),
         logger,
         identity: config.identity,
-        // The records of held async calls live beside the key, in the release namespace its Role grants.
-        recordsNamespace: config.keySecret.namespace,
+        recordsNamespace: config.heldNamespace,
         watchdogMs: config.watchdogMs,
         host: config.host,
         port: config.port,

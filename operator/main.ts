@@ -225,10 +225,11 @@ export function createOperator(options: OperatorOptions): Operator {
   };
   // The held async calls' records, for a cancel through the management API: read and deleted only (the holder,
   // here or in an activator, writes them), so neither the claim's identity nor the expiry is this replica's.
+  // They are in a namespace of their own, apart from the key and the rest of this namespace's Secrets.
   const heldRecords = async (): Promise<HeldRecords> =>
     new HeldRecords({
       api,
-      namespace: config.holder.serviceNamespace,
+      namespace: config.holder.heldCallsNamespace,
       identity: config.leaderElection.identity,
       staleClaimMs: Number.POSITIVE_INFINITY,
       ttlMs: DEFAULT_HELD_CALL_TTL_MS,
@@ -564,7 +565,7 @@ export function createOperator(options: OperatorOptions): Operator {
           appsSynced: () => apps.whenSynced(),
           logger,
           identity: config.leaderElection.identity,
-          recordsNamespace: config.holder.serviceNamespace,
+          recordsNamespace: config.holder.heldCallsNamespace,
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,
