@@ -10,16 +10,18 @@ import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
+import { KubeApiError } from '../../kube/errors.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
+import { ensureResultsSecret } from '../../operator/results-secret.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { launchBrowser } from '../support/browser.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
-import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
+import { ACTIVATOR, OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
 import { HelloApp } from './hello-app.ts';
 import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
 import { scaleToZeroSuite } from './scale-to-zero-suite.ts';
@@ -405,6 +407,36 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     } finally {
       await receiver.close();
       await core.deleteNamespace({ name: namespace });
+    }
+  });
+
+  it('lets the activator read no Secret of runlet-system but its key under install.yaml’s RBAC (not the results store’s DSN, nor a list), and keep held calls in runlet-system-held only', async () => {
+    // The embedded PostgreSQL's Secret, made as `runlet operator` makes it at its first start, with the operator's own
+    // token (its results Role): the DSN, whose password opens every tenant's run history.
+    const asOperator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount)));
+    const asActivator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(ACTIVATOR.namespace, ACTIVATOR.serviceAccount)));
+    const secrets = (namespace: string) => `/api/v1/namespaces/${namespace}/secrets`;
+    const statusOf = (request: Promise<unknown>) =>
+      request.then(
+        () => 200,
+        (error: unknown) => {
+          if (error instanceof KubeApiError) return error.status;
+          throw error;
+        },
+      );
+    try {
+      const { dsn } = await ensureResultsSecret(asOperator, { namespace: OPERATOR.namespace, name: 'runlet-postgres', host: `runlet-postgres.${OPERATOR.namespace}.svc` });
+      expect(dsn).toMatch(/^postgres(ql)?:\/\//);
+      expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-postgres`)), 'get the DSN Secret').toBe(403);
+      expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace))), 'list the release namespace’s Secrets').toBe(403);
+      expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
+      expect(await statusOf(asActivator.list('/api/v1/secrets')), 'list every Secret').toBe(403);
+      // Its own key, and its held calls' namespace, where the records are kept.
+      expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-holder-key`)), 'get the holder key').toBe(200);
+      expect(await statusOf(asActivator.list(secrets(ACTIVATOR.heldCallsNamespace))), 'list the held calls').toBe(200);
+    } finally {
+      await asOperator.close();
+      await asActivator.close();
     }
   });
 
