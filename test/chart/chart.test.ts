@@ -198,6 +198,10 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     const existing = renderWith([], { holder: { heldCalls: { namespace: 'runlet-parked-calls', createNamespace: false } } });
     expect(existing.manifests.filter((manifest) => manifest.object.kind === 'Namespace')).toEqual([]);
     expect(objectOf<V1Role>(existing, 'Role', `${NAME}-held-calls`).metadata!.namespace).toBe('runlet-parked-calls');
+    // The release namespace itself: the operator refuses to start, naming the setting (the activator's Role there
+    // would list every Secret of the release).
+    const same = renderWith([], { holder: { heldCalls: { namespace: RELEASE.namespace, createNamespace: false } } });
+    await expect(operatorConfigOf(objectOf<V1ConfigMap>(same, 'ConfigMap', `${NAME}-config`))).rejects.toThrow(/holder\.heldCallsNamespace must be a namespace of its own/);
     // A release namespace of 63 characters: its default held namespace is still a DNS label, and another namespace.
     const long = renderWith([], undefined, { name: 'runlet', namespace: 'n'.repeat(63) });
     expect(objectOf<V1Role>(long, 'Role', `${ACTIVATOR}-held-calls`).metadata!.namespace).toBe(`${'n'.repeat(58)}-held`);

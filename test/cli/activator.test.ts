@@ -38,7 +38,8 @@ afterEach(async () => {
 /** An activator in a "pod" of the in-memory API server: its service account in RUNLET_SERVICE_ACCOUNT_DIR. */
 async function startInPod(args: string[] = []): Promise<OperatorProcess> {
   dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
-  server = await startKubeApiServer({ namespaces: ['default', 'team-a'] });
+  // With the namespace of its held calls (`--held-namespace`'s default, the key namespace's name + -held).
+  server = await startKubeApiServer({ namespaces: ['default', 'default-held', 'team-a'] });
   // The holder answers once the App cache is filled: the CRDs are there, as in a cluster.
   await installCrds(server.kubeConfig());
   api = new KubeApi(await server.credentials());
@@ -142,5 +143,12 @@ describe('runlet activator', () => {
     activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--max-calls-per-app', '0'] });
     expect(await activator.exited).toBe(2);
     expect(activator.output()).toContain('--max-calls-per-app must be a whole number');
+  }, START_TIMEOUT_MS);
+
+  it('refuses to keep held calls in the key’s namespace, whose other Secrets the right to list them would reach, naming the flag', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--key-namespace', 'runlet-system', '--held-namespace', 'runlet-system'] });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--held-namespace must be a namespace of its own, not the key');
   }, START_TIMEOUT_MS);
 });
