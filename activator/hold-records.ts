@@ -136,7 +136,10 @@ export class HeldRecords {
   async save(call: HeldCall): Promise<HeldRecord> {
     const record = this.render(call);
     record.metadata!.annotations = { ...record.metadata!.annotations, ...this.#claim() };
-    return this.#api.create(this.#collection(), record);
+    return this.#api.create(this.#collection(), record).catch((error: unknown) => {
+      // A namespace missing, or a Role not granting it, shows here first: say where it was to be kept.
+      throw new Error(`recording the held async call ${call.runId} as a Secret in the namespace ${this.#namespace}: ${(error as Error).message}`, { cause: error });
+    });
   }
 
   /** Every record, whoever holds it. */

@@ -122,7 +122,7 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
     await auth.close();
     throw new CliError(`runlet activator: could not start: ${(error as Error).message}`);
   }
-  logger.info({ ...addresses, identity: config.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'activator listening');
+  logger.info({ ...addresses, identity: config.identity, heldNamespace: config.heldNamespace, cluster: kubeConfig.getCurrentCluster()?.server }, 'activator listening');
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
