@@ -87,6 +87,7 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
   };
   const keyNamespace = option('key-namespace')!;
   const heldNamespace = option('held-namespace') ?? `${keyNamespace}-held`;
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(heldNamespace)) throw new CliError(`--held-namespace must be a namespace name (a DNS label of at most 63 characters), got "${heldNamespace}"`, 2);
   // Listing the records cannot be limited to them: in the key's namespace it would reach every Secret there.
   if (heldNamespace === keyNamespace) throw new CliError(`--held-namespace must be a namespace of its own, not the key's (${keyNamespace}): the right to list held calls would reach its other Secrets`, 2);
   const config = {

@@ -151,4 +151,11 @@ describe('runlet activator', () => {
     expect(await activator.exited).toBe(2);
     expect(activator.output()).toContain('--held-namespace must be a namespace of its own, not the key');
   }, START_TIMEOUT_MS);
+
+  it('refuses a held calls’ namespace that is no namespace name, naming the flag', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--held-namespace', 'Runlet_Held'] });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--held-namespace must be a namespace name');
+  }, START_TIMEOUT_MS);
 });
