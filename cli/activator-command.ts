@@ -24,7 +24,8 @@ Options (environment variable in brackets); flags override the environment:
   --admin-port N                  port of /healthz, /ready, /metrics, /load (default 8081) [RUNLET_ACTIVATOR_ADMIN_PORT]
   --identity NAME                 this replica, in its claims on held async calls (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
   --key-namespace NS              namespace of the holder key Secret (default: POD_NAMESPACE, else default) [RUNLET_HOLDER_KEY_NAMESPACE]
-  --key-secret NAME               the holder key Secret, made when missing (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]
+  --key-secret NAME               the holder key Secret, which the operator makes; waited for until it exists
+                                  (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]
   --held-namespace NS             namespace of the records of async calls held at zero (Secrets), apart from the
                                   key's (default: the key namespace's name + -held) [RUNLET_HELD_CALLS_NAMESPACE]
   --drain-seconds S               on SIGTERM, /ready answers 503 this long before the holder closes (default 5) [RUNLET_ACTIVATOR_DRAIN_SECONDS]

@@ -75,6 +75,9 @@ const EVENT_SOURCE = 'runlet-operator';
 /** RunLogs per page when the janitor lists them without a cache (with a results store): one may be about 90 KB. */
 const RUNLOG_PAGE_SIZE = 20;
 
+/** How soon the holder key is tried again when it could not be made (the activators wait for it). */
+const KEY_RETRY_MS = 5000;
+
 /** How long a stopping operator waits for the webhooks of cancelled held calls still being delivered. */
 const HELD_WEBHOOK_DRAIN_MS = 10_000;
 
@@ -235,6 +238,13 @@ export function createOperator(options: OperatorOptions): Operator {
       ttlMs: DEFAULT_HELD_CALL_TTL_MS,
       keys: holderKeysFor(await holderKey(), holderKeySecret),
     });
+  const makeKeyForActivators = (): void => {
+    holderKey().catch((error: unknown) => {
+      if (stopping) return;
+      logger.warn({ err: error, retryInMs: KEY_RETRY_MS }, 'the holder key could not be made: the activators wait for it');
+      setTimeout(makeKeyForActivators, KEY_RETRY_MS).unref();
+    });
+  };
   const rbac = new SidecarRbacApplier({
     api: leaderApi,
     appsIn: liveAppsIn,
@@ -537,6 +547,9 @@ export function createOperator(options: OperatorOptions): Operator {
       for (const watch of watches.all) watch.start();
       holderEndpoints?.start();
       runLogs?.start();
+      // The activators only read the key (their Role cannot create a Secret here): it is made now, not at the
+      // first App that needs it, and tried again until it is.
+      if (options.holder === 'external') makeKeyForActivators();
       if (options.results !== undefined) {
         void holderKey().then(
           (key) => {

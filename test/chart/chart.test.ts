@@ -171,14 +171,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     });
     expect(activator.spec!.selector.matchLabels!['app.kubernetes.io/component']).toBe('activator');
     expect(activator.spec!.template.metadata!.labels).toMatchObject(activator.spec!.selector.matchLabels!);
-    // The operator reads the key (to copy it), the activator too; in the release namespace neither reads another Secret.
+    // The operator reads the key (to copy it) and makes it; the activator only reads it. In the release namespace
+    // neither reads another Secret.
     const secretRules = (name: string) => objectOf<V1Role>(chart, 'Role', name).rules!.filter((rule) => rule.resources?.includes('secrets'));
-    const keyRules = [
-      { apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] },
-      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-    ];
-    expect(secretRules(`${NAME}-holder`)).toEqual(keyRules);
-    expect(secretRules(ACTIVATOR)).toEqual(keyRules);
+    const readKey = { apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] };
+    expect(secretRules(`${NAME}-holder`)).toEqual([readKey, { apiGroups: [''], resources: ['secrets'], verbs: ['create'] }]);
+    expect(secretRules(ACTIVATOR)).toEqual([readKey]);
     // The held calls, in a namespace of their own that the chart makes: the activator's to keep, the operator's to cancel.
     expect(config.holder.heldCallsNamespace).toBe(HELD_CALLS);
     expect(objectOf<V1Namespace>(chart, 'Namespace', HELD_CALLS).metadata!.labels).toMatchObject({ 'app.kubernetes.io/instance': RELEASE.name, 'pod-security.kubernetes.io/enforce': 'restricted' });

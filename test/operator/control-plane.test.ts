@@ -417,7 +417,7 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     }
   });
 
-  it('lets the activator read no Secret of runlet-system but its key under install.yaml’s RBAC (not the results store’s DSN, nor a list), and keep held calls in runlet-system-held only', async () => {
+  it('lets the activator read no Secret of runlet-system but its key under install.yaml’s RBAC (not the results store’s DSN, nor a list), create none there, and keep held calls in runlet-system-held only', async () => {
     // The embedded PostgreSQL's Secret, made as `runlet operator` makes it at its first start, with the operator's own
     // token (its results Role): the DSN, whose password opens every tenant's run history.
     const asOperator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount)));
@@ -438,6 +438,9 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace))), 'list the release namespace’s Secrets').toBe(403);
       expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
       expect(await statusOf(asActivator.list('/api/v1/secrets')), 'list every Secret').toBe(403);
+      // Nor put one there where the operator looks (a create cannot be limited to a name): the key is the operator's to make.
+      const planted = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-planted' }, stringData: { dsn: 'postgres://attacker.example/runs' } };
+      expect(await statusOf(asActivator.create(secrets(OPERATOR.namespace), planted as KubeObject)), 'create a Secret there').toBe(403);
       // Its own key, and its held calls' namespace, where the records are kept.
       expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-holder-key`)), 'get the holder key').toBe(200);
       expect(await statusOf(asActivator.list(secrets(ACTIVATOR.heldCallsNamespace))), 'list the held calls').toBe(200);
