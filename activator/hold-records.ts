@@ -3,9 +3,10 @@
 // which holder replica hands a record over is settled by a claim written with the record's resourceVersion, so
 // two replicas never both do.
 //
-// Where and what (docs/scale-to-zero.md, "Held calls at rest"): a Secret in the holder's own namespace (the
-// release namespace), where a namespaced Role grants the holder its Secrets — never a cluster-wide right on
-// Secrets. A Secret because the call's body and its webhook secret are the caller's data, and Secrets are what
+// Where and what (docs/scale-to-zero.md, "Held calls at rest"): a Secret in a namespace of the held calls' own
+// (the chart's `<release namespace>-held`), where a namespaced Role grants the holder its Secrets — never a
+// cluster-wide right on Secrets, nor the release namespace's, whose other Secrets (the results store's DSN) the
+// right to list records would reach: a list cannot be limited to names. A Secret because the call's body and its webhook secret are the caller's data, and Secrets are what
 // a cluster encrypts at rest. No owner reference can reach an App in another namespace, so each record carries
 // its App's namespace and name in labels (its records are deleted when the App is), and an expiry (the holder's
 // sweep drops it then). It holds no bearer token: the holder authenticated the caller when it took the call, and
@@ -57,7 +58,7 @@ function signature(key: Uint8Array, callJson: string, body: Buffer): Buffer {
 
 export interface HeldRecordsOptions {
   api: KubeApi;
-  /** Where the records live: the holder's own namespace, where its Role grants Secrets. */
+  /** Where the records live: the held calls' own namespace, where the holder's Role grants Secrets. */
   namespace: string;
   /** This holder replica, for claims. */
   identity: string;
@@ -135,7 +136,10 @@ export class HeldRecords {
   async save(call: HeldCall): Promise<HeldRecord> {
     const record = this.render(call);
     record.metadata!.annotations = { ...record.metadata!.annotations, ...this.#claim() };
-    return this.#api.create(this.#collection(), record);
+    return this.#api.create(this.#collection(), record).catch((error: unknown) => {
+      // A namespace missing, or a Role not granting it, shows here first: say where it was to be kept.
+      throw new Error(`recording the held async call ${call.runId} as a Secret in the namespace ${this.#namespace}: ${(error as Error).message}`, { cause: error });
+    });
   }
 
   /** Every record, whoever holds it. */

@@ -2,6 +2,7 @@
 // auth off (they run with `--auth off` then), and before saying whether an App exists. The async calls it holds
 // are recorded in its own namespace, and go when their App does or when they expire.
 import { randomBytes } from 'node:crypto';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { App } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
@@ -163,5 +164,31 @@ describe('the holder’s authentication', () => {
 
     expect((await hold(body(HELD_ASYNC_BODY_LIMIT_BYTES))).status).toBe(202);
     expect((await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL })).items).toHaveLength(1);
+  });
+
+  it('answers no 202 for an async call whose record cannot be written (its namespace missing), and logs where it was to be kept', async () => {
+    server = await startKubeApiServer({ namespaces: ['team-a'] });
+    api = new KubeApi(await server.credentials());
+    await api.create(DEPLOYMENTS, deployment('open'));
+    const apps: App[] = [storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'open' })];
+    const lines: string[] = [];
+    holder = await startHolder({
+      api,
+      apps: { get: (namespace, name) => apps.find((app) => app.metadata.namespace === namespace && app.metadata.name === name) },
+      appsSynced: async () => {},
+      auth: null,
+      holderKeys: () => randomBytes(32),
+      logger: pino({ level: 'error' }, { write: (line: string) => lines.push(line) }),
+      identity: 'holder-test',
+      recordsNamespace: 'runlet-system-held',
+      watchdogMs: 60_000,
+      host: '127.0.0.1',
+      port: 0,
+      coldStartTimeoutMs: () => 100,
+    });
+    const answer = await fetch(`${holder.url}/v4/team-a/open/run?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(answer.status).toBe(500);
+    expect(await answer.json()).toMatchObject({ type: 'https://runlet.dev/problems#internal-error' });
+    expect(lines.join('\n')).toContain('as a Secret in the namespace runlet-system-held');
   });
 });

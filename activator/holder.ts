@@ -76,7 +76,10 @@ export interface HolderOptions {
   logger: Logger;
   /** This replica's name, for claims on held async calls. */
   identity: string;
-  /** Where held async calls are recorded: the holder's own namespace (its Role grants Secrets there). */
+  /**
+   * Where held async calls are recorded: a namespace of their own, where the holder's Role grants Secrets (listing
+   * them cannot be limited to some: anywhere else it would reach every Secret of that namespace).
+   */
   recordsNamespace: string;
   /** A held async call not handed over within this long is dropped. Default 24 h. */
   heldCallTtlMs?: number;

@@ -4,7 +4,9 @@
 //
 //   Apps (watch, every namespace) ─▶ the holder (holder.ts) on `config.port`: where the Endpoints of an App at
 //                                    zero point (the operator writes them from the holder Service's addresses)
-//   the holder key Secret ─▶ each App namespace's key, signing hand-overs (operator/autoscaling/holder-key.ts)
+//   the holder key Secret (made by the operator, waited for) ─▶ each App namespace's key, signing hand-overs
+//                                    (operator/autoscaling/holder-key.ts)
+//   held async calls ─▶ their records, Secrets in `config.heldNamespace` (hold-records.ts)
 //   /healthz, /ready, /metrics and /load (the calls waiting here per App, for the leader's autoscaler) on
 //   `config.adminPort`
 //
@@ -23,12 +25,15 @@ import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
-import { ensureHolderKey, holderControlKey, holderKeysFor, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import { holderControlKey, holderKeysFor, readHolderKeyWhenMade, type SecretName } from '../operator/autoscaling/holder-key.ts';
 import { HELD_LOAD_PATH, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { HoldLimits } from './hold-bounds.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
 import { HeldCallMetrics } from './metrics.ts';
+
+/** How often the activator looks for the holder key while the operator has not made it yet. */
+const KEY_RETRY_MS = 2000;
 
 export interface ActivatorConfig {
   /** Where the holder listens: the port the holder Service names. */
@@ -39,8 +44,13 @@ export interface ActivatorConfig {
   adminPort: number;
   /** This replica, in its claims on held async calls: its pod's name. */
   identity: string;
-  /** The Secret holding the key each App namespace's key derives from; made when missing. */
+  /** The Secret holding the key each App namespace's key derives from; the operator makes it, this waits for it. */
   keySecret: SecretName;
+  /**
+   * Where the records of held async calls are kept: a namespace of their own, not the key's, since the right to
+   * list them would reach every Secret of the namespace they are in.
+   */
+  heldNamespace: string;
   watchdogMs: number;
   /** How long /ready says 503 before the holder closes on stop. */
   drainMs: number;
@@ -97,6 +107,8 @@ export function createActivator(options: ActivatorOptions): Activator {
   });
   let holder: Holder | undefined;
   let stopping = false;
+  // Ends the wait for the holder key when the activator stops before the operator made it.
+  const stopped = new AbortController();
   const isReady = (): boolean => !stopping && holder !== undefined && apps.synced;
   const admin = buildAdminServer({
     registry,
@@ -118,7 +130,12 @@ export function createActivator(options: ActivatorOptions): Activator {
       // Probes get answers while the cache fills and the key is read.
       const adminUrl = await admin.listen({ host: config.adminHost, port: config.adminPort });
       apps.start();
-      const key = await ensureHolderKey(api, config.keySecret);
+      // Made by the operator: this Role may only read it.
+      const key = await readHolderKeyWhenMade(api, config.keySecret, {
+        retryMs: KEY_RETRY_MS,
+        signal: stopped.signal,
+        onWaiting: () => logger.info({ secret: `${config.keySecret.namespace}/${config.keySecret.name}` }, 'activator: waiting for the operator to make the holder key'),
+      });
       holder = await startHolder({
         api,
         apps,
@@ -129,8 +146,7 @@ export function createActivator(options: ActivatorOptions): Activator {
         controlKey: holderControlKey(key),
         logger,
         identity: config.identity,
-        // The records of held async calls live beside the key, in the release namespace its Role grants.
-        recordsNamespace: config.keySecret.namespace,
+        recordsNamespace: config.heldNamespace,
         watchdogMs: config.watchdogMs,
         host: config.host,
         port: config.port,
@@ -148,6 +164,7 @@ export function createActivator(options: ActivatorOptions): Activator {
     async stop() {
       if (stopping) return;
       stopping = true;
+      stopped.abort();
       if (holder !== undefined && config.drainMs > 0) {
         logger.info({ drainMs: config.drainMs }, 'activator: not ready, so the Apps at zero point elsewhere, before closing');
         await new Promise((resolve) => setTimeout(resolve, config.drainMs));

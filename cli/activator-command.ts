@@ -24,7 +24,10 @@ Options (environment variable in brackets); flags override the environment:
   --admin-port N                  port of /healthz, /ready, /metrics, /load (default 8081) [RUNLET_ACTIVATOR_ADMIN_PORT]
   --identity NAME                 this replica, in its claims on held async calls (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
   --key-namespace NS              namespace of the holder key Secret (default: POD_NAMESPACE, else default) [RUNLET_HOLDER_KEY_NAMESPACE]
-  --key-secret NAME               the holder key Secret, made when missing (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]
+  --key-secret NAME               the holder key Secret, which the operator makes; waited for until it exists
+                                  (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]
+  --held-namespace NS             namespace of the records of async calls held at zero (Secrets), apart from the
+                                  key's (default: the key namespace's name + -held) [RUNLET_HELD_CALLS_NAMESPACE]
   --drain-seconds S               on SIGTERM, /ready answers 503 this long before the holder closes (default 5) [RUNLET_ACTIVATOR_DRAIN_SECONDS]
   --max-calls-per-app N           calls to one App held while it starts; more get 503 over-capacity at once
                                   (default 250) [RUNLET_ACTIVATOR_MAX_CALLS_PER_APP]
@@ -51,6 +54,7 @@ const OPTIONS = {
   identity: { env: ['RUNLET_IDENTITY', 'POD_NAME'], default: `${hostname()}-${process.pid}` },
   'key-namespace': { env: ['RUNLET_HOLDER_KEY_NAMESPACE', 'POD_NAMESPACE'], default: 'default' },
   'key-secret': { env: ['RUNLET_HOLDER_KEY_SECRET'], default: 'runlet-holder-key' },
+  'held-namespace': { env: ['RUNLET_HELD_CALLS_NAMESPACE'] },
   'drain-seconds': { env: ['RUNLET_ACTIVATOR_DRAIN_SECONDS'], default: '5' },
   'max-calls-per-app': { env: ['RUNLET_ACTIVATOR_MAX_CALLS_PER_APP'], default: String(DEFAULT_HOLD_LIMITS.callsPerApp) },
   'max-calls': { env: ['RUNLET_ACTIVATOR_MAX_CALLS'], default: String(DEFAULT_HOLD_LIMITS.calls) },
@@ -82,13 +86,19 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
     if (!/^[1-9]\d{0,6}$/.test(value)) throw new CliError(`--${name} must be a whole number from 1 to 9999999, got "${value}"`, 2);
     return Number(value);
   };
+  const keyNamespace = option('key-namespace')!;
+  const heldNamespace = option('held-namespace') ?? `${keyNamespace}-held`;
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(heldNamespace)) throw new CliError(`--held-namespace must be a namespace name (a DNS label of at most 63 characters), got "${heldNamespace}"`, 2);
+  // Listing the records cannot be limited to them: in the key's namespace it would reach every Secret there.
+  if (heldNamespace === keyNamespace) throw new CliError(`--held-namespace must be a namespace of its own, not the key's (${keyNamespace}): the right to list held calls would reach its other Secrets`, 2);
   const config = {
     host: option('host')!,
     port: port('port'),
     adminHost: option('admin-host')!,
     adminPort: port('admin-port'),
     identity: option('identity')!,
-    keySecret: { namespace: option('key-namespace')!, name: option('key-secret')! },
+    keySecret: { namespace: keyNamespace, name: option('key-secret')! },
+    heldNamespace,
     drainMs,
     limits: { callsPerApp: count('max-calls-per-app'), calls: count('max-calls'), bodyBytes: count('max-body-mib') * MIB },
     watchdogMs: parseSecondsFlag('watchdog-seconds', option('watchdog-seconds')!, 3600),
@@ -114,7 +124,7 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
     await auth.close();
     throw new CliError(`runlet activator: could not start: ${(error as Error).message}`);
   }
-  logger.info({ ...addresses, identity: config.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'activator listening');
+  logger.info({ ...addresses, identity: config.identity, heldNamespace: config.heldNamespace, cluster: kubeConfig.getCurrentCluster()?.server }, 'activator listening');
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());

@@ -65,6 +65,11 @@ export const HolderConfigSchema = StrictObject({
     minLength: 1,
     description: 'Secret in serviceNamespace holding the key the holder signs hand-overs with; created with a random key when missing, copied into app namespaces.',
   }),
+  heldCallsNamespace: Type.String({
+    pattern: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$',
+    description:
+      'Namespace of the records of async calls held at zero (Secrets holding callers’ bodies and webhook secrets): the holder writes them, a cancel reads and deletes them. A namespace of their own, so that the right to list them reaches no other Secret.',
+  }),
   activatorAdminPort: Type.Integer({
     minimum: 1,
     maximum: 65535,
@@ -173,6 +178,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
       serviceNamespace: env.POD_NAMESPACE || 'default',
       serviceName: 'runlet-holder',
       keySecretName: 'runlet-holder-key',
+      heldCallsNamespace: `${env.POD_NAMESPACE || 'default'}-held`,
       activatorAdminPort: 8081,
       maxHeldCallsPerApp: DEFAULT_HOLD_LIMITS.callsPerApp,
       maxHeldCalls: DEFAULT_HOLD_LIMITS.calls,
@@ -219,6 +225,11 @@ export function resolveConfig(...layers: ConfigLayer[]): OperatorConfig {
   const election = config.leaderElection;
   if (!(election.retryPeriodSeconds < election.renewDeadlineSeconds && election.renewDeadlineSeconds < election.leaseDurationSeconds)) {
     throw new ConfigError('invalid operator configuration: leaderElection needs retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds');
+  }
+  const holder = config.holder;
+  // Listing the held calls' records cannot be limited to them: in the key's namespace it would reach every Secret there.
+  if (holder.enabled && holder.heldCallsNamespace === holder.serviceNamespace) {
+    throw new ConfigError(`invalid operator configuration: holder.heldCallsNamespace must be a namespace of its own, not holder.serviceNamespace (${holder.serviceNamespace}), whose other Secrets the right to list held calls would reach`);
   }
   return config;
 }

@@ -76,6 +76,9 @@ const EVENT_SOURCE = 'runlet-operator';
 /** RunLogs per page when the janitor lists them without a cache (with a results store): one may be about 90 KB. */
 const RUNLOG_PAGE_SIZE = 20;
 
+/** How soon the holder key is tried again when it could not be made (the activators wait for it). */
+const KEY_RETRY_MS = 5000;
+
 /** How long a stopping operator waits for the webhooks of cancelled held calls still being delivered. */
 const HELD_WEBHOOK_DRAIN_MS = 10_000;
 
@@ -226,15 +229,23 @@ export function createOperator(options: OperatorOptions): Operator {
   };
   // The held async calls' records, for a cancel through the management API: read and deleted only (the holder,
   // here or in an activator, writes them), so neither the claim's identity nor the expiry is this replica's.
+  // They are in a namespace of their own, apart from the key and the rest of this namespace's Secrets.
   const heldRecords = async (): Promise<HeldRecords> =>
     new HeldRecords({
       api,
-      namespace: config.holder.serviceNamespace,
+      namespace: config.holder.heldCallsNamespace,
       identity: config.leaderElection.identity,
       staleClaimMs: Number.POSITIVE_INFINITY,
       ttlMs: DEFAULT_HELD_CALL_TTL_MS,
       keys: holderKeysFor(await holderKey(), holderKeySecret),
     });
+  const makeKeyForActivators = (): void => {
+    holderKey().catch((error: unknown) => {
+      if (stopping) return;
+      logger.warn({ err: error, retryInMs: KEY_RETRY_MS }, 'the holder key could not be made: the activators wait for it');
+      setTimeout(makeKeyForActivators, KEY_RETRY_MS).unref();
+    });
+  };
   const rbac = new SidecarRbacApplier({
     api: leaderApi,
     appsIn: liveAppsIn,
@@ -543,6 +554,9 @@ export function createOperator(options: OperatorOptions): Operator {
       for (const watch of watches.all) watch.start();
       holderEndpoints?.start();
       runLogs?.start();
+      // The activators only read the key (their Role cannot create a Secret here): it is made now, not at the
+      // first App that needs it, and tried again until it is.
+      if (options.holder === 'external') makeKeyForActivators();
       if (options.results !== undefined) {
         void holderKey().then(
           (key) => {
@@ -572,7 +586,7 @@ export function createOperator(options: OperatorOptions): Operator {
           appsSynced: () => apps.whenSynced(),
           logger,
           identity: config.leaderElection.identity,
-          recordsNamespace: config.holder.serviceNamespace,
+          recordsNamespace: config.holder.heldCallsNamespace,
           watchdogMs,
           host: config.holder.host,
           port: config.holder.port,

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
-import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from './holder-key.ts';
+import { ensureHolderKey, holderKeysFor, namespaceHolderKey, readHolderKeyWhenMade } from './holder-key.ts';
 
 const WHERE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
 const SECRETS = '/api/v1/namespaces/runlet-system/secrets';
@@ -30,6 +30,25 @@ describe('the holder key’s Secret', () => {
     expect(Buffer.from(secret.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(key).toString('hex'));
     expect(await ensureHolderKey(kube, WHERE)).toEqual(key);
     expect(server!.countRequests({ method: 'POST' })).toBe(1);
+  });
+
+  it('is waited for by an activator until the operator made it, and never made by it; a refused read is an error, not a wait', async () => {
+    const kube = await start();
+    let waiting = 0;
+    const stop = new AbortController();
+    const read = readHolderKeyWhenMade(kube, WHERE, { retryMs: 20, signal: stop.signal, onWaiting: () => (waiting += 1) });
+    await server!.waitForRequest({ method: 'GET', pathPattern: /\/secrets\/runlet-holder-key$/ }, 5_000);
+    const made = await ensureHolderKey(kube, WHERE);
+    expect(await read).toEqual(made);
+    expect(waiting, 'said once').toBe(1);
+    expect(server!.countRequests({ method: 'POST' }), 'the one create is the operator’s').toBe(1);
+
+    server!.failNext({ method: 'GET', pathPattern: '/secrets/runlet-holder-key', status: 403, message: 'secrets "runlet-holder-key" is forbidden' });
+    await expect(readHolderKeyWhenMade(kube, WHERE, { retryMs: 20, signal: stop.signal, onWaiting: () => {} })).rejects.toThrow(/forbidden/);
+    // Stopped while it waits: it ends, saying which Secret it waited for.
+    await kube.delete(`${SECRETS}/runlet-holder-key`);
+    const stopped = readHolderKeyWhenMade(kube, WHERE, { retryMs: 60_000, signal: stop.signal, onWaiting: () => stop.abort() });
+    await expect(stopped).rejects.toThrow('stopped while waiting for the holder key Secret runlet-system/runlet-holder-key');
   });
 
   it('is one key for replicas that start together: the one whose create lost (409) reads the winner’s', async () => {

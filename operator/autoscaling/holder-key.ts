@@ -6,6 +6,7 @@
 // which the leader copies there (render/holder-key.ts) and the holder signs that namespace's hand-overs with. A
 // tenant who reads the copy in their namespace can sign hand-overs only their own namespace's sidecars trust.
 import { createHmac, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict } from '../../kube/errors.ts';
@@ -61,6 +62,23 @@ export function holderControlKey(key: Uint8Array): Uint8Array {
 
 export function holderKeysFor(key: Uint8Array, source: SecretName): (namespace: string) => Uint8Array {
   return (namespace) => (namespace === source.namespace && source.name === HOLDER_KEY_SECRET ? key : namespaceHolderKey(key, namespace));
+}
+
+/**
+ * The holder key as the activators read it: from its Secret, which the operator makes (`ensureHolderKey`), waited
+ * for while it does not exist yet. The activators' Role cannot create Secrets in the operator's namespace: a
+ * create cannot be limited to a name, and one there could put a Secret of its choosing where the operator looks
+ * (the results store's DSN, at the first install). Any error but a missing Secret is thrown.
+ */
+export async function readHolderKeyWhenMade(api: KubeApi, where: SecretName, options: { retryMs: number; signal: AbortSignal; onWaiting(): void }): Promise<Uint8Array> {
+  for (let waited = false; ; waited = true) {
+    const found = await api.find<V1Secret & KubeObject>(secretPath(where));
+    if (found !== undefined) return keyOf(found, where);
+    if (!waited) options.onWaiting();
+    await sleep(options.retryMs, undefined, { signal: options.signal }).catch(() => {
+      throw new Error(`stopped while waiting for the holder key Secret ${where.namespace}/${where.name}, which the operator makes`);
+    });
+  }
 }
 
 /** The holder key: read from its Secret, or made and stored there when the Secret does not exist. */

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1PodDisruptionBudget, V1Role, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1Namespace, V1PodDisruptionBudget, V1Role, V1RoleBinding, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig, type OperatorConfig } from '../../operator/config.ts';
@@ -15,6 +15,8 @@ import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered
 
 const NAME = 'runlet-operator';
 const ACTIVATOR = 'runlet-activator';
+/** Where the chart keeps the held async calls by default: a namespace of their own beside the release's. */
+const HELD_CALLS = `${RELEASE.namespace}-held`;
 const CONFIG_PATH = '/etc/runlet/operator.yaml';
 
 /** The operator's configuration as it would start with it: the file read by the operator's own reader. */
@@ -43,7 +45,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(problems).toEqual([]);
   });
 
-  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole, the embedded PostgreSQL, namespaced in the release namespace', () => {
+  it('renders the operator, the activator, their RBAC, the API Service, the runs viewer, the App editor, the sidecar ClusterRole, the embedded PostgreSQL, namespaced in the release namespace, and the held calls’ namespace with their Roles', () => {
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`).sort();
     const ingress = label === 'production' ? ['Ingress/runlet-operator'] : [];
     expect(names).toEqual(
@@ -78,11 +80,18 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'Service/runlet-operator',
         'ServiceAccount/runlet-activator',
         'ServiceAccount/runlet-operator',
+        `Namespace/${HELD_CALLS}`,
+        'Role/runlet-activator-held-calls',
+        'RoleBinding/runlet-activator-held-calls',
+        'Role/runlet-operator-held-calls',
+        'RoleBinding/runlet-operator-held-calls',
       ].sort(),
     );
-    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
+    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding', 'Namespace']);
+    const inHeldCalls = new Set(['Role/runlet-activator-held-calls', 'RoleBinding/runlet-activator-held-calls', 'Role/runlet-operator-held-calls', 'RoleBinding/runlet-operator-held-calls']);
     for (const { object } of chart.manifests) {
-      expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe(clusterScoped.has(object.kind) ? undefined : RELEASE.namespace);
+      const name = `${object.kind}/${object.metadata.name}`;
+      expect(object.metadata.namespace, name).toBe(clusterScoped.has(object.kind) ? undefined : inHeldCalls.has(name) ? HELD_CALLS : RELEASE.namespace);
     }
     expect(chart.crds.map((crd) => crd.source)).toEqual(['crds/apps.runlet.dev.yaml', 'crds/runlogs.runlet.dev.yaml']);
   });
@@ -162,11 +171,38 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     });
     expect(activator.spec!.selector.matchLabels!['app.kubernetes.io/component']).toBe('activator');
     expect(activator.spec!.template.metadata!.labels).toMatchObject(activator.spec!.selector.matchLabels!);
-    // The operator reads the key (to copy it) and may cancel a held call; the held calls are the activator's.
-    const operatorRole = objectOf<V1Role>(chart, 'Role', `${NAME}-holder`);
-    expect(operatorRole.rules!.find((rule) => rule.resources?.includes('secrets'))).toEqual({ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'create', 'delete'] });
-    const activatorRole = objectOf<V1Role>(chart, 'Role', ACTIVATOR);
-    expect(activatorRole.rules!.find((rule) => rule.resourceNames !== undefined)).toEqual({ apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] });
+    // The operator reads the key (to copy it) and makes it; the activator only reads it. In the release namespace
+    // neither reads another Secret.
+    const secretRules = (name: string) => objectOf<V1Role>(chart, 'Role', name).rules!.filter((rule) => rule.resources?.includes('secrets'));
+    const readKey = { apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] };
+    expect(secretRules(`${NAME}-holder`)).toEqual([readKey, { apiGroups: [''], resources: ['secrets'], verbs: ['create'] }]);
+    expect(secretRules(ACTIVATOR)).toEqual([readKey]);
+    // The held calls, in a namespace of their own that the chart makes: the activator's to keep, the operator's to cancel.
+    expect(config.holder.heldCallsNamespace).toBe(HELD_CALLS);
+    expect(objectOf<V1Namespace>(chart, 'Namespace', HELD_CALLS).metadata!.labels).toMatchObject({ 'app.kubernetes.io/instance': RELEASE.name, 'pod-security.kubernetes.io/enforce': 'restricted' });
+    expect(secretRules(`${ACTIVATOR}-held-calls`)).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['list', 'create', 'update', 'delete'] }]);
+    expect(secretRules(`${NAME}-held-calls`)).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'delete'] }]);
+    for (const [binding, serviceAccount] of [[`${ACTIVATOR}-held-calls`, ACTIVATOR], [`${NAME}-held-calls`, NAME]] as const) {
+      expect(objectOf<V1RoleBinding>(chart, 'RoleBinding', binding).subjects).toEqual([{ kind: 'ServiceAccount', name: serviceAccount, namespace: RELEASE.namespace }]);
+    }
+  });
+
+  it('keeps the held calls in holder.heldCalls.namespace when given, and makes no Namespace with holder.heldCalls.createNamespace false', async () => {
+    const own = renderWith([], { holder: { heldCalls: { namespace: 'runlet-parked-calls' } } });
+    expect((await operatorConfigOf(objectOf<V1ConfigMap>(own, 'ConfigMap', `${NAME}-config`))).holder.heldCallsNamespace).toBe('runlet-parked-calls');
+    expect(objectOf<V1Deployment>(own, 'Deployment', ACTIVATOR).spec!.template.spec!.containers[0]!.args).toEqual(expect.arrayContaining(['--held-namespace', 'runlet-parked-calls']));
+    expect(objectOf<V1Role>(own, 'Role', `${ACTIVATOR}-held-calls`).metadata!.namespace).toBe('runlet-parked-calls');
+    objectOf<V1Namespace>(own, 'Namespace', 'runlet-parked-calls');
+    const existing = renderWith([], { holder: { heldCalls: { namespace: 'runlet-parked-calls', createNamespace: false } } });
+    expect(existing.manifests.filter((manifest) => manifest.object.kind === 'Namespace')).toEqual([]);
+    expect(objectOf<V1Role>(existing, 'Role', `${NAME}-held-calls`).metadata!.namespace).toBe('runlet-parked-calls');
+    // The release namespace itself: the operator refuses to start, naming the setting (the activator's Role there
+    // would list every Secret of the release).
+    const same = renderWith([], { holder: { heldCalls: { namespace: RELEASE.namespace, createNamespace: false } } });
+    await expect(operatorConfigOf(objectOf<V1ConfigMap>(same, 'ConfigMap', `${NAME}-config`))).rejects.toThrow(/holder\.heldCallsNamespace must be a namespace of its own/);
+    // A release namespace of 63 characters: its default held namespace is still a DNS label, and another namespace.
+    const long = renderWith([], undefined, { name: 'runlet', namespace: 'n'.repeat(63) });
+    expect(objectOf<V1Role>(long, 'Role', `${ACTIVATOR}-held-calls`).metadata!.namespace).toBe(`${'n'.repeat(58)}-held`);
   });
 
   it('runs two activators as their own ServiceAccount, non-root with a read-only root filesystem, with the flags runlet activator takes', () => {
@@ -187,6 +223,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       '--port', '8090',
       '--admin-port', '8081',
       '--key-secret', 'runlet-holder-key',
+      '--held-namespace', HELD_CALLS,
       '--drain-seconds', '5',
       '--max-calls-per-app', '250',
       '--max-calls', '1000',

@@ -28,7 +28,7 @@ describe('install.yaml', () => {
     expect(committed === installYaml(), `install.yaml ${STALE}`).toBe(true);
   });
 
-  it('creates its namespace first, then the CRDs, then valid objects in that namespace', () => {
+  it('creates its namespace first, then the CRDs, then valid objects in that namespace, and the held calls’ namespace before what is in it', () => {
     const objects = parseAllDocuments(committed, { version: '1.1' }).map((document) => {
       expect(document.errors).toEqual([]);
       return document.toJS() as { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } };
@@ -36,8 +36,14 @@ describe('install.yaml', () => {
     expect(objects[0]).toMatchObject({ kind: 'Namespace', metadata: { name: INSTALL_NAMESPACE, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
     expect(objects.slice(1, 3).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(['CustomResourceDefinition/apps.runlet.dev', 'CustomResourceDefinition/runlogs.runlet.dev']);
     expect(objects.flatMap((object) => kubernetesProblems(object).map((problem) => `${object.kind}/${object.metadata.name}: ${problem}`))).toEqual([]);
-    for (const object of objects.slice(3)) {
-      if (!['ClusterRole', 'ClusterRoleBinding'].includes(object.kind)) expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe(INSTALL_NAMESPACE);
+    const heldCalls = `${INSTALL_NAMESPACE}-held`;
+    const heldNamespaceAt = objects.findIndex((object) => object.kind === 'Namespace' && object.metadata.name === heldCalls);
+    expect(heldNamespaceAt).toBe(3);
+    const inHeldCalls = objects.filter((object) => object.metadata.namespace === heldCalls).map((object) => `${object.kind}/${object.metadata.name}`);
+    expect(inHeldCalls.sort()).toEqual(['Role/runlet-activator-held-calls', 'Role/runlet-operator-held-calls', 'RoleBinding/runlet-activator-held-calls', 'RoleBinding/runlet-operator-held-calls']);
+    for (const object of objects.slice(4)) {
+      const name = `${object.kind}/${object.metadata.name}`;
+      if (!['ClusterRole', 'ClusterRoleBinding'].includes(object.kind)) expect(object.metadata.namespace, name).toBe(inHeldCalls.includes(name) ? heldCalls : INSTALL_NAMESPACE);
       // Applied with kubectl, not installed by Helm.
       expect(object.metadata.labels?.['app.kubernetes.io/managed-by'], `${object.kind}/${object.metadata.name}`).toBe('kubectl');
     }

@@ -9,6 +9,8 @@ import { parse as parseYaml } from 'yaml';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
+import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
+import { ensureResultsSecret } from '../../operator/results-secret.ts';
 import { resourcePath, type KubeObject } from '../../kube/objects.ts';
 import { createOperator, type Operator } from '../../operator/main.ts';
 import { createActivator, type Activator, type ActivatorConfig } from '../../activator/main.ts';
@@ -26,6 +28,7 @@ import { runLog, runRecord } from '../support/crd-fixtures.ts';
 
 const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
+const ACTIVATOR_TABLE = "## The activator's permissions";
 const VIEWER_TABLE = '## Read access to runs';
 const SIDECAR_TABLE = "## The sidecar's permissions";
 const EDITOR_TABLE = '## Editing Apps';
@@ -36,20 +39,42 @@ const PROJECT_KEY = 'a shared HS256 key of the project team-a, 32 bytes or more'
 /** The bearer tokens of the operator and the activator: the API server logs which client made each request. */
 const OPERATOR_TOKEN = 'operator-token';
 const ACTIVATOR_TOKEN = 'activator-token';
+/** The namespace the chart makes for the records of held async calls (holder.heldCalls.namespace's default). */
+const HELD_CALLS = `${RELEASE.namespace}-held`;
 
 /** A rule as the chart states it, for comparing: no empty resourceNames, no extra fields. */
 function plain(rule: PolicyRule): PolicyRule {
   return { apiGroups: rule.apiGroups, resources: rule.resources, verbs: rule.verbs, ...(rule.resourceNames === undefined ? {} : { resourceNames: rule.resourceNames }) };
 }
 
-function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[]; holder: PolicyRule[]; results: PolicyRule[] } {
-  const hasRole = (name: string) => chart.manifests.some((m) => m.object.kind === 'Role' && m.object.metadata.name === name);
+/** The rules of the Role `name`, none when the chart does not render it. */
+function roleRules(chart: RenderedChart, name: string): PolicyRule[] {
+  const hasRole = chart.manifests.some((m) => m.object.kind === 'Role' && m.object.metadata.name === name);
+  return hasRole ? objectOf<V1Role>(chart, 'Role', name).rules! : [];
+}
+
+function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[]; holder: PolicyRule[]; results: PolicyRule[]; heldCalls: PolicyRule[] } {
   return {
     cluster: objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-operator').rules!,
     leaderElection: objectOf<V1Role>(chart, 'Role', 'runlet-operator-leader-election').rules!,
-    holder: hasRole('runlet-operator-holder') ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-holder').rules! : [],
-    results: hasRole('runlet-operator-results') ? objectOf<V1Role>(chart, 'Role', 'runlet-operator-results').rules! : [],
+    holder: roleRules(chart, 'runlet-operator-holder'),
+    results: roleRules(chart, 'runlet-operator-results'),
+    heldCalls: roleRules(chart, 'runlet-operator-held-calls'),
   };
+}
+
+/** The activator's roles with the namespace each covers (undefined: every namespace). */
+function activatorRoles(chart: RenderedChart): (readonly [string, PolicyRule[], string | undefined])[] {
+  return [
+    ['ClusterRole runlet-activator', objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-activator').rules!, undefined],
+    ['Role runlet-activator', objectOf<V1Role>(chart, 'Role', 'runlet-activator').rules!, RELEASE.namespace],
+    ['Role runlet-activator-held-calls', objectOf<V1Role>(chart, 'Role', 'runlet-activator-held-calls').rules!, HELD_CALLS],
+  ];
+}
+
+/** Whether any of the roles allows the request in its namespace. */
+function allowedBy(roles: (readonly [string, PolicyRule[], string | undefined])[], request: RequestAttributes): boolean {
+  return roles.some(([, rules, namespace]) => (namespace === undefined || request.namespace === namespace) && allows(rules, request));
 }
 
 /**
@@ -72,30 +97,100 @@ function rowsOf(table: TableRule[], ...scopes: string[]): PolicyRule[] {
   return table.filter((row) => scopes.includes(row.scope)).map(plain);
 }
 
+/** The configuration the chart gives the operator, made to run here: loopback ports and quick elections. */
+function chartConfig(chart: RenderedChart): ConfigLayer[] {
+  const file = parseYaml(objectOf<V1ConfigMap>(chart, 'ConfigMap', 'runlet-operator-config').data!['operator.yaml']!) as ConfigLayer;
+  return [
+    file,
+    {
+      server: { host: '127.0.0.1', port: 0 },
+      holder: { host: '127.0.0.1', port: 0 },
+      leaderElection: { identity: 'runlet-operator-0', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 },
+    },
+  ];
+}
+
+/** The activator as the chart's Deployment runs it (its args), made to run here: loopback ports, no drain. */
+function chartActivatorConfig(chart: RenderedChart): ActivatorConfig {
+  const container = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-activator').spec!.template.spec!.containers[0]!;
+  const [command, ...flags] = container.args!;
+  expect(command).toBe('activator');
+  const flag = (name: string): string => {
+    const at = flags.indexOf(`--${name}`);
+    if (at < 0) throw new Error(`the activator Deployment gives no --${name}: ${flags.join(' ')}`);
+    return flags[at + 1]!;
+  };
+  expect(container.env?.map((variable) => variable.name)).toEqual(['POD_NAME', 'POD_NAMESPACE']);
+  return {
+    host: '127.0.0.1',
+    port: 0,
+    adminHost: '127.0.0.1',
+    adminPort: 0,
+    identity: 'runlet-activator-0',
+    // POD_NAMESPACE: the release namespace.
+    keySecret: { namespace: RELEASE.namespace, name: flag('key-secret') },
+    heldNamespace: flag('held-namespace'),
+    watchdogMs: 120_000,
+    drainMs: 0,
+    limits: { callsPerApp: Number(flag('max-calls-per-app')), calls: Number(flag('max-calls')), bodyBytes: Number(flag('max-body-mib')) * 1024 * 1024 },
+  };
+}
+
 describe('the RBAC tables of charts/runlet/README.md', () => {
   const chart = renderWith(VALUE_SETS.default);
 
-  it("are the operator's ClusterRole, leader-election Role, holder Role and results Role, row for row", () => {
+  it("are the operator's ClusterRole, leader-election Role, holder Role, results Role and held-calls Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
-    const { cluster, leaderElection, holder } = operatorRoles(chart);
     // The results Role comes with the embedded PostgreSQL, which the default installs.
-    const { results } = operatorRoles(chart);
+    const { cluster, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
     expect(new Set(table.map((row) => row.scope))).toEqual(
-      new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)', 'release namespace (results)']),
+      new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)', 'release namespace (results)', 'held-calls namespace (holder)']),
     );
     expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder.map(plain)).toEqual(rowsOf(table, 'release namespace (holder)'));
     expect(results.map(plain)).toEqual(rowsOf(table, 'release namespace (results)'));
+    expect(heldCalls.map(plain)).toEqual(rowsOf(table, 'held-calls namespace (holder)'));
     for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
   });
 
-  it('lose the (holder) rows, and the holder Role, with holder.enabled false', () => {
+  it('lose the (holder) rows, the holder and held-calls Roles and the held calls’ namespace, with holder.enabled false', () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
-    const { cluster, leaderElection, holder } = operatorRoles(renderWith([], { holder: { enabled: false } }));
+    const off = renderWith([], { holder: { enabled: false } });
+    const { cluster, leaderElection, holder, heldCalls } = operatorRoles(off);
     expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (auto sidecars)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder).toEqual([]);
+    expect(heldCalls).toEqual([]);
+    expect(off.manifests.filter((m) => m.object.kind === 'Namespace' || m.object.metadata.name.startsWith('runlet-activator'))).toEqual([]);
+  });
+
+  it("are the activator's ClusterRole, Role and held-calls Role, row for row", () => {
+    const table = rulesFromTable(README, ACTIVATOR_TABLE);
+    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'release namespace', 'held-calls namespace']));
+    const [cluster, release, heldCalls] = activatorRoles(chart);
+    expect(cluster[1].map(plain)).toEqual(rowsOf(table, 'cluster'));
+    expect(release[1].map(plain)).toEqual(rowsOf(table, 'release namespace'));
+    expect(heldCalls[1].map(plain)).toEqual(rowsOf(table, 'held-calls namespace'));
+    for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
+  });
+
+  it.each(Object.entries(VALUE_SETS))('let the activator (%s values) read no Secret of the release namespace but its key, the results store’s DSN included, nor create one there', (_label, valuesFiles) => {
+    const rendered = renderWith(valuesFiles);
+    const roles = activatorRoles(rendered);
+    const keyName = resolveConfig(...chartConfig(rendered)).holder.keySecretName;
+    const secret = (verb: string, namespace: string, name?: string): RequestAttributes => ({ verb, apiGroup: '', resource: 'secrets', namespace, name });
+    // The embedded PostgreSQL's Secret (its `dsn`), one of the operator's own choosing, any other.
+    for (const name of ['runlet-postgres', 'managed-postgres', 'anything-else']) {
+      for (const verb of ['get', 'update', 'patch', 'delete']) expect(allowedBy(roles, secret(verb, RELEASE.namespace, name)), `${verb} ${RELEASE.namespace}/${name}`).toBe(false);
+    }
+    // Nor make one there (a create cannot be limited to a name: it could put a DSN of its choosing where the operator looks).
+    for (const verb of ['list', 'watch', 'deletecollection', 'create']) expect(allowedBy(roles, secret(verb, RELEASE.namespace)), `${verb} secrets in ${RELEASE.namespace}`).toBe(false);
+    // Nor any Secret of any other namespace but the held calls'.
+    for (const verb of ['get', 'list']) expect(allowedBy(roles, secret(verb, 'team-a', verb === 'get' ? 'runlet-holder-key' : undefined)), `${verb} secrets in team-a`).toBe(false);
+    // Its key, and the held calls in their own namespace.
+    expect(allowedBy(roles, secret('get', RELEASE.namespace, keyName))).toBe(true);
+    for (const verb of ['list', 'create', 'update', 'delete']) expect(allowedBy(roles, secret(verb, HELD_CALLS, verb === 'list' || verb === 'create' ? undefined : 'runlet-held-0194b6e2'))).toBe(true);
   });
 
   it('lose the (results) rows, and the results Role, with results.postgres.existingSecret or without the embedded PostgreSQL', () => {
@@ -199,42 +294,22 @@ describe('the operator under the chart’s RBAC', () => {
     operator = activator = server = undefined;
   });
 
-  /** The configuration the chart gives the operator, made to run here: loopback ports and quick elections. */
-  function chartConfig(chart: RenderedChart): ConfigLayer[] {
-    const file = parseYaml(objectOf<V1ConfigMap>(chart, 'ConfigMap', 'runlet-operator-config').data!['operator.yaml']!) as ConfigLayer;
-    return [
-      file,
-      {
-        server: { host: '127.0.0.1', port: 0 },
-        holder: { host: '127.0.0.1', port: 0 },
-        leaderElection: { identity: 'runlet-operator-0', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 },
-      },
-    ];
-  }
-
-  /** The activator as the chart's Deployment runs it (its args), made to run here: loopback ports, no drain. */
-  function chartActivatorConfig(chart: RenderedChart): ActivatorConfig {
-    const container = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-activator').spec!.template.spec!.containers[0]!;
-    const [command, ...flags] = container.args!;
-    expect(command).toBe('activator');
-    const flag = (name: string): string => {
-      const at = flags.indexOf(`--${name}`);
-      if (at < 0) throw new Error(`the activator Deployment gives no --${name}: ${flags.join(' ')}`);
-      return flags[at + 1]!;
-    };
-    expect(container.env?.map((variable) => variable.name)).toEqual(['POD_NAME', 'POD_NAMESPACE']);
-    return {
-      host: '127.0.0.1',
-      port: 0,
-      adminHost: '127.0.0.1',
-      adminPort: 0,
-      identity: 'runlet-activator-0',
-      // POD_NAMESPACE: the release namespace.
-      keySecret: { namespace: RELEASE.namespace, name: flag('key-secret') },
-      watchdogMs: 120_000,
-      drainMs: 0,
-      limits: { callsPerApp: Number(flag('max-calls-per-app')), calls: Number(flag('max-calls')), bodyBytes: Number(flag('max-body-mib')) * 1024 * 1024 },
-    };
+  /**
+   * What `runlet operator` does before it composes the operator, with the chart's embedded PostgreSQL (its
+   * Deployment names the Secret in RUNLET_RESULTS_POSTGRES_SECRET): the Secret of the database's DSN read, or made
+   * when missing (cli/operator-command.ts), under the operator's own token.
+   */
+  async function embeddedResultsSecret(chart: RenderedChart): Promise<void> {
+    const env = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!.env ?? [];
+    const value = (name: string) => env.find((variable) => variable.name === name)?.value;
+    const name = value('RUNLET_RESULTS_POSTGRES_SECRET');
+    if (name === undefined) return;
+    const api = new KubeApi(kubeConfigCredentials(server!.kubeConfig({ token: OPERATOR_TOKEN })));
+    try {
+      await ensureResultsSecret(api, { namespace: RELEASE.namespace, name, host: value('RUNLET_RESULTS_POSTGRES_HOST')! });
+    } finally {
+      await api.close();
+    }
   }
 
   type Made = { method: string; path: string; watch: boolean; contentType: string | undefined };
@@ -254,6 +329,7 @@ describe('the operator under the chart’s RBAC', () => {
     activatorAfter?: Awaited,
   ): Promise<{ operator: Made[]; activator: Made[] }> {
     const from = server!.requests.length;
+    await embeddedResultsSecret(chart);
     const config = resolveConfig(...chartConfig(chart));
     const auth = new RunAuthenticator({ audience: 'runlet', hs256Keys: { 'team-a': new TextEncoder().encode(PROJECT_KEY) } });
     // Two days on, for the janitor: a RunLog written now is past the default retention of a day.
@@ -280,7 +356,8 @@ describe('the operator under the chart’s RBAC', () => {
   }
 
   it('makes only requests its ClusterRole and Roles allow, with its holder taking a call at zero, binding the sidecar ClusterRole in place of an earlier version’s Role', async () => {
-    server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, 'team-a'] });
+    // The held calls' namespace, as the chart makes it.
+    server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, HELD_CALLS, 'team-a'] });
     const api = new KubeApi(await server.credentials());
     try {
       const production = renderWith(VALUE_SETS.production);
@@ -404,12 +481,12 @@ describe('the operator under the chart’s RBAC', () => {
             await keyRoundTrip(url);
             await listRuns(running);
           },
-          // The operator makes the holder key (it copies it into team-a), then the activator reads it.
-          { method: 'POST', pathPattern: new RegExp(`/namespaces/${RELEASE.namespace}/secrets$`) },
+          // The operator makes the holder key and copies it into team-a, then the activator reads it.
+          { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
         );
       const defaults = renderWith(VALUE_SETS.default);
       // Its activator takes over the call held at zero; then the App is deleted, and the call with it.
-      const heldRecord = new RegExp(`/namespaces/${RELEASE.namespace}/secrets/runlet-held-`);
+      const heldRecord = new RegExp(`/namespaces/${HELD_CALLS}/secrets/runlet-held-`);
       const deleteZero = async () => {
         // Once its activator's sweep has claimed the call (the first run's never did: it was still waiting for a pod).
         await server!.waitForRequest({ method: 'PUT', pathPattern: heldRecord, token: ACTIVATOR_TOKEN }, 20_000);
@@ -427,9 +504,11 @@ describe('the operator under the chart’s RBAC', () => {
 
       // Each run against the roles of the chart it ran with (the production values fix nativeSidecars: false).
       const attributesUnder = (chart: RenderedChart, requests: typeof productionRequests) => {
-        const { cluster, leaderElection, holder } = operatorRoles(chart);
+        const { cluster, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
         const permitted = (request: RequestAttributes) =>
-          allows(cluster, request) || (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request)));
+          allows(cluster, request) ||
+          (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request) || allows(results, request))) ||
+          (request.namespace === HELD_CALLS && allows(heldCalls, request));
         return requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, permitted: permitted(attrs), ...attrs })));
       };
       const attributes = [...attributesUnder(production, productionRequests), ...attributesUnder(defaults, defaultRequests)];
@@ -459,9 +538,15 @@ describe('the operator under the chart’s RBAC', () => {
       const granted = new Set<string>();
       const used = new Set<string>();
       for (const [chart, requests] of [[production, productionRequests], [defaults, defaultRequests]] as const) {
-        const { cluster: clusterRules, leaderElection, holder } = operatorRoles(chart);
+        const { cluster: clusterRules, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
         const made = requests.flatMap((request) => requestAttributes(request));
-        const roles = [['ClusterRole runlet-operator', clusterRules, undefined], ['Role runlet-operator-leader-election', leaderElection, RELEASE.namespace], ['Role runlet-operator-holder', holder, RELEASE.namespace]] as const;
+        const roles = [
+          ['ClusterRole runlet-operator', clusterRules, undefined],
+          ['Role runlet-operator-leader-election', leaderElection, RELEASE.namespace],
+          ['Role runlet-operator-holder', holder, RELEASE.namespace],
+          ['Role runlet-operator-results', results, RELEASE.namespace],
+          ['Role runlet-operator-held-calls', heldCalls, HELD_CALLS],
+        ] as const;
         for (const [role, rules, namespace] of roles) {
           for (const right of rightsOf(rules)) {
             const name = `${role}: ${describeRight(right)}`;
@@ -484,17 +569,12 @@ describe('the operator under the chart’s RBAC', () => {
       }
 
       // The activator, likewise under its own ClusterRole and Role: every request allowed, no right unused.
-      const activatorRoles = (chart: RenderedChart) =>
-        [
-          ['ClusterRole runlet-activator', objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-activator').rules!, undefined],
-          ['Role runlet-activator', objectOf<V1Role>(chart, 'Role', 'runlet-activator').rules!, RELEASE.namespace],
-        ] as const;
       const activatorRuns = [[production, productionRun.activator], [defaults, defaultRun.activator]] as const;
       const activatorAttributes = activatorRuns.flatMap(([chart, requests]) =>
         requests.flatMap((request) =>
           requestAttributes(request).map((attrs) => ({
             request: `${request.method} ${request.path}`,
-            permitted: activatorRoles(chart).some(([, rules, namespace]) => (namespace === undefined || attrs.namespace === namespace) && allows(rules, attrs)),
+            permitted: allowedBy(activatorRoles(chart), attrs),
             ...attrs,
           })),
         ),
@@ -502,7 +582,7 @@ describe('the operator under the chart’s RBAC', () => {
       expect(activatorAttributes.filter((attrs) => !attrs.permitted)).toEqual([]);
       // An API key's call is checked against its ServiceAccount (run-request/auth/service-account-check.ts): this
       // run's callers hold the project's shared key, which names no ServiceAccount.
-      const madeOnlyForApiKeys = new Set(['ClusterRole runlet-activator: get core/serviceaccounts']);
+      const madeOnlyElsewhere = new Set(['ClusterRole runlet-activator: get core/serviceaccounts']);
       const activatorGranted = new Set<string>();
       const activatorUsed = new Set<string>();
       for (const [chart, requests] of activatorRuns) {
@@ -515,7 +595,7 @@ describe('the operator under the chart’s RBAC', () => {
           }
         }
       }
-      const activatorUnused = [...activatorGranted].filter((right) => !activatorUsed.has(right) && !madeOnlyForApiKeys.has(right));
+      const activatorUnused = [...activatorGranted].filter((right) => !activatorUsed.has(right) && !madeOnlyElsewhere.has(right));
       expect(activatorUnused, 'rights of the activator that none of its requests used: drop them from the chart and the README table, or make this run use them').toEqual([]);
       const activatorSeen = new Set(activatorAttributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       for (const expected of ['watch apps', 'watch pods', 'get secrets', 'create secrets', 'list secrets', 'update secrets', 'delete secrets', 'get deployments/scale', 'update deployments/scale']) {

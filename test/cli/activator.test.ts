@@ -1,5 +1,5 @@
 // `runlet activator`: the holder of calls to Apps at zero as a process of its own, in a "pod" of the in-memory
-// API server. It watches Apps itself, makes the holder key's Secret, authenticates callers as the sidecars do
+// API server. It watches Apps itself, waits for the holder key's Secret (the operator's to make), authenticates callers as the sidecars do
 // (RUNLET_AUTH_JWKS_URL: a stand-in for the cluster's service-account issuer), wakes an App it holds a call
 // for, and serves its own health, readiness and metrics; on SIGTERM it stops being ready before it closes.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KubeApi } from '../../kube/client.ts';
+import { ensureHolderKey } from '../../operator/autoscaling/holder-key.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { installCrds } from '../operator/e2e-cluster.ts';
@@ -19,6 +20,8 @@ import { waitFor } from '../support/wait.ts';
 const START_TIMEOUT_MS = 90_000;
 const DEPLOYMENTS = '/apis/apps/v1/namespaces/team-a/deployments';
 const APPS = '/apis/runlet.dev/v1alpha1/namespaces/team-a/apps';
+/** The holder key's Secret, in the activator's namespace (POD_NAMESPACE, else default), as the operator makes it. */
+const KEY_SECRET = { namespace: 'default', name: 'runlet-holder-key' };
 
 let dir: string | undefined;
 let server: KubeApiServer | undefined;
@@ -35,13 +38,18 @@ afterEach(async () => {
   activator = api = server = issuer = dir = undefined;
 });
 
-/** An activator in a "pod" of the in-memory API server: its service account in RUNLET_SERVICE_ACCOUNT_DIR. */
-async function startInPod(args: string[] = []): Promise<OperatorProcess> {
+/**
+ * An activator in a "pod" of the in-memory API server: its service account in RUNLET_SERVICE_ACCOUNT_DIR; the
+ * holder key made first, as the operator makes it, unless `withKey` is false.
+ */
+async function startInPod(args: string[] = [], withKey = true): Promise<OperatorProcess> {
   dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
-  server = await startKubeApiServer({ namespaces: ['default', 'team-a'] });
+  // With the namespace of its held calls (`--held-namespace`'s default, the key namespace's name + -held).
+  server = await startKubeApiServer({ namespaces: ['default', 'default-held', 'team-a'] });
   // The holder answers once the App cache is filled: the CRDs are there, as in a cluster.
   await installCrds(server.kubeConfig());
   api = new KubeApi(await server.credentials());
+  if (withKey) await ensureHolderKey(api, KEY_SECRET);
   issuer = await startServiceAccountIssuer();
   const serviceAccountDir = join(dir, 'serviceaccount');
   await server.writeServiceAccount(serviceAccountDir);
@@ -87,8 +95,12 @@ async function appAtZero(name: string): Promise<void> {
 }
 
 describe('runlet activator', () => {
-  it('holds a call to an App at zero in a process of its own: authenticated, the App woken, counted in its own metrics', async () => {
-    const { url, adminUrl } = await listening(await startInPod());
+  it('waits for the holder key the operator makes, making none itself; then holds a call to an App at zero in a process of its own: authenticated, the App woken, counted in its own metrics', async () => {
+    const started = await startInPod([], false);
+    await waitFor(() => started.output().includes('waiting for the operator to make the holder key'), { what: 'the activator waiting for the key', timeoutMs: START_TIMEOUT_MS });
+    expect(await api!.find(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`), 'no key made by the activator').toBeUndefined();
+    const key = await ensureHolderKey(api!, KEY_SECRET);
+    const { url, adminUrl } = await listening(started);
     await appAtZero('hello');
     await waitFor(async () => (await readiness(adminUrl)) === 200, { what: 'the activator ready', timeoutMs: START_TIMEOUT_MS });
 
@@ -111,8 +123,11 @@ describe('runlet activator', () => {
 
     const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
     expect(metrics).toContain('runlet_holder_calls_total{namespace="team-a",app="hello",mode="sync",outcome="timed_out"} 1');
-    const secret = await api!.get<KubeObject & { data?: { key?: string } }>('/api/v1/namespaces/default/secrets/runlet-holder-key');
-    expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
+    // The activator made no Secret: the key is the one made for it, and its only request on Secrets was a read.
+    const secret = await api!.get<KubeObject & { data?: { key?: string } }>(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`);
+    expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toBe(Buffer.from(key).toString('hex'));
+    const activatorSecretWrites = server!.requests.filter((request) => request.token === 'activator-token' && request.method !== 'GET' && request.path.startsWith(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets`));
+    expect(activatorSecretWrites).toEqual([]);
   }, START_TIMEOUT_MS + 30_000);
 
   it('on SIGTERM answers /ready with 503 for its drain, then closes and exits 0', async () => {
@@ -142,5 +157,19 @@ describe('runlet activator', () => {
     activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--max-calls-per-app', '0'] });
     expect(await activator.exited).toBe(2);
     expect(activator.output()).toContain('--max-calls-per-app must be a whole number');
+  }, START_TIMEOUT_MS);
+
+  it('refuses to keep held calls in the key’s namespace, whose other Secrets the right to list them would reach, naming the flag', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--key-namespace', 'runlet-system', '--held-namespace', 'runlet-system'] });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--held-namespace must be a namespace of its own, not the key');
+  }, START_TIMEOUT_MS);
+
+  it('refuses a held calls’ namespace that is no namespace name, naming the flag', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--held-namespace', 'Runlet_Held'] });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--held-namespace must be a namespace name');
   }, START_TIMEOUT_MS);
 });

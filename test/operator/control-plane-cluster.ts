@@ -44,8 +44,11 @@ const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 const TOKEN_AUDIENCE = 'runlet';
 /** install.yaml's operator identity: the ServiceAccount its ClusterRole is bound to, and its Lease. */
 export const OPERATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-operator', lease: 'runlet-operator' } as const;
-/** install.yaml's activator identity: the ServiceAccount its ClusterRole and Role are bound to. */
-export const ACTIVATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-activator', deployment: 'runlet-activator' } as const;
+/**
+ * install.yaml's activator identity: the ServiceAccount its ClusterRole and Roles are bound to, and the namespace
+ * install.yaml makes for the records of held async calls.
+ */
+export const ACTIVATOR = { namespace: 'runlet-system', serviceAccount: 'runlet-activator', deployment: 'runlet-activator', heldCallsNamespace: 'runlet-system-held' } as const;
 /** The Service whose Endpoints list the holder (named apart from any the chart may ship: the tier writes its Endpoints). */
 const HOLDER_SERVICE = 'runlet-e2e-holder';
 const FIRST_OPERATOR = 'e2e-operator-1';
@@ -173,8 +176,9 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
       // The holder key's Secret lives in the release namespace, as the chart configures it: the results store's
-      // batches are signed with the namespaces' copies of it too.
-      holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE },
+      // batches are signed with the namespaces' copies of it too. The held calls are in the namespace install.yaml
+      // makes for them.
+      holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE, heldCallsNamespace: ACTIVATOR.heldCallsNamespace },
       // The operator Service, as the pods reach it: a relay to the newest operator running.
       results: { ...options.operatorConfig?.results, collectorUrl: `http://127.0.0.1:${collector.port}` },
     };
@@ -235,6 +239,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
               adminPort: 0,
               identity: 'e2e-activator-1',
               keySecret: { namespace: ACTIVATOR.namespace, name: 'runlet-holder-key' },
+              heldNamespace: ACTIVATOR.heldCallsNamespace,
               watchdogMs: 60_000,
               drainMs: 0,
             },

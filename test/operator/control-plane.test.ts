@@ -3,24 +3,33 @@
 // (operator-suite.ts; autoscaling-suite.ts and scale-to-zero-suite.ts with the real Deployment controller acting
 // on the scale), then what only a real server shows — kubectl applies with validation on, the operator's
 // ClusterRole, TokenReview and SubjectAccessReview, the garbage collector, leader election.
-import { writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
+import { KubeApiError } from '../../kube/errors.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
+import { ensureResultsSecret } from '../../operator/results-secret.ts';
+import { ensureHolderKey, holderKeysFor } from '../../operator/autoscaling/holder-key.ts';
+import { HeldRecords } from '../../activator/hold-records.ts';
+import { newRunId } from '../../run-request/run-id.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { launchBrowser } from '../support/browser.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
-import { OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
+import { ACTIVATOR, OPERATOR, startControlPlaneCluster, type ControlPlaneCluster } from './control-plane-cluster.ts';
 import { HelloApp } from './hello-app.ts';
+import { REPO } from './e2e-cluster.ts';
 import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
 import { scaleToZeroSuite } from './scale-to-zero-suite.ts';
 
@@ -407,6 +416,100 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       expect(runLogs.trim()).toBe('');
     } finally {
       await receiver.close();
+      await core.deleteNamespace({ name: namespace });
+    }
+  });
+
+  it('lets the activator read no Secret of runlet-system but its key under install.yaml’s RBAC (not the results store’s DSN, nor a list), create none there, and keep held calls in runlet-system-held only', async () => {
+    // The embedded PostgreSQL's Secret, made as `runlet operator` makes it at its first start, with the operator's own
+    // token (its results Role): the DSN, whose password opens every tenant's run history.
+    const asOperator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount)));
+    const asActivator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(ACTIVATOR.namespace, ACTIVATOR.serviceAccount)));
+    const secrets = (namespace: string) => `/api/v1/namespaces/${namespace}/secrets`;
+    const statusOf = (request: Promise<unknown>) =>
+      request.then(
+        () => 200,
+        (error: unknown) => {
+          if (error instanceof KubeApiError) return error.status;
+          throw error;
+        },
+      );
+    try {
+      const { dsn } = await ensureResultsSecret(asOperator, { namespace: OPERATOR.namespace, name: 'runlet-postgres', host: `runlet-postgres.${OPERATOR.namespace}.svc` });
+      expect(dsn).toMatch(/^postgres(ql)?:\/\//);
+      expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-postgres`)), 'get the DSN Secret').toBe(403);
+      expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace))), 'list the release namespace’s Secrets').toBe(403);
+      expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
+      expect(await statusOf(asActivator.list('/api/v1/secrets')), 'list every Secret').toBe(403);
+      // Nor put one there where the operator looks (a create cannot be limited to a name): the key is the operator's to make.
+      const planted = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-planted' }, stringData: { dsn: 'postgres://attacker.example/runs' } };
+      expect(await statusOf(asActivator.create(secrets(OPERATOR.namespace), planted as KubeObject)), 'create a Secret there').toBe(403);
+      // Its own key, and its held calls' namespace, where the records are kept.
+      expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-holder-key`)), 'get the holder key').toBe(200);
+      expect(await statusOf(asActivator.list(secrets(ACTIVATOR.heldCallsNamespace))), 'list the held calls').toBe(200);
+    } finally {
+      await asOperator.close();
+      await asActivator.close();
+    }
+  });
+
+  it('takes in hand a held async call an earlier version left in runlet-system, once moved by the command docs/scale-to-zero.md gives for the upgrade', async () => {
+    // An App whose pod never starts (no code ConfigMap): its calls stay held.
+    const namespace = `runlet-cp-upgrade-${Date.now().toString(36)}`;
+    const stuck = new HelloApp(cluster.kubeConfig, namespace, { name: 'stuck', minReplicas: 0, scaling: { maxReplicas: 1 } });
+    const [namespaceObject, , manifest] = await stuck.manifests();
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: namespaceObject });
+    manifest.spec = { ...manifest.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } } };
+    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: manifest });
+    await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+      namespace,
+      body: { metadata: { name: 'default-view' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace }] },
+    });
+    const asReader = { authorization: `Bearer ${await cluster.serviceAccountToken(namespace, 'default')}` };
+    const callerToken = await cluster.callerToken(namespace);
+    const admin = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
+    const bin = await mkdtemp(join(tmpdir(), 'runlet-cp-kubectl-'));
+    try {
+      // The activator's App cache has the App once it holds a call for it (until then its sweep would drop the
+      // call as one of an App gone).
+      await wait('an async call held', async () => {
+        const answer = await fetch(`${cluster.holder!.url}/v4/${namespace}/stuck/run?async=true`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${callerToken}` },
+          body: '{}',
+        });
+        return answer.status === 202;
+      });
+      // The record an activator of the earlier version wrote in the release namespace, claimed by its pod, now gone.
+      const keySecret = { namespace: OPERATOR.namespace, name: 'runlet-holder-key' };
+      const earlier = new HeldRecords({ api: admin, namespace: OPERATOR.namespace, identity: 'runlet-activator-earlier', staleClaimMs: 300_000, ttlMs: 86_400_000, keys: holderKeysFor(await ensureHolderKey(admin, keySecret), keySecret) });
+      const runId = newRunId();
+      const url = `/v4/${namespace}/stuck/run?async=true`;
+      await earlier.save({ runId, namespace, appName: 'stuck', method: 'POST', url, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"name":"Left"}'), acceptedAt: Date.now(), authenticatedProject: namespace });
+
+      // The upgrade's step, as the page gives it, with the tier's kubectl.
+      const doc = await readFile(join(REPO, 'docs/scale-to-zero.md'), 'utf8');
+      const step = doc.slice(doc.indexOf('Upgrading from a version that kept held calls in the release namespace'));
+      const command = step.match(/```sh\n([\s\S]*?)```/)?.[1];
+      expect(command, 'the upgrade command in docs/scale-to-zero.md').toContain('runlet-system-held');
+      await symlink(cluster.controlPlane.kubectl, join(bin, 'kubectl'));
+      await promisify(execFile)('bash', ['-o', 'pipefail', '-c', command!], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, KUBECONFIG: cluster.controlPlane.kubeconfigPath }, timeout: 60_000 });
+      expect((await admin.list(`/api/v1/namespaces/${OPERATOR.namespace}/secrets`, { labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
+
+      // The activator's sweep (every minute; here at once) takes it in hand: its signature holds, its claim is this
+      // activator's, and the management API lists it pending.
+      await cluster.holder!.recover();
+      const moved = await admin.get<KubeObject>(`/api/v1/namespaces/${ACTIVATOR.heldCallsNamespace}/secrets/runlet-held-${runId}`);
+      expect(moved.metadata?.annotations?.['runlet.dev/claimed-by']).toBe('e2e-activator-1');
+      const listed = await wait('the moved call listed pending', async () => {
+        const answer = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/stuck/runs/${runId}`, { headers: asReader });
+        return answer.status === 200 && ((await answer.json()) as { item: RunRecord }).item;
+      });
+      expect(listed).toMatchObject({ id: runId, status: 'pending', async: true });
+    } finally {
+      await rm(bin, { recursive: true, force: true });
+      await admin.close();
       await core.deleteNamespace({ name: namespace });
     }
   });

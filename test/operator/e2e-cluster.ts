@@ -120,6 +120,9 @@ export interface TestOperatorOptions {
   activatorLoadAddress?: OperatorOptions['activatorLoadAddress'];
 }
 
+/** Where the in-memory clusters keep held async calls: the operator's default beside the holder key's `default`. */
+export const HELD_CALLS_NAMESPACE = 'default-held';
+
 /** The operator in this process, as its main() would run it, with a short leader-election retry. */
 export async function startTestOperator(options: TestOperatorOptions): Promise<Operator & { url: string | undefined }> {
   const config = resolveConfig(
@@ -129,7 +132,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
       server: { host: '127.0.0.1', port: 0 },
       leaderElection: { namespace: options.leaseNamespace, leaseName: options.leaseName ?? 'runlet-operator-e2e', identity: options.identity ?? `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
       logLevel: 'debug',
-      holder: { host: '127.0.0.1', port: 0 },
+      holder: { host: '127.0.0.1', port: 0, heldCallsNamespace: HELD_CALLS_NAMESPACE },
       imagePullSecrets: [{ name: E2E_PULL_SECRET }],
     },
     options.results === undefined ? {} : { server: { host: '127.0.0.1', port: options.results.port }, results: { collectorUrl: `http://127.0.0.1:${options.results.port}` } },

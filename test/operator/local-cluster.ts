@@ -16,7 +16,7 @@ import { signLocalToken } from '../../run-request/auth/local-key.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { sidecarUrls, startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
 import { waitFor } from '../support/wait.ts';
-import { REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, withPrivateImage, type E2eCluster } from './e2e-cluster.ts';
+import { HELD_CALLS_NAMESPACE, REPO, installCrds, listHolder, refusePodsLikeQuota, startTestOperator, withPrivateImage, type E2eCluster } from './e2e-cluster.ts';
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from './service-account-issuer.ts';
 import { isAlive, readOrEmpty } from '../support/process-checks.ts';
 import { installLoopbackGuard } from '../support/loopback-only.ts';
@@ -66,14 +66,16 @@ export interface LocalCluster extends E2eCluster {
  * calls, trusting the issuer's tokens: the holder key's Secret is `default/runlet-holder-key`, which the operator
  * copies into the app namespaces, where the sidecars read it from their environment (a secretKeyRef); and the
  * Endpoints `default/runlet-holder` list the activator, as the endpoints controller lists the activator pods'
- * holder port for the Service. The operator holds no call itself (`holder: 'external'`).
+ * holder port for the Service. The records of held async calls are in the namespace `default-held`, as the chart
+ * makes one of their own. The operator holds no call itself (`holder: 'external'`).
  */
 export async function startLocalCluster(
   options: { operatorConfig?: ConfigLayer; holder?: boolean; coldStartTimeoutMs?: OperatorHolderOptions['coldStartTimeoutMs']; results?: NonNullable<OperatorOptions['results']> } = {},
 ): Promise<LocalCluster> {
   const workDir = await mkdtemp(join(tmpdir(), 'runlet-operator-e2e-'));
   const guard = installLoopbackGuard(join(workDir, 'refused-connections.log'));
-  const server = await startKubeApiServer();
+  // The held async calls' own namespace, which the chart creates.
+  const server = await startKubeApiServer({ namespaces: ['default', 'kube-system', 'kube-public', 'kube-node-lease', HELD_CALLS_NAMESPACE] });
   const kubeConfig = server.kubeConfig();
   const serviceAccountDir = join(workDir, 'serviceaccount');
   // A token of their own (the server accepts any): the request log tells the sidecars' requests from the operator's.
@@ -140,6 +142,7 @@ export async function startLocalCluster(
             adminPort: 0,
             identity: 'activator-0',
             keySecret: { namespace: 'default', name: 'runlet-holder-key' },
+            heldNamespace: HELD_CALLS_NAMESPACE,
             watchdogMs: 60_000,
             drainMs: 0,
           },

@@ -16,6 +16,7 @@ import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { startLocalCluster, type LocalCluster } from './local-cluster.ts';
+import { HELD_CALLS_NAMESPACE } from './e2e-cluster.ts';
 import { scaleToZeroSuite, ZERO_WAIT, ZeroApp } from './scale-to-zero-suite.ts';
 
 const NEVER_READY = 'never';
@@ -27,6 +28,8 @@ const BURST = 40;
 /** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
 const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
+/** Where the held async calls' records are: a namespace of their own, apart from the key's. */
+const HELD_CALLS = HELD_CALLS_NAMESPACE;
 /** A management API caller the cluster authenticates, and allows to list runs. */
 const READER = { token: 'zero-reader.eyJydW5zIjoicmVhZGVyIn0.sig', user: 'system:serviceaccount:runlet-e2e:reader' };
 /** Allowed to list runs and to cancel them. */
@@ -196,7 +199,7 @@ describe('scale to zero: the holder itself', () => {
       const { item } = JSON.parse(text) as { item: RunRecord };
       expect(item).toMatchObject({ id: runId, async: true, functionName: 'run', status: 'cancelled', reason: 'cancel_requested', startedAt: null, error: { type: 'Cancelled' } });
       expect(item.webhook).toMatchObject({ endpoint: receiver.at().toString().split('?')[0], state: 'pending' });
-      expect((await core.listNamespacedSecret({ namespace: HOLDER_KEY.namespace, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
+      expect((await core.listNamespacedSecret({ namespace: HELD_CALLS, labelSelector: `runlet.dev/held-call-for=${name}` })).items).toEqual([]);
       // Its holder, still waking the app for it, lists it pending no more.
       const stillPending = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/${name}/runs?status=pending`, { headers: { authorization: `Bearer ${READER.token}` } });
       expect(((await stillPending.json()) as { items: RunRecord[] }).items.map((run) => run.id)).not.toContain(runId);
@@ -418,9 +421,10 @@ describe('scale to zero: the holder itself', () => {
     // The holder goes away before any replica is ready: the call exists only in its durable record.
     await first.close();
     expect(first.stats.handedOver).toBe(handedOverBefore);
-    // That record is in the holder's namespace, not the App's, and holds no token: what is at rest, decoded.
+    // That record is in the held calls' own namespace, neither the App's nor the key's, and holds no token: what is
+    // at rest, decoded.
     const records = await core.listSecretForAllNamespaces({ labelSelector: 'runlet.dev/held-call-for' });
-    expect(records.items.map((record) => record.metadata?.namespace)).toEqual([HOLDER_KEY.namespace]);
+    expect(records.items.map((record) => record.metadata?.namespace)).toEqual([HELD_CALLS]);
     const atRest = JSON.stringify(records.items[0]) + Object.values(records.items[0]!.data ?? {}).map((value) => Buffer.from(value, 'base64').toString('utf8')).join('\n');
     expect(atRest).not.toContain(token);
     expect(atRest.toLowerCase()).not.toContain('bearer');
@@ -435,7 +439,7 @@ describe('scale to zero: the holder itself', () => {
       appsSynced: async () => {},
       logger: (await import('pino')).default({ level: 'silent' }),
       identity: 'holder-after-restart',
-      recordsNamespace: HOLDER_KEY.namespace,
+      recordsNamespace: HELD_CALLS,
       watchdogMs: 60_000,
       host: '127.0.0.1',
       port: 0,

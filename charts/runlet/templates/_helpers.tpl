@@ -30,6 +30,14 @@ At most 63 characters: Service names are DNS labels.
 {{- printf "%s-holder" (include "runlet.fullname" .) | trunc 59 | trimSuffix "-" }}
 {{- end }}
 
+{{/*
+The namespace of the held async calls' records: holder.heldCalls.namespace, else "<release namespace>-held", the
+release namespace cut so that the name stays a DNS label (63 characters) and never is the release namespace.
+*/}}
+{{- define "runlet.heldCallsNamespace" -}}
+{{- .Values.holder.heldCalls.namespace | default (printf "%s-held" (.Release.Namespace | trunc 58 | trimSuffix "-")) }}
+{{- end }}
+
 {{/* The embedded PostgreSQL's StatefulSet and Service, and the Secret the operator makes for it. */}}
 {{- define "runlet.postgresName" -}}
 {{- printf "%s-postgres" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
@@ -194,6 +202,9 @@ holder:
   serviceNamespace: {{ .Release.Namespace | quote }}
   serviceName: {{ include "runlet.holderName" . | quote }}
   keySecretName: {{ printf "%s-key" (include "runlet.holderName" .) | quote }}
+  # The held async calls' records, in a namespace of their own (the Roles <release>-activator-held-calls and
+  # <release>-operator-held-calls there).
+  heldCallsNamespace: {{ include "runlet.heldCallsNamespace" . | quote }}
   # Where the leader asks each activator for the calls waiting there (/load), which its autoscaler counts.
   activatorAdminPort: {{ .Values.holder.adminPort }}
 {{- else }}
