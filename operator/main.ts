@@ -42,7 +42,7 @@ import { ensureHolderKey, holderControlKey, holderKeysFor } from './autoscaling/
 import { holderAddressesOf } from './autoscaling/endpoints-switch.ts';
 import { HeldCalls, withHeldRuns, type HeldCallsOptions } from './held-calls.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
-import { LoadScraper } from './autoscaling/load-scraper.ts';
+import { createLoadScraper } from './autoscaling/load-scraper.ts';
 import { ActivatorLoads } from './autoscaling/activator-loads.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 import { Scaler } from './autoscaling/scaler.ts';
@@ -271,7 +271,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
   metrics.observeAppLoads(() => loads.list());
   // The leader's alone, as the scaler it feeds: the replicas are asked once per tick, not once per operator replica.
-  const scraper = new LoadScraper({
+  const scraper = createLoadScraper({
     pods,
     loads,
     address: options.loadAddress,
