@@ -65,7 +65,7 @@ import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
 import { childName } from './render/names.ts';
-import { buildOperatorServer } from './server.ts';
+import { buildHealthServer } from './health-server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
 import { SidecarMigration } from './sidecar-migration.ts';
 import { SidecarMode } from './sidecar-mode.ts';
@@ -448,15 +448,15 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
 
-  const server = buildOperatorServer({
-    metrics,
+  // Ready to serve: the caches are filled (leaders and standbys alike, so a standby can take over at once).
+  const server = buildHealthServer({
+    registry: metrics.registry,
     logger,
-    health: {
-      ready: () => ({
-        ready: isReady(),
-        detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
-      }),
-    },
+    ready: () => ({
+      ready: isReady(),
+      detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
+    }),
+    notReadyStatus: 'starting',
   });
   // The runs of async calls cancelled while held at zero, which no replica saw: recorded where the management
   // API reads runs (the results store takes each once its webhook is settled: its upkeep would close a pending
