@@ -68,7 +68,7 @@ interface Entry<Target> {
 }
 
 export class PeriodicScraper<Target, Answer> {
-  readonly #options: ScrapeTargets<Target, Answer>;
+  readonly #scraped: ScrapeTargets<Target, Answer>;
   readonly #schedule: ScrapeSchedule;
   readonly #timeoutMs: number;
   readonly #now: () => number;
@@ -79,7 +79,7 @@ export class PeriodicScraper<Target, Answer> {
   #timer: NodeJS.Timeout | undefined;
 
   constructor(targets: ScrapeTargets<Target, Answer>, schedule: ScrapeSchedule) {
-    this.#options = targets;
+    this.#scraped = targets;
     this.#schedule = schedule;
     this.#timeoutMs = schedule.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#now = schedule.now ?? Date.now;
@@ -97,7 +97,7 @@ export class PeriodicScraper<Target, Answer> {
     clearInterval(this.#timer);
     this.#timer = undefined;
     await Promise.allSettled(this.#inFlight);
-    for (const entry of this.#entries.values()) this.#options.forgotten(entry.target);
+    for (const entry of this.#entries.values()) this.#scraped.forgotten(entry.target);
     this.#entries.clear();
     this.#agent.destroy();
   }
@@ -118,10 +118,10 @@ export class PeriodicScraper<Target, Answer> {
 
   /** The targets listed again without asking any: new ones are taken, those no longer listed forgotten at once. */
   relist(): void {
-    const { targets, key, forgotten } = this.#options;
+    const scraped = this.#scraped;
     const listed = new Set<string>();
-    for (const target of targets()) {
-      const targetKey = key(target);
+    for (const target of scraped.targets()) {
+      const targetKey = scraped.key(target);
       listed.add(targetKey);
       const entry = this.#entries.get(targetKey);
       if (entry === undefined) this.#entries.set(targetKey, { key: targetKey, target, busy: false, failing: false });
@@ -130,35 +130,37 @@ export class PeriodicScraper<Target, Answer> {
     for (const [targetKey, entry] of this.#entries) {
       if (listed.has(targetKey)) continue;
       this.#entries.delete(targetKey);
-      forgotten(entry.target);
+      scraped.forgotten(entry.target);
     }
   }
 
   async #scrapeOne(entry: Entry<Target>): Promise<void> {
     const { logger, onScrape } = this.#schedule;
-    const { kind, path } = this.#options;
+    const { kind, path } = this.#scraped;
     const target = entry.target;
-    const name = this.#options.describe(target);
+    const name = this.#scraped.describe(target);
     let where = `${kind} ${name}`;
+    let answer: Answer;
     try {
-      const address = this.#options.address(target);
+      const address = this.#scraped.address(target);
       where = `${address.host}:${address.port}${path}`;
-      const body = await scrapeGet({ agent: this.#agent, address, path, timeoutMs: this.#timeoutMs, maxBytes: this.#options.maxBytes });
-      const answer = this.#options.parse(body, where);
-      onScrape?.('ok');
-      if (entry.failing) logger.info({ [kind]: name }, `load scrape of ${where} answered again`);
-      entry.failing = false;
-      // A target that left while it was asked is not brought back (nor one listed again meanwhile, as a new entry).
-      if (this.#entries.get(entry.key) === entry) this.#options.answered(target, answer, this.#now());
+      const body = await scrapeGet({ agent: this.#agent, address, path, timeoutMs: this.#timeoutMs, maxBytes: this.#scraped.maxBytes });
+      answer = this.#scraped.parse(body, where);
     } catch (error) {
       onScrape?.('failed');
       if (!entry.failing) {
         logger.warn(
           { [kind]: name, err: error },
-          `load scrape of ${where} failed: ${this.#options.failureMeans} after a few failed scrapes (logged once until it answers)`,
+          `load scrape of ${where} failed: ${this.#scraped.failureMeans} after a few failed scrapes (logged once until it answers)`,
         );
       }
       entry.failing = true;
+      return;
     }
+    onScrape?.('ok');
+    if (entry.failing) logger.info({ [kind]: name }, `load scrape of ${where} answered again`);
+    entry.failing = false;
+    // A target that left while it was asked is not brought back (nor one listed again meanwhile, as a new entry).
+    if (this.#entries.get(entry.key) === entry) this.#scraped.answered(target, answer, this.#now());
   }
 }
