@@ -14,7 +14,6 @@
 // and the operator re-points the Apps at zero at the other replicas; then the holder closes: async calls in hand
 // are handed over, or stay recorded for another replica to take over; sync and stream calls still waiting
 // for a pod are cut, and their callers may call again.
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
@@ -26,7 +25,8 @@ import type { KubeObject } from '../kube/objects.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { holderControlKey, holderKeysFor, readHolderKeyWhenMade, type SecretName } from '../operator/autoscaling/holder-key.ts';
-import { HELD_LOAD_PATH, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
+import { HELD_LOAD_PATH } from '../operator/autoscaling/held-demand.ts';
+import { buildHealthServer } from '../operator/health-server.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
 import type { HoldLimits } from './hold-bounds.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
@@ -110,12 +110,15 @@ export function createActivator(options: ActivatorOptions): Activator {
   // Ends the wait for the holder key when the activator stops before the operator made it.
   const stopped = new AbortController();
   const isReady = (): boolean => !stopping && holder !== undefined && apps.synced;
-  const admin = buildAdminServer({
+  const admin = buildHealthServer({
     registry,
     logger,
     ready: () => ({ ready: isReady(), detail: { apps: apps.size, holder: holder !== undefined } }),
-    heldReport: () => holder?.heldReport() ?? { apps: [] },
+    notReadyStatus: 'not ready',
   });
+  // The calls waiting here per App, scraped by the operator's leader: its autoscaler counts them with the
+  // replicas' load, so calls queued at an activator for a free slot ask for replicas as the sidecars' do.
+  admin.get(HELD_LOAD_PATH, async () => holder?.heldReport() ?? { apps: [] });
 
   return {
     get holder() {
@@ -176,26 +179,4 @@ export function createActivator(options: ActivatorOptions): Activator {
       logger.info('activator stopped');
     },
   };
-}
-
-function buildAdminServer(options: { registry: Registry; logger: Logger; ready(): { ready: boolean; detail: Record<string, unknown> }; heldReport(): HeldLoadReport }): FastifyInstance {
-  // Probes and scrapes are not logged: they would drown the rest. pino's Logger is fastify's logger type with more methods.
-  const server = Fastify({
-    loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: true }),
-  });
-  server.get('/healthz', async () => ({ status: 'ok' }));
-  server.get('/ready', async (_request, reply) => {
-    const { ready, detail } = options.ready();
-    reply.code(ready ? 200 : 503);
-    return { status: ready ? 'ready' : 'not ready', ...detail };
-  });
-  // The calls waiting here per App, scraped by the operator's leader: its autoscaler counts them with the
-  // replicas' load, so calls queued at an activator for a free slot ask for replicas as the sidecars' do.
-  server.get(HELD_LOAD_PATH, async () => options.heldReport());
-  server.get('/metrics', async (_request, reply) => {
-    reply.header('content-type', options.registry.contentType);
-    return options.registry.metrics();
-  });
-  return server;
 }

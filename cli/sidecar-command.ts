@@ -170,8 +170,8 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       clientStallTimeoutMs: parseSecondsFlag('client-stall-timeout', required('client-stall-timeout'), MAX_REQUEST_TIMEOUT_SECONDS),
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
-      holderKey: holderKeyOf(process.env[HOLDER_KEY_ENV]),
-      drainToken: drainTokenOf(process.env[DRAIN_TOKEN_ENV]),
+      holderKey: secretFromEnv(process.env[HOLDER_KEY_ENV], holderKeyFromText),
+      drainToken: secretFromEnv(process.env[DRAIN_TOKEN_ENV], checkDrainToken) ?? null,
       logger,
     });
   } catch (err) {
@@ -181,21 +181,15 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** The key held calls are signed with, from the environment (a Secret in a cluster); none: no call is held. */
-function holderKeyOf(text: string | undefined): Uint8Array | undefined {
+/**
+ * A secret from the sidecar's environment (the pod spec the operator renders), checked by `parse`: undefined
+ * when it is not set, and a usage error (exit 2) saying why when it is not one. The holder key (none: no call
+ * is held) and the drain token (none: no drain on the admin port).
+ */
+function secretFromEnv<T>(text: string | undefined, parse: (text: string) => T): T | undefined {
   if (text === undefined || text === '') return undefined;
   try {
-    return holderKeyFromText(text);
-  } catch (err) {
-    throw new CliError((err as Error).message, 2);
-  }
-}
-
-/** What the admin port's /drain asks for, from the environment (the operator renders it); none: no drain there. */
-function drainTokenOf(text: string | undefined): string | null {
-  if (text === undefined || text === '') return null;
-  try {
-    return checkDrainToken(text);
+    return parse(text);
   } catch (err) {
     throw new CliError((err as Error).message, 2);
   }

@@ -7,7 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { APP_KIND, RUNLET_API_VERSION } from './api-group.ts';
 import { objectMetaSchema } from './object-meta-schema.ts';
 import { RESULT_KEEP_BYTES_MAX } from './app-limits.ts';
-import { DateTime, DnsLabel, DnsSubdomain, Quantity, StringEnum, Struct, withRules } from './schema-kit.ts';
+import { DateTime, DnsLabel, DnsSubdomain, Quantity, StringEnum, Struct, exactlyOneOf, withRules } from './schema-kit.ts';
 
 
 /** App names become Service and Deployment names and a path segment of the run interface. */
@@ -25,11 +25,7 @@ export const CodeSourceSchema = Struct(
   },
   {
     description: 'Where the Python code comes from: exactly one of configMap or baked.',
-    ...withRules<{ configMap?: unknown; baked?: unknown }>({
-      rule: 'has(self.configMap) != has(self.baked)',
-      message: 'exactly one of {configMap} or {baked} must be set',
-      holds: (code) => (code.configMap === undefined) !== (code.baked === undefined),
-    }),
+    ...withRules(exactlyOneOf('configMap', 'baked')),
   },
 );
 
@@ -86,11 +82,7 @@ export const RuntimeSchema = Struct(
   },
   {
     description: 'Exactly one of python or custom.',
-    ...withRules<{ python?: unknown; custom?: unknown }>({
-      rule: 'has(self.python) != has(self.custom)',
-      message: 'exactly one of {python} or {custom} must be set',
-      holds: (runtime) => (runtime.python === undefined) !== (runtime.custom === undefined),
-    }),
+    ...withRules(exactlyOneOf('python', 'custom')),
   },
 );
 

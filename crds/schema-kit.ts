@@ -107,6 +107,15 @@ export function withRules<Self>(...rules: CrossFieldRule<Self>[]): ObjectOptions
   return { 'x-kubernetes-validations': validations, [CROSS_FIELD_RULES]: rules };
 }
 
+/** The rule that exactly one of two optional fields is set (a one-of: which source, which runtime). */
+export function exactlyOneOf(first: string, second: string): CrossFieldRule<Record<string, unknown>> {
+  return {
+    rule: `has(self.${first}) != has(self.${second})`,
+    message: `exactly one of {${first}} or {${second}} must be set`,
+    holds: (self) => (self[first] === undefined) !== (self[second] === undefined),
+  };
+}
+
 /** The TypeScript twins attached by `withRules`, if any. */
 export function crossFieldRulesOf(schema: TSchema): readonly CrossFieldRule<Record<string, unknown>>[] {
   const rules: unknown = Reflect.get(schema, CROSS_FIELD_RULES);

@@ -42,7 +42,7 @@ import { ensureHolderKey, holderControlKey, holderKeysFor } from './autoscaling/
 import { holderAddressesOf } from './autoscaling/endpoints-switch.ts';
 import { HeldCalls, withHeldRuns, type HeldCallsOptions } from './held-calls.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
-import { LoadScraper } from './autoscaling/load-scraper.ts';
+import { createLoadScraper } from './autoscaling/load-scraper.ts';
 import { ActivatorLoads } from './autoscaling/activator-loads.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 import { Scaler } from './autoscaling/scaler.ts';
@@ -66,7 +66,7 @@ import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
 import { childName } from './render/names.ts';
-import { buildOperatorServer } from './server.ts';
+import { buildHealthServer } from './health-server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
 import { SidecarMigration } from './sidecar-migration.ts';
 import { SidecarMode } from './sidecar-mode.ts';
@@ -283,7 +283,7 @@ export function createOperator(options: OperatorOptions): Operator {
   const loads = new AppLoads({ pod: (namespace, name) => pods.get(namespace, name), onChange: options.onAppLoad });
   metrics.observeAppLoads(() => loads.list());
   // The leader's alone, as the scaler it feeds: the replicas are asked once per tick, not once per operator replica.
-  const scraper = new LoadScraper({
+  const scraper = createLoadScraper({
     pods,
     loads,
     address: options.loadAddress,
@@ -460,15 +460,15 @@ export function createOperator(options: OperatorOptions): Operator {
     },
   });
 
-  const server = buildOperatorServer({
-    metrics,
+  // Ready to serve: the caches are filled (leaders and standbys alike, so a standby can take over at once).
+  const server = buildHealthServer({
+    registry: metrics.registry,
     logger,
-    health: {
-      ready: () => ({
-        ready: isReady(),
-        detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
-      }),
-    },
+    ready: () => ({
+      ready: isReady(),
+      detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
+    }),
+    notReadyStatus: 'starting',
   });
   // The runs of calls cancelled while held at zero, which no replica saw: recorded where the management API reads
   // runs, at once and again once the webhook is settled, their webhooks delivered from here. In the results

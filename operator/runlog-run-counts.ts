@@ -8,6 +8,7 @@ import { APP_LABEL } from '../crds/api-group.ts';
 import type { RunLogCounts } from '../crds/runlog-schema.ts';
 import { objectKey } from '../kube/watch.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
+import { ByApp } from './by-app.ts';
 import { rollUpRunCounts, type CountsSummary, type RunCountsSource } from './run-counters.ts';
 
 export function summarizeRunLog(runLog: RunLogObject): CountsSummary {
@@ -32,10 +33,8 @@ function countRuns(runs: readonly { status: string }[]): RunLogCounts {
 }
 
 export class RunLogRunCounts implements RunCountsSource {
-  /** App key → RunLog key → what that RunLog adds. */
-  readonly #byApp = new Map<string, Map<string, CountsSummary>>();
-  /** RunLog key → its App key, to move or drop its summary. */
-  readonly #appOf = new Map<string, string>();
+  /** By App and RunLog key: what each RunLog adds. */
+  readonly #summaries = new ByApp<CountsSummary>();
   readonly #changed: (appKey: string) => void;
 
   /** `changed`: the App's counters may have moved (the writer's `changed`). */
@@ -44,7 +43,7 @@ export class RunLogRunCounts implements RunCountsSource {
   }
 
   countsOf(appKey: string, shown: AppRunCounts | undefined): AppRunCounts | undefined {
-    const summaries = this.#byApp.get(appKey);
+    const summaries = this.#summaries.of(appKey);
     if (shown === undefined && summaries === undefined) return undefined;
     return rollUpRunCounts(summaries?.values() ?? [], shown);
   }
@@ -57,23 +56,13 @@ export class RunLogRunCounts implements RunCountsSource {
       return;
     }
     const appKey = objectKey(runLog.metadata.namespace, appName);
-    const before = this.#appOf.get(runLogKey);
-    if (before !== undefined && before !== appKey) this.runLogDeleted(runLog);
-    let summaries = this.#byApp.get(appKey);
-    if (summaries === undefined) this.#byApp.set(appKey, (summaries = new Map()));
-    summaries.set(runLogKey, summarizeRunLog(runLog));
-    this.#appOf.set(runLogKey, appKey);
+    const movedFrom = this.#summaries.set(appKey, runLogKey, summarizeRunLog(runLog));
+    if (movedFrom !== undefined) this.#changed(movedFrom);
     this.#changed(appKey);
   }
 
   runLogDeleted(runLog: RunLogObject): void {
-    const runLogKey = objectKey(runLog.metadata.namespace, runLog.metadata.name);
-    const appKey = this.#appOf.get(runLogKey);
-    if (appKey === undefined) return;
-    this.#appOf.delete(runLogKey);
-    const summaries = this.#byApp.get(appKey);
-    summaries?.delete(runLogKey);
-    if (summaries?.size === 0) this.#byApp.delete(appKey);
-    this.#changed(appKey);
+    const appKey = this.#summaries.delete(objectKey(runLog.metadata.namespace, runLog.metadata.name));
+    if (appKey !== undefined) this.#changed(appKey);
   }
 }

@@ -9,7 +9,7 @@ import { testLogger } from '../../test/support/logger.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { ActivatorLoads, parseHeldReport } from './activator-loads.ts';
 import type { HolderAddress } from './endpoints.ts';
-import type { ScrapeOutcome } from './load-scraper.ts';
+import type { ScrapeOutcome } from './periodic-scraper.ts';
 
 interface FakeActivator {
   server: Server;

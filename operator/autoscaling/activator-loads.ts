@@ -10,72 +10,67 @@
 // Knative has its activators push the same (pkg/activator/stat_reporter.go, over a websocket to the
 // autoscaler); here the leader, which knows the activators from the holder Service's Endpoints, asks them,
 // as it asks the replicas: no connection from the activators to whichever operator replica leads.
-// An activator that stops answering stops counting after a few missed scrapes, as a replica does.
-import { Agent } from 'node:http';
-import type { Logger } from 'pino';
+// An activator that stops answering stops counting after a few missed scrapes, as a replica does; the scrape
+// itself is periodic-scraper.ts's, as the replicas'.
 import type { ReplicaAddress } from '../replica-address.ts';
 import type { HolderAddress } from './endpoints.ts';
 import { HELD_LOAD_PATH, type HeldCount, type HeldDemand } from './held-demand.ts';
-import type { ScrapeOutcome } from './load-scraper.ts';
-import { scrapeGet } from './scrape-get.ts';
+import { PeriodicScraper, type ScrapeSchedule } from './periodic-scraper.ts';
 
 /** An activator holds at most 1,000 calls by default, each App's name and namespace ≤ 63 + 253 bytes. */
 const MAX_ANSWER_BYTES = 512 * 1024;
-const DEFAULT_TIMEOUT_MS = 2000;
 /** As a replica's load (app-load.ts): a few missed scrapes. */
 const DEFAULT_FRESH_MS = 3000;
 
-export interface ActivatorLoadsOptions {
+export interface ActivatorLoadsOptions extends ScrapeSchedule {
   /** Where an activator's admin port is reached, from its holder address (the holder Service's Endpoints). */
   address(activator: HolderAddress): ReplicaAddress;
-  /** How often every activator is asked: the scaler's tick. */
-  intervalMs: number;
-  /** Bound on one scrape. Default 2 s, as a replica's. */
-  timeoutMs?: number;
   /** How long an activator's last answer counts. Default 3 s. */
   freshMs?: number;
-  logger: Logger;
-  /** Epoch ms. Default Date.now. */
-  now?: () => number;
-  onScrape?(outcome: ScrapeOutcome): void;
 }
 
-interface Activator {
-  address: HolderAddress;
-  /** `namespace/app` → calls waiting, as last answered; undefined before the first answer. */
-  held: Map<string, number> | undefined;
+/** An activator's last answer: `namespace/app` → calls waiting, and when it was read. */
+interface HeldAnswer {
+  held: Map<string, number>;
   scrapedAt: number;
-  busy: boolean;
-  failing: boolean;
 }
+
+const activatorKey = (address: HolderAddress): string => `${address.ip}:${address.port}`;
 
 export class ActivatorLoads implements HeldDemand {
-  readonly #options: ActivatorLoadsOptions;
-  readonly #timeoutMs: number;
   readonly #freshMs: number;
   readonly #now: () => number;
-  readonly #agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1 });
-  /** By `ip:port` of the holder address. */
-  readonly #activators = new Map<string, Activator>();
-  readonly #inFlight = new Set<Promise<void>>();
-  #timer: NodeJS.Timeout | undefined;
+  /** The holder Service's ready addresses, as last set. */
+  #activators: readonly HolderAddress[] = [];
+  /** By activator key: only of activators still listed (the scraper forgets the others). */
+  readonly #answers = new Map<string, HeldAnswer>();
+  readonly #scraper: PeriodicScraper<HolderAddress, Map<string, number>>;
 
   constructor(options: ActivatorLoadsOptions) {
-    this.#options = options;
-    this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#freshMs = options.freshMs ?? DEFAULT_FRESH_MS;
     this.#now = options.now ?? Date.now;
+    this.#scraper = new PeriodicScraper(
+      {
+        targets: () => this.#activators,
+        key: activatorKey,
+        address: options.address,
+        path: HELD_LOAD_PATH,
+        maxBytes: MAX_ANSWER_BYTES,
+        parse: parseHeldReport,
+        answered: (activator, held, scrapedAt) => this.#answers.set(activatorKey(activator), { held, scrapedAt }),
+        forgotten: (activator) => this.#answers.delete(activatorKey(activator)),
+        kind: 'activator',
+        describe: activatorKey,
+        failureMeans: 'the calls waiting there stop counting for the autoscaler',
+      },
+      options,
+    );
   }
 
   /** The activators now (the holder Service's ready addresses): those gone stop counting at once. */
   setActivators(addresses: readonly HolderAddress[]): void {
-    const current = new Set<string>();
-    for (const address of addresses) {
-      const key = `${address.ip}:${address.port}`;
-      current.add(key);
-      if (!this.#activators.has(key)) this.#activators.set(key, { address, held: undefined, scrapedAt: 0, busy: false, failing: false });
-    }
-    for (const key of this.#activators.keys()) if (!current.has(key)) this.#activators.delete(key);
+    this.#activators = [...addresses];
+    this.#scraper.relist();
   }
 
   /** Calls to the App waiting at the activators, as their fresh answers say. */
@@ -83,64 +78,25 @@ export class ActivatorLoads implements HeldDemand {
     const key = `${namespace}/${app}`;
     const now = this.#now();
     let held = 0;
-    for (const activator of this.#activators.values()) {
-      if (activator.held === undefined || now - activator.scrapedAt > this.#freshMs) continue;
-      held += activator.held.get(key) ?? 0;
+    for (const answer of this.#answers.values()) {
+      if (now - answer.scrapedAt > this.#freshMs) continue;
+      held += answer.held.get(key) ?? 0;
     }
     return held;
   }
 
   start(): void {
-    if (this.#timer !== undefined) return;
-    this.scrape();
-    this.#timer = setInterval(() => this.scrape(), this.#options.intervalMs);
-    this.#timer.unref();
+    this.#scraper.start();
   }
 
   /** Stops asking; resolves once the scrapes in hand have ended. What was read stops counting. */
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await Promise.allSettled(this.#inFlight);
-    for (const activator of this.#activators.values()) activator.held = undefined;
-    this.#agent.destroy();
+  stop(): Promise<void> {
+    return this.#scraper.stop();
   }
 
   /** One round: every activator not already being asked. */
   scrape(): void {
-    for (const activator of this.#activators.values()) {
-      if (activator.busy) continue;
-      activator.busy = true;
-      const done = this.#scrapeOne(activator).finally(() => {
-        activator.busy = false;
-        this.#inFlight.delete(done);
-      });
-      this.#inFlight.add(done);
-    }
-  }
-
-  async #scrapeOne(activator: Activator): Promise<void> {
-    const { logger, onScrape } = this.#options;
-    let where = `the activator at ${activator.address.ip}`;
-    try {
-      const address = this.#options.address(activator.address);
-      where = `${address.host}:${address.port}${HELD_LOAD_PATH}`;
-      const body = await scrapeGet({ agent: this.#agent, address, path: HELD_LOAD_PATH, timeoutMs: this.#timeoutMs, maxBytes: MAX_ANSWER_BYTES });
-      activator.held = parseHeldReport(body, where);
-      activator.scrapedAt = this.#now();
-      onScrape?.('ok');
-      if (activator.failing) logger.info({ activator: where }, 'activator load scrape answered again');
-      activator.failing = false;
-    } catch (error) {
-      onScrape?.('failed');
-      if (!activator.failing) {
-        logger.warn(
-          { activator: where, err: error },
-          `load scrape of ${where} failed: the calls waiting there stop counting for the autoscaler after a few failed scrapes (logged once until it answers)`,
-        );
-      }
-      activator.failing = true;
-    }
+    this.#scraper.scrape();
   }
 }
 

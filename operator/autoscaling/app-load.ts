@@ -8,6 +8,7 @@
 //   - not a replica whose pod the cache no longer shows.
 import type { RunLogLoad } from '../../crds/runlog-schema.ts';
 import { objectKey } from '../../kube/watch.ts';
+import { ByApp } from '../by-app.ts';
 import type { PodObject } from '../runlog-verdict.ts';
 
 /** The load of one App: sums over the replicas whose load counts. */
@@ -59,10 +60,8 @@ export class AppLoads {
   readonly #options: AppLoadsOptions;
   readonly #freshMs: number;
   readonly #now: () => number;
-  /** App key → pod key → the replica's load. */
-  readonly #byApp = new Map<string, Map<string, ReplicaLoad>>();
-  /** Pod key → its App key. */
-  readonly #appOf = new Map<string, string>();
+  /** By App and pod key: the replicas' loads. */
+  readonly #replicas = new ByApp<ReplicaLoad>();
   /** What `onChange` was last told per App, to call it only on a change. */
   readonly #told = new Map<string, AppLoad>();
 
@@ -74,12 +73,12 @@ export class AppLoads {
 
   /** The App's load now; zeros with `replicasReporting` 0 for an App no replica reports for. */
   get(namespace: string, appName: string): AppLoad {
-    return this.#sum(this.#byApp.get(objectKey(namespace, appName)));
+    return this.#sum(this.#replicas.of(objectKey(namespace, appName)));
   }
 
   /** Every App some replica's load was scraped for, with its load now. */
   *list(): Iterable<{ namespace: string; app: string; load: AppLoad }> {
-    for (const [appKey, replicas] of this.#byApp) {
+    for (const [appKey, replicas] of this.#replicas.entries()) {
       const slash = appKey.indexOf('/');
       yield { namespace: appKey.slice(0, slash), app: appKey.slice(slash + 1), load: this.#sum(replicas) };
     }
@@ -89,30 +88,20 @@ export class AppLoads {
   replicaScraped(replica: ScrapedReplica, load: RunLogLoad, scrapedAt: number): void {
     const podKey = objectKey(replica.namespace, replica.podName);
     const appKey = objectKey(replica.namespace, replica.appName);
-    const before = this.#appOf.get(podKey);
-    if (before !== undefined && before !== appKey) this.replicaGone(replica.namespace, replica.podName);
-    let replicas = this.#byApp.get(appKey);
-    if (replicas === undefined) this.#byApp.set(appKey, (replicas = new Map()));
-    replicas.set(podKey, { namespace: replica.namespace, podName: replica.podName, load, scrapedAt });
-    this.#appOf.set(podKey, appKey);
+    const movedFrom = this.#replicas.set(appKey, podKey, { namespace: replica.namespace, podName: replica.podName, load, scrapedAt });
+    if (movedFrom !== undefined) this.#tell(movedFrom);
     this.#tell(appKey);
   }
 
   /** The replica is no longer scraped (its pod is gone or no longer Ready): its load stops counting. */
   replicaGone(namespace: string | undefined, podName: string | undefined): void {
-    const podKey = objectKey(namespace, podName);
-    const appKey = this.#appOf.get(podKey);
-    if (appKey === undefined) return;
-    this.#appOf.delete(podKey);
-    const replicas = this.#byApp.get(appKey);
-    replicas?.delete(podKey);
-    if (replicas?.size === 0) this.#byApp.delete(appKey);
-    this.#tell(appKey);
+    const appKey = this.#replicas.delete(objectKey(namespace, podName));
+    if (appKey !== undefined) this.#tell(appKey);
   }
 
   /** A pod came, changed (readiness) or went: its replica's load may start or stop counting. */
   podChanged(pod: PodObject): void {
-    const appKey = this.#appOf.get(objectKey(pod.metadata?.namespace, pod.metadata?.name));
+    const appKey = this.#replicas.appOf(objectKey(pod.metadata?.namespace, pod.metadata?.name));
     if (appKey !== undefined) this.#tell(appKey);
   }
 
@@ -126,7 +115,7 @@ export class AppLoads {
     return pod !== undefined && isPodReady(pod) && now - replica.scrapedAt <= this.#freshMs;
   }
 
-  #sum(replicas: Map<string, ReplicaLoad> | undefined): AppLoad {
+  #sum(replicas: ReadonlyMap<string, ReplicaLoad> | undefined): AppLoad {
     const at = this.#now();
     const sum: AppLoad = { at, replicasReporting: 0, inFlight: 0, queued: 0, averageConcurrency: 0, peakConcurrency: 0, requestsPerSecond: 0 };
     for (const replica of replicas?.values() ?? []) {

@@ -43,18 +43,7 @@ export class AveragingWindow {
 
   /** The mean over the buckets of the last `windowMs` up to `now` that hold samples; undefined if none does. */
   average(now: number, windowMs: number): number | undefined {
-    const newest = Math.floor(now / this.#bucketMs);
-    const oldest = newest - Math.ceil(windowMs / this.#bucketMs) + 1;
-    let total = 0;
-    let buckets = 0;
-    for (let i = this.#buckets.length - 1; i >= 0; i--) {
-      const bucket = this.#buckets[i]!;
-      if (bucket.index < oldest) break;
-      if (bucket.index > newest) continue;
-      total += bucket.sum / bucket.count;
-      buckets += 1;
-    }
-    return buckets === 0 ? undefined : total / buckets;
+    return this.#mean(now, windowMs, 0);
   }
 
   /**
@@ -64,6 +53,14 @@ export class AveragingWindow {
    * any still counts for nothing rather than as a zero. Undefined if no bucket of the window holds a sample.
    */
   weightedAverage(now: number, windowMs: number, smoothing: number): number | undefined {
+    const mean = this.#mean(now, windowMs, smoothing);
+    // Rounded as Knative rounds its averages (6 digits): a steady load of 5 must read 5, not 5.000000000000001,
+    // which would ask for a replica more wherever load ÷ target is a whole number.
+    return mean === undefined ? undefined : Math.round(mean * 1e6) / 1e6;
+  }
+
+  /** Each bucket's mean weighted by (1 - smoothing) ** its age in buckets: smoothing 0 weighs them alike. */
+  #mean(now: number, windowMs: number, smoothing: number): number | undefined {
     const newest = Math.floor(now / this.#bucketMs);
     const oldest = newest - Math.ceil(windowMs / this.#bucketMs) + 1;
     let total = 0;
@@ -76,9 +73,7 @@ export class AveragingWindow {
       total += (weight * bucket.sum) / bucket.count;
       weights += weight;
     }
-    // Rounded as Knative rounds its averages (6 digits): a steady load of 5 must read 5, not 5.000000000000001,
-    // which would ask for a replica more wherever load ÷ target is a whole number.
-    return weights === 0 ? undefined : Math.round((total / weights) * 1e6) / 1e6;
+    return weights === 0 ? undefined : total / weights;
   }
 
   clear(): void {

@@ -37,8 +37,9 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list),
   // an App's scaling settings and the replicas waiting calls need (autoscaling/settings.ts), and the demand the
   // autoscaler reads from the holder (autoscaling/held-demand.ts). The webhook of a held call cancelled before
-  // it ran is the sidecar's webhook (sidecar/webhook/: endpoint, payload, signature), not a copy.
-  ['activator/', ['run-request/', 'crds/', 'kube/', 'sidecar/webhook/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts']],
+  // it ran is the sidecar's webhook (sidecar/webhook/: endpoint, payload, signature), not a copy. Its admin port
+  // is the operator's health server (operator/health-server.ts: liveness, readiness, metrics), not a copy.
+  ['activator/', ['run-request/', 'crds/', 'kube/', 'sidecar/webhook/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts', 'operator/health-server.ts']],
   // runlet dev applies retention to its SQLite store through the stores' contract of history.
   ['local/', ['sidecar/', 'run-request/', 'management/', 'dashboard/', 'crds/', 'results/run-history.ts']],
   ['cli/', [EVERYTHING]],
