@@ -344,9 +344,12 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
 
   scaleToZeroSuite(() => cluster);
 
-  it('lists a sync and an async call held at zero, and cancels both for a token with edit: the sync caller gets 409 run-cancelled; both are recorded cancelled in the results store (install.yaml’s operator rights), the async one’s webhook signed', async () => {
-    // An App whose pod never starts (no code ConfigMap): its calls wait at the holder until cancelled.
-    const namespace = `runlet-cp-held-${Date.now().toString(36)}`;
+  /**
+   * An App `stuck` whose pod never starts (its code ConfigMap does not exist), in a namespace of its own whose
+   * default ServiceAccount has the ClusterRole `role`.
+   */
+  async function stuckApp(prefix: string, role: 'edit' | 'view'): Promise<{ namespace: string; core: CoreV1Api }> {
+    const namespace = `${prefix}-${Date.now().toString(36)}`;
     const stuck = new HelloApp(cluster.kubeConfig, namespace, { name: 'stuck', minReplicas: 0, scaling: { maxReplicas: 1 } });
     const [namespaceObject, , manifest] = await stuck.manifests();
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
@@ -355,8 +358,14 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: manifest });
     await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
       namespace,
-      body: { metadata: { name: 'default-edit' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace }] },
+      body: { metadata: { name: `default-${role}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace }] },
     });
+    return { namespace, core };
+  }
+
+  it('lists a sync and an async call held at zero, and cancels both for a token with edit: the sync caller gets 409 run-cancelled; both are recorded cancelled in the results store (install.yaml’s operator rights), the async one’s webhook signed', async () => {
+    // An App whose pod never starts: its calls wait at the holder until cancelled.
+    const { namespace, core } = await stuckApp('runlet-cp-held', 'edit');
     const apiToken = await cluster.serviceAccountToken(namespace, 'default');
     const callerToken = await cluster.callerToken(namespace);
     const runs = `${cluster.operatorUrl}/v2/projects/${namespace}/apps/stuck/runs`;
@@ -454,18 +463,8 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
   });
 
   it('takes in hand a held async call an earlier version left in runlet-system, once moved by the command docs/scale-to-zero.md gives for the upgrade', async () => {
-    // An App whose pod never starts (no code ConfigMap): its calls stay held.
-    const namespace = `runlet-cp-upgrade-${Date.now().toString(36)}`;
-    const stuck = new HelloApp(cluster.kubeConfig, namespace, { name: 'stuck', minReplicas: 0, scaling: { maxReplicas: 1 } });
-    const [namespaceObject, , manifest] = await stuck.manifests();
-    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    await core.createNamespace({ body: namespaceObject });
-    manifest.spec = { ...manifest.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } } };
-    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: manifest });
-    await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-      namespace,
-      body: { metadata: { name: 'default-view' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace }] },
-    });
+    // An App whose pod never starts: its calls stay held.
+    const { namespace, core } = await stuckApp('runlet-cp-upgrade', 'view');
     const asReader = { authorization: `Bearer ${await cluster.serviceAccountToken(namespace, 'default')}` };
     const callerToken = await cluster.callerToken(namespace);
     const admin = new KubeApi(kubeConfigCredentials(cluster.kubeConfig));
