@@ -92,7 +92,7 @@ async function measureMode(mode: Mode): Promise<RoundFigures> {
   let results: OpenResults | undefined;
   try {
     results = postgres === undefined ? undefined : await openResults({ dsn: postgres.dsn(await postgres.createDatabase('runlet')), logger: pino({ level: 'warn' }) });
-    cluster = await startControlPlaneCluster({ audit: true, results: results === undefined ? undefined : { store: results.store } });
+    cluster = await startControlPlaneCluster({ audit: true, results: results === undefined ? null : { store: results.store } });
     return await loadAndCount(cluster, mode);
   } catch (error) {
     if (cluster !== undefined) process.stdout.write(`${cluster.diagnostics()}\n`);

@@ -89,9 +89,10 @@ export interface ControlPlaneClusterOptions {
   /**
    * The results store the operators keep runs in (the test's own, to read or stop its database); absent, the
    * cluster starts a PostgreSQL of its own. The sidecars send their batches (`--run-store results`) to the
-   * operators' collector through a relay standing for the operator Service.
+   * operators' collector through a relay standing for the operator Service. Null: no results store, the runs in
+   * RunLogs (`--run-store runlog`), as a cluster installed with `results.enabled=false`.
    */
-  results?: NonNullable<OperatorOptions['results']>;
+  results?: NonNullable<OperatorOptions['results']> | null;
   /** The API server writes an audit log (`controlPlane.auditLogPath`). */
   audit?: boolean;
 }
@@ -170,9 +171,9 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     const operatorPorts: number[] = [];
     // Runs are kept in a real PostgreSQL (test/support/postgres.ts), as the chart keeps them by default: the test's
     // own when it gives one (to stop it, or to read it), else one of the cluster's.
-    const results = options.results ?? (await startOwnResultsStore(stops));
-    const collector = await startTcpRelay(() => operatorPorts.at(-1));
-    stops.push(() => collector.close());
+    const results = options.results === null ? undefined : (options.results ?? (await startOwnResultsStore(stops)));
+    const collector = results === undefined ? undefined : await startTcpRelay(() => operatorPorts.at(-1));
+    if (collector !== undefined) stops.push(() => collector.close());
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
       // The holder key's Secret lives in the release namespace, as the chart configures it: the results store's
@@ -180,7 +181,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
       // makes for them.
       holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE, heldCallsNamespace: ACTIVATOR.heldCallsNamespace },
       // The operator Service, as the pods reach it: a relay to the newest operator running.
-      results: { ...options.operatorConfig?.results, collectorUrl: `http://127.0.0.1:${collector.port}` },
+      ...(collector === undefined ? {} : { results: { ...options.operatorConfig?.results, collectorUrl: `http://127.0.0.1:${collector.port}` } }),
     };
 
     /** The activator's admin port, once it listens (an ephemeral one): the operator's leader asks it for its waiting calls. */
@@ -205,7 +206,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         holderControlAddress: (address) => kubelet.network.dialTarget(address.ip, address.port),
         // The leader scrapes each ready replica's admin port at its pod IP: here a label for a local port.
         loadAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_ADMIN_PORT),
-        results: { ...results, port: await freePort() },
+        results: results === undefined ? undefined : { ...results, port: await freePort() },
         // And each activator's admin port (its /load), at the address its Endpoints list: the activator's admin server.
         activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
       };
@@ -273,7 +274,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         return sidecarUrls(await localPod(pod));
       },
       token: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
-      resultsRun: (namespace, app, runId) => results.store.getRun(namespace, app, runId),
+      ...(results === undefined ? {} : { resultsRun: (namespace: string, app: string, runId: string) => results.store.getRun(namespace, app, runId) }),
       callerToken: (namespace) => tokenOf(namespace, 'default', [TOKEN_AUDIENCE]),
       get holder() {
         return activator?.holder;
