@@ -90,7 +90,8 @@ export interface ControlPlaneClusterOptions {
    * The results store the operators keep runs in (the test's own, to read or stop its database); absent, the
    * cluster starts a PostgreSQL of its own. The sidecars send their batches (`--run-store results`) to the
    * operators' collector through a relay standing for the operator Service. Null: no results store, the runs in
-   * RunLogs (`--run-store runlog`), as a cluster installed with `results.enabled=false`.
+   * RunLogs (`--run-store runlog`), as the chart installs with `results.postgres.embedded.enabled=false` and no
+   * existingSecret.
    */
   results?: NonNullable<OperatorOptions['results']> | null;
   /** The API server writes an audit log (`controlPlane.auditLogPath`). */
