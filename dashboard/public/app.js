@@ -425,10 +425,16 @@ async function keysPage(generation) {
     if (!window.confirm(`Revoke key ${name}? Whatever uses its token is refused from now on.`)) return;
     try {
       await api('DELETE', `/keys/${encodeURIComponent(name)}`);
-      notice.replaceChildren(el('p', { class: 'ok' }, `Key ${name} revoked.`));
-      await refreshList();
     } catch (error) {
       notice.replaceChildren(alertBox(errorMessage(error)));
+      return;
+    }
+    // The list first: when the page says the key is revoked, it no longer lists it.
+    try {
+      await refreshList();
+      notice.replaceChildren(el('p', { class: 'ok' }, `Key ${name} revoked.`));
+    } catch (error) {
+      notice.replaceChildren(alertBox(`Key ${name} revoked; the list could not be read again: ${errorMessage(error)}`));
     }
   }
 
