@@ -31,6 +31,10 @@ RUN npm run build
 
 FROM node:24-bookworm-slim
 ENV NODE_ENV=production
+# jemalloc, which the operator preloads into the pod's sidecar (operator/render/sidecar-container.ts), at one
+# path whatever the architecture.
+RUN apt-get update && apt-get install -y --no-install-recommends libjemalloc2 && rm -rf /var/lib/apt/lists/* \
+    && ln -s "$(dpkg -L libjemalloc2 | grep '/libjemalloc\.so\.2$')" /usr/local/lib/libjemalloc.so.2
 WORKDIR /opt/runlet
 COPY package.json package-lock.json ./
 # Production dependencies only; the `node` dev dependency (Node 24 for development machines) is not needed here.

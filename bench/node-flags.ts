@@ -6,7 +6,7 @@ import type { ReportSection } from './report.ts';
 export const NODE_FLAGS_SECTION: ReportSection = {
   title: 'Sidecar Node flags (measured once, on 2026-11-21)',
   lines: [
-    'The pod\'s sidecar container starts Node with `NODE_OPTIONS=--max-semi-space-size=4` (V8 semi-spaces of at most 4 MB), and so do the sidecars here. Without the flag, Node sizes them from the memory it sees: 64 MB on this 24 GB machine, and smaller in a container with a low memory limit (Node reads the cgroup limit), so the flag also makes the pod\'s setting the one measured here, whatever the limit.',
+    'The pod\'s sidecar container starts Node with `NODE_OPTIONS=--max-semi-space-size=4 --expose-gc` (V8 semi-spaces of at most 4 MB; `gc` for the collection once a busy period is over, in the sidecar memory section below), and so do the sidecars here. Without the flag, Node sizes them from the memory it sees: 64 MB on this 24 GB machine, and smaller in a container with a low memory limit (Node reads the cgroup limit), so the flag also makes the pod\'s setting the one measured here, whatever the limit.',
     '',
     'Chosen by measurement on the compiled pod sidecar (`--run-store runlog`, its run port read by its own HTTP/1.1 front, about 12 KB of garbage per run). "bench": `npm run bench -- --scenarios sync,memory --rounds 1 --sidecar-node-options=--max-semi-space-size=N`, one run per N. "side by side": two sidecars against one runtime, loaded in turn (wrk, 3 s at 32 connections, 4 loads each in alternating order after a warm-up), median of the loads; CPU is user time per run from /proc. The machine was shared, so single figures vary by ±20%; only differences that held in every pairing are read as such.',
     '',

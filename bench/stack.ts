@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMPILED_CLI, IMAGE_ENV } from './build.ts';
 import { freePort, waitForHttp, type BenchProcess, type ProcessGroup } from './processes.ts';
-import { PYTHON } from './tools.ts';
+import { jemallocPath, PYTHON } from './tools.ts';
+import { sidecarAllocatorEnv } from '../operator/render/sidecar-container.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const SERVERS = join(REPO, 'bench/servers');
@@ -200,6 +201,8 @@ export async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Prom
       ...IMAGE_ENV,
       // Replaces any NODE_OPTIONS of the shell that started the benchmarks: the pod's flags are what is measured.
       NODE_OPTIONS: spec.nodeOptions,
+      // The pod's allocator, from this machine's Debian package (the image has the same at another path).
+      ...sidecarAllocatorEnv(jemallocPath()),
       POD_NAME: name,
       ...(store.kind === 'runlog' ? inPod(store) : {}),
       ...(store.kind === 'results' ? { RUNLET_RESULTS_URL: store.collectorUrl, RUNLET_HOLDER_KEY: store.holderKey } : {}),
@@ -239,13 +242,13 @@ async function startNginx(group: ProcessGroup, runtime: Server, workDir: string)
   return { process: started, url };
 }
 
-/** With the sidecars' Node flags: the floor is what a Node proxy of the sidecar's design costs, under the same V8 settings. */
+/** With the sidecars' Node flags and allocator: the floor is what a Node proxy of the sidecar's design costs, under the same settings. */
 async function startFloorProxy(group: ProcessGroup, runtime: Server, nodeOptions: string): Promise<Server> {
   const started = group.start({
     name: 'floor proxy',
     command: process.execPath,
     args: [join(SERVERS, 'floor-proxy.ts'), '--app-port', new URL(runtime.url).port],
-    env: { ...process.env, NODE_OPTIONS: nodeOptions },
+    env: { ...process.env, NODE_OPTIONS: nodeOptions, ...sidecarAllocatorEnv(jemallocPath()) },
   });
   const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
   return { process: started, url: match[1]! };

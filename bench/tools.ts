@@ -19,6 +19,8 @@ interface Requirement {
 const REQUIREMENTS: Requirement[] = [
   { what: 'nginx', packages: ['nginx'], present: () => commandWorks('nginx', ['-v']) },
   { what: 'wrk', packages: ['wrk'], present: () => commandWorks('wrk', ['-v'], [0, 1]) },
+  // The allocator the operator preloads into the pod's sidecar (operator/render/sidecar-container.ts).
+  { what: 'jemalloc', packages: ['libjemalloc2'], present: () => findJemalloc() !== undefined },
   {
     what: 'uvicorn and FastAPI for Debian python3',
     packages: ['python3-uvicorn', 'python3-fastapi'],
@@ -44,6 +46,19 @@ export function ensureTools(log: (line: string) => void): void {
   aptGet(['install', '-y', '--no-install-recommends', ...packages]);
   const stillMissing = REQUIREMENTS.filter((requirement) => !requirement.present());
   if (stillMissing.length > 0) throw new Error(`still missing after apt-get install: ${stillMissing.map((requirement) => requirement.what).join(', ')}`);
+}
+
+/** Debian's libjemalloc2 on this machine, as the dynamic loader finds it; undefined if it is not installed. */
+function findJemalloc(): string | undefined {
+  const cache = execFileSync('ldconfig', ['-p'], { encoding: 'utf8' });
+  return /\slibjemalloc\.so\.2 \([^)]*\) => (\S+)/.exec(cache)?.[1];
+}
+
+/** Where the sidecars' jemalloc is (ensureTools installs it). */
+export function jemallocPath(): string {
+  const path = findJemalloc();
+  if (path === undefined) throw new Error('libjemalloc.so.2 is not installed (apt-get install libjemalloc2): the pod\'s sidecar preloads it');
+  return path;
 }
 
 export interface ToolVersions {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DRAIN_TOKEN, renderConfig, pythonSpec, SIDECAR_IMAGE, storedApp } from '../../test/support/operator-apps.ts';
-import { renderSidecarContainer, SIDECAR_NODE_OPTIONS } from './sidecar-container.ts';
+import { IMAGE_JEMALLOC_PATH, renderSidecarContainer, SIDECAR_MALLOC_CONF, SIDECAR_NODE_OPTIONS } from './sidecar-container.ts';
 
 const customSpec = (extra: Record<string, unknown> = {}) => ({ runtime: { custom: { image: 'web:1', port: 3000, ...extra } } });
 
@@ -74,6 +74,14 @@ describe('renderSidecarContainer', () => {
       { name: 'NODE_OPTIONS', value: SIDECAR_NODE_OPTIONS },
     ]);
     expect(env.find((variable) => variable.name === 'RUNLET_WEBHOOK_ALLOW_CIDRS')?.value).toBe(value);
+  });
+
+  it('starts Node with the flags and the allocator the memory measurements chose: semi-spaces, gc exposed, jemalloc', () => {
+    const env = renderSidecarContainer(storedApp(pythonSpec()), renderConfig(), DRAIN_TOKEN).env!;
+    const value = (name: string) => env.find((variable) => variable.name === name)?.value;
+    expect(value('NODE_OPTIONS')?.split(' ')).toEqual(['--max-semi-space-size=4', '--expose-gc']);
+    expect(value('LD_PRELOAD')).toBe(IMAGE_JEMALLOC_PATH);
+    expect(value('MALLOC_CONF')).toBe(SIDECAR_MALLOC_CONF);
   });
 
   it('takes the holder key from the namespace’s copy, optionally: without a holder the pod starts all the same', () => {

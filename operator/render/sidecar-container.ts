@@ -28,9 +28,26 @@ import { SIDECAR_UID, containerSecurityContext } from './pod-security.ts';
  * The sidecar's Node flags. Node sizes V8's young generation from the memory it sees (the node's, or the
  * container's limit): up to 64 MB semi-spaces on a large node, which the sidecar's short-lived request garbage
  * fills, ~100 MB of RSS more. 4 MB semi-spaces measured the best of 2, 4 and 8 for throughput, p99 and RSS
- * together. `make bench` starts its sidecars with this value; the measurement is in bench/results.md.
+ * together. --expose-gc lets the sidecar collect once a busy period is over (sidecar/idle-collection.ts).
+ * `make bench` starts its sidecars with this value; the measurement is in bench/results.md.
  */
-export const SIDECAR_NODE_OPTIONS = '--max-semi-space-size=4';
+export const SIDECAR_NODE_OPTIONS = '--max-semi-space-size=4 --expose-gc';
+
+/** Where the runlet image has jemalloc: Debian's libjemalloc2, linked there whatever the architecture (Dockerfile). */
+export const IMAGE_JEMALLOC_PATH = '/usr/local/lib/libjemalloc.so.2';
+
+/**
+ * The sidecar's allocator: jemalloc instead of glibc's malloc. glibc keeps the pages a load fragmented (a freed
+ * chunk below a live one is never returned): 8–20 MB more RSS after the same load, varying from run to run.
+ * jemalloc's background thread returns pages unused for a second; one arena, as the sidecar has one busy thread.
+ * Measured in bench/results.md (the sidecar memory section). An image without the library at `libraryPath`
+ * starts all the same: the dynamic loader says so on stderr and runs with glibc's.
+ */
+export const SIDECAR_MALLOC_CONF = 'narenas:1,background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0';
+
+export function sidecarAllocatorEnv(libraryPath: string): { LD_PRELOAD: string; MALLOC_CONF: string } {
+  return { LD_PRELOAD: libraryPath, MALLOC_CONF: SIDECAR_MALLOC_CONF };
+}
 
 const adminGet = (path: string, probe: Omit<V1Probe, 'httpGet'>): V1Probe => ({
   httpGet: { path, port: SIDECAR_ADMIN_PORT },
@@ -67,6 +84,7 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     { name: 'NODE_OPTIONS', value: SIDECAR_NODE_OPTIONS },
+    ...Object.entries(sidecarAllocatorEnv(IMAGE_JEMALLOC_PATH)).map(([name, value]) => ({ name, value })),
     ...(config.webhookAllowCidrs.length === 0 ? [] : [{ name: 'RUNLET_WEBHOOK_ALLOW_CIDRS', value: config.webhookAllowCidrs.join(',') }]),
     // The key the scale-to-zero holder signs hand-overs with (the run id an async caller got, the wait), from the
     // namespace's copy of it (render/holder-key.ts). Optional: without a holder there is no copy, and the pod

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PYTHON_RUNTIME_IMAGE, DEFAULT_RUNLET_IMAGE } from '../../cli/images.ts';
 import { renderDeployment } from '../../operator/render/deployment.ts';
 import { PYTHON_RUNTIME_UID, SIDECAR_UID } from '../../operator/render/pod-security.ts';
+import { IMAGE_JEMALLOC_PATH } from '../../operator/render/sidecar-container.ts';
 import { APP_CONTAINER, DATA_DIR, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT, SIDECAR_CONTAINER, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
 import { DRAIN_TOKEN, pythonSpec, renderConfig, storedApp } from '../support/operator-apps.ts';
 import { waitFor } from '../support/wait.ts';
@@ -125,6 +126,11 @@ print(json.dumps({"status": r.status, "body": json.load(r)}))`;
 
     // The runs are in the sidecar's SQLite store, on the data emptyDir (the root is read-only).
     expect(await pod.exec(SIDECAR_CONTAINER, ['ls', DATA_DIR])).toMatch(/\.sqlite/);
+    // The allocator the operator preloads into the sidecar (operator/render/sidecar-container.ts) is in the image,
+    // and in the sidecar's process.
+    const jemalloc = (await pod.exec(SIDECAR_CONTAINER, ['readlink', '-e', IMAGE_JEMALLOC_PATH])).trim();
+    expect(jemalloc).toMatch(/\/libjemalloc\.so\.2$/);
+    expect(await pod.exec(SIDECAR_CONTAINER, ['cat', '/proc/1/maps'])).toContain(jemalloc);
   });
 });
 
