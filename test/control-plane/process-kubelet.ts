@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startKubelet, type ImageTable, type Kubelet } from '../kubelet/index.ts';
+import { IMAGE_JEMALLOC_PATH } from '../../operator/render/sidecar-container.ts';
 import { SERVICE_ACCOUNT_DIR } from '../kubelet/in-cluster.ts';
 import { POD_NETWORK_ENV, POD_NETWORK_PRELOAD } from '../kubelet/pod-network-dials.ts';
 import { waitFor } from '../support/wait.ts';
@@ -31,6 +32,8 @@ export function localImages(
     [names.runlet]: {
       commands: { runlet: [...(runlet.node ?? [process.execPath]), ...podNetwork, join(REPO, 'cli/runlet.ts')] },
       entrypoint: ['runlet'],
+      // The sidecar runs on this machine's malloc: the image's jemalloc is not here.
+      files: { [IMAGE_JEMALLOC_PATH]: '' },
       env: {
         ...runlet.env,
         ...(podNetworkFile === undefined ? {} : { [POD_NETWORK_ENV]: podNetworkFile }),

@@ -15,6 +15,12 @@ export interface LocalImage {
   entrypoint?: readonly string[];
   /** Variables the image would carry (e.g. PYTHONPATH); the container's own env overrides them. */
   env?: Readonly<Record<string, string>>;
+  /**
+   * Files the image has at fixed paths → where the stand-in has them, '' for one it has not. A variable whose
+   * value names one is given the local path instead: `LD_PRELOAD=/usr/local/lib/libjemalloc.so.2` becomes the
+   * machine's copy, or empty (nothing preloaded) rather than a path the dynamic loader complains of.
+   */
+  files?: Readonly<Record<string, string>>;
   /** Working directory when the container sets none; default the pod's own directory. */
   workingDir?: string;
   /**

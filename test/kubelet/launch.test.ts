@@ -32,4 +32,28 @@ describe('containerLaunch', () => {
     expect(launch.argv).toEqual(['/usr/bin/python3', '--script', '/tmp/test-app/server.py', '--data', '/pods/web-1/volumes/data/runs']);
     expect(launch.env).toMatchObject({ TMPDIR: '/pods/web-1/volumes/tmp', PYTHONPATH: '/tmp/test-app' });
   });
+
+  it('a variable naming a file of the image gets the stand-in\'s copy of it, or nothing when the stand-in has none', async () => {
+    const launch = await containerLaunch(
+      {
+        name: 'sidecar',
+        image: 'runlet:1',
+        command: ['runlet'],
+        env: [
+          { name: 'LD_PRELOAD', value: '/usr/local/lib/libjemalloc.so.2' },
+          { name: 'CA_FILE', value: '/etc/ssl/ca.pem' },
+          { name: 'OTHER', value: '/usr/local/lib/other.so' },
+        ],
+      },
+      {
+        pod: { metadata: { name: 'web-1', namespace: 'team' }, spec: { containers: [] } },
+        images: { runlet: { commands: { runlet: ['/bin/true'] }, files: { '/usr/local/lib/libjemalloc.so.2': '', '/etc/ssl/ca.pem': '/machine/ca.pem' } } },
+        source: NO_OBJECTS,
+        volumeDirs: new Map(),
+        ports: new Map(),
+        podDir: '/pods/web-1',
+      },
+    );
+    expect(launch.env).toMatchObject({ LD_PRELOAD: '', CA_FILE: '/machine/ca.pem', OTHER: '/usr/local/lib/other.so' });
+  });
 });

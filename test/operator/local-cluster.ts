@@ -25,6 +25,7 @@ import { freePort } from '../support/custom-app.ts';
 import type { Holder } from '../../activator/holder.ts';
 import { createActivator, type Activator } from '../../activator/main.ts';
 import { SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
+import { IMAGE_JEMALLOC_PATH } from '../../operator/render/sidecar-container.ts';
 import { RunAuthenticator } from '../../run-request/auth/authenticator.ts';
 import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';
 
@@ -87,6 +88,8 @@ export async function startLocalCluster(
   const images: ImageTable = withPrivateImage({
     [SIDECAR_IMAGE]: {
       commands: { runlet: [...guard.node, join(REPO, 'cli/runlet.ts')] },
+      // The sidecar runs on this machine's malloc: the image's jemalloc is not here.
+      files: { [IMAGE_JEMALLOC_PATH]: '' },
       // What the sidecar would find in a cluster: API access (the service account, here mounted in the work dir;
       // no kubeconfig, not even one in the user's home) and a token verifier.
       env: { ...guard.env, ...server.inClusterEnv, RUNLET_SERVICE_ACCOUNT_DIR: serviceAccountDir, KUBECONFIG: '', HOME: workDir, RUNLET_RUN_STORE: 'runlog', RUNLET_AUTH_KEY: authKey, RUNLET_AUTH_JWKS_URL: issuer.jwksUrl },
