@@ -43,7 +43,7 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
     notes.push(
       `Sidecar memory: an empty Node process is ${n(value('memory.nodeFloorRssMb'))} MB here, the pod's sidecar with a results store ` +
         `${n(value('memory.resultsSidecarIdleRssMb'))} MB right after start, ${n(value('memory.resultsSidecarRssMb'))} MB right after the sync loads ` +
-        `and ${n(value('memory.resultsSidecarSettledRssMb'))} MB once idle 20 s (the sidecar collects 5 s after a busy period, and jemalloc returns the freed pages) ` +
+        `and ${n(value('memory.resultsSidecarSettledRssMb'))} MB once idle 30 s (the sidecar collects 15 s after a busy period, and jemalloc returns the freed pages) ` +
         `(the RunLog one, with its window of 200 records, ${n(value('memory.sidecarRssMb'))} MB). The floor proxy (node:http and the runtime ` +
         `client, nothing else, the same NODE_OPTIONS) was at ${n(value('memory.floorProxyRssMb'))} MB after the same loads. The sidecar's own ` +
         `share is the difference to the floor (its modules, metrics, the records on their way to the collector). It loads no web framework, ` +

@@ -1,11 +1,13 @@
 // Gives a busy period's heap back once the sidecar is idle again. V8's own memory reducer starts a cycle only
 // after a full collection that grew the committed heap by 10 MB or more over what its last cycle left: loads that
 // come back at about the same size find the heap already grown, and it stays there between them (98 MB of RSS in
-// `make bench`, about 80 once collected). So once the event loop has been busy and then idle for a few seconds,
-// the sidecar asks V8 for one memory-reducing collection: `gc`, which the pod's NODE_OPTIONS expose with
+// `make bench`, about 80 once collected). So once the event loop has been busy and then idle for 15 s, the
+// sidecar asks V8 for one memory-reducing collection: `gc`, which the pod's NODE_OPTIONS expose with
 // --expose-gc (operator/render/sidecar-container.ts). Without the flag this does nothing, and the memory reducer
 // nudge (memory-reducer-nudge.ts) is what helps. Once per busy period, never while calls keep the loop busy: the
 // pause (10–30 ms for the sidecar's heap) falls where nothing waits, or delays by as much a call arriving in it.
+// Not sooner than 15 s: the next load then starts on a small heap, which V8 grows again over its first seconds
+// (6% more CPU per run in `make bench`'s warm-path A/B, whose loads of one sidecar come 6 s apart, at 5 s).
 // The global `performance` (loaded already, for performance.now()), not node:perf_hooks: that module costs ~1 MB.
 import type { EventLoopUtilization } from 'node:perf_hooks';
 
@@ -31,7 +33,7 @@ export class IdleCollectionPolicy {
   constructor(options: IdleCollectionOptions = {}) {
     this.#busyAbove = options.busyAbove ?? 0.05;
     this.#idleBelow = options.idleBelow ?? 0.01;
-    this.#idleReads = options.idleReads ?? 5;
+    this.#idleReads = options.idleReads ?? 15;
   }
 
   /** One read of the event loop's utilization (0–1); true when the collection is due now. */

@@ -15,10 +15,10 @@ import { waitUntilCollected } from './idle.ts';
 
 const SCENARIO = 'memory';
 /**
- * How long after the load the settled RSS is read: the sidecar collects 5 s after a busy period ends
- * (sidecar/idle-collection.ts) and jemalloc returns freed pages a second later; 20 s leaves room on a loaded machine.
+ * How long after the load the settled RSS is read: the sidecar collects 15 s after a busy period ends
+ * (sidecar/idle-collection.ts) and jemalloc returns freed pages a second later; 30 s leaves room on a loaded machine.
  */
-const SETTLE_S = 20;
+const SETTLE_S = 30;
 const BINARY = 'in the node binary\'s own pages (the platform\'s: file-backed, clean, shared by every Node process)';
 const ANONYMOUS = 'anonymous (its own: V8 heap, malloc)';
 const OTHER = 'the rest (shared libraries, other files)';

@@ -39,11 +39,12 @@ export const IMAGE_JEMALLOC_PATH = '/usr/local/lib/libjemalloc.so.2';
 /**
  * The sidecar's allocator: jemalloc instead of glibc's malloc. glibc keeps the pages a load fragmented (a freed
  * chunk below a live one is never returned): 8–20 MB more RSS after the same load, varying from run to run.
- * jemalloc's background thread returns pages unused for a second; one arena, as the sidecar has one busy thread.
- * Measured in bench/results.md (the sidecar memory section). An image without the library at `libraryPath`
+ * jemalloc's background thread returns pages unused for a second. Each thread caches freed blocks up to 64 KB
+ * (tcache_max), the size of Node's socket read buffers: with jemalloc's default (32 KB) each read's buffer came
+ * from the arena itself, under its lock, and the sidecar's p99 was twice glibc's. Measured in bench/results.md (the sidecar memory section). An image without the library at `libraryPath`
  * starts all the same: the dynamic loader says so on stderr and runs with glibc's.
  */
-export const SIDECAR_MALLOC_CONF = 'narenas:1,background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0';
+export const SIDECAR_MALLOC_CONF = 'background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,tcache_max:65536';
 
 export function sidecarAllocatorEnv(libraryPath: string): { LD_PRELOAD: string; MALLOC_CONF: string } {
   return { LD_PRELOAD: libraryPath, MALLOC_CONF: SIDECAR_MALLOC_CONF };
