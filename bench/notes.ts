@@ -36,7 +36,12 @@ export function explainMisses(results: FigureResult[], cores: number): string[] 
         `was ${n(value('sync.p99Ratio'), 2)}× nginx's (${n(value('sync.nginxP99Ms'), 1)} ms). The rest is the tail a garbage-collected event loop adds ` +
         `and nginx does not have: under this load (\`--trace-gc\`, measured once) the sidecar scavenges its young generation for 1–2.5 ms ` +
         `every 30–40 ms and finishes an old-space collection with a 4–6 ms pause every few seconds, and the calls in flight during a pause all ` +
-        `wait for it. Unloaded, the sidecar adds ${n(value('sync.p50AddedMs'), 3)} ms at p50 over a direct call.`,
+        `wait for it. Unloaded, the sidecar adds ${n(value('sync.p50AddedMs'), 3)} ms at p50 over a direct call. Each sidecar's sync load ` +
+        `here also comes after a minute or more of idle (the other scenarios run in between), so it starts on the heap the sidecar's idle ` +
+        `collection shrank to its floor (sidecar/idle-collection.ts), which V8 grows back under the load: measured the same day with ` +
+        `\`--scenarios sync,memory --rounds 3\`, the pod's sidecar's p99 was 1.56× nginx's without the idle collection and 2.42× with it, ` +
+        `its throughput 0.61× and 0.57×, its RSS once idle 92 and 77 MB. The target on RSS is #24's; this p99 is what a burst after ` +
+        `15 s of idle pays for it.`,
     );
   }
   if (missed('memory.resultsSidecarSettledRssMb')) {
