@@ -1,7 +1,7 @@
 // Gives a busy period's heap back once the sidecar is idle again. V8's own memory reducer starts a cycle only
 // after a full collection that grew the committed heap by 10 MB or more over what its last cycle left: loads that
 // come back at about the same size find the heap already grown, and it stays there between them (98 MB of RSS in
-// `make bench`, about 80 once collected). So once the event loop has been busy and then idle for 15 s, the
+// `make bench`, 77 once collected). So once the event loop has been busy and then idle for 15 s, the
 // sidecar asks V8 for one memory-reducing collection: `gc`, which the pod's NODE_OPTIONS expose with
 // --expose-gc (operator/render/sidecar-container.ts). Without the flag this does nothing, and the memory reducer
 // nudge (memory-reducer-nudge.ts) is what helps. Once per busy period, never while calls keep the loop busy: the
