@@ -26,7 +26,7 @@ const OTHER = 'the rest (shared libraries, other files)';
 export const MEMORY_FIGURES: FigureSpec[] = [
   { key: 'memory.resultsSidecarRssMb', scenario: SCENARIO, label: 'results sidecar RSS right after the sync scenario, its records collected (`--run-store results`, the pod\'s in a cluster with a results store; the heap the load grew not yet collected)', unit: 'MB', decimals: 1 },
   ...splitFigures('resultsSidecar', 'of the results sidecar\'s RSS after the sync scenario'),
-  // The target: what the pod holds after a load, once V8 has collected the load's garbage (about 10 s).
+  // The target: what the pod holds after a load, once the sidecar has collected it (15 s after the load).
   { key: 'memory.resultsSidecarSettledRssMb', scenario: SCENARIO, label: `results sidecar RSS after the sync scenario, once idle ${SETTLE_S} s (the heap the load grew collected, its pages returned)`, unit: 'MB', decimals: 1, target: { op: '<=', value: 80 } },
   { key: 'memory.resultsSidecarIdleRssMb', scenario: SCENARIO, label: 'results sidecar RSS right after start, before any call', unit: 'MB', decimals: 1 },
   { key: 'memory.sidecarRssMb', scenario: SCENARIO, label: 'RunLog sidecar RSS after the sync scenario (`--run-store runlog`, the pod\'s in a cluster without a results store: its 200-record window)', unit: 'MB', decimals: 1 },
