@@ -43,6 +43,7 @@ describe('containerLaunch', () => {
           { name: 'LD_PRELOAD', value: '/usr/local/lib/libjemalloc.so.2' },
           { name: 'CA_FILE', value: '/etc/ssl/ca.pem' },
           { name: 'OTHER', value: '/usr/local/lib/other.so' },
+          { name: 'WORD', value: 'constructor' },
         ],
       },
       {
@@ -54,6 +55,6 @@ describe('containerLaunch', () => {
         podDir: '/pods/web-1',
       },
     );
-    expect(launch.env).toMatchObject({ LD_PRELOAD: '', CA_FILE: '/machine/ca.pem', OTHER: '/usr/local/lib/other.so' });
+    expect(launch.env).toMatchObject({ LD_PRELOAD: '', CA_FILE: '/machine/ca.pem', OTHER: '/usr/local/lib/other.so', WORD: 'constructor' });
   });
 });

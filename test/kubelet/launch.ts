@@ -53,9 +53,10 @@ export async function containerLaunch(container: V1Container, context: LaunchCon
   // The image's variables are seen by the container too: a path under one of its mounts is redirected.
   for (const [name, value] of Object.entries(image.env ?? {})) env[name] = rewriteEnvValue(name, value, rewrites);
   for (const [name, value] of own) env[name] = rewriteEnvValue(name, value, rewrites);
+  // Own keys only: a value such as "constructor" names no file.
+  const files = image.files ?? {};
   for (const [name, value] of Object.entries(env)) {
-    const local = image.files?.[value];
-    if (local !== undefined) env[name] = local;
+    if (Object.hasOwn(files, value)) env[name] = files[value]!;
   }
 
   const workingDir = container.workingDir === undefined ? undefined : rewritePathValue(container.workingDir, rewrites);
