@@ -12,7 +12,8 @@ export interface PythonParameter {
 
 export interface PythonFunction {
   name: string;
-  parameters: PythonParameter[];
+  /** Null when the source does not show them: a name `__all__` gives that the module imports or assigns. */
+  parameters: PythonParameter[] | null;
 }
 
 /**
@@ -23,9 +24,13 @@ export interface PythonFunction {
 const READ_TIMEOUT_MS = 30_000;
 
 /**
- * Top-level `def` and `async def` of the module, in source order, that the run interface can call (no leading
- * underscore); parameters that can be passed by name (no `*args`, `**kwargs` or positional-only ones).
- * Functions defined elsewhere and imported into the module are not seen.
+ * The functions the runtime serves (runtime/python/runlet_runtime/exports.py), as far as the source shows them:
+ * the names in a literal `__all__` when the module has one (exactly those, in its order, less `_` names and the
+ * module's classes); otherwise its top-level `def`, `async def` and `name = lambda` without a leading
+ * underscore, in source order. Imported functions are not served, so not listed; objects the module builds at
+ * import (a partial, a callable instance) are served but not seen here: the runtime's start-up log line
+ * `functions of module ...` lists exactly what is callable. Parameters are those that can be passed by name
+ * (no `*args`, `**kwargs` or positional-only ones). A non-literal `__all__` cannot be read: no list.
  */
 const SCRIPT = String.raw`
 import ast, json, os, sys
@@ -34,18 +39,34 @@ base = os.path.join(app_dir, *module.split("."))
 path = base + ".py" if os.path.isfile(base + ".py") else os.path.join(base, "__init__.py")
 with open(path, "rb") as source:
     tree = ast.parse(source.read(), path)
-functions = []
-for node in tree.body:
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
-        continue
-    args = node.args
+
+def parameters(args):
     defaulted = len(args.args) - len(args.defaults)
-    parameters = [(arg, i >= defaulted) for i, arg in enumerate(args.args)]
-    parameters += [(arg, default is not None) for arg, default in zip(args.kwonlyargs, args.kw_defaults)]
-    functions.append({"name": node.name, "parameters": [
-        {"name": arg.arg, "annotation": ast.unparse(arg.annotation) if arg.annotation else None, "required": not has_default}
-        for arg, has_default in parameters]})
-print(json.dumps(functions))
+    pairs = [(arg, i >= defaulted) for i, arg in enumerate(args.args)]
+    pairs += [(arg, default is not None) for arg, default in zip(args.kwonlyargs, args.kw_defaults)]
+    return [{"name": arg.arg, "annotation": ast.unparse(arg.annotation) if arg.annotation else None, "required": not has_default}
+            for arg, has_default in pairs]
+
+defined, classes, exported = {}, set(), None
+for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        defined[node.name] = parameters(node.args)
+    elif isinstance(node, ast.ClassDef):
+        classes.add(node.name)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            if not isinstance(target, ast.Name):
+                continue
+            if target.id == "__all__":
+                try:
+                    exported = ast.literal_eval(node.value)
+                except ValueError:
+                    sys.exit("__all__ is not a literal")
+                exported = [exported] if isinstance(exported, str) else list(exported)
+            elif isinstance(node.value, ast.Lambda):
+                defined[target.id] = parameters(node.value.args)
+names = defined if exported is None else dict.fromkeys(n for n in exported if isinstance(n, str) and n not in classes)
+print(json.dumps([{"name": name, "parameters": defined.get(name)} for name in names if not name.startswith("_")]))
 `;
 
 /** The app's functions, or null when its module cannot be read or parsed (the runtime will say why). */
@@ -62,8 +83,9 @@ export function readPythonFunctions(python: string, appDir: string, module: stri
   });
 }
 
-/** `name(a: str, b: int = …)`: how the banner lists a function. */
+/** `name(a: str, b: int = …)`: how the banner lists a function; `name(…)` when its parameters are not known. */
 export function signatureText(fn: PythonFunction): string {
+  if (fn.parameters === null) return `${fn.name}(…)`;
   const parameters = fn.parameters.map((p) => `${p.name}${p.annotation ? `: ${p.annotation}` : ''}${p.required ? '' : ' = …'}`);
   return `${fn.name}(${parameters.join(', ')})`;
 }
@@ -74,7 +96,7 @@ export function signatureText(fn: PythonFunction): string {
  */
 export function sampleArguments(fn: PythonFunction): string {
   const body: Record<string, unknown> = {};
-  for (const parameter of fn.parameters) if (parameter.required) body[parameter.name] = placeholder(parameter.annotation);
+  for (const parameter of fn.parameters ?? []) if (parameter.required) body[parameter.name] = placeholder(parameter.annotation);
   return JSON.stringify(body);
 }
 

@@ -82,7 +82,9 @@ def write_port_file(path, port):
 async def serve(module, options):
     loop = asyncio.get_running_loop()
     pool = WorkerPool(loop, options.concurrency, on_orphaned=lambda orphans: server.orphaned(orphans))
-    server = Server(Dispatcher(module, pool), options.max_body_bytes, options.max_orphans)
+    dispatcher = Dispatcher(module, pool)
+    server = Server(dispatcher, options.max_body_bytes, options.max_orphans)
+    _log_functions(options.module, dispatcher.function_names())
     try:
         port = await server.listen(options.host, options.port)
     except OSError as error:
@@ -106,6 +108,16 @@ async def serve(module, options):
         return RECYCLE_EXIT_STATUS
     log.info("drained; exiting")
     return 0
+
+
+def _log_functions(module_name, names):
+    # What is callable, said once: the author sees exactly what the module exposes (its own functions, or
+    # its __all__), not what a reading of the source suggests.
+    if names:
+        log.info("functions of module %s: %s", module_name, ", ".join(names))
+    else:
+        log.warning("module %s has no functions to serve: no public function is defined in it (or named in "
+                    "its __all__); imported ones are not served", module_name)
 
 
 def _remove(path):

@@ -7,7 +7,7 @@ import json
 import logging
 import sys
 
-from . import problems
+from . import exports, problems
 from .encoding import ENCODING_ERRORS, encode_value, error_body
 from .streaming import stream_async_iterator, stream_iterator
 
@@ -20,7 +20,7 @@ _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEY
 
 
 class Function:
-    """A public callable of the user's module, with what argument checking needs worked out once."""
+    """A function of the user's module (see exports.py), with what argument checking needs worked out once."""
 
     __slots__ = ("name", "target", "runs_on_loop", "accepted", "required", "takes_any_keyword")
 
@@ -72,16 +72,14 @@ class Dispatcher:
         # Checked against the module each time: a module may rebind its names while it runs.
         if function is not None and function.target is target:
             return function
-        if not self._is_public_function(name, target):
+        if not exports.is_served(self._module, name, target):
             raise problems.function_not_found(self._module.__name__, name)
         function = self._functions[name] = Function(name, target)
         return function
 
-    def _is_public_function(self, name, target):
-        if not callable(target) or isinstance(target, type):
-            return False  # classes are callable but are not the module's functions
-        exported = getattr(self._module, "__all__", None)
-        return exported is None or name in exported
+    def function_names(self):
+        """The names callable now, as find() decides them."""
+        return exports.served_names(self._module)
 
     def prepare(self, name, body):
         """The function and keyword arguments of a call, or raises its 404/400/422 problem."""
