@@ -4,7 +4,12 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 
+// Each attempt is signed as it is sent: a timestamp further than this from now is a replay of a captured
+// delivery (or a clock far off), refused even though its signature is genuine.
+const TOLERANCE_SECONDS = 5 * 60;
+
 export function verifySignature(secret, requestId, timestamp, signature, rawBody) {
+  if (!/^[0-9]+$/.test(timestamp) || Math.abs(Date.now() / 1000 - Number(timestamp)) > TOLERANCE_SECONDS) return false;
   const received = signature.includes(',') ? signature.slice(signature.indexOf(',') + 1) : signature;
   const expected = createHmac('sha256', secret).update(`${requestId}.${timestamp}.`).update(rawBody).digest('hex');
   return received.length === expected.length && timingSafeEqual(Buffer.from(received), Buffer.from(expected));

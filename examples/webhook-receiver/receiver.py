@@ -6,10 +6,17 @@ import argparse
 import hashlib
 import hmac
 import json
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
+
+# Each attempt is signed as it is sent: a timestamp further than this from now is a replay of a captured
+# delivery (or a clock far off), refused even though its signature is genuine.
+TOLERANCE_SECONDS = 5 * 60
 
 
 def verify_signature(secret: str, request_id: str, timestamp: str, signature: str, raw_body: bytes) -> bool:
+    if not (timestamp.isascii() and timestamp.isdigit()) or abs(time.time() - int(timestamp)) > TOLERANCE_SECONDS:
+        return False
     received = signature.split(",", 1)[1] if "," in signature else signature
     signed = f"{request_id}.{timestamp}.".encode() + raw_body
     expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebhookSigner } from '../../sidecar/webhook/sign.ts';
 import { FIXTURE_APPS, postJson, startTestDevServer, type TestDevServer } from '../support/dev-server.ts';
 import { RawConnection } from '../support/raw-http.ts';
 import { FRONT_DOORS, openFrontDoor } from '../support/run-server.ts';
@@ -92,6 +93,37 @@ describe.each([
     } finally {
       connection.close();
       await frontDoor.close();
+      receiver.child.kill();
+      await once(receiver.child, 'exit');
+    }
+  });
+});
+
+describe.each([
+  ['python3', 'receiver.py'],
+  [process.execPath, 'receiver.mjs'],
+])('%s %s, timestamp window', (command, file) => {
+  it('refuses a genuine signature whose timestamp is more than 5 minutes from now (a replay)', async () => {
+    const receiver = await startReceiver(command, file);
+    const signer = new WebhookSigner(SECRET);
+    /** A delivery signed with the right secret at `timestamp`, posted straight to the receiver. */
+    const deliver = async (runId: string, timestamp: number | string) => {
+      const body = JSON.stringify({ run_id: runId, status: 'success' });
+      const headers = typeof timestamp === 'number' ? signer.headers(runId, timestamp, body)
+        : { 'x-service-webhook-timestamp': timestamp, 'x-service-webhook-signature': signer.sign(runId, Number(timestamp), body) };
+      const response = await fetch(receiver.url, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-request-id': runId, ...headers } });
+      return response.status;
+    };
+    try {
+      const now = Math.floor(Date.now() / 1000);
+      expect(await deliver('run-stale', now - 6 * 60)).toBe(401);
+      expect(await deliver('run-ahead', now + 6 * 60)).toBe(401);
+      // Number('1e3') is a number and Python's int() takes '١٠': only ASCII digits are a timestamp.
+      expect(await deliver('run-exponent', `${now}e0`)).toBe(401);
+      expect(await deliver('run-fresh', now - 60)).toBe(204);
+      await waitFor(() => receiver.lines.includes('verified run run-fresh success'), { what: 'the receiver to log the fresh delivery' });
+      expect(receiver.lines.filter((line) => line.startsWith('verified'))).toEqual(['verified run run-fresh success']);
+    } finally {
       receiver.child.kill();
       await once(receiver.child, 'exit');
     }
