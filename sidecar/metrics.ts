@@ -18,6 +18,7 @@ export class SidecarMetrics {
   readonly #runs: Record<string, Record<string, Counter.Internal>> = {};
   readonly #durations: Record<string, Histogram.Internal<'mode'>> = {};
   readonly #webhookAttempts: Counter<'outcome'>;
+  readonly #webhookConnectionWait: Histogram;
   readonly #webhookDeliveries: Counter<'state'>;
   readonly refused: Counter<'reason'>;
   readonly #requestRefusals = new Map<string, Counter.Internal>();
@@ -57,6 +58,13 @@ export class SidecarMetrics {
     this.refused = new Counter({ name: 'runlet_runs_refused_total', help: 'Run calls refused before running, by reason', labelNames: ['reason'], registers: [this.registry] });
     for (const code of REQUEST_REFUSALS) this.#requestRefusals.set(code, this.refused.labels(code.replaceAll('-', '_')));
     this.#webhookAttempts = new Counter({ name: 'runlet_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome', labelNames: ['outcome'], registers: [this.registry] });
+    this.#webhookConnectionWait = new Histogram({
+      name: 'runlet_webhook_connection_wait_seconds',
+      help: 'Time a webhook attempt waited for a connection to its receiver before it was sent (not part of its timeout)',
+      // Up to the wait's bound (10 minutes): a receiver slower than the pool drains shows here, not as failures.
+      buckets: [0.001, 0.01, 0.1, 1, 5, 10, 30, 60, 120, 300, 600],
+      registers: [this.registry],
+    });
     this.#webhookDeliveries = new Counter({ name: 'runlet_webhook_deliveries_total', help: 'Webhook deliveries finished, by final state', labelNames: ['state'], registers: [this.registry] });
   }
 
@@ -70,7 +78,8 @@ export class SidecarMetrics {
     if (runtimeMs !== null) this.#durations[mode]?.observe(runtimeMs / 1000);
   }
 
-  webhookAttempt(outcome: AttemptOutcome): void {
+  webhookAttempt(outcome: AttemptOutcome, connectionWaitMs: number): void {
+    this.#webhookConnectionWait.observe(connectionWaitMs / 1000);
     this.#webhookAttempts.labels(outcome.kind === 'response' ? `${Math.floor(outcome.statusCode / 100)}xx` : outcome.kind).inc();
   }
 

@@ -106,7 +106,7 @@ export class WebhookForwarder {
         body,
         signer: request.signer,
         onAttempt: (report) => {
-          this.#metrics.webhookAttempt(report.outcome);
+          this.#metrics.webhookAttempt(report.outcome, report.connectionWaitMs);
           Object.assign(webhook, report.progress);
           this.#recorder.touch(record);
         },

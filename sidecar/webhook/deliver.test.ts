@@ -1,6 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
-import type { Socket } from 'node:net';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebhookReceiver, type ReceivedDelivery, type ScriptedAnswer } from '../../test/support/webhook-receiver.ts';
@@ -236,7 +238,7 @@ describe('waiting between attempts', () => {
     const schedule = { delaysMs: [1_000, 2_000] as const, maxJitterMs: 0 };
     await deliverer({ schedule }).deliver(delivery(receiver.at(), { onAttempt: (report) => reports.push(report) }));
 
-    expect(reports.map(({ durationMs, ...rest }) => rest)).toEqual([
+    expect(reports.map(({ durationMs, connectionWaitMs, ...rest }) => rest)).toEqual([
       {
         runId: RUN_ID,
         attempt: 1,
@@ -253,6 +255,7 @@ describe('waiting between attempts', () => {
       },
     ]);
     for (const report of reports) expect(report.durationMs).toBeGreaterThanOrEqual(0);
+    for (const report of reports) expect(report.connectionWaitMs).toBeGreaterThanOrEqual(0);
   });
 });
 
@@ -409,5 +412,113 @@ describe('SSRF guard on delivery', () => {
       for (const attempted of socket.autoSelectFamilyAttemptedAddresses ?? []) expect(attempted).toMatch(/^127\.0\.0\.1:/);
     }
     expect(receiver.deliveries[0]?.headers.host).toBe(`hooks.example.test:${receiver.port}`);
+  });
+});
+
+/**
+ * A receiver that answers 204 `delayMs` after each request arrived: slow, never failing. It counts requests per
+ * run id and the most it was answering at once.
+ */
+async function startSlowReceiver(delayMs: number): Promise<{ url: URL; perRun: Map<string, number>; timestampLag: number[]; peak: () => number; close: () => Promise<void> }> {
+  const perRun = new Map<string, number>();
+  const timestampLag: number[] = [];
+  let open = 0;
+  let peak = 0;
+  const server = createServer((request, response) => {
+    const runId = String(request.headers['x-request-id']);
+    perRun.set(runId, (perRun.get(runId) ?? 0) + 1);
+    timestampLag.push(Date.now() / 1000 - Number(request.headers[WEBHOOK_TIMESTAMP_HEADER]));
+    open += 1;
+    peak = Math.max(peak, open);
+    request.resume();
+    setTimeout(() => {
+      open -= 1;
+      response.writeHead(204).end();
+    }, delayMs);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/in`),
+    perRun,
+    timestampLag,
+    peak: () => peak,
+    close: async () => {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+describe('a receiver slower than the connection pool drains (issue 32)', () => {
+  // Scaled down from the issue's 2,000 deliveries, 128 connections and 8 s answers within a 10 s timeout: each
+  // answer takes a tenth of the attempt timeout, and the last of the backlog waits about twice that timeout
+  // for a connection.
+  const POOL = 2;
+  const ANSWER_DELAY_MS = 150;
+  const ATTEMPT_TIMEOUT_MS = 1_500;
+  const BACKLOG = 40;
+
+  it('delivers each of a backlog well past the pool size exactly once, late but never failed', async () => {
+    const receiver = await startSlowReceiver(ANSWER_DELAY_MS);
+    try {
+      const webhooks = deliverer({ connectionsPerOrigin: POOL, attemptTimeoutMs: ATTEMPT_TIMEOUT_MS });
+      const reports: AttemptReport[] = [];
+      const signer = new WebhookSigner('whsec_slow');
+      const runIds = Array.from({ length: BACKLOG }, (_, index) => `run-${index}`);
+      const outcomes = await Promise.all(
+        runIds.map((runId) => webhooks.deliver({ runId, endpoint: receiver.url, body: BODY, signer, onAttempt: (report) => reports.push(report) })),
+      );
+
+      expect(outcomes.filter((outcome) => outcome.state === 'failed')).toEqual([]);
+      expect(outcomes.every((outcome) => outcome.attempts === 1)).toBe(true);
+      expect(runIds.map((runId) => receiver.perRun.get(runId))).toEqual(runIds.map(() => 1));
+      expect(receiver.peak()).toBeLessThanOrEqual(POOL);
+      // The queue wait was real (the last ones waited past the attempt timeout) and was not the attempt's time.
+      expect(Math.max(...reports.map((report) => report.connectionWaitMs))).toBeGreaterThan(ATTEMPT_TIMEOUT_MS);
+      for (const report of reports) expect(report.durationMs).toBeLessThan(ATTEMPT_TIMEOUT_MS);
+      // Signed when sent, not when queued: a receiver's timestamp window sees the sending time.
+      for (const lag of receiver.timestampLag) expect(lag).toBeLessThan(2);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('bounds the wait for a connection separately: past it the attempt is a timeout, nothing sent', async () => {
+    const receiver = await startReceiver(['hang']);
+    const webhooks = deliverer({ connectionsPerOrigin: 1, connectionWaitLimitMs: 100, attemptTimeoutMs: 60_000 });
+    // Hangs until afterEach closes the deliverer.
+    void webhooks.deliver(delivery(receiver.at(), { runId: 'holds-the-connection' }));
+    await receiver.received(1);
+
+    const reports: AttemptReport[] = [];
+    const outcome = await webhooks.deliver(delivery(receiver.at(), { runId: 'waits', onAttempt: (report) => reports.push(report) }));
+    expect(outcome).toEqual({
+      state: 'failed',
+      attempts: 3,
+      lastStatusCode: null,
+      lastError: 'not sent: no connection to the receiver came free within 100 ms',
+    });
+    for (const report of reports) expect(report.connectionWaitMs).toBeGreaterThanOrEqual(90);
+    expect(receiver.deliveries.map((request) => request.headers['x-request-id'])).toEqual(['holds-the-connection']);
+  });
+
+  it('close() abandons an attempt waiting for a connection without sending it', async () => {
+    const receiver = await startReceiver(['hang']);
+    const webhooks = new WebhookDeliverer({ allowCidrs: LOOPBACK_CIDRS, clock: instantClock(), connectionsPerOrigin: 1 });
+    const holding = webhooks.deliver(delivery(receiver.at(), { runId: 'holds-the-connection' }));
+    await receiver.received(1);
+    const waiting = webhooks.deliver(delivery(receiver.at(), { runId: 'waits' }));
+
+    await webhooks.close();
+    expect(await waiting).toEqual({
+      state: 'failed',
+      attempts: 1,
+      lastStatusCode: null,
+      lastError: 'delivery abandoned: the sidecar is shutting down (attempt: not sent: it was waiting for a connection to the receiver)',
+    });
+    expect((await holding).state).toBe('failed');
+    expect(receiver.deliveries).toHaveLength(1);
   });
 });

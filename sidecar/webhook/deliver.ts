@@ -10,6 +10,7 @@ import { DestinationPolicy, DestinationRefusedError, guardedConnector, systemRes
 import type { Resolve } from './guard.ts';
 import { DEFAULT_RETRY_SCHEDULE, MAX_ATTEMPTS, delayBeforeAttempt, isDelivered, shouldRetry } from './retry-policy.ts';
 import type { AttemptOutcome, RetrySchedule } from './retry-policy.ts';
+import { OriginSlots } from './origin-slots.ts';
 import type { WebhookSigner } from './sign.ts';
 
 export interface WebhookDelivery {
@@ -32,7 +33,10 @@ export interface AttemptReport {
   /** 1-based. */
   attempt: number;
   outcome: AttemptOutcome;
+  /** From sending the request (a connection to the receiver free) to its answer or failure. */
   durationMs: number;
+  /** How long the attempt waited for one of the connections to its receiver before it was sent. */
+  connectionWaitMs: number;
   /** The wait before the next attempt, null when this attempt was the last. */
   nextDelayMs: number | null;
   /** The delivery's state after this attempt, ready to copy onto the run record. */
@@ -62,15 +66,33 @@ export interface DelivererOptions {
   schedule?: RetrySchedule;
   /** Default 5 s. */
   connectTimeoutMs?: number;
-  /** Whole attempt: connect, send, answer. Default 10 s. */
+  /** Whole attempt: connect, send, answer; counted from when a connection to the receiver is free. Default 10 s. */
   attemptTimeoutMs?: number;
+  /** How long an attempt may wait for a connection to its receiver. Default DEFAULT_CONNECTION_WAIT_LIMIT_MS. */
+  connectionWaitLimitMs?: number;
   /** The receiver's answer body is read up to this many bytes and discarded. Default 64 KiB. */
   responseBodyLimitBytes?: number;
   /**
-   * Sockets per receiver origin. A slow receiver under a burst of runs would otherwise get one socket per
-   * delivery in flight. Default 128.
+   * Sockets per receiver origin, and so attempts in flight to it. A slow receiver under a burst of runs would
+   * otherwise get one socket per delivery in flight; the others wait their turn (OriginSlots). Default 128.
    */
   connectionsPerOrigin?: number;
+}
+
+/**
+ * How long an attempt may wait for one of its receiver's connections before it counts as a timeout (and is
+ * retried as one). Generous: a receiver slower than the pool drains gets its deliveries late, not failed; this
+ * only bounds how late (128 connections to a receiver answering in 8 s clear ~9,600 deliveries in 10 minutes).
+ * The wait happens before the attempt is signed and timed, so neither the signature's timestamp nor the
+ * attempt timeout includes it.
+ */
+export const DEFAULT_CONNECTION_WAIT_LIMIT_MS = 10 * 60_000;
+const DEFAULT_CONNECTIONS_PER_ORIGIN = 128;
+
+interface AttemptResult {
+  outcome: AttemptOutcome;
+  durationMs: number;
+  connectionWaitMs: number;
 }
 
 const SHUTDOWN_MESSAGE = 'delivery abandoned: the sidecar is shutting down';
@@ -82,6 +104,8 @@ export class WebhookDeliverer {
   readonly #clock: DeliveryClock;
   readonly #schedule: RetrySchedule;
   readonly #attemptTimeoutMs: number;
+  readonly #connectionWaitLimitMs: number;
+  readonly #slots: OriginSlots;
   readonly #responseBodyLimitBytes: number;
   readonly #shutdown = new AbortController();
   #pending = 0;
@@ -91,6 +115,9 @@ export class WebhookDeliverer {
     this.#clock = options.clock ?? systemClock;
     this.#schedule = options.schedule ?? DEFAULT_RETRY_SCHEDULE;
     this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 10_000;
+    this.#connectionWaitLimitMs = options.connectionWaitLimitMs ?? DEFAULT_CONNECTION_WAIT_LIMIT_MS;
+    const connectionsPerOrigin = options.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN;
+    this.#slots = new OriginSlots(connectionsPerOrigin);
     this.#responseBodyLimitBytes = options.responseBodyLimitBytes ?? 64 * 1024;
     const policy = new DestinationPolicy(options.allowCidrs);
     this.#createAgent = () =>
@@ -100,7 +127,7 @@ export class WebhookDeliverer {
           resolve: options.resolve ?? systemResolve,
           connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
         }),
-        connections: options.connectionsPerOrigin ?? 128,
+        connections: connectionsPerOrigin,
       });
   }
 
@@ -151,9 +178,7 @@ export class WebhookDeliverer {
   async #deliverWithRetries(delivery: WebhookDelivery): Promise<DeliveryOutcome> {
     const { runId, onAttempt } = delivery;
     for (let attempt = 1; ; attempt += 1) {
-      const started = performance.now();
-      const outcome = await this.#attempt(delivery);
-      const durationMs = performance.now() - started;
+      const { outcome, durationMs, connectionWaitMs } = await this.#attempt(delivery);
       const shuttingDown = this.#shutdown.signal.aborted;
       const delivered = isDelivered(outcome);
       const lastStatusCode = outcome.kind === 'response' ? outcome.statusCode : null;
@@ -161,13 +186,13 @@ export class WebhookDeliverer {
 
       if (attempt === MAX_ATTEMPTS || !shouldRetry(outcome) || shuttingDown) {
         const final: DeliveryOutcome = { state: delivered ? 'delivered' : 'failed', attempts: attempt, lastStatusCode, lastError };
-        onAttempt?.({ runId, attempt, outcome, durationMs, nextDelayMs: null, progress: final });
+        onAttempt?.({ runId, attempt, outcome, durationMs, connectionWaitMs, nextDelayMs: null, progress: final });
         return final;
       }
 
       const progress: WebhookProgress = { state: 'pending', attempts: attempt, lastStatusCode, lastError };
       const nextDelayMs = delayBeforeAttempt(this.#schedule, attempt + 1, () => this.#clock.random());
-      onAttempt?.({ runId, attempt, outcome, durationMs, nextDelayMs, progress });
+      onAttempt?.({ runId, attempt, outcome, durationMs, connectionWaitMs, nextDelayMs, progress });
       try {
         await this.#clock.sleep(nextDelayMs, this.#shutdown.signal);
       } catch (error) {
@@ -177,7 +202,27 @@ export class WebhookDeliverer {
     }
   }
 
-  async #attempt(delivery: WebhookDelivery): Promise<AttemptOutcome> {
+  /** Waits for a connection to the receiver, then sends one attempt: its timer starts only then. */
+  async #attempt(delivery: WebhookDelivery): Promise<AttemptResult> {
+    const waitStarted = performance.now();
+    const slot = await this.#slots.acquire(delivery.endpoint.origin, this.#connectionWaitLimitMs, this.#shutdown.signal);
+    const connectionWaitMs = performance.now() - waitStarted;
+    if (slot === null) {
+      const outcome: AttemptOutcome = this.#shutdown.signal.aborted
+        ? { kind: 'network-error', message: 'not sent: it was waiting for a connection to the receiver' }
+        : { kind: 'timeout', message: `not sent: no connection to the receiver came free within ${this.#connectionWaitLimitMs} ms` };
+      return { outcome, durationMs: 0, connectionWaitMs };
+    }
+    const sent = performance.now();
+    try {
+      const outcome = await this.#send(delivery);
+      return { outcome, durationMs: performance.now() - sent, connectionWaitMs };
+    } finally {
+      slot.release();
+    }
+  }
+
+  async #send(delivery: WebhookDelivery): Promise<AttemptOutcome> {
     const { runId, endpoint, body, signer } = delivery;
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': runId };
     if (signer !== null) {
