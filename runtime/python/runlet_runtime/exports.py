@@ -72,4 +72,7 @@ def _wrapped(target):
         return target.func
     if isinstance(target, types.MethodType):
         return target.__func__
-    return getattr(target, "__wrapped__", None)
+    try:
+        return getattr(target, "__wrapped__", None)
+    except Exception:  # an object answering any attribute, and raising for this one: nothing to follow
+        return None

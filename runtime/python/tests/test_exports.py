@@ -49,6 +49,13 @@ class ImportedCallablesTests(ProblemAssertions, RuntimeTestCase):
     def test_a_partial_of_an_imported_function_is_not_the_app_s(self):
         self.assertNotFound("run_id")
 
+    def test_a_function_of_another_module_of_the_app_is_not_main_s(self):
+        self.assertNotFound("shout", {"text": "hi"})
+        self.assertNotFound("helpers")
+
+    def test_an_imported_object_that_raises_for_every_attribute_is_not_served_and_did_not_stop_the_start(self):
+        self.assertNotFound("proxy")
+
     def test_the_module_s_own_function(self):
         self.assertEqual(self.call("own", {})[::2], (200, "own"))
 
