@@ -26,7 +26,7 @@ Options (environment variable in brackets); flags override the environment, whic
   --sidecar-image IMAGE           image with the runlet command, run as each pod's sidecar [RUNLET_SIDECAR_IMAGE]
   --python-runtime-image IMAGE    Python runtime image for apps that name none [RUNLET_PYTHON_RUNTIME_IMAGE]
   --ingress-class NAME            create an Ingress per app, of this class [RUNLET_INGRESS_CLASS]
-  --ingress-host HOST             create an Ingress per app, on this host [RUNLET_INGRESS_HOST]
+  --ingress-host HOST             create an Ingress per app, on this host ({namespace} in it: a host per namespace) [RUNLET_INGRESS_HOST]
   --ingress-tls true|false        the ingress host serves HTTPS [RUNLET_INGRESS_TLS]
   --ingress-tls-secret NAME       certificate Secret for the host [RUNLET_INGRESS_TLS_SECRET]
   --native-sidecars auto|true|false  sidecar as a native sidecar (default auto: when the API server is >= 1.29) [RUNLET_NATIVE_SIDECARS]

@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import { Value, type ValueError } from '@sinclair/typebox/value';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_HOLD_LIMITS } from '../activator/hold-bounds.ts';
 
@@ -15,7 +15,14 @@ const StrictObject = <T extends Record<string, TSchema>>(properties: T) => Type.
 
 export const IngressConfigSchema = StrictObject({
   className: Type.Optional(Type.String({ minLength: 1, description: 'spec.ingressClassName of every Ingress.' })),
-  host: Type.Optional(Type.String({ minLength: 1, description: 'The host every app is reached on (path /v4/<namespace>/<app>).' })),
+  host: Type.Optional(
+    Type.String({
+      minLength: 1,
+      // A DNS name as an Ingress rule takes it (a leading `*.` allowed), whose labels may be `{namespace}`.
+      pattern: String.raw`^(\*\.)?(\{namespace\}|[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.(\{namespace\}|[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?))*$`,
+      description: 'The host every app is reached on (path /v4/<namespace>/<app>); `{namespace}` in it gives each namespace a host of its own.',
+    }),
+  ),
   tls: Type.Optional(Type.Boolean({ description: 'Serve the host over HTTPS (URLs say https).' })),
   tlsSecretName: Type.Optional(Type.String({ minLength: 1, description: 'Certificate Secret in each app namespace; default: the controller default.' })),
   annotations: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Copied onto every Ingress (controller settings such as read timeouts).' })),
@@ -213,10 +220,19 @@ export function mergeConfigLayers(...layers: ConfigLayer[]): ConfigLayer {
   return merged as ConfigLayer;
 }
 
+/**
+ * A setting that may be null (`ingress: null`) is a union: its own error says only "Expected union value". The
+ * errors inside the member the value was meant for name the setting that is wrong (`ingress.host`).
+ */
+function withinUnion(error: ValueError): ValueError[] {
+  const inner = error.errors.flatMap((member) => [...member]).filter((memberError) => memberError.path !== error.path);
+  return inner.length > 0 ? inner.flatMap(withinUnion) : [error];
+}
+
 /** The complete configuration, or a ConfigError naming every missing or invalid setting. */
 export function resolveConfig(...layers: ConfigLayer[]): OperatorConfig {
   const merged = mergeConfigLayers(defaultConfigLayer(), ...layers);
-  const problems = [...Value.Errors(OperatorConfigSchema, merged)].map((error) => {
+  const problems = [...Value.Errors(OperatorConfigSchema, merged)].flatMap(withinUnion).map((error) => {
     const field = error.path.slice(1).replace(/\//g, '.') || '(root)';
     return error.value === undefined ? `${field} is required` : `${field}: ${error.message} (got ${JSON.stringify(error.value)})`;
   });

@@ -13,7 +13,7 @@ export const INSTALL_YAML = join(REPO, 'install.yaml');
 export const INSTALL_NAMESPACE = 'runlet-system';
 
 /** Helm's install order (releaseutil.InstallOrder) for the kinds the chart renders: dependencies first. */
-const INSTALL_ORDER = ['Namespace', 'PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'Deployment', 'StatefulSet', 'Ingress'];
+const INSTALL_ORDER = ['Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'Deployment', 'StatefulSet', 'Ingress'];
 
 /** What charts/runlet/crds/ must hold: crds/*.yaml, byte for byte. */
 export function chartCrdFiles(): { name: string; text: string }[] {

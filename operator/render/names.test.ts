@@ -11,6 +11,7 @@ describe('appUrl', () => {
     ['ingress without host: still cluster-local', { className: 'nginx' }, 'http://hello.team-a.svc.cluster.local/v4/team-a/hello'],
     ['ingress host over HTTP', { host: 'apps.example' }, 'http://apps.example/v4/team-a/hello'],
     ['ingress host with TLS', { host: 'apps.example', tls: true }, 'https://apps.example/v4/team-a/hello'],
+    ['a host per namespace', { host: '{namespace}.apps.example', tls: true }, 'https://team-a.apps.example/v4/team-a/hello'],
   ])('%s', (_case, ingress, url) => {
     expect(appUrl(app, ingress)).toBe(url);
   });

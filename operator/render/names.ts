@@ -61,8 +61,21 @@ export function appPort(spec: AppSpec): number {
   return spec.runtime.custom?.port ?? PYTHON_RUNTIME_PORT;
 }
 
+/** The placeholder of a per-namespace ingress host (`{namespace}.apps.example.com`). */
+export const NAMESPACE_HOST_PLACEHOLDER = '{namespace}';
+
+/**
+ * The host an App's Ingress is on: the configured host, with `{namespace}` replaced by the App's namespace. A
+ * host of its own per namespace keeps one tenant's Ingress rules off another's host: on a shared host, any
+ * tenant may publish a longer path prefix and receive another's callers (docs/operator.md, Ingress).
+ */
+export function ingressHostOf(app: App, ingress: Pick<IngressConfig, 'host'>): string | undefined {
+  return ingress.host?.replaceAll(NAMESPACE_HOST_PLACEHOLDER, namespaceOf(app));
+}
+
 /** Where callers reach the app: through the ingress host when there is one, else the Service's cluster DNS name. */
 export function appUrl(app: App, ingress: IngressConfig | null): string {
-  if (ingress?.host !== undefined) return `${ingress.tls ? 'https' : 'http'}://${ingress.host}${runPathPrefix(app)}`;
+  const host = ingress === null ? undefined : ingressHostOf(app, ingress);
+  if (host !== undefined) return `${ingress?.tls ? 'https' : 'http'}://${host}${runPathPrefix(app)}`;
   return `http://${childName(app)}.${namespaceOf(app)}.svc.cluster.local${runPathPrefix(app)}`;
 }

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1Namespace, V1PodDisruptionBudget, V1Role, V1RoleBinding, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Container, V1Deployment, V1Ingress, V1Namespace, V1NetworkPolicy, V1PodDisruptionBudget, V1Role, V1RoleBinding, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig, type OperatorConfig } from '../../operator/config.ts';
@@ -63,6 +63,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'ConfigMap/runlet-operator-config',
         'StatefulSet/runlet-postgres',
         'Service/runlet-postgres',
+        'NetworkPolicy/runlet-postgres',
         'Role/runlet-operator-results',
         'RoleBinding/runlet-operator-results',
         'Deployment/runlet-activator',
@@ -94,6 +95,14 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       expect(object.metadata.namespace, name).toBe(clusterScoped.has(object.kind) ? undefined : inHeldCalls.has(name) ? HELD_CALLS : RELEASE.namespace);
     }
     expect(chart.crds.map((crd) => crd.source)).toEqual(['crds/apps.runlet.dev.yaml', 'crds/runlogs.runlet.dev.yaml']);
+  });
+
+  it("admits only the operator's pods to the embedded PostgreSQL", () => {
+    const policy = objectOf<V1NetworkPolicy>(chart, 'NetworkPolicy', 'runlet-postgres');
+    const postgres = objectOf<V1StatefulSet>(chart, 'StatefulSet', 'runlet-postgres');
+    expect(policy.spec.podSelector.matchLabels).toEqual(postgres.spec!.selector.matchLabels);
+    expect(policy.spec.policyTypes).toEqual(['Ingress']);
+    expect(policy.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: deployment.spec!.selector.matchLabels } }], ports: [{ port: 5432, protocol: 'TCP' }] }]);
   });
 
   it('runs two replicas as a non-root user with a read-only root filesystem', () => {
