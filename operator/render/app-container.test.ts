@@ -93,12 +93,11 @@ describe('renderAppContainer', () => {
   });
 
   it.each([
-    ['python', pythonSpec()],
-    ['custom', custom({ healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' })],
-    ['custom, no health paths', custom({})],
-  ])('%s: no probe and no port of the app container is on its own server: the kubelet probes the pod IP, which every pod reaches', (_case, spec) => {
+    ['python', pythonSpec(), 8192],
+    ['custom', custom({ healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' }), 8080],
+    ['custom, no health paths', custom({}), 8080],
+  ])('%s: no probe and no port of the app container is on its own server: the kubelet probes the pod IP, which every pod reaches', (_case, spec, appPort) => {
     const container = render(spec);
-    const appPort = spec.runtime.custom?.port ?? 8192;
     const probed = [container.startupProbe, container.livenessProbe, container.readinessProbe].flatMap((probe) => (probe === undefined ? [] : [probe.httpGet?.port ?? probe.tcpSocket?.port]));
     expect(probed.every((port) => port === 8001), `probed ports ${probed.join(', ')}`).toBe(true);
     expect(container.ports).toBeUndefined();

@@ -75,11 +75,11 @@ describe('renderNetworkPolicy', () => {
     expect(policy.spec.ingress[1]!.from).toEqual([
       { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'runlet-system' } }, podSelector: { matchLabels: POLICY.operatorPods.matchLabels } },
     ]);
-    for (const rule of policy.spec.ingress) expect(rule.from.length).toBeGreaterThan(0);
+    for (const rule of policy.spec.ingress) expect(rule.from?.length).toBeGreaterThan(0);
   });
 
   it('takes the ingress controller by namespace alone when no pod selector is given', () => {
     const policy = renderNetworkPolicy(app, { ...POLICY, ingressController: { namespaceSelector: { matchLabels: { team: 'edge' } } } });
-    expect(policy.spec.ingress[0]!.from[0]).toEqual({ namespaceSelector: { matchLabels: { team: 'edge' } } });
+    expect(policy.spec.ingress[0]!.from![0]).toEqual({ namespaceSelector: { matchLabels: { team: 'edge' } } });
   });
 });
