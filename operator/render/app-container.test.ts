@@ -1,6 +1,7 @@
 import type { V1Container } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { DRAIN_TOKEN, PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
+import { APP_HEALTH_ROUTE } from '../../sidecar/admin-interface.ts';
 import { renderAppContainer } from './app-container.ts';
 
 const render = (spec: Record<string, unknown>): V1Container => renderAppContainer(storedApp(spec), renderConfig(), DRAIN_TOKEN);
@@ -102,6 +103,11 @@ describe('renderAppContainer', () => {
     expect(probed.every((port) => port === 8001), `probed ports ${probed.join(', ')}`).toBe(true);
     expect(container.ports).toBeUndefined();
     expect(JSON.stringify(container)).not.toContain(`"port":${appPort}`);
+  });
+
+  it("custom: the app's liveness is asked at the route the sidecar serves it on", () => {
+    const container = render(custom({ healthcheckEndpoint: '/health' }));
+    expect([container.startupProbe?.httpGet?.path, container.livenessProbe?.httpGet?.path]).toEqual([APP_HEALTH_ROUTE, APP_HEALTH_ROUTE]);
   });
 
   it.each([

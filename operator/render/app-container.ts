@@ -67,24 +67,25 @@ function customRuntime(custom: CustomRuntime, env: EnvVar[] | undefined): Runtim
 }
 
 /** Where a custom app's server is told to listen (`HOST`): only the sidecar, in the same pod, reaches it there. */
-export const APP_HOST = '127.0.0.1';
+const APP_HOST = '127.0.0.1';
 
 const PLATFORM_ENV = new Set(['PORT', 'HOST']);
 
-const appHealthGet = { httpGet: { path: '/app-healthz', port: SIDECAR_ADMIN_PORT } };
+/** The sidecar's APP_HEALTH_ROUTE (sidecar/admin-interface.ts), as its /healthz and /ready are named in sidecar-container.ts. */
+const appHealthGet = () => ({ httpGet: { path: '/app-healthz', port: SIDECAR_ADMIN_PORT } });
 
 /**
  * The app container's liveness, asked of the sidecar. Generous, since a restart loses the app's calls in flight:
  * the sidecar waits 4 s for the app (APP_HEALTH_TIMEOUT_MS), the kubelet 5 s for the sidecar, and only a minute
  * of failed checks in a row (6 × 10 s) restarts the app — a server that hangs, or stopped listening while its
  * process lives (one that exits is restarted at once anyway). The startup probe holds liveness off for up to
- * 5 minutes while the server starts (checked every second: the pod is Ready no later than that); it also counts
- * the seconds the sidecar itself takes to start.
+ * 5 minutes while the server starts, and counts the seconds the sidecar itself takes to start. Every second:
+ * the app container is ready only once it passed, so a longer period would delay every cold start.
  */
 function appLivenessThroughSidecar(): Pick<V1Container, 'startupProbe' | 'livenessProbe'> {
   return {
-    startupProbe: { ...appHealthGet, periodSeconds: 1, failureThreshold: 300, timeoutSeconds: 5 },
-    livenessProbe: { ...appHealthGet, periodSeconds: 10, failureThreshold: 6, timeoutSeconds: 5 },
+    startupProbe: { ...appHealthGet(), periodSeconds: 1, failureThreshold: 300, timeoutSeconds: 5 },
+    livenessProbe: { ...appHealthGet(), periodSeconds: 10, failureThreshold: 6, timeoutSeconds: 5 },
   };
 }
 
