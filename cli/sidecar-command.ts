@@ -30,6 +30,8 @@ Options (environment variable in brackets):
   --runtime python|custom     the app container's runtime (default python) [RUNLET_RUNTIME]
   --app-port N                port of the app container (default 8192) [RUNLET_APP_PORT]
   --ready-path PATH           runtime readiness path (python: /healthz) [RUNLET_READY_PATH]
+  --health-path PATH          a custom app's health path: the admin port's /app-healthz asks it on the
+                              loopback (the app container's liveness probe); unset: no /app-healthz [RUNLET_HEALTH_PATH]
   --port N                    run interface port (default 8000) [RUNLET_PORT]
   --admin-port N              probes, metrics, drain (default 8001) [RUNLET_ADMIN_PORT]; its /drain takes
                               only GET /drain/TOKEN, TOKEN from RUNLET_DRAIN_TOKEN (32+ of A-Za-z0-9_-;
@@ -72,6 +74,7 @@ const OPTIONS = {
   runtime: { env: ['RUNLET_RUNTIME'], default: 'python' },
   'app-port': { env: ['RUNLET_APP_PORT'], default: '8192' },
   'ready-path': { env: ['RUNLET_READY_PATH'] },
+  'health-path': { env: ['RUNLET_HEALTH_PATH'] },
   port: { env: ['RUNLET_PORT'], default: '8000' },
   'admin-port': { env: ['RUNLET_ADMIN_PORT'], default: '8001' },
   concurrency: { env: ['RUNLET_CONCURRENCY'], default: '4' },
@@ -114,6 +117,14 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
   const runtime = required('runtime');
   if (runtime !== 'python' && runtime !== 'custom') throw new CliError(`--runtime must be python or custom, got "${runtime}"`, 2);
   const concurrency = integer('concurrency', 1, 1000);
+  // Appended to the app's loopback origin: anything but a path would name another host (`@host/`).
+  const path = (name: 'ready-path' | 'health-path'): string | null => {
+    const value = option(name) || null;
+    if (value !== null && !value.startsWith('/')) throw new CliError(`--${name} must be an HTTP path starting with "/", got "${value}"`, 2);
+    return value;
+  };
+  const readyPath = path('ready-path') ?? (runtime === 'python' ? '/healthz' : null);
+  const healthPath = path('health-path');
   const logger = createLogger({ name: 'runlet-sidecar', level: option('log-level') });
 
   const app: AppTargetOptions = {
@@ -152,7 +163,8 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       app,
       runtime: {
         origin: `http://127.0.0.1:${integer('app-port', 1, 65535)}`,
-        readyPath: option('ready-path') || (runtime === 'python' ? '/healthz' : null),
+        readyPath,
+        healthPath,
       },
       ports: { run: integer('port', 0, 65535), admin: integer('admin-port', 0, 65535) },
       runStore,

@@ -184,7 +184,8 @@ export class RuntimeSupervisor {
           )
         : spawn(launch.entrypoint[0]!, launch.entrypoint.slice(1), {
             cwd: launch.appDir,
-            env: { ...process.env, ...launch.env, PORT: String(launch.port) },
+            // As in a pod (operator/render/app-container.ts): the server listens on the loopback, behind the dev server.
+            env: { ...process.env, ...launch.env, PORT: String(launch.port), HOST: '127.0.0.1' },
             stdio: ['ignore', 'inherit', 'inherit'],
           });
     this.#child = child;

@@ -96,17 +96,22 @@ const LabelSelectorSchema = StrictObject({
 });
 
 export const NetworkPolicyConfigSchema = StrictObject({
-  ingressController: Type.Object(
-    { namespaceSelector: LabelSelectorSchema, podSelector: Type.Optional(LabelSelectorSchema) },
-    { additionalProperties: false, description: 'The ingress controller’s pods: they may call the run port.' },
+  ingressController: Type.Optional(
+    Type.Object(
+      { namespaceSelector: LabelSelectorSchema, podSelector: Type.Optional(LabelSelectorSchema) },
+      { additionalProperties: false, description: 'The ingress controller’s pods: set, the run port admits only them, the operator pods and runFromNamespaces; absent (and no runFromNamespaces): any pod.' },
+    ),
   ),
-  runFromNamespaces: Type.Array(Type.String({ minLength: 1 }), { description: 'Namespaces (by name) whose pods may call the run port too.' }),
+  runFromNamespaces: Type.Array(Type.String({ minLength: 1 }), { description: 'Namespaces (by name) whose pods may call the run port too; named, the run port admits no other pod.' }),
   metricsFromNamespaces: Type.Array(Type.String({ minLength: 1 }), { description: 'Namespaces (by name) whose pods may scrape the admin port (Prometheus); none: no pod may.' }),
   operatorPods: Type.Object(
     { namespace: Type.String({ minLength: 1 }), matchLabels: Labels },
-    { additionalProperties: false, description: 'The operator pods: the holder in them hands held calls to the run port.' },
+    { additionalProperties: false, description: 'The operator and activator pods: the operator scrapes load and cancels runs on the admin port, the activator hands held calls to the run port.' },
   ),
 });
+
+/** The label the operator and activator pods carry (the chart sets it), which App pods' NetworkPolicy admits to the admin port. */
+export const APP_PEER_LABEL = 'runlet.dev/app-peer';
 
 export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
@@ -120,7 +125,7 @@ export const OperatorConfigSchema = StrictObject({
     description: "Secrets (in each app's namespace) every App pod pulls its images with, as in a pod spec: [{name: regcred}].",
   }),
   networkPolicy: Type.Union([NetworkPolicyConfigSchema, Type.Null()], {
-    description: 'A NetworkPolicy per App admitting run traffic only from these peers (render/network-policy.ts); null: none.',
+    description: 'A NetworkPolicy per App: the run port, the admin port from the operator pods and metrics namespaces, nothing else (render/network-policy.ts); null: none.',
   }),
   leaderElection: LeaderElectionConfigSchema,
   server: StrictObject({
@@ -158,8 +163,14 @@ export type ConfigLayer = {
 export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): ConfigLayer {
   return {
     ingress: null,
-    // Off: which pods are the ingress controller is the cluster's, and a policy without it would cut every call.
-    networkPolicy: null,
+    // On: a custom app's own port and the sidecar's admin port are closed to other pods wherever the CNI enforces
+    // NetworkPolicies. The run port stays open to every pod (callers are authenticated there); the operator's
+    // pods are found by their label in the namespace it runs in.
+    networkPolicy: {
+      runFromNamespaces: [],
+      metricsFromNamespaces: [],
+      operatorPods: { namespace: env.POD_NAMESPACE || 'default', matchLabels: { [APP_PEER_LABEL]: 'true' } },
+    },
     nativeSidecars: 'auto',
     webhookAllowCidrs: [],
     imagePullSecrets: [],

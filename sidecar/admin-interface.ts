@@ -1,10 +1,12 @@
-// The admin port: probes, metrics, the replica's load (scraped by the operator's autoscaler) and drain. Kept off the run port so callers through the ingress never
-// reach it, and so probes keep answering while the run port is saturated. Plain node:http, like the run port:
-// the pod sidecar loads no web framework.
+// The admin port: probes (the sidecar's, and a custom app's liveness, which the sidecar asks of the app on the
+// loopback), metrics, the replica's load (scraped by the operator's autoscaler) and drain. Kept off the run port
+// so callers through the ingress never reach it, and so probes keep answering while the run port is saturated.
+// Plain node:http, like the run port: the pod sidecar loads no web framework.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { CANCEL_PATH, type AdminCancelAnswer } from './admin-cancel.ts';
 import { DRAIN_PATH, drainTokenMatches } from './drain-token.ts';
 import type { ReplicaLoadSource } from './load/load-source.ts';
+import type { AppHealthCheck } from './runtimes/app-health.ts';
 import type { Replica } from './replica.ts';
 import { http } from './node-http.ts';
 
@@ -37,6 +39,12 @@ export interface AdminOptions {
    * (operator/autoscaling/load-scraper.ts). Absent (`runlet dev`: one replica, no autoscaler): no `/load`.
    */
   load?: ReplicaLoadSource;
+  /**
+   * A custom app's health path, asked on the loopback: `GET /app-healthz` answers 200 while it answers 2xx, 503
+   * otherwise. The app container's liveness probe, so its server needs no port on the pod IP. Absent (a Python
+   * app, a custom one without healthcheckEndpoint, `runlet dev`): no such route.
+   */
+  appHealth?: AppHealthCheck;
 }
 
 /**
@@ -46,7 +54,10 @@ export interface AdminOptions {
  */
 export const DRAINED_LIVENESS_MS = 60_000;
 
-const ROUTES = 'GET /healthz, /ready, /metrics, /load; GET or POST /drain; POST /cancel';
+/** The route of a custom app's liveness (operator/render/app-container.ts renders the app container's probes at it). */
+export const APP_HEALTH_ROUTE = '/app-healthz';
+
+const ROUTES = 'GET /healthz, /ready, /app-healthz, /metrics, /load; GET or POST /drain; POST /cancel';
 
 export function createAdminInterface(replica: Replica, options: AdminOptions): AdminInterface {
   const drainedLivenessMs = options.drainedLivenessMs ?? DRAINED_LIVENESS_MS;
@@ -88,6 +99,10 @@ export function createAdminInterface(replica: Replica, options: AdminOptions): A
     if (path === '/ready' && read) {
       if (replica.ready) return json(200, { status: 'ready' });
       return json(503, { status: replica.draining ? 'draining' : 'starting' });
+    }
+    if (path === APP_HEALTH_ROUTE && read && options.appHealth !== undefined) {
+      const { healthy, detail } = await options.appHealth.check();
+      return json(healthy ? 200 : 503, { status: healthy ? 'ok' : 'failing', detail });
     }
     if (path === '/metrics' && read) {
       return { status: 200, contentType: replica.metrics.registry.contentType, body: await replica.metrics.registry.metrics() };

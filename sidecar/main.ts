@@ -27,11 +27,15 @@ import { HOLDER_KEY_ENV } from '../run-request/auth/held-run.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
 import type { RunStore } from './runs/store.ts';
 import { RuntimeWatcher } from './runtimes/runtime-watch.ts';
+import { AppHealthCheck } from './runtimes/app-health.ts';
 
 export interface SidecarSettings {
   app: AppTargetOptions;
-  /** Where the app container listens, and the path that says it is ready (null: ready once it listens). */
-  runtime: { origin: string; readyPath: string | null };
+  /**
+   * Where the app container listens (the loopback), the path that says it is ready (null: ready once it
+   * listens) and, for a custom app, its health path, which the admin port's `/app-healthz` asks (null: no such route).
+   */
+  runtime: { origin: string; readyPath: string | null; healthPath?: string | null };
   ports: { run: number; admin: number };
   /**
    * The pod's RunLog (with its journal in `dataDir`), SQLite in `dataDir`, or the results collector at
@@ -109,7 +113,8 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
     holderKey: settings.holderKey,
     registry,
   });
-  const watcher = new RuntimeWatcher(target, settings.runtime, logger);
+  const watcher = new RuntimeWatcher(target, { origin: settings.runtime.origin, readyPath: settings.runtime.readyPath }, logger);
+  const { healthPath } = settings.runtime;
   const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
   const adminServer = createAdminServer(
     createAdminInterface(replica, {
@@ -117,6 +122,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
       drainedLivenessMs: settings.drainedLivenessMs,
       cancels: { projectId: target.projectId, appName: target.appName },
       load,
+      ...(healthPath === undefined || healthPath === null ? {} : { appHealth: new AppHealthCheck(settings.runtime.origin, healthPath) }),
     }),
   );
   await listen(runServer, settings.ports.run, 'run');

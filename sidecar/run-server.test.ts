@@ -115,7 +115,7 @@ describe('the admin port', () => {
     for (const [method, path] of [['GET', '/nowhere'], ['DELETE', '/healthz']] as const) {
       const response = await fetch(`${adminOrigin}${path}`, { method });
       expect(response.status).toBe(404);
-      expect(((await response.json()) as { error: string }).error).toMatch(/GET \/healthz, \/ready, \/metrics, \/load; GET or POST \/drain/);
+      expect(((await response.json()) as { error: string }).error).toMatch(/GET \/healthz, \/ready, \/app-healthz, \/metrics, \/load; GET or POST \/drain/);
     }
   });
 

@@ -1,6 +1,7 @@
 import type { V1Container } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { DRAIN_TOKEN, PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
+import { APP_HEALTH_ROUTE } from '../../sidecar/admin-interface.ts';
 import { renderAppContainer } from './app-container.ts';
 
 const render = (spec: Record<string, unknown>): V1Container => renderAppContainer(storedApp(spec), renderConfig(), DRAIN_TOKEN);
@@ -35,21 +36,27 @@ describe('renderAppContainer', () => {
       },
     ],
     [
-      'custom with entrypoint, port and probes',
+      "custom with entrypoint, port and health paths: told to listen on the loopback, liveness asked of the sidecar's admin port, readiness left to the sidecar's",
       custom({ entrypoint: ['node', 'server.js', '--quiet'], healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' }),
       {
         image: 'ghcr.io/acme/web:1',
         command: ['node', 'server.js', '--quiet'],
-        env: [{ name: 'PORT', value: '8080' }],
-        ports: [{ name: 'app', containerPort: 8080, protocol: 'TCP' }],
-        livenessProbe: { httpGet: { path: '/health', port: 8080 }, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 },
-        readinessProbe: { httpGet: { path: '/ready', port: 8080 }, periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 2 },
+        env: [{ name: 'PORT', value: '8080' }, { name: 'HOST', value: '127.0.0.1' }],
+        ports: undefined,
+        startupProbe: { httpGet: { path: '/app-healthz', port: 8001 }, periodSeconds: 1, failureThreshold: 300, timeoutSeconds: 5 },
+        livenessProbe: { httpGet: { path: '/app-healthz', port: 8001 }, periodSeconds: 10, failureThreshold: 6, timeoutSeconds: 5 },
+        readinessProbe: undefined,
       },
     ],
     [
       "custom without entrypoint: the image's own, no probes",
       custom({}),
-      { command: undefined, livenessProbe: undefined, readinessProbe: undefined, workingDir: undefined },
+      { command: undefined, startupProbe: undefined, livenessProbe: undefined, readinessProbe: undefined, workingDir: undefined },
+    ],
+    [
+      'custom with a readiness path only: no probe on the app container (the sidecar waits for it)',
+      custom({ readycheckEndpoint: '/ready' }),
+      { startupProbe: undefined, livenessProbe: undefined, readinessProbe: undefined, ports: undefined },
     ],
     [
       'env values and secret references, in order',
@@ -68,9 +75,9 @@ describe('renderAppContainer', () => {
       },
     ],
     [
-      "custom: the platform's PORT wins over the App's",
-      custom({}, { env: [{ name: 'PORT', value: '1' }, { name: 'MODE', value: 'prod' }] }),
-      { env: [{ name: 'PORT', value: '8080' }, { name: 'MODE', value: 'prod' }] },
+      "custom: the platform's PORT and HOST win over the App's",
+      custom({}, { env: [{ name: 'PORT', value: '1' }, { name: 'HOST', value: '0.0.0.0' }, { name: 'MODE', value: 'prod' }] }),
+      { env: [{ name: 'PORT', value: '8080' }, { name: 'HOST', value: '127.0.0.1' }, { name: 'MODE', value: 'prod' }] },
     ],
     [
       'CPU and memory as request and limit, GPUs as limit',
@@ -84,6 +91,23 @@ describe('renderAppContainer', () => {
   ])('%s', (_case, spec, expected) => {
     const container = render(spec);
     for (const [field, value] of Object.entries(expected)) expect(container[field as keyof V1Container], field).toEqual(value);
+  });
+
+  it.each([
+    ['python', pythonSpec(), 8192],
+    ['custom', custom({ healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' }), 8080],
+    ['custom, no health paths', custom({}), 8080],
+  ])('%s: no probe and no port of the app container is on its own server: the kubelet probes the pod IP, which every pod reaches', (_case, spec, appPort) => {
+    const container = render(spec);
+    const probed = [container.startupProbe, container.livenessProbe, container.readinessProbe].flatMap((probe) => (probe === undefined ? [] : [probe.httpGet?.port ?? probe.tcpSocket?.port]));
+    expect(probed.every((port) => port === 8001), `probed ports ${probed.join(', ')}`).toBe(true);
+    expect(container.ports).toBeUndefined();
+    expect(JSON.stringify(container)).not.toContain(`"port":${appPort}`);
+  });
+
+  it("custom: the app's liveness is asked at the route the sidecar serves it on", () => {
+    const container = render(custom({ healthcheckEndpoint: '/health' }));
+    expect([container.startupProbe?.httpGet?.path, container.livenessProbe?.httpGet?.path]).toEqual([APP_HEALTH_ROUTE, APP_HEALTH_ROUTE]);
   });
 
   it.each([

@@ -47,21 +47,45 @@ function pythonRuntime(app: App, python: PythonRuntime, config: RenderConfig): R
   };
 }
 
+/**
+ * The kubelet probes the pod IP, so a probe on the app's own port would need its server to listen there, where
+ * every pod of the cluster reaches it around the sidecar's checks of callers. The app's probes go to the
+ * sidecar's admin port instead, which asks the app on the loopback (sidecar/runtimes/app-health.ts): its
+ * readiness is the sidecar's (`/ready` passes only while the app's ready path does: runtime-watch.ts), and its
+ * liveness is `/app-healthz`, the app's health path asked by the sidecar. The app is told to listen on the
+ * loopback (`HOST`), and no container port of it is declared.
+ */
 function customRuntime(custom: CustomRuntime, env: EnvVar[] | undefined): RuntimeFields {
-  const httpGet = (path: string) => ({ httpGet: { path, port: custom.port } });
   return {
     image: custom.image,
     // The entrypoint is the whole command line; without one the image's ENTRYPOINT and CMD run.
     ...(custom.entrypoint === undefined ? {} : { command: custom.entrypoint }),
-    // PORT is the platform's: the sidecar forwards to this port, so a PORT in the App's env cannot move it.
-    env: [{ name: 'PORT', value: String(custom.port) }, ...userEnv(env).filter((variable) => variable.name !== 'PORT')],
-    ports: [{ name: 'app', containerPort: custom.port, protocol: 'TCP' }],
-    ...(custom.healthcheckEndpoint === undefined
-      ? {}
-      : { livenessProbe: { ...httpGet(custom.healthcheckEndpoint), periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 } }),
-    ...(custom.readycheckEndpoint === undefined
-      ? {}
-      : { readinessProbe: { ...httpGet(custom.readycheckEndpoint), periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 2 } }),
+    // PORT and HOST are the platform's: the sidecar forwards to 127.0.0.1:PORT, so neither can be moved by the App's env.
+    env: [{ name: 'PORT', value: String(custom.port) }, { name: 'HOST', value: APP_HOST }, ...userEnv(env).filter((variable) => !PLATFORM_ENV.has(variable.name))],
+    ...(custom.healthcheckEndpoint === undefined ? {} : appLivenessThroughSidecar()),
+  };
+}
+
+/** Where a custom app's server is told to listen (`HOST`): only the sidecar, in the same pod, reaches it there. */
+const APP_HOST = '127.0.0.1';
+
+const PLATFORM_ENV = new Set(['PORT', 'HOST']);
+
+/** The sidecar's APP_HEALTH_ROUTE (sidecar/admin-interface.ts), as its /healthz and /ready are named in sidecar-container.ts. */
+const appHealthGet = () => ({ httpGet: { path: '/app-healthz', port: SIDECAR_ADMIN_PORT } });
+
+/**
+ * The app container's liveness, asked of the sidecar. Generous, since a restart loses the app's calls in flight:
+ * the sidecar waits 4 s for the app (APP_HEALTH_TIMEOUT_MS), the kubelet 5 s for the sidecar, and only a minute
+ * of failed checks in a row (6 × 10 s) restarts the app — a server that hangs, or stopped listening while its
+ * process lives (one that exits is restarted at once anyway). The startup probe holds liveness off for up to
+ * 5 minutes while the server starts, and counts the seconds the sidecar itself takes to start. Every second:
+ * the app container is ready only once it passed, so a longer period would delay every cold start.
+ */
+function appLivenessThroughSidecar(): Pick<V1Container, 'startupProbe' | 'livenessProbe'> {
+  return {
+    startupProbe: { ...appHealthGet(), periodSeconds: 1, failureThreshold: 300, timeoutSeconds: 5 },
+    livenessProbe: { ...appHealthGet(), periodSeconds: 10, failureThreshold: 6, timeoutSeconds: 5 },
   };
 }
 

@@ -42,13 +42,17 @@ describe('renderSidecarContainer', () => {
   });
 
   it.each([
-    ['custom port, no health paths', customSpec(), ['--runtime', 'custom', '--app-port', '3000'], undefined],
-    ['readiness path preferred', customSpec({ healthcheckEndpoint: '/live', readycheckEndpoint: '/ready' }), ['--runtime', 'custom'], '/ready'],
-    ['health path when there is no readiness path', customSpec({ healthcheckEndpoint: '/live' }), ['--runtime', 'custom'], '/live'],
-  ])('custom runtime: %s', (_case, spec, expectedArgs, readyPath) => {
+    ['custom port, no health paths', customSpec(), ['--runtime', 'custom', '--app-port', '3000'], undefined, undefined],
+    ['readiness path preferred', customSpec({ healthcheckEndpoint: '/live', readycheckEndpoint: '/ready' }), ['--runtime', 'custom'], '/ready', '/live'],
+    ['health path when there is no readiness path', customSpec({ healthcheckEndpoint: '/live' }), ['--runtime', 'custom'], '/live', '/live'],
+    ['readiness path only: no health path to ask', customSpec({ readycheckEndpoint: '/ready' }), ['--runtime', 'custom'], '/ready', undefined],
+  ])('custom runtime: %s', (_case, spec, expectedArgs, readyPath, healthPath) => {
     const args = renderSidecarContainer(storedApp(spec), renderConfig(), DRAIN_TOKEN).args!;
     expect(args.join(' ')).toContain(expectedArgs.join(' '));
-    expect(args.includes('--ready-path') ? args[args.indexOf('--ready-path') + 1] : undefined).toBe(readyPath);
+    const flag = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+    expect(flag('--ready-path')).toBe(readyPath);
+    // The sidecar asks it on the loopback for the app container's liveness probe (GET :8001/app-healthz).
+    expect(flag('--health-path')).toBe(healthPath);
   });
 
   it.each([

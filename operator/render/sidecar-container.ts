@@ -76,6 +76,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     '--run-store', config.resultsCollectorUrl === null ? 'runlog' : 'results',
     '--data-dir', DATA_DIR,
     ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
+    // The app container's liveness probe asks the sidecar's /app-healthz, which asks this path on the loopback.
+    ...(custom?.healthcheckEndpoint === undefined ? [] : ['--health-path', custom.healthcheckEndpoint]),
     // Results are kept only in the results store: a RunLog (etcd) never holds them.
     ...(spec.runs.keepResults && config.resultsCollectorUrl !== null
       ? ['--keep-results', 'on', '--result-keep-bytes', String(spec.runs.resultKeepBytes), '--result-ttl', String(spec.runs.resultTtl)]

@@ -3,7 +3,7 @@
 // itself: the calls in flight finish, new ones get 503) and detaching it while it does not answer at all.
 import type { Logger } from 'pino';
 import type { AppTarget } from '../apps.ts';
-import { http } from '../node-http.ts';
+import { isSuccess, probeRuntime } from './runtime-probe.ts';
 
 export interface RuntimeWatchOptions {
   origin: string;
@@ -56,18 +56,9 @@ export class RuntimeWatcher {
     this.#timer.unref();
   }
 
-  /** One GET on a fresh connection (node:http, so a Python app's sidecar never loads undici for its probes). */
-  #health(): Promise<Health> {
-    const anyAnswer = this.#options.readyPath === null;
-    return new Promise((resolve) => {
-      const probe = http.get(this.#options.origin + (this.#options.readyPath ?? '/'), { agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
-        const status = response.statusCode ?? 0;
-        response.resume();
-        response.on('end', () => resolve(anyAnswer || (status >= 200 && status < 300) ? 'ready' : 'not-ready'));
-        response.on('error', () => resolve('gone'));
-      });
-      probe.on('timeout', () => probe.destroy(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)));
-      probe.on('error', () => resolve('gone'));
-    });
+  async #health(): Promise<Health> {
+    const answer = await probeRuntime(this.#options.origin + (this.#options.readyPath ?? '/'), PROBE_TIMEOUT_MS);
+    if (!answer.answered) return 'gone';
+    return this.#options.readyPath === null || isSuccess(answer.status) ? 'ready' : 'not-ready';
   }
 }

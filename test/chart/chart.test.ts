@@ -284,7 +284,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
             sidecarImage: 'runlet/runlet:0.1.0',
             pythonRuntimeImage: 'runlet/python-runtime:0.1.0',
             ingress: null,
-            networkPolicy: null,
+            // On by default, the run port open to every pod (no ingress controller named), the admin port to the release's operator and activator pods.
+            networkPolicy: {
+              runFromNamespaces: [],
+              metricsFromNamespaces: [],
+              operatorPods: { namespace: RELEASE.namespace, matchLabels: { 'app.kubernetes.io/instance': 'runlet', 'runlet.dev/app-peer': 'true' } },
+            },
             nativeSidecars: 'auto',
             webhookAllowCidrs: [],
             imagePullSecrets: [],

@@ -458,7 +458,8 @@ describe('the operator under the chart’s RBAC', () => {
         expect((await fetch(`${url}/v2/projects/team-a/keys/ci`, { method: 'DELETE', headers: { authorization: headers.authorization } })).status).toBe(204);
       };
 
-      // With the app ingress on (production values), then off (defaults): the second removes the Ingress, and its
+      // With the app ingress and NetworkPolicy on (production values), then the defaults with the NetworkPolicy
+      // switched off (the ingress is off by default): the second removes the Ingress and the NetworkPolicy, and its
       // holder takes over the call the first one held.
       const productionRun = await requestsOf(
           production,
@@ -484,7 +485,7 @@ describe('the operator under the chart’s RBAC', () => {
           // The operator makes the holder key and copies it into team-a, then the activator reads it.
           { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
         );
-      const defaults = renderWith(VALUE_SETS.default);
+      const defaults = renderWith(VALUE_SETS.default, { apps: { networkPolicy: { enabled: false } } });
       // Its activator takes over the call held at zero; then the App is deleted, and the call with it.
       const heldRecord = new RegExp(`/namespaces/${HELD_CALLS}/secrets/runlet-held-`);
       const deleteZero = async () => {

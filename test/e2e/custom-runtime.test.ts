@@ -52,6 +52,11 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       });
     });
 
+    it('tells the app to listen on the loopback (HOST), as the operator tells it in a pod', async () => {
+      const response = await fetch(`${base}/host`);
+      expect(await response.json()).toEqual({ host: '127.0.0.1', listens: '127.0.0.1' });
+    });
+
     it('forwards the path as the caller encoded it', async () => {
       const response = await fetch(`${base}/files/a%2Fb/%C3%A9t%C3%A9`, { method: 'POST', body: '' });
       expect(response.status).toBe(200);

@@ -32,7 +32,8 @@ import { loadIssuerAuthConfig } from '../../run-request/auth/config.ts';
 const SIDECAR_IMAGE = 'registry.test/runlet:e2e';
 /** The service-account token every pod's sidecar sends to the API server. */
 export const SIDECAR_TOKEN = 'e2e-sidecar-token';
-const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
+/** The Python runtime image: `python3` on this machine, with the runtime on its path (a custom App may run it too). */
+export const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 
 /** What a test can do to this cluster beyond the shared suite: the API server's and kubelet's controls. */
 export interface LocalCluster extends E2eCluster {

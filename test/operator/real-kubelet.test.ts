@@ -251,7 +251,9 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
       '        data = json.dumps({"method": self.command, "path": self.path, "body": body}).encode()',
       '        self.send_response(200); self.send_header("content-type", "application/json")',
       '        self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)',
-      'http.server.ThreadingHTTPServer(("0.0.0.0", 9000), Echo).serve_forever()',
+      // Where the operator tells it to listen (HOST=127.0.0.1, PORT): only the sidecar, in the pod, reaches it there.
+      'import os',
+      'http.server.ThreadingHTTPServer((os.environ["HOST"], int(os.environ["PORT"])), Echo).serve_forever()',
     ].join('\n');
     const createApp = (name: string, port: number) =>
       custom.createNamespacedCustomObject({
@@ -288,6 +290,12 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const answer = await node!.fetchInside(`http://${service.spec!.clusterIP}/v4/${ns}/echo/greet?who=Ada`, { method: 'POST', headers: await callerAuth(ns), body: 'hi' });
     expect(answer.status).toBe(200);
     expect(await answer.json()).toEqual({ method: 'POST', path: '/greet?who=Ada', body: 'hi' });
+    // Ready through the sidecar alone (the app container has no probe on its port), and its port is not open on the
+    // pod IP: nothing there can call the app around the sidecar, whatever the network plugin enforces.
+    const { spec, status } = pod as V1Pod;
+    const appContainer = spec!.containers.find((container) => container.name === 'app')!;
+    expect([appContainer.readinessProbe, appContainer.livenessProbe?.httpGet?.port]).toEqual([undefined, 8001]);
+    await expect(node!.fetchInside(`http://${status!.podIP}:9000/greet`)).rejects.toThrow();
   });
 
   it('drains a scaled-down pod on the kubelet’s SIGTERM: its async run finishes and its webhook is delivered within the grace period', async () => {

@@ -157,8 +157,10 @@ imagePullSecrets:
 {{- end }}
 {{- if .Values.apps.networkPolicy.enabled }}
 networkPolicy:
+  {{- with .Values.apps.networkPolicy.ingressController }}
   ingressController:
-    {{- toYaml .Values.apps.networkPolicy.ingressController | nindent 4 }}
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   {{- with .Values.apps.networkPolicy.runFromNamespaces }}
   runFromNamespaces:
     {{- toYaml . | nindent 4 }}
