@@ -45,8 +45,8 @@ Options:
                     result's answer) before the run is cut, cancelled client_stalled (default 60)
   -h, --help        this help
 
-Pages of other origins your browser has open may call functions with a JSON body, and nothing else that
-changes state. A POST or DELETE outside /v4 needs Content-Type: application/json or an ${CLIENT_HEADER} header
+Pages of other origins your browser has open may call functions with a JSON body, and change nothing else.
+A POST outside /v4 (cancel, drain, keys) needs Content-Type: application/json or an ${CLIENT_HEADER} header
 (any value), e.g. curl -X POST -H '${CLIENT_HEADER}: curl' .../runs/RUN_ID/cancel.`;
 
 const READY_TIMEOUT_MS = 60_000;
