@@ -1,6 +1,7 @@
 // `runlet dev [APP_DIR ...]`: serve apps from folders on this machine until Ctrl-C.
 import { resolve } from 'node:path';
 import type { LoadedApp } from '../crds/service-toml.ts';
+import { allowedHostName, CLIENT_HEADER } from '../local/dev-request-guard.ts';
 import { startDevServer } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
@@ -22,7 +23,10 @@ is reloaded when a .py file in its folder changes (the runs in flight finish on 
 Options:
   --port N          port to listen on (default 8080; 0 picks a free one)
   --project NAME    project id in the URLs (default dev)
-  --data-dir DIR    where runs are stored (default .runlet)
+  --data-dir DIR    where runs are stored (default .runlet; made private to your user: 0700, files 0600)
+  --allow-host NAME serve requests addressed to NAME too (repeatable); by default only localhost,
+                    127.0.0.1, [::1] and *.localhost are served, so that no web page can reach runlet dev
+                    through DNS rebinding
   --log-level LVL   trace|debug|info|warn|error (default info)
   --result-limit-bytes N
                     the largest result a function may return (default 32 MiB); larger: 502 result-too-large
@@ -39,7 +43,11 @@ Options:
   --client-stall-timeout S
                     longest a caller may read nothing of a stream (or of a custom app's or a large
                     result's answer) before the run is cut, cancelled client_stalled (default 60)
-  -h, --help        this help`;
+  -h, --help        this help
+
+Pages of other origins your browser has open may call functions with a JSON body, and change nothing else.
+A POST outside /v4 (cancel, drain, keys) needs Content-Type: application/json or an ${CLIENT_HEADER} header
+(any value), e.g. curl -X POST -H '${CLIENT_HEADER}: curl' .../runs/RUN_ID/cancel.`;
 
 const READY_TIMEOUT_MS = 60_000;
 
@@ -56,6 +64,11 @@ export async function runDevCommand(args: string[]): Promise<number> {
   if (!Number.isSafeInteger(requestBufferBytes) || requestBufferBytes < 1) {
     throw new CliError(`--request-buffer-bytes must be a positive integer, got "${values['request-buffer-bytes']}"`, 2);
   }
+  const allowedHosts = (values['allow-host'] ?? []).map((value) => {
+    const name = allowedHostName(value);
+    if (name === null) throw new CliError(`--allow-host must be a host name or an IP address without a port, got "${value}"`, 2);
+    return name;
+  });
   const clientStallTimeoutMs = parseSecondsFlag('client-stall-timeout', values['client-stall-timeout'], MAX_REQUEST_TIMEOUT_SECONDS);
   const logger = createLogger({ name: 'runlet-dev', level: values['log-level'], readable: process.stderr.isTTY });
   const appDirs = (positionals.length > 0 ? positionals : ['.']).map((dir) => resolve(dir));
@@ -68,7 +81,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
     if (!Number.isSafeInteger(resultLimitBytes) || resultLimitBytes < 1) {
       throw new CliError(`--result-limit-bytes must be a positive integer, got "${values['result-limit-bytes']}"`, 2);
     }
-    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, requestBufferBytes, clientStallTimeoutMs });
+    server = await startDevServer({ appDirs, port, projectId: values.project, dataDir: resolve(values['data-dir']), logger, auth, resultLimitBytes, timeouts, requestBufferBytes, clientStallTimeoutMs, allowedHosts });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new CliError(`port ${port} on 127.0.0.1 is already in use: stop what listens there, or pass --port (0 picks a free one)`);
@@ -107,6 +120,7 @@ function parseDevArgs(args: string[]) {
       port: { type: 'string', default: '8080' },
       project: { type: 'string', default: 'dev' },
       'data-dir': { type: 'string', default: '.runlet' },
+      'allow-host': { type: 'string', multiple: true },
       'log-level': { type: 'string', default: 'info' },
       'auth-key-file': { type: 'string' },
       'result-limit-bytes': { type: 'string', default: String(DEFAULT_RESULT_LIMIT_BYTES) },

@@ -15,7 +15,10 @@ export interface ManagementContext {
 export async function requestManagementApi<T>(url: string, init: RequestInit, context: ManagementContext): Promise<{ status: number; body: T }> {
   let response: Response;
   try {
-    response = await fetch(url, { ...init, headers: context.token ? { authorization: `Bearer ${context.token}` } : {} });
+    // x-runlet-client: what runlet dev asks of a state change without a JSON body (local/dev-request-guard.ts).
+    const headers: Record<string, string> = { 'x-runlet-client': 'runlet' };
+    if (context.token) headers.authorization = `Bearer ${context.token}`;
+    response = await fetch(url, { ...init, headers });
   } catch (err) {
     throw new CliError(
       `cannot reach the management API at ${context.apiUrl} (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}): ` +

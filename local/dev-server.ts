@@ -1,14 +1,16 @@
 // `runlet dev`: the same sidecar run interface, the Python runtime and the management API, on one loopback
 // port, with runs recorded in SQLite. Composition only: every behaviour lives in sidecar/, management/, local/.
 import { hostname } from 'node:os';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
+import { Problems } from '../crds/problems.ts';
 import type { Logger } from 'pino';
 import { loadAppDir, type LoadedApp } from '../crds/service-toml.ts';
 import type { AppSummary } from '../management/app-list.ts';
 import { managementApi } from '../management/routes.ts';
 import { dashboard } from '../dashboard/routes.ts';
 import { LocalApiKeys } from './dev-api-keys.ts';
-import { createAdminInterface } from '../sidecar/admin-interface.ts';
+import { createAdminInterface, type AdminInterface } from '../sidecar/admin-interface.ts';
 import { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import type { RunAuthConfig } from '../run-request/auth/config.ts';
 import { AppRegistry, AppTarget } from '../sidecar/apps.ts';
@@ -22,7 +24,8 @@ import { LOOPBACK_CIDRS } from '../sidecar/webhook/guard.ts';
 import type { DelivererOptions } from '../sidecar/webhook/deliver.ts';
 import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
 import { DevRetention } from './dev-retention.ts';
-import { foreignOriginHook, ownOrigins } from './foreign-origin-guard.ts';
+import { prepareDataDir } from './dev-data-dir.ts';
+import { DevRequestGuard, guardedRunInterface } from './dev-request-guard.ts';
 import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
 
 export interface DevServerOptions {
@@ -46,6 +49,8 @@ export interface DevServerOptions {
   requestBufferBytes?: number;
   /** How long a caller may read nothing of an answer written as it comes (sidecar/active-runs.ts has the default). */
   clientStallTimeoutMs?: number;
+  /** Host names served besides the loopback ones (`--allow-host`; dev-request-guard.ts). */
+  allowedHosts?: readonly string[];
 }
 
 export interface DevApp {
@@ -77,6 +82,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   assertUniqueNames(loaded);
   for (const app of loaded) for (const warning of app.warnings) logger.warn({ app: app.name }, warning);
 
+  prepareDataDir(options.dataDir, logger);
   // Runs a killed runlet dev left unfinished are failed, and their webhooks sent, as the replica starts.
   const store = new SqliteRunStore({ dataDir: options.dataDir, logger, processName: 'runlet dev' });
   const retention = new DevRetention({
@@ -124,18 +130,15 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const runInterface = createRunInterface(replica);
   // The body's pauses are bounded where it is read (run-request/request-body.ts), the head's by node:http.
   const serverOptions = { bodyLimitBytes, timeouts: options.timeouts };
-  const server: FastifyInstance = Fastify({ logger: false, serverFactory: (handler) => createFrontedServer(runInterface, handler, serverOptions) });
-  // Known once the port is: nothing is answered before.
-  let origins: ReadonlySet<string> = new Set();
-  server.addHook('onRequest', foreignOriginHook(() => origins));
-  await server.register(runInterfaceRoutes(runInterface));
-  // Open: the dev port listens on 127.0.0.1 only, its state-changing routes refuse other origins' pages
-  // (foreign-origin-guard.ts), and it has no authentication anywhere (README, `runlet dev`).
-  const admin = createAdminInterface(replica, { drain: 'open' });
-  server.all('/admin/*', (request, reply) => {
-    reply.hijack();
-    admin.handle(request.raw, reply.raw, '/' + (request.params as { '*': string })['*']);
+  // Judges every request on the route it matched (fastify's hook) or, for a call the front reads, as a run's.
+  const guard = new DevRequestGuard(options.allowedHosts);
+  const server: FastifyInstance = Fastify({
+    logger: false,
+    serverFactory: (handler) => createFrontedServer(guardedRunInterface(runInterface, guard), handler, serverOptions),
   });
+  server.addHook('onRequest', guard.onRequest);
+  await server.register(runInterfaceRoutes(runInterface));
+  adminRoutes(server, createAdminInterface(replica, { drain: 'open' }));
   const appList = (project: string): AppSummary[] =>
     apps.filter((app) => app.target.projectId === project).map(({ loaded, target, supervisor }) => ({
       name: target.appName,
@@ -168,7 +171,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const address = server.server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
   const url = `http://${HOST}:${port}`;
-  origins = ownOrigins(port);
 
   const firstReady = Promise.all(apps.map((app) => app.supervisor.start()));
   let closing: Promise<void> | null = null;
@@ -198,6 +200,24 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       return closing;
     },
   };
+}
+
+/**
+ * The sidecar's admin paths under `/admin`, each a route of its own: the guard judges the route that matched.
+ * Open: the dev port listens on 127.0.0.1 only, and has no authentication anywhere (README, `runlet dev`); the
+ * drain is POST-only there, so that no image tag or link of a page can send it.
+ */
+function adminRoutes(server: FastifyInstance, admin: AdminInterface): void {
+  const handOver = (path: string) => (request: FastifyRequest, reply: FastifyReply) => {
+    reply.hijack();
+    admin.handle(request.raw, reply.raw, path);
+  };
+  for (const path of ['/healthz', '/ready', '/metrics']) server.get(`/admin${path}`, handOver(path));
+  server.post('/admin/drain', handOver('/drain'));
+  server.get('/admin/drain', async (_request, reply) => {
+    const problem = new ProblemError(Problems.methodNotAllowed, 'runlet dev drains on POST /admin/drain only: a GET could come from any page (an image, a link)');
+    await reply.code(problem.status).header('allow', 'POST').type(PROBLEM_CONTENT_TYPE).send(problem.toBody());
+  });
 }
 
 function launchOf(app: LoadedApp, devPort: number): RuntimeLaunch {

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import { FrontConnection, type FrontSettings } from './run-front/front-connection.ts';
+import { refusedHttp10TransferEncoding } from './run-front/http10-transfer-encoding.ts';
 import { refuseExpectedBodiesEarly } from './expect-continue.ts';
 import { DEFAULT_REQUEST_BODY_TIMEOUT_MS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headTimeoutServerOptions, type RequestTimeouts } from '../run-request/request-timeouts.ts';
 import { sendProblem } from '../run-request/problem-answer.ts';
@@ -48,7 +49,9 @@ class RunServer extends http.Server {
     timeouts: FrontTimeouts,
   ) {
     // The body's pauses are bounded where it is read (request-body.ts), the head's here.
-    super(headTimeoutServerOptions(timeouts.headMs), handleRequest);
+    super(headTimeoutServerOptions(timeouts.headMs), (request, response) => {
+      if (!refusedHttp10TransferEncoding(request, response)) handleRequest(request, response);
+    });
     this.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     refuseExpectedBodiesEarly(this, runInterface, bodyLimitBytes);
     const nodeHandling = this.listeners('connection')[0] as ((this: Server, socket: Socket) => void) | undefined;

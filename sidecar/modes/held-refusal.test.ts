@@ -158,7 +158,7 @@ describe('a held async call the replica refuses becomes a failed run', () => {
   /** A held call's head and the first byte of its `{}` body: the front has the head whole, the body not. */
   function writeHeadAndFirstByte(connection: RawConnection, url: string, authorization: string, held: string): void {
     connection.write(
-      `POST ${url} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
+      `POST ${url} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\n` +
         `X-Webhook-Secret: ${SECRET}\r\n${HELD_RUN_HEADER}: ${held}\r\nContent-Length: 2\r\n\r\n{`,
     );
   }

@@ -4,9 +4,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from '../support/cli.ts';
 import { freePort } from '../support/custom-app.ts';
 import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { spawnDev } from '../support/dev-process.ts';
+import { RawConnection } from '../support/raw-http.ts';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -42,5 +44,18 @@ describe('runlet dev flags', () => {
     expect(((await response.json()) as { type: string }).type).toBe('https://runlet.dev/problems#request-buffer-full');
     const small = await fetch(`${dev.url}/v4/dev/e2e/greet`, { method: 'POST', body: JSON.stringify({ name: 'Ada' }) });
     expect(small.status).toBe(200);
+  });
+
+  it('serves the names --allow-host adds besides the loopback ones, and refuses a name with a port', async () => {
+    const dev = await startDev(['--allow-host', 'devbox.internal', '--allow-host', '10.1.2.3']);
+    for (const [host, status] of [['devbox.internal:8080', 200], ['10.1.2.3', 200], ['localhost', 200], ['other.internal', 421]] as const) {
+      const connection = await RawConnection.open(dev.url);
+      connection.write(`GET /v2/projects/dev/apps HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+      expect([host, (await connection.next()).status]).toEqual([host, status]);
+      connection.close();
+    }
+    const refused = await runCli(['dev', `${FIXTURE_APPS}/e2e`, '--allow-host', 'devbox.internal:8080']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--allow-host must be a host name or an IP address without a port, got "devbox.internal:8080"');
   });
 });

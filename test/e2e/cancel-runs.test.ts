@@ -43,7 +43,7 @@ function runUrl(app: string, runId: string): string {
 }
 
 function cancel(app: string, runId: string): Promise<Response> {
-  return fetch(`${runUrl(app, runId)}/cancel`, { method: 'POST' });
+  return fetch(`${runUrl(app, runId)}/cancel`, { method: 'POST', headers: { 'x-runlet-client': 'test' } });
 }
 
 async function record(app: string, runId: string): Promise<RunRecord | null> {

@@ -76,7 +76,9 @@ describe('drain', () => {
     const accepted = await postJson(`${dev.url}/v4/dev/e2e/sleep?async=true`, { seconds: 1 });
     const runId = ((await accepted.json()) as { run_id: string }).run_id;
     expect((await fetch(`${dev.url}/admin/ready`)).status).toBe(200);
-    const drained = await fetch(`${dev.url}/admin/drain`);
+    // POST only, and with the header a client that is not a browser sends (local/dev-request-guard.ts).
+    expect((await fetch(`${dev.url}/admin/drain`)).status).toBe(405);
+    const drained = await fetch(`${dev.url}/admin/drain`, { method: 'POST', headers: { 'x-runlet-client': 'test' } });
     expect(drained.status).toBe(200);
     expect(await drained.json()).toEqual({ status: 'drained' });
     expect(await runOf(dev.url, runId)).toMatchObject({ status: 'success' });

@@ -83,7 +83,7 @@ describe.each([
     try {
       const body = '{"name":"U"}';
       const head =
-        `POST /v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent(receiver.url)} HTTP/1.1\r\nHost: t\r\n` +
+        `POST /v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent(receiver.url)} HTTP/1.1\r\nHost: localhost\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nX-Webhook-Secret: `;
       connection.write(Buffer.concat([Buffer.from(head), Buffer.from(NON_ASCII_SECRET, 'utf8'), Buffer.from(`\r\n\r\n${body}`)]));
       const answer = await connection.next();

@@ -84,7 +84,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       for (const authorization of ['', `Authorization: Bearer ${forged}\r\n`]) {
         const connection = await RawConnection.open(runOrigin);
         try {
-          connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${authorization}${rest}`);
+          connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n${authorization}${rest}`);
           const answer = await connection.next();
           expect(answer.status).toBe(401);
           expect(answer.headers['www-authenticate']).toMatch(/^Bearer realm="runlet"/);
@@ -101,7 +101,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     it('refuses a caller with no token that expects 100-continue instead of the 100, so it never sends its body', async () => {
       const connection = await RawConnection.open(runOrigin);
       try {
-        connection.write('POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n');
+        connection.write('POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n');
         const answer = await connection.next();
         expect(answer.status).toBe(401);
         expect(answer.headers.connection).toBe('close');
@@ -112,7 +112,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const token = await signLocalToken({ projectId: 'dev', key });
       const admitted = await RawConnection.open(runOrigin);
       try {
-        admitted.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ${token}\r\nExpect: 100-continue\r\nContent-Length: 14\r\n\r\n`);
+        admitted.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nExpect: 100-continue\r\nContent-Length: 14\r\n\r\n`);
         expect((await admitted.next()).status).toBe(100);
         admitted.write('{"name":"Ada"}');
         expect(JSON.parse((await admitted.next()).body)).toMatchObject({ result: { greeting: 'Hello, Ada!' } });
@@ -126,7 +126,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const body = JSON.stringify({ name: 'Later' });
       const connection = await RawConnection.open(runOrigin);
       try {
-        connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${body.length}\r\n\r\n`);
+        connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${body.length}\r\n\r\n`);
         // A token not seen before is verified while the body waits; the body, sent in two parts, is then read.
         connection.write(body.slice(0, 5));
         connection.write(body.slice(5));

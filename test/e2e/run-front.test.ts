@@ -96,11 +96,11 @@ describe("the run port's front", () => {
 
   it('answers its own problems (bad JSON, a body over the limit, a missing function) like node:http would', async () => {
     const connection = await open();
-    connection.write('POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n{nope');
+    connection.write('POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\n{nope');
     const invalid = await connection.next();
     expect(invalid.status).toBe(400);
     expect(JSON.parse(invalid.body)).toMatchObject({ type: 'https://runlet.dev/problems#invalid-json', status: 400 });
-    connection.write('POST /v4/dev/nowhere/greet HTTP/1.1\r\nHost: t\r\n\r\n');
+    connection.write('POST /v4/dev/nowhere/greet HTTP/1.1\r\nHost: localhost\r\n\r\n');
     expect((await connection.next()).status).toBe(404);
     connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'still here' }));
     expect(greeting((await connection.next()).body)).toEqual({ greeting: 'Hello, still here!' });
@@ -151,7 +151,7 @@ describe("the run port's front", () => {
     connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'front' }));
     expect(greeting((await connection.next()).body)).toEqual({ greeting: 'Hello, front!' });
     const body = JSON.stringify({ name: 'node' });
-    connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
     expect(greeting((await connection.next()).body)).toEqual({ greeting: 'Hello, node!' });
     // node:http keeps the connection from here on, and answers the common call as well.
     connection.write(jsonPost('/v4/dev/e2e/greet', { name: 'after' }));
@@ -162,7 +162,7 @@ describe("the run port's front", () => {
     const connection = await open();
     connection.write(
       jsonPost('/v4/dev/e2e/greet', { name: 'one' }) +
-        'POST /v4/dev/web/echo?x=1 HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello' +
+        'POST /v4/dev/web/echo?x=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello' +
         jsonPost('/v4/dev/e2e/greet', { name: 'three' }),
     );
     expect(greeting((await connection.next()).body)).toEqual({ greeting: 'Hello, one!' });

@@ -75,16 +75,16 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
   describe('a body over the limit', () => {
     it('is refused with 413 when it is chunked, and the connection serves the next call', async () => {
       const connection = await open();
-      connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunkedJson(2 * BODY_LIMIT_BYTES)}`);
+      connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunkedJson(2 * BODY_LIMIT_BYTES)}`);
       const answer = await connection.next();
       expectProblem(answer, 413, 'body-too-large');
-      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n${chunk('{"name":"next"}')}0\r\n\r\n`);
+      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n${chunk('{"name":"next"}')}0\r\n\r\n`);
       expect(JSON.parse((await connection.next()).body)).toMatchObject({ result: { greeting: 'Hello, next!' } });
     });
 
     it('is refused with 413 instead of 100 Continue when its declared length is over the limit', async () => {
       const connection = await open();
-      connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: ${BODY_LIMIT_BYTES + 1}\r\n\r\n`);
+      connection.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: ${BODY_LIMIT_BYTES + 1}\r\n\r\n`);
       const answer = await connection.next();
       expectProblem(answer, 413, 'body-too-large');
       expect(answer.headers.connection).toBe('close');
@@ -93,7 +93,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
 
     it('is refused with 413 after 100 Continue when it is chunked, as it arrives', async () => {
       const connection = await open();
-      connection.write('POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n');
+      connection.write('POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n');
       expect((await connection.next()).status).toBe(100);
       connection.write(chunkedJson(2 * BODY_LIMIT_BYTES));
       expectProblem(await connection.next(), 413, 'body-too-large');
@@ -108,7 +108,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const connection = await open();
       const refusedBefore = await refusedCount('request_timeout');
       const sentAt = performance.now();
-      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n${rest}`);
+      connection.write(`POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\n${rest}`);
       const answer = await connection.next();
       expectProblem(answer, 408, 'request-timeout');
       expect(performance.now() - sentAt).toBeGreaterThanOrEqual(BODY_TIMEOUT_MS - 20);
@@ -120,7 +120,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     /** A request to `path` whose body (framed by `rest` and `frame`) comes a byte every 50 ms: its 408, once closed. */
     async function trickledPastDeadline(path: string, rest: string, frame: (byte: string) => string): Promise<{ headers: Record<string, string> }> {
       const connection = await open();
-      connection.write(`POST ${path} HTTP/1.1\r\nHost: t\r\n${rest}`);
+      connection.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\n${rest}`);
       // Far within the body timeout each time; 200 bytes would take 10 s.
       const trickle = setInterval(() => connection.write(frame(' ')), 50);
       try {
@@ -155,7 +155,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     it('gets 408 once its head takes longer than the head timeout, then is closed', async () => {
       const connection = await open();
       const sentAt = performance.now();
-      connection.write('POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: t\r\n');
+      connection.write('POST /v4/dev/e2e/greet HTTP/1.1\r\nHost: localhost\r\n');
       await connection.closedByServer();
       expect(connection.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
       expect(performance.now() - sentAt).toBeGreaterThanOrEqual(HEAD_TIMEOUT_MS - 20);
@@ -163,7 +163,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
 
     it('gets 400 at once for a head with a bare LF, whatever the head timeout', async () => {
       const connection = await open();
-      connection.write('POST /v4/dev/e2e/greet HTTP/1.1\nHost: t\n');
+      connection.write('POST /v4/dev/e2e/greet HTTP/1.1\nHost: localhost\n');
       await connection.closedByServer();
       expect(connection.received()).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
     });
@@ -178,12 +178,12 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     const budget = dev.replica.requestBudget;
     const holder = await open();
     const held = holding(60 * 1024);
-    holder.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${held.head}${held.body}`);
+    holder.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n${held.head}${held.body}`);
     await waitFor(() => budget.usedBytes >= 60 * 1024, { what: 'the first body to be held' });
     const second = await open();
     const refusedBefore = await refusedCount('request_buffer_full');
     const more = refused(40 * 1024);
-    second.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n${more.head}${more.body}`);
+    second.write(`POST /v4/dev/e2e/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n${more.head}${more.body}`);
     const answer = await second.next();
     expectProblem(answer, 503, 'request-buffer-full');
     expect(answer.headers['retry-after']).toBe('1');
@@ -198,7 +198,7 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     const connection = await open();
     const body = '{"name":"twice"}';
     connection.write(
-      `POST /v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent('http://127.0.0.1:9/hook')} HTTP/1.1\r\nHost: t\r\n` +
+      `POST /v4/dev/e2e/greet?webhookEndpoint=${encodeURIComponent('http://127.0.0.1:9/hook')} HTTP/1.1\r\nHost: localhost\r\n` +
         `X-Webhook-Secret: a\r\nX-Webhook-Secret: b\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
     );
     const answer = await connection.next();

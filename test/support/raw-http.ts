@@ -117,5 +117,5 @@ export class RawConnection {
 /** A POST with a JSON body and a Content-Length, as most clients send it. */
 export function jsonPost(path: string, body: unknown, extraHeaders = ''): string {
   const text = JSON.stringify(body);
-  return `POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n${extraHeaders}\r\n${text}`;
+  return `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n${extraHeaders}\r\n${text}`;
 }
