@@ -136,7 +136,6 @@ async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ ser
   return { server: { process: started, url: match[1]! }, serviceAccountDir };
 }
 
-/** The namespace's hand-over key the results sidecar signs its batches with (any 32 bytes, hex). */
 /** The file a sidecar reads its token for the collector from, as the kubelet projects it: `bench.<app>.<pod>` here. */
 function benchTokenFile(workDir: string, pod: string): string {
   const path = join(workDir, `${pod}-results-token`);

@@ -51,9 +51,11 @@ export const ResultsConfigSchema = StrictObject({
     description: 'Port of the results collector (on server.host), apart from the management API: the only one App pods send bodies to.',
   }),
   collectorMaxInFlightMiB: Type.Integer({
-    minimum: 32,
+    // Half of it, one namespace's share, holds the largest batch (17 MiB).
+    minimum: 40,
     maximum: 4096,
-    description: 'MiB of batch bodies the collector holds at once across all pods; a batch past them is answered 503 + Retry-After before its body is read.',
+    description:
+      "MiB of batch bodies the collector holds at once across all pods, one namespace's pods at most half of it; a batch past them is answered 503 + Retry-After before its body is read.",
   }),
 });
 

@@ -43,7 +43,10 @@ export interface CollectorOptions {
   identify(token: string): Promise<CollectorCaller | CallerRefusal>;
   /** The largest body taken (413 above). Default MAX_BATCH_BYTES: a record with the largest result an App may keep. */
   maxBatchBytes?: number;
-  /** Bytes of bodies held at once across requests (503 + Retry-After past them). Default DEFAULT_MAX_BYTES_IN_FLIGHT. */
+  /**
+   * Bytes of bodies held at once across requests, and by one namespace's (503 + Retry-After past them). Default
+   * DEFAULT_MAX_BYTES_IN_FLIGHT, half of it a namespace's.
+   */
   budget?: ByteBudget;
 }
 
@@ -61,7 +64,7 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
   const validate = compileRecordValidator();
   const bodyLimit = options.maxBatchBytes ?? MAX_BATCH_BYTES;
   const budget = options.budget ?? new ByteBudget(DEFAULT_MAX_BYTES_IN_FLIGHT);
-  if (budget.limit < bodyLimit) throw new Error(`the collector's byte budget (${budget.limit}) must hold at least one batch of ${bodyLimit} bytes`);
+  if (budget.shareLimit < bodyLimit) throw new Error(`a namespace's share of the collector's byte budget (${budget.shareLimit}) must hold at least one batch of ${bodyLimit} bytes`);
   const callers = new WeakMap<FastifyRequest, CollectorCaller>();
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
 
@@ -88,9 +91,10 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
     const length = declared === undefined ? bodyLimit : Number(declared);
     if (!Number.isSafeInteger(length) || length < 0) return refuseUnread(reply, 400, 'content-length is not a number of bytes');
     if (length > bodyLimit) return refuseUnread(reply, 413, `a batch is at most ${bodyLimit} bytes, this one ${length}`);
-    const release = budget.tryTake(length);
+    const release = budget.tryTake(length, caller.namespace);
     if (release === undefined) {
-      return refuseUnread(reply, 503, `the collector holds ${budget.inUse} bytes of batches (at most ${budget.limit}): send it again shortly`, true);
+      const held = `the collector holds ${budget.inUse} bytes of batches (at most ${budget.limit}), namespace ${caller.namespace}'s ${budget.heldBy(caller.namespace)} (at most ${budget.shareLimit})`;
+      return refuseUnread(reply, 503, `${held}: send it again shortly`, true);
     }
     // Given back once the answer is sent or the connection is gone, whichever comes first.
     reply.raw.once('close', release);

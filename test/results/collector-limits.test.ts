@@ -38,8 +38,8 @@ async function startCollector(options: { maxBatchBytes?: number; budget?: ByteBu
   return { app, url: await app.listen({ host: '127.0.0.1', port: 0 }) };
 }
 
-function head(length: number, authorization?: string): string {
-  return `POST ${PATH} HTTP/1.1\r\nHost: collector\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n${authorization === undefined ? '' : `Authorization: ${authorization}\r\n`}\r\n`;
+function head(length: number, authorization?: string, path = PATH): string {
+  return `POST ${path} HTTP/1.1\r\nHost: collector\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n${authorization === undefined ? '' : `Authorization: ${authorization}\r\n`}\r\n`;
 }
 
 /** The next answer on the connection, or a failure once ANSWER_TIMEOUT_MS pass without one. */
@@ -95,7 +95,7 @@ describe('the results collector before it reads a body', () => {
 
   it('holds at most its byte budget of bodies across concurrent batches: the others are answered 503 + Retry-After unread, and the admitted land', async () => {
     const batchBytes = 4 * 1024 * 1024;
-    const budget = new ByteBudget(3 * batchBytes);
+    const budget = new ByteBudget(3 * batchBytes, 3 * batchBytes);
     const collector = await startCollector({ maxBatchBytes: batchBytes, budget });
     const senders = await Promise.all(Array.from({ length: 20 }, () => RawConnection.open(collector.url)));
     try {
@@ -125,4 +125,30 @@ describe('the results collector before it reads a body', () => {
       await collector.app.close();
     }
   }, 90_000);
+
+  it('lets one namespace hold no more than its share: another namespace\'s batch is admitted while the first is refused', async () => {
+    const batchBytes = 1024 * 1024;
+    const budget = new ByteBudget(4 * batchBytes, 2 * batchBytes);
+    const collector = await startCollector({ maxBatchBytes: batchBytes, budget });
+    const start = async (namespace: string): Promise<RawConnection> => {
+      const sender = await RawConnection.open(collector.url);
+      sender.write(head(batchBytes, `Bearer ${resultsTokenOf('limits', 'test-host', namespace)}`, `/v1/results/${namespace}/runs`));
+      sender.write('{');
+      return sender;
+    };
+    const senders: RawConnection[] = [];
+    try {
+      // team-a's pods start three batches: two are admitted, the third refused though the budget has room.
+      for (let i = 0; i < 3; i += 1) senders.push(await start('team-a'));
+      expect(await answerWithin(senders[2]!)).toMatchObject({ status: 503, headers: { 'retry-after': '1' } });
+      await waitFor(() => budget.heldBy('team-a') === 2 * batchBytes, { what: 'team-a holding its share' });
+      // team-b's is admitted: it waits for its body, unanswered, holding its bytes.
+      senders.push(await start('team-b'));
+      await waitFor(() => budget.heldBy('team-b') === batchBytes, { what: 'team-b admitted' });
+      expect(budget.inUse).toBe(3 * batchBytes);
+    } finally {
+      for (const sender of senders) sender.close();
+      await collector.app.close();
+    }
+  });
 });
