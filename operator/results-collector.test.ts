@@ -155,6 +155,22 @@ describe('the results collector, attacked by another tenant', () => {
     for (const refused of [run, impostorRun, ownRun]) expect(await results.store.getRun('team-a', APP, refused.id)).toBeUndefined();
   });
 
+  it('asks the API server once per token, not once per batch', async () => {
+    await createAppPod(cluster.api, 'team-b', 'billing-b-2', APP);
+    const token = await podToken(cluster.api, 'team-b', 'billing-b-2');
+    const reviews = () => cluster.server.countRequests({ method: 'POST', pathPattern: '/tokenreviews' });
+    const before = reviews();
+    for (let i = 0; i < 5; i += 1) {
+      const run = pendingAsyncRunRecord({ projectId: 'team-b', appName: APP, replica: 'billing-b-2', createdAt: new Date().toISOString() });
+      const answer = await waitFor(async () => {
+        const sent = await post('team-b', [run], `Bearer ${token}`);
+        return sent.status === 403 ? undefined : sent;
+      }, { timeoutMs: STATE_TIMEOUT_MS, what: 'pod billing-b-2 known' });
+      expect(answer.status).toBe(200);
+    }
+    expect(reviews() - before).toBe(1);
+  });
+
   it('is served on its own port: the management API\'s has no collector route', async () => {
     const { port } = operator.server.server.address() as { port: number };
     expect(new URL(operator.collectorUrl!).port).not.toBe(String(port));
