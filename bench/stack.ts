@@ -73,7 +73,7 @@ export async function startStack(group: ProcessGroup, workDir: string, options: 
   const node = options.sidecarNodeOptions;
   // For bursts of async runs: a queue no burst fills, and webhooks to the loopback receiver admitted.
   const asyncArgs = ['--queue-depth', '100000', '--webhook-allow-cidrs', '127.0.0.0/8'];
-  const results: ResultsStore = { kind: 'results', collectorUrl: collector.url, holderKey: BENCH_HOLDER_KEY };
+  const results: ResultsStore = { kind: 'results', collectorUrl: collector.url };
   const [sidecar, resultsSidecar, sqliteSidecar, asyncSidecar, nginx, floorProxy, uvicorn, dev, receiver] = await Promise.all([
     startSidecar(group, { name: 'sidecar', runtime, workDir, store: runLog, nodeOptions: node }),
     startSidecar(group, { name: 'results-sidecar', runtime, workDir, store: results, nodeOptions: node }),
@@ -136,15 +136,19 @@ async function startKubeApi(group: ProcessGroup, workDir: string): Promise<{ ser
   return { server: { process: started, url: match[1]! }, serviceAccountDir };
 }
 
-/** The namespace's hand-over key the results sidecar signs its batches with (any 32 bytes, hex). */
-const BENCH_HOLDER_KEY = 'b0'.repeat(32);
+/** The file a sidecar reads its token for the collector from, as the kubelet projects it: `bench.<app>.<pod>` here. */
+function benchTokenFile(workDir: string, pod: string): string {
+  const path = join(workDir, `${pod}-results-token`);
+  writeFileSync(path, `bench.${APP}.${pod}`);
+  return path;
+}
 
 /** The collector, in its own process as in the operator's pod, with a PostgreSQL of its own (durable commits). */
 async function startCollector(group: ProcessGroup): Promise<Server> {
   const started = group.start({
     name: 'results collector',
     command: process.execPath,
-    args: [join(SERVERS, 'results-collector.ts'), '--namespace', PROJECT, '--holder-key', BENCH_HOLDER_KEY],
+    args: [join(SERVERS, 'results-collector.ts'), '--namespace', PROJECT],
   });
   const match = await started.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, STARTUP_TIMEOUT_MS);
   return { process: started, url: match[1]! };
@@ -156,11 +160,10 @@ export interface RunLogStore {
   serverUrl: string;
 }
 
-/** A cluster's results store: the collector (bench/servers/results-collector.ts) and the namespace's hand-over key that signs the batches. */
+/** A cluster's results store: the collector (bench/servers/results-collector.ts), which takes a pod's batches on its token. */
 export interface ResultsStore {
   kind: 'results';
   collectorUrl: string;
-  holderKey: string;
 }
 
 /** Where a sidecar records its runs: the pod's RunLog through the API server, the results collector, or SQLite in its data dir. */
@@ -205,7 +208,7 @@ export async function startSidecar(group: ProcessGroup, spec: SidecarSpec): Prom
       ...sidecarAllocatorEnv(jemallocPath()),
       POD_NAME: name,
       ...(store.kind === 'runlog' ? inPod(store) : {}),
-      ...(store.kind === 'results' ? { RUNLET_RESULTS_URL: store.collectorUrl, RUNLET_HOLDER_KEY: store.holderKey } : {}),
+      ...(store.kind === 'results' ? { RUNLET_RESULTS_URL: store.collectorUrl, RUNLET_RESULTS_TOKEN_FILE: benchTokenFile(workDir, name) } : {}),
     },
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;

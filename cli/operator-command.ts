@@ -51,9 +51,11 @@ Options (environment variable in brackets); flags override the environment, whic
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
   --results-retention-days N      days the results store keeps an App's runs unless its spec.runs.retentionDays
                                   says otherwise (default 30) [RUNLET_RESULTS_RETENTION_DAYS]
-  --results-collector-url URL     this operator's Service origin, where pods send their run records (with
+  --results-collector-url URL     the collector Service's origin, where pods send their run records (with
                                   RUNLET_RESULTS_DSN set; unset, pods keep writing RunLogs)
                                   [RUNLET_RESULTS_COLLECTOR_URL]
+  --results-collector-port N      port of the results collector, apart from --port (default 8082)
+                                  [RUNLET_RESULTS_COLLECTOR_PORT]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
                                   (default ${SERVICE_ACCOUNT_DIR}) [RUNLET_SERVICE_ACCOUNT_DIR]
 
@@ -93,6 +95,7 @@ const OPTIONS = {
   'log-level': { env: ['RUNLET_LOG_LEVEL'] },
   'results-retention-days': { env: ['RUNLET_RESULTS_RETENTION_DAYS'] },
   'results-collector-url': { env: ['RUNLET_RESULTS_COLLECTOR_URL'] },
+  'results-collector-port': { env: ['RUNLET_RESULTS_COLLECTOR_PORT'] },
   'service-account-dir': { env: ['RUNLET_SERVICE_ACCOUNT_DIR'], default: SERVICE_ACCOUNT_DIR },
   ...ISSUER_AUTH_OPTIONS,
 } as const satisfies Record<string, EnvBackedOption>;
@@ -234,7 +237,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
       maxHeldBodyMiB: integer('holder-max-body-mib'),
     },
     workers: integer('workers'),
-    results: { retentionDays: integer('results-retention-days'), collectorUrl: option('results-collector-url') },
+    results: { retentionDays: integer('results-retention-days'), collectorUrl: option('results-collector-url'), collectorPort: integer('results-collector-port') },
     // Checked against the known levels by resolveConfig.
     logLevel: option('log-level') as OperatorConfig['logLevel'] | undefined,
   };

@@ -7,7 +7,7 @@ import { SERVICE_ACCOUNT_DIR } from '../kube/in-cluster.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { HOLDER_KEY_ENV, holderKeyFromText } from '../run-request/auth/held-run.ts';
-import { RESULTS_URL_ENV } from '../sidecar/runs/results-shipper-store.ts';
+import { RESULTS_TOKEN_FILE_ENV, RESULTS_URL_ENV } from '../sidecar/runs/results-shipper-store.ts';
 import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
@@ -42,7 +42,8 @@ Options (environment variable in brackets):
   --run-store runlog|sqlite|results
                               where runs are recorded: the pod's RunLog (default in a cluster), SQLite in
                               --data-dir (default elsewhere), or the operator's results collector at
-                              RUNLET_RESULTS_URL, batches signed with RUNLET_HOLDER_KEY [RUNLET_RUN_STORE]
+                              RUNLET_RESULTS_URL, batches sent with the pod's projected token in the file
+                              RUNLET_RESULTS_TOKEN_FILE [RUNLET_RUN_STORE]
   --data-dir DIR              where async runs are made durable: the RunLog's journal, or the SQLite store
                               (default /var/run/runlet, the pod's emptyDir) [RUNLET_DATA_DIR]
   --replica NAME              this replica's name on run records [POD_NAME]
@@ -169,6 +170,7 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       ports: { run: integer('port', 0, 65535), admin: integer('admin-port', 0, 65535) },
       runStore,
       resultsUrl: process.env[RESULTS_URL_ENV],
+      resultsTokenFile: process.env[RESULTS_TOKEN_FILE_ENV],
       dataDir: resolve(required('data-dir')),
       serviceAccountDir: required('service-account-dir'),
       replicaName: option('replica') || hostname(),

@@ -50,7 +50,19 @@ export const ResultsConfigSchema = StrictObject({
   presenceSeconds: Seconds('How often each operator replica marks itself present in the results store; one that misses three marks is gone, and the webhooks it was delivering (of held calls it cancelled) are closed as not delivered.'),
   collectorUrl: Type.Union([Type.String({ minLength: 1 }), Type.Null()], {
     description:
-      "Where sidecars send their run records (the operator Service's origin, e.g. http://runlet-operator.runlet-system.svc:8080): set, pods run `--run-store results`; null: they write RunLogs.",
+      "Where sidecars send their run records (the collector Service's origin, e.g. http://runlet-collector.runlet-system.svc:8082): set, pods run `--run-store results`; null: they write RunLogs.",
+  }),
+  collectorPort: Type.Integer({
+    minimum: 0,
+    maximum: 65535,
+    description: 'Port of the results collector (on server.host), apart from the management API: the only one App pods send bodies to.',
+  }),
+  collectorMaxInFlightMiB: Type.Integer({
+    // Half of it, one namespace's share, holds the largest batch (17 MiB).
+    minimum: 40,
+    maximum: 4096,
+    description:
+      "MiB of batch bodies the collector holds at once across all pods, one namespace's pods at most half of it; a batch past them is answered 503 + Retry-After before its body is read.",
   }),
 });
 
@@ -186,7 +198,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     server: { host: '0.0.0.0', port: 8080 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
-    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, presenceSeconds: 5, collectorUrl: null },
+    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, presenceSeconds: 5, collectorUrl: null, collectorPort: 8082, collectorMaxInFlightMiB: 64 },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
     holder: {
       enabled: true,

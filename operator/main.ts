@@ -15,7 +15,7 @@
 //   copies into app namespaces; the holder Service's Endpoints changed ─▶ reconcile the Apps at zero
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { APP_LABEL } from '../crds/api-group.ts';
 import type { App } from '../crds/app-schema.ts';
@@ -61,10 +61,11 @@ import { RunLogJanitor, cachedRunLogs, pagedRunLogs } from './runlog-janitor.ts'
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { ReplicaPresence } from './replica-presence.ts';
+import { ByteBudget } from '../results/byte-budget.ts';
 import { resultsCollector } from '../results/collector.ts';
 import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
-import { resultsKeyOf } from '../results/results-key.ts';
+import { ResultsCallers } from './results-callers.ts';
 import { childName } from './render/names.ts';
 import { buildHealthServer } from './health-server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -119,7 +120,7 @@ export interface OperatorOptions {
   holderControlAddress?: HeldCallsOptions['address'];
   /**
    * The results store (results/open.ts, on RUNLET_RESULTS_DSN): the management API answers from it, the collector
-   * (/v1/results/...) takes the sidecars' batches into it, and the leader closes lost runs and applies retention
+   * (/v1/results/..., on its own port: config.results.collectorPort) takes the App pods' batches into it, and the leader closes lost runs and applies retention
    * there (results-upkeep.ts); App.status.runs comes from its counters. No RunLog is watched nor cached: those
    * left from before are looked after by pages of a list. Absent: runs are kept in RunLogs, as before the
    * results store. `state`: whether it has opened yet (results/open.ts's openResultsWhenReachable); until it
@@ -156,8 +157,13 @@ export interface Operator {
   readonly holder: Holder | undefined;
   /** Starts the watches and the campaign for leadership; returns at once. */
   start(): void;
-  /** Listens on `config.server` (and the holder on `config.holder`); resolves with the server's address (`http://host:port`). */
+  /**
+   * Listens on `config.server` (and the holder on `config.holder`, the collector on `config.results.collectorPort`
+   * with a results store); resolves with the server's address (`http://host:port`).
+   */
   listen(): Promise<string>;
+  /** The results collector's address (`http://host:port`), once `listen()` started it; undefined without a results store. */
+  readonly collectorUrl: string | undefined;
   /** Releases leadership (work in hand can write no more), waits for the reconciles in hand, stops watching and closes the server. */
   stop(): Promise<void>;
 }
@@ -250,8 +256,9 @@ export function createOperator(options: OperatorOptions): Operator {
     api: leaderApi,
     appsIn: liveAppsIn,
     logger,
-    // The namespaces' keys sign hand-overs (the holder) and the sidecars' batches of run records (results).
-    holderKey: options.holder === undefined && options.results === undefined ? undefined : { source: holderKeySecret, key: holderKey },
+    // The namespaces' keys sign hand-overs (the holder). The sidecars' batches of run records need none: a pod sends
+    // them with its own projected token (results-callers.ts).
+    holderKey: options.holder === undefined ? undefined : { source: holderKeySecret, key: holderKey },
   });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
@@ -522,14 +529,14 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
   });
   mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
-  // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
-  let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
-  if (options.results !== undefined) {
-    void server.register(resultsCollector, {
-      store: options.results.store,
-      keyFor: (namespace) => (resultsKeys === undefined ? undefined : resultsKeyOf(resultsKeys(namespace))),
-    });
-  }
+  // The collector, on a port of its own: App pods send bodies there and nowhere else of the operator's, each with
+  // its own projected token, reviewed and checked against the pod cache before a byte of the body is read.
+  const collector = options.results === undefined ? undefined : buildCollectorServer(options.results.store, config, logger, new ResultsCallers({
+    api,
+    pod: (namespace, name) => pods.get(namespace, name),
+    logger,
+  }));
+  let collectorUrl: string | undefined;
 
   let started = false;
   let stopping = false;
@@ -548,6 +555,9 @@ export function createOperator(options: OperatorOptions): Operator {
     get holder() {
       return holder;
     },
+    get collectorUrl() {
+      return collectorUrl;
+    },
     start() {
       if (started) return;
       started = true;
@@ -557,14 +567,6 @@ export function createOperator(options: OperatorOptions): Operator {
       // The activators only read the key (their Role cannot create a Secret here): it is made now, not at the
       // first App that needs it, and tried again until it is.
       if (options.holder === 'external') makeKeyForActivators();
-      if (options.results !== undefined) {
-        void holderKey().then(
-          (key) => {
-            resultsKeys = holderKeysFor(key, holderKeySecret);
-          },
-          (error: unknown) => logger.error({ err: error }, 'the holder key could not be read: the results collector refuses batches until a restart'),
-        );
-      }
       presence?.start();
       sidecarMode.start();
       void sidecarMode.whenDecided().then(() => {
@@ -574,6 +576,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     async listen() {
       const url = await server.listen({ host: config.server.host, port: config.server.port });
+      if (collector !== undefined && collectorUrl === undefined) collectorUrl = await collector.listen({ host: config.server.host, port: config.results.collectorPort });
       if (options.holder !== undefined && options.holder !== 'external' && holder === undefined) {
         // As the sidecars do: a revoked API key's call is not held (nor its app woken) past a minute.
         options.holder.auth?.checkApiKeysWith(kubeServiceAccountCheck(api));
@@ -621,10 +624,25 @@ export function createOperator(options: OperatorOptions): Operator {
       await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs?.stop()]);
       await server.close();
+      await collector?.close();
       await Promise.all([api.close(), leaderApi.close(), autoscalerApi.close()]);
       logger.info('operator stopped');
     },
   };
+}
+
+/** How long a batch may take to arrive whole: a slow sender holds its share of the byte budget no longer. */
+const COLLECTOR_REQUEST_TIMEOUT_MS = 30_000;
+
+/** The results collector's own server: only the collector's route, its bodies bounded across requests. */
+function buildCollectorServer(store: PgResults, config: OperatorConfig, logger: Logger, callers: ResultsCallers): FastifyInstance {
+  const server = Fastify({
+    loggerInstance: logger.child({ component: 'results-collector' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    requestTimeout: COLLECTOR_REQUEST_TIMEOUT_MS,
+  });
+  void server.register(resultsCollector, { store, identify: callers.identify, budget: new ByteBudget(config.results.collectorMaxInFlightMiB * 1024 * 1024) });
+  return server;
 }
 
 /** Creates and starts an operator (and its HTTP server, unless `listen: false`). */

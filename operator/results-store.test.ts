@@ -1,10 +1,10 @@
-// The operator with a results store (a real PostgreSQL): it takes the sidecars' signed batches at its collector,
+// The operator with a results store (a real PostgreSQL): it takes the App pods' batches at its collector (each sent
+// with a token bound to its pod, on the collector's own port),
 // answers the management API from PostgreSQL, closes the runs of gone pods there as replica_lost, deletes runs
 // past their App's retention, and writes App.status.runs from the store's counters; it neither watches nor
 // caches RunLogs, and deletes those left from before past their retention by pages of a list. On the in-memory
 // API server, without pods: the runs' pods are gone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { V1Secret } from '@kubernetes/client-node';
 import { v7 as uuidv7 } from 'uuid';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { waitFor } from '../test/support/wait.ts';
@@ -16,20 +16,20 @@ import { HeldRecords } from '../activator/hold-records.ts';
 import { startOperatorProcess } from '../test/support/operator-process.ts';
 import { WebhookReceiver } from '../test/support/webhook-receiver.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
-import { holderKeyFromText } from '../run-request/auth/held-run.ts';
 import { openResults, type OpenResults } from '../results/open.ts';
-import { RESULTS_SIGNATURE_HEADER, resultsKeyOf, signBatch } from '../results/results-key.ts';
 import { createOperator, type Operator } from './main.ts';
 import { pythonSpec } from '../test/support/operator-apps.ts';
 import { startPostgres, type PostgresServer } from '../test/support/postgres.ts';
 import { runRecord, pendingAsyncRunRecord } from '../test/support/sqlite-run-records.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { STATE_TIMEOUT_MS, createApp, createCodeConfigMap, createNamespace, isAppliedAtGeneration, prepareCluster, testConfig, waitForApp, type TestCluster } from '../test/support/fake-cluster.ts';
-import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from './render/names.ts';
+import { HOLDER_KEY_SECRET } from './render/names.ts';
+import { ensureHolderKey, namespaceHolderKey } from './autoscaling/holder-key.ts';
+import { createAppPod, podToken } from '../test/support/app-pod-tokens.ts';
 import { RUNLET_API_VERSION } from '../crds/api-group.ts';
 import type { App, AppRunCounts } from '../crds/app-schema.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { createPod, readRunLog, writeRunLog } from '../test/support/runlogs.ts';
+import { readRunLog, writeRunLog } from '../test/support/runlogs.ts';
 
 const NAMESPACE = 'team';
 const TOKEN = 'reader.x.y';
@@ -47,9 +47,6 @@ let postgres: PostgresServer;
 let results: OpenResults;
 let operator: Operator;
 let url: string;
-let key: Uint8Array;
-/** The App namespace's hand-over key, which signs the records of the calls held for it. */
-let namespaceKey: Uint8Array;
 let dsn: string;
 /** The operator's wall clock runs this far ahead of the real one (RunLog retention). */
 let clockOffsetMs = 0;
@@ -76,13 +73,6 @@ beforeAll(async () => {
   for (const name of ['hello', 'brief']) await waitForApp(cluster.api, NAMESPACE, name, isAppliedAtGeneration, 'reconciled');
   cluster.server.tokens.set(TOKEN, { username: 'reader' });
   cluster.server.allow({ user: 'reader', namespace: NAMESPACE, ...RUNS_ACCESS });
-  // The sidecars' key: the copy of the hand-over key the leader puts in the App's namespace.
-  const secret = await waitFor(() => cluster.api.find<V1Secret & { metadata: { name: string } }>(`/api/v1/namespaces/${NAMESPACE}/secrets/${HOLDER_KEY_SECRET}`), {
-    timeoutMs: STATE_TIMEOUT_MS,
-    what: 'the namespace’s hand-over key',
-  });
-  namespaceKey = holderKeyFromText(Buffer.from(secret.data![HOLDER_KEY_DATA_KEY]!, 'base64').toString('utf8'));
-  key = resultsKeyOf(namespaceKey);
 }, 120_000);
 
 afterAll(async () => {
@@ -92,13 +82,33 @@ afterAll(async () => {
   await postgres?.stop();
 });
 
+/**
+ * Sends the records as their pods' sidecars do: a batch per App and replica, each with a token bound to that pod
+ * (made, as the App's, where it does not exist, and deleted once its batch is taken: the runs' pods are gone,
+ * as this file's tests want them). Resolves with the first answer other than 200, or the last.
+ */
 async function send(records: RunRecord[]): Promise<Response> {
-  const body = Buffer.from(JSON.stringify({ records }));
-  return fetch(`${url}/v1/results/${NAMESPACE}/runs`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(key, body) },
-    body,
-  });
+  const batches = new Map<string, RunRecord[]>();
+  for (const record of records) {
+    const key = `${record.appName}/${record.replica}`;
+    batches.set(key, [...(batches.get(key) ?? []), record]);
+  }
+  let answer: Response | undefined;
+  for (const batch of batches.values()) {
+    const { appName, replica } = batch[0]!;
+    const made = (await cluster.api.find(`/api/v1/namespaces/${NAMESPACE}/pods/${replica}`)) === undefined;
+    if (made) await createAppPod(cluster.api, NAMESPACE, replica, appName);
+    const token = await podToken(cluster.api, NAMESPACE, replica);
+    const body = JSON.stringify({ records: batch });
+    // 403 until the operator's pod cache shows the pod.
+    answer = await waitFor(async () => {
+      const response = await fetch(`${operator.collectorUrl}/v1/results/${NAMESPACE}/runs`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body });
+      return response.status === 403 ? undefined : response;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: `the collector to take pod ${replica}'s batch` });
+    if (made) await cluster.api.delete(`/api/v1/namespaces/${NAMESPACE}/pods/${replica}`);
+    if (answer.status !== 200) return answer;
+  }
+  return answer!;
 }
 
 async function metric(name: string): Promise<number> {
@@ -129,7 +139,7 @@ describe('the operator with a results store', () => {
     const sent = await waitFor(async () => {
       const response = await send(runs);
       return response.status === 200 && response;
-    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the collector to take a batch (once the key is read)' });
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'the collector to take a batch' });
     expect(await sent.json()).toEqual({ received: 5, written: 5, refused: [] });
     const listed = await fetch(`${url}/v2/projects/${NAMESPACE}/apps/hello/runs?functionName=train&pageSize=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
     const page = (await listed.json()) as { items: RunRecord[]; nextToken: string | null };
@@ -181,6 +191,8 @@ describe('the operator with a results store', () => {
       cluster.server.allow({ user: 'reader', namespace: NAMESPACE, ...RUNS_CANCEL_ACCESS });
       // Where that replica looks for held calls: its namespace's own for them (holder.heldCallsNamespace's default).
       await createNamespace(cluster.api, 'default-held');
+      // The App namespace's hand-over key, which signs the records of the calls held for it.
+      const namespaceKey = namespaceHolderKey(await ensureHolderKey(cluster.api, { namespace: 'default', name: HOLDER_KEY_SECRET }), NAMESPACE);
       const records = new HeldRecords({ api: cluster.api, namespace: 'default-held', identity: 'activator-0', staleClaimMs: 60_000, ttlMs: 60_000, keys: () => namespaceKey });
       const holdAndCancel = async (path: string): Promise<string> => {
         const runId = uuidv7();
@@ -266,7 +278,7 @@ describe('the operator with a results store', () => {
   it('collects many runs with no RunLog watched or cached, and counts them in App.status.runs from PostgreSQL', async () => {
     await createApp(cluster.api, NAMESPACE, 'busy', pythonSpec());
     // Its runs' pod runs: the sweep of lost runs leaves them in flight.
-    await createPod(cluster.api, NAMESPACE, 'busy-pod', 'busy');
+    await createAppPod(cluster.api, NAMESPACE, 'busy-pod', 'busy');
     await waitFor(() => operator.ready, { timeoutMs: STATE_TIMEOUT_MS, what: 'the operator ready' });
     const runs = Array.from({ length: 3000 }, (_, i) => {
       const run = pendingAsyncRunRecord({ projectId: NAMESPACE, appName: 'busy', replica: 'busy-pod', createdAt: new Date().toISOString() });

@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
-import type { PgResults } from '../results/pg-results.ts';
+import type { PgResults, RunKey } from '../results/pg-results.ts';
 import type { AppRetention } from '../results/run-history.ts';
 import type { ResultsConfig } from './config.ts';
 import { PRESENCE_MARKS_MISSED } from './replica-presence.ts';
@@ -57,10 +57,10 @@ export class ResultsUpkeep {
   /** Closes the unfinished runs of gone pods (and gone operator replicas); resolves with how many were closed. */
   async sweepLostRuns(): Promise<number> {
     const now = (this.#options.now ?? (() => new Date()))();
-    let afterId: string | null = null;
+    let after: RunKey | null = null;
     let closed = 0;
     for (;;) {
-      const runs: RunRecord[] = await this.#options.store.unfinishedRuns(afterId, SWEEP_PAGE);
+      const runs: RunRecord[] = await this.#options.store.unfinishedRuns(after, SWEEP_PAGE);
       // Read after the page, and only when a run has no pod: a replica marks itself before it writes a run of its
       // own, so every replica of the page's runs is there.
       let operators: Map<string, { seen: boolean }> | undefined;
@@ -88,7 +88,7 @@ export class ResultsUpkeep {
         closed += gone.length;
       }
       if (runs.length < SWEEP_PAGE) return closed;
-      afterId = runs.at(-1)!.id;
+      after = runs.at(-1)!;
     }
   }
 

@@ -1,25 +1,53 @@
-// The collector: where sidecars send their run records, in signed batches, and the one writer of the results
-// store. Served by every operator replica (operator/main.ts mounts it next to the management API), so app
-// pods need no database credential: a batch is signed with the namespace's results key (results-key.ts) and
-// may hold only that namespace's runs. A batch is written in one idempotent statement (pg-results.ts): a
-// sidecar that retries one whose answer it never got writes nothing twice.
+// The collector: where sidecars send their run records, in batches, and the one writer of the results store.
+// Served by every operator replica on a port of its own (operator/main.ts), so app pods need no database
+// credential. A pod proves who it is with its own projected ServiceAccount token for the collector's audience
+// (results-token.ts; the kubelet rotates it; nothing a tenant can read from a Secret signs anything here):
+// `identify` (the operator's TokenReview and pod cache, operator/results-callers.ts) names the namespace, App and
+// pod the token belongs to, and the batch may hold only that App's runs, run by that pod. A batch is written in one idempotent statement
+// (pg-results.ts): a sidecar that retries one whose answer it never got writes nothing twice.
+//
+// The caller is known before its body is read: the token is checked as the request arrives (onRequest), and so
+// is room for its body in the bytes all requests may hold at once (byte-budget.ts). A request refused then is
+// answered at once and its connection closed: no unauthenticated byte of a body is held, and however many pods
+// send at once, the bodies held stay within the bound.
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { RunRecordSchema, type RunRecordWithResult } from '../crds/run-record-schema.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from './batch-limits.ts';
+import { ByteBudget } from './byte-budget.ts';
 import type { PgResults } from './pg-results.ts';
-import { RESULTS_SIGNATURE_HEADER, isBatchSignedBy } from './results-key.ts';
 
 export const COLLECTOR_PATH = '/v1/results/:namespace/runs';
+/** Bodies held at once by default, across every request: a few of the largest batches, far below the operator's memory limit. */
+export const DEFAULT_MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const BEARER = /^bearer +(\S+)$/i;
+
+/** Who sent a batch, as its token and the operator's caches say: the only App and pod whose runs it may hold. */
+export interface CollectorCaller {
+  namespace: string;
+  appName: string;
+  podName: string;
+}
+
+/** Why a token is not taken: 401 (no valid token for the collector), 403 (a valid token of no App pod), 503 (cannot tell now). */
+export interface CallerRefusal {
+  status: 401 | 403 | 503;
+  detail: string;
+}
 
 export interface CollectorOptions {
   store: Pick<PgResults, 'writeBatch'>;
-  /** The results key of a namespace's batches; undefined while the operator has no key yet (answered 503). */
-  keyFor(namespace: string): Uint8Array | undefined;
+  /** Who the bearer token is (operator/results-callers.ts): a caller, or why not. */
+  identify(token: string): Promise<CollectorCaller | CallerRefusal>;
   /** The largest body taken (413 above). Default MAX_BATCH_BYTES: a record with the largest result an App may keep. */
   maxBatchBytes?: number;
+  /**
+   * Bytes of bodies held at once across requests, and by one namespace's (503 + Retry-After past them). Default
+   * DEFAULT_MAX_BYTES_IN_FLIGHT, half of it a namespace's.
+   */
+  budget?: ByteBudget;
 }
 
 /**
@@ -35,28 +63,58 @@ export interface CollectorAnswer {
 export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fastify, options) => {
   const validate = compileRecordValidator();
   const bodyLimit = options.maxBatchBytes ?? MAX_BATCH_BYTES;
-  // The signature covers the bytes: the body is read whole, as bytes, before anything is parsed.
+  const budget = options.budget ?? new ByteBudget(DEFAULT_MAX_BYTES_IN_FLIGHT);
+  if (budget.shareLimit < bodyLimit) throw new Error(`a namespace's share of the collector's byte budget (${budget.shareLimit}) must hold at least one batch of ${bodyLimit} bytes`);
+  const callers = new WeakMap<FastifyRequest, CollectorCaller>();
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
-  fastify.post<{ Params: { namespace: string } }>(COLLECTOR_PATH, { bodyLimit }, async (request, reply) => {
+
+  /** As the request arrives, before a byte of its body is read: who sends it, and room for its body. */
+  async function admit(request: FastifyRequest<{ Params: { namespace: string } }>, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+    if (token === undefined) {
+      reply.header('www-authenticate', 'Bearer realm="runlet-results"');
+      return refuseUnread(reply, 401, 'a batch is sent with the pod\'s projected ServiceAccount token (Authorization: Bearer)');
+    }
+    let caller: CollectorCaller | CallerRefusal;
+    try {
+      caller = await options.identify(token);
+    } catch (error) {
+      request.log.error({ err: error }, 'results collector: the sender of a batch could not be identified');
+      return refuseUnread(reply, 503, 'the sender could not be identified now; the operator log has the cause', true);
+    }
+    if ('status' in caller) return refuseUnread(reply, caller.status, caller.detail, caller.status === 503);
     const { namespace } = request.params;
-    if (!NAMESPACE.test(namespace)) return refuse(reply, 404, `no namespace ${JSON.stringify(namespace)}`);
-    const key = options.keyFor(namespace);
-    if (key === undefined) return refuse(reply, 503, `no results key for namespace ${namespace} yet`, true);
+    if (!NAMESPACE.test(namespace) || namespace !== caller.namespace) {
+      return refuseUnread(reply, 403, `pod ${caller.namespace}/${caller.podName} sends only namespace ${caller.namespace}'s runs, not ${JSON.stringify(namespace)}'s`);
+    }
+    const declared = request.headers['content-length'];
+    const length = declared === undefined ? bodyLimit : Number(declared);
+    if (!Number.isSafeInteger(length) || length < 0) return refuseUnread(reply, 400, 'content-length is not a number of bytes');
+    if (length > bodyLimit) return refuseUnread(reply, 413, `a batch is at most ${bodyLimit} bytes, this one ${length}`);
+    const release = budget.tryTake(length, caller.namespace);
+    if (release === undefined) {
+      const held = `the collector holds ${budget.inUse} bytes of batches (at most ${budget.limit}), namespace ${caller.namespace}'s ${budget.heldBy(caller.namespace)} (at most ${budget.shareLimit})`;
+      return refuseUnread(reply, 503, `${held}: send it again shortly`, true);
+    }
+    // Given back once the answer is sent or the connection is gone, whichever comes first.
+    reply.raw.once('close', release);
+    callers.set(request, caller);
+    return undefined;
+  }
+
+  fastify.post<{ Params: { namespace: string } }>(COLLECTOR_PATH, { bodyLimit, onRequest: admit }, async (request, reply) => {
+    const caller = callers.get(request)!;
     const body = request.body;
     if (!Buffer.isBuffer(body)) return refuse(reply, 415, 'a batch is application/json');
-    const signature = request.headers[RESULTS_SIGNATURE_HEADER];
-    if (!isBatchSignedBy(key, body, typeof signature === 'string' ? signature : undefined)) {
-      return refuse(reply, 401, `the batch is not signed with namespace ${namespace}'s results key`);
-    }
-    const batch = parseBatch(body, namespace, validate);
+    const batch = parseBatch(body, caller, validate);
     if (typeof batch === 'string') return refuse(reply, 400, batch);
     const { records, refused } = batch;
-    if (refused.length > 0) request.log.warn({ namespace, refused }, `refused ${refused.length} run records of a batch`);
+    if (refused.length > 0) request.log.warn({ caller, refused }, `refused ${refused.length} run records of a batch`);
     let written: number;
     try {
       written = await options.store.writeBatch(records);
     } catch (error) {
-      request.log.error({ err: error, namespace, records: records.length }, 'writing a batch of run records to the results store failed');
+      request.log.error({ err: error, caller, records: records.length }, 'writing a batch of run records to the results store failed');
       return refuse(reply, 503, 'the results store could not be written; the operator log has the cause', true);
     }
     return { received: records.length + refused.length, written, refused } satisfies CollectorAnswer;
@@ -76,7 +134,7 @@ function compileRecordValidator(): ValidateFunction<RunRecordWithResult> {
 }
 
 /** The batch's valid records and the others, or why the whole batch is refused. */
-function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[] } | string {
+function parseBatch(body: Buffer, caller: CollectorCaller, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[] } | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -89,19 +147,22 @@ function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<
   const records: RunRecordWithResult[] = [];
   const refused: CollectorAnswer['refused'] = [];
   items.forEach((item: unknown, index) => {
-    const reason = whyNotStorable(item, namespace, validate);
+    const reason = whyNotStorable(item, caller, validate);
     if (reason === undefined) records.push(item as RunRecordWithResult);
     else refused.push({ index, id: (item as { id?: unknown } | null)?.id ?? null, reason });
   });
   return { records, refused };
 }
 
-function whyNotStorable(item: unknown, namespace: string, validate: ValidateFunction<RunRecordWithResult>): string | undefined {
+/** Why a record is not taken from this caller: not a record, or not a run of its App that its pod ran. */
+function whyNotStorable(item: unknown, caller: CollectorCaller, validate: ValidateFunction<RunRecordWithResult>): string | undefined {
   if (!validate(item)) {
     const [error] = validate.errors ?? [];
     return `not a run record: ${error?.instancePath || '(the record)'} ${error?.message ?? 'is invalid'}`;
   }
-  if (item.projectId !== namespace) return `of project ${item.projectId}, not ${namespace}`;
+  if (item.projectId !== caller.namespace) return `of project ${item.projectId}, not ${caller.namespace}`;
+  if (item.appName !== caller.appName) return `of app ${item.appName}, not ${caller.appName}, whose pod ${caller.podName} sent it`;
+  if (item.replica !== caller.podName) return `run by replica ${item.replica}, not ${caller.podName}, which sent it`;
   if (!UUID.test(item.id)) return `id ${JSON.stringify(item.id)} is not a UUID`;
   if (!isRecorderInstant(item.createdAt)) return `createdAt ${JSON.stringify(item.createdAt)} is not an instant as the recorder writes it`;
   return undefined;
@@ -116,6 +177,12 @@ function isRecorderInstant(text: string): boolean {
   return !Number.isNaN(time) && !text.startsWith('0000') && !text.startsWith('+') && !text.startsWith('-') && new Date(time).toISOString() === text;
 }
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Refused before its body is read: answered now, and the connection closed rather than the body read and dropped. */
+function refuseUnread(reply: FastifyReply, status: number, detail: string, retry = false): FastifyReply {
+  reply.header('connection', 'close');
+  return refuse(reply, status, detail, retry);
+}
 
 function refuse(reply: FastifyReply, status: number, detail: string, retry = false): FastifyReply {
   if (retry) reply.header('retry-after', '1');

@@ -11,8 +11,11 @@ import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } f
 // have been collected a batch before its result), and never erased by a record without one (a run closed by
 // the operator's sweep).
 //
+// A row is one App's run: keyed by (project_id, app_name, id) (migration 0006), so a record never writes another
+// App's run of the same id, and the update never changes a row's App.
+//
 // The order its locks are taken in, so that no two writers of the store can deadlock (see LOCK ORDER below):
-// the run rows first, in id order (the rows are given sorted); then, once every row is written (the sort of
+// the run rows first, in key order (the rows are given sorted); then, once every row is written (the sort of
 // `taken` reads `written` whole), the counters' rows of every App written, in one statement in key order. Those
 // are inserted if new and locked if not (ON CONFLICT DO UPDATE locks a row even where its WHERE updates none),
 // so the counting triggers (migration 0003), which fire at the end of the statement, one for the runs inserted
@@ -22,7 +25,7 @@ const UPSERT: QueryConfig['text'] = `
   WITH written AS (
     INSERT INTO runlet_runs AS r (id, project_id, app_name, function_name, async, status, created_at, replica, version, unfinished, record, result, result_expires_at)
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[], $10::boolean[], $11::json[], $12::json[], $13::timestamptz[])
-    ON CONFLICT (id) DO UPDATE SET
+    ON CONFLICT (project_id, app_name, id) DO UPDATE SET
       status = excluded.status, version = excluded.version, unfinished = excluded.unfinished, record = excluded.record,
       result = coalesce(excluded.result, r.result), result_expires_at = coalesce(excluded.result_expires_at, r.result_expires_at)
     WHERE r.version < excluded.version OR (r.result IS NULL AND excluded.result IS NOT NULL)
@@ -36,8 +39,9 @@ const UPSERT: QueryConfig['text'] = `
 
 // LOCK ORDER. Every statement that writes runlet_runs takes its run rows before any counters' row (the
 // counting triggers run after the rows are written), and
-//   - takes its run rows in id order: the upsert writes them sorted; the deletes and the results' expiry lock
-//     the batch they chose in id order first (FOR UPDATE after ORDER BY locks in the sorted order);
+//   - takes its run rows in key order (RUN_KEY_ORDER: id, then project and app, bytewise): the upsert writes them
+//     sorted; the deletes and the results' expiry lock the batch they chose in that order first (FOR UPDATE after
+//     ORDER BY locks in the sorted order);
 //   - takes every counters' row it touches in one statement, in (project_id, app_name) order: the upsert's
 //     `taken`, a delete's one trigger.
 // A statement holding counters' rows waits only for other counters' rows, so a cycle of waits would lie either
@@ -72,20 +76,21 @@ export class PgResults implements RunHistory {
   async writeBatch(records: readonly RunRecordWithResult[]): Promise<number> {
     this.#assertOpen();
     // ON CONFLICT may touch a row once per statement: of one run's states in a batch, the latest goes, with
-    // the result any of them carried.
+    // the result any of them carried. A run is its App's: the same id in two Apps is two runs.
     const latest = new Map<string, { record: RunRecordWithResult; version: number; result: unknown }>();
     for (const record of records) {
       const version = recordVersion(record);
-      const seen = latest.get(record.id);
+      const key = JSON.stringify([record.id.toLowerCase(), textColumn(record.projectId), textColumn(record.appName)]);
+      const seen = latest.get(key);
       const result = record.result !== undefined ? record.result : seen?.result;
-      if (seen === undefined || seen.version < version) latest.set(record.id, { record, version, result });
+      if (seen === undefined || seen.version < version) latest.set(key, { record, version, result });
       else seen.result = result;
     }
     if (latest.size === 0) return 0;
     const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], [], [], [], []];
-    // Rows are locked in id order, so two batches holding the same runs (a retry overtaking itself on another
+    // Rows are locked in key order, so two batches holding the same runs (a retry overtaking itself on another
     // operator replica) wait for one another rather than deadlock.
-    const rows = [...latest.values()].sort((a, b) => (a.record.id < b.record.id ? -1 : a.record.id > b.record.id ? 1 : 0));
+    const rows = [...latest.values()].sort((a, b) => compareRunKeys(a.record, b.record));
     for (const { record: withResult, version, result } of rows) {
       const { result: _carried, ...record } = withResult;
       const kept = result !== undefined && record.resultExpiresAt !== undefined;
@@ -164,20 +169,24 @@ export class PgResults implements RunHistory {
       text: inIdOrder({
         // A run's result and its expiry come with its finished record, and a replay brings the same: a row chosen
         // stays expired, whatever is written to it meanwhile.
-        choose: 'SELECT id FROM runlet_runs WHERE result_expires_at <= $1::timestamptz LIMIT $2',
+        choose: 'SELECT project_id, app_name, id FROM runlet_runs WHERE result_expires_at <= $1::timestamptz LIMIT $2',
         change: 'UPDATE runlet_runs SET result = NULL, result_expires_at = NULL',
       }),
       values: [(options.now ?? new Date()).toISOString(), options.batchSize],
     });
   }
 
-  /** Runs only their pod can finish (in flight, or a webhook owed), oldest first, after the run `afterId`. */
-  async unfinishedRuns(afterId: string | null, limit: number): Promise<RunRecord[]> {
+  /**
+   * Runs only their pod can finish (in flight, or a webhook owed), oldest first, after the run `after` (the last
+   * of the previous page; null for the first). Paged by the whole key: one id may stand for runs of two Apps.
+   */
+  async unfinishedRuns(after: RunKey | null, limit: number): Promise<RunRecord[]> {
     this.#assertOpen();
     const { rows } = await this.#pool.query<{ record: RunRecord }>({
       name: 'runlet-unfinished-runs',
-      text: 'SELECT record FROM runlet_runs WHERE unfinished AND id > $1::uuid ORDER BY id LIMIT $2',
-      values: [afterId ?? '00000000-0000-0000-0000-000000000000', limit],
+      text: `SELECT record FROM runlet_runs WHERE unfinished AND (id, project_id, app_name) > ($1::uuid, $2, $3)
+              ORDER BY id, project_id, app_name LIMIT $4`,
+      values: after === null ? ['00000000-0000-0000-0000-000000000000', '', '', limit] : [after.id, textColumn(after.projectId), textColumn(after.appName), limit],
     });
     return rows.map((row) => row.record);
   }
@@ -252,7 +261,7 @@ export class PgResults implements RunHistory {
       deleted += await this.#deleteInBatches({
         name: 'runlet-prune-app',
         text: inIdOrder({
-          choose: 'SELECT id FROM runlet_runs WHERE project_id = $1 AND app_name = $2 AND created_at < $3::timestamptz LIMIT $4',
+          choose: 'SELECT project_id, app_name, id FROM runlet_runs WHERE project_id = $1 AND app_name = $2 AND created_at < $3::timestamptz LIMIT $4',
           change: 'DELETE FROM runlet_runs',
         }),
         values: [app.projectId, app.appName, cutoff(app.days), options.batchSize],
@@ -261,7 +270,7 @@ export class PgResults implements RunHistory {
     deleted += await this.#deleteInBatches({
       name: 'runlet-prune-default',
       text: inIdOrder({
-        choose: `SELECT id FROM runlet_runs WHERE created_at < $1::timestamptz
+        choose: `SELECT project_id, app_name, id FROM runlet_runs WHERE created_at < $1::timestamptz
                    AND (project_id, app_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))
                  ORDER BY created_at LIMIT $4`,
         change: 'DELETE FROM runlet_runs',
@@ -284,15 +293,32 @@ export class PgResults implements RunHistory {
 }
 
 /**
- * `change` (an UPDATE or DELETE of runlet_runs, without its WHERE) applied to the rows `choose` picks (by
- * whatever index fits its filter), those rows locked in id order first (LOCK ORDER); one deleted meanwhile is
- * skipped. `choose` must pick rows that stay chosen whatever a batch writes to them meanwhile: nothing is
- * checked again once they are locked.
+ * `change` (an UPDATE or DELETE of runlet_runs, without its WHERE) applied to the rows `choose` picks (their
+ * keys: project_id, app_name, id; by whatever index fits its filter), those rows locked in key order first (LOCK
+ * ORDER); one deleted meanwhile is skipped. `choose` must pick rows that stay chosen whatever a batch writes to
+ * them meanwhile: nothing is checked again once they are locked.
  */
 function inIdOrder(statement: { choose: string; change: string }): string {
   return `WITH chosen AS MATERIALIZED (${statement.choose}),
-            locked AS MATERIALIZED (SELECT id FROM runlet_runs WHERE id IN (SELECT id FROM chosen) ORDER BY id FOR UPDATE)
-          ${statement.change} WHERE id IN (SELECT id FROM locked)`;
+            locked AS MATERIALIZED (SELECT project_id, app_name, id FROM runlet_runs WHERE (project_id, app_name, id) IN (SELECT project_id, app_name, id FROM chosen)
+                                     ORDER BY ${RUN_KEY_ORDER} FOR UPDATE)
+          ${statement.change} WHERE (project_id, app_name, id) IN (SELECT project_id, app_name, id FROM locked)`;
+}
+
+/** A run's key in the store (migration 0006): its App's and its id. */
+export type RunKey = Pick<RunRecord, 'id' | 'projectId' | 'appName'>;
+
+/**
+ * The one order every writer locks run rows in (LOCK ORDER): id, then project and app compared bytewise (COLLATE
+ * "C"), as compareRunKeys sorts a batch (code units: the same order for the ASCII names Kubernetes allows).
+ */
+const RUN_KEY_ORDER = 'id, project_id COLLATE "C", app_name COLLATE "C"';
+
+function compareRunKeys(a: RunKey, b: RunKey): number {
+  for (const [x, y] of [[a.id.toLowerCase(), b.id.toLowerCase()], [textColumn(a.projectId), textColumn(b.projectId)], [textColumn(a.appName), textColumn(b.appName)]] as const) {
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
 }
 
 const COUNTS_COLUMNS = 'total, success, failure, in_flight, last_run_at';

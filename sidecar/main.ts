@@ -22,9 +22,7 @@ import { createRunServer } from './run-server.ts';
 import { RunLogJournal } from './runs/runlog-journal.ts';
 import { RunLogStore } from './runs/runlog-store.ts';
 import type { SqliteRunStore } from './runs/sqlite-run-store.ts';
-import { RESULTS_URL_ENV, ResultsShipperStore } from './runs/results-shipper-store.ts';
-import { HOLDER_KEY_ENV } from '../run-request/auth/held-run.ts';
-import { resultsKeyOf } from '../results/results-key.ts';
+import { RESULTS_TOKEN_FILE_ENV, RESULTS_URL_ENV, ResultsShipperStore } from './runs/results-shipper-store.ts';
 import type { RunStore } from './runs/store.ts';
 import { RuntimeWatcher } from './runtimes/runtime-watch.ts';
 import { AppHealthCheck } from './runtimes/app-health.ts';
@@ -39,10 +37,11 @@ export interface SidecarSettings {
   ports: { run: number; admin: number };
   /**
    * The pod's RunLog (with its journal in `dataDir`), SQLite in `dataDir`, or the results collector at
-   * `resultsUrl` (with the journal in `dataDir`, batches signed with the results key derived from `holderKey`).
+   * `resultsUrl` (with the journal in `dataDir`, batches sent with the pod's projected token in `resultsTokenFile`).
    */
   runStore: 'runlog' | 'sqlite' | 'results';
   resultsUrl?: string;
+  resultsTokenFile?: string;
   dataDir: string;
   /** Where the pod's service account is mounted, for the RunLog store. */
   serviceAccountDir: string;
@@ -228,18 +227,20 @@ async function checkApiKeysWithApiServer(settings: SidecarSettings): Promise<Kub
   return client;
 }
 
-/** The results collector, with the journal in `dataDir`; the namespace's hand-over key signs the batches. */
+/** The results collector, with the journal in `dataDir`; the pod's projected token for the collector says who sends. */
 async function openResultsShipper(target: AppTarget, settings: SidecarSettings, registry: Registry): Promise<ResultsShipperStore> {
-  const { logger, resultsUrl, holderKey } = settings;
+  const { logger, resultsUrl, resultsTokenFile } = settings;
   if (resultsUrl === undefined || resultsUrl === '') throw new SidecarStartError(`--run-store results needs the collector's URL: ${RESULTS_URL_ENV}`);
-  if (holderKey === undefined) throw new SidecarStartError(`--run-store results signs its batches with the namespace's key: ${HOLDER_KEY_ENV} is not set`);
+  if (resultsTokenFile === undefined || resultsTokenFile === '') {
+    throw new SidecarStartError(`--run-store results sends its batches with the pod's projected token for the collector: ${RESULTS_TOKEN_FILE_ENV} is not set`);
+  }
   let journal;
   try {
     journal = await RunLogJournal.open({ dataDir: settings.dataDir, logger });
   } catch (err) {
     throw new SidecarStartError(`--data-dir: ${(err as Error).message}`, { cause: err });
   }
-  return new ResultsShipperStore({ collectorUrl: resultsUrl, namespace: target.projectId, key: resultsKeyOf(holderKey), journal, logger, registry });
+  return new ResultsShipperStore({ collectorUrl: resultsUrl, namespace: target.projectId, tokenFile: resultsTokenFile, journal, logger, registry });
 }
 
 async function listen(server: Server, port: number, name: string): Promise<void> {

@@ -1,27 +1,31 @@
 // The results collector a pod's sidecar sends its run records to (`--run-store results`), as the operator serves
 // it: the collector's own fastify plugin writing to a real PostgreSQL (Debian's, started here with durable
 // commits, as in production). Its own process, as in a cluster, where it runs in the operator's pod.
-//   node bench/servers/results-collector.ts --namespace NS --holder-key HEX   → prints "listening on http://127.0.0.1:PORT"
+//   node bench/servers/results-collector.ts --namespace NS   → prints "listening on http://127.0.0.1:PORT"
 //   GET /stats   → {"rows"}: the run records PostgreSQL holds
+// A batch's token here is `bench.<app>.<pod>` (benchTokenOf): who sends is a TokenReview in a cluster, one call to
+// the API server per token per minute, which the sidecar's side of the measurement does not include either way.
 import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 import { resultsCollector } from '../../results/collector.ts';
 import { openResults } from '../../results/open.ts';
-import { resultsKeyOf } from '../../results/results-key.ts';
-import { holderKeyFromText } from '../../run-request/auth/held-run.ts';
 import { testLogger } from '../../test/support/logger.ts';
 import { startPostgres } from '../../test/support/postgres.ts';
 
-const { values } = parseArgs({ options: { namespace: { type: 'string' }, 'holder-key': { type: 'string' } } });
+const { values } = parseArgs({ options: { namespace: { type: 'string' } } });
 const namespace = values.namespace;
-const holderKey = values['holder-key'];
-if (namespace === undefined || holderKey === undefined) throw new Error('results-collector: --namespace and --holder-key are required');
-const key = resultsKeyOf(holderKeyFromText(holderKey));
+if (namespace === undefined) throw new Error('results-collector: --namespace is required');
 
 const server = await startPostgres({ durable: true });
 const results = await openResults({ dsn: server.dsn(await server.createDatabase('bench')), logger: testLogger() });
 const app = Fastify({ logger: false });
-await app.register(resultsCollector, { store: results.store, keyFor: (name) => (name === namespace ? key : undefined) });
+await app.register(resultsCollector, {
+  store: results.store,
+  identify: async (token) => {
+    const [prefix, appName, podName] = token.split('.');
+    return prefix === 'bench' && appName && podName ? { namespace, appName, podName } : { status: 401, detail: 'not a bench token' };
+  },
+});
 app.get('/stats', async () => {
   const { rows } = await results.pool.query<{ rows: string }>('SELECT count(*) AS rows FROM runlet_runs');
   return { rows: Number(rows[0]!.rows) };

@@ -76,6 +76,23 @@ describe('renderDeployment', () => {
     expect(token.projected?.sources?.map((source) => Object.keys(source)[0])).toEqual(['serviceAccountToken', 'configMap', 'downwardAPI']);
   });
 
+  it('with a results store, projects the sidecar a token for the collector alone: its audience, bound to the pod, short-lived', () => {
+    const collector = renderConfig({ resultsCollectorUrl: 'http://runlet-collector.runlet-system.svc:8082' });
+    const pod = renderDeployment(storedApp(pythonSpec()), collector, { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+    expect(pod.volumes!.find((volume) => volume.name === 'results-token')?.projected).toEqual({
+      sources: [{ serviceAccountToken: { path: 'token', audience: 'runlet-results', expirationSeconds: 600 } }],
+    });
+    const sidecar = pod.initContainers!.find((container) => container.name === 'sidecar')!;
+    expect(sidecar.volumeMounts).toContainEqual({ name: 'results-token', mountPath: '/var/run/secrets/runlet.dev/results', readOnly: true });
+    expect(sidecar.env).toContainEqual({ name: 'RUNLET_RESULTS_TOKEN_FILE', value: '/var/run/secrets/runlet.dev/results/token' });
+    // Not the app container's: the App's code never holds it.
+    const app = pod.containers.find((container) => container.name === 'app')!;
+    expect((app.volumeMounts ?? []).map((mount) => mount.name)).not.toContain('results-token');
+    // Without a results store, none.
+    const runLogs = renderDeployment(storedApp(pythonSpec()), renderConfig(), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+    expect(runLogs.volumes!.map((volume) => volume.name)).not.toContain('results-token');
+  });
+
   it.each([
     ['python, native sidecar', pythonSpec(), true],
     ['python, classic sidecar', pythonSpec(), false],

@@ -12,6 +12,8 @@ import {
   APP_TMP_VOLUME,
   CODE_VOLUME,
   DATA_VOLUME,
+  RESULTS_TOKEN_EXPIRATION_SECONDS,
+  RESULTS_TOKEN_VOLUME,
   SIDECAR_CONTAINER,
   SIDECAR_SERVICE_ACCOUNT,
   SIDECAR_TMP_VOLUME,
@@ -21,6 +23,7 @@ import {
 } from './names.ts';
 import { POD_SECURITY_CONTEXT } from './pod-security.ts';
 import { renderSidecarContainer } from './sidecar-container.ts';
+import { RESULTS_TOKEN_AUDIENCE } from '../../results/results-token.ts';
 
 /** What a pod template is made of besides the App and the configuration. */
 export interface PodInputs {
@@ -60,6 +63,7 @@ export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs,
     { name: SIDECAR_TMP_VOLUME, emptyDir: {} },
     { name: APP_TMP_VOLUME, emptyDir: {} },
     sidecarTokenVolume(),
+    ...(config.resultsCollectorUrl === null ? [] : [resultsTokenVolume()]),
     ...(codeConfigMap === undefined ? [] : [{ name: CODE_VOLUME, configMap: { name: codeConfigMap.name } }]),
   ];
   const template: V1PodTemplateSpec = {
@@ -101,6 +105,18 @@ export function nativeSidecarOf(deployment: { spec?: { template?: { spec?: V1Pod
   const pod = deployment.spec?.template?.spec;
   if (pod?.initContainers?.some((container) => container.name === SIDECAR_CONTAINER) === true) return true;
   return pod?.containers?.some((container) => container.name === SIDECAR_CONTAINER) === true ? false : undefined;
+}
+
+/**
+ * The sidecar's token for the results collector: for that audience alone (worth nothing to the API server or
+ * anything else), bound to the pod (it dies with it, and the collector learns from it which pod sends), short-lived
+ * and rotated by the kubelet. The collector takes this pod's App's runs on it, and nothing else.
+ */
+function resultsTokenVolume(): V1Volume {
+  return {
+    name: RESULTS_TOKEN_VOLUME,
+    projected: { sources: [{ serviceAccountToken: { path: 'token', audience: RESULTS_TOKEN_AUDIENCE, expirationSeconds: RESULTS_TOKEN_EXPIRATION_SECONDS } }] },
+  };
 }
 
 /** What the API server's service-account admission would mount into every container: token, CA, namespace. */

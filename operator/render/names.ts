@@ -27,6 +27,8 @@ export const HOLDER_KEY_DATA_KEY = 'key';
 export const CODE_VOLUME = 'code';
 export const DATA_VOLUME = 'runlet-data';
 export const SIDECAR_TOKEN_VOLUME = 'sidecar-token';
+/** The sidecar's projected token for the results collector (render/deployment.ts): only with a results store. */
+export const RESULTS_TOKEN_VOLUME = 'results-token';
 /** Each container's /tmp: the root filesystem is read-only. One each, so the app cannot plant files for the sidecar. */
 export const APP_TMP_VOLUME = 'app-tmp';
 export const SIDECAR_TMP_VOLUME = 'sidecar-tmp';
@@ -36,6 +38,13 @@ export const DATA_DIR = '/var/run/runlet';
 export const TMP_DIR = '/tmp';
 /** Where client-node's in-cluster config looks for the service-account token, CA and namespace. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** Where the sidecar finds its token for the results collector (the file `token`). */
+export const RESULTS_TOKEN_DIR = '/var/run/secrets/runlet.dev/results';
+/**
+ * The lifetime asked for the collector's token: the API server's least (10 minutes). The kubelet writes a new one
+ * once 80% of it has passed; one taken from a pod is worth at most that long, and only for that pod's App.
+ */
+export const RESULTS_TOKEN_EXPIRATION_SECONDS = 600;
 
 /** Seconds Kubernetes waits beyond the longest run before killing a draining pod. */
 export const TERMINATION_MARGIN_SECONDS = 30;

@@ -5,13 +5,15 @@ import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { HOLDER_KEY_ENV } from '../../run-request/auth/held-run.ts';
 import { DRAIN_TOKEN_ENV } from '../../sidecar/drain-token.ts';
-import { RESULTS_URL_ENV } from '../../sidecar/runs/results-shipper-store.ts';
+import { RESULTS_TOKEN_FILE_ENV, RESULTS_URL_ENV } from '../../sidecar/runs/results-shipper-store.ts';
 import type { RenderConfig } from '../config.ts';
 import {
   DATA_DIR,
   DATA_VOLUME,
   HOLDER_KEY_DATA_KEY,
   HOLDER_KEY_SECRET,
+  RESULTS_TOKEN_DIR,
+  RESULTS_TOKEN_VOLUME,
   SERVICE_ACCOUNT_DIR,
   SIDECAR_ADMIN_PORT,
   SIDECAR_CONTAINER,
@@ -93,7 +95,13 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     // namespace's copy of it (render/holder-key.ts). Optional: without a holder there is no copy, and the pod
     // starts all the same — it then takes no hand-over's word for a run id.
     { name: HOLDER_KEY_ENV, valueFrom: { secretKeyRef: { name: HOLDER_KEY_SECRET, key: HOLDER_KEY_DATA_KEY, optional: true } } },
-    ...(config.resultsCollectorUrl === null ? [] : [{ name: RESULTS_URL_ENV, value: config.resultsCollectorUrl }]),
+    // The collector takes a batch on the pod's own projected token for it (render/deployment.ts), not on a key.
+    ...(config.resultsCollectorUrl === null
+      ? []
+      : [
+          { name: RESULTS_URL_ENV, value: config.resultsCollectorUrl },
+          { name: RESULTS_TOKEN_FILE_ENV, value: `${RESULTS_TOKEN_DIR}/token` },
+        ]),
     // A literal, not a secretKeyRef: the preStop hook's path must hold it literally anyway (render/drain-token.ts).
     { name: DRAIN_TOKEN_ENV, value: drainToken },
   ];
@@ -127,6 +135,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
       { name: DATA_VOLUME, mountPath: DATA_DIR },
       // Only the sidecar gets the token that may write RunLogs; the app's code never sees it.
       { name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
+      // The token the results collector takes this pod's batches on: the sidecar's alone, as the one above.
+      ...(config.resultsCollectorUrl === null ? [] : [{ name: RESULTS_TOKEN_VOLUME, mountPath: RESULTS_TOKEN_DIR, readOnly: true }]),
     ],
   };
 }

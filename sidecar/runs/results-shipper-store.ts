@@ -4,18 +4,21 @@
 // emptyDir (runlog-journal.ts), as with RunLogs; the journal lets go of it once a batch holding it is collected.
 //
 // Batches leave at most `intervalMs` after the first save of a quiet period (1 s by default), at once when
-// `maxBatchRecords` are waiting. A batch is signed with the namespace's results key (results/results-key.ts): the
-// pod holds no database credential. While the collector cannot be reached, records wait here and retries back
+// `maxBatchRecords` are waiting. A batch is sent with the pod's own projected ServiceAccount token for the
+// collector's audience (`tokenFile`, which the kubelet rewrites as it rotates the token: read again for each
+// batch), which the collector reviews with the API server: the pod holds no database credential, and no key a
+// tenant could read from a Secret. While the collector cannot be reached, records wait here and retries back
 // off; once `maxBufferedRuns` wait, durable saves are refused (the async call is answered 503
 // run-store-unavailable, and its record is never sent: nothing refused is ever listed), while the states of
 // runs already accepted are still kept, up to twice the bound, past which the oldest finished sync runs are
 // dropped, counted and logged. The collector writes idempotently, so a batch whose answer was lost is sent again
 // without harm.
 //
-// A batch the collector refuses for good (a 4xx other than 401, 408 and 429: too large, not a batch) is never
+// A batch the collector refuses for good (a 4xx other than 401, 403, 408 and 429: too large, not a batch) is never
 // sent again as it was: it is halved until the record it cannot take travels alone; that record is then sent
 // without its kept result (the run still listed, its result marked not kept), and dropped, counted and logged,
 // only when the collector refuses even that. One such record never holds up the runs behind it.
+import { readFile } from 'node:fs/promises';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -23,7 +26,6 @@ import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { CollectorClient } from './collector-client.ts';
 import { forgetKeptResult, keptResultOf } from './kept-result.ts';
 import { SHIPPER_BATCH_BYTES } from '../../results/batch-limits.ts';
-import { RESULTS_SIGNATURE_HEADER, signBatch } from '../../results/results-key.ts';
 import { markAbandoned } from './recorder.ts';
 import { RunRecordMetrics } from './run-record-metrics.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
@@ -31,14 +33,16 @@ import type { RunStore } from './store.ts';
 
 /** The collector's origin, as the operator renders it into the sidecar's environment. */
 export const RESULTS_URL_ENV = 'RUNLET_RESULTS_URL';
+/** The file holding the pod's projected token for the collector, as the operator renders it into the sidecar's environment. */
+export const RESULTS_TOKEN_FILE_ENV = 'RUNLET_RESULTS_TOKEN_FILE';
 
 export interface ResultsShipperOptions {
-  /** The collector's origin, e.g. http://runlet-operator.runlet-system.svc:8080. */
+  /** The collector's origin, e.g. http://runlet-collector.runlet-system.svc:8082. */
   collectorUrl: string;
   /** The pod's namespace: the project whose runs it sends. */
   namespace: string;
-  /** The namespace's results key (resultsKeyOf its hand-over key). */
-  key: Uint8Array;
+  /** The pod's projected ServiceAccount token for the collector's audience: read for each batch (the kubelet rotates it). */
+  tokenFile: string;
   /** Where durable saves are made durable; the store takes it over and closes it on close. */
   journal: RunLogJournal;
   logger: Logger;
@@ -85,7 +89,7 @@ const SHIPPED_IDS_KEPT = 20_000;
 export class ResultsShipperStore implements RunStore {
   readonly #url: string;
   readonly #collector: CollectorClient;
-  readonly #key: Uint8Array;
+  readonly #tokenFile: string;
   readonly #journal: RunLogJournal;
   readonly #logger: Logger;
   readonly #intervalMs: number;
@@ -117,7 +121,7 @@ export class ResultsShipperStore implements RunStore {
   constructor(options: ResultsShipperOptions) {
     this.#url = `${options.collectorUrl.replace(/\/+$/, '')}/v1/results/${encodeURIComponent(options.namespace)}/runs`;
     this.#collector = new CollectorClient(this.#url, options.requestTimeoutMs ?? 10_000);
-    this.#key = options.key;
+    this.#tokenFile = options.tokenFile;
     this.#journal = options.journal;
     this.#logger = options.logger.child({ component: 'results-shipper' });
     this.#intervalMs = options.intervalMs ?? 1000;
@@ -278,7 +282,7 @@ export class ResultsShipperStore implements RunStore {
   };
 
   async #send(body: Buffer): Promise<void> {
-    const { status, text } = await this.#collector.post(body, { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(this.#key, body) });
+    const { status, text } = await this.#collector.post(body, { 'content-type': 'application/json', authorization: `Bearer ${await this.#token()}` });
     if (status < 200 || status > 299) {
       throw new CollectorRefusal(`the results collector ${this.#url} answered ${status}: ${text.slice(0, 500)}`, isRefusedForGood(status));
     }
@@ -287,6 +291,15 @@ export class ResultsShipperStore implements RunStore {
       this.#refused += answer.refused.length;
       this.#metrics.dropped('refused', answer.refused.length);
       this.#logger.error({ refused: answer.refused }, `the results collector refused ${answer.refused.length} run records as invalid`);
+    }
+  }
+
+  /** The token as the kubelet last wrote it: it replaces the file well before the token it held expires. */
+  async #token(): Promise<string> {
+    try {
+      return (await readFile(this.#tokenFile, 'utf8')).trim();
+    } catch (error) {
+      throw new Error(`the token for the results collector could not be read from ${this.#tokenFile}: ${(error as Error).message}`, { cause: error });
     }
   }
 
@@ -400,9 +413,10 @@ class CollectorRefusal extends Error {
 }
 
 /**
- * A 4xx but 401 (the namespace's key may be on its way to the collector), 408 and 429: the batch itself is what the
- * collector will not take. 5xx and network failures are the collector's or PostgreSQL's, and pass.
+ * A 4xx but 401 and 403 (the token is refused, or its pod not known to the collector yet: who sends, not what), 408
+ * and 429: the batch itself is what the collector will not take. 5xx and network failures are the collector's or
+ * PostgreSQL's, and pass.
  */
 function isRefusedForGood(status: number): boolean {
-  return status >= 400 && status < 500 && status !== 401 && status !== 408 && status !== 429;
+  return status >= 400 && status < 500 && status !== 401 && status !== 403 && status !== 408 && status !== 429;
 }

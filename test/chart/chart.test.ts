@@ -64,6 +64,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'StatefulSet/runlet-postgres',
         'Service/runlet-postgres',
         'NetworkPolicy/runlet-postgres',
+        'Service/runlet-collector',
         'Role/runlet-operator-results',
         'RoleBinding/runlet-operator-results',
         'Deployment/runlet-activator',
@@ -121,7 +122,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
   it('probes start-up, readiness and liveness on the health port the configuration serves', async () => {
     const config = await operatorConfigOf(configMap);
     // The operator holds no call (holder.inOperator false): the activator pods have the holder port.
-    expect(container.ports).toEqual([{ name: 'http', containerPort: config.server.port, protocol: 'TCP' }]);
+    // With a results store, the collector has a port of its own, apart from the management API's.
+    expect(container.ports).toEqual([
+      { name: 'http', containerPort: config.server.port, protocol: 'TCP' },
+      { name: 'collector', containerPort: config.results.collectorPort, protocol: 'TCP' },
+    ]);
+    expect(config.results.collectorPort).not.toBe(config.server.port);
     expect(config.server.host).toBe('0.0.0.0');
     expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
@@ -138,7 +144,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
       { name: 'RUNLET_RESULTS_POSTGRES_SECRET', value: 'runlet-postgres' },
       { name: 'RUNLET_RESULTS_POSTGRES_HOST', value: 'runlet-postgres.runlet-system.svc' },
-      { name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' },
+      { name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-collector.runlet-system.svc:8082' },
       { name: 'RUNLET_RESULTS_RETENTION_DAYS', value: '30' },
     ]);
     const mount = container.volumeMounts!.find((m) => CONFIG_PATH.startsWith(`${m.mountPath}/`))!;
@@ -359,7 +365,8 @@ describe('holder.enabled false', () => {
     const chart = renderWith([], { holder: { enabled: false } });
     const config = await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`));
     expect(config.holder.enabled).toBe(false);
-    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports!.map((port) => port.name)).toEqual(['http']);
+    // No holder port (the collector's is the results store's).
+    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports!.map((port) => port.name)).toEqual(['http', 'collector']);
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
     expect(names.filter((name) => name.includes('holder') || name.includes('activator'))).toEqual([]);
   });

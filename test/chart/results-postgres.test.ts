@@ -52,8 +52,11 @@ describe('the embedded PostgreSQL (the default)', () => {
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_POSTGRES_SECRET', value: 'runlet-postgres' });
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_POSTGRES_HOST', value: 'runlet-postgres.runlet-system.svc' });
     expect(operator.env!.map((variable) => variable.name)).not.toContain('RUNLET_RESULTS_DSN');
-    // And the sidecars send their records to its collector, or the management API would list none of them.
-    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' });
+    // And the sidecars send their records to its collector (a Service and port of its own), or the management API
+    // would list none of them.
+    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-collector.runlet-system.svc:8082' });
+    const collector = objectOf<{ spec: { ports: unknown[] } }>(chart, 'Service', 'runlet-collector');
+    expect(collector.spec.ports).toEqual([{ name: 'collector', port: 8082, targetPort: 'collector', protocol: 'TCP' }]);
   });
 
   it('lets the operator read and create that Secret in the release namespace, and nothing more', () => {
@@ -83,7 +86,7 @@ describe('an external PostgreSQL (results.postgres.existingSecret)', () => {
     expect(names.filter((name) => /postgres|results/.test(name))).toEqual([]);
     const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
     expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_DSN', valueFrom: { secretKeyRef: { name: 'managed-postgres', key: 'dsn' } } });
-    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-operator.runlet-system.svc:80' });
+    expect(operator.env).toContainEqual({ name: 'RUNLET_RESULTS_COLLECTOR_URL', value: 'http://runlet-collector.runlet-system.svc:8082' });
     expect(operator.env!.map((variable) => variable.name)).not.toContain('RUNLET_RESULTS_POSTGRES_SECRET');
   });
 });
@@ -92,8 +95,10 @@ describe('no PostgreSQL (results.postgres.embedded.enabled false, no existingSec
   it('renders none, and gives the operator no database: run history in RunLogs', () => {
     const chart = renderWith(VALUE_SETS.default, RUNLOGS);
     const names = chart.manifests.map((manifest) => `${manifest.object.kind}/${manifest.object.metadata.name}`);
-    expect(names.filter((name) => /postgres|results/.test(name))).toEqual([]);
+    expect(names.filter((name) => /postgres|results|collector/.test(name))).toEqual([]);
     const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
     expect(operator.env!.map((variable) => variable.name).filter((name) => name.startsWith('RUNLET_RESULTS_'))).toEqual(['RUNLET_RESULTS_RETENTION_DAYS']);
+    // No collector port: pods write RunLogs.
+    expect(operator.ports!.map((port) => port.name)).toEqual(['http']);
   });
 });

@@ -17,18 +17,17 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
-import { resultsKeyOf } from '../../results/results-key.ts';
 import { freePort } from '../support/custom-app.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { jsonPost, RawConnection } from '../support/raw-http.ts';
 import { APP_NAME, NAMESPACE, POD_NAME, startCluster, type Cluster } from '../support/runlog-store-kit.ts';
 import { waitFor } from '../support/wait.ts';
+import { identifyTestToken, writeResultsToken } from '../support/results-tokens.ts';
 import { REPO } from '../operator/e2e-cluster.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 const PYTHON_RUNTIME = resolve(import.meta.dirname, '../../runtime/python');
-const HOLDER_KEY_HEX = 'cd'.repeat(32);
 /** The tier's calls, this many times over one pool: its failure came once in a few runs of one round. */
 const ROUNDS = 10;
 
@@ -90,12 +89,11 @@ async function runStore(store: 'runlog' | 'results'): Promise<{ args: string[]; 
   postgres ??= await startPostgres();
   results ??= await openResults({ dsn: postgres.dsn(await postgres.createDatabase('keepalive')), logger: testLogger() });
   const collector: FastifyInstance = Fastify();
-  const key = resultsKeyOf(Buffer.from(HOLDER_KEY_HEX, 'hex'));
-  await collector.register(resultsCollector, { store: results.store, keyFor: (namespace) => (namespace === NAMESPACE ? key : undefined) });
+  await collector.register(resultsCollector, { store: results.store, identify: identifyTestToken });
   await collector.listen({ host: '127.0.0.1', port: 0 });
   closers.push(() => collector.close());
   const { port } = collector.server.address() as AddressInfo;
-  return { args: ['--run-store', 'results'], env: { KUBERNETES_SERVICE_HOST: '', RUNLET_RESULTS_URL: `http://127.0.0.1:${port}`, RUNLET_HOLDER_KEY: HOLDER_KEY_HEX } };
+  return { args: ['--run-store', 'results'], env: { KUBERNETES_SERVICE_HOST: '', RUNLET_RESULTS_URL: `http://127.0.0.1:${port}`, RUNLET_RESULTS_TOKEN_FILE: writeResultsToken(dir, APP_NAME, POD_NAME, NAMESPACE) } };
 }
 
 /** A ready sidecar with `store` in front of the runtime; its run port's origin. */

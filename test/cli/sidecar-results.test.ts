@@ -12,18 +12,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
-import { resultsKeyOf } from '../../results/results-key.ts';
 import { freePort } from '../support/custom-app.ts';
 import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { waitFor } from '../support/wait.ts';
+import { identifyTestToken, writeResultsToken } from '../support/results-tokens.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 const NAMESPACE = 'demo';
 const APP = 'hello';
-const HOLDER_KEY_HEX = 'ab'.repeat(32);
-const KEY = resultsKeyOf(Buffer.from(HOLDER_KEY_HEX, 'hex'));
+const POD = 'hello-pod-1';
 
 let postgres: PostgresServer;
 let results: OpenResults;
@@ -54,14 +53,14 @@ afterAll(async () => {
 
 async function startCollector(port: number): Promise<FastifyInstance> {
   const app = Fastify();
-  await app.register(resultsCollector, { store: results.store, keyFor: (namespace) => (namespace === NAMESPACE ? KEY : undefined) });
+  await app.register(resultsCollector, { store: results.store, identify: identifyTestToken });
   await app.listen({ host: '127.0.0.1', port });
   collectors.push(app);
   return app;
 }
 
 function startSidecar(args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [CLI, 'sidecar', '--project', NAMESPACE, '--app', APP, '--replica', 'hello-pod-1', '--run-store', 'results', '--auth', 'off', ...args], {
+  const child = spawn(process.execPath, [CLI, 'sidecar', '--project', NAMESPACE, '--app', APP, '--replica', POD, '--run-store', 'results', '--auth', 'off', ...args], {
     env: { ...process.env, KUBERNETES_SERVICE_HOST: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -76,7 +75,7 @@ async function readySidecar(appPort: number, collectorPort: number, extraArgs: s
   const [port, adminPort] = [await freePort(), await freePort()];
   const sidecar = startSidecar(
     ['--runtime', 'custom', '--app-port', String(appPort), '--ready-path', '/ready', '--port', String(port), '--admin-port', String(adminPort), '--data-dir', join(dir, 'data'), ...extraArgs],
-    { RUNLET_RESULTS_URL: `http://127.0.0.1:${collectorPort}`, RUNLET_HOLDER_KEY: HOLDER_KEY_HEX },
+    { RUNLET_RESULTS_URL: `http://127.0.0.1:${collectorPort}`, RUNLET_RESULTS_TOKEN_FILE: writeResultsToken(dir, APP, POD, NAMESPACE) },
   );
   await waitFor(async () => sidecar.child.exitCode === null && (await fetch(`http://127.0.0.1:${adminPort}/ready`).then((response) => response.ok, () => false)), {
     what: 'the sidecar to be ready',
@@ -142,13 +141,13 @@ describe('runlet sidecar --run-store results', () => {
     expect(lost).toMatchObject({ reason: 'replica_lost', error: { type: 'ReplicaLost' } });
   });
 
-  it('refuses to start without the collector\'s URL or the key, naming what is missing', async () => {
+  it('refuses to start without the collector\'s URL or its token file, naming what is missing', async () => {
     dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-results-'));
     for (const [env, missing] of [
-      [{ RUNLET_HOLDER_KEY: HOLDER_KEY_HEX }, 'RUNLET_RESULTS_URL'],
-      [{ RUNLET_RESULTS_URL: 'http://127.0.0.1:9' }, 'RUNLET_HOLDER_KEY'],
+      [{ RUNLET_RESULTS_TOKEN_FILE: join(dir, 'token') }, 'RUNLET_RESULTS_URL'],
+      [{ RUNLET_RESULTS_URL: 'http://127.0.0.1:9' }, 'RUNLET_RESULTS_TOKEN_FILE'],
     ] as const) {
-      const sidecar = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(dir, 'data')], Object.assign({ RUNLET_RESULTS_URL: '', RUNLET_HOLDER_KEY: '' }, env));
+      const sidecar = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', join(dir, 'data')], Object.assign({ RUNLET_RESULTS_URL: '', RUNLET_RESULTS_TOKEN_FILE: '' }, env));
       const code = await new Promise<number | null>((resolveExit) => sidecar.child.once('exit', resolveExit));
       expect(code).not.toBe(0);
       expect(sidecar.output()).toContain(missing);

@@ -46,6 +46,8 @@ export function localImages(
         // variable (which overrides the file) is, to the local port standing for the container's 8080.
         RUNLET_OPERATOR_HOST: '127.0.0.1',
         RUNLET_METRICS_PORT: '8080',
+        // And the results collector's (8082 in the file).
+        RUNLET_RESULTS_COLLECTOR_PORT: '8082',
         // The same for the holder's port (8090 in the file): two operator pods share this machine's loopback.
         RUNLET_HOLDER_HOST: '127.0.0.1',
         RUNLET_HOLDER_PORT: '8090',
@@ -108,9 +110,10 @@ export function startControlPlaneKubelet(options: ControlPlaneKubeletOptions): P
     realControlPlane: { host: hostname, port: Number(port) },
     // The tier's API server is 1.20: its kubelet would ask hooks the old way.
     hookRequests: 'before-1.26',
-    serviceAccountToken: (pod, audience) =>
+    serviceAccountToken: (pod, audience, expirationSeconds) =>
       requestToken(core, pod.metadata!.namespace!, pod.spec?.serviceAccountName ?? 'default', {
         audiences: audience === undefined ? undefined : [audience],
+        expirationSeconds,
         boundPod: pod,
       }),
   });

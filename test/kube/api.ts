@@ -319,7 +319,8 @@ export function handleApiRequest(ctx: ApiContext, request: ApiRequest, res: Serv
   if (target.token) {
     if (request.method !== 'POST') throw methodNotAllowed(request.method, pathname);
     const serviceAccount = ctx.lifecycle.get(target.type, target.path.namespace, target.path.name!);
-    return ok(answerTokenRequest(ctx.reviews, serviceAccount, parseBody(request)), 201);
+    const pod = (namespace: string, name: string) => ctx.store.get('pods', namespace, name);
+    return ok(answerTokenRequest(ctx.reviews, serviceAccount, parseBody(request), pod), 201);
   }
   if (!target.type.verbs.includes('get')) {
     // A review kind: create-only, answered and never stored.

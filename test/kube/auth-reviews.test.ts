@@ -1,8 +1,8 @@
-import { AuthenticationV1Api, AuthorizationV1Api } from '@kubernetes/client-node';
+import { AuthenticationV1Api, AuthorizationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { serverPerTest } from './test-helpers.ts';
 
-const kube = serverPerTest((config) => ({ authn: config.makeApiClient(AuthenticationV1Api), authz: config.makeApiClient(AuthorizationV1Api) }));
+const kube = serverPerTest((config) => ({ authn: config.makeApiClient(AuthenticationV1Api), authz: config.makeApiClient(AuthorizationV1Api), core: config.makeApiClient(CoreV1Api) }));
 
 describe('TokenReview', () => {
   it('authenticates tokens the test issued, and only those', async () => {
@@ -40,5 +40,40 @@ describe('SubjectAccessReview', () => {
     expect((await ask('system:serviceaccount:team-a:caller', 'team-b')).status?.allowed).toBe(false);
     expect((await ask('system:serviceaccount:team-a:caller', 'team-a', 'delete')).status?.allowed).toBe(false);
     expect((await ask('someone', 'team-b', 'delete', ['admins'])).status?.allowed).toBe(true);
+  });
+});
+
+describe('TokenRequest bound to a pod (a projected token, as the kubelet asks for one)', () => {
+  async function podOf(serviceAccountName: string) {
+    await kube.core.createNamespacedServiceAccount({ namespace: 'default', body: { metadata: { name: 'worker' } } });
+    return kube.core.createNamespacedPod({ namespace: 'default', body: { metadata: { name: 'p' }, spec: { serviceAccountName, containers: [{ name: 'c', image: 'i' }] } } });
+  }
+  const request = (pod: { metadata?: { name?: string; uid?: string } }, audiences = ['runlet-results']) =>
+    kube.core.createNamespacedServiceAccountToken({
+      namespace: 'default',
+      name: 'worker',
+      body: { spec: { audiences, expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } } },
+    });
+
+  it('names the pod in the user\'s extra, for its audience only, until the pod is gone', async () => {
+    const pod = await podOf('worker');
+    const token = (await request(pod)).status!.token!;
+    const review = await kube.authn.createTokenReview({ body: { spec: { token, audiences: ['runlet-results'] } } });
+    expect(review.status).toMatchObject({
+      authenticated: true,
+      audiences: ['runlet-results'],
+      user: { username: 'system:serviceaccount:default:worker', extra: { 'authentication.kubernetes.io/pod-name': ['p'], 'authentication.kubernetes.io/pod-uid': [pod.metadata!.uid] } },
+    });
+    expect((await kube.authn.createTokenReview({ body: { spec: { token, audiences: ['https://kubernetes.default.svc.cluster.local'] } } })).status?.authenticated).toBe(false);
+    await kube.core.deleteNamespacedPod({ namespace: 'default', name: 'p' });
+    const gone = await kube.authn.createTokenReview({ body: { spec: { token, audiences: ['runlet-results'] } } });
+    expect(gone.status).toMatchObject({ authenticated: false, error: 'pod default/p has been deleted' });
+  });
+
+  it('is refused for a pod of another uid or another ServiceAccount', async () => {
+    const pod = await podOf('default');
+    await expect(request(pod)).rejects.toMatchObject({ code: 400 });
+    await expect(request({ metadata: { name: 'p', uid: 'not-its-uid' } })).rejects.toMatchObject({ code: 409 });
+    await expect(request({ metadata: { name: 'nobody', uid: 'x' } })).rejects.toMatchObject({ code: 404 });
   });
 });

@@ -14,6 +14,8 @@ export interface TokenIdentity {
   audiences?: string[];
   /** A token of the TokenRequest API: not authenticated once this ServiceAccount is gone (token-requests.ts). */
   boundTo?: { namespace: string; name: string; uid: string };
+  /** A token bound to a pod: not authenticated once this pod is gone (or replaced: another uid). */
+  boundPod?: { namespace: string; name: string; uid: string };
   /** Epoch ms after which the token is not authenticated. */
   expiresAtMs?: number;
 }
@@ -59,6 +61,8 @@ export class AuthReviews {
   readonly tokens = new Map<string, TokenIdentity>();
   /** The uid of a live ServiceAccount, for bound tokens; set by the server over its store. */
   serviceAccountUid: (namespace: string, name: string) => string | undefined = () => undefined;
+  /** The uid of a live pod, for tokens bound to one; set by the server over its store. */
+  podUid: (namespace: string, name: string) => string | undefined = () => undefined;
   private readonly rules: AccessRule[] = [];
 
   allow(rule: AccessRule): void {
@@ -89,11 +93,13 @@ export class AuthReviews {
       status = { authenticated: false, user: {}, error: 'token has expired' };
     } else if (identity.boundTo !== undefined && this.serviceAccountUid(identity.boundTo.namespace, identity.boundTo.name) !== identity.boundTo.uid) {
       status = { authenticated: false, user: {}, error: `service account ${identity.boundTo.namespace}/${identity.boundTo.name} has been deleted` };
+    } else if (identity.boundPod !== undefined && this.podUid(identity.boundPod.namespace, identity.boundPod.name) !== identity.boundPod.uid) {
+      status = { authenticated: false, user: {}, error: `pod ${identity.boundPod.namespace}/${identity.boundPod.name} has been deleted` };
     } else if (wanted.length > 0 && audiences.length === 0) {
       const error = `token audiences ${JSON.stringify(identity.audiences)} do not include ${JSON.stringify(wanted)}`;
       status = { authenticated: false, user: {}, error };
     } else {
-      const { audiences: _tokenAudiences, boundTo: _boundTo, expiresAtMs: _expiresAtMs, ...user } = identity;
+      const { audiences: _tokenAudiences, boundTo: _boundTo, boundPod: _boundPod, expiresAtMs: _expiresAtMs, ...user } = identity;
       status = { authenticated: true, user: { groups: [], ...user }, audiences };
     }
     return { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', metadata: {}, spec, status };

@@ -138,6 +138,7 @@ export class KubeApiServer {
     const lifecycle = new ObjectLifecycle(this.store, registry, { requireNamespaces });
     this.tokens = this.reviews.tokens;
     this.reviews.serviceAccountUid = (namespace, name) => this.store.get('serviceaccounts', namespace, name)?.metadata.uid;
+    this.reviews.podUid = (namespace, name) => this.store.get('pods', namespace, name)?.metadata.uid;
     this.context = {
       registry,
       store: this.store,

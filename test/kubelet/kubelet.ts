@@ -28,6 +28,8 @@ import { KUBELET_FINALIZER, TEMPLATE_HASH_LABEL, podForDeployment } from './pod-
 import { PodNetwork } from './pod-network.ts';
 import { publishDialMap, type DialMap } from './pod-network-dials.ts';
 import { PodRunner } from './pod-runner.ts';
+import { PodSetupError } from './setup-error.ts';
+import type { ServiceAccountTokenSource } from './volumes.ts';
 import type { HookRequests } from './probe-action.ts';
 import { deploymentStatus, planRollout, type OwnedPod, type RolloutSpec } from './rollout.ts';
 import { SerialTask } from './serial-task.ts';
@@ -45,10 +47,12 @@ export interface KubeletOptions {
   nodeName?: string;
   timing?: Partial<KubeletTiming>;
   /**
-   * The token projected serviceAccountToken volumes hold (register it with the fake server's TokenReview
-   * if something verifies it). Default `test-kubelet-token.<namespace>.<serviceAccountName>`.
+   * The token projected serviceAccountToken volumes hold. Default: for a source naming an audience, a token of the
+   * pod's ServiceAccount from the API server's TokenRequest, bound to the pod, for that audience and lifetime, as
+   * a kubelet asks it (the fake server's TokenReview then names the pod); for one naming none (the API server's own
+   * audience, which the fake server does not check), `test-kubelet-token.<namespace>.<serviceAccountName>`.
    */
-  serviceAccountToken?: (pod: V1Pod, audience: string | undefined) => string | Promise<string>;
+  serviceAccountToken?: ServiceAccountTokenSource;
   /**
    * The API server is a real one, with its controllers and scheduler, reached by pods at this address: the
    * kubelet then registers its Node (the scheduler binds pods to it), creates no pods itself, finishes a
@@ -70,8 +74,22 @@ export interface KubeletOptions {
   podNetworkFile?: string;
 }
 
-function defaultServiceAccountToken(pod: V1Pod): string {
-  return `test-kubelet-token.${pod.metadata?.namespace ?? 'default'}.${pod.spec?.serviceAccountName ?? 'default'}`;
+function defaultServiceAccountToken(core: CoreV1Api): ServiceAccountTokenSource {
+  return async (pod, audience, expirationSeconds) => {
+    const namespace = pod.metadata?.namespace ?? 'default';
+    const serviceAccount = pod.spec?.serviceAccountName ?? 'default';
+    if (audience === undefined) return `test-kubelet-token.${namespace}.${serviceAccount}`;
+    const boundObjectRef = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! };
+    // As a kubelet: a TokenRequest refused (the ServiceAccount not made yet) leaves the pod ContainerCreating, tried again.
+    const request = await core
+      .createNamespacedServiceAccountToken({ namespace, name: serviceAccount, body: { spec: { audiences: [audience], expirationSeconds, boundObjectRef } } })
+      .catch((error: unknown) => {
+        throw new PodSetupError('ContainerCreating', `the TokenRequest of ${namespace}/${serviceAccount} for audience ${audience} failed: ${(error as Error).message}`);
+      });
+    const token = request.status?.token;
+    if (token === undefined) throw new PodSetupError('ContainerCreating', `the TokenRequest of ${namespace}/${serviceAccount} for audience ${audience} answered no token`);
+    return token;
+  };
 }
 
 export interface PodFilter {
@@ -282,7 +300,7 @@ export class Kubelet {
       pod,
       images: this.#options.images,
       source: this.#source,
-      serviceAccountToken: this.#options.serviceAccountToken ?? defaultServiceAccountToken,
+      serviceAccountToken: this.#options.serviceAccountToken ?? defaultServiceAccountToken(this.#core),
       inClusterApi: this.#options.realControlPlane,
       hookRequests: this.#options.hookRequests ?? 'consistent',
       timing: this.#timing,

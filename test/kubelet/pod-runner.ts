@@ -91,6 +91,8 @@ export class PodRunner {
   #mainStarted = false;
   #stopping: Promise<void> | undefined;
   #wakeRetry: (() => void) | undefined;
+  /** The projected tokens' rotations: each written again once 80% of its lifetime has passed, as a kubelet does. */
+  readonly #tokenRotations = new Set<NodeJS.Timeout>();
 
   constructor(options: PodRunnerOptions) {
     this.pod = options.pod;
@@ -225,6 +227,7 @@ export class PodRunner {
       pod,
       source,
       serviceAccountToken: this.#options.serviceAccountToken,
+      tokenWritten: (token) => this.#rotateLater(token),
     });
     const context: LaunchContext = { pod, images, source, volumeDirs, ports: this.ports, podDir: this.dir };
     if (this.#options.inClusterApi !== undefined) context.inClusterApi = this.#options.inClusterApi;
@@ -261,8 +264,27 @@ export class PodRunner {
     });
   }
 
+  #rotateLater(token: { expirationSeconds: number; rewrite: () => Promise<void> }, afterMs = token.expirationSeconds * 800): void {
+    if (this.#stopping !== undefined) return;
+    const timer = setTimeout(() => {
+      this.#tokenRotations.delete(timer);
+      token.rewrite().then(
+        () => this.#rotateLater(token),
+        (error: unknown) => {
+          // Tried again shortly, as a kubelet retries a TokenRequest: the token in place is still valid for a while.
+          this.log.event(`rotating a projected token failed: ${(error as Error).message}`);
+          this.#rotateLater(token, this.#options.timing.retryMs);
+        },
+      );
+    }, afterMs);
+    timer.unref();
+    this.#tokenRotations.add(timer);
+  }
+
   async #stop(gracePeriodSeconds: number): Promise<void> {
     this.#wakeRetry?.();
+    for (const timer of this.#tokenRotations) clearTimeout(timer);
+    this.#tokenRotations.clear();
     this.log.event(`stopping (grace period ${gracePeriodSeconds} s)`);
     this.#options.onChange();
     const deadline = performance.now() + gracePeriodSeconds * 1000;

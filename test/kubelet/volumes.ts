@@ -1,13 +1,15 @@
 // Pod volumes as local directories: an emptyDir is an empty directory; a configMap or secret volume a
 // directory holding its keys (or the chosen `items`) as files; a projected volume the files of its
-// sources (ConfigMap and Secret keys, downward-API fields, and a service-account token the test chooses).
-// Files are written once when the pod starts: later changes to a ConfigMap are not projected. Each
+// sources (ConfigMap and Secret keys, downward-API fields, and a service-account token: by default, for a source
+// naming an audience, a TokenRequest bound to the pod, as a kubelet asks it). Files are written once when the pod
+// starts: later changes to a ConfigMap are not projected; a token is written again as a kubelet rotates it, once
+// 80% of its lifetime has passed (`tokenWritten`: the pod runner keeps the timers), replacing the file whole. Each
 // container's volumeMounts then say which mountPath stands for which directory (rewrite.ts redirects the
 // container's paths).
 //
 // `kube-root-ca.crt`, which Kubernetes publishes in every namespace, does not exist in the fake API server
 // (it speaks plain HTTP and has no CA): when a pod asks for it and it is missing, its ca.crt is empty.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import type { V1ConfigMap, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeProjection } from '@kubernetes/client-node';
 import { configMapFiles, secretFiles, type ObjectSource } from './cluster-objects.ts';
@@ -21,8 +23,16 @@ export interface VolumeContext {
   pod: V1Pod;
   source: ObjectSource;
   /** The token a projected serviceAccountToken source holds (a real API server's TokenRequest is asynchronous). */
-  serviceAccountToken: (pod: V1Pod, audience: string | undefined) => string | Promise<string>;
+  serviceAccountToken: ServiceAccountTokenSource;
+  /** A token was written; `rewrite` writes a new one in its place (the kubelet's rotation). */
+  tokenWritten?(token: { expirationSeconds: number; rewrite: () => Promise<void> }): void;
 }
+
+/** The token of a projected serviceAccountToken source: its audience and lifetime as the pod asks them. */
+export type ServiceAccountTokenSource = (pod: V1Pod, audience: string | undefined, expirationSeconds: number) => string | Promise<string>;
+
+/** A projected token's lifetime when the pod names none: the API server's default for TokenRequest. */
+export const DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600;
 
 type Files = Map<string, Buffer>;
 
@@ -39,7 +49,9 @@ async function writeFileInVolume(dir: string, path: string, content: Buffer | st
   const target = resolve(dir, path);
   if (relative(dir, target).startsWith('..')) throw new PodSetupError('ContainerCreating', `${what}: path "${path}" leaves the volume`);
   await mkdir(dirname(target), { recursive: true });
-  await writeFile(target, content);
+  // Replaced whole, as the kubelet swaps a projected volume's files: a reader never sees half of a new token.
+  await writeFile(`${target}.writing`, content);
+  await rename(`${target}.writing`, target);
 }
 
 async function configMapOrRootCa(source: ObjectSource, namespace: string, name: string): Promise<V1ConfigMap | undefined> {
@@ -79,7 +91,10 @@ async function fillProjection(projection: V1VolumeProjection, dir: string, conte
     }
   } else if (projection.serviceAccountToken !== undefined) {
     const { path, audience } = projection.serviceAccountToken;
-    await writeFileInVolume(dir, path, await context.serviceAccountToken(context.pod, audience), what);
+    const expirationSeconds = projection.serviceAccountToken.expirationSeconds ?? DEFAULT_TOKEN_EXPIRATION_SECONDS;
+    const write = async (): Promise<void> => writeFileInVolume(dir, path, await context.serviceAccountToken(context.pod, audience, expirationSeconds), what);
+    await write();
+    context.tokenWritten?.({ expirationSeconds, rewrite: write });
   } else {
     throw new PodSetupError('ContainerCreating', `${what}: unsupported projected source ${JSON.stringify(projection)}`);
   }

@@ -17,9 +17,8 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   ['dashboard/', []],
   // runlet dev's SQLite run store is also the runs API's run source there, so it implements that interface.
   // The run stores' contract of history (results/run-history.ts: list, get, counters, retention), which the
-  // SQLite store implements as the PostgreSQL one does; and the key a pod's shipper signs its batches with
-  // (results/results-key.ts), which the collector checks, and the bounds of a batch it takes (results/batch-limits.ts).
-  ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts', 'results/run-history.ts', 'results/results-key.ts', 'results/batch-limits.ts']],
+  // SQLite store implements as the PostgreSQL one does; and the bounds of a batch the collector takes (results/batch-limits.ts).
+  ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts', 'results/run-history.ts', 'results/batch-limits.ts']],
   // The operator mints each pod's drain token and renders it into the sidecar's env and the app container's
   // preStop path; the sidecar checks it. The token's names and shape have that one home.
   // The same token guards the admin port's cancel (sidecar/admin-cancel.ts: its path and answer), which the

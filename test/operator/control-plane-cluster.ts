@@ -177,9 +177,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
     if (collector !== undefined) stops.push(() => collector.close());
     const operatorConfig: ConfigLayer = {
       ...options.operatorConfig,
-      // The holder key's Secret lives in the release namespace, as the chart configures it: the results store's
-      // batches are signed with the namespaces' copies of it too. The held calls are in the namespace install.yaml
-      // makes for them.
+      // The holder key's Secret lives in the release namespace, as the chart configures it. The held calls are in
+      // the namespace install.yaml makes for them.
       holder: { serviceNamespace: OPERATOR.namespace, serviceName: HOLDER_SERVICE, heldCallsNamespace: ACTIVATOR.heldCallsNamespace },
       // The operator Service, as the pods reach it: a relay to the newest operator running.
       ...(collector === undefined ? {} : { results: { ...options.operatorConfig?.results, collectorUrl: `http://127.0.0.1:${collector.port}` } }),
@@ -212,7 +211,8 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         activatorLoadAddress: (activator) => kubelet.network.dialTarget(activator.ip, activatorAdminPort),
       };
       const operator = await startTestOperator(options);
-      const port = Number(new URL(operator.url!).port);
+      // The collector Service's relay goes to the operator's collector port (apart from the management API's).
+      const port = Number(new URL(operator.collectorUrl ?? operator.url!).port);
       operatorPorts.push(port);
       // Stopped by a test (leader handover) or at close, whichever comes first; once.
       let stopped: Promise<void> | undefined;

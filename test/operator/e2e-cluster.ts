@@ -135,7 +135,8 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
       holder: { host: '127.0.0.1', port: 0, heldCallsNamespace: HELD_CALLS_NAMESPACE },
       imagePullSecrets: [{ name: E2E_PULL_SECRET }],
     },
-    options.results === undefined ? {} : { server: { host: '127.0.0.1', port: options.results.port }, results: { collectorUrl: `http://127.0.0.1:${options.results.port}` } },
+    // The collector on the port the pods were told (its own, apart from the management API's).
+    options.results === undefined ? {} : { results: { collectorUrl: `http://127.0.0.1:${options.results.port}`, collectorPort: options.results.port } },
     options.config ?? {},
   );
   const logger = pino({ name: 'runlet-operator', level: 'debug' }, pino.destination({ dest: options.logPath, mkdir: true, sync: true }));

@@ -48,9 +48,9 @@ const wait = <T>(what: string, check: () => Promise<T | false | undefined>, time
 /**
  * The Services the pods reach by name in a cluster, at fixed addresses of the tier's Service range (10.0.0.0/24):
  * the Node has no cluster DNS, so the operator is given the embedded PostgreSQL's, and the sidecars the
- * collector's (the operator Service's), by address.
+ * collector's (its own Service, on the operator pods' collector port), by address.
  */
-const SERVICE_ADDRESSES = { 'runlet-postgres': '10.0.0.200', 'runlet-operator': '10.0.0.201' } as const;
+const SERVICE_ADDRESSES = { 'runlet-postgres': '10.0.0.200', 'runlet-operator': '10.0.0.201', 'runlet-collector': '10.0.0.202' } as const;
 interface ManifestObject {
   kind?: string;
   metadata?: { name?: string };
@@ -66,7 +66,7 @@ interface ManifestObject {
 function installManifest(manifest: string, cidr: string, volume: Record<string, unknown>): string {
   const addressEnv: Record<string, string> = {
     RUNLET_RESULTS_POSTGRES_HOST: SERVICE_ADDRESSES['runlet-postgres'],
-    RUNLET_RESULTS_COLLECTOR_URL: `http://${SERVICE_ADDRESSES['runlet-operator']}:80`,
+    RUNLET_RESULTS_COLLECTOR_URL: `http://${SERVICE_ADDRESSES['runlet-collector']}:8082`,
   };
   const objects = parseAllDocuments(forKube120(manifest))
     .map((document) => document.toJS() as ManifestObject)

@@ -226,6 +226,61 @@ function shuffledBatches(runs: RunRecord[][], size: number): RunRecord[][] {
   return batches;
 }
 
+describe('one run id written by two projects (issue 31: run ids are not secret)', () => {
+  const hook = (endpoint: string): RunRecord['webhook'] => ({ endpoint, state: 'pending', attempts: 0, lastStatusCode: null, lastError: null });
+  const expiry = new Date(Date.now() + 3_600_000).toISOString();
+
+  /** team-b's run as its pod records it, and team-a's record carrying the same id: its own status, webhook and result. */
+  function runsOf(id: string) {
+    const pending = pendingAsyncRunRecord({ id, projectId: 'team-b', appName: 'billing', webhook: hook('https://b.example.com/hook') });
+    const finished = { ...pending, status: 'success' as const, statusCode: 200, startedAt: pending.createdAt, completedAt: pending.createdAt, resultExpiresAt: expiry, result: { owner: 'team-b' } };
+    const forged = { ...runRecord({ id, projectId: 'team-a', appName: 'billing', mode: 'async', async: true, status: 'failure', statusCode: 500, webhook: hook('https://attacker.example.com/') }), resultExpiresAt: expiry, result: { owner: 'team-a' } };
+    return { pending, finished, forged };
+  }
+
+  it.each([['team-b writes first', false], ['team-a writes first', true]])('stay two runs, neither touching the other (%s)', async (_order, attackerFirst) => {
+    const id = uuidv7();
+    const { pending, finished, forged } = runsOf(id);
+    if (attackerFirst) expect(await results.store.writeBatch([forged])).toBe(1);
+    expect(await results.store.writeBatch([pending])).toBe(1);
+    if (!attackerFirst) expect(await results.store.writeBatch([forged])).toBe(1);
+    // team-b's pending run is its own: team-a's record changed neither its status nor its webhook.
+    expect(await results.store.getRun('team-b', 'billing', id)).toEqual(pending);
+    // team-b's real outcome lands, with its result; team-a's row keeps its own.
+    expect(await results.store.writeBatch([finished])).toBe(1);
+    const { result: bResult, ...bRecord } = finished;
+    expect(await results.store.getRun('team-b', 'billing', id)).toEqual({ ...bRecord, result: bResult });
+    const { result: aResult, ...aRecord } = forged;
+    expect(await results.store.getRun('team-a', 'billing', id)).toEqual({ ...aRecord, result: aResult });
+    expect((await results.store.listRuns(listQuery('team-b', 'billing', { pageSize: 10 }))).items.filter((run) => run.id === id)).toEqual([bRecord]);
+  });
+
+  it('are each swept, pruned and expired as their own App\'s', async () => {
+    const pool = new pg.Pool({ connectionString: server.dsn(await server.createDatabase('two-projects')), max: 2 });
+    try {
+      await migrate(pool);
+      const store = new PgResults(pool);
+      const old = '2020-01-01T00:00:00.000Z';
+      const id = uuidv7({ msecs: Date.parse(old) });
+      const a = pendingAsyncRunRecord({ id, projectId: 'team-a', appName: 'one', createdAt: old });
+      const b = pendingAsyncRunRecord({ id, projectId: 'team-b', appName: 'one', createdAt: old });
+      await store.writeBatch([a, b]);
+      // The unfinished sweep pages by the whole key: a page of one finds both runs of the id.
+      const first = await store.unfinishedRuns(null, 1);
+      const second = await store.unfinishedRuns(first[0]!, 1);
+      expect([...first, ...second].map((run) => run.projectId).sort()).toEqual(['team-a', 'team-b']);
+      expect(await store.unfinishedRuns(second[0]!, 1)).toEqual([]);
+      // Retention of team-a's App deletes team-a's run alone.
+      expect(await store.pruneExpired({ defaultDays: 36_500, apps: [{ projectId: 'team-a', appName: 'one', days: 1 }], batchSize: 10 })).toBe(1);
+      expect(await store.getRun('team-a', 'one', id)).toBeUndefined();
+      expect(await store.getRun('team-b', 'one', id)).toEqual(b);
+      expect(await store.countRuns('team-b', 'one')).toMatchObject({ total: 1, inFlight: 1 });
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
 describe('the counters the results store keeps per App', () => {
   it('move with a run\'s states, not with its writes: an earlier state or a replay after a later one moves nothing', async () => {
     const [pending, running, finished] = lifeOf('counted-order');

@@ -1,7 +1,7 @@
-// Run records from a pod's sidecar to PostgreSQL: the shipper store (journal in a data dir, signed batches) and
+// Run records from a pod's sidecar to PostgreSQL: the shipper store (journal in a data dir, batches sent with a token) and
 // the collector (fastify, as the operator serves it) over real HTTP on loopback, into a real PostgreSQL.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,7 +12,6 @@ import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from '../../results/batch-limits.ts';
 import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
-import { RESULTS_SIGNATURE_HEADER, resultsKeyOf, signBatch } from '../../results/results-key.ts';
 import { RESULT_KEEP_BYTES_MAX } from '../../crds/app-limits.ts';
 import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { ResultsShipperStore } from '../../sidecar/runs/results-shipper-store.ts';
@@ -22,9 +21,9 @@ import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { pendingAsyncRunRecord, runRecord } from '../support/sqlite-run-records.ts';
 import { waitFor } from '../support/wait.ts';
 import { listQuery } from '../support/list-query.ts';
+import { identifyTestToken, resultsTokenOf, writeResultsToken } from '../support/results-tokens.ts';
 
 const NAMESPACE = 'demo';
-const KEY = resultsKeyOf(Buffer.alloc(32, 7));
 const SHIP_ONE_BATCH = join(import.meta.dirname, 'fixtures/ship-one-batch.ts');
 
 let server: PostgresServer;
@@ -44,19 +43,20 @@ afterAll(async () => {
 
 async function startCollector(port = 0, maxBatchBytes?: number): Promise<{ app: FastifyInstance; url: string; port: number }> {
   const app = Fastify();
-  await app.register(resultsCollector, { store: results.store, keyFor: (namespace) => (namespace === NAMESPACE ? KEY : undefined), maxBatchBytes });
+  await app.register(resultsCollector, { store: results.store, identify: identifyTestToken, maxBatchBytes });
   const address = await app.listen({ host: '127.0.0.1', port });
   return { app, url: address, port: Number(new URL(address).port) };
 }
 
-async function openShipper(collectorUrl: string, options: { maxBufferedRuns?: number; dataDir?: string; flushTimeoutMs?: number; registry?: Registry } = {}) {
+/** A shipper of App `appName`'s pod, as the sidecar opens it. */
+async function openShipper(collectorUrl: string, appName: string, options: { maxBufferedRuns?: number; dataDir?: string; flushTimeoutMs?: number; registry?: Registry } = {}) {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'runlet-shipper-'));
   dirs.push(dataDir);
   const journal = await RunLogJournal.open({ dataDir, logger: testLogger() });
   const store = new ResultsShipperStore({
     collectorUrl,
     namespace: NAMESPACE,
-    key: KEY,
+    tokenFile: writeResultsToken(dataDir, appName),
     journal,
     logger: testLogger(),
     registry: options.registry ?? new Registry(),
@@ -75,7 +75,7 @@ async function stored(run: RunRecord): Promise<RunRecord | undefined> {
 describe('the results shipper', () => {
   it('carries a kept result in the batch, beside its record: the get returns it, the list does not', async () => {
     const collector = await startCollector();
-    const { store } = await openShipper(collector.url);
+    const { store } = await openShipper(collector.url, 'keeps');
     try {
       const keeping = { maxBytes: 4096, ttlSeconds: 600 };
       const value = { text: 'a "}" \u00e9 \u{1F600} \u0000 end}', list: [1, null] };
@@ -100,7 +100,7 @@ describe('the results shipper', () => {
 
   it('carries a record with the largest result an App may keep', async () => {
     const collector = await startCollector();
-    const { store } = await openShipper(collector.url, { flushTimeoutMs: 60_000 });
+    const { store } = await openShipper(collector.url, 'keeps-large', { flushTimeoutMs: 60_000 });
     try {
       const large = runRecord({ appName: 'keeps-large' });
       const text = 'é'.repeat(RESULT_KEEP_BYTES_MAX / 2 - 8);
@@ -121,7 +121,7 @@ describe('the results shipper', () => {
   it('halves a batch the collector refuses for good until the record it cannot take is alone: it goes without its result, or is dropped and counted', async () => {
     const collector = await startCollector(0, 16 * 1024);
     const registry = new Registry();
-    const { store } = await openShipper(collector.url, { registry });
+    const { store } = await openShipper(collector.url, 'refused', { registry });
     try {
       const plain = Array.from({ length: 40 }, () => runRecord({ appName: 'refused' }));
       // Over the collector's limit with its result, under it without.
@@ -152,7 +152,7 @@ describe('the results shipper', () => {
 
   it('brings every record to PostgreSQL in batches within about a second, in its latest state', async () => {
     const collector = await startCollector();
-    const { store } = await openShipper(collector.url);
+    const { store } = await openShipper(collector.url, 'shipped');
     try {
       const runs = Array.from({ length: 300 }, () => runRecord({ appName: 'shipped', status: 'running', completedAt: null }));
       const accepted = pendingAsyncRunRecord({ appName: 'shipped' });
@@ -177,7 +177,7 @@ describe('the results shipper', () => {
 
   it('buffers while the collector is down, refuses async runs at its bound, then drains with nothing lost and nothing refused listed', async () => {
     const collector = await startCollector();
-    const { store, dataDir } = await openShipper(collector.url, { maxBufferedRuns: 20 });
+    const { store, dataDir } = await openShipper(collector.url, 'outage', { maxBufferedRuns: 20 });
     try {
       await collector.app.close();
       const accepted: RunRecord[] = [];
@@ -220,7 +220,7 @@ describe('the results shipper', () => {
   it('shows its backlog on the metrics: records waiting while the collector is down, those dropped at the hard bound, none once drained', async () => {
     const collector = await startCollector();
     const registry = new Registry();
-    const { store } = await openShipper(collector.url, { maxBufferedRuns: 5, registry });
+    const { store } = await openShipper(collector.url, 'backlog', { maxBufferedRuns: 5, registry });
     const metric = async (name: string): Promise<number> => (await registry.getSingleMetric(name)!.get()).values.reduce((sum, { value }) => sum + value, 0);
     try {
       await collector.app.close();
@@ -246,10 +246,30 @@ describe('the results shipper', () => {
     }
   });
 
+  it('reads its token again for each batch, as the kubelet rotates it: a refused token holds the records until a good one', async () => {
+    const collector = await startCollector();
+    const { store, dataDir } = await openShipper(collector.url, 'rotated');
+    try {
+      const tokenFile = join(dataDir, 'results-token');
+      writeFileSync(tokenFile, 'an-expired-token\n');
+      const run = runRecord({ appName: 'rotated' });
+      store.save(run);
+      await waitFor(() => store.stats().lastError?.includes('answered 401') === true, { what: 'the collector to refuse the expired token' });
+      expect(store.stats()).toMatchObject({ buffered: 1, refused: 0 });
+      expect(await stored(run)).toBeUndefined();
+      writeFileSync(tokenFile, `${resultsTokenOf('rotated')}\n`);
+      await store.flush();
+      expect(await stored(run)).toEqual(run);
+    } finally {
+      await store.close();
+      await collector.app.close();
+    }
+  });
+
   it('sends its batches without loading Node\'s fetch (its bundled undici is ~13 MB of a sidecar\'s RSS)', async () => {
     const collector = await startCollector();
     try {
-      const { stdout } = await promisify(execFile)(process.execPath, [SHIP_ONE_BATCH, collector.url, Buffer.from(KEY).toString('hex'), 'no-fetch'], { timeout: 60_000 });
+      const { stdout } = await promisify(execFile)(process.execPath, [SHIP_ONE_BATCH, collector.url, resultsTokenOf('no-fetch'), 'no-fetch'], { timeout: 60_000 });
       const shipped = JSON.parse(stdout) as { id: string; stats: { batches: number; buffered: number }; undici: string[] };
       expect(shipped.stats).toMatchObject({ batches: 1, buffered: 0 });
       expect(await results.store.getRun(NAMESPACE, 'no-fetch', shipped.id)).toMatchObject({ id: shipped.id, appName: 'no-fetch' });
@@ -262,13 +282,13 @@ describe('the results shipper', () => {
   it('of a sidecar restarted with runs not collected sends them, those it left unfinished as replica_lost', async () => {
     const collector = await startCollector();
     await collector.app.close();
-    const first = await openShipper(collector.url, { flushTimeoutMs: 200 });
+    const first = await openShipper(collector.url, 'restarted', { flushTimeoutMs: 200 });
     const pending = pendingAsyncRunRecord({ appName: 'restarted' });
     await first.store.saveDurably(pending);
     // The first sidecar is gone without sending anything (its journal closed as a kill would leave it).
     await first.store.close();
     const back = await startCollector(collector.port);
-    const second = await openShipper(back.url, { dataDir: first.dataDir });
+    const second = await openShipper(back.url, 'restarted', { dataDir: first.dataDir });
     try {
       await second.store.flush();
       expect(await stored(pending)).toMatchObject({ id: pending.id, status: 'failure', reason: 'replica_lost' });
@@ -288,26 +308,27 @@ describe('the results collector', () => {
     await collector?.app.close();
   });
 
-  const post = (body: string, options: { key?: Uint8Array; namespace?: string } = {}) =>
+  const post = (body: string, options: { app?: string; namespace?: string } = {}) =>
     fetch(`${collector.url}/v1/results/${options.namespace ?? NAMESPACE}/runs`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', [RESULTS_SIGNATURE_HEADER]: signBatch(options.key ?? KEY, Buffer.from(body)) },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${resultsTokenOf(options.app ?? 'mixed')}` },
       body,
     });
 
   it('writes a batch once: sent again, it writes nothing', async () => {
     const body = JSON.stringify({ records: [runRecord({ appName: 'twice' }), runRecord({ appName: 'twice' })] });
-    expect(await (await post(body)).json()).toEqual({ received: 2, written: 2, refused: [] });
-    expect(await (await post(body)).json()).toEqual({ received: 2, written: 0, refused: [] });
+    expect(await (await post(body, { app: 'twice' })).json()).toEqual({ received: 2, written: 2, refused: [] });
+    expect(await (await post(body, { app: 'twice' })).json()).toEqual({ received: 2, written: 0, refused: [] });
   });
 
-  it('refuses a batch not signed with the namespace\'s key, or for a namespace it has no key for', async () => {
+  it('refuses a batch without a token its collector takes, or for another namespace than its sender\'s', async () => {
     const run = runRecord({ appName: 'forged' });
     const body = JSON.stringify({ records: [run] });
-    expect((await post(body, { key: resultsKeyOf(Buffer.alloc(32, 8)) })).status).toBe(401);
-    expect((await post(body, { namespace: 'other' })).status).toBe(503);
     const unsigned = await fetch(`${collector.url}/v1/results/${NAMESPACE}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     expect(unsigned.status).toBe(401);
+    const otherToken = await fetch(`${collector.url}/v1/results/${NAMESPACE}/runs`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer forged' }, body });
+    expect(otherToken.status).toBe(401);
+    expect((await post(body, { app: 'forged', namespace: 'other' })).status).toBe(403);
     expect(await stored(run)).toBeUndefined();
   });
 
@@ -316,12 +337,17 @@ describe('the results collector', () => {
     const otherProject = runRecord({ appName: 'mixed', projectId: 'other' });
     const badTime = runRecord({ appName: 'mixed', createdAt: '2026-02-30T00:00:00.000Z' });
     const yearZero = runRecord({ appName: 'mixed', createdAt: '0000-01-01T00:00:00.000Z' });
-    const answer = (await (await post(JSON.stringify({ records: [valid, otherProject, badTime, yearZero, { id: 'x' }, null] }))).json()) as {
+    const otherApp = runRecord({ appName: 'other' });
+    const otherPod = runRecord({ appName: 'mixed', replica: 'another-pod' });
+    const answer = (await (await post(JSON.stringify({ records: [valid, otherProject, badTime, yearZero, { id: 'x' }, null, otherApp, otherPod] }))).json()) as {
       refused: { index: number; reason: string }[];
     };
-    expect(answer).toMatchObject({ received: 6, written: 1 });
-    expect(answer.refused.map((refusal) => refusal.index)).toEqual([1, 2, 3, 4, 5]);
+    expect(answer).toMatchObject({ received: 8, written: 1 });
+    expect(answer.refused.map((refusal) => refusal.index)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(answer.refused[0]!.reason).toBe('of project other, not demo');
+    expect(answer.refused[5]!.reason).toBe('of app other, not mixed, whose pod test-host sent it');
+    expect(answer.refused[6]!.reason).toBe('run by replica another-pod, not test-host, which sent it');
+    expect(await stored(otherApp)).toBeUndefined();
     expect(await stored(valid)).toEqual(valid);
     expect(await stored(badTime)).toBeUndefined();
   });
@@ -331,6 +357,6 @@ describe('the results collector', () => {
     expect((await post('{"records": {}}')).status).toBe(400);
     expect((await post(JSON.stringify({ records: Array(MAX_BATCH_RECORDS + 1).fill(null) }))).status).toBe(400);
     expect((await post('x'.repeat(MAX_BATCH_BYTES + 1))).status).toBe(413);
-    expect((await post('{}', { namespace: 'Not_A_Namespace' })).status).toBe(404);
+    expect((await post('{}', { namespace: 'Not_A_Namespace' })).status).toBe(403);
   });
 });

@@ -39,6 +39,16 @@ release namespace cut so that the name stays a DNS label (63 characters) and nev
 {{- end }}
 
 {{/* The embedded PostgreSQL's StatefulSet and Service, and the Secret the operator makes for it. */}}
+{{/* The Service of the operator pods' results collector port, where App pods send their run records. */}}
+{{- define "runlet.collectorName" -}}
+{{- printf "%s-collector" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Whether the operator keeps run history in PostgreSQL (and so serves the results collector). */}}
+{{- define "runlet.resultsStore" -}}
+{{- if .Values.results.postgres.existingSecret }}true{{- else }}{{- if .Values.results.postgres.embedded.enabled }}true{{- end }}{{- end }}
+{{- end }}
+
 {{- define "runlet.postgresName" -}}
 {{- printf "%s-postgres" (include "runlet.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -195,6 +205,11 @@ leaderElection:
 server:
   host: 0.0.0.0
   port: {{ .Values.operator.port }}
+results:
+  # The collector's own port (App pods send their batches there, each with its pod's projected token), and the
+  # bytes of batches it holds at once across all pods.
+  collectorPort: {{ .Values.results.collector.port }}
+  collectorMaxInFlightMiB: {{ .Values.results.collector.maxInFlightMiB }}
 {{- if .Values.holder.enabled }}
 holder:
   enabled: true

@@ -1,0 +1,180 @@
+// The operator's results collector as one tenant attacks another's runs (issue 31, findings 1 and 7): every batch
+// comes with a token the API server reviews for the collector's audience, bound to a pod the operator's cache
+// knows as an App's, and carries only that App's runs, run by that pod. Two tenant namespaces with an App each, on
+// the in-memory API server (its TokenRequest binds tokens to pods, its TokenReview names the pod, as a real one
+// does), a real PostgreSQL, the operator's collector on its own port.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { v7 as uuidv7 } from 'uuid';
+import type { RunRecord } from '../crds/run-record-schema.ts';
+import { openResults, type OpenResults } from '../results/open.ts';
+import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
+import { createAppPod, podToken } from '../test/support/app-pod-tokens.ts';
+import { STATE_TIMEOUT_MS, createApp, createCodeConfigMap, createNamespace, isAppliedAtGeneration, prepareCluster, testConfig, waitForApp, type TestCluster } from '../test/support/fake-cluster.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { pythonSpec } from '../test/support/operator-apps.ts';
+import { startPostgres, type PostgresServer } from '../test/support/postgres.ts';
+import { pendingAsyncRunRecord } from '../test/support/sqlite-run-records.ts';
+import { waitFor } from '../test/support/wait.ts';
+import { createOperator, type Operator } from './main.ts';
+
+const APP = 'billing';
+const POD = { a: 'billing-a-1', b: 'billing-b-1' } as const;
+
+let cluster: TestCluster<KubeApiServer>;
+let postgres: PostgresServer;
+let results: OpenResults;
+let operator: Operator;
+const tokens: Record<'a' | 'b', string> = { a: '', b: '' };
+
+beforeAll(async () => {
+  postgres = await startPostgres();
+  results = await openResults({ dsn: postgres.dsn(await postgres.createDatabase('collector')), logger: testLogger() });
+  cluster = await prepareCluster(await startKubeApiServer());
+  operator = createOperator({ kubeConfig: cluster.server.kubeConfig(), config: testConfig(), logger: testLogger(), processMetrics: false, results });
+  operator.start();
+  await operator.listen();
+  for (const tenant of ['a', 'b'] as const) {
+    const namespace = `team-${tenant}`;
+    await createNamespace(cluster.api, namespace);
+    await createCodeConfigMap(cluster.api, namespace, 'code', APP, { 'main.py': 'def run(): pass\n' });
+    await createApp(cluster.api, namespace, APP, pythonSpec({}, 'code'));
+    await waitForApp(cluster.api, namespace, APP, isAppliedAtGeneration, 'reconciled');
+    // The pod the kubelet would run for the App's Deployment, and the token it would project into its sidecar.
+    await createAppPod(cluster.api, namespace, POD[tenant], APP);
+    tokens[tenant] = await podToken(cluster.api, namespace, POD[tenant]);
+  }
+  await waitFor(() => operator.ready, { timeoutMs: STATE_TIMEOUT_MS, what: 'the operator ready' });
+}, 120_000);
+
+afterAll(async () => {
+  await operator?.stop();
+  await cluster?.close();
+  await results?.close();
+  await postgres?.stop();
+});
+
+/** POSTs a batch to the collector as a sidecar does; `namespace` is the path's. */
+function post(namespace: string, records: unknown[], authorization: string | undefined): Promise<Response> {
+  return fetch(`${operator.collectorUrl}/v1/results/${namespace}/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(authorization === undefined ? {} : { authorization }) },
+    body: JSON.stringify({ records }),
+  });
+}
+
+/** As the pod's sidecar sends: 403 until the operator's pod cache shows the pod. */
+async function sendAs(tenant: 'a' | 'b', records: RunRecord[]): Promise<Response> {
+  return waitFor(async () => {
+    const answer = await post(`team-${tenant}`, records, `Bearer ${tokens[tenant]}`);
+    return answer.status === 403 ? undefined : answer;
+  }, { timeoutMs: STATE_TIMEOUT_MS, what: `the collector to know pod ${POD[tenant]}` });
+}
+
+const hook = (endpoint: string): RunRecord['webhook'] => ({ endpoint, state: 'pending', attempts: 0, lastStatusCode: null, lastError: null });
+
+/** team-b's pending async run, as its sidecar records it. */
+async function teamBRun(): Promise<RunRecord> {
+  const run = pendingAsyncRunRecord({ id: uuidv7(), projectId: 'team-b', appName: APP, replica: POD.b, createdAt: new Date().toISOString(), webhook: hook('https://b.example.com/hook') });
+  expect(await (await sendAs('b', [run])).json()).toEqual({ received: 1, written: 1, refused: [] });
+  return run;
+}
+
+describe('the results collector, attacked by another tenant', () => {
+  it('refuses team-a\'s pod writing team-b\'s run, with its own token, in every way; team-b\'s outcome still lands', async () => {
+    const run = await teamBRun();
+    const forged: RunRecord = { ...run, status: 'failure', statusCode: 500, completedAt: run.createdAt, webhook: hook('https://attacker.example.com/') };
+    // To team-b's path: the token is team-a's pod's.
+    const toB = await post('team-b', [forged], `Bearer ${tokens.a}`);
+    expect(toB.status).toBe(403);
+    // To its own path, as team-b's records (project team-b), or as its own project's with team-b's id and replica.
+    const asB = await sendAs('a', [forged]);
+    expect(await asB.json()).toMatchObject({ received: 1, written: 0, refused: [{ index: 0, reason: 'of project team-b, not team-a' }] });
+    const sameIdOwnProject = { ...forged, projectId: 'team-a' };
+    expect(await (await sendAs('a', [sameIdOwnProject])).json()).toMatchObject({ written: 0, refused: [{ reason: `run by replica ${POD.b}, not ${POD.a}, which sent it` }] });
+    expect(await results.store.getRun('team-b', APP, run.id)).toEqual(run);
+    // team-b's real outcome.
+    const finished: RunRecord = { ...run, status: 'success', statusCode: 200, startedAt: run.createdAt, completedAt: run.createdAt };
+    expect(await (await sendAs('b', [finished])).json()).toEqual({ received: 1, written: 1, refused: [] });
+    expect(await results.store.getRun('team-b', APP, run.id)).toEqual(finished);
+  });
+
+  it('refuses another App\'s runs in the pod\'s own namespace', async () => {
+    const other = pendingAsyncRunRecord({ projectId: 'team-a', appName: 'payroll', replica: POD.a, createdAt: new Date().toISOString() });
+    expect(await (await sendAs('a', [other])).json()).toMatchObject({ written: 0, refused: [{ reason: `of app payroll, not ${APP}, whose pod ${POD.a} sent it` }] });
+    expect(await results.store.getRun('team-a', 'payroll', other.id)).toBeUndefined();
+  });
+
+  it('refuses what a tenant can read or mint: a batch signed as before (with a key from a Secret), a token for another audience, a token not bound to a pod', async () => {
+    const run = await teamBRun();
+    const forged = { ...run, status: 'failure', statusCode: 500, completedAt: run.createdAt };
+    // Batches were signed with a key derived from the namespace's holder key Secret, which `edit` reads: no
+    // signature is taken now, only a pod's token.
+    const signed = await fetch(`${operator.collectorUrl}/v1/results/team-b/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-runlet-results-signature': `sha256=${'0'.repeat(64)}` },
+      body: JSON.stringify({ records: [forged] }),
+    });
+    expect(signed.status).toBe(401);
+    // A token of team-b's pod, for the API server's audience (what `kubectl create token` gives by default).
+    const apiServerToken = await podToken(cluster.api, 'team-b', POD.b, { audience: 'https://kubernetes.default.svc.cluster.local' });
+    expect((await post('team-b', [forged], `Bearer ${apiServerToken}`)).status).toBe(401);
+    // A token of team-b's sidecar ServiceAccount for the collector, bound to no pod (`kubectl create token --audience`).
+    const unbound = await podToken(cluster.api, 'team-b', POD.b, { boundPod: false });
+    expect((await post('team-b', [forged], `Bearer ${unbound}`)).status).toBe(403);
+    expect(await results.store.getRun('team-b', APP, run.id)).toEqual(run);
+  });
+
+  it('refuses a plain pod\'s token, an App-labelled pod of another ServiceAccount, an expired token, and a gone pod\'s', async () => {
+    const run = pendingAsyncRunRecord({ projectId: 'team-a', appName: APP, replica: 'plain', createdAt: new Date().toISOString() });
+    // A pod of no App, running as the sidecar's ServiceAccount.
+    await createAppPod(cluster.api, 'team-a', 'plain', null);
+    const plain = await podToken(cluster.api, 'team-a', 'plain');
+    expect((await post('team-a', [run], `Bearer ${plain}`)).status).toBe(403);
+    // A pod labelled as the App's, running as another ServiceAccount (its own, the namespace's default).
+    await cluster.api.create('/api/v1/namespaces/team-a/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
+    await createAppPod(cluster.api, 'team-a', 'impostor', APP, 'default');
+    const impostor = await podToken(cluster.api, 'team-a', 'impostor', { serviceAccount: 'default' });
+    await waitFor(() => operator.apps.get('team-a', APP) !== undefined, { what: 'the App cached' });
+    const impostorRun = { ...run, replica: 'impostor' };
+    expect((await post('team-a', [impostorRun], `Bearer ${impostor}`)).status).toBe(403);
+    // An expired token of the App's pod (never seen by the collector before).
+    const expired = await podToken(cluster.api, 'team-a', POD.a);
+    cluster.server.tokens.get(expired)!.expiresAtMs = Date.now() - 1000;
+    const ownRun = { ...run, replica: POD.a };
+    expect((await post('team-a', [ownRun], `Bearer ${expired}`)).status).toBe(401);
+    // A pod gone: its token, taken before (its review cached), is refused at once.
+    await createAppPod(cluster.api, 'team-a', 'leaving', APP);
+    const leaving = await podToken(cluster.api, 'team-a', 'leaving');
+    const leavingRun = { ...run, id: uuidv7(), replica: 'leaving' };
+    expect((await waitFor(async () => {
+      const answer = await post('team-a', [leavingRun], `Bearer ${leaving}`);
+      return answer.status === 403 ? undefined : answer;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'pod leaving known' })).status).toBe(200);
+    await cluster.api.delete('/api/v1/namespaces/team-a/pods/leaving');
+    await waitFor(async () => (await post('team-a', [leavingRun], `Bearer ${leaving}`)).status === 403, { timeoutMs: STATE_TIMEOUT_MS, what: 'the gone pod refused' });
+    for (const refused of [run, impostorRun, ownRun]) expect(await results.store.getRun('team-a', APP, refused.id)).toBeUndefined();
+  });
+
+  it('asks the API server once per token, not once per batch', async () => {
+    await createAppPod(cluster.api, 'team-b', 'billing-b-2', APP);
+    const token = await podToken(cluster.api, 'team-b', 'billing-b-2');
+    const reviews = () => cluster.server.countRequests({ method: 'POST', pathPattern: '/tokenreviews' });
+    const before = reviews();
+    for (let i = 0; i < 5; i += 1) {
+      const run = pendingAsyncRunRecord({ projectId: 'team-b', appName: APP, replica: 'billing-b-2', createdAt: new Date().toISOString() });
+      const answer = await waitFor(async () => {
+        const sent = await post('team-b', [run], `Bearer ${token}`);
+        return sent.status === 403 ? undefined : sent;
+      }, { timeoutMs: STATE_TIMEOUT_MS, what: 'pod billing-b-2 known' });
+      expect(answer.status).toBe(200);
+    }
+    expect(reviews() - before).toBe(1);
+  });
+
+  it('is served on its own port: the management API\'s has no collector route', async () => {
+    const { port } = operator.server.server.address() as { port: number };
+    expect(new URL(operator.collectorUrl!).port).not.toBe(String(port));
+    const answer = await fetch(`http://127.0.0.1:${port}/v1/results/team-a/runs`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.a}` }, body: '{"records":[]}' });
+    expect(answer.status).toBe(404);
+  });
+});
