@@ -101,9 +101,9 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
   it("admits only the operator's pods to the embedded PostgreSQL", () => {
     const policy = objectOf<V1NetworkPolicy>(chart, 'NetworkPolicy', 'runlet-postgres');
     const postgres = objectOf<V1StatefulSet>(chart, 'StatefulSet', 'runlet-postgres');
-    expect(policy.spec.podSelector.matchLabels).toEqual(postgres.spec!.selector.matchLabels);
-    expect(policy.spec.policyTypes).toEqual(['Ingress']);
-    expect(policy.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: deployment.spec!.selector.matchLabels } }], ports: [{ port: 5432, protocol: 'TCP' }] }]);
+    expect(policy.spec!.podSelector!.matchLabels).toEqual(postgres.spec!.selector.matchLabels);
+    expect(policy.spec!.policyTypes).toEqual(['Ingress']);
+    expect(policy.spec!.ingress).toEqual([{ from: [{ podSelector: { matchLabels: deployment.spec!.selector.matchLabels } }], ports: [{ port: 5432, protocol: 'TCP' }] }]);
   });
 
   it('runs two replicas as a non-root user with a read-only root filesystem', () => {
