@@ -1,7 +1,9 @@
 // The kubelet harness against the fake API server, with the fixture HTTP server as both containers of a pod.
 import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import {
   AppsV1Api,
+  AuthenticationV1Api,
   CoreV1Api,
   PatchStrategy,
   Watch,
@@ -20,6 +22,7 @@ let server: KubeApiServer;
 let kubelet: Kubelet;
 let core: CoreV1Api;
 let apps: AppsV1Api;
+let authn: AuthenticationV1Api;
 let namespaceCount = 0;
 
 const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -31,7 +34,9 @@ beforeAll(async () => {
   server = await startKubeApiServer();
   core = server.kubeConfig().makeApiClient(CoreV1Api);
   apps = server.kubeConfig().makeApiClient(AppsV1Api);
-  kubelet = await startKubelet({ kubeConfig: server.kubeConfig(), images: TEST_IMAGES });
+  authn = server.kubeConfig().makeApiClient(AuthenticationV1Api);
+  // Projected tokens are written again every second (a kubelet: at 80% of their lifetime, 10 minutes at least).
+  kubelet = await startKubelet({ kubeConfig: server.kubeConfig(), images: TEST_IMAGES, timing: { tokenRefreshMs: 1000 } });
 });
 
 afterAll(async () => {
@@ -159,6 +164,34 @@ describe('the test kubelet', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
     const log = await waitFor(() => local.log.read().includes('[main stdout] listening on') && local.log.read(), { what: 'main output in the pod log', ...WAIT });
     expect(lineIndex(log, 'helper: startup probe succeeded')).toBeLessThan(lineIndex(log, 'main: started'));
     expect(local.log.path.startsWith(kubelet.workDir)).toBe(true);
+  });
+
+  it('projects a token bound to the pod for a source naming an audience, as a kubelet asks it, and writes a new one as it rotates', async () => {
+    const namespace = await freshNamespace();
+    await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'web-runner' } } });
+    const deployment = serverDeployment('tokens');
+    deployment.spec!.template.spec!.volumes!.push({
+      name: 'collector-token',
+      projected: { sources: [{ serviceAccountToken: { path: 'token', audience: 'runlet-results', expirationSeconds: 600 } }] },
+    });
+    await createApp(namespace, deployment);
+    await rolledOut(namespace, 'tokens');
+    const [pod] = await podsOf(namespace, 'tokens');
+    const file = join(kubelet.pod(pod!.metadata!.name!, namespace)!.dir, 'volumes/collector-token/token');
+    const review = async (token: string) => (await authn.createTokenReview({ body: { spec: { token, audiences: ['runlet-results'] } } })).status!;
+    const first = readFileSync(file, 'utf8');
+    expect(await review(first)).toMatchObject({
+      authenticated: true,
+      user: { username: `system:serviceaccount:${namespace}:web-runner`, extra: { 'authentication.kubernetes.io/pod-name': [pod!.metadata!.name], 'authentication.kubernetes.io/pod-uid': [pod!.metadata!.uid] } },
+    });
+    const second = await waitFor(() => {
+      const now = readFileSync(file, 'utf8');
+      return now !== first && now;
+    }, { what: 'the token written again', ...WAIT });
+    expect(await review(second)).toMatchObject({ authenticated: true });
+    await apps.deleteNamespacedDeployment({ namespace, name: 'tokens' });
+    await waitFor(async () => (await podsOf(namespace, 'tokens')).length === 0, { what: 'the pod gone', ...WAIT });
+    expect(await review(second)).toMatchObject({ authenticated: false });
   });
 
   it('restarts a container that exits and reports restartCount and lastState', async () => {

@@ -264,7 +264,7 @@ export class PodRunner {
     });
   }
 
-  #rotateLater(token: { expirationSeconds: number; rewrite: () => Promise<void> }, afterMs = token.expirationSeconds * 800): void {
+  #rotateLater(token: { expirationSeconds: number; rewrite: () => Promise<void> }, afterMs = this.#options.timing.tokenRefreshMs ?? token.expirationSeconds * 800): void {
     if (this.#stopping !== undefined) return;
     const timer = setTimeout(() => {
       this.#tokenRotations.delete(timer);

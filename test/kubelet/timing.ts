@@ -13,6 +13,8 @@ export interface KubeletTiming {
   maxRestartBackoffMs: number;
   /** Delay before retrying what failed for a reason outside the pod (the API server, a missing ConfigMap). */
   retryMs: number;
+  /** When a projected token is written again; default (undefined) a kubelet's: once 80% of its lifetime has passed. */
+  tokenRefreshMs?: number;
 }
 
 export const DEFAULT_TIMING: KubeletTiming = {
