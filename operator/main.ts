@@ -47,7 +47,7 @@ import { ActivatorLoads } from './autoscaling/activator-loads.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
-import type { OperatorConfig } from './config.ts';
+import { namespaceQuotaLimits, type OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { appListFromCache, mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
@@ -65,6 +65,9 @@ import { resultsCollector } from '../results/collector.ts';
 import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
 import { resultsKeyOf } from '../results/results-key.ts';
+import { NamespaceQuotas } from '../results/namespace-quotas.ts';
+import type { NamespaceUsageReader } from '../results/namespace-usage.ts';
+import { ResultsUsageReader } from './results-usage.ts';
 import { childName } from './render/names.ts';
 import { buildHealthServer } from './health-server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -124,9 +127,10 @@ export interface OperatorOptions {
    * left from before are looked after by pages of a list. Absent: runs are kept in RunLogs, as before the
    * results store. `state`: whether it has opened yet (results/open.ts's openResultsWhenReachable); until it
    * first has, the operator is not ready and /ready says why (a later outage leaves it ready: its reads answer
-   * 503 and the pods keep their runs meanwhile).
+   * 503 and the pods keep their runs meanwhile). `usage`: what each namespace keeps there, for the collector's
+   * per-namespace quotas (config.results.max…PerNamespace) and /metrics; absent, neither.
    */
-  results?: { store: PgResults; state?: () => ResultsState };
+  results?: { store: PgResults; state?: () => ResultsState; usage?: NamespaceUsageReader };
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -522,12 +526,21 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
   });
   mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
+  // Each namespace's share of the results store: bounded at the collector, and shown in /metrics.
+  const usage = options.results?.usage;
+  const quotas =
+    usage === undefined
+      ? undefined
+      : new NamespaceQuotas({ ...namespaceQuotaLimits(config.results), usage, logger, onRefused: (namespace, quota, count) => metrics.resultsQuotaRefusals.inc({ namespace, quota }, count) });
+  const usageReader = usage === undefined ? undefined : new ResultsUsageReader({ usage, intervalMs: config.results.usageMetricsSeconds * 1000, logger });
+  if (quotas !== undefined && usageReader !== undefined) metrics.observeResultsUsage(() => usageReader.last, (namespace) => quotas.limitsOf(namespace));
   // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
   let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
   if (options.results !== undefined) {
     void server.register(resultsCollector, {
       store: options.results.store,
       keyFor: (namespace) => (resultsKeys === undefined ? undefined : resultsKeyOf(resultsKeys(namespace))),
+      quotas,
     });
   }
 
@@ -566,6 +579,7 @@ export function createOperator(options: OperatorOptions): Operator {
         );
       }
       presence?.start();
+      usageReader?.start();
       sidecarMode.start();
       void sidecarMode.whenDecided().then(() => {
         if (!stopping) elector.start();
@@ -614,6 +628,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await Promise.all(heldDeliveries);
       // Every delivery's outcome is recorded: nothing of this replica's is left pending to wait for.
       await presence?.stop();
+      await usageReader?.stop();
       await elector.stop();
       await duties.ended();
       await scraper.stop();

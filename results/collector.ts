@@ -8,6 +8,7 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { RunRecordSchema, type RunRecordWithResult } from '../crds/run-record-schema.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from './batch-limits.ts';
+import type { Admission, NamespaceQuotas } from './namespace-quotas.ts';
 import type { PgResults } from './pg-results.ts';
 import { RESULTS_SIGNATURE_HEADER, isBatchSignedBy } from './results-key.ts';
 
@@ -20,6 +21,8 @@ export interface CollectorOptions {
   keyFor(namespace: string): Uint8Array | undefined;
   /** The largest body taken (413 above). Default MAX_BATCH_BYTES: a record with the largest result an App may keep. */
   maxBatchBytes?: number;
+  /** Per-namespace quotas (namespace-quotas.ts): what of a batch is written; absent, all of it. */
+  quotas?: Pick<NamespaceQuotas, 'admit'>;
 }
 
 /**
@@ -29,7 +32,12 @@ export interface CollectorOptions {
 export interface CollectorAnswer {
   received: number;
   written: number;
-  refused: { index: number; id: unknown; reason: string }[];
+  refused: { index: number; id: unknown; reason: string; quota?: string }[];
+  /**
+   * Present while the namespace is at a quota its new runs are refused by (namespace-quotas.ts): why. The sidecar
+   * answers async calls 507 run-store-quota-exceeded meanwhile, rather than accept runs whose records would be refused.
+   */
+  newRunsRefused?: string;
 }
 
 export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fastify, options) => {
@@ -50,16 +58,22 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
     }
     const batch = parseBatch(body, namespace, validate);
     if (typeof batch === 'string') return refuse(reply, 400, batch);
-    const { records, refused } = batch;
+    const { records, indexes, refused } = batch;
+    const received = records.length + refused.length;
     if (refused.length > 0) request.log.warn({ namespace, refused }, `refused ${refused.length} run records of a batch`);
     let written: number;
+    let newRunsRefused: string | undefined;
     try {
-      written = await options.store.writeBatch(records);
+      // The quotas' refusals are logged and counted where they are decided.
+      const admitted: Pick<Admission, 'records' | 'refused' | 'newRunsRefused'> = options.quotas === undefined ? { records, refused: [] } : await options.quotas.admit(namespace, records);
+      for (const { position, id, reason, quota } of admitted.refused) refused.push({ index: indexes[position]!, id, reason, quota });
+      newRunsRefused = admitted.newRunsRefused;
+      written = await options.store.writeBatch(admitted.records);
     } catch (error) {
       request.log.error({ err: error, namespace, records: records.length }, 'writing a batch of run records to the results store failed');
       return refuse(reply, 503, 'the results store could not be written; the operator log has the cause', true);
     }
-    return { received: records.length + refused.length, written, refused } satisfies CollectorAnswer;
+    return { received, written, refused, newRunsRefused } satisfies CollectorAnswer;
   });
 };
 
@@ -76,7 +90,7 @@ function compileRecordValidator(): ValidateFunction<RunRecordWithResult> {
 }
 
 /** The batch's valid records and the others, or why the whole batch is refused. */
-function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[] } | string {
+function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[]; indexes: number[] } | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -87,13 +101,19 @@ function parseBatch(body: Buffer, namespace: string, validate: ValidateFunction<
   if (!Array.isArray(items)) return 'a batch is {"records": [...]}';
   if (items.length > MAX_BATCH_RECORDS) return `a batch holds at most ${MAX_BATCH_RECORDS} records, this one ${items.length}`;
   const records: RunRecordWithResult[] = [];
+  /** Each valid record's index in the batch, for the refusals that come later (quotas). */
+  const indexes: number[] = [];
   const refused: CollectorAnswer['refused'] = [];
   items.forEach((item: unknown, index) => {
     const reason = whyNotStorable(item, namespace, validate);
-    if (reason === undefined) records.push(item as RunRecordWithResult);
-    else refused.push({ index, id: (item as { id?: unknown } | null)?.id ?? null, reason });
+    if (reason === undefined) {
+      records.push(item as RunRecordWithResult);
+      indexes.push(index);
+    } else {
+      refused.push({ index, id: (item as { id?: unknown } | null)?.id ?? null, reason });
+    }
   });
-  return { records, refused };
+  return { records, indexes, refused };
 }
 
 function whyNotStorable(item: unknown, namespace: string, validate: ValidateFunction<RunRecordWithResult>): string | undefined {
