@@ -211,5 +211,14 @@ holder:
 holder:
   enabled: false
 {{- end }}
+results:
+  # Per-namespace quotas of the results store (values results.quotas); 0: no limit.
+  maxRunsPerNamespace: {{ int64 .Values.results.quotas.maxRuns }}
+  maxRecordMiBPerNamespace: {{ int64 .Values.results.quotas.maxRecordMiB }}
+  maxKeptResultMiBPerNamespace: {{ int64 .Values.results.quotas.maxKeptResultMiB }}
+  {{- with .Values.results.quotas.namespaces }}
+  namespaceQuotas:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 logLevel: {{ .Values.operator.logLevel | quote }}
 {{- end }}
