@@ -281,7 +281,10 @@ describe('the usage the writes keep', () => {
 
 describe('the operator\'s metrics of the results store', () => {
   it('report the database\'s size, each namespace\'s usage and quotas, as last read', async () => {
-    await startCollector({}).then((collector) => collector.post('quota-metrics', [runRecord({ projectId: 'quota-metrics', appName: 'app' }), withKeptResult('quota-metrics', 100)]));
+    // A batch per App, as one pod sends it.
+    const collector = await startCollector({});
+    await collector.post('quota-metrics', [runRecord({ projectId: 'quota-metrics', appName: 'app' })]);
+    await collector.post('quota-metrics', [withKeptResult('quota-metrics', 100)]);
     const metrics = new OperatorMetrics({ processMetrics: false });
     const reader = new ResultsUsageReader({ usage: results.usage, intervalMs: 60_000, logger: testLogger() });
     const quotas = new NamespaceQuotas({ defaults: { runs: 1000, recordBytes: 2 ** 30, keptResultBytes: null }, usage: results.usage, logger: testLogger() });
