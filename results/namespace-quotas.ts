@@ -8,7 +8,11 @@
 //     past their quota: refused in the collector's answer with a reason naming the quota and the figures, and
 //     the answer tells the sidecar that the namespace refuses new runs (`newRunsRefused`), so that its async
 //     calls are answered 507 run-store-quota-exceeded rather than accepted and then refused here;
-//   - a later state of a run the store holds is always written: an accepted run's outcome is never lost;
+//   - a later state of a run the store holds is written: an accepted run's outcome is not lost. Past the
+//     record-bytes quota, one that grows its record is written with its long texts (the error's message, the
+//     webhook's last error) cut to LATER_STATE_TEXT_CHARS, and refused only past the quota's margin (a tenth of
+//     it): records a sidecar never sends, or one namespace growing its rows' records without bound by rewriting
+//     them (a later state may be sent again and again, each with a larger record);
 //   - a kept result past the kept-result quota is dropped, the record written without it and marked as a
 //     result not kept (`resultKept: false`), as a result larger than the App keeps is.
 // Usage is read from the counters the writes keep (namespace-usage.ts): exact as of the read. Batches of one
@@ -66,6 +70,8 @@ const SETTING: Record<QuotaName, string> = {
 };
 
 const DEFAULT_LOG_EVERY_MS = 60_000;
+/** What a later state past the record-bytes quota keeps of its error's message and its webhook's last error. */
+export const LATER_STATE_TEXT_CHARS = 4096;
 
 interface BatchRun {
   key: string;
@@ -110,9 +116,26 @@ export class NamespaceQuotas {
     const taken = { ...NO_USAGE };
     const refusedAt = new Map<number, QuotaName>();
     const withoutResult = new Set<number>();
+    /** Later states written with their long texts cut. */
+    const cut = new Map<number, RunRecordWithResult>();
     let newRunRefused: QuotaName | undefined;
+    /** Later states refused: growing their records past the quota's margin. */
+    const laterRefused = new Set<number>();
     for (const run of runs) {
       const inStore = held.get(run.key);
+      if (inStore !== undefined && run.recordBytes > inStore.recordBytes) {
+        let growth = run.recordBytes - inStore.recordBytes;
+        if (!fits(limits.recordBytes, usage.recordBytes + taken.recordBytes, growth)) {
+          const shorter = run.positions.map((position) => [position, withTextsCut(records[position]!)] as const);
+          growth = Math.max(0, ...shorter.map(([, record]) => recordBytesOf(record))) - inStore.recordBytes;
+          if (!fits(limits.recordBytes! + Math.ceil(limits.recordBytes! / 10), usage.recordBytes + taken.recordBytes, growth)) {
+            for (const position of run.positions) laterRefused.add(position);
+            continue;
+          }
+          for (const [position, record] of shorter) cut.set(position, record);
+        }
+        taken.recordBytes += Math.max(0, growth);
+      }
       if (inStore === undefined) {
         const over = (['runs', 'recordBytes'] as const).find((quota) => !fits(limits[quota], usage[quota] + taken[quota], quota === 'runs' ? 1 : run.recordBytes));
         if (over !== undefined) {
@@ -135,17 +158,27 @@ export class NamespaceQuotas {
       const quota = refusedAt.get(position);
       if (quota !== undefined) {
         refused.push({ position, id: record.id, quota, reason: this.#reason(namespace, quota, limits, usage[quota] + taken[quota]) });
-      } else if (withoutResult.has(position)) {
-        // Every state of the run, so that whichever the store keeps says the result was not kept.
-        admitted.push(withoutKeptResult(record));
-      } else {
-        admitted.push(record);
+        return;
       }
+      if (laterRefused.has(position)) {
+        const reason = `a later state of run ${record.id} would grow its record past the margin of namespace ${namespace}'s results store quota of ${mib(limits.recordBytes!)} of run records (it keeps ${mib(usage.recordBytes + taken.recordBytes)}), even with its long texts cut: not recorded (${SETTING.recordBytes})`;
+        refused.push({ position, id: record.id, quota: 'recordBytes', reason });
+        return;
+      }
+      const written = cut.get(position) ?? record;
+      // Every state of the run, so that whichever the store keeps says the result was not kept.
+      admitted.push(withoutResult.has(position) ? withoutKeptResult(written) : written);
     });
+    if (laterRefused.size > 0) {
+      // Never from a sidecar's own records: logged every time.
+      const runsRefused = records.filter((_, position) => laterRefused.has(position)).map((record) => record.id);
+      this.#options.logger.error({ namespace, quota: 'recordBytes', runs: runsRefused }, `later states of runs refused: they would grow their records past the margin of namespace ${namespace}'s results store quota of run records`);
+      this.#options.onRefused?.(namespace, 'recordBytes', runsRefused.length);
+    }
     const after = sum(usage, taken);
     for (const quota of ['runs', 'recordBytes'] as const) {
-      const count = refused.filter((refusal) => refusal.quota === quota).length;
-      if (count > 0) this.#refusedNow(namespace, quota, count, this.#reason(namespace, quota, limits, after[quota]), refused.map((refusal) => refusal.id));
+      const ids = refused.filter((refusal) => refusal.quota === quota && !laterRefused.has(refusal.position)).map((refusal) => refusal.id);
+      if (ids.length > 0) this.#refusedNow(namespace, quota, ids.length, this.#reason(namespace, quota, limits, after[quota]), ids);
     }
     if (resultsDropped > 0) this.#refusedNow(namespace, 'keptResultBytes', resultsDropped, this.#reason(namespace, 'keptResultBytes', limits, after.keptResultBytes), []);
     const newRunsRefused = newRunRefused === undefined ? this.#whyNewRunsRefused(namespace, limits, after) : this.#reason(namespace, newRunRefused, limits, after[newRunRefused]);
@@ -208,11 +241,28 @@ function batchRuns(records: readonly RunRecordWithResult[]): BatchRun[] {
       runs.set(key, run);
     }
     run.positions.push(position);
-    run.recordBytes = Math.max(run.recordBytes, Buffer.byteLength(JSON.stringify(record)));
+    run.recordBytes = Math.max(run.recordBytes, recordBytesOf(record));
     // As the store keeps it: a result beside an expiry.
     if (result !== undefined && record.resultExpiresAt !== undefined) run.resultBytes = Math.max(run.resultBytes, Buffer.byteLength(JSON.stringify(result)));
   });
   return [...runs.values()];
+}
+
+/** A record's bytes as the store writes it: its JSON, without the kept result (a column of its own). */
+function recordBytesOf(withResult: RunRecordWithResult): number {
+  const { result: _result, ...record } = withResult;
+  return Buffer.byteLength(JSON.stringify(record));
+}
+
+/** The record with its error's message and its webhook's last error cut to LATER_STATE_TEXT_CHARS, saying so. */
+function withTextsCut(record: RunRecordWithResult): RunRecordWithResult {
+  const shorten = (text: string): string =>
+    text.length <= LATER_STATE_TEXT_CHARS ? text : `${text.slice(0, LATER_STATE_TEXT_CHARS)}… (cut from ${text.length} characters: the namespace is at its results store quota of run records)`;
+  return {
+    ...record,
+    error: record.error === null ? null : { ...record.error, message: shorten(record.error.message) },
+    webhook: record.webhook === null ? null : { ...record.webhook, lastError: record.webhook.lastError === null ? null : shorten(record.webhook.lastError) },
+  };
 }
 
 /** The record as a run whose result was not kept, as the sidecar marks one larger than its App keeps. */

@@ -18,6 +18,12 @@ export interface RunKey {
   id: string;
 }
 
+/** A run the store holds: its record's bytes as written, and whether it holds a kept result. */
+export interface HeldRun {
+  recordBytes: number;
+  keptResult: boolean;
+}
+
 export const NO_USAGE: NamespaceUsage = Object.freeze({ runs: 0, recordBytes: 0, keptResultBytes: 0 });
 
 export class NamespaceUsageReader {
@@ -57,20 +63,20 @@ export class NamespaceUsageReader {
   }
 
   /**
-   * Which of `runs` the store holds already, each with whether it holds its kept result: a record of such a run
-   * is a later state (never refused by a quota), and its result's bytes are counted already. Matched on
-   * (project, app, id), which an index leads with whichever key the table has.
+   * Which of `runs` the store holds already, each with its record's bytes and whether it holds its kept result: a
+   * record of such a run is a later state, and its result's bytes are counted already. Matched on (project, app,
+   * id), which an index leads with whichever key the table has.
    */
-  async heldRuns(namespace: string, runs: readonly RunKey[]): Promise<Map<string, { keptResult: boolean }>> {
+  async heldRuns(namespace: string, runs: readonly RunKey[]): Promise<Map<string, HeldRun>> {
     this.#assertOpen();
     if (runs.length === 0) return new Map();
-    const { rows } = await this.#pool.query<{ app_name: string; id: string; kept_result: boolean }>({
+    const { rows } = await this.#pool.query<{ app_name: string; id: string; record_bytes: number; kept_result: boolean }>({
       name: 'runlet-held-runs',
-      text: `SELECT app_name, id::text AS id, result IS NOT NULL AS kept_result FROM runlet_runs
+      text: `SELECT app_name, id::text AS id, octet_length(record::text) AS record_bytes, result IS NOT NULL AS kept_result FROM runlet_runs
               WHERE project_id = $1 AND (app_name, id) IN (SELECT * FROM unnest($2::text[], $3::uuid[]))`,
       values: [textColumn(namespace), runs.map((run) => textColumn(run.appName)), runs.map((run) => run.id)],
     });
-    return new Map(rows.map((row) => [runKeyText(row.app_name, row.id), { keptResult: row.kept_result }]));
+    return new Map(rows.map((row) => [runKeyText(row.app_name, row.id), { recordBytes: row.record_bytes, keptResult: row.kept_result }]));
   }
 }
 

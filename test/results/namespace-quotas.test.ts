@@ -129,6 +129,39 @@ describe('a namespace at its results store quota', () => {
     expect(await collector.post('quota-bytes-b', elsewhere)).toMatchObject({ written: 2, refused: [] });
   });
 
+  it('of record bytes, for later states: one growing its record is written with its long texts cut, and past the quota\'s margin refused, so rewrites cannot grow a namespace without bound', async () => {
+    const limit = 100_000;
+    const collector = await startCollector({ recordBytes: limit });
+    // Pending runs up to just under the quota.
+    const pending: RunRecord[] = [];
+    let bytes = 0;
+    for (;;) {
+      const run = pendingAsyncRunRecord({ projectId: 'quota-later-a', appName: 'app' });
+      if (bytes + bytesOf(run) > limit) break;
+      pending.push(run);
+      bytes += bytesOf(run);
+    }
+    expect(await collector.post('quota-later-a', pending)).toMatchObject({ written: pending.length, refused: [] });
+    // A run that failed with a long message: its outcome is kept, its message cut.
+    const failed: RunRecord = { ...finished(pending[0]!), status: 'failure', statusCode: 500, error: { type: 'ValueError', message: 'm'.repeat(20_000) } };
+    expect(await collector.post('quota-later-a', [failed])).toMatchObject({ written: 1, refused: [] });
+    const stored = await results.store.getRun('quota-later-a', 'app', failed.id);
+    expect(stored).toMatchObject({ status: 'failure', statusCode: 500, error: { type: 'ValueError' } });
+    expect(stored!.error!.message).toMatch(/^m{4096}… \(cut from 20000 characters: the namespace is at its results store quota of run records\)$/);
+    // Rewrites growing records by what no cut can take back (a long function name) are refused past the margin.
+    const rewrites = pending.slice(1, 4).map((run) => ({ ...run, status: 'running' as const, startedAt: run.createdAt, functionName: 'f'.repeat(9_000) }));
+    const answer = await collector.post('quota-later-a', rewrites);
+    expect(answer.refused.length).toBeGreaterThanOrEqual(2);
+    expect(answer.refused[0]).toMatchObject({ quota: 'recordBytes', reason: expect.stringContaining('a later state of run') });
+    const { recordBytes } = await results.usage.usageOf('quota-later-a');
+    expect(recordBytes).toBeLessThanOrEqual(limit + limit / 10);
+    expect(await results.store.getRun('quota-later-a', 'app', rewrites.at(-1)!.id)).toMatchObject({ status: 'pending', functionName: 'run' });
+    // A plain final state (a few bytes more than its pending one) is still written.
+    const done = finished(pending[5]!);
+    expect(await collector.post('quota-later-a', [done])).toMatchObject({ written: 1, refused: [] });
+    expect(collector.logged()).toContainEqual(expect.objectContaining({ level: 50, namespace: 'quota-later-a', msg: expect.stringContaining('later states of runs refused') }));
+  });
+
   it('of kept-result bytes: records are written without their result, marked not kept, nothing refused; a result kept already stays', async () => {
     const collector = await startCollector({ keptResultBytes: 1000 });
     const kept = withKeptResult('quota-results-a', 800);
