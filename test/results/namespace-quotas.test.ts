@@ -261,7 +261,7 @@ describe('the sidecar of a namespace at its quota', () => {
 describe('the usage the writes keep', () => {
   it('stays exact under concurrent batches, replays, retention deletes and result expiry', async () => {
     const pool = new pg.Pool({ connectionString: server.dsn(await server.createDatabase('usage-property')), max: 8 });
-    closers.push(() => pool.end());
+    closers.push(() => endPool(pool));
     await migrate(pool);
     const store = new PgResults(pool);
     const old = Date.parse('2020-01-01T00:00:00.000Z');
@@ -356,6 +356,24 @@ describe('the operator\'s metrics of the results store', () => {
     expect(reads).toBe(1);
   });
 });
+
+/**
+ * Ends a pool and waits for its sessions to close: pool.end() resolves as soon as it has asked them to, and one
+ * still closing when PostgreSQL stops (right after) fails with 57P01, an unhandled error of the pool.
+ */
+async function endPool(pool: pg.Pool): Promise<void> {
+  const open = pool.totalCount;
+  let removed = 0;
+  const closed = new Promise<void>((resolve) => {
+    if (open === 0) resolve();
+    pool.on('remove', () => {
+      removed += 1;
+      if (removed >= open) resolve();
+    });
+  });
+  await pool.end();
+  await closed;
+}
 
 /** The kept measure of every App. */
 async function keptUsage(pool: pg.Pool): Promise<unknown[]> {
