@@ -138,7 +138,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     logger.warn(`${RESULTS_DSN_ENV} is not set: runs are kept in RunLogs (about the last 200 per replica), not in a results store`);
   }
 
-  const operator = createOperator({ kubeConfig, config, logger, holder, results: results && { store: results.store, state: results.state } });
+  const operator = createOperator({ kubeConfig, config, logger, holder, results: results && { store: results.store, state: results.state, usage: results.usage } });
   // Listening first: probes get answers while the caches fill.
   let address: string;
   try {

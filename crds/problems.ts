@@ -55,6 +55,7 @@ export const Problems = {
   runStoreUnavailable: { code: 'run-store-unavailable', status: 503, title: 'Run store unavailable' },
   replicaUnreachable: { code: 'replica-unreachable', status: 503, title: 'Replica unreachable' },
   timeout: { code: 'timeout', status: 504, title: 'Run exceeded its time limit' },
+  runStoreQuotaExceeded: { code: 'run-store-quota-exceeded', status: 507, title: 'Namespace at its run store quota' },
 } as const satisfies Record<string, ProblemSpec>;
 
 /**

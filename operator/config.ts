@@ -7,6 +7,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value, type ValueError } from '@sinclair/typebox/value';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_HOLD_LIMITS } from '../activator/hold-bounds.ts';
+import type { QuotaLimits } from '../results/namespace-quotas.ts';
 
 const MIB = 1024 * 1024;
 const Seconds = (description: string) => Type.Number({ exclusiveMinimum: 0, description });
@@ -42,6 +43,9 @@ export const RunLogsConfigSchema = StrictObject({
   countersIntervalSeconds: Seconds('Least time between two writes of one App’s status.runs counters.'),
 });
 
+const QuotaCount = (description: string) => Type.Integer({ minimum: 0, description: `${description} 0: no limit.` });
+const NamespaceName = Type.String({ pattern: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$' });
+
 export const ResultsConfigSchema = StrictObject({
   retentionDays: Type.Integer({ minimum: 1, maximum: 3650, description: 'Days the results store keeps the runs of an App that sets no spec.runs.retentionDays.' }),
   pruneIntervalSeconds: Seconds('How often the leader deletes the runs past their retention (in batches).'),
@@ -64,6 +68,21 @@ export const ResultsConfigSchema = StrictObject({
     description:
       "MiB of batch bodies the collector holds at once across all pods, one namespace's pods at most half of it; a batch past them is answered 503 + Retry-After before its body is read.",
   }),
+  maxRunsPerNamespace: QuotaCount(
+    'Runs one namespace keeps in the results store at most: past it the collector records no new run of it (its async calls are answered 507 run-store-quota-exceeded) until retention deletes older ones; runs already recorded still finish.',
+  ),
+  maxRecordMiBPerNamespace: QuotaCount('MiB of run records (their JSON) one namespace keeps at most; past it, as maxRunsPerNamespace.'),
+  maxKeptResultMiBPerNamespace: QuotaCount('MiB of kept results (their JSON) one namespace keeps at most; past it, runs are recorded without their result (resultKept false).'),
+  namespaceQuotas: Type.Record(
+    NamespaceName,
+    StrictObject({
+      maxRuns: Type.Optional(QuotaCount('This namespace’s maxRunsPerNamespace.')),
+      maxRecordMiB: Type.Optional(QuotaCount('This namespace’s maxRecordMiBPerNamespace.')),
+      maxKeptResultMiB: Type.Optional(QuotaCount('This namespace’s maxKeptResultMiBPerNamespace.')),
+    }),
+    { description: 'Quotas of particular namespaces, by name, over the per-namespace defaults above.' },
+  ),
+  usageMetricsSeconds: Seconds('How often each operator replica reads the database’s size and every namespace’s usage for /metrics.'),
 });
 
 export const AutoscalingConfigSchema = StrictObject({
@@ -198,7 +217,23 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
     server: { host: '0.0.0.0', port: 8080 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
-    results: { retentionDays: 30, pruneIntervalSeconds: 3600, pruneBatchSize: 1000, sweepSeconds: 30, presenceSeconds: 5, collectorUrl: null, collectorPort: 8082, collectorMaxInFlightMiB: 64 },
+    results: {
+      retentionDays: 30,
+      pruneIntervalSeconds: 3600,
+      pruneBatchSize: 1000,
+      sweepSeconds: 30,
+      presenceSeconds: 5,
+      collectorUrl: null,
+      collectorPort: 8082,
+      collectorMaxInFlightMiB: 64,
+      // One namespace at its quotas holds about 2 GiB of rows and indexes and 1 GiB of results on disk: a third of
+      // the chart's default 10 GiB volume, which also needs room for vacuum and WAL (charts/runlet/values.yaml).
+      maxRunsPerNamespace: 2_000_000,
+      maxRecordMiBPerNamespace: 2048,
+      maxKeptResultMiBPerNamespace: 1024,
+      namespaceQuotas: {},
+      usageMetricsSeconds: 60,
+    },
     autoscaling: { stableWindowSeconds: 60, tickMilliseconds: 500 },
     holder: {
       enabled: true,
@@ -298,6 +333,24 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 function withoutUndefined(value: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined));
+}
+
+/** The results store's quotas as the collector applies them (results/namespace-quotas.ts): bytes, null for no limit. */
+export function namespaceQuotaLimits(results: ResultsConfig): { defaults: QuotaLimits; namespaces: Map<string, Partial<QuotaLimits>> } {
+  const limit = (value: number | undefined, unit: number): number | null | undefined => (value === undefined ? undefined : value === 0 ? null : value * unit);
+  const namespaces = new Map<string, Partial<QuotaLimits>>();
+  for (const [namespace, quotas] of Object.entries(results.namespaceQuotas)) {
+    const limits = { runs: limit(quotas.maxRuns, 1), recordBytes: limit(quotas.maxRecordMiB, MIB), keptResultBytes: limit(quotas.maxKeptResultMiB, MIB) };
+    namespaces.set(namespace, Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined)));
+  }
+  return {
+    defaults: {
+      runs: limit(results.maxRunsPerNamespace, 1) ?? null,
+      recordBytes: limit(results.maxRecordMiBPerNamespace, MIB) ?? null,
+      keptResultBytes: limit(results.maxKeptResultMiBPerNamespace, MIB) ?? null,
+    },
+    namespaces,
+  };
 }
 
 /** What rendering child objects needs from the configuration, with the sidecar mode decided (sidecar-mode.ts). */

@@ -47,7 +47,7 @@ import { ActivatorLoads } from './autoscaling/activator-loads.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 import { Scaler } from './autoscaling/scaler.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
-import type { OperatorConfig } from './config.ts';
+import { namespaceQuotaLimits, type OperatorConfig } from './config.ts';
 import { LeaderDuties } from './leader-duties.ts';
 import { appListFromCache, mountManagementApi } from './management.ts';
 import { OperatorMetrics } from './metrics.ts';
@@ -65,7 +65,10 @@ import { ByteBudget } from '../results/byte-budget.ts';
 import { resultsCollector } from '../results/collector.ts';
 import type { ResultsState } from '../results/open.ts';
 import type { PgResults } from '../results/pg-results.ts';
+import { NamespaceQuotas } from '../results/namespace-quotas.ts';
+import type { NamespaceUsageReader } from '../results/namespace-usage.ts';
 import { ResultsCallers } from './results-callers.ts';
+import { ResultsUsageReader } from './results-usage.ts';
 import { childName } from './render/names.ts';
 import { buildHealthServer } from './health-server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
@@ -125,9 +128,10 @@ export interface OperatorOptions {
    * left from before are looked after by pages of a list. Absent: runs are kept in RunLogs, as before the
    * results store. `state`: whether it has opened yet (results/open.ts's openResultsWhenReachable); until it
    * first has, the operator is not ready and /ready says why (a later outage leaves it ready: its reads answer
-   * 503 and the pods keep their runs meanwhile).
+   * 503 and the pods keep their runs meanwhile). `usage`: what each namespace keeps there, for the collector's
+   * per-namespace quotas (config.results.max…PerNamespace) and /metrics; absent, neither.
    */
-  results?: { store: PgResults; state?: () => ResultsState };
+  results?: { store: PgResults; state?: () => ResultsState; usage?: NamespaceUsageReader };
 }
 
 /** What the holder needs beyond the operator's own: how callers are authenticated (as the sidecars do), how replicas are reached. */
@@ -529,13 +533,21 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
   });
   mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
+  // Each namespace's share of the results store: bounded at the collector, and shown in /metrics.
+  const usage = options.results?.usage;
+  const quotas =
+    usage === undefined
+      ? undefined
+      : new NamespaceQuotas({ ...namespaceQuotaLimits(config.results), usage, logger, onRefused: (namespace, quota, count) => metrics.resultsQuotaRefusals.inc({ namespace, quota }, count) });
+  const usageReader = usage === undefined ? undefined : new ResultsUsageReader({ usage, intervalMs: config.results.usageMetricsSeconds * 1000, logger });
+  if (quotas !== undefined && usageReader !== undefined) metrics.observeResultsUsage(() => usageReader.last, (namespace) => quotas.limitsOf(namespace));
   // The collector, on a port of its own: App pods send bodies there and nowhere else of the operator's, each with
   // its own projected token, reviewed and checked against the pod cache before a byte of the body is read.
   const collector = options.results === undefined ? undefined : buildCollectorServer(options.results.store, config, logger, new ResultsCallers({
     api,
     pod: (namespace, name) => pods.get(namespace, name),
     logger,
-  }));
+  }), quotas);
   let collectorUrl: string | undefined;
 
   let started = false;
@@ -568,6 +580,7 @@ export function createOperator(options: OperatorOptions): Operator {
       // first App that needs it, and tried again until it is.
       if (options.holder === 'external') makeKeyForActivators();
       presence?.start();
+      usageReader?.start();
       sidecarMode.start();
       void sidecarMode.whenDecided().then(() => {
         if (!stopping) elector.start();
@@ -617,6 +630,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await Promise.all(heldDeliveries);
       // Every delivery's outcome is recorded: nothing of this replica's is left pending to wait for.
       await presence?.stop();
+      await usageReader?.stop();
       await elector.stop();
       await duties.ended();
       await scraper.stop();
@@ -635,13 +649,13 @@ export function createOperator(options: OperatorOptions): Operator {
 const COLLECTOR_REQUEST_TIMEOUT_MS = 30_000;
 
 /** The results collector's own server: only the collector's route, its bodies bounded across requests. */
-function buildCollectorServer(store: PgResults, config: OperatorConfig, logger: Logger, callers: ResultsCallers): FastifyInstance {
+function buildCollectorServer(store: PgResults, config: OperatorConfig, logger: Logger, callers: ResultsCallers, quotas: NamespaceQuotas | undefined): FastifyInstance {
   const server = Fastify({
     loggerInstance: logger.child({ component: 'results-collector' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     requestTimeout: COLLECTOR_REQUEST_TIMEOUT_MS,
   });
-  void server.register(resultsCollector, { store, identify: callers.identify, budget: new ByteBudget(config.results.collectorMaxInFlightMiB * 1024 * 1024) });
+  void server.register(resultsCollector, { store, identify: callers.identify, budget: new ByteBudget(config.results.collectorMaxInFlightMiB * 1024 * 1024), quotas });
   return server;
 }
 

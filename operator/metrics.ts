@@ -4,6 +4,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { RestartReason } from '../kube/watch.ts';
 import { HeldCallMetrics } from '../activator/metrics.ts';
 import type { ScalerMetrics } from './autoscaling/scaler.ts';
+import type { QuotaLimits } from '../results/namespace-quotas.ts';
+import type { ResultsUsage } from './results-usage.ts';
 
 export type ReconcileOutcome = 'reconciled' | 'invalid' | 'gone' | 'error';
 
@@ -87,6 +89,13 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly resultsQuotaRefusals = new Counter({
+    name: 'runlet_results_quota_refusals_total',
+    help: 'What the results store’s per-namespace quotas refused: run records of new runs (quota runs, recordBytes) and kept results dropped (keptResultBytes).',
+    labelNames: ['namespace', 'quota'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'runlet_operator_' });
   }
@@ -125,6 +134,63 @@ export class OperatorMetrics {
       labelNames: ['namespace', 'app'] as const,
       registers: [this.registry],
     });
+  }
+
+  /**
+   * The results store's size and each namespace's usage, as last read (operator/results-usage.ts reads them
+   * every results.usageMetricsSeconds, not per scrape), with each namespace's quotas; nothing before the first read.
+   */
+  observeResultsUsage(read: () => ResultsUsage | undefined, limitsOf: (namespace: string) => QuotaLimits): void {
+    const database = new Gauge({
+      name: 'runlet_results_database_bytes',
+      help: 'Size of the results store’s database on disk (pg_database_size), as last read.',
+      registers: [this.registry],
+      collect() {
+        const usage = read();
+        database.reset();
+        for (const gauge of namespaceGauges) gauge.reset();
+        limit.reset();
+        if (usage === undefined) return;
+        database.set(usage.databaseBytes);
+        readAt.set(usage.readAt / 1000);
+        for (const [namespace, used] of usage.namespaces) {
+          runs.set({ namespace }, used.runs);
+          recordBytes.set({ namespace }, used.recordBytes);
+          keptResultBytes.set({ namespace }, used.keptResultBytes);
+          for (const [quota, value] of Object.entries(limitsOf(namespace))) if (value !== null) limit.set({ namespace, quota }, value);
+        }
+      },
+    });
+    const readAt = new Gauge({
+      name: 'runlet_results_usage_read_timestamp_seconds',
+      help: 'When the results store’s size and usage were last read (Unix time).',
+      registers: [this.registry],
+    });
+    const runs = new Gauge({
+      name: 'runlet_results_namespace_runs',
+      help: 'Runs a namespace keeps in the results store.',
+      labelNames: ['namespace'] as const,
+      registers: [this.registry],
+    });
+    const recordBytes = new Gauge({
+      name: 'runlet_results_namespace_record_bytes',
+      help: 'Bytes of run records (their JSON) a namespace keeps in the results store.',
+      labelNames: ['namespace'] as const,
+      registers: [this.registry],
+    });
+    const keptResultBytes = new Gauge({
+      name: 'runlet_results_namespace_kept_result_bytes',
+      help: 'Bytes of kept results (their JSON) a namespace keeps in the results store.',
+      labelNames: ['namespace'] as const,
+      registers: [this.registry],
+    });
+    const limit = new Gauge({
+      name: 'runlet_results_namespace_quota',
+      help: 'A namespace’s quota in the results store, by quota (runs, recordBytes, keptResultBytes); absent: no limit.',
+      labelNames: ['namespace', 'quota'] as const,
+      registers: [this.registry],
+    });
+    const namespaceGauges = [runs, recordBytes, keptResultBytes];
   }
 
   readonly desiredReplicas = new Gauge({

@@ -16,6 +16,7 @@ import { Type } from '@sinclair/typebox';
 import { RunRecordSchema, type RunRecordWithResult } from '../crds/run-record-schema.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from './batch-limits.ts';
 import { ByteBudget } from './byte-budget.ts';
+import type { Admission, NamespaceQuotas } from './namespace-quotas.ts';
 import type { PgResults } from './pg-results.ts';
 
 export const COLLECTOR_PATH = '/v1/results/:namespace/runs';
@@ -48,6 +49,8 @@ export interface CollectorOptions {
    * DEFAULT_MAX_BYTES_IN_FLIGHT, half of it a namespace's.
    */
   budget?: ByteBudget;
+  /** Per-namespace quotas (namespace-quotas.ts): what of a batch is written; absent, all of it. */
+  quotas?: Pick<NamespaceQuotas, 'admit'>;
 }
 
 /**
@@ -57,7 +60,12 @@ export interface CollectorOptions {
 export interface CollectorAnswer {
   received: number;
   written: number;
-  refused: { index: number; id: unknown; reason: string }[];
+  refused: { index: number; id: unknown; reason: string; quota?: string }[];
+  /**
+   * Present while the namespace is at a quota its new runs are refused by (namespace-quotas.ts): why. The sidecar
+   * answers async calls 507 run-store-quota-exceeded meanwhile, rather than accept runs whose records would be refused.
+   */
+  newRunsRefused?: string;
 }
 
 export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fastify, options) => {
@@ -108,16 +116,22 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
     if (!Buffer.isBuffer(body)) return refuse(reply, 415, 'a batch is application/json');
     const batch = parseBatch(body, caller, validate);
     if (typeof batch === 'string') return refuse(reply, 400, batch);
-    const { records, refused } = batch;
+    const { records, indexes, refused } = batch;
+    const received = records.length + refused.length;
     if (refused.length > 0) request.log.warn({ caller, refused }, `refused ${refused.length} run records of a batch`);
     let written: number;
+    let newRunsRefused: string | undefined;
     try {
-      written = await options.store.writeBatch(records);
+      // The quotas' refusals are logged and counted where they are decided.
+      const admitted: Pick<Admission, 'records' | 'refused' | 'newRunsRefused'> = options.quotas === undefined ? { records, refused: [] } : await options.quotas.admit(caller.namespace, records);
+      for (const { position, id, reason, quota } of admitted.refused) refused.push({ index: indexes[position]!, id, reason, quota });
+      newRunsRefused = admitted.newRunsRefused;
+      written = await options.store.writeBatch(admitted.records);
     } catch (error) {
       request.log.error({ err: error, caller, records: records.length }, 'writing a batch of run records to the results store failed');
       return refuse(reply, 503, 'the results store could not be written; the operator log has the cause', true);
     }
-    return { received: records.length + refused.length, written, refused } satisfies CollectorAnswer;
+    return { received, written, refused, newRunsRefused } satisfies CollectorAnswer;
   });
 };
 
@@ -134,7 +148,7 @@ function compileRecordValidator(): ValidateFunction<RunRecordWithResult> {
 }
 
 /** The batch's valid records and the others, or why the whole batch is refused. */
-function parseBatch(body: Buffer, caller: CollectorCaller, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[] } | string {
+function parseBatch(body: Buffer, caller: CollectorCaller, validate: ValidateFunction<RunRecordWithResult>): Pick<CollectorAnswer, 'refused'> & { records: RunRecordWithResult[]; indexes: number[] } | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -145,13 +159,19 @@ function parseBatch(body: Buffer, caller: CollectorCaller, validate: ValidateFun
   if (!Array.isArray(items)) return 'a batch is {"records": [...]}';
   if (items.length > MAX_BATCH_RECORDS) return `a batch holds at most ${MAX_BATCH_RECORDS} records, this one ${items.length}`;
   const records: RunRecordWithResult[] = [];
+  /** Each valid record's index in the batch, for the refusals that come later (quotas). */
+  const indexes: number[] = [];
   const refused: CollectorAnswer['refused'] = [];
   items.forEach((item: unknown, index) => {
     const reason = whyNotStorable(item, caller, validate);
-    if (reason === undefined) records.push(item as RunRecordWithResult);
-    else refused.push({ index, id: (item as { id?: unknown } | null)?.id ?? null, reason });
+    if (reason === undefined) {
+      records.push(item as RunRecordWithResult);
+      indexes.push(index);
+    } else {
+      refused.push({ index, id: (item as { id?: unknown } | null)?.id ?? null, reason });
+    }
   });
-  return { records, refused };
+  return { records, indexes, refused };
 }
 
 /** Why a record is not taken from this caller: not a record, or not a run of its App that its pod ran. */

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import { migrate } from './migrate.ts';
+import { NamespaceUsageReader } from './namespace-usage.ts';
 import { PgResults } from './pg-results.ts';
 
 /** The environment variable the chart sets from its Secret's `dsn` key. */
@@ -26,6 +27,8 @@ export interface ResultsOptions {
 
 export interface OpenResults {
   store: PgResults;
+  /** What each namespace keeps, for the quotas and the operator's metrics. */
+  usage: NamespaceUsageReader;
   pool: pg.Pool;
   schemaVersion: number;
   close(): Promise<void>;
@@ -36,6 +39,7 @@ export type ResultsState = { open: true; schemaVersion: number } | { open: false
 
 export interface OpeningResults {
   store: PgResults;
+  usage: NamespaceUsageReader;
   pool: pg.Pool;
   state(): ResultsState;
   /** Resolves once open; rejects only when closed first. */
@@ -76,7 +80,7 @@ export async function openResults(options: ResultsOptions): Promise<OpenResults>
     throw new Error(`results store ${where}: cannot open it`, { cause: error });
   }
   options.logger.info({ database: where, schemaVersion }, 'results store opened');
-  return { store: new PgResults(pool), pool, schemaVersion, close: () => pool.end() };
+  return { store: new PgResults(pool), usage: new NamespaceUsageReader(pool), pool, schemaVersion, close: () => pool.end() };
 }
 
 /** The store at once; the database reached and migrated in the background, tried again with backoff until it is. */
@@ -87,14 +91,14 @@ export function openResultsWhenReachable(options: ResultsOptions & { retryFirstM
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let wake: (() => void) | undefined;
-  const store = new PgResults(pool, {
-    assertOpen: () => {
-      if (state.open) return;
-      throw new ProblemError(Problems.runStoreUnavailable, `${state.waitingFor}; runs are kept by the pods meanwhile and listed once it opens`, {
-        headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
-      });
-    },
-  });
+  const assertOpen = (): void => {
+    if (state.open) return;
+    throw new ProblemError(Problems.runStoreUnavailable, `${state.waitingFor}; runs are kept by the pods meanwhile and listed once it opens`, {
+      headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+    });
+  };
+  const store = new PgResults(pool, { assertOpen });
+  const usage = new NamespaceUsageReader(pool, { assertOpen });
   const opened = (async () => {
     let delayMs = options.retryFirstMs ?? OPEN_RETRY_FIRST_MS;
     for (let attempt = 1; !closed; attempt += 1) {
@@ -121,6 +125,7 @@ export function openResultsWhenReachable(options: ResultsOptions & { retryFirstM
   opened.catch(() => {});
   return {
     store,
+    usage,
     pool,
     state: () => state,
     opened,

@@ -352,7 +352,7 @@ function isUnfinished(record: RunRecord): boolean {
  * filtered columns hold U+FFFD instead, and a filter is written the same way. The record (a json column, which
  * keeps the escape) is shown unchanged.
  */
-function textColumn(value: string): string {
+export function textColumn(value: string): string {
   return value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
 }
 

@@ -55,6 +55,13 @@ export const TEMPLATE_FUNCTIONS: Record<string, TemplateFunction> = {
     const [format, ...values] = args;
     return goSprintf(string('printf', format), values);
   },
+  // Sprig: a number as an int64 (a float64 from a values file truncated), which Go prints in full: how a count of
+  // a million or more is printed without the exponent form.
+  int64: (args) => {
+    const [value] = arity('int64', args, 1);
+    if (typeof value !== 'number' || !Number.isFinite(value)) throw new FunctionError(`int64 wants a number, got ${describe(value)}`);
+    return BigInt(Math.trunc(value));
+  },
   // Sprig: a negative count keeps the end of the string.
   trunc: (args) => {
     const [count, text] = arity('trunc', args, 2);
@@ -117,6 +124,7 @@ export function printValue(value: unknown, where: string): string {
   if (typeof value === 'string') return value;
   if (typeof value === 'boolean') return String(value);
   if (typeof value === 'number') return printNumber(value, where);
+  if (typeof value === 'bigint') return String(value);
   if (value === undefined || value === null) throw new FunctionError(`${where}: the value is missing (Helm would print nothing)`);
   throw new FunctionError(`${where}: cannot print a ${Array.isArray(value) ? 'list' : 'map'}; use toYaml`);
 }
@@ -133,7 +141,7 @@ function printNumber(value: number, where: string): string {
 
 /** Go templates' truth: false, 0, nil, and empty strings, lists and maps are false. */
 export function isEmpty(value: unknown): boolean {
-  if (value === undefined || value === null || value === false || value === 0 || value === '') return true;
+  if (value === undefined || value === null || value === false || value === 0 || value === 0n || value === '') return true;
   if (Array.isArray(value)) return value.length === 0;
   if (typeof value === 'object') return Object.keys(value).length === 0;
   return false;

@@ -105,6 +105,8 @@ export async function recordRefusedHeldCall(replica: Replica, lifecycle: RunLife
     await recorder.store.saveDurably(record);
   } catch (err) {
     replica.metrics.refused.labels('run_store').inc();
+    // The namespace at its run store quota: answered so (async.ts).
+    if (err instanceof ProblemError) throw err;
     throw new ProblemError(Problems.runStoreUnavailable, 'The refused run could not be recorded durably; retry shortly', {
       cause: err,
       headers: { 'retry-after': '1' },

@@ -18,10 +18,20 @@
 // sent again as it was: it is halved until the record it cannot take travels alone; that record is then sent
 // without its kept result (the run still listed, its result marked not kept), and dropped, counted and logged,
 // only when the collector refuses even that. One such record never holds up the runs behind it.
+//
+// A namespace at its results store quota (results/namespace-quotas.ts): the collector refuses the records of runs
+// new to the store, naming the quota, and says in its answer that the namespace refuses new runs. From that
+// answer on, durable saves of new runs are refused with that reason (the async call is answered 507
+// run-store-quota-exceeded, and nothing is journaled), and the collector is asked again every
+// QUOTA_RECHECK_MS, 10 s (an empty batch when nothing else goes) until it takes new runs again. The later states of
+// runs it holds are still written. Runs accepted before the answer came (a second's worth at most) are refused
+// by the collector: counted as dropped (reason `quota`) and logged with their ids.
 import { readFile } from 'node:fs/promises';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import { ProblemError } from '../../crds/problem.ts';
+import { Problems } from '../../crds/problems.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { CollectorClient } from './collector-client.ts';
 import { forgetKeptResult, keptResultOf } from './kept-result.ts';
@@ -63,6 +73,8 @@ export interface ResultsShipperOptions {
   retryMaxMs?: number;
   /** How long `flush` (and `close`) wait for everything saved to be collected. Default 5 s. */
   flushTimeoutMs?: number;
+  /** How often the collector is asked again while it refuses new runs of the namespace (a quota). Default QUOTA_RECHECK_MS. */
+  quotaRecheckMs?: number;
 }
 
 export interface ShipperStats {
@@ -85,6 +97,11 @@ interface FlushWaiter {
 
 /** Ids of runs already collected that `has` still answers for (a held call's run id is claimed once). */
 const SHIPPED_IDS_KEPT = 20_000;
+/** How often the collector is asked again while the namespace refuses new runs (a quota), and the Retry-After given (default). */
+export const QUOTA_RECHECK_MS = 10_000;
+/** At most one log line per this long about records refused by the namespace's quota (the first at once). */
+const QUOTA_LOG_EVERY_MS = 60_000;
+const EMPTY_BATCH = Buffer.from('{"records":[]}');
 
 export class ResultsShipperStore implements RunStore {
   readonly #url: string;
@@ -99,6 +116,7 @@ export class ResultsShipperStore implements RunStore {
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
   readonly #flushTimeoutMs: number;
+  readonly #quotaRecheckMs: number;
   /** Saved and not yet in a batch: the references, serialised when their batch leaves. */
   #pending = new Map<string, RunRecord>();
   #inFlight: Map<string, RunRecord> | null = null;
@@ -115,6 +133,11 @@ export class ResultsShipperStore implements RunStore {
   #batches = 0;
   #dropped = 0;
   #refused = 0;
+  /** Why the collector refuses new runs of this namespace (its quota), while it does; and when it is asked again. */
+  #newRunsRefused: string | null = null;
+  #quotaRecheck: NodeJS.Timeout | null = null;
+  #quotaLoggedAt = 0;
+  #quotaRefusedSinceLog = 0;
   readonly #metrics: RunRecordMetrics;
   #closed = false;
 
@@ -131,6 +154,7 @@ export class ResultsShipperStore implements RunStore {
     this.#retryInitialMs = options.retryInitialMs ?? 250;
     this.#retryMaxMs = options.retryMaxMs ?? 5000;
     this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
+    this.#quotaRecheckMs = options.quotaRecheckMs ?? QUOTA_RECHECK_MS;
     this.#metrics = new RunRecordMetrics(options.registry, () => this.#buffered);
     // Runs a previous sidecar of this pod journaled and never got collected: those it left unfinished are lost.
     for (const record of this.#journal.takeRecovered()) {
@@ -153,6 +177,11 @@ export class ResultsShipperStore implements RunStore {
 
   async saveDurably(record: RunRecord): Promise<void> {
     this.#assertOpen(record);
+    if (this.#newRunsRefused !== null && !this.has(record.id)) {
+      throw new ProblemError(Problems.runStoreQuotaExceeded, `run ${record.id} not accepted: ${this.#newRunsRefused}`, {
+        headers: { 'retry-after': String(Math.ceil(this.#quotaRecheckMs / 1000)) },
+      });
+    }
     if (this.#buffered >= this.#maxBuffered && !this.#pending.has(record.id)) {
       throw new Error(
         `run ${record.id} not accepted: ${this.#buffered} run records wait for the results collector (the bound is ${this.#maxBuffered})` +
@@ -202,6 +231,7 @@ export class ResultsShipperStore implements RunStore {
     } finally {
       this.#closed = true;
       if (this.#timer !== null) clearTimeout(this.#timer);
+      if (this.#quotaRecheck !== null) clearTimeout(this.#quotaRecheck);
       this.#collector.close();
       await this.#journal.close();
     }
@@ -275,22 +305,61 @@ export class ResultsShipperStore implements RunStore {
     }
     if (suspect === undefined) for (const id of batch.keys()) this.#pending.delete(id);
     this.#inFlight = batch;
-    void this.#send(Buffer.from(body + ']}', 'utf8')).then(
+    void this.#send(Buffer.from(body + ']}', 'utf8'), batch).then(
       () => this.#collected(batch),
       (error: unknown) => this.#failed(batch, error as Error),
     );
   };
 
-  async #send(body: Buffer): Promise<void> {
+  async #send(body: Buffer, batch: ReadonlyMap<string, RunRecord>): Promise<void> {
     const { status, text } = await this.#collector.post(body, { 'content-type': 'application/json', authorization: `Bearer ${await this.#token()}` });
     if (status < 200 || status > 299) {
       throw new CollectorRefusal(`the results collector ${this.#url} answered ${status}: ${text.slice(0, 500)}`, isRefusedForGood(status));
     }
-    const answer = JSON.parse(text) as { refused?: unknown[] };
-    if (Array.isArray(answer.refused) && answer.refused.length > 0) {
-      this.#refused += answer.refused.length;
-      this.#metrics.dropped('refused', answer.refused.length);
-      this.#logger.error({ refused: answer.refused }, `the results collector refused ${answer.refused.length} run records as invalid`);
+    const answer = JSON.parse(text) as { refused?: Refusal[]; newRunsRefused?: unknown };
+    const refused = Array.isArray(answer.refused) ? answer.refused : [];
+    const invalid = refused.filter((refusal) => refusal.quota === undefined);
+    if (invalid.length > 0) {
+      this.#refused += invalid.length;
+      this.#metrics.dropped('refused', invalid.length);
+      this.#logger.error({ refused: invalid }, `the results collector refused ${invalid.length} run records as invalid`);
+    }
+    const overQuota = refused.filter((refusal) => refusal.quota !== undefined);
+    if (overQuota.length > 0) this.#refusedByQuota(overQuota, batch);
+    this.#quotaAnswered(typeof answer.newRunsRefused === 'string' ? answer.newRunsRefused : null);
+  }
+
+  /** Records of new runs the namespace's quota refused: dropped, counted, and logged (at most once a minute). */
+  #refusedByQuota(refused: Refusal[], batch: ReadonlyMap<string, RunRecord>): void {
+    this.#refused += refused.length;
+    this.#metrics.dropped('quota', refused.length);
+    // Async runs were answered 202 before the collector's answer said the namespace was full: said apart.
+    const accepted = refused.filter((refusal) => typeof refusal.id === 'string' && batch.get(refusal.id)?.async === true).map((refusal) => refusal.id);
+    this.#quotaRefusedSinceLog += refused.length;
+    const now = Date.now();
+    if (accepted.length === 0 && now - this.#quotaLoggedAt < QUOTA_LOG_EVERY_MS) return;
+    this.#logger.error(
+      { refused: this.#quotaRefusedSinceLog, quota: refused[0]!.quota, acceptedAsyncRuns: accepted, runs: refused.slice(0, 20).map((refusal) => refusal.id) },
+      `the results store refused run records of new runs: ${refused[0]!.reason}`,
+    );
+    this.#quotaLoggedAt = now;
+    this.#quotaRefusedSinceLog = 0;
+  }
+
+  /** The collector's word on whether the namespace takes new runs: refused from now on, or again. */
+  #quotaAnswered(reason: string | null): void {
+    const was = this.#newRunsRefused;
+    this.#newRunsRefused = reason;
+    if (reason === null) {
+      if (was !== null) this.#logger.info('the results store takes new runs of this namespace again: async calls are accepted');
+      if (this.#quotaRecheck !== null) clearTimeout(this.#quotaRecheck);
+      this.#quotaRecheck = null;
+      return;
+    }
+    if (was === null) this.#logger.warn({ reason }, `async calls are refused (507 run-store-quota-exceeded) while the namespace is at its results store quota: ${reason}`);
+    if (this.#quotaRecheck === null && !this.#closed) {
+      this.#quotaRecheck = setTimeout(this.#recheckQuota, this.#quotaRecheckMs);
+      this.#quotaRecheck.unref();
     }
   }
 
@@ -302,6 +371,28 @@ export class ResultsShipperStore implements RunStore {
       throw new Error(`the token for the results collector could not be read from ${this.#tokenFile}: ${(error as Error).message}`, { cause: error });
     }
   }
+
+  /** Asks the collector again, by an empty batch when no other is under way (whose answer would say). */
+  readonly #recheckQuota = (): void => {
+    this.#quotaRecheck = null;
+    if (this.#closed || this.#newRunsRefused === null) return;
+    if (this.#inFlight !== null || this.#pending.size > 0 || this.#suspects.length > 0) {
+      // A batch goes, or is about to: its answer says. Asked again meanwhile all the same, in case it fails.
+      this.#quotaAnswered(this.#newRunsRefused);
+      return;
+    }
+    const probe = new Map<string, RunRecord>();
+    this.#inFlight = probe;
+    void this.#send(EMPTY_BATCH, probe)
+      .catch((error: unknown) => {
+        this.#logger.warn({ err: error }, 'asking the results collector whether the namespace takes new runs again failed; asking again later');
+        this.#quotaAnswered(this.#newRunsRefused);
+      })
+      .finally(() => {
+        this.#inFlight = null;
+        this.#settleWaiters();
+      });
+  };
 
   #collected(batch: Map<string, RunRecord>): void {
     this.#inFlight = null;
@@ -400,6 +491,14 @@ function recordJson(record: RunRecord): string {
   const json = JSON.stringify(record);
   const kept = keptResultOf(record);
   return kept === undefined ? json : json.slice(0, -1) + ',"result":' + kept.json + '}';
+}
+
+/** A record the collector refused, as its answer names it (results/collector.ts CollectorAnswer); `quota` when a quota refused it. */
+interface Refusal {
+  index: number;
+  id: unknown;
+  reason: string;
+  quota?: string;
 }
 
 /** A collector's answer other than 200; `forGood` when sending the same batch again would be refused again. */

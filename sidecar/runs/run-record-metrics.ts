@@ -3,10 +3,11 @@
 import { Counter, Gauge, type Registry } from '../prom-client.ts';
 
 /**
- * Why records were dropped: the unwritten buffer overflowed, the store closed before writing them, or the
- * receiving end refused them for good (the results collector: a record no store can hold).
+ * Why records were dropped: the unwritten buffer overflowed, the store closed before writing them, the
+ * receiving end refused them for good (the results collector: a record no store can hold), or the namespace is
+ * at its results store quota (the collector refuses records of new runs).
  */
-export type DropReason = 'buffer_full' | 'closed' | 'refused';
+export type DropReason = 'buffer_full' | 'closed' | 'refused' | 'quota';
 
 export class RunRecordMetrics {
   readonly #dropped: Record<DropReason, Counter.Internal>;
@@ -18,7 +19,7 @@ export class RunRecordMetrics {
       labelNames: ['reason'],
       registers: [registry],
     });
-    this.#dropped = { buffer_full: dropped.labels('buffer_full'), closed: dropped.labels('closed'), refused: dropped.labels('refused') };
+    this.#dropped = { buffer_full: dropped.labels('buffer_full'), closed: dropped.labels('closed'), refused: dropped.labels('refused'), quota: dropped.labels('quota') };
     new Gauge({
       name: 'runlet_run_records_buffered',
       help: 'Run records saved and not yet written to their store (the RunLog, or the results collector)',

@@ -202,6 +202,17 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     }
   });
 
+  it('bounds each namespace in the results store by results.quotas, with a namespace of its own, in the operator configuration', async () => {
+    const config = await operatorConfigOf(configMap);
+    expect(config.results).toMatchObject({ maxRunsPerNamespace: 2_000_000, maxRecordMiBPerNamespace: 2048, maxKeptResultMiBPerNamespace: 1024, namespaceQuotas: {} });
+    const own = renderWith([], { results: { quotas: { maxRuns: 5_000_000, maxKeptResultMiB: 0, namespaces: { 'team-a': { maxRuns: 10_000_000, maxRecordMiB: 100 } } } } });
+    expect((await operatorConfigOf(objectOf<V1ConfigMap>(own, 'ConfigMap', `${NAME}-config`))).results).toMatchObject({
+      maxRunsPerNamespace: 5_000_000,
+      maxKeptResultMiBPerNamespace: 0,
+      namespaceQuotas: { 'team-a': { maxRuns: 10_000_000, maxRecordMiB: 100 } },
+    });
+  });
+
   it('keeps the held calls in holder.heldCalls.namespace when given, and makes no Namespace with holder.heldCalls.createNamespace false', async () => {
     const own = renderWith([], { holder: { heldCalls: { namespace: 'runlet-parked-calls' } } });
     expect((await operatorConfigOf(objectOf<V1ConfigMap>(own, 'ConfigMap', `${NAME}-config`))).holder.heldCallsNamespace).toBe('runlet-parked-calls');

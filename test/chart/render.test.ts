@@ -45,6 +45,11 @@ describe('functions', () => {
     expect(render('{{ sha256sum "abc" }}')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   });
 
+  it('int64 prints a count of a million or more in full, as Helm does, where printing the float64 would not', () => {
+    expect(render('{{ int64 .big }} {{ int64 .small }} {{ if int64 .zero }}y{{ else }}n{{ end }}', { big: 2_000_000, small: 7, zero: 0 })).toBe('2000000 7 n');
+    expect(() => render('{{ int64 .s }}', { s: 'x' })).toThrow(/int64 wants a number/);
+  });
+
   it('semverCompare compares as Sprig does for one comparison, vendor suffixes ignored with -0, and refuses ranges', () => {
     const compare = (constraint: string, version: string) => render(`{{ if semverCompare "${constraint}" .v }}y{{ else }}n{{ end }}`, { v: version });
     expect([compare('>=1.21.0-0', 'v1.20.2'), compare('>=1.21.0-0', 'v1.21.0'), compare('>=1.21.0-0', 'v1.29.3-eks-8cb36c9')]).toEqual(['n', 'y', 'y']);

@@ -150,7 +150,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     replicaAdminAddress: options.replicaAdminAddress,
     holderControlAddress: options.holderControlAddress,
     loadAddress: options.loadAddress,
-    results: options.results === undefined ? undefined : { store: options.results.store },
+    results: options.results === undefined ? undefined : { store: options.results.store, usage: options.results.usage },
     activatorLoadAddress: options.activatorLoadAddress,
   });
 }

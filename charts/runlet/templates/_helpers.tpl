@@ -210,6 +210,14 @@ results:
   # bytes of batches it holds at once across all pods.
   collectorPort: {{ .Values.results.collector.port }}
   collectorMaxInFlightMiB: {{ .Values.results.collector.maxInFlightMiB }}
+  # Per-namespace quotas of the results store (values results.quotas); 0: no limit.
+  maxRunsPerNamespace: {{ int64 .Values.results.quotas.maxRuns }}
+  maxRecordMiBPerNamespace: {{ int64 .Values.results.quotas.maxRecordMiB }}
+  maxKeptResultMiBPerNamespace: {{ int64 .Values.results.quotas.maxKeptResultMiB }}
+  {{- with .Values.results.quotas.namespaces }}
+  namespaceQuotas:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- if .Values.holder.enabled }}
 holder:
   enabled: true

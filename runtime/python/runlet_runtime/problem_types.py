@@ -46,4 +46,5 @@ PROBLEM_TYPES = {
     "run-store-unavailable": (503, "Run store unavailable"),
     "replica-unreachable": (503, "Replica unreachable"),
     "timeout": (504, "Run exceeded its time limit"),
+    "run-store-quota-exceeded": (507, "Namespace at its run store quota"),
 }
