@@ -67,12 +67,12 @@ function drainTokenIn(deployment: Deployment): string | undefined {
 }
 
 describe('reconciling an App', () => {
-  it('applies its Deployment, Service and Ingress, owned by it, and the namespace’s sidecar RBAC; reports ChildrenApplied', async () => {
+  it('applies its Deployment, Service, Ingress and NetworkPolicy (on by default), owned by it, and the namespace’s sidecar RBAC; reports ChildrenApplied', async () => {
     await namespaceWithCode('create');
     const created = await createApp(api, 'create', 'hello', pythonSpec());
     const app = await waitForApp(api, 'create', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
 
-    expect(condition(app, 'ChildrenApplied')).toMatchObject({ status: 'True', reason: 'Applied', message: 'applied Deployment, Service, Ingress' });
+    expect(condition(app, 'ChildrenApplied')).toMatchObject({ status: 'True', reason: 'Applied', message: 'applied Deployment, Service, Ingress, NetworkPolicy' });
     // No Deployment controller runs here: nothing rolls out.
     expect(condition(app, 'Ready')).toMatchObject({ status: 'False', reason: 'RollingOut' });
     expect(condition(app, 'Available')).toMatchObject({ status: 'False', reason: 'MinimumReplicasUnavailable' });
