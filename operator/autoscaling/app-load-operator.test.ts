@@ -77,7 +77,7 @@ function load(overrides: Partial<RunLogLoad>): RunLogLoad {
 }
 
 async function metricsText(): Promise<string> {
-  return (await fetch(`${url}/metrics`)).text();
+  return (await fetch(`${operator.metricsUrl}/metrics`)).text();
 }
 
 async function readyPodAt(name: string, ip: string): Promise<FakeAdmin> {
