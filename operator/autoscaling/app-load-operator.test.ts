@@ -28,7 +28,6 @@ interface FakeAdmin {
 let cluster: TestCluster<KubeApiServer>;
 let api: KubeApi;
 let operator: Operator;
-let url: string;
 const told: [string, AppLoad][] = [];
 /** Pod IP → the admin server standing for that pod. */
 const admins = new Map<string, FakeAdmin>();
@@ -63,7 +62,7 @@ beforeAll(async () => {
     loadAddress: (pod) => ({ host: '127.0.0.1', port: (admins.get(pod.status!.podIP!)!.server.address() as AddressInfo).port }),
   });
   operator.start();
-  url = await operator.listen();
+  await operator.listen();
 });
 
 afterAll(async () => {
