@@ -36,8 +36,10 @@ Options (environment variable in brackets); flags override the environment, whic
   --leader-election-namespace NS  namespace of the Lease (default: POD_NAMESPACE, else default) [RUNLET_LEADER_ELECTION_NAMESPACE]
   --lease-name NAME               (default runlet-operator) [RUNLET_LEASE_NAME]
   --identity NAME                 this replica in the Lease (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
-  --host ADDRESS                  address of /healthz, /ready, /metrics (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
-  --port N                        port of /healthz, /ready, /metrics (default 8080) [RUNLET_METRICS_PORT]
+  --host ADDRESS                  address of every port of the operator's (default 0.0.0.0) [RUNLET_OPERATOR_HOST]
+  --port N                        port of the management API, /healthz, /ready (default 8080) [RUNLET_METRICS_PORT]
+  --metrics-port N                port of /metrics (and /healthz, /ready), apart from the management API: for
+                                  Prometheus, not tenants (default 8081) [RUNLET_OPERATOR_METRICS_PORT]
   --workers N                     Apps reconciled concurrently (default 4) [RUNLET_OPERATOR_WORKERS]
   --holder on|off|external        hold calls to Apps at zero replicas (default on; off keeps min_replicas = 0 at one
                                   replica; external: runlet activator pods hold them, this operator holds none) [RUNLET_HOLDER]
@@ -85,6 +87,7 @@ const OPTIONS = {
   identity: { env: ['RUNLET_IDENTITY'] },
   host: { env: ['RUNLET_OPERATOR_HOST'] },
   port: { env: ['RUNLET_METRICS_PORT'] },
+  'metrics-port': { env: ['RUNLET_OPERATOR_METRICS_PORT'] },
   workers: { env: ['RUNLET_OPERATOR_WORKERS'] },
   holder: { env: ['RUNLET_HOLDER'] },
   'holder-host': { env: ['RUNLET_HOLDER_HOST'] },
@@ -150,7 +153,7 @@ export async function runOperatorCommand(args: string[]): Promise<number> {
     throw new CliError(`runlet operator: could not start: ${(error as Error).message}`);
   }
   operator.start();
-  logger.info({ address, holder: operator.holder?.url, identity: config.leaderElection.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'operator listening');
+  logger.info({ address, holder: operator.holder?.url, metrics: operator.metricsUrl, identity: config.leaderElection.identity, cluster: kubeConfig.getCurrentCluster()?.server }, 'operator listening');
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
@@ -227,7 +230,7 @@ async function loadConfig(option: (name: OptionName) => string | undefined): Pro
     webhookAllowCidrs: cidrs === undefined ? undefined : cidrs.split(',').map((cidr) => cidr.trim()).filter(Boolean),
     imagePullSecrets: pullSecrets === undefined ? undefined : pullSecrets.split(',').map((name) => ({ name: name.trim() })).filter(({ name }) => name !== ''),
     leaderElection: { namespace: option('leader-election-namespace'), leaseName: option('lease-name'), identity: option('identity') },
-    server: { host: option('host'), port: integer('port') },
+    server: { host: option('host'), port: integer('port'), metricsPort: integer('metrics-port') },
     holder: {
       ...holderMode(),
       host: option('holder-host'),

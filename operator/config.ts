@@ -161,7 +161,14 @@ export const OperatorConfigSchema = StrictObject({
   leaderElection: LeaderElectionConfigSchema,
   server: StrictObject({
     host: Type.String({ minLength: 1 }),
-    port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready, /metrics and the management API (/v2).' }),
+    port: Type.Integer({ minimum: 0, maximum: 65535, description: 'Port of /healthz, /ready and the management API (/v2).' }),
+    metricsPort: Type.Integer({
+      minimum: 0,
+      maximum: 65535,
+      // The metrics name every namespace's Apps and their load: a port of their own is one a NetworkPolicy can
+      // close to tenants while the management API stays open to them (a policy selects ports, not paths).
+      description: 'Port of /metrics (and /healthz, /ready), apart from the management API: for Prometheus, not for tenants.',
+    }),
   }),
   runLogs: RunLogsConfigSchema,
   results: ResultsConfigSchema,
@@ -214,7 +221,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
       renewDeadlineSeconds: 10,
       retryPeriodSeconds: 2,
     },
-    server: { host: '0.0.0.0', port: 8080 },
+    server: { host: '0.0.0.0', port: 8080, metricsPort: 8081 },
     // A vanished pod is usually noticed by its watch event at once; the sweep catches the rest and retention.
     runLogs: { sweepSeconds: 60, countersIntervalSeconds: 10 },
     results: {

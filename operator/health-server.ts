@@ -13,7 +13,8 @@ export interface Readiness {
 }
 
 export interface HealthServerOptions {
-  registry: Registry;
+  /** Served at /metrics; none: no /metrics on this server (the operator's API port, which tenants reach). */
+  registry?: Registry;
   logger: Logger;
   ready(): Readiness;
   /** The status /ready answers with its 503 (`starting`, `not ready`). */
@@ -34,9 +35,11 @@ export function buildHealthServer({ registry, logger, ready, notReadyStatus }: H
     reply.code(readiness.ready ? 200 : 503);
     return { status: readiness.ready ? 'ready' : notReadyStatus, ...readiness.detail };
   });
-  server.get('/metrics', async (_request, reply) => {
-    reply.header('content-type', registry.contentType);
-    return registry.metrics();
-  });
+  if (registry !== undefined) {
+    server.get('/metrics', async (_request, reply) => {
+      reply.header('content-type', registry.contentType);
+      return registry.metrics();
+    });
+  }
   return server;
 }

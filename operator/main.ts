@@ -145,7 +145,7 @@ export interface AppCache {
 }
 
 export interface Operator {
-  /** Health, readiness, metrics and the management API (/v2); register more routes before `listen()`. */
+  /** Health, readiness and the management API (/v2); register more routes before `listen()`. */
   readonly server: FastifyInstance;
   readonly metrics: OperatorMetrics;
   readonly apps: AppCache;
@@ -162,12 +162,14 @@ export interface Operator {
   /** Starts the watches and the campaign for leadership; returns at once. */
   start(): void;
   /**
-   * Listens on `config.server` (and the holder on `config.holder`, the collector on `config.results.collectorPort`
-   * with a results store); resolves with the server's address (`http://host:port`).
+   * Listens on `config.server` (its metrics on `config.server.metricsPort`, the holder on `config.holder`, the
+   * collector on `config.results.collectorPort` with a results store); resolves with the server's address.
    */
   listen(): Promise<string>;
   /** The results collector's address (`http://host:port`), once `listen()` started it; undefined without a results store. */
   readonly collectorUrl: string | undefined;
+  /** The address of /metrics (`http://host:port`, config.server.metricsPort), once `listen()` started it. */
+  readonly metricsUrl: string | undefined;
   /** Releases leadership (work in hand can write no more), waits for the reconciles in hand, stops watching and closes the server. */
   stop(): Promise<void>;
 }
@@ -472,15 +474,17 @@ export function createOperator(options: OperatorOptions): Operator {
   });
 
   // Ready to serve: the caches are filled (leaders and standbys alike, so a standby can take over at once).
-  const server = buildHealthServer({
-    registry: metrics.registry,
+  const readiness = {
     logger,
     ready: () => ({
       ready: isReady(),
       detail: { leader: elector.isLeader, apps: apps.size, reconcileQueue: queue.depth, resultsStore: resultsState() },
     }),
     notReadyStatus: 'starting',
-  });
+  };
+  const server = buildHealthServer(readiness);
+  // Metrics name every namespace's Apps: on a port of their own, which the chart's NetworkPolicy closes to tenants.
+  const metricsServer = buildHealthServer({ ...readiness, registry: metrics.registry });
   // The runs of calls cancelled while held at zero, which no replica saw: recorded where the management API reads
   // runs, at once and again once the webhook is settled, their webhooks delivered from here. In the results
   // store this replica is their `replica`: marked present there (replica-presence.ts) before each is written, so
@@ -549,6 +553,7 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
   }), quotas);
   let collectorUrl: string | undefined;
+  let metricsUrl: string | undefined;
 
   let started = false;
   let stopping = false;
@@ -570,6 +575,9 @@ export function createOperator(options: OperatorOptions): Operator {
     get collectorUrl() {
       return collectorUrl;
     },
+    get metricsUrl() {
+      return metricsUrl;
+    },
     start() {
       if (started) return;
       started = true;
@@ -589,6 +597,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     async listen() {
       const url = await server.listen({ host: config.server.host, port: config.server.port });
+      metricsUrl ??= await metricsServer.listen({ host: config.server.host, port: config.server.metricsPort });
       if (collector !== undefined && collectorUrl === undefined) collectorUrl = await collector.listen({ host: config.server.host, port: config.results.collectorPort });
       if (options.holder !== undefined && options.holder !== 'external' && holder === undefined) {
         // As the sidecars do: a revoked API key's call is not held (nor its app woken) past a minute.
@@ -638,6 +647,7 @@ export function createOperator(options: OperatorOptions): Operator {
       await events.flushed();
       await Promise.all([...watches.all.map((watch) => watch.stop()), holderEndpoints?.stop(), runLogs?.stop()]);
       await server.close();
+      await metricsServer.close();
       await collector?.close();
       await Promise.all([api.close(), leaderApi.close(), autoscalerApi.close()]);
       logger.info('operator stopped');

@@ -363,13 +363,17 @@ describe('reconciling an App', () => {
 });
 
 describe('the operator process', () => {
-  it('serves readiness, liveness and metrics', async () => {
+  it('serves readiness and liveness on the management API port, and metrics only on a port of their own', async () => {
     const url = await operator.listen();
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     const ready = await fetch(`${url}/ready`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: 'ready', leader: true });
-    const metrics = await (await fetch(`${url}/metrics`)).text();
+    // Metrics name every namespace's Apps: tenants reach the API port, and a NetworkPolicy can close only a port.
+    expect((await fetch(`${url}/metrics`)).status).toBe(404);
+    expect(operator.metricsUrl).not.toBe(url);
+    expect((await fetch(`${operator.metricsUrl}/ready`)).status).toBe(200);
+    const metrics = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/runlet_operator_reconciles_total\{outcome="reconciled"\} [1-9]/);
     expect(metrics).toContain('runlet_operator_reconcile_duration_seconds_bucket');
     expect(metrics).toContain('runlet_operator_queue_depth');

@@ -112,7 +112,7 @@ async function send(records: RunRecord[]): Promise<Response> {
 }
 
 async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
+  const text = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
   const line = text.split('\n').find((row) => row.startsWith(`${name} `));
   if (line === undefined) throw new Error(`metric ${name} not in /metrics`);
   return Number(line.slice(name.length + 1));

@@ -70,7 +70,7 @@ function runLogWhere(namespace: string, name: string, predicate: (runs: RunRecor
 
 /** A metric without labels, as the operator's /metrics shows it. */
 async function metric(name: string): Promise<number> {
-  const line = (await (await fetch(`${url}/metrics`)).text()).split('\n').find((l) => l.startsWith(`${name} `));
+  const line = (await (await fetch(`${operator.metricsUrl}/metrics`)).text()).split('\n').find((l) => l.startsWith(`${name} `));
   return Number(line?.slice(name.length + 1));
 }
 

@@ -34,7 +34,7 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
     const kubeconfig = join(workDir, 'operator-kubeconfig');
     await cluster.server.writeKubeconfig(kubeconfig);
     const config = join(workDir, 'operator.yaml');
-    writeFileSync(config, [`sidecarImage: ${SIDECAR_IMAGE}`, `pythonRuntimeImage: ${PYTHON_IMAGE}`, 'ingress: { className: nginx, host: apps.example }', 'server: { host: 127.0.0.1, port: 0 }', 'logLevel: info', 'holder: { enabled: false }'].join('\n'));
+    writeFileSync(config, [`sidecarImage: ${SIDECAR_IMAGE}`, `pythonRuntimeImage: ${PYTHON_IMAGE}`, 'ingress: { className: nginx, host: apps.example }', 'server: { host: 127.0.0.1, port: 0, metricsPort: 0 }', 'logLevel: info', 'holder: { enabled: false }'].join('\n'));
     for (let n = 0; n < NAMESPACES; n++) await createNamespace(cluster.api, `bench-${n}`);
 
     const operator = group.start({
@@ -43,8 +43,8 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
       args: [COMPILED_CLI, 'operator', '--config', config, '--identity', 'bench', '--leader-election-namespace', 'default'],
       env: { ...process.env, ...IMAGE_ENV, KUBECONFIG: kubeconfig },
     });
-    // pino writes `address` before `msg` on the line that says where /metrics is.
-    const metricsUrl = (await operator.waitForOutput(/"address":"([^"]+)"[^\n]*"operator listening"/, 60_000))[1]!;
+    // pino writes `metrics` before `msg` on the line that says where /metrics is.
+    const metricsUrl = (await operator.waitForOutput(/"metrics":"([^"]+)"[^\n]*"operator listening"/, 60_000))[1]!;
     await waitFor(async () => (await metric(metricsUrl, 'runlet_operator_leader')) === 1, { ...STEADY_WAIT, what: 'the operator to lead' });
 
     const startedAt = performance.now();

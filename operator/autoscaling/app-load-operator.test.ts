@@ -28,7 +28,6 @@ interface FakeAdmin {
 let cluster: TestCluster<KubeApiServer>;
 let api: KubeApi;
 let operator: Operator;
-let url: string;
 const told: [string, AppLoad][] = [];
 /** Pod IP → the admin server standing for that pod. */
 const admins = new Map<string, FakeAdmin>();
@@ -63,7 +62,7 @@ beforeAll(async () => {
     loadAddress: (pod) => ({ host: '127.0.0.1', port: (admins.get(pod.status!.podIP!)!.server.address() as AddressInfo).port }),
   });
   operator.start();
-  url = await operator.listen();
+  await operator.listen();
 });
 
 afterAll(async () => {
@@ -77,7 +76,7 @@ function load(overrides: Partial<RunLogLoad>): RunLogLoad {
 }
 
 async function metricsText(): Promise<string> {
-  return (await fetch(`${url}/metrics`)).text();
+  return (await fetch(`${operator.metricsUrl}/metrics`)).text();
 }
 
 async function readyPodAt(name: string, ip: string): Promise<FakeAdmin> {

@@ -64,6 +64,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
         'StatefulSet/runlet-postgres',
         'Service/runlet-postgres',
         'NetworkPolicy/runlet-postgres',
+        'NetworkPolicy/runlet-operator',
         'Service/runlet-collector',
         'Role/runlet-operator-results',
         'RoleBinding/runlet-operator-results',
@@ -123,11 +124,13 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     const config = await operatorConfigOf(configMap);
     // The operator holds no call (holder.inOperator false): the activator pods have the holder port.
     // With a results store, the collector has a port of its own, apart from the management API's.
+    // Metrics, too, have a port of their own: the NetworkPolicy of the operator's pods keeps tenants out of it.
     expect(container.ports).toEqual([
       { name: 'http', containerPort: config.server.port, protocol: 'TCP' },
+      { name: 'metrics', containerPort: config.server.metricsPort, protocol: 'TCP' },
       { name: 'collector', containerPort: config.results.collectorPort, protocol: 'TCP' },
     ]);
-    expect(config.results.collectorPort).not.toBe(config.server.port);
+    expect(new Set([config.server.port, config.server.metricsPort, config.results.collectorPort]).size).toBe(3);
     expect(config.server.host).toBe('0.0.0.0');
     expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/ready', port: 'http' });
@@ -377,7 +380,7 @@ describe('holder.enabled false', () => {
     const config = await operatorConfigOf(objectOf<V1ConfigMap>(chart, 'ConfigMap', `${NAME}-config`));
     expect(config.holder.enabled).toBe(false);
     // No holder port (the collector's is the results store's).
-    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports!.map((port) => port.name)).toEqual(['http', 'collector']);
+    expect(operatorContainer(objectOf<V1Deployment>(chart, 'Deployment', NAME)).ports!.map((port) => port.name)).toEqual(['http', 'metrics', 'collector']);
     const names = chart.manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
     expect(names.filter((name) => name.includes('holder') || name.includes('activator'))).toEqual([]);
   });

@@ -103,7 +103,7 @@ function chartConfig(chart: RenderedChart): ConfigLayer[] {
   return [
     file,
     {
-      server: { host: '127.0.0.1', port: 0 },
+      server: { host: '127.0.0.1', port: 0, metricsPort: 0 },
       holder: { host: '127.0.0.1', port: 0 },
       leaderElection: { identity: 'runlet-operator-0', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 },
     },

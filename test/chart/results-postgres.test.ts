@@ -99,6 +99,6 @@ describe('no PostgreSQL (results.postgres.embedded.enabled false, no existingSec
     const operator = objectOf<V1Deployment>(chart, 'Deployment', 'runlet-operator').spec!.template.spec!.containers[0]!;
     expect(operator.env!.map((variable) => variable.name).filter((name) => name.startsWith('RUNLET_RESULTS_'))).toEqual(['RUNLET_RESULTS_RETENTION_DAYS']);
     // No collector port: pods write RunLogs.
-    expect(operator.ports!.map((port) => port.name)).toEqual(['http']);
+    expect(operator.ports!.map((port) => port.name)).toEqual(['http', 'metrics']);
   });
 });

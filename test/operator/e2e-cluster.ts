@@ -129,7 +129,7 @@ export async function startTestOperator(options: TestOperatorOptions): Promise<O
     {
       sidecarImage: options.sidecarImage,
       pythonRuntimeImage: options.pythonRuntimeImage,
-      server: { host: '127.0.0.1', port: 0 },
+      server: { host: '127.0.0.1', port: 0, metricsPort: 0 },
       leaderElection: { namespace: options.leaseNamespace, leaseName: options.leaseName ?? 'runlet-operator-e2e', identity: options.identity ?? `e2e-${process.pid}`, retryPeriodSeconds: 0.2 },
       logLevel: 'debug',
       holder: { host: '127.0.0.1', port: 0, heldCallsNamespace: HELD_CALLS_NAMESPACE },

@@ -39,8 +39,10 @@ export const PYTHON_IMAGE = 'registry.test/runlet-python:e2e';
 export interface LocalCluster extends E2eCluster {
   readonly server: KubeApiServer;
   readonly kubelet: Kubelet;
-  /** The operator's HTTP server: health, metrics and the management API (/v2). */
+  /** The operator's HTTP server: health and the management API (/v2). */
   readonly operatorUrl: string;
+  /** The operator's metrics, on a port of their own. */
+  readonly operatorMetricsUrl: string;
   /** The HS256 key every sidecar verifies run-interface tokens with (`signLocalToken`). */
   readonly authKey: string;
   /** The service-account token issuer every sidecar trusts, whatever the project. */
@@ -172,6 +174,7 @@ export async function startLocalCluster(
     server,
     kubelet,
     operatorUrl: operator.url!,
+    operatorMetricsUrl: operator.metricsUrl!,
     authKey,
     issuer,
     operator,

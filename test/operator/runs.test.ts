@@ -309,7 +309,7 @@ describe('runs through the operator, on the in-memory API server with the test k
       });
       expect(Date.parse(failed!.completedAt!)).toBeGreaterThanOrEqual(Date.parse(failed!.startedAt!));
       // The operator wrote it (the pod's processes were frozen throughout), and counted it once its write returned.
-      await waitFor(async () => /^runlet_operator_runs_lost_total [1-9]/m.test(await (await fetch(`${cluster.operatorUrl}/metrics`)).text()), {
+      await waitFor(async () => /^runlet_operator_runs_lost_total [1-9]/m.test(await (await fetch(`${cluster.operatorMetricsUrl}/metrics`)).text()), {
         what: 'the operator to count the lost run',
         timeoutMs: STATE_TIMEOUT_MS,
       });

@@ -49,7 +49,7 @@ export function testConfig(...layers: ConfigLayer[]): OperatorConfig {
     {
       sidecarImage: SIDECAR_IMAGE,
       pythonRuntimeImage: PYTHON_IMAGE,
-      server: { host: '127.0.0.1', port: 0 },
+      server: { host: '127.0.0.1', port: 0, metricsPort: 0 },
       // The collector's port too: several operators share this machine's loopback.
       results: { collectorPort: 0 },
       leaderElection: { namespace: 'default', leaseName: 'runlet-operator', identity: 'operator-a', leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.2 },

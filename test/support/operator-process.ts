@@ -6,7 +6,7 @@ import { resolve } from 'node:path';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 /** What every test passes: images, a loopback port for health and metrics, the Lease in `default`. */
-export const OPERATOR_TEST_ARGS = ['--sidecar-image', 'runlet/runlet:test', '--python-runtime-image', 'runlet/python-runtime:test', '--host', '127.0.0.1', '--port', '0', '--results-collector-port', '0', '--leader-election-namespace', 'default'];
+export const OPERATOR_TEST_ARGS = ['--sidecar-image', 'runlet/runlet:test', '--python-runtime-image', 'runlet/python-runtime:test', '--host', '127.0.0.1', '--port', '0', '--results-collector-port', '0', '--metrics-port', '0', '--leader-election-namespace', 'default'];
 
 export interface OperatorProcess {
   readonly child: ChildProcess;

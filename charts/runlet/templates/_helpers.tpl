@@ -205,6 +205,7 @@ leaderElection:
 server:
   host: 0.0.0.0
   port: {{ .Values.operator.port }}
+  metricsPort: {{ .Values.operator.metricsPort }}
 results:
   # The collector's own port (App pods send their batches there, each with its pod's projected token), and the
   # bytes of batches it holds at once across all pods.
