@@ -97,15 +97,16 @@ export function enrolmentBindings(roles: TenantRole[], namespace: string): Enrol
   }));
 }
 
-export async function enableNamespace(api: KubeApi, namespace: string, bindings: EnrolmentBinding[]): Promise<void> {
+/** Applies the enrolment RoleBindings in `namespace` (which must exist); `report` says what was done. */
+export async function enableNamespace(api: KubeApi, namespace: string, bindings: EnrolmentBinding[], report: (line: string) => void = say): Promise<void> {
   if ((await api.find(resourcePath({ apiVersion: 'v1', kind: 'Namespace', name: namespace }))) === undefined) {
     throw new CliError(`namespace ${namespace} does not exist: kubectl create namespace ${namespace}, then enable it`);
   }
   for (const binding of bindings) {
     await api.apply(binding);
-    say(`RoleBinding ${namespace}/${binding.metadata.name}: ${binding.subjects![0]!.namespace}/${binding.subjects![0]!.name} may now write in ${namespace}`);
+    report(`RoleBinding ${namespace}/${binding.metadata.name}: ${binding.subjects![0]!.namespace}/${binding.subjects![0]!.name} may now write in ${namespace}`);
   }
-  say(`${namespace} is an App namespace: its Apps are reconciled`);
+  report(`${namespace} is an App namespace: its Apps are reconciled`);
 }
 
 export async function disableNamespace(api: KubeApi, namespace: string, bindings: EnrolmentBinding[]): Promise<void> {
