@@ -17,7 +17,8 @@ import { pythonSpec } from '../test/support/operator-apps.ts';
 import { runCli } from '../test/support/cli.ts';
 import { waitFor } from '../test/support/wait.ts';
 import type { KubeApiServer } from '../test/kube/server.ts';
-import { NOT_ENROLLED_REASON } from './namespace-enrolment.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import { NOT_ENROLLED_REASON, isRbacForbidden } from './namespace-enrolment.ts';
 
 const OPERATOR_TOKEN = 'operator-token';
 const OPERATOR_USER = `system:serviceaccount:${RELEASE.namespace}:runlet-operator`;
@@ -32,6 +33,17 @@ async function installChartRbac(cluster: TestCluster, values: Record<string, unk
     await cluster.api.create(resourcePath({ apiVersion: object.apiVersion!, kind: object.kind!, namespace }), object);
   }
 }
+
+describe('an RBAC refusal', () => {
+  it('is a 403 in the authorizer’s words, not a quota’s, an admission plugin’s or a namespace being deleted', () => {
+    const forbidden = (message: string) => new KubeApiError('PATCH /apis/apps/v1/namespaces/team-b/deployments/hello', 403, message, { reason: 'Forbidden' });
+    expect(isRbacForbidden(forbidden('deployments.apps "hello" is forbidden: User "system:serviceaccount:runlet-system:runlet-operator" cannot patch resource "deployments" in API group "apps" in the namespace "team-b"'))).toBe(true);
+    expect(isRbacForbidden(forbidden('services "hello" is forbidden: exceeded quota: compute, requested: services=1, used: services=5, limited: services=5'))).toBe(false);
+    expect(isRbacForbidden(forbidden('pods "hello-1" is forbidden: violates PodSecurity "restricted:latest"'))).toBe(false);
+    expect(isRbacForbidden(forbidden('deployments.apps "hello" is forbidden: unable to create new content in namespace team-b because it is being terminated'))).toBe(false);
+    expect(isRbacForbidden(new KubeApiError('GET /x', 404, 'not found'))).toBe(false);
+  });
+});
 
 describe('App namespaces, under the chart’s RBAC enforced by the API server', () => {
   let cluster: TestCluster<KubeApiServer> | undefined;
