@@ -26,7 +26,8 @@ export class NamespaceNotEnrolledError extends Error {
   readonly namespace: string;
 
   constructor(namespace: string, cause: unknown) {
-    super(notEnrolledMessage(namespace), { cause });
+    // The refusal itself too: should a namespace that was enrolled lack a right (an older chart's roles), it says which.
+    super(`${notEnrolledMessage(namespace)} (refused: ${(cause as Error).message})`, { cause });
     this.name = 'NamespaceNotEnrolledError';
     this.namespace = namespace;
   }
