@@ -39,6 +39,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'Reconcile App resources into Deployments, Services and Ingresses (in a cluster)',
     load: async () => import('./operator-command.ts').then((m) => ({ usage: m.OPERATOR_USAGE, run: m.runOperatorCommand })),
   },
+  namespace: {
+    summary: 'Enrol a namespace as an App namespace, where Runlet may write (a cluster admin\'s command)',
+    load: async () => import('./namespace-command.ts').then((m) => ({ usage: m.NAMESPACE_USAGE, run: m.runNamespaceCommand })),
+  },
   activator: {
     summary: 'Hold the calls to Apps at zero replicas until a pod is ready (in a cluster)',
     load: async () => import('./activator-command.ts').then((m) => ({ usage: m.ACTIVATOR_USAGE, run: m.runActivatorCommand })),

@@ -11,12 +11,15 @@ import type { App, AppStatus, Condition, ConditionStatus } from '../crds/app-sch
 import { metaTime } from '../kube/objects.ts';
 import { describeImagePullFailure, type PodImagePullFailure } from './image-pull.ts';
 import { rolloutState, type DeploymentView, type RolloutState } from './rollout-state.ts';
+import { NOT_ENROLLED_REASON } from './namespace-enrolment.ts';
 
 export type Observation =
   /** The spec breaks the schema; nothing was applied. */
   | { kind: 'invalid'; problems: string[] }
   /** Applying a child failed; the reconcile is retried with backoff. */
   | { kind: 'apply-failed'; message: string }
+  /** The namespace is not an App namespace (namespace-enrolment.ts): nothing may be applied there. */
+  | { kind: 'not-enrolled'; message: string }
   | {
       kind: 'applied';
       /** What was applied, for the message: `Deployment`, `Service`, … */
@@ -37,7 +40,7 @@ export const AVAILABLE = 'Available';
 export const CHILDREN_APPLIED = 'ChildrenApplied';
 
 /** Ready=False reasons that are failures to act on (Warning Events), not steps on the way. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(['InvalidSpec', 'ApplyFailed', 'CodeConfigMapNotFound', 'PodsRefused', 'ImagePullBackOff', 'ProgressDeadlineExceeded']);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(['InvalidSpec', 'ApplyFailed', NOT_ENROLLED_REASON, 'CodeConfigMapNotFound', 'PodsRefused', 'ImagePullBackOff', 'ProgressDeadlineExceeded']);
 /** The reason of Ready and Available while a pod's image cannot be pulled, whichever of its tries the kubelet is at (the message says). */
 export const IMAGE_PULL_BACK_OFF = 'ImagePullBackOff';
 
@@ -63,7 +66,10 @@ export function nextAppStatus(app: App, observation: Observation, url: string, n
 
   if (observation.kind !== 'applied') {
     // Nothing new was applied: the pods of the last good spec still run, so what was known of them stays.
-    const failure: Verdict = observation.kind === 'invalid' ? ['False', 'InvalidSpec', observation.problems.join('; ')] : ['False', 'ApplyFailed', observation.message];
+    const failure: Verdict =
+      observation.kind === 'invalid'
+        ? ['False', 'InvalidSpec', observation.problems.join('; ')]
+        : ['False', observation.kind === 'not-enrolled' ? NOT_ENROLLED_REASON : 'ApplyFailed', observation.message];
     const keptAvailable = current?.conditions?.filter((c) => c.type === AVAILABLE) ?? [];
     return {
       observedGeneration: generation,

@@ -20,6 +20,7 @@ import { imagePullFailureOf } from './image-pull.ts';
 import { drainTokenIn, drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
+import { ENROLMENT_SELECTOR } from './namespace-enrolment.ts';
 import type { DeploymentStatusView, DeploymentView } from './rollout-state.ts';
 import { nativeSidecarOf, podTemplateDigestOf } from './render/deployment.ts';
 import type { SidecarModeView } from './sidecar-migration.ts';
@@ -47,6 +48,8 @@ export interface AppWatchesOptions {
   podChanged(pod: PodObject, gone: boolean, previous?: PodObject): void;
   /** The sidecar ServiceAccount or RoleBinding of a namespace changed (not when first listed), or (`gone`) was deleted. */
   sidecarRbacChanged(kind: 'ServiceAccount' | 'RoleBinding', object: KubeObject, gone: boolean): void;
+  /** A RoleBinding enrolling a namespace as an App namespace appeared (namespace-enrolment.ts). */
+  namespaceEnrolled(namespace: string): void;
 }
 
 /** What the drift check of the sidecar RoleBinding reads: its metadata, role and subjects. */
@@ -64,6 +67,7 @@ export interface AppWatches {
   readonly ingresses: ResourceWatch<KubeObject>;
   readonly sidecarServiceAccounts: ResourceWatch<KubeObject>;
   readonly sidecarRoleBindings: ResourceWatch<RoleBindingObject>;
+  readonly enrolments: ResourceWatch<KubeObject>;
   readonly all: readonly ResourceWatch<KubeObject>[];
 }
 
@@ -204,6 +208,22 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     },
   });
 
+  // An App of a namespace that was not enrolled waits out a backoff: its enrolment brings it forward.
+  const enrolments = new ResourceWatch<KubeObject>({
+    ...common,
+    name: 'enrolments',
+    path: '/apis/rbac.authorization.k8s.io/v1/rolebindings',
+    labelSelector: ENROLMENT_SELECTOR,
+    onRestart: (reason) => metrics.watchRestarted('enrolments', reason),
+    transform: metadataOnly,
+    handlers: {
+      onUpsert: (binding, previous) => {
+        const namespace = binding.metadata?.namespace;
+        if (previous === undefined && namespace !== undefined) options.namespaceEnrolled(namespace);
+      },
+    },
+  });
+
   /**
    * A Deployment event matters when someone edited it (a new generation) or its rollout moved; a Deployment
    * first seen, when it shows replicas the App's status does not (not the one a reconcile just created: its
@@ -238,7 +258,8 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     ingresses,
     sidecarServiceAccounts,
     sidecarRoleBindings,
-    all: [apps, deployments, codeConfigMaps, pods, services, ingresses, sidecarServiceAccounts, sidecarRoleBindings],
+    enrolments,
+    all: [apps, deployments, codeConfigMaps, pods, services, ingresses, sidecarServiceAccounts, sidecarRoleBindings, enrolments],
   };
 }
 

@@ -224,6 +224,10 @@ export function createOperator(options: OperatorOptions): Operator {
       const namespace = object.metadata?.namespace;
       if (namespace !== undefined && rbac.needsRepair(kind, object, gone)) reconcileSoon(namespace, liveAppsIn(namespace)[0]?.metadata.name);
     },
+    // Its Apps waited for it (their status says so): reconciled now, not at the end of their backoff.
+    namespaceEnrolled: (namespace) => {
+      for (const app of liveAppsIn(namespace)) reconcileSoon(namespace, app.metadata.name);
+    },
   });
   const { apps, pods } = watches;
   const restarts = new ContainerRestarts({ api: leaderApi, app: (namespace, name) => apps.get(namespace, name), isLeader: () => elector.isLeader, events, logger });

@@ -11,6 +11,7 @@ import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RenderConfig } from './config.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
+import { NamespaceNotEnrolledError, isRbacForbidden } from './namespace-enrolment.ts';
 import { refOf, resourcePath, type KubeObject, type ObjectRef } from '../kube/objects.ts';
 import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
@@ -88,6 +89,9 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
     const rejected = results.flatMap((result, i) => (result.status === 'rejected' ? [{ child: children[i]!, reason: result.reason as Error }] : []));
     // Refused because the namespace is going: the caller gives up quietly rather than retry and report.
     if (rejected.length > 0 && rejected.every(({ reason }) => isNamespaceTerminating(reason))) throw rejected[0]!.reason;
+    // Refused by RBAC: the namespace is not an App namespace, which the caller reports as such.
+    const forbidden = rejected.find(({ reason }) => isRbacForbidden(reason));
+    if (forbidden !== undefined) throw forbidden.reason;
     const failures = rejected.map(({ child, reason }) => `applying ${child.kind} "${child.metadata?.name}": ${reason.message}`);
     if (failures.length > 0) throw new Error(failures.join('; '));
     return results.map((result) => (result as PromiseFulfilledResult<KubeObject>).value);
@@ -154,6 +158,15 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       if (isNamespaceTerminating(error)) {
         logger.debug({ app: `${namespace}/${name}` }, 'the namespace is being deleted: nothing to apply');
         return 'gone';
+      }
+      if (isRbacForbidden(error)) {
+        // Not an App namespace: said in the status (and a Warning Event), retried with the queue's backoff and at
+        // once when the namespace is enrolled (app-watches.ts), never as a tight loop of refused writes.
+        const notEnrolled = new NamespaceNotEnrolledError(namespace, error);
+        await writeStatus(app, { kind: 'not-enrolled', message: notEnrolled.message }).catch((statusError: unknown) =>
+          logger.warn({ app: `${namespace}/${name}`, err: statusError }, 'could not record in the App status that its namespace is not enrolled'),
+        );
+        throw notEnrolled;
       }
       await writeStatus(app, { kind: 'apply-failed', message: (error as Error).message }).catch((statusError: unknown) =>
         logger.warn({ app: `${namespace}/${name}`, err: statusError }, 'could not record the failure in the App status'),

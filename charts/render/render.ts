@@ -8,13 +8,14 @@
 //                .Chart.Name/.Version/.AppVersion (and the other Chart.yaml fields, capitalised as in Helm),
 //                .Capabilities.KubeVersion.Version/.Major/.Minor (of the given kubeVersion)
 //   pipelines    cmd arg… | cmd arg…  (the previous result is the last argument)
-//   control      if / else if / else / end;  with / else / end;  define "name" / end  (in any template
-//                file; all share one namespace)
+//   control      if / else if / else / end;  with / else / end;  range LIST / else / end (over a list, `.`
+//                each element; no variables);  define "name" / end  (in any template file; all share one
+//                namespace)
 //   functions    toYaml nindent quote default required include printf(%s) trunc trimSuffix contains
-//                sha256sum semverCompare  (template-functions.ts)
+//                sha256sum semverCompare eq fail  (template-functions.ts)
 //
 // Not supported, because the chart does not use them (errors, so a template that starts to is noticed):
-// range, variables and assignment, template/block, and/or/not/eq and every other function, field access
+// range over a map, variables and assignment, template/block, and/or/not/ne and every other function, field access
 // on a function result, printing maps or lists (use toYaml). Stricter than Helm: printing or quoting a
 // missing value is an error (Helm prints nothing), which catches typos in value paths.
 import { readFileSync, readdirSync } from 'node:fs';
@@ -191,6 +192,12 @@ class TemplateRenderer {
       case 'with': {
         const value = this.#pipeline(node.value, scope);
         return isEmpty(value) ? this.#nodes(node.otherwise, scope) : this.#nodes(node.body, { dot: value, root: scope.root });
+      }
+      case 'range': {
+        const value = this.#pipeline(node.value, scope);
+        if (isEmpty(value)) return this.#nodes(node.otherwise, scope);
+        if (!Array.isArray(value)) throw new TemplateError(this.#file, node.value.line, 'range over a map is not supported by this renderer: give it a list');
+        return value.map((element: unknown) => this.#nodes(node.body, { dot: element, root: scope.root })).join('');
       }
     }
   }

@@ -81,6 +81,17 @@ export const TEMPLATE_FUNCTIONS: Record<string, TemplateFunction> = {
     const [needle, haystack] = arity('contains', args, 2);
     return string('contains', haystack).includes(string('contains', needle));
   },
+  // Go's builtin: `eq A B C…` is whether A equals any of the others; only strings, numbers and booleans compare.
+  eq: (args) => {
+    if (args.length < 2) throw new FunctionError(`eq takes 2 or more arguments, got ${args.length}`);
+    const [first, ...others] = args.map((arg) => scalar('eq', arg));
+    return others.some((other) => other === first);
+  },
+  // Helm: stops rendering with the message (`helm install` prints it).
+  fail: (args) => {
+    const [message] = arity('fail', args, 1);
+    throw new FunctionError(string('fail', message));
+  },
   sha256sum: (args) => {
     const [text] = arity('sha256sum', args, 1);
     return createHash('sha256').update(string('sha256sum', text)).digest('hex');
@@ -154,6 +165,11 @@ function arity(name: string, args: unknown[], count: number): unknown[] {
 
 function string(name: string, value: unknown): string {
   if (typeof value !== 'string') throw new FunctionError(`${name} wants a string, got ${describe(value)}`);
+  return value;
+}
+
+function scalar(name: string, value: unknown): string | number | boolean {
+  if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw new FunctionError(`${name} compares strings, numbers and booleans, got ${describe(value)}`);
   return value;
 }
 

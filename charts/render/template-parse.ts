@@ -20,7 +20,9 @@ export type TemplateNode =
   | { kind: 'text'; text: string }
   | { kind: 'print'; pipeline: Pipeline }
   | { kind: 'if'; branches: { condition: Pipeline; body: TemplateNode[] }[]; otherwise: TemplateNode[] }
-  | { kind: 'with'; value: Pipeline; body: TemplateNode[]; otherwise: TemplateNode[] };
+  | { kind: 'with'; value: Pipeline; body: TemplateNode[]; otherwise: TemplateNode[] }
+  /** `range LIST`: the body once per element, with `.` the element; `otherwise` when the list is empty. */
+  | { kind: 'range'; value: Pipeline; body: TemplateNode[]; otherwise: TemplateNode[] };
 
 export interface ParsedTemplate {
   file: string;
@@ -45,11 +47,11 @@ type Token =
 
 type Item = { kind: 'text'; text: string } | { kind: 'action'; tokens: Token[]; line: number };
 
-type Keyword = 'if' | 'else' | 'end' | 'with' | 'define';
-const KEYWORDS: ReadonlySet<string> = new Set<Keyword>(['if', 'else', 'end', 'with', 'define']);
+type Keyword = 'if' | 'else' | 'end' | 'with' | 'range' | 'define';
+const KEYWORDS: ReadonlySet<string> = new Set<Keyword>(['if', 'else', 'end', 'with', 'range', 'define']);
 const isKeyword = (word: string): word is Keyword => KEYWORDS.has(word);
 /** Go keywords and actions outside the subset: named so the error says what is unsupported. */
-const UNSUPPORTED_WORDS = new Set(['range', 'template', 'block', 'break', 'continue', 'nil', 'and', 'or', 'not', 'eq', 'ne']);
+const UNSUPPORTED_WORDS = new Set(['template', 'block', 'break', 'continue', 'nil', 'and', 'or', 'not', 'ne']);
 
 export function parseTemplate(file: string, source: string): ParsedTemplate {
   const items = lex(file, source);
@@ -83,7 +85,8 @@ export function parseTemplate(file: string, source: string): ParsedTemplate {
           nodes.push(parseIf(rest, item.line, inDefine));
           break;
         case 'with':
-          nodes.push(parseWith(rest, item.line, inDefine));
+        case 'range':
+          nodes.push(parseWith(head.word, rest, item.line, inDefine));
           break;
         case 'define': {
           if (inDefine) fail(item.line, '{{ define }} inside a {{ define }}');
@@ -121,15 +124,16 @@ export function parseTemplate(file: string, source: string): ParsedTemplate {
     }
   }
 
-  function parseWith(valueTokens: Token[], line: number, inDefine: boolean): TemplateNode {
+  /** `with` and `range` share a shape: a value, a body, an optional `else`. */
+  function parseWith(kind: 'with' | 'range', valueTokens: Token[], line: number, inDefine: boolean): TemplateNode {
     const value = parsePipeline(valueTokens, line);
     const { nodes: body, stop } = parseList(inDefine);
-    if (stop === undefined) fail(line, '{{ with }} without {{ end }}');
+    if (stop === undefined) fail(line, `{{ ${kind} }} without {{ end }}`);
     if (stop.tokens.length > 0) fail(stop.line, '{{ else … }} chains are supported after {{ if }} only');
-    if (stop.word === 'end') return { kind: 'with', value, body, otherwise: [] };
+    if (stop.word === 'end') return { kind, value, body, otherwise: [] };
     const { nodes: otherwise, stop: end } = parseList(inDefine);
-    if (end?.word !== 'end' || end.tokens.length > 0) fail(stop.line, '{{ else }} of {{ with }} needs a plain {{ end }}');
-    return { kind: 'with', value, body, otherwise };
+    if (end?.word !== 'end' || end.tokens.length > 0) fail(stop.line, `{{ else }} of {{ ${kind} }} needs a plain {{ end }}`);
+    return { kind, value, body, otherwise };
   }
 
   function parsePipeline(tokens: Token[], line: number): Pipeline {

@@ -51,10 +51,12 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     expect(names).toEqual(
       [
         'ClusterRole/runlet-activator',
+        'ClusterRole/runlet-activator-tenant',
         'ClusterRole/runlet-api-key',
         'ClusterRole/runlet-api-keys-admin',
         'ClusterRole/runlet-app-editor',
         'ClusterRole/runlet-operator',
+        'ClusterRole/runlet-operator-tenant',
         'ClusterRole/runlet-runs-operator',
         'ClusterRole/runlet-runs-viewer',
         'ClusterRole/runlet-sidecar',

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1ClusterRole, V1ConfigMap, V1Deployment, V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import pino from 'pino';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { resolveConfig, type ConfigLayer } from '../../operator/config.ts';
 import { KubeApi } from '../../kube/client.ts';
@@ -53,9 +53,19 @@ function roleRules(chart: RenderedChart, name: string): PolicyRule[] {
   return hasRole ? objectOf<V1Role>(chart, 'Role', name).rules! : [];
 }
 
-function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderElection: PolicyRule[]; holder: PolicyRule[]; results: PolicyRule[]; heldCalls: PolicyRule[] } {
+/** The namespaces where the chart binds the ClusterRole `name` with a RoleBinding: the App namespaces it enrols. */
+function enrolledIn(chart: RenderedChart, name: string): string[] {
+  return chart.manifests
+    .map((manifest) => manifest.object as unknown as V1RoleBinding & KubeObject)
+    .filter((object) => object.kind === 'RoleBinding' && object.roleRef.kind === 'ClusterRole' && object.roleRef.name === name)
+    .map((binding) => binding.metadata!.namespace!);
+}
+
+function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; tenant: PolicyRule[]; enrolled: string[]; leaderElection: PolicyRule[]; holder: PolicyRule[]; results: PolicyRule[]; heldCalls: PolicyRule[] } {
   return {
     cluster: objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-operator').rules!,
+    tenant: objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-operator-tenant').rules!,
+    enrolled: enrolledIn(chart, 'runlet-operator-tenant'),
     leaderElection: objectOf<V1Role>(chart, 'Role', 'runlet-operator-leader-election').rules!,
     holder: roleRules(chart, 'runlet-operator-holder'),
     results: roleRules(chart, 'runlet-operator-results'),
@@ -63,18 +73,27 @@ function operatorRoles(chart: RenderedChart): { cluster: PolicyRule[]; leaderEle
   };
 }
 
-/** The activator's roles with the namespace each covers (undefined: every namespace). */
-function activatorRoles(chart: RenderedChart): (readonly [string, PolicyRule[], string | undefined])[] {
+/** A role with the namespaces it holds in (undefined: every namespace). */
+type ScopedRole = readonly [string, PolicyRule[], string[] | undefined];
+
+/** The activator's roles with the namespaces each covers. */
+function activatorRoles(chart: RenderedChart): ScopedRole[] {
   return [
     ['ClusterRole runlet-activator', objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-activator').rules!, undefined],
-    ['Role runlet-activator', objectOf<V1Role>(chart, 'Role', 'runlet-activator').rules!, RELEASE.namespace],
-    ['Role runlet-activator-held-calls', objectOf<V1Role>(chart, 'Role', 'runlet-activator-held-calls').rules!, HELD_CALLS],
+    ['ClusterRole runlet-activator-tenant', objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-activator-tenant').rules!, enrolledIn(chart, 'runlet-activator-tenant')],
+    ['Role runlet-activator', objectOf<V1Role>(chart, 'Role', 'runlet-activator').rules!, [RELEASE.namespace]],
+    ['Role runlet-activator-held-calls', objectOf<V1Role>(chart, 'Role', 'runlet-activator-held-calls').rules!, [HELD_CALLS]],
   ];
 }
 
-/** Whether any of the roles allows the request in its namespace. */
-function allowedBy(roles: (readonly [string, PolicyRule[], string | undefined])[], request: RequestAttributes): boolean {
-  return roles.some(([, rules, namespace]) => (namespace === undefined || request.namespace === namespace) && allows(rules, request));
+/** Whether the role holds in the request's namespace. */
+function holdsIn(namespaces: string[] | undefined, request: RequestAttributes): boolean {
+  return namespaces === undefined || (request.namespace !== undefined && namespaces.includes(request.namespace));
+}
+
+/** Whether any of the roles allows the request in its namespaces. */
+function allowedBy(roles: ScopedRole[], request: RequestAttributes): boolean {
+  return roles.some(([, rules, namespaces]) => holdsIn(namespaces, request) && allows(rules, request));
 }
 
 /**
@@ -142,11 +161,12 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it("are the operator's ClusterRole, leader-election Role, holder Role, results Role and held-calls Role, row for row", () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     // The results Role comes with the embedded PostgreSQL, which the default installs.
-    const { cluster, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
+    const { cluster, tenant, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
     expect(new Set(table.map((row) => row.scope))).toEqual(
-      new Set(['cluster', 'cluster (holder)', 'cluster (auto sidecars)', 'release namespace', 'release namespace (holder)', 'release namespace (results)', 'held-calls namespace (holder)']),
+      new Set(['cluster', 'cluster (auto sidecars)', 'App namespaces', 'App namespaces (holder)', 'release namespace', 'release namespace (holder)', 'release namespace (results)', 'held-calls namespace (holder)']),
     );
-    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)', 'cluster (auto sidecars)'));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (auto sidecars)'));
+    expect(tenant.map(plain)).toEqual(rowsOf(table, 'App namespaces', 'App namespaces (holder)'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder.map(plain)).toEqual(rowsOf(table, 'release namespace (holder)'));
     expect(results.map(plain)).toEqual(rowsOf(table, 'release namespace (results)'));
@@ -157,8 +177,9 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it('lose the (holder) rows, the holder and held-calls Roles and the held calls’ namespace, with holder.enabled false', () => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const off = renderWith([], { holder: { enabled: false } });
-    const { cluster, leaderElection, holder, heldCalls } = operatorRoles(off);
+    const { cluster, tenant, leaderElection, holder, heldCalls } = operatorRoles(off);
     expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (auto sidecars)'));
+    expect(tenant.map(plain)).toEqual(rowsOf(table, 'App namespaces'));
     expect(leaderElection.map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(holder).toEqual([]);
     expect(heldCalls).toEqual([]);
@@ -167,9 +188,10 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
 
   it("are the activator's ClusterRole, Role and held-calls Role, row for row", () => {
     const table = rulesFromTable(README, ACTIVATOR_TABLE);
-    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'release namespace', 'held-calls namespace']));
-    const [cluster, release, heldCalls] = activatorRoles(chart);
+    expect(new Set(table.map((row) => row.scope))).toEqual(new Set(['cluster', 'App namespaces', 'release namespace', 'held-calls namespace']));
+    const [cluster, tenant, release, heldCalls] = activatorRoles(chart);
     expect(cluster[1].map(plain)).toEqual(rowsOf(table, 'cluster'));
+    expect(tenant[1].map(plain)).toEqual(rowsOf(table, 'App namespaces'));
     expect(release[1].map(plain)).toEqual(rowsOf(table, 'release namespace'));
     expect(heldCalls[1].map(plain)).toEqual(rowsOf(table, 'held-calls namespace'));
     for (const row of table) expect(row.why.length, `why of ${row.resources?.join(',')}`).toBeGreaterThan(20);
@@ -201,7 +223,7 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it.each([false, true])('lose the (auto sidecars) row with apps.nativeSidecars %s', (nativeSidecars) => {
     const table = rulesFromTable(README, OPERATOR_TABLE);
     const { cluster } = operatorRoles(renderWith([], { apps: { nativeSidecars } }));
-    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster', 'cluster (holder)'));
+    expect(cluster.map(plain)).toEqual(rowsOf(table, 'cluster'));
   });
 
   it('are the runs viewer ClusterRole, which grants the SubjectAccessReview the management API asks', () => {
@@ -231,9 +253,11 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     const key = objectOf<V1ClusterRole>(chart, 'ClusterRole', API_KEY_ROLE).rules!;
     expect(allows(key, keys(LIST_RUNS))).toBe(true);
     expect(allows(key, keys(CREATE_KEYS))).toBe(false);
-    const { cluster } = operatorRoles(chart);
-    expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: API_KEY_ROLE })).toBe(true);
-    expect(allows(cluster, { verb: 'create', apiGroup: '', resource: 'serviceaccounts/token', namespace: 'team-a', name: 'runlet-key-ci' })).toBe(true);
+    // In App namespaces only: the tenant role, bound there.
+    const { cluster, tenant } = operatorRoles(chart);
+    expect(allows(tenant, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: 'team-a', name: API_KEY_ROLE })).toBe(true);
+    expect(allows(tenant, { verb: 'create', apiGroup: '', resource: 'serviceaccounts/token', namespace: 'team-a', name: 'runlet-key-ci' })).toBe(true);
+    expect(allows(cluster, { verb: 'create', apiGroup: '', resource: 'serviceaccounts/token', namespace: 'team-a', name: 'runlet-key-ci' })).toBe(false);
   });
 
   it('are the App editor ClusterRole', () => {
@@ -265,9 +289,9 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   it('are the sidecar ClusterRole, which the operator may bind but holds nothing of', () => {
     const sidecar = objectOf<V1ClusterRole>(chart, 'ClusterRole', 'runlet-sidecar').rules!;
     expect(sidecar.map(plain)).toEqual(rulesFromTable(README, SIDECAR_TABLE).map(plain));
-    const { cluster } = operatorRoles(chart);
-    expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'runlet-sidecar' })).toBe(true);
-    expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'cluster-admin' })).toBe(false);
+    const { cluster, tenant } = operatorRoles(chart);
+    expect(allows(tenant, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: 'team-a', name: 'runlet-sidecar' })).toBe(true);
+    expect(allows(tenant, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: 'team-a', name: 'cluster-admin' })).toBe(false);
     const granted = sidecar.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
     // `create runlogs` the operator holds for its own reason (the RunLog of an App's cancelled held calls), not the sidecar's.
     expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'patch runlogs/status']);
@@ -279,6 +303,102 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     const binding = parseYaml(example ?? '', { version: '1.1' }) as V1RoleBinding & { metadata: { name: string } };
     expect(kubernetesProblems(binding)).toEqual([]);
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-runs-viewer' });
+  });
+});
+
+/** The verbs that change something (and the RBAC verbs that grant more): what no cluster-wide role of Runlet's may hold on a built-in kind. */
+const WRITE_VERBS = ['create', 'update', 'patch', 'delete', 'deletecollection', 'bind', 'escalate', 'impersonate', '*'];
+/** Cluster-wide writes a Runlet component may hold: its own kinds, Events on them, and the management API's reviews. */
+const CLUSTER_WRITES_ALLOWED = new Set(['runlet.dev', 'events.k8s.io']);
+const CLUSTER_WRITE_RESOURCES_ALLOWED = new Set(['/events', 'authentication.k8s.io/tokenreviews', 'authorization.k8s.io/subjectaccessreviews']);
+/** What the finding named: the writes a stolen operator or activator token must not reach outside App namespaces. */
+const TENANT_KINDS: [apiGroup: string, resource: string][] = [
+  ['apps', 'deployments'],
+  ['apps', 'deployments/scale'],
+  ['rbac.authorization.k8s.io', 'rolebindings'],
+  ['rbac.authorization.k8s.io', 'roles'],
+  ['rbac.authorization.k8s.io', 'clusterroles'],
+  ['networking.k8s.io', 'networkpolicies'],
+  ['networking.k8s.io', 'ingresses'],
+  ['', 'services'],
+  ['discovery.k8s.io', 'endpointslices'],
+  ['', 'endpoints'],
+  ['', 'serviceaccounts'],
+  ['', 'serviceaccounts/token'],
+  ['', 'secrets'],
+  ['', 'pods'],
+  ['', 'configmaps'],
+];
+
+/** The rules of every ClusterRole a ClusterRoleBinding of these manifests binds to a ServiceAccount of the release namespace. */
+function clusterWideRulesOfComponents(manifests: KubeObject[]): { role: string; rules: PolicyRule[] }[] {
+  const roles = new Map(manifests.filter((object) => object.kind === 'ClusterRole').map((object) => [object.metadata!.name!, (object as V1ClusterRole).rules ?? []]));
+  return manifests
+    .filter((object) => object.kind === 'ClusterRoleBinding')
+    .map((object) => object as unknown as V1RoleBinding & KubeObject)
+    .filter((binding) => binding.subjects?.some((subject) => subject.kind === 'ServiceAccount' && subject.namespace === RELEASE.namespace))
+    .map((binding) => {
+      const rules = roles.get(binding.roleRef.name);
+      if (rules === undefined) throw new Error(`ClusterRoleBinding ${binding.metadata!.name} binds ClusterRole ${binding.roleRef.name}, which is not in the manifests`);
+      return { role: binding.roleRef.name, rules };
+    });
+}
+
+/** install.yaml's objects, as `kubectl apply -f install.yaml` creates them. */
+function installYamlObjects(): KubeObject[] {
+  return parseAllDocuments(readFileSync(join(CHART_DIR, '../../install.yaml'), 'utf8')).map((document) => document.toJS() as KubeObject);
+}
+
+describe('the blast radius of a Runlet component’s credential', () => {
+  const renderings: [string, KubeObject[]][] = [
+    ['install.yaml', installYamlObjects()],
+    ...Object.entries(VALUE_SETS).map(([label, files]) => [`${label} values`, renderWith(files).manifests.map((m) => m.object as unknown as KubeObject)] as [string, KubeObject[]]),
+    ['production values, team-a and team-b enrolled', renderWith(VALUE_SETS.production, { tenantNamespaces: ['team-a', 'team-b'] }).manifests.map((m) => m.object as unknown as KubeObject)],
+    ['holder off', renderWith([], { holder: { enabled: false } }).manifests.map((m) => m.object as unknown as KubeObject)],
+  ];
+
+  it.each(renderings)('%s: no ClusterRole bound cluster-wide to the operator or the activator writes a built-in kind or makes a token, in kube-system or anywhere', (_label, objects) => {
+    const bound = clusterWideRulesOfComponents(objects);
+    expect(bound.map(({ role }) => role).sort()).toEqual(objects.some((object) => object.kind === 'ClusterRole' && object.metadata?.name === 'runlet-activator') ? ['runlet-activator', 'runlet-operator'] : ['runlet-operator']);
+    for (const { role, rules } of bound) {
+      // Each right named by the finding, by any name, in kube-system and in an App namespace alike.
+      for (const [apiGroup, resource] of TENANT_KINDS) {
+        for (const verb of WRITE_VERBS) {
+          for (const namespace of ['kube-system', 'team-a']) {
+            expect(allows(rules, { verb, apiGroup, resource, namespace, name: 'anything' }), `${role}: ${verb} ${apiGroup || 'core'}/${resource} in ${namespace}`).toBe(false);
+          }
+        }
+      }
+      // And every other write right it holds is on Runlet's own kinds, Events or the reviews.
+      const writes = rightsOf(rules).filter((right) => WRITE_VERBS.includes(right.verb));
+      const foreign = writes.filter((right) => !CLUSTER_WRITES_ALLOWED.has(right.apiGroup) && !CLUSTER_WRITE_RESOURCES_ALLOWED.has(`${right.apiGroup}/${right.resource}`));
+      expect(foreign.map(describeRight), `${role}: cluster-wide writes to built-in kinds`).toEqual([]);
+    }
+  });
+
+  it.each(renderings)('%s: binds the tenant ClusterRoles by RoleBindings only, never in kube-system or the release’s own namespaces', (_label, objects) => {
+    const tenantRoles = objects.filter((object) => object.kind === 'ClusterRole' && object.metadata?.labels?.['runlet.dev/tenant-role'] === 'true').map((object) => object.metadata!.name!);
+    expect(tenantRoles.length).toBeGreaterThan(0);
+    const bindings = objects.filter((object) => object.kind === 'ClusterRoleBinding' || object.kind === 'RoleBinding').map((object) => object as unknown as V1RoleBinding & KubeObject);
+    expect(bindings.filter((binding) => binding.kind === 'ClusterRoleBinding' && tenantRoles.includes(binding.roleRef.name)).map((binding) => binding.metadata!.name)).toEqual([]);
+    const never = ['kube-system', 'kube-public', 'kube-node-lease', RELEASE.namespace, HELD_CALLS];
+    expect(bindings.filter((binding) => tenantRoles.includes(binding.roleRef.name) && never.includes(binding.metadata!.namespace!)).map((binding) => binding.metadata!.namespace)).toEqual([]);
+  });
+
+  it.each(['kube-system', 'kube-public', 'kube-node-lease', RELEASE.namespace, HELD_CALLS])('refuses to enrol %s through tenantNamespaces', (namespace) => {
+    expect(() => renderWith([], { tenantNamespaces: ['team-a', namespace] })).toThrow(`tenantNamespaces: ${namespace} cannot be an App namespace`);
+  });
+
+  it('enrols each namespace of tenantNamespaces with a RoleBinding of each tenant ClusterRole to its component', () => {
+    const chart = renderWith([], { tenantNamespaces: ['team-a', 'team-b'] });
+    const bindings = chart.manifests.filter((m) => m.object.kind === 'RoleBinding' && m.object.metadata.labels?.['runlet.dev/tenant-enrolment'] === 'true').map((m) => m.object as unknown as V1RoleBinding & KubeObject);
+    expect(bindings.map((binding) => `${binding.metadata!.namespace}/${binding.metadata!.name} ${binding.roleRef.name} ${binding.subjects![0]!.namespace}/${binding.subjects![0]!.name}`).sort()).toEqual([
+      'team-a/runlet-activator-tenant runlet-activator-tenant runlet-system/runlet-activator',
+      'team-a/runlet-operator-tenant runlet-operator-tenant runlet-system/runlet-operator',
+      'team-b/runlet-activator-tenant runlet-activator-tenant runlet-system/runlet-activator',
+      'team-b/runlet-operator-tenant runlet-operator-tenant runlet-system/runlet-operator',
+    ]);
+    for (const binding of bindings) expect(kubernetesProblems(binding)).toEqual([]);
   });
 });
 
@@ -360,7 +480,9 @@ describe('the operator under the chart’s RBAC', () => {
     server = await startKubeApiServer({ namespaces: ['default', RELEASE.namespace, HELD_CALLS, 'team-a'] });
     const api = new KubeApi(await server.credentials());
     try {
-      const production = renderWith(VALUE_SETS.production);
+      // team-a enrolled at install, as an admin lists it in tenantNamespaces.
+      const enrolTeamA = { tenantNamespaces: ['team-a'] };
+      const production = renderWith(VALUE_SETS.production, enrolTeamA);
       for (const crd of production.crds) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', parseYaml(crd.text) as KubeObject);
       const configMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'hello-code', namespace: 'team-a', labels: { 'runlet.dev/app': 'hello' } }, data: { 'main.py': 'def run():\n    return 1\n' } };
       await api.create(resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'team-a' }), configMap);
@@ -485,7 +607,7 @@ describe('the operator under the chart’s RBAC', () => {
           // The operator makes the holder key and copies it into team-a, then the activator reads it.
           { method: 'PATCH', pathPattern: /\/namespaces\/team-a\/secrets\/runlet-holder-key$/ },
         );
-      const defaults = renderWith(VALUE_SETS.default, { apps: { networkPolicy: { enabled: false } } });
+      const defaults = renderWith(VALUE_SETS.default, { ...enrolTeamA, apps: { networkPolicy: { enabled: false } } });
       // Its activator takes over the call held at zero; then the App is deleted, and the call with it.
       const heldRecord = new RegExp(`/namespaces/${HELD_CALLS}/secrets/runlet-held-`);
       const deleteZero = async () => {
@@ -505,9 +627,10 @@ describe('the operator under the chart’s RBAC', () => {
 
       // Each run against the roles of the chart it ran with (the production values fix nativeSidecars: false).
       const attributesUnder = (chart: RenderedChart, requests: typeof productionRequests) => {
-        const { cluster, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
+        const { cluster, tenant, enrolled, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
         const permitted = (request: RequestAttributes) =>
           allows(cluster, request) ||
+          (holdsIn(enrolled, request) && allows(tenant, request)) ||
           (request.namespace === RELEASE.namespace && (allows(leaderElection, request) || allows(holder, request) || allows(results, request))) ||
           (request.namespace === HELD_CALLS && allows(heldCalls, request));
         return requests.flatMap((request) => requestAttributes(request).map((attrs) => ({ request: `${request.method} ${request.path}`, permitted: permitted(attrs), ...attrs })));
@@ -522,43 +645,44 @@ describe('the operator under the chart’s RBAC', () => {
         // OwnerReferencesPermissionEnforcement: a child's blockOwnerDeletion is allowed to whoever may update its owner's finalizers.
         'ClusterRole runlet-operator: update runlet.dev/apps/finalizers',
         // The same plugin: the sidecar ServiceAccount's owner references (every App of its namespace) change only for whoever may delete it.
-        'ClusterRole runlet-operator: delete core/serviceaccounts',
+        'ClusterRole runlet-operator-tenant: delete core/serviceaccounts',
         // And the holder key's copy, owned by every App of its namespace (kube-apiserver 1.20 refuses its patch without it).
-        'ClusterRole runlet-operator: delete core/secrets [runlet-holder-key]',
+        'ClusterRole runlet-operator-tenant: delete core/secrets [runlet-holder-key]',
         // RBAC's escalation check when the sidecar RoleBinding is applied.
-        'ClusterRole runlet-operator: bind rbac.authorization.k8s.io/clusterroles [runlet-sidecar]',
+        'ClusterRole runlet-operator-tenant: bind rbac.authorization.k8s.io/clusterroles [runlet-sidecar]',
         // And when an API key's RoleBinding to the caller role is created.
-        'ClusterRole runlet-operator: bind rbac.authorization.k8s.io/clusterroles [runlet-api-key]',
+        'ClusterRole runlet-operator-tenant: bind rbac.authorization.k8s.io/clusterroles [runlet-api-key]',
       ]);
       // Requests this run cannot make in its seconds, each made by the code named: a repeat of an Event already
       // written (its count bumped), and the autoscaler sizing an App once its load has been stable for a window.
       const madeOnlyOverTime = new Set([
         'ClusterRole runlet-operator: patch core/events', // kube/event-recorder.ts, a mergePatch of the count
-        'ClusterRole runlet-operator: patch apps/deployments/scale', // operator/autoscaling/scaler.ts, a merge patch of spec.replicas
+        'ClusterRole runlet-operator-tenant: patch apps/deployments/scale', // operator/autoscaling/scaler.ts, a merge patch of spec.replicas
       ]);
       const granted = new Set<string>();
       const used = new Set<string>();
       for (const [chart, requests] of [[production, productionRequests], [defaults, defaultRequests]] as const) {
-        const { cluster: clusterRules, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
+        const { cluster: clusterRules, tenant, enrolled, leaderElection, holder, results, heldCalls } = operatorRoles(chart);
         const made = requests.flatMap((request) => requestAttributes(request));
-        const roles = [
+        const roles: ScopedRole[] = [
           ['ClusterRole runlet-operator', clusterRules, undefined],
-          ['Role runlet-operator-leader-election', leaderElection, RELEASE.namespace],
-          ['Role runlet-operator-holder', holder, RELEASE.namespace],
-          ['Role runlet-operator-results', results, RELEASE.namespace],
-          ['Role runlet-operator-held-calls', heldCalls, HELD_CALLS],
-        ] as const;
-        for (const [role, rules, namespace] of roles) {
+          ['ClusterRole runlet-operator-tenant', tenant, enrolled],
+          ['Role runlet-operator-leader-election', leaderElection, [RELEASE.namespace]],
+          ['Role runlet-operator-holder', holder, [RELEASE.namespace]],
+          ['Role runlet-operator-results', results, [RELEASE.namespace]],
+          ['Role runlet-operator-held-calls', heldCalls, [HELD_CALLS]],
+        ];
+        for (const [role, rules, namespaces] of roles) {
           for (const right of rightsOf(rules)) {
             const name = `${role}: ${describeRight(right)}`;
             granted.add(name);
-            if (made.some((request) => (namespace === undefined || request.namespace === namespace) && uses(right, request))) used.add(name);
+            if (made.some((request) => holdsIn(namespaces, request) && uses(right, request))) used.add(name);
           }
         }
       }
       const unused = [...granted].filter((right) => !used.has(right) && !checkedWithoutARequest.has(right) && !madeOnlyOverTime.has(right));
       expect(unused, 'rights of the chart that no request of the operator used: drop them from the chart and the README table, or make this run use them').toEqual([]);
-      const { cluster } = operatorRoles(production);
+      const { tenant } = operatorRoles(production);
       // The run exercised what it should: the Lease, an apply of every child kind, the status, the prune.
       const seen = new Set(attributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
       const kinds = ['create leases', 'update leases', 'watch apps', 'patch deployments', 'patch services', 'patch ingresses', 'patch rolebindings', 'patch serviceaccounts', 'get configmaps', 'patch apps/status', 'delete ingresses'];
@@ -588,11 +712,11 @@ describe('the operator under the chart’s RBAC', () => {
       const activatorUsed = new Set<string>();
       for (const [chart, requests] of activatorRuns) {
         const made = requests.flatMap((request) => requestAttributes(request));
-        for (const [role, rules, namespace] of activatorRoles(chart)) {
+        for (const [role, rules, namespaces] of activatorRoles(chart)) {
           for (const right of rightsOf(rules)) {
             const name = `${role}: ${describeRight(right)}`;
             activatorGranted.add(name);
-            if (made.some((request) => (namespace === undefined || request.namespace === namespace) && uses(right, request))) activatorUsed.add(name);
+            if (made.some((request) => holdsIn(namespaces, request) && uses(right, request))) activatorUsed.add(name);
           }
         }
       }
@@ -606,7 +730,7 @@ describe('the operator under the chart’s RBAC', () => {
       // RBAC escalation prevention: the binding is allowed because the operator may `bind` the ClusterRole it names.
       const binding = await api.get<V1RoleBinding & KubeObject>(resourcePath({ apiVersion: rbacGroup, kind: 'RoleBinding', namespace: 'team-a', name: 'runlet-sidecar' }));
       expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
-      expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: binding.roleRef.name })).toBe(true);
+      expect(allows(tenant, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: 'team-a', name: binding.roleRef.name })).toBe(true);
       expect(await api.find(resourcePath({ apiVersion: rbacGroup, kind: 'Role', namespace: 'team-a', name: 'runlet-sidecar' })), 'the earlier version’s Role').toBeUndefined();
 
       // OwnerReferencesPermissionEnforcement: a child may block its owner's deletion only when written by
@@ -614,7 +738,7 @@ describe('the operator under the chart’s RBAC', () => {
       const deployment = await api.get<KubeObject>(resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'team-a', name: 'hello' }));
       const blocking = (deployment.metadata?.ownerReferences ?? []).filter((ref) => ref.blockOwnerDeletion === true);
       expect(blocking.map((ref) => ref.kind)).toEqual(['App']);
-      expect(allows(cluster, { verb: 'update', apiGroup: 'runlet.dev', resource: 'apps/finalizers', namespace: 'team-a', name: 'hello' })).toBe(true);
+      expect(allows(operatorRoles(production).cluster, { verb: 'update', apiGroup: 'runlet.dev', resource: 'apps/finalizers', namespace: 'team-a', name: 'hello' })).toBe(true);
     } finally {
       await api.close();
     }

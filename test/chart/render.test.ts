@@ -63,6 +63,16 @@ describe('functions', () => {
     expect(render('{{- define "local" }}L{{ end }}{{ include "local" . }}')).toBe('L');
   });
 
+  it('range repeats its body for each element of a list with . the element and $ the top, else when it is empty', () => {
+    const data = { names: ['a', 'b'], none: [], top: 'T' };
+    expect(render('{{ range .names }}[{{ . }}{{ $.top }}]{{ end }}|{{ range .none }}x{{ else }}empty{{ end }}|{{ range .missing }}x{{ end }}', data)).toBe('[aT][bT]|empty|');
+  });
+
+  it('eq is whether its first argument equals any of the others; fail stops with its message', () => {
+    expect(render('{{ if eq .n "a" "b" }}y{{ else }}n{{ end }}{{ if eq .n "c" }}y{{ else }}n{{ end }}{{ if eq 1 1 }}y{{ end }}', { n: 'b' })).toBe('yny');
+    expect(() => render('\n{{ if eq .n "kube-system" }}{{ fail "not there" }}{{ end }}', { n: 'kube-system' })).toThrow('template:2: not there');
+  });
+
   it('required fails with its message on a missing or empty value and passes anything else', () => {
     expect(() => render('{{ required "host is required" .host }}', { host: '' })).toThrow('template:1: host is required');
     expect(render('{{ required "m" .n }}', { n: 0 })).toBe('0');
@@ -74,7 +84,8 @@ describe('what it refuses, naming the line', () => {
     ['a variable', '{{ $x := 1 }}', /variables, assignments and operators are not supported/],
     ['an unsupported function', '\n{{ upper "a" }}', /template:2: the function "upper" is not supported/],
     ['an unsupported keyword', '{{ template "x" . }}', /"template" is not supported/],
-    ['range', '{{ range .m }}{{ end }}', /"range" is not supported/],
+    ['range over a map', '{{ range .m }}{{ end }}', /range over a map is not supported/],
+    ['eq on a map', '{{ if eq .m "a" }}{{ end }}', /eq compares strings, numbers and booleans, got a map/],
     ['printing a missing value', 'a: {{ .nope }}', /template:1: printing: the value is missing/],
     ['quoting a missing value', '{{ .nope | quote }}', /quote: the value is missing/],
     ['a field of a missing value', '{{ .a.b.c }}', /nil pointer evaluating \.a\.b/],

@@ -6,12 +6,12 @@ describe('runlet --help', () => {
   it('lists every command', async () => {
     const result = await runCli(['--help']);
     expect(result.code).toBe(0);
-    for (const command of ['dev', 'runs', 'manifest', 'dockerfile', 'deploy', 'sidecar', 'operator', 'activator']) {
+    for (const command of ['dev', 'runs', 'manifest', 'dockerfile', 'deploy', 'sidecar', 'operator', 'activator', 'namespace']) {
       expect(result.stdout).toMatch(new RegExp(`^  ${command} +\\S`, 'm'));
     }
   });
 
-  it.each(['dev', 'runs', 'manifest', 'dockerfile', 'deploy', 'sidecar', 'operator', 'activator'])('runlet %s --help prints its usage', async (command) => {
+  it.each(['dev', 'runs', 'manifest', 'dockerfile', 'deploy', 'sidecar', 'operator', 'activator', 'namespace'])('runlet %s --help prints its usage', async (command) => {
     const result = await runCli([command, '--help']);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(new RegExp(`^Usage: runlet ${command}`));

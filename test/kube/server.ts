@@ -21,6 +21,7 @@ import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews
 import { FaultInjector, type FailureRule, type HangRule } from './faults.ts';
 import { kubeConfigFor, writeKubeconfigFile, type ClientOptions } from './kubeconfig.ts';
 import { ObjectLifecycle } from './lifecycle.ts';
+import { RbacAuthorizer } from './rbac-authorizer.ts';
 import { ResourceRegistry } from './resources.ts';
 import { KubeError } from './status.ts';
 import { ObjectStore } from './store.ts';
@@ -39,6 +40,12 @@ export interface KubeApiServerOptions {
   namespaces?: string[];
   /** The Kubernetes version `/version` reports, as a gitVersion (e.g. `v1.28.4`). Default a recent release. */
   version?: string;
+  /**
+   * Authorize the requests made with a token of `server.tokens` by the RBAC objects stored here, as a real API
+   * server's RBAC authorizer (rbac-authorizer.ts): a request no bound role allows gets its 403. Requests with any
+   * other token (the test's own) are served unchecked. Default false: every request is served.
+   */
+  rbac?: boolean;
 }
 
 /** One request, logged when it arrives (requests held by pause('hang') included). */
@@ -129,6 +136,7 @@ export class KubeApiServer {
   private fetchAgent: Agent | undefined;
   private serviceAccounts: string | undefined;
   private serviceAccountCount = 0;
+  private readonly authorizer: RbacAuthorizer | undefined;
 
   constructor(options: KubeApiServerOptions = {}) {
     const registry = new ResourceRegistry();
@@ -137,6 +145,7 @@ export class KubeApiServer {
     const requireNamespaces = options.requireNamespaces ?? true;
     const lifecycle = new ObjectLifecycle(this.store, registry, { requireNamespaces });
     this.tokens = this.reviews.tokens;
+    this.authorizer = options.rbac === true ? new RbacAuthorizer(this.store) : undefined;
     this.reviews.serviceAccountUid = (namespace, name) => this.store.get('serviceaccounts', namespace, name)?.metadata.uid;
     this.reviews.podUid = (namespace, name) => this.store.get('pods', namespace, name)?.metadata.uid;
     this.context = {
@@ -361,6 +370,8 @@ export class KubeApiServer {
     }
     try {
       const body = await readBody(req);
+      const user = record.token === undefined ? undefined : this.tokens.get(record.token);
+      if (user !== undefined) this.authorizer?.authorize(user, { method, path: url.pathname, watch: record.watch, contentType: contentType ?? '', body });
       const request = { method, url, contentType: contentType ?? '', accept: req.headers.accept ?? '', userAgent: req.headers['user-agent'], body };
       const reply = handleApiRequest(this.context, request, res);
       if ('streamed' in reply) {

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { ApiException, AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
@@ -32,6 +32,8 @@ import { HelloApp } from './hello-app.ts';
 import { REPO } from './e2e-cluster.ts';
 import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE_TIMEOUT_MS, SUITE_OPTIONS } from './operator-suite.ts';
 import { scaleToZeroSuite } from './scale-to-zero-suite.ts';
+import { enrolNamespace } from '../support/enrolment.ts';
+import { runCli } from '../support/cli.ts';
 
 const skipReason = controlPlaneSkipReason();
 if (skipReason !== undefined) console.log(`operator end to end on a real control plane: skipped, ${skipReason}`);
@@ -54,8 +56,14 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
   /** An App applied with plain `kubectl apply` (validation on), once Available with a Ready pod. */
   async function kubectlApplyApp(namespace: string, scaling?: Record<string, unknown>): Promise<HelloApp> {
     const app = new HelloApp(cluster.kubeConfig, namespace, { scaling });
+    const [namespaceObject, ...objects] = await app.manifests();
+    // The namespace first, enrolled by a cluster admin as the README says, then the App and its code.
+    const namespaceManifest = join(cluster.controlPlane.dir, `${namespace}-namespace.yaml`);
+    await writeFile(namespaceManifest, toYaml(namespaceObject));
+    await cluster.kubectl('apply', '-f', namespaceManifest);
+    await enrolNamespace(cluster.kubeConfig, namespace);
     const manifest = join(cluster.controlPlane.dir, `${namespace}.yaml`);
-    await writeFile(manifest, (await app.manifests()).map((object) => toYaml(object)).join('---\n'));
+    await writeFile(manifest, objects.map((object) => toYaml(object)).join('---\n'));
     await cluster.kubectl('apply', '-f', manifest);
     await wait(`App ${namespace}/hello Available`, async () => availableAtGeneration(await app.read()));
     // As the README tells users to wait: Ready is serving, the rollout of this generation done.
@@ -354,6 +362,7 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     const [namespaceObject, , manifest] = await stuck.manifests();
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: namespaceObject });
+    await enrolNamespace(cluster.kubeConfig, namespace);
     manifest.spec = { ...manifest.spec, runtime: { python: { module: 'main', code: { configMap: { name: 'no-such-code' } } } } };
     await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: manifest });
     await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
@@ -456,6 +465,53 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       // Its own key, and its held calls' namespace, where the records are kept.
       expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-holder-key`)), 'get the holder key').toBe(200);
       expect(await statusOf(asActivator.list(secrets(ACTIVATOR.heldCallsNamespace))), 'list the held calls').toBe(200);
+    } finally {
+      await asOperator.close();
+      await asActivator.close();
+    }
+  });
+
+  it('lets the operator and the activator write nothing in kube-system or a namespace not enrolled under install.yaml’s RBAC; an App there says so and is reconciled once `runlet namespace enable` ran', async () => {
+    const asOperator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount)));
+    const asActivator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(ACTIVATOR.namespace, ACTIVATOR.serviceAccount)));
+    const statusOf = (request: Promise<unknown>) =>
+      request.then(
+        () => 200,
+        (error: unknown) => {
+          if (error instanceof KubeApiError) return error.status;
+          throw error;
+        },
+      );
+    const namespace = `runlet-cp-enrol-${Date.now().toString(36)}`;
+    const app = new HelloApp(cluster.kubeConfig, namespace);
+    const [namespaceObject, configMap, manifest] = await app.manifests();
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    try {
+      // The rights the finding named, by the real authorizer: a token of any ServiceAccount of kube-system, a
+      // Deployment, its scale, a RoleBinding there; the same in a namespace nobody enrolled.
+      await core.createNamespace({ body: namespaceObject });
+      for (const target of ['kube-system', namespace]) {
+        const token = { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: ['runlet'] } };
+        expect(await statusOf(asOperator.create(`/api/v1/namespaces/${target}/serviceaccounts/default/token`, token as unknown as KubeObject)), `operator: a token in ${target}`).toBe(403);
+        expect(await statusOf(asOperator.mergePatch(`/apis/apps/v1/namespaces/${target}/deployments/coredns`, { spec: { replicas: 0 } })), `operator: patch a Deployment in ${target}`).toBe(403);
+        const binding = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'runlet-sidecar' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' }, subjects: [] };
+        expect(await statusOf(asOperator.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${target}/rolebindings`, binding as unknown as KubeObject)), `operator: a RoleBinding in ${target}`).toBe(403);
+        expect(await statusOf(asActivator.get(`/apis/apps/v1/namespaces/${target}/deployments/coredns/scale`)), `activator: read a scale in ${target}`).toBe(403);
+      }
+      // An App there is left alone, and says how to enrol its namespace.
+      await core.createNamespacedConfigMap({ namespace, body: configMap });
+      await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'runlet.dev', version: 'v1alpha1', plural: 'apps', namespace, body: manifest });
+      const refused = await wait('the App reported NamespaceNotEnrolled', async () => {
+        const current = await app.read();
+        return current.status?.conditions?.find((condition) => condition.type === 'ChildrenApplied' && condition.reason === 'NamespaceNotEnrolled');
+      });
+      expect(refused.message).toContain(`runlet namespace enable ${namespace}`);
+      expect((await cluster.kubeConfig.makeApiClient(AppsV1Api).listNamespacedDeployment({ namespace })).items).toEqual([]);
+
+      // A cluster admin enrols it with the command, as the README says: the App is then reconciled.
+      const enabled = await runCli(['namespace', 'enable', namespace], { env: { KUBECONFIG: cluster.controlPlane.kubeconfigPath } });
+      expect(enabled.code, enabled.stderr).toBe(0);
+      await wait(`App ${namespace}/hello Available once enrolled`, async () => availableAtGeneration(await app.read()));
     } finally {
       await asOperator.close();
       await asActivator.close();

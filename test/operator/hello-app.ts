@@ -21,6 +21,7 @@ import { APP_LABEL } from '../../crds/api-group.ts';
 import type { App } from '../../crds/app-schema.ts';
 import { ENFORCE_LABEL } from '../kube/pod-security.ts';
 import { REPO } from './e2e-cluster.ts';
+import { enrolNamespace } from '../support/enrolment.ts';
 
 export const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const APPS = { group: 'runlet.dev', version: 'v1alpha1', plural: 'apps' };
@@ -41,6 +42,7 @@ export class HelloApp {
   readonly #apps: AppsV1Api;
   readonly #custom: CustomObjectsApi;
   readonly #image: string | undefined;
+  readonly #kubeConfig: KubeConfig;
 
   /**
    * `name`: default hello; another name puts a second App of the same code in a namespace. `image`: the Python
@@ -53,6 +55,7 @@ export class HelloApp {
     options: { minReplicas?: number; name?: string; scaling?: Record<string, unknown>; image?: string; auth?: boolean } = {},
   ) {
     this.#image = options.image;
+    this.#kubeConfig = kubeConfig;
     this.namespace = namespace;
     this.name = options.name ?? 'hello';
     this.codeConfigMap = `${this.name}-code`;
@@ -73,6 +76,8 @@ export class HelloApp {
     await this.#core.createNamespace({ body: namespace }).catch((error: unknown) => {
       if (!(error instanceof ApiException && error.code === 409)) throw error;
     });
+    // A cluster admin enrols it, so that Runlet may write there (a no-op where no Runlet is installed).
+    await enrolNamespace(this.#kubeConfig, this.namespace);
     await prepareNamespace?.();
     await this.#core.createNamespacedConfigMap({ namespace: this.namespace, body: configMap });
     await this.#custom.createNamespacedCustomObject({ ...APPS, namespace: this.namespace, body: app });

@@ -27,6 +27,7 @@ import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { REPO } from './e2e-cluster.ts';
 import { HelloApp } from './hello-app.ts';
+import { enrolNamespace } from '../support/enrolment.ts';
 import { conditionOf, isReady, readyAtGeneration } from './operator-suite.ts';
 import type { App } from '../../crds/app-schema.ts';
 
@@ -241,6 +242,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const ns = namespace();
     const custom = admin.makeApiClient(CustomObjectsApi);
     await core.createNamespace({ body: { metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } } });
+    await enrolNamespace(admin, ns);
     const server = [
       'import http.server, json',
       'class Echo(http.server.BaseHTTPRequestHandler):',

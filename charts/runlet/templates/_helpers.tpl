@@ -38,6 +38,15 @@ release namespace cut so that the name stays a DNS label (63 characters) and nev
 {{- .Values.holder.heldCalls.namespace | default (printf "%s-held" (.Release.Namespace | trunc 58 | trimSuffix "-")) }}
 {{- end }}
 
+{{/*
+Namespaces never enrolled as App namespaces (tenant-namespaces.yaml refuses them; `runlet namespace enable` reads
+them from the tenant ClusterRoles' annotation runlet.dev/never-enrolled): Kubernetes' own, the release namespace
+(the operator's Secrets and Lease) and the held calls' namespace.
+*/}}
+{{- define "runlet.neverEnrolled" -}}
+{{- printf "kube-system,kube-public,kube-node-lease,%s,%s" .Release.Namespace (include "runlet.heldCallsNamespace" .) }}
+{{- end }}
+
 {{/* The embedded PostgreSQL's StatefulSet and Service, and the Secret the operator makes for it. */}}
 {{/* The Service of the operator pods' results collector port, where App pods send their run records. */}}
 {{- define "runlet.collectorName" -}}
