@@ -1,6 +1,7 @@
 // `runlet dev [APP_DIR ...]`: serve apps from folders on this machine until Ctrl-C.
 import { resolve } from 'node:path';
 import type { LoadedApp } from '../crds/service-toml.ts';
+import { PROJECT_ID, followsRule } from '../crds/route-names.ts';
 import { startDevServer } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
@@ -47,6 +48,8 @@ export async function runDevCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseDevArgs(args);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number from 0 to 65535, got "${values.port}"`, 2);
+  // The URLs name it, and every route refuses a project that could not be a namespace (crds/route-names.ts).
+  if (!followsRule(PROJECT_ID, values.project)) throw new CliError(`--project must be ${PROJECT_ID.expected}, got ${JSON.stringify(values.project)}`, 2);
   const timeouts = {
     headMs: parseSecondsFlag('request-head-timeout', values['request-head-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
     bodyMs: parseSecondsFlag('request-body-timeout', values['request-body-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),

@@ -11,7 +11,7 @@ import type { KubeApi } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import type { ApiKey, ApiKeyStore, CreatedApiKey } from '../management/api-keys.ts';
-import { API_KEY_ACCOUNT_PREFIX } from '../run-request/auth/service-account-check.ts';
+import { API_KEY_ACCOUNT_PREFIX } from '../crds/route-names.ts';
 
 /** The ClusterRole a key is bound to (charts/runlet/templates/api-key-clusterrole.yaml); fixed, as `runlet-sidecar`. */
 export const API_KEY_ROLE = 'runlet-api-key';

@@ -9,9 +9,8 @@ import { Problems } from '../../crds/problems.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import { isNotFound } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
+import { API_KEY_ACCOUNT_PREFIX } from '../../crds/route-names.ts';
 
-/** The ServiceAccounts of API keys are named with this prefix. */
-export const API_KEY_ACCOUNT_PREFIX = 'runlet-key-';
 /** How long a key's token is admitted without asking again whether the key exists. */
 export const API_KEY_RECHECK_MS = 60_000;
 
