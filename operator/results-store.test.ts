@@ -30,6 +30,7 @@ import { RUNLET_API_VERSION } from '../crds/api-group.ts';
 import type { App, AppRunCounts } from '../crds/app-schema.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { createPod, readRunLog, writeRunLog } from '../test/support/runlogs.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'team';
 const TOKEN = 'reader.x.y';
@@ -77,7 +78,7 @@ beforeAll(async () => {
   cluster.server.tokens.set(TOKEN, { username: 'reader' });
   cluster.server.allow({ user: 'reader', namespace: NAMESPACE, ...RUNS_ACCESS });
   // The sidecars' key: the copy of the hand-over key the leader puts in the App's namespace.
-  const secret = await waitFor(() => cluster.api.find<V1Secret & { metadata: { name: string } }>(`/api/v1/namespaces/${NAMESPACE}/secrets/${HOLDER_KEY_SECRET}`), {
+  const secret = await waitFor(() => cluster.api.find<V1Secret & { metadata: { name: string } }>(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/secrets/${HOLDER_KEY_SECRET}`)), {
     timeoutMs: STATE_TIMEOUT_MS,
     what: 'the namespace’s hand-over key',
   });
@@ -112,7 +113,7 @@ async function metric(name: string): Promise<number> {
 async function appRunsWhen(app: string, what: string, predicate: (runs: AppRunCounts) => boolean): Promise<AppRunCounts> {
   return waitFor(
     async () => {
-      const runs = (await cluster.api.find<App & KubeObject>(`/apis/${RUNLET_API_VERSION}/namespaces/${NAMESPACE}/apps/${app}`))?.status?.runs;
+      const runs = (await cluster.api.find<App & KubeObject>(kubePathOf(`/apis/${RUNLET_API_VERSION}/namespaces/${NAMESPACE}/apps/${app}`)))?.status?.runs;
       return runs !== undefined && predicate(runs) && runs;
     },
     { timeoutMs: STATE_TIMEOUT_MS, what: `App ${app}: status.runs ${what}` },
