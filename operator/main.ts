@@ -521,7 +521,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     logger,
   });
-  mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
+  mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger, maxKeyLifetimeMs: config.apiKeys.maxExpiryDays * 86_400_000 });
   // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
   let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
   if (options.results !== undefined) {

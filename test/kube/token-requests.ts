@@ -4,12 +4,11 @@
 // deleted or replaced (another uid). The token's claims carry its namespace, name and uid, as a real one does,
 // but it is signed by nothing: only this server's TokenReview accepts it.
 import { randomBytes } from 'node:crypto';
-import type { AuthReviews } from './auth-reviews.ts';
+import { API_SERVER_AUDIENCE, type AuthReviews } from './auth-reviews.ts';
 import { KubeError } from './status.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
 
-/** What the fake API server's tokens are for when no audience is asked: the real server's default. */
-export const API_SERVER_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
+export { API_SERVER_AUDIENCE };
 const MIN_EXPIRATION_SECONDS = 600;
 const DEFAULT_EXPIRATION_SECONDS = 3600;
 

@@ -211,5 +211,7 @@ holder:
 holder:
   enabled: false
 {{- end }}
+apiKeys:
+  maxExpiryDays: {{ .Values.apiKeys.maxExpiryDays }}
 logLevel: {{ .Values.operator.logLevel | quote }}
 {{- end }}
