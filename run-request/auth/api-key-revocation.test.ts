@@ -70,6 +70,15 @@ describe('an API key revoked in a cluster', () => {
     expect(await refusal(auth.authenticate(header, PROJECT))).toMatch(/^401 .*revoked/);
   });
 
+  it("is refused on another namespace's apps (403), from the cache too", async () => {
+    const { auth } = await setUp();
+    const uid = await createAccount('runlet-key-ci');
+    const header = `Bearer ${await issuer!.token(PROJECT, { name: 'runlet-key-ci', uid })}`;
+    expect(await refusal(auth.authenticate(header, 'team-b'))).toMatch(/^403 /);
+    expect(await refusal(auth.authenticate(header, PROJECT))).toBe('admitted');
+    expect(await refusal(auth.authenticate(header, 'team-b'))).toMatch(/^403 /);
+  });
+
   it('leaves other service-account tokens unchecked, cached as before', async () => {
     const { auth, advance, gets } = await setUp();
     const uid = await createAccount('ci');
