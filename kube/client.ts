@@ -1,6 +1,7 @@
 // The one JSON client for the Kubernetes API: reads, lists, creates, replaces, server-side applies, merge
 // patches and deletes, each bounded by a timeout, over one pooled connection (transport.ts); failures are
-// KubeApiError with the server's Status.
+// KubeApiError with the server's Status. Every call names its target by a KubePath (paths.ts), built from
+// encoded segments: no caller joins strings into a path.
 //
 // Why not client-node's generated clients: their ObjectSerializer drops every field its models do not know
 // and turns timestamps into Date objects, while server-side apply must send exactly the rendered object and
