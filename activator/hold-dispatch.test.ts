@@ -21,6 +21,7 @@ import { holderKeysFor, namespaceHolderKey } from '../operator/autoscaling/holde
 import { ReadyPods } from './hold-pods.ts';
 import { HELD_CALL_LABEL, HeldRecords, type HeldRecord } from './hold-records.ts';
 import { wakeDeployment } from './hold-wake.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'team-a';
 const APP = 'hello';
@@ -51,14 +52,14 @@ describe('handing a held async call to a replica', () => {
     server = await startKubeApiServer({ namespaces: [NAMESPACE, HOLDER_NAMESPACE] });
     api = new KubeApi(await server.credentials());
     const labels = { [APP_LABEL]: APP };
-    await api.create(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`, {
+    await api.create(kubePathOf(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`), {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata: { name: APP },
       spec: { replicas: 1, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
     } as KubeObject);
-    const pod = await api.create(PODS, { apiVersion: 'v1', kind: 'Pod', metadata: { name: `${APP}-1`, labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
-    await api.replace(`${PODS}/${APP}-1/status`, { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
+    const pod = await api.create(kubePathOf(PODS), { apiVersion: 'v1', kind: 'Pod', metadata: { name: `${APP}-1`, labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
+    await api.replace(kubePathOf(`${PODS}/${APP}-1/status`), { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
     pods = new ReadyPods({ api, logger: testLogger(), watchdogMs: 60_000 });
     pods.start();
 
@@ -101,7 +102,7 @@ describe('handing a held async call to a replica', () => {
   async function holdAndHandOver(options: { authenticatedProject?: string | null; tamper?: (record: HeldRecord) => HeldRecord } = {}): Promise<{ runId: string; refused: string[]; handedOver: number; altered: number; recordsLeft: number }> {
     const records = heldRecords();
     const saved = await save(records, options.authenticatedProject);
-    const record = options.tamper === undefined ? saved : await api.replace<HeldRecord>(`${RECORDS}/${saved.metadata!.name!}`, options.tamper(saved));
+    const record = options.tamper === undefined ? saved : await api.replace<HeldRecord>(kubePathOf(`${RECORDS}/${saved.metadata!.name!}`), options.tamper(saved));
     const runId = records.callOf(saved).runId;
     let altered = 0;
     /** Each call dropped: why, and the last answer's status. */
@@ -123,7 +124,7 @@ describe('handing a held async call to a replica', () => {
       onAltered: () => (altered += 1),
     });
     await dispatcher.handOver(record);
-    const left = await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL });
+    const left = await api.list(kubePathOf(RECORDS), { labelSelector: HELD_CALL_LABEL });
     return { runId, refused, handedOver, altered, recordsLeft: left.items.length };
   }
 
@@ -135,7 +136,7 @@ describe('handing a held async call to a replica', () => {
     expect(atRest.join('\n')).not.toContain('caller-token');
     expect(atRest.join('\n').toLowerCase()).not.toContain('authorization');
     expect(JSON.stringify(record)).not.toContain(Buffer.from(TOKEN).toString('base64'));
-    expect((await api.list(`/api/v1/namespaces/${NAMESPACE}/secrets`)).items, 'nothing in the App’s namespace').toEqual([]);
+    expect((await api.list(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/secrets`))).items, 'nothing in the App’s namespace').toEqual([]);
     await records.remove(record);
 
     const outcome = await holdAndHandOver();

@@ -8,6 +8,7 @@ import { createNamespace, prepareCluster, type TestCluster } from '../test/suppo
 import { testLogger } from '../test/support/logger.ts';
 import { createPod, podPath, setPodReady } from '../test/support/runlogs.ts';
 import { ReadyPods } from './hold-pods.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'held';
 const LIMIT_MS = 60_000;
@@ -31,7 +32,7 @@ describe('the holder’s ready pods', () => {
     pods.start();
     await createPod(api, NAMESPACE, 'hello-1', 'hello');
     const waiting = pods.waitForReadyPod(NAMESPACE, 'hello', LIMIT_MS);
-    await api.mergePatch(`${podPath(NAMESPACE, 'hello-1')}/status`, { status: { podIP: '192.0.2.1' } });
+    await api.mergePatch(kubePathOf(`${podPath(NAMESPACE, 'hello-1')}/status`), { status: { podIP: '192.0.2.1' } });
     await setPodReady(api, NAMESPACE, 'hello-1', true);
     expect((await waiting)?.metadata?.name).toBe('hello-1');
 

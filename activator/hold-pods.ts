@@ -5,6 +5,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { APP_LABEL } from '../crds/api-group.ts';
 import type { KubeApi } from '../kube/client.ts';
+import { KubePath } from '../kube/paths.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 import { isReadyPod } from '../operator/autoscaling/endpoints-switch.ts';
 
@@ -29,7 +30,7 @@ export class ReadyPods {
       api: options.api,
       logger: options.logger,
       watchdogMs: options.watchdogMs,
-      path: '/api/v1/pods',
+      path: KubePath.of({ version: 'v1', resource: 'pods' }),
       labelSelector: APP_LABEL,
       // Which App, where, and whether ready: all a held call needs of a pod.
       transform: (pod) => {

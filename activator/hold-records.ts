@@ -17,6 +17,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../kube/client.ts';
 import { isConflict, isNotFound } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import type { WholeCall } from './hold-proxy.ts';
 
 /** The App (its name) a held call is for; with HELD_CALL_NAMESPACE_LABEL, which Apps' records these are. */
@@ -179,7 +180,7 @@ export class HeldRecords {
 
   /** The record of `runId`, if there is one. */
   async byRunId(runId: string): Promise<HeldRecord | null> {
-    return this.#api.get<HeldRecord>(`${this.#collection()}/${encodeURIComponent(recordName(runId))}`).catch((error: unknown) => {
+    return this.#api.get<HeldRecord>(this.#collection().named(recordName(runId))).catch((error: unknown) => {
       if (isNotFound(error)) return null;
       throw error;
     });
@@ -206,12 +207,12 @@ export class HeldRecords {
     });
   }
 
-  #collection(): string {
-    return `/api/v1/namespaces/${encodeURIComponent(this.#namespace)}/secrets`;
+  #collection(): KubePath {
+    return KubePath.of({ version: 'v1', namespace: this.#namespace, resource: 'secrets' });
   }
 
-  #path(record: HeldRecord): string {
-    return `${this.#collection()}/${encodeURIComponent(record.metadata!.name!)}`;
+  #path(record: HeldRecord): KubePath {
+    return this.#collection().named(record.metadata!.name!);
   }
 
   #claim(): Record<string, string> {

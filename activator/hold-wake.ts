@@ -5,6 +5,7 @@
 import type { KubeApi } from '../kube/client.ts';
 import { isConflict, isNotFound } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 
 interface Scale extends KubeObject {
   spec?: { replicas?: number };
@@ -19,7 +20,7 @@ const ATTEMPTS = 5;
  * wait for it within their cold-start limit as for any start.
  */
 export async function wakeDeployment(api: KubeApi, namespace: string, deployment: string, replicas = 1): Promise<number | null> {
-  const path = `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/deployments/${encodeURIComponent(deployment)}/scale`;
+  const path = KubePath.of({ group: 'apps', version: 'v1', namespace, resource: 'deployments', name: deployment, subresource: 'scale' });
   for (let attempt = 1; ; attempt += 1) {
     const scale = await api.get<Scale>(path).catch((error: unknown) => {
       if (isNotFound(error)) return null;

@@ -17,6 +17,7 @@ import { testLogger } from '../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'team-a';
 const DEPLOYMENTS = `/apis/apps/v1/namespaces/${NAMESPACE}/deployments`;
@@ -100,7 +101,7 @@ describe('the holder under a burst at zero', () => {
     api = new KubeApi(await server.credentials());
     for (const app of apps) {
       const labels = { [APP_LABEL]: app.metadata.name };
-      await api.create(DEPLOYMENTS, {
+      await api.create(kubePathOf(DEPLOYMENTS), {
         apiVersion: 'apps/v1',
         kind: 'Deployment',
         metadata: { name: app.metadata.name },
@@ -129,8 +130,8 @@ describe('the holder under a burst at zero', () => {
   /** A ready pod of the App whose sidecar is `sidecar`. */
   async function readyPod(app: string, sidecar: FakeSidecar): Promise<void> {
     const name = `${app}-${sidecar.port}`;
-    const pod = await api!.create(PODS, { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { [APP_LABEL]: app } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
-    await api!.replace(`${PODS}/${name}/status`, { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
+    const pod = await api!.create(kubePathOf(PODS), { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { [APP_LABEL]: app } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
+    await api!.replace(kubePathOf(`${PODS}/${name}/status`), { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
   }
 
   async function sidecar(answer: (index: number, response: ServerResponse) => 'hold' | void): Promise<FakeSidecar> {
@@ -140,7 +141,7 @@ describe('the holder under a burst at zero', () => {
   }
 
   const call = (app: string, body = '{"n":1}') => fetch(`${holder!.url}/v4/${NAMESPACE}/${app}/run`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-  const replicas = async (name: string) => (await api!.get<KubeObject & { spec: { replicas: number } }>(`${DEPLOYMENTS}/${name}`)).spec.replicas;
+  const replicas = async (name: string) => (await api!.get<KubeObject & { spec: { replicas: number } }>(kubePathOf(`${DEPLOYMENTS}/${name}`))).spec.replicas;
 
   it('refuses a call past the bound per App, and past the bound of the holder, at once with 503 and Retry-After, while the calls within wait', async () => {
     const apps = [storedApp(pythonSpec(), { name: 'a' }), storedApp(pythonSpec(), { name: 'b' })];

@@ -14,6 +14,7 @@ import { testLogger } from '../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { HELD_CALL_LABEL } from './hold-records.ts';
 import { HELD_ASYNC_BODY_LIMIT_BYTES, startHolder, type Holder, type HolderOptions } from './holder.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const PROJECT_KEY = randomBytes(32).toString('hex');
 const DEPLOYMENTS = '/apis/apps/v1/namespaces/team-a/deployments';
@@ -45,7 +46,7 @@ describe('the holder’s authentication', () => {
   it('holds a call to an App with auth off without a token, refuses one to an App with auth on, and hides which Apps exist', async () => {
     server = await startKubeApiServer({ namespaces: ['team-a'] });
     api = new KubeApi(await server.credentials());
-    for (const name of ['open', 'closed']) await api.create(DEPLOYMENTS, deployment(name));
+    for (const name of ['open', 'closed']) await api.create(kubePathOf(DEPLOYMENTS), deployment(name));
     const apps: App[] = [storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'open' }), storedApp(pythonSpec(), { name: 'closed' })];
     auth = new RunAuthenticator({ audience: 'runlet', hs256Keys: { 'team-a': new TextEncoder().encode(PROJECT_KEY) } });
     holder = await startHolder({
@@ -65,7 +66,7 @@ describe('the holder’s authentication', () => {
     });
     const call = (app: string, token?: string) =>
       fetch(`${holder!.url}/v4/team-a/${app}/run`, { method: 'POST', headers: token === undefined ? {} : { authorization: `Bearer ${token}` }, body: '{}' });
-    const replicas = async (name: string) => (await api!.get<KubeObject & { spec: { replicas: number } }>(`${DEPLOYMENTS}/${name}`)).spec.replicas;
+    const replicas = async (name: string) => (await api!.get<KubeObject & { spec: { replicas: number } }>(kubePathOf(`${DEPLOYMENTS}/${name}`))).spec.replicas;
 
     const open = await call('open');
     expect(open.status, 'held, then out of time').toBe(503);
@@ -82,7 +83,7 @@ describe('the holder’s authentication', () => {
   it('drops the held async calls of a deleted App at once, and those past their expiry at the sweep', async () => {
     server = await startKubeApiServer({ namespaces: ['team-a', HOLDER_NAMESPACE] });
     api = new KubeApi(await server.credentials());
-    for (const name of ['open', 'closed']) await api.create(DEPLOYMENTS, deployment(name));
+    for (const name of ['open', 'closed']) await api.create(kubePathOf(DEPLOYMENTS), deployment(name));
     let apps: App[] = [storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'open' }), storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'closed' })];
     const dropped: string[] = [];
     const key = randomBytes(32);
@@ -110,7 +111,7 @@ describe('the holder’s authentication', () => {
       const answer = await fetch(`${holder!.url}/v4/team-a/${app}/run?async=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
       expect(answer.status).toBe(202);
     };
-    const recordsOf = async (app: string) => (await api!.list(RECORDS, { labelSelector: `${HELD_CALL_LABEL}=${app}` })).items.length;
+    const recordsOf = async (app: string) => (await api!.list(kubePathOf(RECORDS), { labelSelector: `${HELD_CALL_LABEL}=${app}` })).items.length;
     await hold('open');
     await hold('closed');
     expect([await recordsOf('open'), await recordsOf('closed')]).toEqual([1, 1]);
@@ -134,7 +135,7 @@ describe('the holder’s authentication', () => {
   it('refuses at once (413) an async call at zero whose body its record could not hold, and keeps one that fits', async () => {
     server = await startKubeApiServer({ namespaces: ['team-a', HOLDER_NAMESPACE] });
     api = new KubeApi(await server.credentials());
-    await api.create(DEPLOYMENTS, deployment('open'));
+    await api.create(kubePathOf(DEPLOYMENTS), deployment('open'));
     const apps: App[] = [storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'open' })];
     const key = randomBytes(32);
     holder = await startHolder({
@@ -160,16 +161,16 @@ describe('the holder’s authentication', () => {
     const problem = (await over.json()) as { type: string; detail: string };
     expect(problem.type).toBe('https://runlet.dev/problems#body-too-large');
     expect(problem.detail).toContain(`${HELD_ASYNC_BODY_LIMIT_BYTES} bytes`);
-    expect((await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL })).items, 'nothing recorded').toEqual([]);
+    expect((await api.list(kubePathOf(RECORDS), { labelSelector: HELD_CALL_LABEL })).items, 'nothing recorded').toEqual([]);
 
     expect((await hold(body(HELD_ASYNC_BODY_LIMIT_BYTES))).status).toBe(202);
-    expect((await api.list(RECORDS, { labelSelector: HELD_CALL_LABEL })).items).toHaveLength(1);
+    expect((await api.list(kubePathOf(RECORDS), { labelSelector: HELD_CALL_LABEL })).items).toHaveLength(1);
   });
 
   it('answers no 202 for an async call whose record cannot be written (its namespace missing), and logs where it was to be kept', async () => {
     server = await startKubeApiServer({ namespaces: ['team-a'] });
     api = new KubeApi(await server.credentials());
-    await api.create(DEPLOYMENTS, deployment('open'));
+    await api.create(kubePathOf(DEPLOYMENTS), deployment('open'));
     const apps: App[] = [storedApp(pythonSpec({ auth: { enabled: false } }), { name: 'open' })];
     const lines: string[] = [];
     holder = await startHolder({

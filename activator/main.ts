@@ -18,10 +18,11 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { App } from '../crds/app-schema.ts';
-import { APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
+import { APP_PLURAL, RUNLET_GROUP, RUNLET_VERSION } from '../crds/api-group.ts';
 import { KubeApi } from '../kube/client.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { holderControlKey, holderKeysFor, readHolderKeyWhenMade, type SecretName } from '../operator/autoscaling/holder-key.ts';
@@ -95,7 +96,7 @@ export function createActivator(options: ActivatorOptions): Activator {
     api,
     logger,
     watchdogMs: config.watchdogMs,
-    path: `/apis/${RUNLET_API_VERSION}/${APP_PLURAL}`,
+    path: KubePath.of({ group: RUNLET_GROUP, version: RUNLET_VERSION, resource: APP_PLURAL }),
     handlers: {
       // Its held async calls go with it at once, rather than wait for a pod that will not come until the sweep.
       onDelete: (app) => {

@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import type { LoadedApp } from '../crds/service-toml.ts';
 import { allowedHostName, CLIENT_HEADER } from '../local/dev-request-guard.ts';
+import { PROJECT_ID, followsRule } from '../crds/route-names.ts';
 import { startDevServer } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { pythonInterpreter } from '../local/runtime-supervisor.ts';
@@ -55,6 +56,8 @@ export async function runDevCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseDevArgs(args);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number from 0 to 65535, got "${values.port}"`, 2);
+  // The URLs name it, and every route refuses a project that could not be a namespace (crds/route-names.ts).
+  if (!followsRule(PROJECT_ID, values.project)) throw new CliError(`--project must be ${PROJECT_ID.expected}, got ${JSON.stringify(values.project)}`, 2);
   const timeouts = {
     headMs: parseSecondsFlag('request-head-timeout', values['request-head-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),
     bodyMs: parseSecondsFlag('request-body-timeout', values['request-body-timeout'], MAX_REQUEST_TIMEOUT_SECONDS),

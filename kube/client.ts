@@ -1,6 +1,7 @@
 // The one JSON client for the Kubernetes API: reads, lists, creates, replaces, server-side applies, merge
 // patches and deletes, each bounded by a timeout, over one pooled connection (transport.ts); failures are
-// KubeApiError with the server's Status.
+// KubeApiError with the server's Status. Every call names its target by a KubePath (paths.ts), built from
+// encoded segments: no caller joins strings into a path.
 //
 // Why not client-node's generated clients: their ObjectSerializer drops every field its models do not know
 // and turns timestamps into Date objects, while server-side apply must send exactly the rendered object and
@@ -12,6 +13,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { KubeCredentials } from './credentials.ts';
 import { KubeApiError, isNotFound } from './errors.ts';
 import { refOf, resourcePath, type KubeList, type KubeObject } from './objects.ts';
+import type { KubePath } from './paths.ts';
 import { createTransport, describeTransportError, type Transport } from './transport.ts';
 
 export interface KubeApiOptions {
@@ -51,12 +53,12 @@ export class KubeApi {
     this.#fieldManager = options.fieldManager;
   }
 
-  get<T extends KubeObject>(path: string, options: CallOptions = {}): Promise<T> {
+  get<T extends KubeObject>(path: KubePath, options: CallOptions = {}): Promise<T> {
     return this.request('GET', path, { timeoutMs: options.timeoutMs }) as Promise<T>;
   }
 
   /** GET, or undefined on 404. */
-  async find<T extends KubeObject>(path: string, options: CallOptions = {}): Promise<T | undefined> {
+  async find<T extends KubeObject>(path: KubePath, options: CallOptions = {}): Promise<T | undefined> {
     try {
       return await this.get<T>(path, options);
     } catch (error) {
@@ -65,16 +67,16 @@ export class KubeApi {
     }
   }
 
-  list<T>(path: string, query: Query = {}): Promise<KubeList<T>> {
+  list<T>(path: KubePath, query: Query = {}): Promise<KubeList<T>> {
     return this.request('GET', path, { query }) as Promise<KubeList<T>>;
   }
 
-  create<T extends KubeObject>(path: string, body: T, options: CallOptions = {}): Promise<T> {
+  create<T extends KubeObject>(path: KubePath, body: T, options: CallOptions = {}): Promise<T> {
     return this.request('POST', path, { body: JSON.stringify(body), timeoutMs: options.timeoutMs }) as Promise<T>;
   }
 
   /** PUT: fails with 409 when `body.metadata.resourceVersion` is no longer current. */
-  replace<T extends KubeObject>(path: string, body: T, options: CallOptions = {}): Promise<T> {
+  replace<T extends KubeObject>(path: KubePath, body: T, options: CallOptions = {}): Promise<T> {
     return this.request('PUT', path, { body: JSON.stringify(body), timeoutMs: options.timeoutMs }) as Promise<T>;
   }
 
@@ -89,7 +91,7 @@ export class KubeApi {
     }) as Promise<T>;
   }
 
-  mergePatch<T extends KubeObject>(path: string, patch: unknown): Promise<T> {
+  mergePatch<T extends KubeObject>(path: KubePath, patch: unknown): Promise<T> {
     return this.request('PATCH', path, {
       contentType: 'application/merge-patch+json',
       query: { fieldManager: this.#fieldManager },
@@ -97,15 +99,19 @@ export class KubeApi {
     }) as Promise<T>;
   }
 
-  delete(path: string, preconditions?: { uid?: string; resourceVersion?: string }): Promise<unknown> {
+  delete(path: KubePath, preconditions?: { uid?: string; resourceVersion?: string }): Promise<unknown> {
     const body = preconditions === undefined ? undefined : JSON.stringify({ kind: 'DeleteOptions', apiVersion: 'v1', preconditions });
     return this.request('DELETE', path, { body, query: { propagationPolicy: 'Background' } });
   }
 
-  /** The parsed JSON answer of a 2xx response (undefined when empty); KubeApiError otherwise. */
-  async request(method: string, path: string, request: KubeRequest = {}): Promise<unknown> {
-    const what = `${method} ${path}`;
-    const target = withQuery(path, request.query);
+  /**
+   * The parsed JSON answer of a 2xx response (undefined when empty); KubeApiError otherwise. The GET of a named
+   * object must answer that object — its metadata's name and namespace the path's — or the call fails: whatever
+   * the path, a caller never acts on another namespace's object thinking it its own.
+   */
+  async request(method: string, path: KubePath, request: KubeRequest = {}): Promise<unknown> {
+    const what = `${method} ${path.toString()}`;
+    const target = withQuery(path.toString(), request.query);
     let answer;
     try {
       const headers = await this.credentials.authHeaders();
@@ -125,11 +131,14 @@ export class KubeApi {
       });
     }
     if (text === '') return undefined;
+    let parsed: unknown;
     try {
-      return JSON.parse(text);
+      parsed = JSON.parse(text);
     } catch (error) {
       throw new KubeApiError(what, httpStatus, `answer is not JSON: ${text.slice(0, 200)}`, { cause: error });
     }
+    if (method === 'GET') checkIdentity(what, path, parsed as KubeObject | undefined);
+    return parsed;
   }
 
   /** The credentials as a client-node KubeConfig, made once: for client-node's Watch. */
@@ -147,6 +156,19 @@ export class KubeApi {
   #pooledTransport(): Promise<Transport> {
     this.#transport ??= createTransport(this.credentials);
     return this.#transport;
+  }
+}
+
+/** The GET of a named object answered with another (a path that walked elsewhere, a proxy's mistake): refused. */
+function checkIdentity(what: string, path: KubePath, answer: KubeObject | undefined): void {
+  const asked = path.parts;
+  if (asked?.name === undefined) return;
+  const { name, namespace } = answer?.metadata ?? {};
+  if (name !== asked.name || (asked.namespace !== undefined && namespace !== asked.namespace)) {
+    const got = name === undefined ? 'an object without a name' : `${namespace === undefined ? '' : `${namespace}/`}${name}`;
+    throw new KubeApiError(what, 200, `the answer is ${got}, not the object asked for (${asked.namespace === undefined ? '' : `${asked.namespace}/`}${asked.name}); refused`, {
+      reason: 'WrongObject',
+    });
   }
 }
 

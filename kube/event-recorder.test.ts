@@ -6,6 +6,7 @@ import { testLogger } from '../test/support/logger.ts';
 import { KubeApi } from './client.ts';
 import { EventRecorder, type EventRecorderOptions } from './event-recorder.ts';
 import type { KubeObject } from './objects.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 interface EventObject extends KubeObject {
   involvedObject: { kind: string; name: string; namespace: string; uid: string };
@@ -40,7 +41,7 @@ function recorder(options: Partial<EventRecorderOptions> = {}): EventRecorder {
 }
 
 async function eventsAbout(name: string): Promise<EventObject[]> {
-  return (await api.list<EventObject>('/api/v1/namespaces/default/events', { fieldSelector: `involvedObject.name=${name}` })).items;
+  return (await api.list<EventObject>(kubePathOf('/api/v1/namespaces/default/events'), { fieldSelector: `involvedObject.name=${name}` })).items;
 }
 
 describe('EventRecorder', () => {
@@ -100,7 +101,7 @@ describe('EventRecorder', () => {
     events.record(app(), { type: 'Normal', reason: 'Ready', message: 'serving' });
     await events.flushed();
     const [first] = await eventsAbout('hello');
-    await api.delete(`/api/v1/namespaces/default/events/${first!.metadata!.name}`);
+    await api.delete(kubePathOf(`/api/v1/namespaces/default/events/${first!.metadata!.name}`));
 
     events.record(app(), { type: 'Normal', reason: 'Ready', message: 'serving' });
     await events.flushed();

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { KubeApi } from './client.ts';
 import { isNotFound } from './errors.ts';
 import { metaTime, resourcePath, type KubeObject } from './objects.ts';
+import type { KubePath } from './paths.ts';
 
 export interface EventRecorderOptions {
   api: KubeApi;
@@ -158,7 +159,7 @@ export class EventRecorder {
   }
 }
 
-function eventPath(namespace: string, name?: string): string {
+function eventPath(namespace: string, name?: string): KubePath {
   return resourcePath({ apiVersion: 'v1', kind: 'Event', namespace, name });
 }
 

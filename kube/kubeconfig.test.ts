@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import { hasOpenssl } from '../test/support/openssl.ts';
 import { KubeApi } from './client.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 let dir: string;
 
@@ -113,12 +114,12 @@ describe('loadKubeconfig', () => {
       const named = writeKubeconfig({ cluster: { ...cluster, 'tls-server-name': 'kubernetes.test' }, user }, 'named');
       const client = new KubeApi(await loadKubeconfig([named]), { requestTimeoutMs: 10_000 });
       clients.push(client);
-      expect(await client.request('GET', '/version')).toEqual({ client: 'runlet-sidecar' });
+      expect(await client.request('GET', kubePathOf('/version'))).toEqual({ client: 'runlet-sidecar' });
 
       const unnamed = writeKubeconfig({ cluster, user }, 'unnamed');
       const mismatched = new KubeApi(await loadKubeconfig([unnamed]), { requestTimeoutMs: 10_000 });
       clients.push(mismatched);
-      await expect(mismatched.request('GET', '/version')).rejects.toThrow(/ERR_TLS_CERT_ALTNAME_INVALID/);
+      await expect(mismatched.request('GET', kubePathOf('/version'))).rejects.toThrow(/ERR_TLS_CERT_ALTNAME_INVALID/);
     } finally {
       for (const client of clients) await client.close();
       server.closeAllConnections();

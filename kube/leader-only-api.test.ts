@@ -27,20 +27,20 @@ describe('LeaderOnlyApi', () => {
     const before = server.requests.length;
     const writes = [
       api.create<KubeObject>(configMaps, { metadata: { name: 'late' } }),
-      api.replace(`${configMaps}/state`, created),
+      api.replace(configMaps.named('state'), created),
       api.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'state', namespace: 'default' } }),
-      api.mergePatch(`${configMaps}/state`, { data: { a: 'b' } }),
-      api.delete(`${configMaps}/state`),
+      api.mergePatch(configMaps.named('state'), { data: { a: 'b' } }),
+      api.delete(configMaps.named('state')),
     ];
     for (const outcome of await Promise.allSettled(writes)) {
       expect(outcome.status).toBe('rejected');
       expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(NotLeaderError);
     }
     expect(server.requests.length).toBe(before);
-    expect(await api.get(`${configMaps}/state`)).toMatchObject({ metadata: { name: 'state' } });
+    expect(await api.get(configMaps.named('state'))).toMatchObject({ metadata: { name: 'state' } });
 
     leading = true;
-    await api.mergePatch(`${configMaps}/state`, { data: { a: 'b' } });
-    expect(await api.get(`${configMaps}/state`)).toMatchObject({ data: { a: 'b' } });
+    await api.mergePatch(configMaps.named('state'), { data: { a: 'b' } });
+    expect(await api.get(configMaps.named('state'))).toMatchObject({ data: { a: 'b' } });
   });
 });

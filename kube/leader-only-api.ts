@@ -3,6 +3,7 @@
 // leader writes. One boolean check per request; reads go through, they change nothing.
 import { KubeApi, type KubeApiOptions, type KubeRequest } from './client.ts';
 import type { KubeCredentials } from './credentials.ts';
+import type { KubePath } from './paths.ts';
 
 export class NotLeaderError extends Error {
   constructor(what: string) {
@@ -19,8 +20,8 @@ export class LeaderOnlyApi extends KubeApi {
     this.#isLeader = isLeader;
   }
 
-  override request(method: string, path: string, request?: KubeRequest): Promise<unknown> {
-    if (method !== 'GET' && !this.#isLeader()) return Promise.reject(new NotLeaderError(`${method} ${path}`));
+  override request(method: string, path: KubePath, request?: KubeRequest): Promise<unknown> {
+    if (method !== 'GET' && !this.#isLeader()) return Promise.reject(new NotLeaderError(`${method} ${path.toString()}`));
     return super.request(method, path, request);
   }
 }

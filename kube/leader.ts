@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { KubeApi } from './client.ts';
 import { isConflict } from './errors.ts';
 import { resourcePath, type KubeObject } from './objects.ts';
+import type { KubePath } from './paths.ts';
 
 export interface LeaderElectorOptions {
   api: KubeApi;
@@ -39,7 +40,7 @@ interface Lease extends KubeObject {
 
 export class LeaderElector {
   readonly #options: LeaderElectorOptions;
-  readonly #path: string;
+  readonly #path: KubePath;
   #leading = false;
   #stopped = true;
   #timer: NodeJS.Timeout | undefined;

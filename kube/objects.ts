@@ -1,4 +1,5 @@
 // Kubernetes objects as plain JSON, typed only as far as generic code reads them, and the URLs they live at.
+import { KubePath } from './paths.ts';
 
 export interface OwnerReference {
   apiVersion: string;
@@ -62,12 +63,11 @@ export function pluralOf(kind: string): string {
   return `${lower}s`;
 }
 
-/** `/apis/apps/v1/namespaces/ns/deployments/name`, or the collection when name is omitted. */
-export function resourcePath(ref: Omit<ObjectRef, 'name'> & { name?: string }, subresource?: 'status'): string {
-  const root = ref.apiVersion.includes('/') ? `/apis/${ref.apiVersion}` : `/api/${ref.apiVersion}`;
-  const namespace = ref.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(ref.namespace)}`;
-  const name = ref.name === undefined ? '' : `/${encodeURIComponent(ref.name)}`;
-  return `${root}${namespace}/${pluralOf(ref.kind)}${name}${subresource === undefined ? '' : `/${subresource}`}`;
+/** `/apis/apps/v1/namespaces/ns/deployments/name`, or the collection when name is omitted (kube/paths.ts). */
+export function resourcePath(ref: Omit<ObjectRef, 'name'> & { name?: string }, subresource?: 'status' | 'scale'): KubePath {
+  const slash = ref.apiVersion.indexOf('/');
+  const [group, version] = slash === -1 ? ['', ref.apiVersion] : [ref.apiVersion.slice(0, slash), ref.apiVersion.slice(slash + 1)];
+  return KubePath.of({ group, version, namespace: ref.namespace, resource: pluralOf(ref.kind), name: ref.name, subresource });
 }
 
 /** The ref of an object (apiVersion, kind and metadata.name must be set). */

@@ -3,6 +3,7 @@
 // some distributions leave major and minor empty. The numbers are read from their leading digits, and from
 // gitVersion when they are missing.
 import type { KubeApi } from './client.ts';
+import { KubePath } from './paths.ts';
 
 export interface ServerVersion {
   major: number;
@@ -19,7 +20,7 @@ interface VersionInfo {
 
 /** The server's version; a KubeApiError when `/version` cannot be read, an Error when it cannot be understood. */
 export async function readServerVersion(api: KubeApi): Promise<ServerVersion> {
-  return parseServerVersion(await api.request('GET', '/version'));
+  return parseServerVersion(await api.request('GET', KubePath.version));
 }
 
 export function parseServerVersion(info: unknown): ServerVersion {

@@ -10,6 +10,7 @@ import type { KubeObject } from './objects.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { startWatchProxy, type WatchProxy } from '../test/support/watch-proxy.ts';
 import { ResourceWatch, type RestartReason } from './watch.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'default';
 let server: KubeApiServer;
@@ -39,7 +40,7 @@ async function startWatch(serverOptions: KubeApiServerOptions, options: { watchd
   watch = new ResourceWatch<KubeObject>({
     name: 'configmaps',
     api,
-    path: '/api/v1/configmaps',
+    path: kubePathOf('/api/v1/configmaps'),
     labelSelector: 'watched=yes',
     watchdogMs: options.watchdogMs ?? 60_000,
     logger: testLogger(),

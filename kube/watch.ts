@@ -14,6 +14,7 @@ import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeApi } from './client.ts';
 import type { KubeObject } from './objects.ts';
+import type { KubePath } from './paths.ts';
 
 export type RestartReason =
   /** The server ended the watch cleanly. */
@@ -37,8 +38,8 @@ export interface ResourceWatchOptions<T> {
   /** For logs and metrics: `apps`, `deployments`. */
   name: string;
   api: KubeApi;
-  /** The collection path, all namespaces: `/apis/apps/v1/deployments`. */
-  path: string;
+  /** The collection, all namespaces: `KubePath.of({ group: 'apps', version: 'v1', resource: 'deployments' })`. */
+  path: KubePath;
   labelSelector?: string;
   /** E.g. `metadata.name=runlet-holder`: one object of a namespace's collection. */
   fieldSelector?: string;
@@ -223,7 +224,7 @@ export class ResourceWatch<T extends KubeObject> {
       api
         .kubeConfig()
         .then((kubeConfig) => new Watch(kubeConfig).watch(
-          path,
+          path.toString(),
           {
             resourceVersion: this.#resourceVersion,
             allowWatchBookmarks: true,

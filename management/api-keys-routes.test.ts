@@ -8,6 +8,7 @@ import fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalApiKeys } from '../local/dev-api-keys.ts';
 import { sharedKeyFromText } from '../run-request/auth/config.ts';
+import { KEY_NAME } from '../crds/route-names.ts';
 import { InMemoryAppDirectory } from './app-directory.ts';
 import { managementApi } from './routes.ts';
 import type { RunSource } from './run-source.ts';
@@ -53,7 +54,11 @@ describe('the API key operations', () => {
   it.each([
     ['a path in the name', { name: '../../etc', expiresAt: inADay() }, 'name'],
     ['markup in the name', { name: '<script>', expiresAt: inADay() }, 'name'],
-    ['a name too long', { name: 'a'.repeat(41), expiresAt: inADay() }, 'name'],
+    ['a name too long for its ServiceAccount', { name: 'a'.repeat(KEY_NAME.maxLength + 1), expiresAt: inADay() }, 'name'],
+    ['an encoded path in the name', { name: 'x%2F..%2Fteam-b', expiresAt: inADay() }, 'name'],
+    ['unicode in the name', { name: 'cı', expiresAt: inADay() }, 'name'],
+    ['an empty name', { name: '', expiresAt: inADay() }, 'name'],
+    ['an expiry past a year', { name: 'ci', expiresAt: new Date(Date.now() + 366 * 86_400_000).toISOString() }, 'expiresAt'],
     ['uppercase', { name: 'CI', expiresAt: inADay() }, 'name'],
     ['an expiry in the past', { name: 'ci', expiresAt: '2001-01-01T00:00:00Z' }, 'expiresAt'],
     ['an expiry in 5 minutes', { name: 'ci', expiresAt: new Date(Date.now() + 300_000).toISOString() }, 'expiresAt'],
@@ -65,6 +70,18 @@ describe('the API key operations', () => {
     const refused = await create(body);
     expect(refused.status).toBe(400);
     expect(refused.body).toMatchObject({ type: expect.stringMatching(/#invalid-parameter$/), parameter: field });
+  });
+
+  it('takes a name as long as its ServiceAccount name allows, and an expiry of a year', async () => {
+    const longest = 'k'.repeat(KEY_NAME.maxLength);
+    const made = await create({ name: longest, expiresAt: new Date(Date.now() + 365 * 86_400_000 - 60_000).toISOString() });
+    expect(made.status).toBe(201);
+    expect(`runlet-key-${longest}`).toHaveLength(63);
+  });
+
+  it('names the longest lifetime when an expiry is past it', async () => {
+    const refused = await create({ name: 'ci', expiresAt: new Date(Date.now() + 400 * 86_400_000).toISOString() });
+    expect(refused.body.detail).toMatch(/^expiresAt must be at most 365 days from now \(the longest lifetime of a key here\)/);
   });
 
   it('refuses a body that is not a JSON object, and a second key of one name', async () => {

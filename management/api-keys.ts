@@ -29,11 +29,15 @@ export interface ApiKeyStore {
   revoke(projectId: string, name: string): Promise<void>;
 }
 
-/** A key's name: a DNS-1123 label (in a cluster it names a ServiceAccount), short enough to take a prefix. */
-export const KEY_NAME_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
-export const KEY_NAME_MAX_LENGTH = 40;
+// A key's name follows crds/route-names.ts KEY_NAME: a DNS-1123 label, short enough to take its ServiceAccount's prefix.
+
 /**
  * The shortest lifetime a key may be made with: the TokenRequest API's minimum (10 minutes), kept locally too so
  * that a key behaves alike in both places.
  */
 export const MIN_KEY_LIFETIME_MS = 10 * 60_000;
+/**
+ * The longest lifetime a key may be made with unless its operator sets another (the chart's
+ * `apiKeys.maxExpiryDays`): a key handed to a CI system must still end some day.
+ */
+export const DEFAULT_MAX_KEY_LIFETIME_MS = 365 * 86_400_000;

@@ -10,6 +10,13 @@
 // Decisions are cached briefly per token, verb and namespace, so a client paging through runs costs the API server
 // two reviews per token every half minute, not two per request; a revoked grant takes effect within that TTL.
 // When a review cannot be made the request is refused (503), never let through, and nothing is cached.
+//
+// API keys (operator/api-keys.ts) are tokens for Runlet's audience only, not the API server's: a token that names
+// one of `keyAudiences` in its `aud` is reviewed for those audiences (the TokenReview's spec.audiences), any other
+// for the API server's own (none asked). A token reviewed for Runlet's audience — a key — speaks for its own
+// namespace only: on another project's routes it is refused (403) whatever RBAC grants it there, as the run
+// interface refuses it on another project's apps. Its `aud` is read unverified only to choose which audience to
+// ask: the TokenReview verifies the token, for that audience.
 // A token that is not shaped as a service-account token (a JWT) is refused without a review, and the reviews
 // the rest cost are bounded (review-limiter.ts): past the bound the request is refused (503) unreviewed.
 import { createHash } from 'node:crypto';
@@ -24,10 +31,13 @@ import { REVIEW_LIMITS, ReviewLimiter } from './review-limiter.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 
 export interface KubeAuthOptions {
   /** The operator's client: its credentials need `create` on tokenreviews and subjectaccessreviews. */
   api: KubeApi;
+  /** The audiences of API keys (the run interface's, `runlet`): such a token is reviewed for them. Default none. */
+  keyAudiences?: readonly string[];
   /** Told why a token was refused (the TokenReview's error); callers only learn that it was. */
   logger?: Pick<Logger, 'debug'>;
   /** How long an allowed token is admitted without asking again. Default 30 s. */
@@ -47,8 +57,8 @@ export const RUNS_ACCESS = { ...LIST_RUNS, group: RUNLET_GROUP } as const;
 /** What it asks to cancel a run (the ClusterRole runlet-runs-operator grants it). */
 export const RUNS_CANCEL_ACCESS = { ...CANCEL_RUNS, group: RUNLET_GROUP } as const;
 
-const TOKEN_REVIEWS_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';
-const SUBJECT_ACCESS_REVIEWS_PATH = '/apis/authorization.k8s.io/v1/subjectaccessreviews';
+const TOKEN_REVIEWS_PATH = KubePath.of({ group: 'authentication.k8s.io', version: 'v1', resource: 'tokenreviews' });
+const SUBJECT_ACCESS_REVIEWS_PATH = KubePath.of({ group: 'authorization.k8s.io', version: 'v1', resource: 'subjectaccessreviews' });
 const REALM = 'runlet-management';
 /** RFC 6750 §2.1: the characters of a bearer token (token68). */
 const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -65,7 +75,12 @@ const KNOWN_TTL_MS = 2 * 60 * 60_000;
 
 const DEFAULTS = { allowedTtlMs: 30_000, deniedTtlMs: 5_000, maxEntries: 10_000 } as const;
 
-type Decision = { outcome: 'allowed' } | { outcome: 'unauthenticated' } | { outcome: 'forbidden'; username: string };
+type Decision =
+  | { outcome: 'allowed' }
+  | { outcome: 'unauthenticated' }
+  | { outcome: 'forbidden'; username: string }
+  /** A Runlet-audience token (an API key) of another namespace than the project's. */
+  | { outcome: 'other-namespace'; username: string; namespace: string | null };
 
 interface UserInfo {
   username?: string;
@@ -75,7 +90,7 @@ interface UserInfo {
 }
 
 interface TokenReview extends KubeObject {
-  spec: { token: string };
+  spec: { token: string; audiences?: string[] };
   status?: { authenticated?: boolean; user?: UserInfo; error?: string };
 }
 
@@ -87,6 +102,7 @@ interface SubjectAccessReview extends KubeObject {
 /** The `authenticate` hook of the management API for cluster mode. */
 export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthenticate {
   const { api, logger } = options;
+  const keyAudiences = [...(options.keyAudiences ?? [])];
   const allowedTtlMs = options.allowedTtlMs ?? DEFAULTS.allowedTtlMs;
   const deniedTtlMs = options.deniedTtlMs ?? DEFAULTS.deniedTtlMs;
   const now = options.now;
@@ -101,15 +117,20 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
   const reviewing = new Map<string, Promise<Decision>>();
 
   async function review(token: string, namespace: string, access: ManagementAccess): Promise<Decision> {
+    const forKeys = namesAnyAudience(token, keyAudiences);
     const tokenReview = await create<TokenReview>(api, TOKEN_REVIEWS_PATH, {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenReview',
-      spec: { token },
+      spec: forKeys ? { token, audiences: keyAudiences } : { token },
     });
     const user = tokenReview.status?.user;
     if (tokenReview.status?.authenticated !== true || !user?.username) {
       logger?.debug({ reason: tokenReview.status?.error }, 'management API: bearer token not authenticated by TokenReview');
       return { outcome: 'unauthenticated' };
+    }
+    if (forKeys) {
+      const own = serviceAccountNamespace(user.username);
+      if (own !== namespace) return { outcome: 'other-namespace', username: user.username, namespace: own };
     }
     const accessReview = await create<SubjectAccessReview>(api, SUBJECT_ACCESS_REVIEWS_PATH, {
       apiVersion: 'authorization.k8s.io/v1',
@@ -152,6 +173,14 @@ export function kubeAuthenticator(options: KubeAuthOptions): ManagementAuthentic
     const decision = decisions.get(key) ?? (await reviewOnce(key, token, projectId, access));
     if (decision.outcome === 'unauthenticated') {
       throw invalidToken('The bearer token was not accepted by the cluster: expired, revoked, or not a token of this cluster');
+    }
+    if (decision.outcome === 'other-namespace') {
+      const own = decision.namespace === null ? 'no namespace' : `namespace "${decision.namespace}"`;
+      throw new ProblemError(
+        Problems.forbidden,
+        `User "${decision.username}" may not ${access.verb} ${access.resource} in project "${projectId}": its token is a Runlet API key of ${own}, and a key speaks for its own namespace only`,
+        { headers: { 'www-authenticate': `Bearer realm="${REALM}", error="insufficient_scope"` } },
+      );
     }
     if (decision.outcome === 'forbidden') {
       throw new ProblemError(
@@ -200,13 +229,30 @@ function tooManyReviews(retryAfterSeconds: number): ProblemError {
   );
 }
 
+/** Whether the token's (unverified) `aud` names one of `audiences`: which audience to review it for, nothing more. */
+function namesAnyAudience(token: string, audiences: readonly string[]): boolean {
+  if (audiences.length === 0) return false;
+  try {
+    const { aud } = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')) as { aud?: unknown };
+    return [aud].flat().some((audience) => typeof audience === 'string' && audiences.includes(audience));
+  } catch {
+    return false;
+  }
+}
+
+/** `ns` of `system:serviceaccount:ns:name`; null for any other user. */
+function serviceAccountNamespace(username: string): string | null {
+  const parts = username.split(':');
+  return parts.length === 4 && parts[0] === 'system' && parts[1] === 'serviceaccount' && parts[2] !== '' ? parts[2]! : null;
+}
+
 /** The token is hashed: the cache holds no usable credential. One decision per token, namespace and access. */
 function cacheKey(token: string, namespace: string, access: ManagementAccess): string {
   return `${createHash('sha256').update(token).digest('base64url')} ${namespace} ${access.verb} ${access.resource}`;
 }
 
 /** POSTs a review; any failure to get an answer becomes the 503 that refuses the request. */
-async function create<T extends KubeObject>(api: KubeApi, path: string, review: T): Promise<T> {
+async function create<T extends KubeObject>(api: KubeApi, path: KubePath, review: T): Promise<T> {
   try {
     return await api.create(path, review);
   } catch (error) {

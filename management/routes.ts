@@ -8,7 +8,8 @@ import { PROBLEM_CONTENT_TYPE, ProblemError } from '../crds/problem.ts';
 import { Problems, requestRejectedProblem } from '../crds/problems.ts';
 import type { RunRecord, RunStatus } from '../crds/run-record-schema.ts';
 import { CANCEL_RUNS, CREATE_KEYS, DELETE_KEYS, LIST_KEYS, LIST_RUNS, type ManagementAccess } from './access.ts';
-import { KEY_NAME_MAX_LENGTH, KEY_NAME_PATTERN, MIN_KEY_LIFETIME_MS, type ApiKey, type ApiKeyStore, type CreatedApiKey } from './api-keys.ts';
+import { DEFAULT_MAX_KEY_LIFETIME_MS, MIN_KEY_LIFETIME_MS, type ApiKey, type ApiKeyStore, type CreatedApiKey } from './api-keys.ts';
+import { KEY_NAME, ROUTE_PARAMETERS, checkName } from '../crds/route-names.ts';
 import { resolveAppName, type AppDirectory } from './app-directory.ts';
 import type { AppList, AppSummary } from './app-list.ts';
 import { decodePageToken, encodePageToken, type PageScope } from './page-token.ts';
@@ -52,6 +53,8 @@ export interface ManagementApiOptions {
   canceller?: RunCanceller;
   /** The API keys of projects; without it (`runlet dev` without an auth key) no key operation is served. */
   keys?: ApiKeyStore;
+  /** The longest lifetime a key may be made with; a later `expiresAt` is refused (400). Default a year. */
+  maxKeyLifetimeMs?: number;
 }
 
 /** Version prefix of the management interface (interface section 9). */
@@ -100,10 +103,12 @@ export const managementApi: FastifyPluginAsync<ManagementApiOptions> = async (fa
 
 async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions): Promise<void> {
   const { runs, apps, appList, authenticate, canceller, keys } = options;
+  // Every operation's path parameters are checked first, before the caller's token is reviewed for the project
+  // they name, and before any of them reaches a store or a Kubernetes API path.
   const authHookFor = (access: ManagementAccess) =>
     authenticate === undefined
-      ? undefined
-      : async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id, access);
+      ? [checkRouteParameters]
+      : [checkRouteParameters, async (request: FastifyRequest<{ Params: { project_id: string } }>) => authenticate(request, request.params.project_id, access)];
   const authHook = authHookFor(LIST_RUNS);
   // Interface section 5.5: no security at the document level, the bearer scheme on each operation. The
   // contract holds in every mode; `runlet dev` (loopback only) simply does not enforce it.
@@ -292,7 +297,7 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
     });
   }
 
-  if (keys !== undefined) registerKeyRoutes(v2, keys, authHookFor, { ...security, authResponses });
+  if (keys !== undefined) registerKeyRoutes(v2, keys, authHookFor, { ...security, authResponses }, options.maxKeyLifetimeMs ?? DEFAULT_MAX_KEY_LIFETIME_MS);
 
   const served = [
     `GET ${APPS_PATH}`,
@@ -309,13 +314,23 @@ async function registerRoutes(v2: FastifyInstance, options: ManagementApiOptions
   });
 }
 
-type AuthHookFor = (access: ManagementAccess) => ((request: FastifyRequest<{ Params: { project_id: string } }>) => Promise<void>) | undefined;
+type AuthHookFor = (access: ManagementAccess) => Array<(request: FastifyRequest<{ Params: { project_id: string } }>) => Promise<void>>;
+
+/** The 400 `invalid-parameter` for the first path parameter that breaks its rule (crds/route-names.ts). */
+async function checkRouteParameters(request: FastifyRequest): Promise<void> {
+  const params = request.params as Record<string, string>;
+  for (const [name, rule] of Object.entries(ROUTE_PARAMETERS)) {
+    const value = params[name];
+    if (value !== undefined) checkName(name, rule, value);
+  }
+}
 
 function registerKeyRoutes(
   v2: FastifyInstance,
   keys: ApiKeyStore,
   authHookFor: AuthHookFor,
   { authResponses, ...security }: { security: Array<Record<string, string[]>>; authResponses: Record<number, object> },
+  maxKeyLifetimeMs: number,
 ): void {
   v2.get<{ Params: { project_id: string } }>(
     KEYS_PATH,
@@ -349,7 +364,7 @@ function registerKeyRoutes(
         body: createApiKeySchema,
         response: {
           201: jsonResponse('The key and its token. The token is not stored: copy it now.', createdApiKeySchema),
-          400: problemResponse('The name or the expiry is invalid (invalid-parameter, naming it).'),
+          400: problemResponse('The name or the expiry is invalid, or the expiry is past the longest lifetime a key may have (invalid-parameter, naming it).'),
           ...authResponses,
           409: problemResponse('The project has a key of that name already (key-exists).'),
         },
@@ -357,10 +372,8 @@ function registerKeyRoutes(
     },
     async (request, reply): Promise<CreatedApiKey> => {
       const { name, expiresAt } = request.body;
-      const expiry = keyExpiry(expiresAt);
-      if (name.length > KEY_NAME_MAX_LENGTH || !new RegExp(KEY_NAME_PATTERN).test(name)) {
-        throw bodyProblem('name', `name must be ${KEY_NAME_MAX_LENGTH} characters at most of lowercase letters, digits and '-', starting and ending with a letter or digit; got ${JSON.stringify(name)}`);
-      }
+      const expiry = keyExpiry(expiresAt, maxKeyLifetimeMs);
+      checkName('name', KEY_NAME, name, 'body field');
       const created = await keys.create(request.params.project_id, name, expiry);
       reply.code(201);
       return created;
@@ -393,8 +406,8 @@ function registerKeyRoutes(
   );
 }
 
-/** The requested expiry: an RFC 3339 date-time, at least MIN_KEY_LIFETIME_MS ahead. */
-function keyExpiry(expiresAt: string): Date {
+/** The requested expiry: an RFC 3339 date-time, at least MIN_KEY_LIFETIME_MS and at most `maxLifetimeMs` ahead. */
+function keyExpiry(expiresAt: string, maxLifetimeMs: number): Date {
   const expiry = new Date(expiresAt);
   if (!/^\d{4}-\d{2}-\d{2}T/.test(expiresAt) || Number.isNaN(expiry.getTime())) {
     throw bodyProblem('expiresAt', `expiresAt must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z; got ${JSON.stringify(expiresAt)}`);
@@ -402,7 +415,19 @@ function keyExpiry(expiresAt: string): Date {
   if (expiry.getTime() - Date.now() < MIN_KEY_LIFETIME_MS) {
     throw bodyProblem('expiresAt', `expiresAt must be at least ${MIN_KEY_LIFETIME_MS / 60_000} minutes from now; got ${expiresAt}`);
   }
+  if (expiry.getTime() - Date.now() > maxLifetimeMs) {
+    const latest = new Date(Date.now() + maxLifetimeMs).toISOString();
+    throw bodyProblem('expiresAt', `expiresAt must be at most ${describeLifetime(maxLifetimeMs)} from now (the longest lifetime of a key here), so no later than ${latest}; got ${expiresAt}`);
+  }
   return expiry;
+}
+
+/** `365 days`, `36 hours`: the limit as its operator set it, in the largest whole unit. */
+function describeLifetime(ms: number): string {
+  const hours = ms / 3_600_000;
+  if (Number.isInteger(hours / 24)) return `${hours / 24} days`;
+  if (Number.isInteger(hours)) return `${hours} hours`;
+  return `${Math.floor(ms / 60_000)} minutes`;
 }
 
 function bodyProblem(parameter: string, detail: string): ProblemError {

@@ -10,12 +10,13 @@
 // are written about once a second per replica). The watches relist on 410 Gone, resume after errors with a
 // backoff, and restart when silent (kube/watch.ts).
 import type { Logger } from 'pino';
-import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
+import { APP_LABEL, APP_PLURAL, RUNLET_GROUP, RUNLET_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { App } from '../crds/app-schema.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import { ResourceWatch, objectKey, type ResourceWatchHandlers, type RestartReason } from '../kube/watch.ts';
 import type { AppDirectory } from './app-directory.ts';
 import { hasRecordFilters, matchesRecordFilters } from './run-filters.ts';
@@ -59,8 +60,7 @@ export class RunLogSource implements RunSource, AppDirectory {
   constructor(options: RunLogSourceOptions) {
     const { api, namespace, logger, onRestart, backoff, onRunLog } = options;
     this.#logger = logger;
-    const scope = namespace === undefined ? '' : `/namespaces/${encodeURIComponent(namespace)}`;
-    const collection = (plural: string): string => `/apis/${RUNLET_API_VERSION}${scope}/${plural}`;
+    const collection = (resource: string): KubePath => KubePath.of({ group: RUNLET_GROUP, version: RUNLET_VERSION, namespace, resource });
     const common = { api, logger, backoff, watchdogMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS };
     this.#runLogs = new ResourceWatch<RunLogObject>({
       ...common,

@@ -5,6 +5,7 @@ import { PROBLEM_CONTENT_TYPE } from '../crds/problem.ts';
 import { RunRecordSchema } from '../crds/run-record-schema.ts';
 import { RUN_STATUSES } from '../crds/run-record-values.ts';
 import { toOpenApiSchema } from '../crds/structural-schema.ts';
+import { APP_ID, KEY_NAME, PROJECT_ID, RUN_ID, nameSchema } from '../crds/route-names.ts';
 
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 500;
@@ -80,8 +81,10 @@ export const problemSchema = {
   additionalProperties: true,
 } as const;
 
-const projectIdParam = { type: 'string', description: 'The project (a namespace in a cluster).' } as const;
-const appIdParam = { type: 'string', description: 'The app name, or `{project_id}-{app_name}`.' } as const;
+// Path parameters follow crds/route-names.ts, checked before anything else of a request (routes.ts); the
+// schemas say the same for the OpenAPI document.
+const projectIdParam = nameSchema(PROJECT_ID, 'The project (a namespace in a cluster): a DNS-1123 label.');
+const appIdParam = nameSchema(APP_ID, 'The app name, or `{project_id}-{app_name}`.');
 
 export const appParamsSchema = {
   type: 'object',
@@ -144,7 +147,7 @@ export const runParamsSchema = {
   properties: {
     project_id: projectIdParam,
     app_id: appIdParam,
-    run_id: { type: 'string', description: 'The run id (UUID v7), as in `X-Request-Id`.' },
+    run_id: nameSchema(RUN_ID, 'The run id (UUID v7), as in `X-Request-Id`.'),
   },
 } as const;
 
@@ -242,7 +245,7 @@ export const createApiKeySchema = {
   additionalProperties: false,
   required: ['name', 'expiresAt'],
   properties: {
-    name: { type: 'string', description: 'Lowercase letters, digits and `-` (a DNS-1123 label), 40 characters at most.' },
+    name: { type: 'string', description: `Lowercase letters, digits and \`-\` (a DNS-1123 label), ${KEY_NAME.maxLength} characters at most.` },
     expiresAt: { type: 'string', description: 'RFC 3339 date-time, at least 10 minutes ahead.' },
   },
 } as const;
@@ -251,5 +254,5 @@ export const keyParamsSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['project_id', 'key_name'],
-  properties: { project_id: projectIdParam, key_name: { type: 'string', description: 'The API key name.' } },
+  properties: { project_id: projectIdParam, key_name: nameSchema(KEY_NAME, 'The API key name.') },
 } as const;

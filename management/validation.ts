@@ -5,6 +5,7 @@ import { Ajv, type AnySchema, type AnySchemaObject, type ErrorObject } from 'ajv
 import type { FastifySchemaCompiler } from 'fastify';
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
+import { ROUTE_PARAMETERS, invalidName } from '../crds/route-names.ts';
 
 /**
  * Fastify's own defaults differ in one way that matters here: they remove unknown properties where the schema
@@ -52,6 +53,8 @@ export function validationProblem(errors: readonly ErrorObject[], context: strin
     return parameterProblem(name, `${part} ${name} is required`);
   }
   const name = parameterName(error.instancePath);
+  const rule = context === 'params' ? ROUTE_PARAMETERS[name as keyof typeof ROUTE_PARAMETERS] : undefined;
+  if (rule !== undefined) return invalidName(name, rule, error.data, part);
   if (Array.isArray(error.data)) {
     return parameterProblem(name, `${part} ${name} is given ${error.data.length} times; give it once`);
   }

@@ -1,17 +1,25 @@
 // API keys in a cluster: a key is a ServiceAccount in the project's namespace, labelled as a Runlet key, bound
 // (RoleBinding) to the ClusterRole `runlet-api-key`, the caller role; its token comes from the TokenRequest API
-// with the expiry asked (which the API server may shorten: --service-account-max-token-expiration). The token is
-// valid for the run interface's audience and the API server's own, so that one key calls apps and reads runs.
+// with the expiry asked (which the API server may shorten: --service-account-max-token-expiration; the management
+// API refuses one past its own maximum first). The token is for Runlet only: its audience is the run interface's
+// (`runlet`), never the API server's, so a key handed to a CI system calls apps and reads runs but is no
+// credential of the Kubernetes API (kubectl) — the management API reviews it for that audience
+// (management/kube-auth.ts). Both hold a key to the namespace it was made in.
 // Revoking deletes the ServiceAccount: the API server then refuses its token (TokenReview: the management API at
 // its next review, within its 30 s cache), and the sidecars, which verify tokens offline, ask whether it still
 // exists before they cache it for at most a minute (run-request/auth/service-account-check.ts).
+//
+// What it needs of the operator's RBAC: create/get/patch/delete and list on serviceaccounts, create on
+// serviceaccounts/token and on rolebindings (bound to the ClusterRole runlet-api-key, which the operator may
+// therefore bind), in the namespaces whose keys it makes.
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import type { ApiKey, ApiKeyStore, CreatedApiKey } from '../management/api-keys.ts';
-import { API_KEY_ACCOUNT_PREFIX } from '../run-request/auth/service-account-check.ts';
+import { API_KEY_ACCOUNT_PREFIX } from '../crds/route-names.ts';
 
 /** The ClusterRole a key is bound to (charts/runlet/templates/api-key-clusterrole.yaml); fixed, as `runlet-sidecar`. */
 export const API_KEY_ROLE = 'runlet-api-key';
@@ -33,15 +41,13 @@ interface TokenRequest extends KubeObject {
 
 export interface KubeApiKeysOptions {
   api: KubeApi;
-  /** The audiences the sidecars accept (`--auth-audience`, default runlet). */
+  /** The audiences the sidecars accept (`--auth-audience`, default runlet): a key's token has these only. */
   runAudiences: readonly string[];
 }
 
 export class KubeApiKeys implements ApiKeyStore {
   readonly #api: KubeApi;
   readonly #runAudiences: readonly string[];
-  /** The API server's own audiences, read once from a token it issued with none asked. */
-  #apiAudiences: Promise<string[]> | null = null;
 
   constructor(options: KubeApiKeysOptions) {
     this.#api = options.api;
@@ -50,7 +56,7 @@ export class KubeApiKeys implements ApiKeyStore {
 
   async list(projectId: string): Promise<ApiKey[]> {
     // Expired keys too: their ServiceAccounts stay until revoked, and the list is where one revokes them.
-    const { items } = await this.#api.list<ServiceAccount>(serviceAccountsPath(projectId), { labelSelector: `${API_KEY_LABEL}=true` });
+    const { items } = await this.#api.list<ServiceAccount>(serviceAccounts(projectId), { labelSelector: `${API_KEY_LABEL}=true` });
     return items.map(keyOf);
   }
 
@@ -58,7 +64,7 @@ export class KubeApiKeys implements ApiKeyStore {
     const serviceAccountName = PREFIX + name;
     let account: ServiceAccount;
     try {
-      account = await this.#api.create<ServiceAccount>(serviceAccountsPath(projectId), {
+      account = await this.#api.create<ServiceAccount>(serviceAccounts(projectId), {
         apiVersion: 'v1',
         kind: 'ServiceAccount',
         metadata: {
@@ -81,18 +87,18 @@ export class KubeApiKeys implements ApiKeyStore {
       // The API server may have shortened the expiry: the key shows the one its token has (beyond the second or
       // two between asking and issuing).
       if (Math.abs(Date.parse(expiry) - expiresAt.getTime()) > EXPIRY_TOLERANCE_MS) {
-        account = await this.#api.mergePatch<ServiceAccount>(`${serviceAccountsPath(projectId)}/${serviceAccountName}`, { metadata: { annotations: { [EXPIRY_ANNOTATION]: expiry } } });
+        account = await this.#api.mergePatch<ServiceAccount>(serviceAccounts(projectId).named(serviceAccountName), { metadata: { annotations: { [EXPIRY_ANNOTATION]: expiry } } });
       }
       return { item: keyOf(account), token: granted.status!.token };
     } catch (err) {
       // No key half made: without its binding or token it would only be listed, never usable.
-      await this.#api.delete(`${serviceAccountsPath(projectId)}/${serviceAccountName}`).catch(() => undefined);
+      await this.#api.delete(serviceAccounts(projectId).named(serviceAccountName)).catch(() => undefined);
       throw err;
     }
   }
 
   async revoke(projectId: string, name: string): Promise<void> {
-    const path = `${serviceAccountsPath(projectId)}/${PREFIX}${name}`;
+    const path = serviceAccounts(projectId).named(PREFIX + name);
     const account = await this.#api.find<ServiceAccount>(path);
     if (account === undefined || account.metadata.labels?.[API_KEY_LABEL] !== 'true') {
       throw new ProblemError(Problems.keyNotFound, `project ${projectId} has no API key named ${name}`);
@@ -103,7 +109,7 @@ export class KubeApiKeys implements ApiKeyStore {
 
   #bind(projectId: string, account: ServiceAccount): Promise<KubeObject> {
     const name = account.metadata.name!;
-    return this.#api.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${projectId}/rolebindings`, {
+    return this.#api.create(KubePath.of({ group: 'rbac.authorization.k8s.io', version: 'v1', namespace: projectId, resource: 'rolebindings' }), {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
       metadata: {
@@ -117,41 +123,21 @@ export class KubeApiKeys implements ApiKeyStore {
     } as KubeObject);
   }
 
-  async #token(projectId: string, serviceAccountName: string, expiresAt: Date): Promise<TokenRequest> {
-    const audiences = [...new Set([...(await this.#apiServerAudiences(projectId, serviceAccountName)), ...this.#runAudiences])];
+  #token(projectId: string, serviceAccountName: string, expiresAt: Date): Promise<TokenRequest> {
+    // Never empty: a TokenRequest without audiences is for the API server's.
+    const audiences = [...new Set(this.#runAudiences)];
+    if (audiences.length === 0) throw new Error('an API key needs the audience of the run interface; none is configured');
     const expirationSeconds = Math.ceil((expiresAt.getTime() - Date.now()) / 1000);
-    return this.#api.create<TokenRequest>(`${serviceAccountsPath(projectId)}/${serviceAccountName}/token`, {
+    return this.#api.create<TokenRequest>(serviceAccounts(projectId).named(serviceAccountName).subresource('token'), {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenRequest',
       spec: { audiences, expirationSeconds },
     });
   }
-
-  /**
-   * The API server's audiences (its --api-audiences, which no API lists): the `aud` of a token it issues when none
-   * is asked. That short token is never handed out, and dies with the key's ServiceAccount.
-   */
-  #apiServerAudiences(projectId: string, serviceAccountName: string): Promise<string[]> {
-    this.#apiAudiences ??= this.#api
-      .create<TokenRequest>(`${serviceAccountsPath(projectId)}/${serviceAccountName}/token`, {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 600 },
-      })
-      .then((probe) => {
-        const { aud } = JSON.parse(Buffer.from(probe.status!.token.split('.')[1]!, 'base64url').toString()) as { aud: string | string[] };
-        return [aud].flat();
-      })
-      .catch((err: unknown) => {
-        this.#apiAudiences = null;
-        throw err;
-      });
-    return this.#apiAudiences;
-  }
 }
 
-function serviceAccountsPath(namespace: string): string {
-  return `/api/v1/namespaces/${namespace}/serviceaccounts`;
+function serviceAccounts(namespace: string): KubePath {
+  return KubePath.of({ version: 'v1', namespace, resource: 'serviceaccounts' });
 }
 
 function keyOf(account: ServiceAccount): ApiKey {

@@ -10,9 +10,10 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
-import { APP_LABEL, APP_PLURAL, RUNLET_API_VERSION } from '../crds/api-group.ts';
+import { APP_LABEL, APP_PLURAL, RUNLET_GROUP, RUNLET_VERSION } from '../crds/api-group.ts';
 import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { V1PodStatus } from '@kubernetes/client-node';
@@ -78,7 +79,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const apps = new ResourceWatch<App & KubeObject>({
     ...common,
     name: 'apps',
-    path: `/apis/${RUNLET_API_VERSION}/${APP_PLURAL}`,
+    path: KubePath.of({ group: RUNLET_GROUP, version: RUNLET_VERSION, resource: APP_PLURAL }),
     onRestart: (reason) => metrics.watchRestarted('apps', reason),
     handlers: {
       // Status writes (ours) leave the generation alone: only spec changes and new Apps need a reconcile.
@@ -91,7 +92,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const deployments = new ResourceWatch<DeploymentObject>({
     ...common,
     name: 'deployments',
-    path: '/apis/apps/v1/deployments',
+    path: KubePath.of({ group: 'apps', version: 'v1', resource: 'deployments' }),
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('deployments', reason),
     // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how its
@@ -119,7 +120,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const codeConfigMaps = new ResourceWatch<KubeObject>({
     ...common,
     name: 'configmaps',
-    path: '/api/v1/configmaps',
+    path: KubePath.of({ version: 'v1', resource: 'configmaps' }),
     labelSelector: APP_LABEL,
     onRestart: (reason) => metrics.watchRestarted('configmaps', reason),
     // That it changed is all that matters here: the reconcile reads the code itself.
@@ -132,7 +133,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const pods: ResourceWatch<PodObject> = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
-    path: '/api/v1/pods',
+    path: KubePath.of({ version: 'v1', resource: 'pods' }),
     labelSelector: APP_LABEL,
     onRestart: (reason) => metrics.watchRestarted('pods', reason),
     transform: (pod): PodObject => {
@@ -156,7 +157,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const services = new ResourceWatch<KubeObject>({
     ...common,
     name: 'services',
-    path: '/api/v1/services',
+    path: KubePath.of({ version: 'v1', resource: 'services' }),
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('services', reason),
     transform: metadataOnly,
@@ -167,7 +168,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const ingresses = new ResourceWatch<KubeObject>({
     ...common,
     name: 'ingresses',
-    path: '/apis/networking.k8s.io/v1/ingresses',
+    path: KubePath.of({ group: 'networking.k8s.io', version: 'v1', resource: 'ingresses' }),
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('ingresses', reason),
     transform: metadataOnly,
@@ -182,7 +183,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const sidecarServiceAccounts = new ResourceWatch<KubeObject>({
     ...common,
     name: 'serviceaccounts',
-    path: '/api/v1/serviceaccounts',
+    path: KubePath.of({ version: 'v1', resource: 'serviceaccounts' }),
     labelSelector: SIDECAR_RBAC_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('serviceaccounts', reason),
     transform: metadataOnly,
@@ -196,7 +197,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const sidecarRoleBindings = new ResourceWatch<RoleBindingObject>({
     ...common,
     name: 'rolebindings',
-    path: '/apis/rbac.authorization.k8s.io/v1/rolebindings',
+    path: KubePath.of({ group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'rolebindings' }),
     labelSelector: SIDECAR_RBAC_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('rolebindings', reason),
     transform: (binding) => ({ ...metadataOnly(binding), roleRef: binding.roleRef, subjects: binding.subjects }),
@@ -212,7 +213,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   const enrolments = new ResourceWatch<KubeObject>({
     ...common,
     name: 'enrolments',
-    path: '/apis/rbac.authorization.k8s.io/v1/rolebindings',
+    path: KubePath.of({ group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'rolebindings' }),
     labelSelector: ENROLMENT_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('enrolments', reason),
     transform: metadataOnly,

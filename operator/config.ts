@@ -144,6 +144,14 @@ export const NetworkPolicyConfigSchema = StrictObject({
 /** The label the operator and activator pods carry (the chart sets it), which App pods' NetworkPolicy admits to the admin port. */
 export const APP_PEER_LABEL = 'runlet.dev/app-peer';
 
+export const ApiKeysConfigSchema = StrictObject({
+  maxExpiryDays: Type.Integer({
+    minimum: 1,
+    maximum: 3650,
+    description: 'The longest an API key may be made to last, in days; a key asked to expire later is refused (400, naming the limit).',
+  }),
+});
+
 export const OperatorConfigSchema = StrictObject({
   sidecarImage: Image('The image with the `runlet` command, run as each pod’s sidecar.'),
   pythonRuntimeImage: Image('The Python runtime image for apps that name none.'),
@@ -174,6 +182,7 @@ export const OperatorConfigSchema = StrictObject({
   results: ResultsConfigSchema,
   autoscaling: AutoscalingConfigSchema,
   holder: HolderConfigSchema,
+  apiKeys: ApiKeysConfigSchema,
   workers: Type.Integer({ minimum: 1, maximum: 64, description: 'Apps reconciled concurrently.' }),
   watchdogSeconds: Seconds('Restart a watch that delivered no event and no bookmark for this long.'),
   resyncSeconds: Seconds('Reconcile every App this often even without events (repairs drift).'),
@@ -256,6 +265,8 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
       maxHeldCalls: DEFAULT_HOLD_LIMITS.calls,
       maxHeldBodyMiB: DEFAULT_HOLD_LIMITS.bodyBytes / MIB,
     },
+    // A key handed to a CI system still ends within a year.
+    apiKeys: { maxExpiryDays: 365 },
     workers: 4,
     // Real API servers send a bookmark about once a minute on quiet watches.
     watchdogSeconds: 120,

@@ -8,13 +8,14 @@
 // meanwhile is a 409, read again.
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
-import { APP_KIND, APP_LABEL, RUNLET_API_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../crds/api-group.ts';
+import { APP_KIND, APP_LABEL, RUNLET_API_VERSION, RUNLET_GROUP, RUNLET_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import type { RunLog } from '../crds/runlog-schema.ts';
 import type { HeldRunWriter } from '../activator/hold-cancel.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isConflict } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 
 /** Marks a RunLog of held runs: no pod writes it. */
 export const HELD_RUNS_LABEL = 'runlet.dev/held-runs';
@@ -54,14 +55,14 @@ export class HeldRunsLog implements HeldRunWriter {
   }
 
   async #write(run: RunRecord): Promise<void> {
-    const collection = `/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(run.projectId)}/${RUNLOG_PLURAL}`;
-    const path = `${collection}/${encodeURIComponent(heldRunsLogName(run.appName))}`;
+    const collection = KubePath.of({ group: RUNLET_GROUP, version: RUNLET_VERSION, namespace: run.projectId, resource: RUNLOG_PLURAL });
+    const path = collection.named(heldRunsLogName(run.appName));
     for (let round = 1; ; round += 1) {
       const runLog = (await this.#api.find<RunLogObject>(path)) ?? (await this.#create(collection, run));
       const others = (runLog.status?.runs ?? []).filter((kept) => kept.id !== run.id);
       const runs = [...others, run].slice(-HELD_RUNS_KEPT);
       try {
-        await this.#api.replace<RunLogObject>(`${path}/status`, { ...runLog, status: { ...runLog.status, runs } });
+        await this.#api.replace<RunLogObject>(path.subresource('status'), { ...runLog, status: { ...runLog.status, runs } });
         return;
       } catch (error) {
         if (!isConflict(error) || round >= MAX_ROUNDS) throw error;
@@ -69,7 +70,7 @@ export class HeldRunsLog implements HeldRunWriter {
     }
   }
 
-  async #create(collection: string, run: RunRecord): Promise<RunLogObject> {
+  async #create(collection: KubePath, run: RunRecord): Promise<RunLogObject> {
     const app = this.#apps.get(run.projectId, run.appName);
     const uid = app?.metadata.uid;
     if (uid === undefined) throw new Error(`the App ${run.projectId}/${run.appName} is not known (deleted?): the cancelled held run ${run.id} is not recorded`);
@@ -90,7 +91,7 @@ export class HeldRunsLog implements HeldRunWriter {
       return created;
     } catch (error) {
       if (!isConflict(error)) throw error;
-      return this.#api.get<RunLogObject>(`${collection}/${encodeURIComponent(body.metadata.name!)}`);
+      return this.#api.get<RunLogObject>(collection.named(body.metadata.name!));
     }
   }
 }

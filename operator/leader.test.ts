@@ -23,6 +23,7 @@ import {
   type TestCluster,
 } from '../test/support/fake-cluster.ts';
 import { readRunLog, writeRunLog } from '../test/support/runlogs.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 interface Lease extends KubeObject {
   spec: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string; leaseTransitions?: number };
@@ -109,7 +110,7 @@ describe('leader election', () => {
     await setUp();
     // A leader that crashed without releasing: its lease stays, unrenewed.
     const renewTime = new Date(Date.now() - 60_000).toISOString().replace('Z', '000Z');
-    await cluster.api.create('/apis/coordination.k8s.io/v1/namespaces/default/leases', {
+    await cluster.api.create(kubePathOf('/apis/coordination.k8s.io/v1/namespaces/default/leases'), {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
       metadata: { name: 'runlet-operator' },

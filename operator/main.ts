@@ -540,7 +540,7 @@ export function createOperator(options: OperatorOptions): Operator {
     },
     logger,
   });
-  mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
+  mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger, maxKeyLifetimeMs: config.apiKeys.maxExpiryDays * 86_400_000 });
   // Each namespace's share of the results store: bounded at the collector, and shown in /metrics.
   const usage = options.results?.usage;
   const quotas =

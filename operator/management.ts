@@ -28,6 +28,8 @@ export interface ManagementMount {
   /** Where cancels go: the replicas' admin ports (run-cancel.ts). */
   canceller: RunCanceller;
   logger: Logger;
+  /** The longest lifetime of an API key (`apiKeys.maxExpiryDays`); default a year. */
+  maxKeyLifetimeMs?: number;
 }
 
 /** A project's Apps from the operator's App cache: ready when their Ready condition is True; its message when False. */
@@ -51,10 +53,13 @@ export function appListFromCache(cache: { list(): App[] }): AppList {
 
 /** Registers the API on `server`; it loads with the server (`listen()` or `ready()` report a failure). */
 export function mountManagementApi(server: FastifyInstance, mount: ManagementMount): void {
-  const { api, runs, apps, appList, canceller, logger } = mount;
-  // The keys are the sidecars' callers: their tokens carry the audience the sidecars accept (rendered as the default).
-  const keys = new KubeApiKeys({ api, runAudiences: [DEFAULT_AUDIENCE] });
-  void server.register(managementApi, { runs, apps, appList, canceller, keys, authenticate: kubeAuthenticator({ api, logger: logger.child({ component: 'management-auth' }) }) });
+  const { api, runs, apps, appList, canceller, logger, maxKeyLifetimeMs } = mount;
+  // The keys are the sidecars' callers: their tokens carry the audience the sidecars accept (rendered as the
+  // default), and only it; this API reviews them for it.
+  const keyAudiences = [DEFAULT_AUDIENCE];
+  const keys = new KubeApiKeys({ api, runAudiences: keyAudiences });
+  const authenticate = kubeAuthenticator({ api, keyAudiences, logger: logger.child({ component: 'management-auth' }) });
+  void server.register(managementApi, { runs, apps, appList, canceller, keys, authenticate, maxKeyLifetimeMs });
   // The dashboard asks for a project and a token, and calls the API above with it; it keeps nothing server-side.
   void server.register(dashboard, { projectId: null, tokenRequired: true, keysUnavailable: null });
 }

@@ -81,7 +81,7 @@ describe('App namespaces, under the chart’s RBAC enforced by the API server', 
     }
     // Nothing of it was made: the API server refused every write of the operator there.
     for (const path of [paths.deployment('team-b', 'hello'), paths.service('team-b', 'hello'), paths.serviceAccount('team-b', 'runlet-sidecar'), paths.roleBinding('team-b', 'runlet-sidecar')]) {
-      expect(await cluster.api.find(path), path).toBeUndefined();
+      expect(await cluster.api.find(path), String(path)).toBeUndefined();
     }
     const refusals = server.requests.filter((request) => request.token === OPERATOR_TOKEN && request.path.includes('/namespaces/team-b/') && request.status === 403);
     expect(refusals.length).toBeGreaterThan(0);

@@ -23,6 +23,7 @@ import {
 } from '../test/support/fake-cluster.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { startWatchProxy, type WatchProxy } from '../test/support/watch-proxy.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 interface PodTemplateOwner extends KubeObject {
   spec: { template: { spec: { initContainers?: unknown[]; containers: { name: string }[] } } };
@@ -83,7 +84,7 @@ describe('operator resilience', () => {
     cluster.server.cutWatches();
     await waitFor(() => proxy!.heldWatches === WATCHES, { timeoutMs: STATE_TIMEOUT_MS, what: 'the watches to come back' });
     await createApp(cluster.api, 'team', 'in-gap', pythonSpec());
-    await cluster.api.create('/api/v1/namespaces/team/secrets', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'moves-history-on' } });
+    await cluster.api.create(kubePathOf('/api/v1/namespaces/team/secrets'), { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'moves-history-on' } });
     cluster.server.compact();
     proxy!.releaseWatches();
 
@@ -140,17 +141,17 @@ describe('operator configuration', () => {
     const withIngress = testOperator(cluster, { ingress: { host: 'apps.example' } });
     withIngress.start();
     await waitForApp(cluster.api, 'plain', 'hello', (a) => isAppliedAtGeneration(a) && a.status?.url === 'http://apps.example/v4/plain/hello', 'applied behind the ingress');
-    expect(await cluster.api.find('/apis/networking.k8s.io/v1/namespaces/plain/ingresses/hello')).toBeDefined();
+    expect(await cluster.api.find(kubePathOf('/apis/networking.k8s.io/v1/namespaces/plain/ingresses/hello'))).toBeDefined();
     await withIngress.stop();
 
     operator = testOperator(cluster, { ingress: null, nativeSidecars: false });
     operator.start();
     await waitForApp(cluster.api, 'plain', 'hello', (a) => a.status?.url === 'http://hello.plain.svc.cluster.local/v4/plain/hello', 'the cluster-local URL');
-    await waitFor(async () => (await cluster.api.find('/apis/networking.k8s.io/v1/namespaces/plain/ingresses/hello')) === undefined, {
+    await waitFor(async () => (await cluster.api.find(kubePathOf('/apis/networking.k8s.io/v1/namespaces/plain/ingresses/hello'))) === undefined, {
       timeoutMs: STATE_TIMEOUT_MS,
       what: 'the Ingress to be removed',
     });
-    const podSpec = async () => (await cluster.api.get<PodTemplateOwner>('/apis/apps/v1/namespaces/plain/deployments/hello')).spec.template.spec;
+    const podSpec = async () => (await cluster.api.get<PodTemplateOwner>(kubePathOf('/apis/apps/v1/namespaces/plain/deployments/hello'))).spec.template.spec;
     await waitFor(async () => (await podSpec()).containers.length === 2, { timeoutMs: STATE_TIMEOUT_MS, what: 'the sidecar as a second container' });
     const pod = await podSpec();
     expect(pod.containers.map((c) => c.name)).toEqual(['app', 'sidecar']);

@@ -22,6 +22,8 @@ import {
   waitForApp,
   type TestCluster,
 } from '../test/support/fake-cluster.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
+import type { KubePath } from '../kube/paths.ts';
 
 interface Deployment extends KubeObject {
   spec: {
@@ -80,17 +82,17 @@ describe('reconciling an App', () => {
 
     for (const path of [paths.deployment('create', 'hello'), paths.service('create', 'hello'), paths.ingress('create', 'hello')]) {
       const child = await api.get(path);
-      expect(child.metadata?.ownerReferences, path).toEqual([
+      expect(child.metadata?.ownerReferences, path.toString()).toEqual([
         { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'hello', uid: created.metadata.uid, controller: true, blockOwnerDeletion: true },
       ]);
       expect(child.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('runlet');
       // The Deployment's spec.replicas is the autoscaler's (maxReplicas defaults to 10): handed over by its own apply.
-      const managers = path === paths.deployment('create', 'hello') ? ['runlet-operator', 'runlet-autoscaler'] : ['runlet-operator'];
+      const managers = path.toString() === paths.deployment('create', 'hello').toString() ? ['runlet-operator', 'runlet-autoscaler'] : ['runlet-operator'];
       expect(child.metadata?.managedFields?.map((entry) => entry.manager)).toEqual(managers);
     }
     // Shared by the namespace's Apps: owned by each, controlled by none.
     for (const path of [paths.serviceAccount('create', 'runlet-sidecar'), paths.roleBinding('create', 'runlet-sidecar')]) {
-      expect((await api.get(path)).metadata?.ownerReferences, path).toEqual([{ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'hello', uid: created.metadata.uid }]);
+      expect((await api.get(path)).metadata?.ownerReferences, path.toString()).toEqual([{ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'hello', uid: created.metadata.uid }]);
     }
     expect((await api.get<KubeObject & { roleRef: unknown }>(paths.roleBinding('create', 'runlet-sidecar'))).roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
     expect(await gone(api, paths.role('create', 'runlet-sidecar')), 'no Role of its own').toBe(true);
@@ -253,7 +255,7 @@ describe('reconciling an App', () => {
     await namespaceWithCode('available');
     await createApp(api, 'available', 'hello', pythonSpec());
     await waitForApp(api, 'available', 'hello', isAppliedAtGeneration, 'ChildrenApplied');
-    const reportStatus = (status: Record<string, unknown>) => api.mergePatch(`${paths.deployment('available', 'hello')}/status`, { status });
+    const reportStatus = (status: Record<string, unknown>) => api.mergePatch(paths.deployment('available', 'hello').subresource('status'), { status });
 
     // What the Deployment controller would report once the pod passes its readiness probe.
     await reportStatus({ observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 });
@@ -280,14 +282,14 @@ describe('reconciling an App', () => {
     await createApp(api, 'events', 'hello', { ...pythonSpec(), scaling: { responseGracePeriod: 0 } });
     await waitForApp(api, 'events', 'hello', (a) => condition(a, 'Ready')?.reason === 'InvalidSpec', 'InvalidSpec');
     const events = async () =>
-      (await api.list<KubeObject & { reason: string; type: string; message: string; count: number }>('/api/v1/namespaces/events/events', { fieldSelector: 'involvedObject.name=hello' })).items;
+      (await api.list<KubeObject & { reason: string; type: string; message: string; count: number }>(kubePathOf('/api/v1/namespaces/events/events'), { fieldSelector: 'involvedObject.name=hello' })).items;
     const warning = await waitFor(async () => (await events()).find((e) => e.reason === 'InvalidSpec'), { timeoutMs: STATE_TIMEOUT_MS, what: 'an InvalidSpec Event' });
     expect(warning).toMatchObject({ type: 'Warning', count: 1, involvedObject: { kind: 'App', name: 'hello', namespace: 'events' } });
     expect(warning.message).toContain('spec.scaling.responseGracePeriod');
 
     await api.mergePatch(paths.app('events', 'hello'), { spec: { scaling: { responseGracePeriod: 60 } } });
     await waitForApp(api, 'events', 'hello', isAppliedAtGeneration, 'ChildrenApplied once fixed');
-    await api.mergePatch(`${paths.deployment('events', 'hello')}/status`, { status: { observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 } });
+    await api.mergePatch(paths.deployment('events', 'hello').subresource('status'), { status: { observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 } });
     const ready = await waitFor(async () => (await events()).find((e) => e.reason === 'Ready'), { timeoutMs: STATE_TIMEOUT_MS, what: 'a Ready Event' });
     expect(ready).toMatchObject({ type: 'Normal', count: 1 });
   });
@@ -306,19 +308,19 @@ describe('reconciling an App', () => {
     // No Deployment controller runs here: the pod is made by hand, and the Deployment's status never moves.
     const podsPath = '/api/v1/namespaces/follow/pods';
     const container = { name: 'app', image: 'app:1' };
-    const pod = await api.create(podsPath, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'hello-1', labels: { 'runlet.dev/app': 'hello' } }, spec: { containers: [container] } } as KubeObject);
+    const pod = await api.create(kubePathOf(podsPath), { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'hello-1', labels: { 'runlet.dev/app': 'hello' } }, spec: { containers: [container] } } as KubeObject);
     // An address of a documentation range: an object only, never dialled.
     const withReady = (ready: boolean) => ({ ...pod, status: { podIP: '198.51.100.7', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } }) as KubeObject;
     // The App's EndpointSlices (what kube-proxy routes by): the addresses of the endpoints they call ready.
     const addresses = async () =>
       (
-        await api.list<KubeObject & { endpoints?: { addresses: string[]; conditions?: { ready?: boolean } }[] }>('/apis/discovery.k8s.io/v1/namespaces/follow/endpointslices', {
+        await api.list<KubeObject & { endpoints?: { addresses: string[]; conditions?: { ready?: boolean } }[] }>(kubePathOf('/apis/discovery.k8s.io/v1/namespaces/follow/endpointslices'), {
           labelSelector: 'kubernetes.io/service-name=hello',
         })
       ).items.flatMap((slice) => (slice.endpoints ?? []).filter((endpoint) => endpoint.conditions?.ready !== false).flatMap((endpoint) => endpoint.addresses));
-    const pending = await api.replace<KubeObject>(`${podsPath}/hello-1/status`, withReady(true));
+    const pending = await api.replace<KubeObject>(kubePathOf(`${podsPath}/hello-1/status`), withReady(true));
     await waitFor(async () => (await addresses()).includes('198.51.100.7'), { what: 'the EndpointSlices listing the ready pod', timeoutMs: STATE_TIMEOUT_MS });
-    await api.replace(`${podsPath}/hello-1/status`, { ...withReady(false), metadata: pending.metadata });
+    await api.replace(kubePathOf(`${podsPath}/hello-1/status`), { ...withReady(false), metadata: pending.metadata });
     await waitFor(async () => (await addresses()).length === 0, { what: 'the EndpointSlices without the pod no longer ready', timeoutMs: STATE_TIMEOUT_MS });
   });
 
@@ -343,7 +345,7 @@ describe('reconciling an App', () => {
     await waitForApp(api, 'delete', 'hello', isAppliedAtGeneration, 'applied');
     await waitForApp(api, 'delete', 'other', isAppliedAtGeneration, 'applied');
     const rbac = [paths.serviceAccount('delete', 'runlet-sidecar'), paths.roleBinding('delete', 'runlet-sidecar')];
-    const owners = async (path: string) => (await api.find(path))?.metadata?.ownerReferences?.map((ref) => ref.name).sort();
+    const owners = async (path: KubePath) => (await api.find(path))?.metadata?.ownerReferences?.map((ref) => ref.name).sort();
     await waitFor(async () => (await Promise.all(rbac.map(owners))).every((names) => names?.join() === 'hello,other'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the sidecar RBAC owned by both Apps' });
 
     await api.delete(paths.app('delete', 'hello'));

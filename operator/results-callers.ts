@@ -15,13 +15,14 @@ import type { Logger } from 'pino';
 import { APP_LABEL } from '../crds/api-group.ts';
 import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import { REVIEW_LIMITS, ReviewLimiter } from '../management/review-limiter.ts';
 import type { CallerRefusal, CollectorCaller } from '../results/collector.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { SIDECAR_SERVICE_ACCOUNT } from './render/names.ts';
 import type { PodObject } from './runlog-verdict.ts';
 
-const TOKEN_REVIEWS_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';
+const TOKEN_REVIEWS_PATH = KubePath.of({ group: 'authentication.k8s.io', version: 'v1', resource: 'tokenreviews' });
 /** A JWS in compact form, as every ServiceAccount token is: nothing else is worth a review. */
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const SERVICE_ACCOUNT_USER = /^system:serviceaccount:([^:]+):([^:]+)$/;

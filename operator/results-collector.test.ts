@@ -16,6 +16,7 @@ import { startPostgres, type PostgresServer } from '../test/support/postgres.ts'
 import { pendingAsyncRunRecord } from '../test/support/sqlite-run-records.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { createOperator, type Operator } from './main.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const APP = 'billing';
 const POD = { a: 'billing-a-1', b: 'billing-b-1' } as const;
@@ -131,7 +132,7 @@ describe('the results collector, attacked by another tenant', () => {
     const plain = await podToken(cluster.api, 'team-a', 'plain');
     expect((await post('team-a', [run], `Bearer ${plain}`)).status).toBe(403);
     // A pod labelled as the App's, running as another ServiceAccount (its own, the namespace's default).
-    await cluster.api.create('/api/v1/namespaces/team-a/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
+    await cluster.api.create(kubePathOf('/api/v1/namespaces/team-a/serviceaccounts'), { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
     await createAppPod(cluster.api, 'team-a', 'impostor', APP, 'default');
     const impostor = await podToken(cluster.api, 'team-a', 'impostor', { serviceAccount: 'default' });
     await waitFor(() => operator.apps.get('team-a', APP) !== undefined, { what: 'the App cached' });
@@ -150,7 +151,7 @@ describe('the results collector, attacked by another tenant', () => {
       const answer = await post('team-a', [leavingRun], `Bearer ${leaving}`);
       return answer.status === 403 ? undefined : answer;
     }, { timeoutMs: STATE_TIMEOUT_MS, what: 'pod leaving known' })).status).toBe(200);
-    await cluster.api.delete('/api/v1/namespaces/team-a/pods/leaving');
+    await cluster.api.delete(kubePathOf('/api/v1/namespaces/team-a/pods/leaving'));
     await waitFor(async () => (await post('team-a', [leavingRun], `Bearer ${leaving}`)).status === 403, { timeoutMs: STATE_TIMEOUT_MS, what: 'the gone pod refused' });
     for (const refused of [run, impostorRun, ownRun]) expect(await results.store.getRun('team-a', APP, refused.id)).toBeUndefined();
   });

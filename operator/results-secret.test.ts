@@ -6,6 +6,7 @@ import { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { ensureResultsSecret } from './results-secret.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const PLACE = { namespace: 'runlet-system', name: 'runlet-postgres', host: 'runlet-postgres.runlet-system.svc' };
 const SECRETS = '/api/v1/namespaces/runlet-system/secrets';
@@ -29,7 +30,7 @@ describe('the results Secret', () => {
     const made = await ensureResultsSecret(kube, PLACE);
     expect(made.created).toBe(true);
     expect(made.dsn).toMatch(/^postgres:\/\/runlet:[0-9a-f]{64}@runlet-postgres\.runlet-system\.svc:5432\/runlet$/);
-    const secret = await kube.get<KubeObject & { data?: Record<string, string> }>(`${SECRETS}/runlet-postgres`);
+    const secret = await kube.get<KubeObject & { data?: Record<string, string> }>(kubePathOf(`${SECRETS}/runlet-postgres`));
     const password = Buffer.from(secret.data!.password!, 'base64').toString('utf8');
     expect(made.dsn).toContain(`:${password}@`);
     expect(await ensureResultsSecret(kube, PLACE)).toEqual({ dsn: made.dsn, created: false });
@@ -48,7 +49,7 @@ describe('the results Secret', () => {
 
   it('names a Secret that has no dsn (one written by hand)', async () => {
     const kube = await start();
-    await kube.create(SECRETS, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-postgres', namespace: 'runlet-system' }, data: { password: 'eA==' } } as KubeObject);
+    await kube.create(kubePathOf(SECRETS), { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-postgres', namespace: 'runlet-system' }, data: { password: 'eA==' } } as KubeObject);
     await expect(ensureResultsSecret(kube, PLACE)).rejects.toThrow('the results Secret runlet-system/runlet-postgres has no "dsn" entry');
   });
 });

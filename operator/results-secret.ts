@@ -9,6 +9,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../kube/client.ts';
 import { isConflict } from '../kube/errors.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 
 /** The role and database the chart's PostgreSQL is initialised with (POSTGRES_USER, POSTGRES_DB). */
 export const RESULTS_DATABASE = 'runlet';
@@ -37,9 +38,9 @@ export function resultsDsn(password: string, host: string): string {
   return `postgres://${RESULTS_USER}:${password}@${host}:${RESULTS_POSTGRES_PORT}/${RESULTS_DATABASE}`;
 }
 
-function secretPath(place: ResultsSecretPlace, named = true): string {
-  const collection = `/api/v1/namespaces/${encodeURIComponent(place.namespace)}/secrets`;
-  return named ? `${collection}/${encodeURIComponent(place.name)}` : collection;
+function secretPath(place: ResultsSecretPlace, named = true): KubePath {
+  const collection = KubePath.of({ version: 'v1', namespace: place.namespace, resource: 'secrets' });
+  return named ? collection.named(place.name) : collection;
 }
 
 function dsnOf(secret: V1Secret, place: ResultsSecretPlace): string {

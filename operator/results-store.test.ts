@@ -30,6 +30,7 @@ import { RUNLET_API_VERSION } from '../crds/api-group.ts';
 import type { App, AppRunCounts } from '../crds/app-schema.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { readRunLog, writeRunLog } from '../test/support/runlogs.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'team';
 const TOKEN = 'reader.x.y';
@@ -96,7 +97,7 @@ async function send(records: RunRecord[]): Promise<Response> {
   let answer: Response | undefined;
   for (const batch of batches.values()) {
     const { appName, replica } = batch[0]!;
-    const made = (await cluster.api.find(`/api/v1/namespaces/${NAMESPACE}/pods/${replica}`)) === undefined;
+    const made = (await cluster.api.find(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/pods/${replica}`))) === undefined;
     if (made) await createAppPod(cluster.api, NAMESPACE, replica, appName);
     const token = await podToken(cluster.api, NAMESPACE, replica);
     const body = JSON.stringify({ records: batch });
@@ -105,7 +106,7 @@ async function send(records: RunRecord[]): Promise<Response> {
       const response = await fetch(`${operator.collectorUrl}/v1/results/${NAMESPACE}/runs`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body });
       return response.status === 403 ? undefined : response;
     }, { timeoutMs: STATE_TIMEOUT_MS, what: `the collector to take pod ${replica}'s batch` });
-    if (made) await cluster.api.delete(`/api/v1/namespaces/${NAMESPACE}/pods/${replica}`);
+    if (made) await cluster.api.delete(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/pods/${replica}`));
     if (answer.status !== 200) return answer;
   }
   return answer!;
@@ -122,7 +123,7 @@ async function metric(name: string): Promise<number> {
 async function appRunsWhen(app: string, what: string, predicate: (runs: AppRunCounts) => boolean): Promise<AppRunCounts> {
   return waitFor(
     async () => {
-      const runs = (await cluster.api.find<App & KubeObject>(`/apis/${RUNLET_API_VERSION}/namespaces/${NAMESPACE}/apps/${app}`))?.status?.runs;
+      const runs = (await cluster.api.find<App & KubeObject>(kubePathOf(`/apis/${RUNLET_API_VERSION}/namespaces/${NAMESPACE}/apps/${app}`)))?.status?.runs;
       return runs !== undefined && predicate(runs) && runs;
     },
     { timeoutMs: STATE_TIMEOUT_MS, what: `App ${app}: status.runs ${what}` },

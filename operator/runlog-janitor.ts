@@ -12,10 +12,11 @@
 // (`pagedRunLogs`), and read again before each look, so the operator's memory does not grow with them.
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
-import { APP_LABEL, RUNLET_API_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
+import { APP_LABEL, RUNLET_GROUP, RUNLET_VERSION, RUNLOG_PLURAL } from '../crds/api-group.ts';
 import type { RunLogObject } from '../management/runlog-source.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isConflict, isNamespaceTerminating, isNotFound } from '../kube/errors.ts';
+import { KubePath } from '../kube/paths.ts';
 import { closeUnfinishedRuns } from './replica-lost.ts';
 import { DEFAULT_RETENTION_SECONDS, judgeRunLog, podRuns, type PodObject } from './runlog-verdict.ts';
 import { objectKey } from '../kube/watch.ts';
@@ -46,7 +47,7 @@ export function cachedRunLogs(cache: { runLog(namespace: string, name: string): 
  * finds those left from before.
  */
 export function pagedRunLogs(api: KubeApi, pageSize: number): RunLogLookup {
-  const collection = `/apis/${RUNLET_API_VERSION}/${RUNLOG_PLURAL}`;
+  const collection = KubePath.of({ group: RUNLET_GROUP, version: RUNLET_VERSION, resource: RUNLOG_PLURAL });
   return {
     find: (namespace, name) => api.find<RunLogObject>(runLogPath(namespace, name)),
     async forEach(visit) {
@@ -171,7 +172,7 @@ export class RunLogJanitor {
   }
 
   async #podRunsOnServer(namespace: string, name: string): Promise<boolean> {
-    const pods = await this.#options.api.list<PodObject>(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, {
+    const pods = await this.#options.api.list<PodObject>(KubePath.of({ version: 'v1', namespace, resource: 'pods' }), {
       fieldSelector: `metadata.name=${name}`,
     });
     return pods.items.some(podRuns);
@@ -185,7 +186,7 @@ export class RunLogJanitor {
     const { namespace = '', name = '' } = runLog.metadata;
     const closed = closeUnfinishedRuns(runLog.status, name, this.#options.now());
     if (closed === undefined) return;
-    await this.#options.api.replace<RunLogObject>(`${runLogPath(namespace, name)}/status`, { ...runLog, status: closed.status });
+    await this.#options.api.replace<RunLogObject>(runLogPath(namespace, name).subresource('status'), { ...runLog, status: closed.status });
     this.#options.onRunsClosed?.(closed.lost.length, closed.undelivered.length);
     this.#options.logger.info(
       { runLog: `${namespace}/${name}`, lost: closed.lost, undelivered: closed.undelivered },
@@ -201,6 +202,6 @@ export class RunLogJanitor {
   }
 }
 
-function runLogPath(namespace: string, name: string): string {
-  return `/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(namespace)}/${RUNLOG_PLURAL}/${encodeURIComponent(name)}`;
+function runLogPath(namespace: string, name: string): KubePath {
+  return KubePath.of({ group: RUNLET_GROUP, version: RUNLET_VERSION, namespace, resource: RUNLOG_PLURAL, name });
 }

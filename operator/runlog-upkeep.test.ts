@@ -17,6 +17,7 @@ import { pythonSpec } from '../test/support/operator-apps.ts';
 import { STATE_TIMEOUT_MS, createApp, createNamespace, paths, prepareCluster, testConfig, type TestCluster } from '../test/support/fake-cluster.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { countsOf, createPod, podPath, readRunLog, runLogPath, setPodPhase, writeRunLog } from '../test/support/runlogs.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const COUNTERS_INTERVAL_SECONDS = 1;
 const HOUR_MS = 3_600_000;
@@ -108,7 +109,7 @@ describe('runs of gone pods', () => {
       await writeRunLog(api, 'lost', pod, 'hello', [...runs], { ...countsOf([...runs]), total: 40, success: 30 + countsOf([...runs]).success });
     }
 
-    await api.delete(podPath('lost', gone));
+    await api.delete(kubePathOf(podPath('lost', gone)));
     await setPodPhase(api, 'lost', ended, 'Failed');
 
     const closed = await runLogWhere('lost', gone, noneInFlight, 'its runs closed');
@@ -138,7 +139,7 @@ describe('runs of gone pods', () => {
     await writeRunLog(api, 'conflict', pod, 'hello', [first]);
     cluster.server.failNext({ method: 'PUT', pathPattern: `/namespaces/conflict/runlogs/${pod}/status`, status: 409, times: 2 });
 
-    await api.delete(podPath('conflict', pod));
+    await api.delete(kubePathOf(podPath('conflict', pod)));
     const closed = await runLogWhere('conflict', pod, noneInFlight, 'its run closed despite two conflicts');
     expectLost(closed[0], pod, first);
     const writes = cluster.server.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/conflict/runlogs/${pod}/status`));
@@ -207,8 +208,8 @@ describe('retention', () => {
     clockOffsetMs = 24 * HOUR_MS + 60_000;
     await waitFor(async () => (await readRunLog(api, 'kept-long', gone)) === undefined, { timeoutMs: STATE_TIMEOUT_MS, what: 'RunLog kept-long/gone deleted after a day' });
     expect(await readRunLog(api, 'kept', alive), 'the RunLog of a running pod').toBeDefined();
-    expect(await api.find(runLogPath('lost', 'hello-7d9c-ccccc')), 'the RunLog of a running pod').toBeDefined();
-    expect(await api.find(runLogPath('lost', 'hello-7d9c-aaaaa')), 'an earlier test’s gone pod').toBeUndefined();
+    expect(await api.find(kubePathOf(runLogPath('lost', 'hello-7d9c-ccccc'))), 'the RunLog of a running pod').toBeDefined();
+    expect(await api.find(kubePathOf(runLogPath('lost', 'hello-7d9c-aaaaa'))), 'an earlier test’s gone pod').toBeUndefined();
     await metricReaches('runlet_operator_runlogs_deleted_total', 2);
   });
 });

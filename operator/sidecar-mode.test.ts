@@ -20,6 +20,7 @@ import {
 import { waitFor } from '../test/support/wait.ts';
 import type { ConfigLayer } from './config.ts';
 import type { Operator } from './main.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 let cluster: TestCluster<KubeApiServer> | undefined;
 let operator: Operator | undefined;
@@ -33,8 +34,8 @@ afterEach(async () => {
 
 /** Registers a Node with this kubelet version, as a kubelet does (its status carries nodeInfo). */
 async function addNode(api: KubeApi, name: string, kubeletVersion: string): Promise<void> {
-  await api.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name } });
-  await api.mergePatch(`/api/v1/nodes/${name}/status`, { status: { nodeInfo: { kubeletVersion } } });
+  await api.create(kubePathOf('/api/v1/nodes'), { apiVersion: 'v1', kind: 'Node', metadata: { name } });
+  await api.mergePatch(kubePathOf(`/api/v1/nodes/${name}/status`), { status: { nodeInfo: { kubeletVersion } } });
 }
 
 /** The pod template the operator renders for one App on a server of this version, with Nodes of these kubelets. */
@@ -116,7 +117,7 @@ describe('a change of mode while the operator runs', () => {
   async function finishRollout(api: KubeApi, name: string): Promise<void> {
     const deployment = await api.get<DeploymentWithPods>(paths.deployment('team', name));
     const replicas = deployment.spec.replicas ?? 1;
-    await api.mergePatch(`${paths.deployment('team', name)}/status`, {
+    await api.mergePatch(paths.deployment('team', name).subresource('status'), {
       status: { observedGeneration: deployment.metadata?.generation, replicas, updatedReplicas: replicas, readyReplicas: replicas, availableReplicas: replicas },
     });
   }
@@ -173,7 +174,7 @@ describe('a change of mode while the operator runs', () => {
     operator.start();
     await waitFor(() => api.find(paths.deployment('team', 'one')), { timeoutMs: STATE_TIMEOUT_MS, what: 'the Deployment' });
     expect(await native(api, 'one')).toBe(false);
-    await api.mergePatch('/api/v1/nodes/node-b/status', { status: { nodeInfo: { kubeletVersion: 'v1.29.2' } } });
+    await api.mergePatch(kubePathOf('/api/v1/nodes/node-b/status'), { status: { nodeInfo: { kubeletVersion: 'v1.29.2' } } });
     await waitFor(() => native(api, 'one'), { timeoutMs: STATE_TIMEOUT_MS, what: 'the App moved to native sidecars' });
   });
 

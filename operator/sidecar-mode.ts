@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
+import { KubePath } from '../kube/paths.ts';
 import { isAtLeast, readServerVersion, type ServerVersion } from '../kube/server-version.ts';
 import { ResourceWatch, type RestartReason } from '../kube/watch.ts';
 
@@ -93,7 +94,7 @@ export class SidecarMode {
       logger: options.logger,
       watchdogMs: options.watchdogMs,
       name: 'nodes',
-      path: '/api/v1/nodes',
+      path: KubePath.of({ version: 'v1', resource: 'nodes' }),
       onRestart: options.onWatchRestart,
       // The kubelet's version is all that matters of a Node (and the resourceVersion, which tells the watch an
       // update from a repeat).

@@ -7,6 +7,7 @@ import { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { namespaceHolderKey } from './autoscaling/holder-key.ts';
 import { SidecarRbacApplier, type SidecarRbacApplierOptions } from './sidecar-rbac.ts';
+import { kubePathOf } from '../test/support/kube-path.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1/namespaces/team-a';
 const BINDING = `${RBAC}/rolebindings/runlet-sidecar`;
@@ -27,7 +28,7 @@ describe('the sidecar RBAC of a namespace', () => {
     return { applier, server, api };
   }
 
-  const ownerUids = async (path: string) => ((await api!.get(path)).metadata?.ownerReferences ?? []).map((ref) => ref.uid);
+  const ownerUids = async (path: string) => ((await api!.get(kubePathOf(path))).metadata?.ownerReferences ?? []).map((ref) => ref.uid);
 
   it('is owned by every App of the namespace, applied again only when they change', async () => {
     const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })];
@@ -64,8 +65,8 @@ describe('the sidecar RBAC of a namespace', () => {
 
   it('replaces the binding of an earlier version to its own Role (a roleRef cannot change) and deletes that Role', async () => {
     const { applier, api } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })]);
-    await api.create(`${RBAC}/roles`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'runlet-sidecar' }, rules: [] } as KubeObject);
-    const old = await api.create(`${RBAC}/rolebindings`, {
+    await api.create(kubePathOf(`${RBAC}/roles`), { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'runlet-sidecar' }, rules: [] } as KubeObject);
+    const old = await api.create(kubePathOf(`${RBAC}/rolebindings`), {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
       metadata: { name: 'runlet-sidecar' },
@@ -74,23 +75,23 @@ describe('the sidecar RBAC of a namespace', () => {
     } as KubeObject);
 
     await applier.ensure('team-a');
-    const binding = await api.get<KubeObject & { roleRef: unknown }>(BINDING);
+    const binding = await api.get<KubeObject & { roleRef: unknown }>(kubePathOf(BINDING));
     expect(binding.metadata?.uid).not.toBe(old.metadata?.uid);
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
-    expect(await api.find(`${RBAC}/roles/runlet-sidecar`)).toBeUndefined();
+    expect(await api.find(kubePathOf(`${RBAC}/roles/runlet-sidecar`))).toBeUndefined();
   });
 
   it('is repaired when deleted or drifted while an App is left, not when the last App is gone', async () => {
     const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })];
     const { applier, api } = await start(apps);
     await applier.ensure('team-a');
-    const binding = await api.get(BINDING);
+    const binding = await api.get(kubePathOf(BINDING));
     expect(applier.needsRepair('RoleBinding', binding, false), 'as applied').toBe(false);
 
-    await api.delete(BINDING);
+    await api.delete(kubePathOf(BINDING));
     expect(applier.needsRepair('RoleBinding', binding, true)).toBe(true);
     await applier.ensure('team-a');
-    expect(await api.find(BINDING), 'applied again').toBeDefined();
+    expect(await api.find(kubePathOf(BINDING)), 'applied again').toBeDefined();
 
     expect(applier.needsRepair('ServiceAccount', { metadata: { name: 'runlet-sidecar', namespace: 'team-a', labels: {} } }, false), 'its labels gone').toBe(true);
     apps.pop();
@@ -106,7 +107,7 @@ describe('the sidecar RBAC of a namespace', () => {
       const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' }), storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' })];
       const { applier } = await start(apps, holderKey());
       await applier.ensure('team-a');
-      const copy = await api!.get<KubeObject & { data?: Record<string, string> }>(COPY);
+      const copy = await api!.get<KubeObject & { data?: Record<string, string> }>(kubePathOf(COPY));
       expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(namespaceHolderKey(KEY, 'team-a')).toString('hex'));
       expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).not.toBe('07'.repeat(32));
       expect(await ownerUids(COPY)).toEqual(['uid-1', 'uid-2']);
@@ -115,14 +116,14 @@ describe('the sidecar RBAC of a namespace', () => {
     it('is not made in the namespace of the key’s own Secret when it has the same name (a copy owned by Apps would replace it)', async () => {
       const { applier } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })], holderKey('team-a'));
       await applier.ensure('team-a');
-      expect(await api!.find(COPY)).toBeUndefined();
-      expect(await api!.find(ACCOUNT), 'the rest is applied').toBeDefined();
+      expect(await api!.find(kubePathOf(COPY))).toBeUndefined();
+      expect(await api!.find(kubePathOf(ACCOUNT)), 'the rest is applied').toBeDefined();
     });
 
     it('is not made without a holder', async () => {
       const { applier } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })]);
       await applier.ensure('team-a');
-      expect(await api!.find(COPY)).toBeUndefined();
+      expect(await api!.find(kubePathOf(COPY))).toBeUndefined();
     });
   });
 });

@@ -1,6 +1,8 @@
-// The run interface's paths: `/v4/{project_id}/{app_name}[/{rest}]`, split and percent-decoded.
+// The run interface's paths: `/v4/{project_id}/{app_name}[/{rest}]`, split, percent-decoded, and the project and
+// app checked against their rules (crds/route-names.ts), as the management API checks its own.
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
+import { APP_NAME, PROJECT_ID, checkName } from '../crds/route-names.ts';
 
 const RUN_PATH_PREFIX = '/v4/';
 
@@ -19,7 +21,10 @@ export function pathOf(url: string): string {
   return queryStart === -1 ? url : url.slice(0, queryStart);
 }
 
-/** As parseRunPath, with a path that is not valid percent-encoding as null too (node:http then answers it). */
+/**
+ * As parseRunPath, with a path that is not valid percent-encoding, or names no valid project or app, as null too
+ * (its caller answers it when it gets to it, through parseRunPath).
+ */
 export function parseRunPathOrNull(path: string): RunPath | null {
   try {
     return parseRunPath(path);
@@ -30,7 +35,8 @@ export function parseRunPathOrNull(path: string): RunPath | null {
 
 /**
  * Splits `/v4/{project_id}/{app_name}[/{rest}]`; null for any other path (`/v4/openapi.json` among them, which
- * its server answers). Segments are percent-decoded; a path that is not valid percent-encoding is refused.
+ * its server answers). Segments are percent-decoded; a path that is not valid percent-encoding is refused, and so
+ * is a project or app that no namespace or App could be named (400 `invalid-parameter` naming it).
  */
 export function parseRunPath(path: string): RunPath | null {
   if (!path.startsWith(RUN_PATH_PREFIX)) return null;
@@ -41,8 +47,8 @@ export function parseRunPath(path: string): RunPath | null {
   if (rawApp === '') return null;
   const rawRest = appEnd === -1 ? '' : path.slice(appEnd + 1);
   return {
-    projectId: decodeSegment(path.slice(RUN_PATH_PREFIX.length, projectEnd), path),
-    appName: decodeSegment(rawApp, path),
+    projectId: checkName('project_id', PROJECT_ID, decodeSegment(path.slice(RUN_PATH_PREFIX.length, projectEnd), path)),
+    appName: checkName('app_name', APP_NAME, decodeSegment(rawApp, path)),
     rest: decodeSegment(rawRest, path),
     rawRest,
   };

@@ -47,6 +47,7 @@ import { RunLogWindow } from '../../sidecar/runs/runlog-window.ts';
 import { APP_NAME, NAMESPACE, POD_NAME } from '../../test/support/runlog-store-kit.ts';
 import type { RunStore } from '../../sidecar/runs/store.ts';
 import type { ApiServerReady } from './runlog-api-server.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -376,7 +377,7 @@ async function measure(keepFinished: number, takeStretches: () => number[]): Pro
 async function readRunLog(credentials: KubeCredentials): Promise<string> {
   const api = new KubeApi(credentials);
   try {
-    return JSON.stringify(await api.request('GET', `/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/runlogs/${POD_NAME}`));
+    return JSON.stringify(await api.request('GET', kubePathOf(`/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/runlogs/${POD_NAME}`)));
   } finally {
     await api.close();
   }

@@ -18,6 +18,7 @@ import { testLogger } from '../../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../../test/support/operator-apps.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import type { FigureSpec, RoundFigures } from '../report.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const SCENARIO = 'holder-memory';
 const NAMESPACE = 'held';
@@ -66,7 +67,7 @@ export async function measureHolderMemory(): Promise<RoundFigures> {
     const name = `app-${index}`;
     apps.push(storedApp(pythonSpec({ scaling: { minReplicas: 0, maxReplicas: 5, coldStartTimeout: 600 } }), { name, namespace: NAMESPACE }));
     const labels = { app: name };
-    await api.create(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`, {
+    await api.create(kubePathOf(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`), {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata: { name },

@@ -15,6 +15,7 @@ import { waitFor } from '../../test/support/wait.ts';
 import { COMPILED_CLI, IMAGE_ENV } from '../build.ts';
 import type { ProcessGroup } from '../processes.ts';
 import type { FigureSpec, RoundFigures } from '../report.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const SCENARIO = 'operator';
 const NAMESPACES = 50;
@@ -68,7 +69,7 @@ export async function measureOperator(group: ProcessGroup, workDir: string): Pro
 }
 
 async function reconciledApps(api: Awaited<ReturnType<typeof prepareCluster>>['api']): Promise<number> {
-  const list = await api.list<App & KubeObject>('/apis/runlet.dev/v1alpha1/apps');
+  const list = await api.list<App & KubeObject>(kubePathOf('/apis/runlet.dev/v1alpha1/apps'));
   return list.items.filter(isAppliedAtGeneration).length;
 }
 

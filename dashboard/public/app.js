@@ -372,7 +372,7 @@ async function keysPage(generation) {
   const notice = el('div', { role: 'status', 'aria-live': 'polite' });
   const listHolder = el('div');
   const today = new Date().toISOString().slice(0, 10);
-  const nameInput = el('input', { id: 'key-name', name: 'name', required: true, pattern: '[a-z0-9]([\\-a-z0-9]*[a-z0-9])?', maxlength: '40', autocomplete: 'off', 'aria-describedby': 'key-name-hint' });
+  const nameInput = el('input', { id: 'key-name', name: 'name', required: true, pattern: '[a-z0-9]([\\-a-z0-9]*[a-z0-9])?', maxlength: '52', autocomplete: 'off', 'aria-describedby': 'key-name-hint' });
   const expiryInput = el('input', { id: 'key-expiry', name: 'expiresAt', type: 'date', required: true, min: today, value: defaultExpiry(), 'aria-describedby': 'key-expiry-hint' });
   const form = el(
     'form',

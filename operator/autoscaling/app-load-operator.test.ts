@@ -15,6 +15,7 @@ import { createPod, setPodReady, writeRunLog } from '../../test/support/runlogs.
 import { waitFor } from '../../test/support/wait.ts';
 import { createOperator, type Operator } from '../main.ts';
 import type { AppLoad } from './app-load.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const NAMESPACE = 'load';
 
@@ -82,7 +83,7 @@ async function metricsText(): Promise<string> {
 async function readyPodAt(name: string, ip: string): Promise<FakeAdmin> {
   const admin = await startAdmin(ip);
   await createPod(api, NAMESPACE, name, 'hello');
-  await api.mergePatch(`/api/v1/namespaces/${NAMESPACE}/pods/${name}/status`, { status: { podIP: ip } });
+  await api.mergePatch(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/pods/${name}/status`), { status: { podIP: ip } });
   await setPodReady(api, NAMESPACE, name, true);
   return admin;
 }
@@ -145,7 +146,7 @@ describe('the operator’s App loads', () => {
     const before = { failed: await failed(), reporting: operator.loads.get(NAMESPACE, 'hello').replicasReporting };
     // No admin server stands for this IP: finding its address throws (loadAddress above).
     await createPod(api, NAMESPACE, 'hello-d', 'hello');
-    await api.mergePatch(`/api/v1/namespaces/${NAMESPACE}/pods/hello-d/status`, { status: { podIP: '192.0.2.14' } });
+    await api.mergePatch(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/pods/hello-d/status`), { status: { podIP: '192.0.2.14' } });
     await setPodReady(api, NAMESPACE, 'hello-d', true);
     await waitFor(async () => (await failed()) >= before.failed + 2, { what: 'failed scrapes of hello-d counted' });
     expect(operator.loads.get(NAMESPACE, 'hello').replicasReporting).toBe(before.reporting);

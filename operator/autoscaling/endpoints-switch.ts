@@ -7,7 +7,8 @@ import type { App } from '../../crds/app-schema.ts';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import { isNotFound } from '../../kube/errors.ts';
-import type { KubeObject } from '../../kube/objects.ts';
+import { resourcePath, type KubeObject } from '../../kube/objects.ts';
+import { KubePath } from '../../kube/paths.ts';
 import { childName, namespaceOf } from '../render/names.ts';
 import { endpointsTarget, renderAppEndpointSlices, slicesSelector, type EndpointSlice, type EndpointsTarget, type HolderAddress, type ReadyPod, type SliceApiVersion } from './endpoints.ts';
 
@@ -23,7 +24,7 @@ export function isReadyPod(pod: V1Pod): boolean {
 }
 
 export async function readyPodsOf(api: KubeApi, app: App): Promise<ReadyPod[]> {
-  const pods = await api.list<V1Pod>(`/api/v1/namespaces/${encodeURIComponent(namespaceOf(app))}/pods`, { labelSelector: `${APP_LABEL}=${app.metadata.name}` });
+  const pods = await api.list<V1Pod>(KubePath.of({ version: 'v1', namespace: namespaceOf(app), resource: 'pods' }), { labelSelector: `${APP_LABEL}=${app.metadata.name}` });
   return pods.items.filter(isReadyPod).map((pod) => ({ name: pod.metadata!.name!, ip: pod.status!.podIP! }));
 }
 
@@ -57,14 +58,14 @@ export function holderAddressesOf(endpoints: Pick<V1Endpoints, 'subsets'> | unde
 }
 
 export async function holderAddresses(api: KubeApi, service: HolderService): Promise<HolderAddress[]> {
-  return holderAddressesOf(await api.find<V1Endpoints & KubeObject>(`/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints/${encodeURIComponent(service.name)}`));
+  return holderAddressesOf(await api.find<V1Endpoints & KubeObject>(endpointsPath(service.namespace, service.name)));
 }
 
 const SLICE_VERSIONS: readonly SliceApiVersion[] = ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1'];
 
 /** The EndpointSlice version the API server serves, v1 preferred: asked of its discovery document. */
 export async function servedSliceVersion(api: KubeApi): Promise<SliceApiVersion> {
-  const group = (await api.get('/apis/discovery.k8s.io')) as { versions?: { groupVersion?: string }[] };
+  const group = (await api.get(KubePath.group('discovery.k8s.io'))) as { versions?: { groupVersion?: string }[] };
   const served = new Set((group.versions ?? []).map((version) => version.groupVersion));
   const chosen = SLICE_VERSIONS.find((version) => served.has(version));
   if (chosen === undefined) throw new Error(`the API server serves no EndpointSlice version the operator writes (${SLICE_VERSIONS.join(' or ')}); it serves ${[...served].join(', ') || 'none'}`);
@@ -89,21 +90,25 @@ export function createEndpointsSwitch(api: KubeApi, holder: HolderService | null
     });
     const namespace = namespaceOf(app);
     const apiVersion = await version;
-    const collection = `/apis/${apiVersion}/namespaces/${encodeURIComponent(namespace)}/endpointslices`;
+    const collection = resourcePath({ apiVersion, kind: 'EndpointSlice', namespace });
     const [pods, holders, existing] = await Promise.all([readyPodsOf(api, app), holder === null ? [] : holderAddresses(api, holder), api.list<EndpointSlice>(collection, { labelSelector: slicesSelector(app) })]);
     const wanted = renderAppEndpointSlices(app, pods, holders, apiVersion);
     for (const slice of wanted) await api.apply(slice);
     const names = new Set(wanted.map((slice) => slice.metadata!.name));
     for (const stale of existing.items.filter((slice) => !names.has(slice.metadata!.name))) {
-      await api.delete(`${collection}/${encodeURIComponent(stale.metadata!.name!)}`).catch(ignoreNotFound);
+      await api.delete(collection.named(stale.metadata!.name!)).catch(ignoreNotFound);
     }
     const key = `${namespace}/${app.metadata.name}`;
     if (!legacyGone.has(key)) {
-      await api.delete(`/api/v1/namespaces/${encodeURIComponent(namespace)}/endpoints/${encodeURIComponent(childName(app))}`).catch(ignoreNotFound);
+      await api.delete(endpointsPath(namespace, childName(app))).catch(ignoreNotFound);
       legacyGone.add(key);
     }
     return endpointsTarget(pods, holders);
   };
+}
+
+function endpointsPath(namespace: string, name: string): KubePath {
+  return KubePath.of({ version: 'v1', namespace, resource: 'endpoints', name });
 }
 
 function ignoreNotFound(error: unknown): void {

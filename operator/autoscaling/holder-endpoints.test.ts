@@ -6,6 +6,7 @@ import { testLogger } from '../../test/support/logger.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import type { HolderAddress } from './endpoints.ts';
 import { watchHolderEndpoints } from './holder-endpoints.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const ENDPOINTS = '/api/v1/namespaces/runlet-system/endpoints';
 
@@ -33,16 +34,16 @@ describe('the watch of the holder Service’s Endpoints', () => {
     await watch.whenSynced();
     expect(changes, 'no Endpoints yet').toEqual([]);
 
-    await api.create(ENDPOINTS, endpoints('runlet-holder', ['10.0.0.2']));
+    await api.create(kubePathOf(ENDPOINTS), endpoints('runlet-holder', ['10.0.0.2']));
     await waitFor(() => changes.length === 1, { what: 'the first addresses' });
     expect(changes[0]).toEqual([{ ip: '10.0.0.2', port: 8090 }]);
 
     // Another Service's Endpoints, and the holder's rewritten with the same addresses in another order.
-    await api.create(ENDPOINTS, endpoints('runlet-operator', ['10.0.0.9']));
+    await api.create(kubePathOf(ENDPOINTS), endpoints('runlet-operator', ['10.0.0.9']));
     await api.apply(endpoints('runlet-holder', ['10.0.0.3', '10.0.0.2']));
     await waitFor(() => changes.length === 2, { what: 'the second operator pod' });
     await api.apply({ ...endpoints('runlet-holder', ['10.0.0.2', '10.0.0.3']), metadata: { name: 'runlet-holder', namespace: 'runlet-system', annotations: { touched: 'yes' } } } as KubeObject);
-    await api.delete(`${ENDPOINTS}/runlet-holder`);
+    await api.delete(kubePathOf(`${ENDPOINTS}/runlet-holder`));
     await waitFor(() => changes.length === 3, { what: 'the Endpoints gone' });
     expect(changes).toEqual([[{ ip: '10.0.0.2', port: 8090 }], [{ ip: '10.0.0.2', port: 8090 }, { ip: '10.0.0.3', port: 8090 }], []]);
   });

@@ -8,6 +8,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
+import { KubePath } from '../../kube/paths.ts';
 import { ResourceWatch } from '../../kube/watch.ts';
 import { holderAddressesOf, type HolderService } from './endpoints-switch.ts';
 import type { HolderAddress } from './endpoints.ts';
@@ -35,7 +36,7 @@ export function watchHolderEndpoints(options: HolderEndpointsOptions): ResourceW
     api: options.api,
     logger: options.logger,
     watchdogMs: options.watchdogMs,
-    path: `/api/v1/namespaces/${encodeURIComponent(service.namespace)}/endpoints`,
+    path: KubePath.of({ version: 'v1', namespace: service.namespace, resource: 'endpoints' }),
     fieldSelector: `metadata.name=${service.name}`,
     transform: (endpoints) => ({ apiVersion: endpoints.apiVersion, kind: endpoints.kind, metadata: { name: endpoints.metadata?.name, namespace: endpoints.metadata?.namespace, resourceVersion: endpoints.metadata?.resourceVersion }, subsets: endpoints.subsets }),
     handlers: {

@@ -4,6 +4,7 @@ import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { ensureHolderKey, holderKeysFor, namespaceHolderKey, readHolderKeyWhenMade } from './holder-key.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const WHERE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
 const SECRETS = '/api/v1/namespaces/runlet-system/secrets';
@@ -26,7 +27,7 @@ describe('the holder key’s Secret', () => {
     const kube = await start();
     const key = await ensureHolderKey(kube, WHERE);
     expect(key).toHaveLength(32);
-    const secret = await kube.get<KubeObject & { data?: Record<string, string> }>(`${SECRETS}/runlet-holder-key`);
+    const secret = await kube.get<KubeObject & { data?: Record<string, string> }>(kubePathOf(`${SECRETS}/runlet-holder-key`));
     expect(Buffer.from(secret.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(key).toString('hex'));
     expect(await ensureHolderKey(kube, WHERE)).toEqual(key);
     expect(server!.countRequests({ method: 'POST' })).toBe(1);
@@ -46,7 +47,7 @@ describe('the holder key’s Secret', () => {
     server!.failNext({ method: 'GET', pathPattern: '/secrets/runlet-holder-key', status: 403, message: 'secrets "runlet-holder-key" is forbidden' });
     await expect(readHolderKeyWhenMade(kube, WHERE, { retryMs: 20, signal: stop.signal, onWaiting: () => {} })).rejects.toThrow(/forbidden/);
     // Stopped while it waits: it ends, saying which Secret it waited for.
-    await kube.delete(`${SECRETS}/runlet-holder-key`);
+    await kube.delete(kubePathOf(`${SECRETS}/runlet-holder-key`));
     const stopped = readHolderKeyWhenMade(kube, WHERE, { retryMs: 60_000, signal: stop.signal, onWaiting: () => stop.abort() });
     await expect(stopped).rejects.toThrow('stopped while waiting for the holder key Secret runlet-system/runlet-holder-key');
   });
@@ -61,10 +62,10 @@ describe('the holder key’s Secret', () => {
   it('keeps a key the cluster’s admin provided, and refuses one shorter than 32 bytes, naming the Secret', async () => {
     const kube = await start();
     const provided = 'a key chosen by the admin, longer than 32 bytes';
-    await kube.create(SECRETS, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-holder-key' }, stringData: { key: provided } } as KubeObject);
+    await kube.create(kubePathOf(SECRETS), { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-holder-key' }, stringData: { key: provided } } as KubeObject);
     expect(Buffer.from(await ensureHolderKey(kube, WHERE)).toString('utf8')).toBe(provided);
 
-    await kube.create(SECRETS, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'short' }, stringData: { key: 'too short' } } as KubeObject);
+    await kube.create(kubePathOf(SECRETS), { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'short' }, stringData: { key: 'too short' } } as KubeObject);
     await expect(ensureHolderKey(kube, { namespace: 'runlet-system', name: 'short' })).rejects.toThrow(/runlet-system\/short: RUNLET_HOLDER_KEY must hold at least 32 bytes/);
   });
 });

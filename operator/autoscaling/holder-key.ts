@@ -11,6 +11,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
+import { KubePath } from '../../kube/paths.ts';
 import { holderKeyFromText } from '../../run-request/auth/held-run.ts';
 import { holderKeyData } from '../render/holder-key.ts';
 import { HOLDER_KEY_DATA_KEY, HOLDER_KEY_SECRET } from '../render/names.ts';
@@ -23,9 +24,9 @@ export interface SecretName {
 /** 32 random bytes, stored as hex: `holderKeyFromText` reads hex back into the bytes. */
 const NEW_KEY_BYTES = 32;
 
-function secretPath(secret: SecretName, named = true): string {
-  const collection = `/api/v1/namespaces/${encodeURIComponent(secret.namespace)}/secrets`;
-  return named ? `${collection}/${encodeURIComponent(secret.name)}` : collection;
+function secretPath(secret: SecretName, named = true): KubePath {
+  const collection = KubePath.of({ version: 'v1', namespace: secret.namespace, resource: 'secrets' });
+  return named ? collection.named(secret.name) : collection;
 }
 
 function keyOf(secret: V1Secret, where: SecretName): Uint8Array {

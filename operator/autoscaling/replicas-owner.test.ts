@@ -49,7 +49,7 @@ describe('spec.replicas', () => {
     expect((await deployment('scaled')).spec?.replicas).toBe(1);
 
     const autoscaler = new KubeApi(api.credentials, { fieldManager: AUTOSCALER_FIELD_MANAGER });
-    await autoscaler.mergePatch(`${paths.deployment('scaled', 'hello')}/scale`, { spec: { replicas: 4 } });
+    await autoscaler.mergePatch(paths.deployment('scaled', 'hello').subresource('scale'), { spec: { replicas: 4 } });
     await touch('scaled', 'one');
     await touch('scaled', 'two');
     const live = await deployment('scaled');

@@ -31,7 +31,7 @@ async function scalerFor(replicas: number, load: () => AppLoad, options: { minRe
   const scaling = { minReplicas: options.minReplicas ?? 1, maxReplicas: 3, replicaConcurrency: 2, scalingTarget: 100, cooldown: 5 };
   let app = await createApp(cluster.api, 'team', 'hello', pythonSpec({ scaling }));
   const deployment: ScaledDeployment = { metadata: { name: 'hello', namespace: 'team' }, spec: { replicas }, status: { replicas, readyReplicas: 1 } };
-  await cluster.api.create(paths.deployment('team', ''), {
+  await cluster.api.create(paths.deployment('team'), {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name: 'hello', namespace: 'team' },

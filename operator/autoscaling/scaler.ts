@@ -232,8 +232,7 @@ export class Scaler {
   async #scale(app: App, tracked: Tracked, from: number, decision: ScalingDecision, overridden: boolean, now: number): Promise<void> {
     const { api, events, logger } = this.#options;
     const namespace = app.metadata.namespace!;
-    const deploymentPath = resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace, name: childName(app) });
-    await api.mergePatch(`${deploymentPath}/scale`, { spec: { replicas: decision.desiredReplicas } });
+    await api.mergePatch(resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace, name: childName(app) }, 'scale'), { spec: { replicas: decision.desiredReplicas } });
     tracked.written = decision.desiredReplicas;
     tracked.awaitingWatchUntil = this.#clock() + WATCH_LAG_BOUND_MS;
     const { minReplicas, maxReplicas } = app.spec.scaling;

@@ -9,6 +9,7 @@ import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts
 import { startServiceAccountIssuer, type ServiceAccountIssuer } from '../../test/operator/service-account-issuer.ts';
 import { RunAuthenticator } from './authenticator.ts';
 import { API_KEY_RECHECK_MS, kubeServiceAccountCheck } from './service-account-check.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const PROJECT = 'team';
 const ACCOUNTS = `/api/v1/namespaces/${PROJECT}/serviceaccounts`;
@@ -25,7 +26,7 @@ afterEach(async () => {
 });
 
 async function createAccount(name: string): Promise<string> {
-  const account = await api!.create<KubeObject & { metadata: { uid?: string } }>(ACCOUNTS, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: PROJECT } });
+  const account = await api!.create<KubeObject & { metadata: { uid?: string } }>(kubePathOf(ACCOUNTS), { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: PROJECT } });
   return account.metadata.uid!;
 }
 
@@ -57,7 +58,7 @@ describe('an API key revoked in a cluster', () => {
     const header = `Bearer ${await issuer!.token(PROJECT, { name: 'runlet-key-ci', uid })}`;
     expect(await refusal(auth.authenticate(header, PROJECT))).toBe('admitted');
 
-    await api!.delete(`${ACCOUNTS}/runlet-key-ci`);
+    await api!.delete(kubePathOf(`${ACCOUNTS}/runlet-key-ci`));
     // Verified a moment ago: admitted from the cache for the rest of the minute, then asked about again.
     advance(API_KEY_RECHECK_MS - 1);
     expect(auth.authenticate(header, PROJECT)).toBeUndefined();
@@ -67,6 +68,15 @@ describe('an API key revoked in a cluster', () => {
     // A new key of the same name is another ServiceAccount (another uid): the old token stays refused.
     await createAccount('runlet-key-ci');
     expect(await refusal(auth.authenticate(header, PROJECT))).toMatch(/^401 .*revoked/);
+  });
+
+  it("is refused on another namespace's apps (403), from the cache too", async () => {
+    const { auth } = await setUp();
+    const uid = await createAccount('runlet-key-ci');
+    const header = `Bearer ${await issuer!.token(PROJECT, { name: 'runlet-key-ci', uid })}`;
+    expect(await refusal(auth.authenticate(header, 'team-b'))).toMatch(/^403 /);
+    expect(await refusal(auth.authenticate(header, PROJECT))).toBe('admitted');
+    expect(await refusal(auth.authenticate(header, 'team-b'))).toMatch(/^403 /);
   });
 
   it('leaves other service-account tokens unchecked, cached as before', async () => {

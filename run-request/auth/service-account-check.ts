@@ -9,9 +9,9 @@ import { Problems } from '../../crds/problems.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import { isNotFound } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
+import { KubePath } from '../../kube/paths.ts';
+import { API_KEY_ACCOUNT_PREFIX } from '../../crds/route-names.ts';
 
-/** The ServiceAccounts of API keys are named with this prefix. */
-export const API_KEY_ACCOUNT_PREFIX = 'runlet-key-';
 /** How long a key's token is admitted without asking again whether the key exists. */
 export const API_KEY_RECHECK_MS = 60_000;
 
@@ -38,7 +38,7 @@ export function apiKeyAccountOf(claims: Record<string, unknown>): ServiceAccount
 export function kubeServiceAccountCheck(api: KubeApi): ServiceAccountCheck {
   return async ({ namespace, name, uid }) => {
     try {
-      const account = await api.get<KubeObject & { metadata: { uid?: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${name}`);
+      const account = await api.get<KubeObject & { metadata: { uid?: string } }>(KubePath.of({ version: 'v1', namespace, resource: 'serviceaccounts', name }));
       return account.metadata.uid === uid;
     } catch (err) {
       if (isNotFound(err)) return false;

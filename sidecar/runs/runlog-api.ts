@@ -1,9 +1,10 @@
 // The Kubernetes calls behind a replica's RunLog: read its App (owner uid, how many finished runs to keep),
 // read or create the RunLog, and write its status with the resourceVersion as precondition.
-import { APP_KIND, APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../../crds/api-group.ts';
+import { APP_KIND, APP_LABEL, APP_PLURAL, RUNLET_API_VERSION, RUNLET_GROUP, RUNLET_VERSION, RUNLOG_KIND, RUNLOG_PLURAL } from '../../crds/api-group.ts';
 import { DEFAULT_KEEP_FINISHED, type RemoteStatus } from './runlog-window.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict, isNotFound } from '../../kube/errors.ts';
+import { KubePath } from '../../kube/paths.ts';
 
 export interface AppFacts {
   uid: string;
@@ -25,17 +26,17 @@ export interface RunLogRef {
 export class RunLogApi {
   readonly #client: KubeApi;
   readonly #ref: RunLogRef;
-  readonly #appPath: string;
-  readonly #runLogsPath: string;
-  readonly #runLogPath: string;
+  readonly #appPath: KubePath;
+  readonly #runLogsPath: KubePath;
+  readonly #runLogPath: KubePath;
 
   constructor(client: KubeApi, ref: RunLogRef) {
     this.#client = client;
     this.#ref = ref;
-    const namespace = `/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(ref.namespace)}`;
-    this.#appPath = `${namespace}/${APP_PLURAL}/${encodeURIComponent(ref.appName)}`;
-    this.#runLogsPath = `${namespace}/${RUNLOG_PLURAL}`;
-    this.#runLogPath = `${this.#runLogsPath}/${encodeURIComponent(ref.name)}`;
+    const scope = { group: RUNLET_GROUP, version: RUNLET_VERSION, namespace: ref.namespace };
+    this.#appPath = KubePath.of({ ...scope, resource: APP_PLURAL, name: ref.appName });
+    this.#runLogsPath = KubePath.of({ ...scope, resource: RUNLOG_PLURAL });
+    this.#runLogPath = this.#runLogsPath.named(ref.name);
   }
 
   async readApp(): Promise<AppFacts> {
@@ -90,7 +91,7 @@ export class RunLogApi {
    * Returns the new resourceVersion.
    */
   async writeStatus(resourceVersion: string, statusJson: string): Promise<string> {
-    const path = `${this.#runLogPath}/status`;
+    const path = this.#runLogPath.subresource('status');
     const body =
       `[{"op":"replace","path":"/metadata/resourceVersion","value":${JSON.stringify(resourceVersion)}},` +
       `{"op":"add","path":"/status","value":${statusJson}}]`;
@@ -104,7 +105,7 @@ interface ObjectShape {
   [field: string]: unknown;
 }
 
-function objectOf(answer: unknown, path: string): ObjectShape {
+function objectOf(answer: unknown, path: KubePath): ObjectShape {
   const metadata = pathOf(answer, ['metadata']);
   if (typeof metadata !== 'object' || metadata === null || typeof pathOf(metadata, ['resourceVersion']) !== 'string') {
     throw new Error(`${path}: the answer is not an object with metadata.resourceVersion`);
@@ -112,7 +113,7 @@ function objectOf(answer: unknown, path: string): ObjectShape {
   return answer as ObjectShape; // metadata.resourceVersion checked just above
 }
 
-function stateOf(answer: unknown, path: string): RunLogState {
+function stateOf(answer: unknown, path: KubePath): RunLogState {
   const object = objectOf(answer, path);
   const runs = pathOf(object, ['status', 'runs']);
   const counts = pathOf(object, ['status', 'counts']);

@@ -25,6 +25,7 @@ import { allows, describeRight, requestAttributes, rightsOf, rulesFromTable, use
 import type { RenderedChart } from '../../charts/render/render.ts';
 import { CHART_DIR, RELEASE, VALUE_SETS, objectOf, renderWith } from './rendered.ts';
 import { runLog, runRecord } from '../support/crd-fixtures.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 const README = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
 const OPERATOR_TABLE = "## The operator's permissions";
@@ -483,7 +484,7 @@ describe('the operator under the chart’s RBAC', () => {
       // team-a enrolled at install, as an admin lists it in tenantNamespaces.
       const enrolTeamA = { tenantNamespaces: ['team-a'] };
       const production = renderWith(VALUE_SETS.production, enrolTeamA);
-      for (const crd of production.crds) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', parseYaml(crd.text) as KubeObject);
+      for (const crd of production.crds) await api.create(kubePathOf('/apis/apiextensions.k8s.io/v1/customresourcedefinitions'), parseYaml(crd.text) as KubeObject);
       const configMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'hello-code', namespace: 'team-a', labels: { 'runlet.dev/app': 'hello' } }, data: { 'main.py': 'def run():\n    return 1\n' } };
       await api.create(resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'team-a' }), configMap);
       const app = { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name: 'hello', namespace: 'team-a' }, spec: { runtime: { python: { code: { configMap: { name: 'hello-code' } } } } } };
@@ -533,7 +534,7 @@ describe('the operator under the chart’s RBAC', () => {
       for (const [name, runs] of [['hello-gone-old', [runRecord()]], ['hello-gone-lost', [lost]]] as const) {
         const fixture = runLog();
         const created = await api.create<KubeObject>(runLogs, { ...fixture, metadata: { ...fixture.metadata, name }, status: undefined } as KubeObject);
-        await api.replace(`${runLogs}/${name}/status`, { ...created, status: { ...fixture.status, runs } } as KubeObject);
+        await api.replace(kubePathOf(`${runLogs}/${name}/status`), { ...created, status: { ...fixture.status, runs } } as KubeObject);
       }
       // Someone wrote the lost runs' RunLog meanwhile, once: the janitor reads it again (a get) and decides again.
       server.failNext({ method: 'PUT', pathPattern: '/runlogs/hello-gone-lost/status', status: 409, reason: 'Conflict', message: 'the object has been modified' });

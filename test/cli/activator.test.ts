@@ -15,6 +15,7 @@ import { startServiceAccountIssuer, type ServiceAccountIssuer } from '../operato
 import { startRunletProcess, type OperatorProcess } from '../support/operator-process.ts';
 import { pythonSpec } from '../support/operator-apps.ts';
 import { waitFor } from '../support/wait.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 /** A process starting on a loaded 2-core machine. */
 const START_TIMEOUT_MS = 90_000;
@@ -80,13 +81,13 @@ const readiness = async (adminUrl: string): Promise<number> => (await fetch(`${a
 /** An App at zero whose pod never becomes ready: a held sync call ends at its one-second cold-start limit. */
 async function appAtZero(name: string): Promise<void> {
   const labels = { app: name };
-  await api!.create(DEPLOYMENTS, {
+  await api!.create(kubePathOf(DEPLOYMENTS), {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name },
     spec: { replicas: 0, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
   } as KubeObject);
-  await api!.create(APPS, {
+  await api!.create(kubePathOf(APPS), {
     apiVersion: 'runlet.dev/v1alpha1',
     kind: 'App',
     metadata: { name },
@@ -98,7 +99,7 @@ describe('runlet activator', () => {
   it('waits for the holder key the operator makes, making none itself; then holds a call to an App at zero in a process of its own: authenticated, the App woken, counted in its own metrics', async () => {
     const started = await startInPod([], false);
     await waitFor(() => started.output().includes('waiting for the operator to make the holder key'), { what: 'the activator waiting for the key', timeoutMs: START_TIMEOUT_MS });
-    expect(await api!.find(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`), 'no key made by the activator').toBeUndefined();
+    expect(await api!.find(kubePathOf(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`)), 'no key made by the activator').toBeUndefined();
     const key = await ensureHolderKey(api!, KEY_SECRET);
     const { url, adminUrl } = await listening(started);
     await appAtZero('hello');
@@ -118,13 +119,13 @@ describe('runlet activator', () => {
     expect(held.status, 'held, then past its cold-start limit').toBe(503);
     expect(held.headers.get('retry-after')).toBe('5');
     expect(await held.json()).toMatchObject({ type: 'https://runlet.dev/problems#cold-start-timeout' });
-    const deployment = await api!.get<KubeObject & { spec: { replicas: number } }>(`${DEPLOYMENTS}/hello`);
+    const deployment = await api!.get<KubeObject & { spec: { replicas: number } }>(kubePathOf(`${DEPLOYMENTS}/hello`));
     expect(deployment.spec.replicas, 'woken').toBe(1);
 
     const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
     expect(metrics).toContain('runlet_holder_calls_total{namespace="team-a",app="hello",mode="sync",outcome="timed_out"} 1');
     // The activator made no Secret: the key is the one made for it, and its only request on Secrets was a read.
-    const secret = await api!.get<KubeObject & { data?: { key?: string } }>(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`);
+    const secret = await api!.get<KubeObject & { data?: { key?: string } }>(kubePathOf(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`));
     expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toBe(Buffer.from(key).toString('hex'));
     const activatorSecretWrites = server!.requests.filter((request) => request.token === 'activator-token' && request.method !== 'GET' && request.path.startsWith(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets`));
     expect(activatorSecretWrites).toEqual([]);

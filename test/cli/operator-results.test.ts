@@ -16,6 +16,7 @@ import { startOperatorProcess, type OperatorProcess } from '../support/operator-
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { startTcpRelay } from '../support/tcp-relay.ts';
 import { waitFor } from '../support/wait.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 /** A process starting on a loaded 2-core machine. */
 const START_TIMEOUT_MS = 90_000;
@@ -57,7 +58,7 @@ async function startOperator(env: Record<string, string>): Promise<{ operator: O
   server = await startKubeApiServer({ namespaces: ['default', NAMESPACE] });
   await installCrds(server.kubeConfig());
   const api = new KubeApi(await server.credentials());
-  await api.create(`/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/apps`, {
+  await api.create(kubePathOf(`/apis/runlet.dev/v1alpha1/namespaces/${NAMESPACE}/apps`), {
     apiVersion: 'runlet.dev/v1alpha1',
     kind: 'App',
     metadata: { name: 'hello', namespace: NAMESPACE },
@@ -161,7 +162,7 @@ describe('runlet operator with a results store that does not answer yet', () => 
     const waiting = await readyBeyondCaches(address, started, (answer) => answer.body.resultsStore?.waitingFor?.includes('cannot be opened yet') === true);
     expect(waiting.status).toBe(503);
     expect(waiting.body.resultsStore!.waitingFor).toContain('postgres://runlet@127.0.0.9:5432/runlet');
-    const secret = await api.get<V1Secret & { metadata: { name: string } }>(`/api/v1/namespaces/default/secrets/${SECRET}`);
+    const secret = await api.get<V1Secret & { metadata: { name: string } }>(kubePathOf(`/api/v1/namespaces/default/secrets/${SECRET}`));
     const password = Buffer.from(secret.data!.password!, 'base64').toString('utf8');
     expect(password).toMatch(/^[0-9a-f]{64}$/);
     expect(Buffer.from(secret.data!.dsn!, 'base64').toString('utf8')).toBe(`postgres://runlet:${password}@127.0.0.9:5432/runlet`);

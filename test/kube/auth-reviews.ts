@@ -1,6 +1,8 @@
 // TokenReview and SubjectAccessReview, answered from what the test declares: tokens it issued
 // (`tokens.set(token, identity)`) and access it granted (`allow(rule)`). Nothing else is authenticated
-// or allowed. The server's RBAC objects (roles, bindings) are stored but never consulted.
+// or allowed. The server's RBAC objects (roles, bindings) are stored but never consulted. As the real server,
+// a review that names no audience asks for the API server's own, and a request to the server itself with a
+// known token for other audiences only is refused 401 (`refusesAsCredential`).
 
 import { isPlainObject } from './types.ts';
 import { KubeError } from './status.ts';
@@ -31,6 +33,9 @@ export interface AccessRule {
   namespace?: string;
   name?: string;
 }
+
+/** What the fake API server's tokens are for when no audience is asked: the real server's default. */
+export const API_SERVER_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
 
 export const TOKEN_REVIEWS_KEY = 'tokenreviews.authentication.k8s.io';
 export const SUBJECT_ACCESS_REVIEWS_KEY = 'subjectaccessreviews.authorization.k8s.io';
@@ -81,8 +86,10 @@ export class AuthReviews {
     if (typeof spec.token !== 'string' || spec.token === '') {
       throw invalidReview('TokenReview', 'spec.token is required');
     }
-    const wanted = Array.isArray(spec.audiences) ? spec.audiences.map(String) : [];
+    const asked = Array.isArray(spec.audiences) ? spec.audiences.map(String) : [];
     const identity = this.tokens.get(spec.token);
+    // No audience asked: the API server's (only tokens whose audiences the test declared are held to it).
+    const wanted = asked.length === 0 && identity?.audiences !== undefined ? [API_SERVER_AUDIENCE] : asked;
     const audiences = identity?.audiences === undefined || wanted.length === 0
       ? wanted
       : wanted.filter((audience) => identity.audiences!.includes(audience));
@@ -103,6 +110,17 @@ export class AuthReviews {
       status = { authenticated: true, user: { groups: [], ...user }, audiences };
     }
     return { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', metadata: {}, spec, status };
+  }
+
+  /**
+   * Why the server itself refuses `token` as a request's credential, or undefined when it takes it: a token the
+   * test declared with audiences is taken only while it is valid for the API server's audience. Other tokens (or
+   * none) are taken, as ever: the server does not authenticate its callers.
+   */
+  refusesAsCredential(token: string | undefined): string | undefined {
+    const identity = token === undefined ? undefined : this.tokens.get(token);
+    if (identity?.audiences === undefined || identity.audiences.includes(API_SERVER_AUDIENCE)) return undefined;
+    return `the token's audiences ${JSON.stringify(identity.audiences)} do not include the API server's (${API_SERVER_AUDIENCE})`;
   }
 
   private subjectAccessReview(body: unknown): object {

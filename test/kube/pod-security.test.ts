@@ -7,6 +7,7 @@ import { KubeApiError } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from './index.ts';
 import { ENFORCE_LABEL, podSecurityViolations } from './pod-security.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 /** A pod that passes `restricted`: every setting the profile asks for, at pod or container level. */
 function restrictedPod(): V1Pod {
@@ -99,7 +100,7 @@ describe('the fake API server’s PodSecurity admission', () => {
   });
 
   async function namespace(name: string, level?: string): Promise<void> {
-    await api.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(level === undefined ? {} : { labels: { [ENFORCE_LABEL]: level } }) } });
+    await api.create(kubePathOf('/api/v1/namespaces'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(level === undefined ? {} : { labels: { [ENFORCE_LABEL]: level } }) } });
   }
 
   it('refuses a pod that breaks the namespace’s enforced level with 403 and the violations, and admits the rest', async () => {
@@ -110,14 +111,14 @@ describe('the fake API server’s PodSecurity admission', () => {
     const loose = { ...restrictedPod(), metadata: { name: 'loose' } };
     delete loose.spec!.containers[0]!.securityContext;
 
-    const refused = await api.create('/api/v1/namespaces/locked/pods', loose as KubeObject).catch((error: unknown) => error);
+    const refused = await api.create(kubePathOf('/api/v1/namespaces/locked/pods'), loose as KubeObject).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(KubeApiError);
     expect(refused).toMatchObject({ status: 403, reason: 'Forbidden' });
     expect((refused as Error).message).toContain('pods "loose" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "main" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities');
-    expect(await api.find('/api/v1/namespaces/locked/pods/loose')).toBeUndefined();
+    expect(await api.find(kubePathOf('/api/v1/namespaces/locked/pods/loose'))).toBeUndefined();
 
-    await api.create('/api/v1/namespaces/locked/pods', restrictedPod() as KubeObject);
-    await api.create('/api/v1/namespaces/open/pods', loose as KubeObject);
-    expect(await api.find('/api/v1/namespaces/open/pods/loose')).toBeDefined();
+    await api.create(kubePathOf('/api/v1/namespaces/locked/pods'), restrictedPod() as KubeObject);
+    await api.create(kubePathOf('/api/v1/namespaces/open/pods'), loose as KubeObject);
+    expect(await api.find(kubePathOf('/api/v1/namespaces/open/pods/loose'))).toBeDefined();
   });
 });

@@ -360,6 +360,12 @@ export class KubeApiServer {
       req.resume(); // the body is read and dropped; the response never comes
       return;
     }
+    const refused = this.reviews.refusesAsCredential(record.token);
+    if (refused !== undefined) {
+      req.resume();
+      this.respond(res, record, 401, new KubeError(401, 'Unauthorized', `Unauthorized: ${refused}`).toStatus());
+      return;
+    }
     const injected = this.faults.take(method, url.pathname + url.search);
     if (injected !== undefined) {
       record.injected = true;

@@ -8,12 +8,11 @@
 // exist with that uid and run as that ServiceAccount, the review's user carries the pod's name and uid in its
 // extra (`authentication.kubernetes.io/pod-name`, `pod-uid`), and the token fails review once the pod is gone.
 import { randomBytes } from 'node:crypto';
-import type { AuthReviews } from './auth-reviews.ts';
+import { API_SERVER_AUDIENCE, type AuthReviews } from './auth-reviews.ts';
 import { KubeError } from './status.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
 
-/** What the fake API server's tokens are for when no audience is asked: the real server's default. */
-export const API_SERVER_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
+export { API_SERVER_AUDIENCE };
 const MIN_EXPIRATION_SECONDS = 600;
 const DEFAULT_EXPIRATION_SECONDS = 3600;
 

@@ -9,6 +9,7 @@ import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import { startKubeApiServer, type KubeApiServer } from '../kube/index.ts';
 import { startKubeProxy, type EndpointSliceObject, type KubeProxy } from './kube-proxy.ts';
 import { PodNetwork } from './pod-network.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 let server: KubeApiServer;
 let api: KubeApi;
@@ -65,7 +66,7 @@ describe('test kube-proxy', () => {
       await api.apply({ ...slice('other', [{ addresses: [podIp] }], 8080), metadata: { name: 'other', namespace: 'default', labels: { 'kubernetes.io/service-name': 'other' } } });
       expect(await get(proxy.url)).toBe('holder');
 
-      await api.delete('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-holder');
+      await api.delete(kubePathOf('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-holder'));
       await api.apply(slice('web-pods', [{ addresses: [podIp], conditions: { ready: true }, targetRef: { kind: 'Pod', name: 'web-1', namespace: 'default' } }, { addresses: [holderIp], conditions: { ready: false } }], 8080));
       expect(await get(proxy.url)).toBe('pod');
       expect(await get(proxy.url), 'an endpoint not ready gets nothing').toBe('pod');

@@ -10,6 +10,7 @@ import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import type { DialTarget, PodNetwork } from './pod-network.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 export interface EndpointSliceObject extends KubeObject {
   addressType?: string;
@@ -68,7 +69,7 @@ export function chooseEndpoint(slices: readonly EndpointSliceObject[], portName:
 
 /** The EndpointSlice API the server serves (v1 preferred), as a path prefix: `/apis/discovery.k8s.io/v1`. */
 async function slicesRoot(api: KubeApi): Promise<string> {
-  const group = (await api.get('/apis/discovery.k8s.io')) as { versions?: { groupVersion?: string }[] };
+  const group = (await api.get(kubePathOf('/apis/discovery.k8s.io'))) as { versions?: { groupVersion?: string }[] };
   const served = (group.versions ?? []).map((version) => version.groupVersion);
   const chosen = ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1'].find((version) => served.includes(version));
   if (chosen === undefined) throw new Error(`the API server serves no EndpointSlices (discovery.k8s.io versions: ${served.join(', ')})`);
@@ -84,7 +85,7 @@ export async function startKubeProxy(options: KubeProxyOptions): Promise<KubePro
   async function slices(): Promise<EndpointSliceObject[]> {
     root ??= slicesRoot(api);
     const path = `${await root}/namespaces/${encodeURIComponent(options.namespace)}/endpointslices`;
-    return (await api.list<EndpointSliceObject>(path, { labelSelector: `kubernetes.io/service-name=${options.service}` })).items;
+    return (await api.list<EndpointSliceObject>(kubePathOf(path), { labelSelector: `kubernetes.io/service-name=${options.service}` })).items;
   }
   const routes: string[] = [];
   const open = new Set<Socket>();

@@ -34,6 +34,7 @@ import { availableAtGeneration, isReady, operatorSuite, readyAtGeneration, STATE
 import { scaleToZeroSuite } from './scale-to-zero-suite.ts';
 import { enrolNamespace } from '../support/enrolment.ts';
 import { runCli } from '../support/cli.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 const skipReason = controlPlaneSkipReason();
 if (skipReason !== undefined) console.log(`operator end to end on a real control plane: skipped, ${skipReason}`);
@@ -455,16 +456,16 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     try {
       const { dsn } = await ensureResultsSecret(asOperator, { namespace: OPERATOR.namespace, name: 'runlet-postgres', host: `runlet-postgres.${OPERATOR.namespace}.svc` });
       expect(dsn).toMatch(/^postgres(ql)?:\/\//);
-      expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-postgres`)), 'get the DSN Secret').toBe(403);
-      expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace))), 'list the release namespace’s Secrets').toBe(403);
-      expect(await statusOf(asActivator.list(secrets(OPERATOR.namespace), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
-      expect(await statusOf(asActivator.list('/api/v1/secrets')), 'list every Secret').toBe(403);
+      expect(await statusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-postgres`))), 'get the DSN Secret').toBe(403);
+      expect(await statusOf(asActivator.list(kubePathOf(secrets(OPERATOR.namespace)))), 'list the release namespace’s Secrets').toBe(403);
+      expect(await statusOf(asActivator.list(kubePathOf(secrets(OPERATOR.namespace)), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
+      expect(await statusOf(asActivator.list(kubePathOf('/api/v1/secrets'))), 'list every Secret').toBe(403);
       // Nor put one there where the operator looks (a create cannot be limited to a name): the key is the operator's to make.
       const planted = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-planted' }, stringData: { dsn: 'postgres://attacker.example/runs' } };
-      expect(await statusOf(asActivator.create(secrets(OPERATOR.namespace), planted as KubeObject)), 'create a Secret there').toBe(403);
+      expect(await statusOf(asActivator.create(kubePathOf(secrets(OPERATOR.namespace)), planted as KubeObject)), 'create a Secret there').toBe(403);
       // Its own key, and its held calls' namespace, where the records are kept.
-      expect(await statusOf(asActivator.get(`${secrets(OPERATOR.namespace)}/runlet-holder-key`)), 'get the holder key').toBe(200);
-      expect(await statusOf(asActivator.list(secrets(ACTIVATOR.heldCallsNamespace))), 'list the held calls').toBe(200);
+      expect(await statusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-holder-key`))), 'get the holder key').toBe(200);
+      expect(await statusOf(asActivator.list(kubePathOf(secrets(ACTIVATOR.heldCallsNamespace)))), 'list the held calls').toBe(200);
     } finally {
       await asOperator.close();
       await asActivator.close();
@@ -492,11 +493,11 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       await core.createNamespace({ body: namespaceObject });
       for (const target of ['kube-system', namespace]) {
         const token = { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: ['runlet'] } };
-        expect(await statusOf(asOperator.create(`/api/v1/namespaces/${target}/serviceaccounts/default/token`, token as unknown as KubeObject)), `operator: a token in ${target}`).toBe(403);
-        expect(await statusOf(asOperator.mergePatch(`/apis/apps/v1/namespaces/${target}/deployments/coredns`, { spec: { replicas: 0 } })), `operator: patch a Deployment in ${target}`).toBe(403);
+        expect(await statusOf(asOperator.create(kubePathOf(`/api/v1/namespaces/${target}/serviceaccounts/default/token`), token as unknown as KubeObject)), `operator: a token in ${target}`).toBe(403);
+        expect(await statusOf(asOperator.mergePatch(kubePathOf(`/apis/apps/v1/namespaces/${target}/deployments/coredns`), { spec: { replicas: 0 } })), `operator: patch a Deployment in ${target}`).toBe(403);
         const binding = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'runlet-sidecar' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' }, subjects: [] };
-        expect(await statusOf(asOperator.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${target}/rolebindings`, binding as unknown as KubeObject)), `operator: a RoleBinding in ${target}`).toBe(403);
-        expect(await statusOf(asActivator.get(`/apis/apps/v1/namespaces/${target}/deployments/coredns/scale`)), `activator: read a scale in ${target}`).toBe(403);
+        expect(await statusOf(asOperator.create(kubePathOf(`/apis/rbac.authorization.k8s.io/v1/namespaces/${target}/rolebindings`), binding as unknown as KubeObject)), `operator: a RoleBinding in ${target}`).toBe(403);
+        expect(await statusOf(asActivator.get(kubePathOf(`/apis/apps/v1/namespaces/${target}/deployments/coredns/scale`))), `activator: read a scale in ${target}`).toBe(403);
       }
       // An App there is left alone, and says how to enrol its namespace.
       await core.createNamespacedConfigMap({ namespace, body: configMap });
@@ -550,12 +551,12 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       expect(command, 'the upgrade command in docs/scale-to-zero.md').toContain('runlet-system-held');
       await symlink(cluster.controlPlane.kubectl, join(bin, 'kubectl'));
       await promisify(execFile)('bash', ['-o', 'pipefail', '-c', command!], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, KUBECONFIG: cluster.controlPlane.kubeconfigPath }, timeout: 60_000 });
-      expect((await admin.list(`/api/v1/namespaces/${OPERATOR.namespace}/secrets`, { labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
+      expect((await admin.list(kubePathOf(`/api/v1/namespaces/${OPERATOR.namespace}/secrets`), { labelSelector: 'runlet.dev/held-call-for' })).items).toEqual([]);
 
       // The activator's sweep (every minute; here at once) takes it in hand: its signature holds, its claim is this
       // activator's, and the management API lists it pending.
       await cluster.holder!.recover();
-      const moved = await admin.get<KubeObject>(`/api/v1/namespaces/${ACTIVATOR.heldCallsNamespace}/secrets/runlet-held-${runId}`);
+      const moved = await admin.get<KubeObject>(kubePathOf(`/api/v1/namespaces/${ACTIVATOR.heldCallsNamespace}/secrets/runlet-held-${runId}`));
       expect(moved.metadata?.annotations?.['runlet.dev/claimed-by']).toBe('e2e-activator-1');
       const listed = await wait('the moved call listed pending', async () => {
         const answer = await fetch(`${cluster.operatorUrl}/v2/projects/${namespace}/apps/stuck/runs/${runId}`, { headers: asReader });

@@ -258,13 +258,13 @@ describe('runs through the operator, on the in-memory API server with the test k
     expect(rest.length, 'the stream stopped long before its 300 items').toBeLessThan(100);
     await listedRuns(stop, 'the stream cancelled', (runs) => runs.some((run) => run.id === streamId && run.status === 'cancelled' && run.reason === 'cancel_requested'));
 
-    // Finished otherwise: 409 run-finished; no such run (recent or not): 404.
+    // Finished otherwise: 409 run-finished; no such run (recent or not): 404; no run id at all: 400.
     const done = await runIdOf(await call(stop, first!, 'run', { name: 'done' }), 200);
     await listedRuns(stop, 'the finished run', (runs) => runs.some((run) => run.id === done && run.status === 'success'));
     await expectProblem(await cancelRun(stop, done), 409, 'run-finished');
     await expectProblem(await cancelRun(stop, '01a1fd40-0000-7000-8000-000000000000'), 404, 'run-not-found');
     await expectProblem(await cancelRun(stop, newRunId()), 404, 'run-not-found');
-    await expectProblem(await cancelRun(stop, 'not-a-run-id'), 404, 'run-not-found');
+    await expectProblem(await cancelRun(stop, 'not-a-run-id'), 400, 'invalid-parameter');
   });
 
   it('cancels for a caller with the verb cancel only: a reader of runs and an outsider get 403, no token 401, and the run goes on', async () => {

@@ -8,6 +8,7 @@ import type { KubeObject } from '../../kube/objects.ts';
 import { RESULTS_TOKEN_EXPIRATION_SECONDS, SIDECAR_SERVICE_ACCOUNT } from '../../operator/render/names.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../../results/results-token.ts';
 import { waitFor } from './wait.ts';
+import { kubePathOf } from './kube-path.ts';
 
 export interface PodToken {
   token: string;
@@ -16,7 +17,7 @@ export interface PodToken {
 
 /** Creates the pod (labelled as App `app`'s unless `app` is null, running as `serviceAccount`); resolves with its uid. */
 export async function createAppPod(api: KubeApi, namespace: string, name: string, app: string | null, serviceAccount = SIDECAR_SERVICE_ACCOUNT): Promise<string> {
-  const pod = await api.create(`/api/v1/namespaces/${namespace}/pods`, {
+  const pod = await api.create(kubePathOf(`/api/v1/namespaces/${namespace}/pods`), {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, ...(app === null ? {} : { labels: { 'runlet.dev/app': app } }) },
@@ -32,7 +33,7 @@ export async function podToken(
   pod: string,
   options: { serviceAccount?: string; audience?: string; expirationSeconds?: number; boundPod?: boolean } = {},
 ): Promise<string> {
-  const current = await api.get(`/api/v1/namespaces/${namespace}/pods/${pod}`);
+  const current = await api.get(kubePathOf(`/api/v1/namespaces/${namespace}/pods/${pod}`));
   const serviceAccount = options.serviceAccount ?? SIDECAR_SERVICE_ACCOUNT;
   const body = {
     apiVersion: 'authentication.k8s.io/v1',
@@ -46,7 +47,7 @@ export async function podToken(
   return waitFor(
     async () => {
       try {
-        const answer = (await api.create(`/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`, body as KubeObject)) as KubeObject & { status?: { token?: string } };
+        const answer = (await api.create(kubePathOf(`/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`), body as KubeObject)) as KubeObject & { status?: { token?: string } };
         return answer.status?.token;
       } catch (error) {
         // The ServiceAccount follows the namespace's first App (the operator makes it).

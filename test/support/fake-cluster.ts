@@ -12,6 +12,8 @@ import { createOperator, type Operator } from '../../operator/main.ts';
 import { PYTHON_IMAGE, SIDECAR_IMAGE } from './operator-apps.ts';
 import { testLogger } from './logger.ts';
 import { waitFor } from './wait.ts';
+import { kubePathOf } from './kube-path.ts';
+import type { KubePath } from '../../kube/paths.ts';
 
 /** Generous for a loaded 2-core machine: only a failing test waits this long. */
 export const STATE_TIMEOUT_MS = 20_000;
@@ -32,7 +34,7 @@ export interface TestCluster<Server extends ApiServer = ApiServer> {
 /** Installs the CRDs on a freshly started server; close() closes the client and the server. */
 export async function prepareCluster<Server extends ApiServer>(server: Server): Promise<TestCluster<Server>> {
   const api = new KubeApi(await server.credentials());
-  for (const crd of [appCrd(), runLogCrd()]) await api.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd as unknown as KubeObject);
+  for (const crd of [appCrd(), runLogCrd()]) await api.create(kubePathOf('/apis/apiextensions.k8s.io/v1/customresourcedefinitions'), crd as unknown as KubeObject);
   return {
     server,
     api,
@@ -65,7 +67,7 @@ export function testOperator(cluster: TestCluster, ...layers: ConfigLayer[]): Op
 
 export const paths = {
   app: (namespace: string, name?: string) => resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace, name }),
-  deployment: (namespace: string, name: string) => resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace, name }),
+  deployment: (namespace: string, name?: string) => resourcePath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace, name }),
   service: (namespace: string, name: string) => resourcePath({ apiVersion: 'v1', kind: 'Service', namespace, name }),
   ingress: (namespace: string, name: string) => resourcePath({ apiVersion: 'networking.k8s.io/v1', kind: 'Ingress', namespace, name }),
   configMap: (namespace: string, name?: string) => resourcePath({ apiVersion: 'v1', kind: 'ConfigMap', namespace, name }),
@@ -76,7 +78,7 @@ export const paths = {
 };
 
 export async function createNamespace(api: KubeApi, name: string): Promise<void> {
-  await api.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+  await api.create(kubePathOf('/api/v1/namespaces'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
 }
 
 export async function createApp(api: KubeApi, namespace: string, name: string, spec: Record<string, unknown>): Promise<App> {
@@ -110,6 +112,6 @@ export function isAppliedAtGeneration(app: App): boolean {
   return app.status?.observedGeneration === app.metadata.generation && condition(app, 'ChildrenApplied')?.status === 'True';
 }
 
-export async function gone(api: KubeApi, path: string): Promise<boolean> {
+export async function gone(api: KubeApi, path: KubePath): Promise<boolean> {
   return (await api.find(path)) === undefined;
 }

@@ -10,6 +10,7 @@ import { startKubeApiServer, type KubeApiServer, type KubeApiServerOptions } fro
 import { RunLogSource, type RunLogSourceOptions } from '../../management/runlog-source.ts';
 import { prepareCluster, type TestCluster as FakeCluster } from './fake-cluster.ts';
 import { testLogger } from './logger.ts';
+import { kubePathOf } from './kube-path.ts';
 
 export const PROJECT = 'team-a';
 export const OTHER_PROJECT = 'team-b';
@@ -37,14 +38,14 @@ export async function startSource(cluster: { server: KubeApiServer }, options: P
 export async function createApp(api: KubeApi, namespace: string, name: string): Promise<void> {
   const app = pythonApp();
   app.metadata = { name, namespace };
-  await api.create(`${GROUP_PATH}/namespaces/${namespace}/apps`, app as KubeObject);
+  await api.create(kubePathOf(`${GROUP_PATH}/namespaces/${namespace}/apps`), app as KubeObject);
 }
 
 /** Writes a RunLog as a replica's sidecar does (one writer for every kit: runlogs.ts). */
 export { writeRunLog } from './runlogs.ts';
 
 export async function deleteRunLog(api: KubeApi, namespace: string, name: string): Promise<void> {
-  await api.delete(`${GROUP_PATH}/namespaces/${namespace}/runlogs/${name}`);
+  await api.delete(kubePathOf(`${GROUP_PATH}/namespaces/${namespace}/runlogs/${name}`));
 }
 
 const STATUSES: RunStatus[] = ['success', 'failure', 'success', 'running', 'cancelled', 'success', 'pending'];

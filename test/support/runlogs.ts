@@ -5,6 +5,7 @@ import type { RunLogCounts, RunLogLoad } from '../../crds/runlog-schema.ts';
 import type { RunLogObject } from '../../management/runlog-source.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
+import { kubePathOf } from './kube-path.ts';
 
 const GROUP_PATH = '/apis/runlet.dev/v1alpha1';
 
@@ -13,7 +14,7 @@ export const podPath = (namespace: string, name: string) => `/api/v1/namespaces/
 
 /** A pod of `app` (labelled as the operator's Deployment labels them), in phase `phase`. */
 export async function createPod(api: KubeApi, namespace: string, name: string, app: string, phase = 'Running'): Promise<void> {
-  await api.create(`/api/v1/namespaces/${namespace}/pods`, {
+  await api.create(kubePathOf(`/api/v1/namespaces/${namespace}/pods`), {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, labels: { 'runlet.dev/app': app } },
@@ -23,12 +24,12 @@ export async function createPod(api: KubeApi, namespace: string, name: string, a
 }
 
 export async function setPodPhase(api: KubeApi, namespace: string, name: string, phase: string): Promise<void> {
-  await api.mergePatch(`${podPath(namespace, name)}/status`, { status: { phase } });
+  await api.mergePatch(kubePathOf(`${podPath(namespace, name)}/status`), { status: { phase } });
 }
 
 /** Sets the pod's Ready condition, as the kubelet does after its readiness probes. */
 export async function setPodReady(api: KubeApi, namespace: string, name: string, ready: boolean): Promise<void> {
-  await api.mergePatch(`${podPath(namespace, name)}/status`, { status: { conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } });
+  await api.mergePatch(kubePathOf(`${podPath(namespace, name)}/status`), { status: { conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } });
 }
 
 /** Counts as the sidecar keeps them for `runs` alone (a fresh replica). */
@@ -52,8 +53,8 @@ export async function writeRunLog(
   counts: RunLogCounts = countsOf(runs),
   load?: RunLogLoad,
 ): Promise<void> {
-  if ((await api.find(runLogPath(namespace, name))) === undefined) {
-    await api.create(`${GROUP_PATH}/namespaces/${namespace}/runlogs`, {
+  if ((await api.find(kubePathOf(runLogPath(namespace, name)))) === undefined) {
+    await api.create(kubePathOf(`${GROUP_PATH}/namespaces/${namespace}/runlogs`), {
       apiVersion: 'runlet.dev/v1alpha1',
       kind: 'RunLog',
       metadata: { name, labels: { 'runlet.dev/app': app } },
@@ -62,10 +63,10 @@ export async function writeRunLog(
   }
   const newestFirst = [...runs].sort((a, b) => (a.id < b.id ? 1 : -1));
   // A PUT: a merge patch would lose the records' nulls, as on a real API server.
-  const current = await api.get<KubeObject>(runLogPath(namespace, name));
-  await api.replace(`${runLogPath(namespace, name)}/status`, { ...current, status: load === undefined ? { runs: newestFirst, counts } : { runs: newestFirst, counts, load } });
+  const current = await api.get<KubeObject>(kubePathOf(runLogPath(namespace, name)));
+  await api.replace(kubePathOf(`${runLogPath(namespace, name)}/status`), { ...current, status: load === undefined ? { runs: newestFirst, counts } : { runs: newestFirst, counts, load } });
 }
 
 export async function readRunLog(api: KubeApi, namespace: string, name: string): Promise<RunLogObject | undefined> {
-  return api.find<RunLogObject>(runLogPath(namespace, name));
+  return api.find<RunLogObject>(kubePathOf(runLogPath(namespace, name)));
 }

@@ -246,5 +246,7 @@ holder:
 holder:
   enabled: false
 {{- end }}
+apiKeys:
+  maxExpiryDays: {{ .Values.apiKeys.maxExpiryDays }}
 logLevel: {{ .Values.operator.logLevel | quote }}
 {{- end }}
