@@ -125,7 +125,7 @@ describe('a namespace at its results store quota, through the operator and real 
       intervalMs: 200,
     });
     const metrics = await waitFor(async () => {
-      const text = await (await fetch(`${cluster.operatorUrl}/metrics`)).text();
+      const text = await (await fetch(`${cluster.operatorMetricsUrl}/metrics`)).text();
       return text.includes(`runlet_results_namespace_runs{namespace="${FREE}"} 1`) && text;
     }, { what: 'the usage of both namespaces in /metrics', timeoutMs: STATE_TIMEOUT_MS, intervalMs: 200 });
     expect(metrics).toContain(`runlet_results_namespace_runs{namespace="${FULL}"} 3`);
