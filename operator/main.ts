@@ -59,6 +59,7 @@ import { ResultsRunCounts } from './results-run-counts.ts';
 import { RunLogRunCounts } from './runlog-run-counts.ts';
 import { RunLogJanitor, cachedRunLogs, pagedRunLogs } from './runlog-janitor.ts';
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
+import { AdminKeys } from './admin-keys.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { ReplicaPresence } from './replica-presence.ts';
 import { resultsCollector } from '../results/collector.ts';
@@ -250,6 +251,7 @@ export function createOperator(options: OperatorOptions): Operator {
     api: leaderApi,
     appsIn: liveAppsIn,
     logger,
+    adminKeys: new AdminKeys({ api: leaderApi }),
     // The namespaces' keys sign hand-overs (the holder) and the sidecars' batches of run records (results).
     holderKey: options.holder === undefined && options.results === undefined ? undefined : { source: holderKeySecret, key: holderKey },
   });
@@ -501,9 +503,11 @@ export function createOperator(options: OperatorOptions): Operator {
   const managedRuns = heldCalls === undefined ? runs : withHeldRuns(runs, heldCalls);
   const heldWebhooks = new WebhookDeliverer({ allowCidrs: config.webhookAllowCidrs });
   const heldDeliveries = new Set<Promise<void>>();
+  const adminKeys = new AdminKeys({ api });
   const canceller = clusterRunCanceller({
     runs,
     pods,
+    signingKey: (namespace) => adminKeys.signingKey(namespace),
     adminAddress: options.replicaAdminAddress,
     cancelHeld: heldCalls === undefined ? undefined : async (projectId, appName, runId) => {
       // An async call's record, else a sync or stream call waiting at a holder.

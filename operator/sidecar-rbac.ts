@@ -13,6 +13,7 @@ import type { App } from '../crds/app-schema.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isInvalid, isNotFound } from '../kube/errors.ts';
 import { refOf, resourcePath, type KubeObject } from '../kube/objects.ts';
+import type { AdminKeys } from './admin-keys.ts';
 import { holderKeysFor, type SecretName } from './autoscaling/holder-key.ts';
 import { renderHolderKeyCopy } from './render/holder-key.ts';
 import { HOLDER_KEY_SECRET, LEGACY_SIDECAR_ROLE } from './render/names.ts';
@@ -23,6 +24,8 @@ export interface SidecarRbacApplierOptions {
   /** The live Apps of a namespace (the App watch's cache, without those being deleted). */
   appsIn(namespace: string): App[];
   logger: Logger;
+  /** The namespaces' admin keys (admin-keys.ts), which sign cancels: made, owned and rotated with the rest. */
+  adminKeys?: Pick<AdminKeys, 'ensure'>;
   /** With a holder: its key (autoscaling/holder-key.ts), copied into every app namespace but the one of its own Secret. */
   holderKey?: { source: SecretName; key(): Promise<Uint8Array> };
 }
@@ -76,7 +79,10 @@ export class SidecarRbacApplier {
       .map((app) => app.metadata.uid ?? '')
       .sort()
       .join(',');
-    if (this.#applied.get(namespace) === ownerKey) return;
+    const ownersChanged = this.#applied.get(namespace) !== ownerKey;
+    // Also when the owners are the same: a key due for rotation is rotated.
+    await this.#options.adminKeys?.ensure(namespace, owners, ownersChanged);
+    if (!ownersChanged) return;
     const [account, binding] = renderSidecarRbac(namespace, owners);
     await Promise.all([this.#options.api.apply(account), this.#applyBinding(binding), this.#applyHolderKey(namespace, owners)]);
     this.#applied.set(namespace, ownerKey);

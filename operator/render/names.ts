@@ -27,6 +27,8 @@ export const HOLDER_KEY_DATA_KEY = 'key';
 export const CODE_VOLUME = 'code';
 export const DATA_VOLUME = 'runlet-data';
 export const SIDECAR_TOKEN_VOLUME = 'sidecar-token';
+/** The namespace's admin key Secret (sidecar/admin-cancel.ts), mounted into the sidecar alone. */
+export const ADMIN_KEY_VOLUME = 'admin-key';
 /** Each container's /tmp: the root filesystem is read-only. One each, so the app cannot plant files for the sidecar. */
 export const APP_TMP_VOLUME = 'app-tmp';
 export const SIDECAR_TMP_VOLUME = 'sidecar-tmp';

@@ -4,10 +4,11 @@
 import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { HOLDER_KEY_ENV } from '../../run-request/auth/held-run.ts';
-import { DRAIN_TOKEN_ENV } from '../../sidecar/drain-token.ts';
+import { ADMIN_KEY_DIR } from '../../sidecar/admin-cancel.ts';
 import { RESULTS_URL_ENV } from '../../sidecar/runs/results-shipper-store.ts';
 import type { RenderConfig } from '../config.ts';
 import {
+  ADMIN_KEY_VOLUME,
   DATA_DIR,
   DATA_VOLUME,
   HOLDER_KEY_DATA_KEY,
@@ -55,8 +56,7 @@ const adminGet = (path: string, probe: Omit<V1Probe, 'httpGet'>): V1Probe => ({
   ...probe,
 });
 
-/** `drainToken`: what the admin port's /drain asks for (render/drain-token.ts), the app container's preStop has it. */
-export function renderSidecarContainer(app: App, config: RenderConfig, drainToken: string): V1Container {
+export function renderSidecarContainer(app: App, config: RenderConfig): V1Container {
   const { spec } = app;
   const custom = spec.runtime.custom;
   const readyPath = custom?.readycheckEndpoint ?? custom?.healthcheckEndpoint;
@@ -75,6 +75,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     // With a results store, records go to its collector; the RunLog then is not written (the pod's Role still allows it).
     '--run-store', config.resultsCollectorUrl === null ? 'runlog' : 'results',
     '--data-dir', DATA_DIR,
+    // Where the admin key's Secret is mounted (below): it signs the operator's cancels.
+    '--admin-key-dir', ADMIN_KEY_DIR,
     ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
     // Results are kept only in the results store: a RunLog (etcd) never holds them.
     ...(spec.runs.keepResults && config.resultsCollectorUrl !== null
@@ -92,8 +94,6 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     // starts all the same — it then takes no hand-over's word for a run id.
     { name: HOLDER_KEY_ENV, valueFrom: { secretKeyRef: { name: HOLDER_KEY_SECRET, key: HOLDER_KEY_DATA_KEY, optional: true } } },
     ...(config.resultsCollectorUrl === null ? [] : [{ name: RESULTS_URL_ENV, value: config.resultsCollectorUrl }]),
-    // A literal, not a secretKeyRef: the preStop hook's path must hold it literally anyway (render/drain-token.ts).
-    { name: DRAIN_TOKEN_ENV, value: drainToken },
   ];
   return {
     name: SIDECAR_CONTAINER,
@@ -125,6 +125,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
       { name: DATA_VOLUME, mountPath: DATA_DIR },
       // Only the sidecar gets the token that may write RunLogs; the app's code never sees it.
       { name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
+      // The namespace's admin key, which signs the operator's cancels (sidecar/admin-cancel.ts); the app never sees it.
+      { name: ADMIN_KEY_VOLUME, mountPath: ADMIN_KEY_DIR, readOnly: true },
     ],
   };
 }
