@@ -38,7 +38,7 @@ import { cancelHeldCall, heldCallCancelled, settleCancelledHeldCall, type HeldRu
 import { WebhookDeliverer } from '../sidecar/webhook/deliver.ts';
 import { HeldRunsLog } from './held-runs-log.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
-import { ensureHolderKey, holderControlKey, holderKeysFor } from './autoscaling/holder-key.ts';
+import { ensureHolderKey, namespaceHolderKeys, retireRootHolderKey } from './autoscaling/holder-key.ts';
 import { holderAddressesOf } from './autoscaling/endpoints-switch.ts';
 import { HeldCalls, withHeldRuns, type HeldCallsOptions } from './held-calls.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
@@ -218,16 +218,18 @@ export function createOperator(options: OperatorOptions): Operator {
   const restarts = new ContainerRestarts({ api: leaderApi, app: (namespace, name) => apps.get(namespace, name), isLeader: () => elector.isLeader, events, logger });
   const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
   const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
-  const holderKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };
-  // Read (or made) once per process; a failure is retried by whoever asks next (the holder's start, a reconcile).
-  let holderKeyRead: Promise<Uint8Array> | undefined;
-  const holderKey = (): Promise<Uint8Array> => {
-    holderKeyRead ??= ensureHolderKey(api, holderKeySecret).catch((error: unknown) => {
-      holderKeyRead = undefined;
+  const controlKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };
+  // Read (or made) once per process; a failure is retried by whoever asks next (the holder's start, a cancel).
+  let controlKeyRead: Promise<Uint8Array> | undefined;
+  const controlKey = (): Promise<Uint8Array> => {
+    controlKeyRead ??= ensureHolderKey(api, controlKeySecret).catch((error: unknown) => {
+      controlKeyRead = undefined;
       throw error;
     });
-    return holderKeyRead;
+    return controlKeyRead;
   };
+  // Each App namespace's own hand-over key, read from its Secret (the leader makes them: sidecar-rbac.ts).
+  const namespaceKeys = namespaceHolderKeys(api);
   // The held async calls' records, for a cancel through the management API: read and deleted only (the holder,
   // here or in an activator, writes them), so neither the claim's identity nor the expiry is this replica's.
   // They are in a namespace of their own, apart from the key and the rest of this namespace's Secrets.
@@ -238,10 +240,10 @@ export function createOperator(options: OperatorOptions): Operator {
       identity: config.leaderElection.identity,
       staleClaimMs: Number.POSITIVE_INFINITY,
       ttlMs: DEFAULT_HELD_CALL_TTL_MS,
-      keys: holderKeysFor(await holderKey(), holderKeySecret),
+      keys: namespaceKeys,
     });
   const makeKeyForActivators = (): void => {
-    holderKey().catch((error: unknown) => {
+    controlKey().catch((error: unknown) => {
       if (stopping) return;
       logger.warn({ err: error, retryInMs: KEY_RETRY_MS }, 'the holder key could not be made: the activators wait for it');
       setTimeout(makeKeyForActivators, KEY_RETRY_MS).unref();
@@ -253,7 +255,7 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
     adminKeys: new AdminKeys({ api: leaderApi }),
     // The namespaces' keys sign hand-overs (the holder) and the sidecars' batches of run records (results).
-    holderKey: options.holder === undefined && options.results === undefined ? undefined : { source: holderKeySecret, key: holderKey },
+    holderKeys: options.holder !== undefined || options.results !== undefined,
   });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
@@ -495,7 +497,7 @@ export function createOperator(options: OperatorOptions): Operator {
       ? undefined
       : new HeldCalls({
           holders: () => holderAddressesOf(holderEndpoints.get(holderService.namespace, holderService.name)),
-          controlKey: async () => holderControlKey(await holderKey()),
+          controlKey,
           apps: appCache,
           address: options.holderControlAddress,
           logger,
@@ -526,12 +528,19 @@ export function createOperator(options: OperatorOptions): Operator {
     logger,
   });
   mountManagementApi(server, { api, runs: managedRuns, apps: appCache, appList: appListFromCache(appCache), canceller, logger });
-  // The namespaces' results keys, once the holder key is read (start()); until then batches are answered 503.
-  let resultsKeys: ((namespace: string) => Uint8Array) | undefined;
+  // The namespaces' results keys, from their hand-over keys: a namespace's first batch is answered 503 (the
+  // sidecar sends it again) while its key is read; read again at most once a minute (namespaceHolderKeys).
+  const resultsKeys = new Map<string, Uint8Array>();
   if (options.results !== undefined) {
     void server.register(resultsCollector, {
       store: options.results.store,
-      keyFor: (namespace) => (resultsKeys === undefined ? undefined : resultsKeyOf(resultsKeys(namespace))),
+      keyFor: (namespace) => {
+        namespaceKeys(namespace).then(
+          (key) => resultsKeys.set(namespace, resultsKeyOf(key)),
+          (error: unknown) => logger.debug({ err: error, namespace }, 'results collector: no key for the namespace yet'),
+        );
+        return resultsKeys.get(namespace);
+      },
     });
   }
 
@@ -561,12 +570,12 @@ export function createOperator(options: OperatorOptions): Operator {
       // The activators only read the key (their Role cannot create a Secret here): it is made now, not at the
       // first App that needs it, and tried again until it is.
       if (options.holder === 'external') makeKeyForActivators();
-      if (options.results !== undefined) {
-        void holderKey().then(
-          (key) => {
-            resultsKeys = holderKeysFor(key, holderKeySecret);
+      if (options.holder !== undefined) {
+        retireRootHolderKey(api, config.holder.serviceNamespace, controlKeySecret).then(
+          (retired) => {
+            if (retired) logger.info({ secret: `${config.holder.serviceNamespace}/runlet-holder-key` }, 'deleted the root holder key of an earlier version: each App namespace keeps its own key, which derives from nothing any more');
           },
-          (error: unknown) => logger.error({ err: error }, 'the holder key could not be read: the results collector refuses batches until a restart'),
+          (error: unknown) => logger.warn({ err: error }, 'the root holder key of an earlier version could not be deleted; the next start tries again'),
         );
       }
       presence?.start();
@@ -583,8 +592,8 @@ export function createOperator(options: OperatorOptions): Operator {
         options.holder.auth?.checkApiKeysWith(kubeServiceAccountCheck(api));
         holder = await startHolder({
           ...options.holder,
-          holderKeys: holderKeysFor(await holderKey(), holderKeySecret),
-          controlKey: holderControlKey(await holderKey()),
+          holderKeys: namespaceKeys,
+          controlKey: await controlKey(),
           api,
           apps: appCache,
           appsSynced: () => apps.whenSynced(),

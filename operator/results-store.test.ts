@@ -181,7 +181,7 @@ describe('the operator with a results store', () => {
       cluster.server.allow({ user: 'reader', namespace: NAMESPACE, ...RUNS_CANCEL_ACCESS });
       // Where that replica looks for held calls: its namespace's own for them (holder.heldCallsNamespace's default).
       await createNamespace(cluster.api, 'default-held');
-      const records = new HeldRecords({ api: cluster.api, namespace: 'default-held', identity: 'activator-0', staleClaimMs: 60_000, ttlMs: 60_000, keys: () => namespaceKey });
+      const records = new HeldRecords({ api: cluster.api, namespace: 'default-held', identity: 'activator-0', staleClaimMs: 60_000, ttlMs: 60_000, keys: async () => namespaceKey });
       const holdAndCancel = async (path: string): Promise<string> => {
         const runId = uuidv7();
         const url = `/v4/${NAMESPACE}/hello/run?async=true&webhookEndpoint=${encodeURIComponent(receiver.at(path).toString())}`;

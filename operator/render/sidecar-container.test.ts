@@ -30,7 +30,7 @@ describe('renderSidecarContainer', () => {
   it('keeps results only with a results store, with the App\'s bound and ttl: a RunLog never holds them', () => {
     const keeps = storedApp(pythonSpec({ runs: { keepFinished: 200, retention: 86400, keepResults: true, resultKeepBytes: 4096, resultTtl: 600 } }));
     const withStore = renderSidecarContainer(keeps, renderConfig({ resultsCollectorUrl: 'http://runlet-operator.runlet-system:8080' })).args!;
-    expect(withStore.join(' ')).toContain('--run-store results --data-dir /var/run/runlet --keep-results on --result-keep-bytes 4096 --result-ttl 600');
+    expect(withStore.join(' ')).toContain('--run-store results --data-dir /var/run/runlet --admin-key-dir /var/run/secrets/runlet/admin-key --keep-results on --result-keep-bytes 4096 --result-ttl 600');
     const withRunLog = renderSidecarContainer(keeps, renderConfig()).args!;
     expect(withRunLog).not.toContain('--keep-results');
     const off = renderSidecarContainer(storedApp(pythonSpec()), renderConfig({ resultsCollectorUrl: 'http://runlet-operator.runlet-system:8080' })).args!;

@@ -160,7 +160,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('holds calls at zero in the activator Deployment, listed by the headless Service, the operator pointing Apps there, as their configurations say', async () => {
     const config = await operatorConfigOf(configMap);
-    expect(config.holder).toMatchObject({ enabled: true, inOperator: false, serviceNamespace: RELEASE.namespace, serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' });
+    expect(config.holder).toMatchObject({ enabled: true, inOperator: false, serviceNamespace: RELEASE.namespace, serviceName: 'runlet-holder', keySecretName: 'runlet-holder-control' });
     const activator = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR);
     const service = objectOf<V1Service>(chart, 'Service', config.holder.serviceName);
     expect(service.metadata!.namespace).toBe(config.holder.serviceNamespace);
@@ -222,7 +222,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       'activator',
       '--port', '8090',
       '--admin-port', '8081',
-      '--key-secret', 'runlet-holder-key',
+      '--key-secret', 'runlet-holder-control',
       '--held-namespace', HELD_CALLS,
       '--drain-seconds', '5',
       '--max-calls-per-app', '250',

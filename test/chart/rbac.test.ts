@@ -186,8 +186,12 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     }
     // Nor make one there (a create cannot be limited to a name: it could put a DSN of its choosing where the operator looks).
     for (const verb of ['list', 'watch', 'deletecollection', 'create']) expect(allowedBy(roles, secret(verb, RELEASE.namespace)), `${verb} secrets in ${RELEASE.namespace}`).toBe(false);
-    // Nor any Secret of any other namespace but the held calls'.
-    for (const verb of ['get', 'list']) expect(allowedBy(roles, secret(verb, 'team-a', verb === 'get' ? 'runlet-holder-key' : undefined)), `${verb} secrets in team-a`).toBe(false);
+    // Nor any Secret of any other namespace but the held calls', except each App namespace's own hand-over key, by
+    // its name: no list, no other name (its admin key), no write.
+    for (const verb of ['list', 'watch', 'create']) expect(allowedBy(roles, secret(verb, 'team-a')), `${verb} secrets in team-a`).toBe(false);
+    for (const verb of ['update', 'patch', 'delete']) expect(allowedBy(roles, secret(verb, 'team-a', 'runlet-holder-key')), `${verb} team-a/runlet-holder-key`).toBe(false);
+    for (const name of ['runlet-admin-key', 'anything-else']) expect(allowedBy(roles, secret('get', 'team-a', name)), `get team-a/${name}`).toBe(false);
+    expect(allowedBy(roles, secret('get', 'team-a', 'runlet-holder-key')), 'get team-a’s own hand-over key').toBe(true);
     // Its key, and the held calls in their own namespace.
     expect(allowedBy(roles, secret('get', RELEASE.namespace, keyName))).toBe(true);
     for (const verb of ['list', 'create', 'update', 'delete']) expect(allowedBy(roles, secret(verb, HELD_CALLS, verb === 'list' || verb === 'create' ? undefined : 'runlet-held-0194b6e2'))).toBe(true);
@@ -270,7 +274,7 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(allows(cluster, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: undefined, name: 'cluster-admin' })).toBe(false);
     const granted = sidecar.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
     // `create runlogs` the operator holds for its own reason (the RunLog of an App's cancelled held calls), not the sidecar's.
-    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'patch runlogs/status']);
+    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'patch runlogs/status', 'get pods']);
   });
 
   it('come with a RoleBinding example that is valid and binds the runs viewer', () => {
@@ -524,6 +528,8 @@ describe('the operator under the chart’s RBAC', () => {
         'ClusterRole runlet-operator: delete core/serviceaccounts',
         // And the holder key's copy, owned by every App of its namespace (kube-apiserver 1.20 refuses its patch without it).
         'ClusterRole runlet-operator: delete core/secrets [runlet-holder-key]',
+        // And each namespace's admin key, owned the same way.
+        'ClusterRole runlet-operator: delete core/secrets [runlet-admin-key]',
         // RBAC's escalation check when the sidecar RoleBinding is applied.
         'ClusterRole runlet-operator: bind rbac.authorization.k8s.io/clusterroles [runlet-sidecar]',
         // And when an API key's RoleBinding to the caller role is created.
