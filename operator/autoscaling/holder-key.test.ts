@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
+import { installCrds } from '../../test/operator/e2e-cluster.ts';
+import { pythonSpec } from '../../test/support/operator-apps.ts';
 import { renderHolderKeyCopy } from '../render/holder-key.ts';
 import { ensureHolderKey, namespaceHolderKey, namespaceHolderKeys, readHolderKeyWhenMade, retireRootHolderKey } from './holder-key.ts';
 
@@ -80,6 +82,8 @@ describe("each App namespace's key", () => {
 
   async function start(): Promise<KubeApi> {
     server = await startKubeApiServer({ namespaces: ['runlet-system', 'team-a', 'team-b'] });
+    // Apps, which the root's retirement looks for in the release namespace.
+    await installCrds(server.kubeConfig());
     api = new KubeApi(await server.credentials());
     return api;
   }
@@ -121,5 +125,13 @@ describe("each App namespace's key", () => {
     expect(await retireRootHolderKey(kube, 'runlet-system', control), 'nothing left to delete').toBe(false);
     await putKey(kube, 'runlet-system', randomBytes(32), [{ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'own', uid: 'uid-own' }]);
     expect(await retireRootHolderKey(kube, 'runlet-system', control), 'the key of the release namespace’s own Apps').toBe(false);
+  });
+
+  it('is not deleted, as a root, while Apps live in the release namespace: their sidecars read it as their key', async () => {
+    const kube = await start();
+    await putKey(kube, 'runlet-system', randomBytes(32));
+    await kube.create('/apis/runlet.dev/v1alpha1/namespaces/runlet-system/apps', { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name: 'own' }, spec: pythonSpec() } as KubeObject);
+    expect(await retireRootHolderKey(kube, 'runlet-system', { namespace: 'runlet-system', name: 'runlet-holder-control' })).toBe(false);
+    expect(await kube.find('/api/v1/namespaces/runlet-system/secrets/runlet-holder-key')).toBeDefined();
   });
 });

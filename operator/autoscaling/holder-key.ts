@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Secret } from '@kubernetes/client-node';
+import { APP_PLURAL, RUNLET_API_VERSION } from '../../crds/api-group.ts';
 import type { KubeApi } from '../../kube/client.ts';
 import { isConflict, isNotFound } from '../../kube/errors.ts';
 import type { KubeObject } from '../../kube/objects.ts';
@@ -83,14 +84,18 @@ export function namespaceHolderKeys(api: KubeApi, now: () => number = Date.now):
 /**
  * An earlier version kept in the release namespace a root key, `runlet-holder-key`, from which every App
  * namespace's key derived (and the activators held it). Those keys are kept (namespaceHolderKey), the root is
- * deleted: whoever held it could have signed for every namespace. Not a Secret owned by Apps — that is the
- * key of the release namespace's own Apps — and not when it is the control key's Secret itself.
+ * deleted: whoever held it could have signed for every namespace. Not while Apps live in the release namespace:
+ * their sidecars read that very Secret as their namespace's key (the earlier version made them no copy), and a
+ * new key would make their pods' hand-overs fail until they restart. Nor a Secret owned by Apps, nor the control
+ * key's Secret itself.
  */
 export async function retireRootHolderKey(api: KubeApi, releaseNamespace: string, controlKey: SecretName): Promise<boolean> {
   const where = { namespace: releaseNamespace, name: HOLDER_KEY_SECRET };
   if (controlKey.namespace === where.namespace && controlKey.name === where.name) return false;
   const found = await api.find<V1Secret & KubeObject>(secretPath(where));
   if (found === undefined || (found.metadata?.ownerReferences ?? []).length > 0) return false;
+  const apps = await api.list(`/apis/${RUNLET_API_VERSION}/namespaces/${encodeURIComponent(releaseNamespace)}/${APP_PLURAL}`);
+  if (apps.items.length > 0) return false;
   await api.delete(secretPath(where), { uid: found.metadata?.uid }).catch((error: unknown) => {
     if (!isNotFound(error)) throw error;
   });
