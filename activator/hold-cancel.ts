@@ -75,7 +75,7 @@ export async function cancelHeldCall(records: HeldRecords, projectId: string, ap
     if (labels[HELD_CALL_NAMESPACE_LABEL] !== projectId || labels[HELD_CALL_LABEL] !== appName) return null;
     let call: HeldCall;
     try {
-      call = records.callOf(record);
+      call = await records.callOf(record);
     } catch (error) {
       if (error instanceof AlteredRecordError) return null;
       throw error;

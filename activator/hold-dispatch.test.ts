@@ -17,7 +17,8 @@ import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { createDispatcher, MAX_UNRECORDED_ANSWERS } from './hold-dispatch.ts';
-import { holderKeysFor, namespaceHolderKey } from '../operator/autoscaling/holder-key.ts';
+import { namespaceHolderKeys } from '../operator/autoscaling/holder-key.ts';
+import { renderHolderKeyCopy } from '../operator/render/holder-key.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { HELD_CALL_LABEL, HeldRecords, type HeldRecord } from './hold-records.ts';
 import { wakeDeployment } from './hold-wake.ts';
@@ -25,10 +26,8 @@ import { kubePathOf } from '../test/support/kube-path.ts';
 
 const NAMESPACE = 'team-a';
 const APP = 'hello';
-const HOLDER_KEY = randomBytes(32);
-const KEY_SOURCE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
-/** What the sidecars of NAMESPACE hold: their namespace's key, not the operator's. */
-const NAMESPACE_KEY = namespaceHolderKey(HOLDER_KEY, NAMESPACE);
+/** What the sidecars of NAMESPACE hold: their namespace's own key, in its Secret, which the holder reads. */
+const NAMESPACE_KEY = randomBytes(32);
 const TOKEN = 'Bearer caller-token';
 const BODY = '{"n":1}';
 const PODS = `/api/v1/namespaces/${NAMESPACE}/pods`;
@@ -49,8 +48,11 @@ describe('handing a held async call to a replica', () => {
   let callers: string[];
 
   beforeEach(async () => {
-    server = await startKubeApiServer({ namespaces: [NAMESPACE, HOLDER_NAMESPACE] });
+    server = await startKubeApiServer({ namespaces: [NAMESPACE, 'team-b', HOLDER_NAMESPACE] });
     api = new KubeApi(await server.credentials());
+    await api.create(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/secrets`), renderHolderKeyCopy(NAMESPACE, [], NAMESPACE_KEY) as KubeObject);
+    // Another tenant's namespace, with its own key: a record moved there is not signed with it.
+    await api.create(kubePathOf('/api/v1/namespaces/team-b/secrets'), renderHolderKeyCopy('team-b', [], randomBytes(32)) as KubeObject);
     const labels = { [APP_LABEL]: APP };
     await api.create(kubePathOf(`/apis/apps/v1/namespaces/${NAMESPACE}/deployments`), {
       apiVersion: 'apps/v1',
@@ -89,7 +91,7 @@ describe('handing a held async call to a replica', () => {
   });
 
   function heldRecords(): HeldRecords {
-    return new HeldRecords({ api, namespace: HOLDER_NAMESPACE, identity: 'holder-test', staleClaimMs: 60_000, ttlMs: 60_000, keys: holderKeysFor(HOLDER_KEY, KEY_SOURCE) });
+    return new HeldRecords({ api, namespace: HOLDER_NAMESPACE, identity: 'holder-test', staleClaimMs: 60_000, ttlMs: 60_000, keys: namespaceHolderKeys(api) });
   }
 
   /** Records one async call the holder took, its caller authenticated for NAMESPACE (null: nobody), with TOKEN. */
@@ -103,7 +105,7 @@ describe('handing a held async call to a replica', () => {
     const records = heldRecords();
     const saved = await save(records, options.authenticatedProject);
     const record = options.tamper === undefined ? saved : await api.replace<HeldRecord>(kubePathOf(`${RECORDS}/${saved.metadata!.name!}`), options.tamper(saved));
-    const runId = records.callOf(saved).runId;
+    const runId = (await records.callOf(saved)).runId;
     let altered = 0;
     /** Each call dropped: why, and the last answer's status. */
     const refused: string[] = [];
@@ -116,7 +118,7 @@ describe('handing a held async call to a replica', () => {
       wake: (namespace, appName) => wakeDeployment(api, namespace, appName),
       replicaAddress: () => ({ host: '127.0.0.1', port: (replica.address() as AddressInfo).port }),
       coldStartTimeoutMs: () => 10_000,
-      holderKeys: holderKeysFor(HOLDER_KEY, KEY_SOURCE),
+      holderKeys: namespaceHolderKeys(api),
       logger: testLogger(),
       retryDelayMs: 10,
       onDropped: (_call, why, status) => refused.push(`${why} ${status}`),
@@ -136,7 +138,7 @@ describe('handing a held async call to a replica', () => {
     expect(atRest.join('\n')).not.toContain('caller-token');
     expect(atRest.join('\n').toLowerCase()).not.toContain('authorization');
     expect(JSON.stringify(record)).not.toContain(Buffer.from(TOKEN).toString('base64'));
-    expect((await api.list(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/secrets`))).items, 'nothing in the App’s namespace').toEqual([]);
+    expect((await api.list<KubeObject>(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/secrets`))).items.map((secret) => secret.metadata?.name), 'nothing in the App’s namespace but its key').toEqual(['runlet-holder-key']);
     await records.remove(record);
 
     const outcome = await holdAndHandOver();

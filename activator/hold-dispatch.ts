@@ -27,8 +27,8 @@ export interface DispatchDeps {
   wake(namespace: string, appName: string): Promise<unknown>;
   replicaAddress(pod: V1Pod): ReplicaAddress;
   coldStartTimeoutMs(app: App): number;
-  /** Each App namespace's hand-over key (holder-key.ts `holderKeysFor`). */
-  holderKeys: (namespace: string) => Uint8Array;
+  /** Each App namespace's hand-over key (holder-key.ts `namespaceHolderKeys`). */
+  holderKeys: (namespace: string) => Promise<Uint8Array>;
   logger: Logger;
   /** Pause before trying a replica again after it refused for now or could not be reached. */
   retryDelayMs: number;
@@ -70,7 +70,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
     let unrecorded = 0;
     let call: HeldCall;
     try {
-      call = records.callOf(initial);
+      call = await records.callOf(initial);
     } catch (error) {
       if (!(error instanceof AlteredRecordError)) throw error;
       logger.error({ err: error, record: initial.metadata?.name }, 'holder: a held async call’s record was altered at rest; dropping it unread');
@@ -101,7 +101,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
       if (record === null) return;
       const coldStartMs = Math.max(0, Date.now() - call.acceptedAt);
       try {
-        const key = deps.holderKeys(call.namespace);
+        const key = await deps.holderKeys(call.namespace);
         const run = { runId: call.runId, coldStartMs };
         const line = { method: call.method, url: call.url };
         // No token is kept: the holder vouches for the caller it authenticated, or for none (the replica then

@@ -67,8 +67,8 @@ export interface HeldRecordsOptions {
   staleClaimMs: number;
   /** How long a record is kept at most: the sweep drops it then. */
   ttlMs: number;
-  /** Each App namespace's hand-over key (holder-key.ts), which signs its records. */
-  keys: (namespace: string) => Uint8Array;
+  /** Each App namespace's hand-over key (holder-key.ts), which signs its records; rejects while it cannot be read. */
+  keys: (namespace: string) => Promise<Uint8Array>;
   now?: () => number;
 }
 
@@ -78,7 +78,7 @@ export class HeldRecords {
   readonly #identity: string;
   readonly #staleClaimMs: number;
   readonly #ttlMs: number;
-  readonly #keys: (namespace: string) => Uint8Array;
+  readonly #keys: (namespace: string) => Promise<Uint8Array>;
   readonly #now: () => number;
 
   constructor(options: HeldRecordsOptions) {
@@ -92,7 +92,7 @@ export class HeldRecords {
   }
 
   /** The record of `call`, as stored: its body and signed fields, no Authorization header whatever the call carried. */
-  render(call: HeldCall): HeldRecord {
+  async render(call: HeldCall): Promise<HeldRecord> {
     const { body, headers, ...fields } = call;
     const { authorization: _dropped, ...kept } = headers;
     const callJson = JSON.stringify({ ...fields, headers: kept });
@@ -109,13 +109,16 @@ export class HeldRecords {
       data: {
         call: Buffer.from(callJson).toString('base64'),
         body: body.toString('base64'),
-        signature: signature(this.#keys(call.namespace), callJson, body).toString('base64'),
+        signature: signature(await this.#keys(call.namespace), callJson, body).toString('base64'),
       },
     };
   }
 
-  /** The call a record holds; AlteredRecordError when it is not signed with its App namespace's key. */
-  callOf(record: HeldRecord): HeldCall {
+  /**
+   * The call a record holds; AlteredRecordError when it is not signed with its App namespace's key (any other
+   * error, such as a key that cannot be read now, is not the record's fault: it is kept).
+   */
+  async callOf(record: HeldRecord): Promise<HeldCall> {
     const name = record.metadata?.name ?? '(unnamed)';
     const callJson = Buffer.from(record.data?.call ?? '', 'base64').toString('utf8');
     const body = Buffer.from(record.data?.body ?? '', 'base64');
@@ -126,7 +129,7 @@ export class HeldRecords {
       throw new AlteredRecordError(`the held call ${this.#namespace}/${name} is not a call: ${(error as Error).message}`, { cause: error });
     }
     const signed = Buffer.from(record.data?.signature ?? '', 'base64');
-    const expected = signature(this.#keys(String(fields.namespace)), callJson, body);
+    const expected = signature(await this.#keys(String(fields.namespace)), callJson, body);
     if (signed.length !== expected.length || !timingSafeEqual(signed, expected)) {
       throw new AlteredRecordError(`the held call ${this.#namespace}/${name} is not signed with the key of namespace ${String(fields.namespace)}: changed at rest, or written by another holder key`);
     }
@@ -135,7 +138,7 @@ export class HeldRecords {
 
   /** Stores the call, claimed by this holder; resolves once the API server has it. */
   async save(call: HeldCall): Promise<HeldRecord> {
-    const record = this.render(call);
+    const record = await this.render(call);
     record.metadata!.annotations = { ...record.metadata!.annotations, ...this.#claim() };
     return this.#api.create(this.#collection(), record).catch((error: unknown) => {
       // A namespace missing, or a Role not granting it, shows here first: say where it was to be kept.

@@ -113,7 +113,7 @@ describe('the holder under a burst at zero', () => {
       apps: { get: (namespace, name) => apps.find((app) => app.metadata.namespace === namespace && app.metadata.name === name) },
       appsSynced: async () => {},
       auth: null,
-      holderKeys: () => HOLDER_KEY_BYTES,
+      holderKeys: async () => HOLDER_KEY_BYTES,
       logger: testLogger(),
       identity: 'holder-test',
       recordsNamespace: NAMESPACE,

@@ -72,7 +72,7 @@ export interface HolderOptions {
   /** As the sidecars authenticate callers (but not for an App with `spec.auth.enabled: false`); null: no authentication. */
   auth: RunAuthenticator | null;
   /** Each App namespace's key, shared with its sidecars: signs the run id and wait of each hand-over there (holder-key.ts). */
-  holderKeys: (namespace: string) => Uint8Array;
+  holderKeys: (namespace: string) => Promise<Uint8Array>;
   logger: Logger;
   /** This replica's name, for claims on held async calls. */
   identity: string;
@@ -434,7 +434,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       const coldStartMs = performance.now() - arrivedAt;
       // The body is sent whole, but unsigned (-) as a streamed one would be: it vouches for the run id and wait of this call, by this caller.
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
-      const extra = { [HELD_RUN_HEADER]: heldRunHeader(holderKeys(projectId), { runId, coldStartMs }, line, null) };
+      const extra = { [HELD_RUN_HEADER]: heldRunHeader(await holderKeys(projectId), { runId, coldStartMs }, line, null) };
       try {
         const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra, sidecarAnswers);
         if (outcome.answered) {
@@ -455,9 +455,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
   }
 
   /** The call a record holds; null for a record altered at rest, which the dispatcher drops unread. */
-  function callOrNull(record: HeldRecord): HeldCall | null {
+  async function callOrNull(record: HeldRecord): Promise<HeldCall | null> {
     try {
-      return records.callOf(record);
+      return await records.callOf(record);
     } catch (error) {
       if (error instanceof AlteredRecordError) return null;
       throw error;
@@ -483,7 +483,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         claimed += 1;
         // Accepted already (its caller has its 202): held past the bounds if need be, never refused now. A
         // record altered at rest has no body worth counting: the dispatcher drops it unread.
-        const call = callOrNull(mine);
+        const call = await callOrNull(mine);
         const bodyBytes = call?.body.length ?? 0;
         bounds.bodies.takeAnyway(bodyBytes);
         handOver(mine, call, bounds.takeAnyway(...appOf(mine)), bodyBytes);

@@ -4,8 +4,10 @@
 //
 //   Apps (watch, every namespace) ─▶ the holder (holder.ts) on `config.port`: where the Endpoints of an App at
 //                                    zero point (the operator writes them from the holder Service's addresses)
-//   the holder key Secret (made by the operator, waited for) ─▶ each App namespace's key, signing hand-overs
-//                                    (operator/autoscaling/holder-key.ts)
+//   each App namespace's Secret runlet-holder-key (made there by the operator, read by that name) ─▶ that
+//                                    namespace's own key, signing its hand-overs (operator/autoscaling/holder-key.ts)
+//   the control key Secret (made by the operator, waited for) ─▶ checks the operator's requests to list and
+//                                    cancel held calls (hold-control.ts); no namespace's key derives from it
 //   held async calls ─▶ their records, Secrets in `config.heldNamespace` (hold-records.ts)
 //   /healthz, /ready, /metrics and /load (the calls waiting here per App, for the leader's autoscaler) on
 //   `config.adminPort`
@@ -25,7 +27,7 @@ import type { KubeObject } from '../kube/objects.ts';
 import { KubePath } from '../kube/paths.ts';
 import { ResourceWatch } from '../kube/watch.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
-import { holderControlKey, holderKeysFor, readHolderKeyWhenMade, type SecretName } from '../operator/autoscaling/holder-key.ts';
+import { namespaceHolderKeys, readHolderKeyWhenMade, type SecretName } from '../operator/autoscaling/holder-key.ts';
 import { HELD_LOAD_PATH } from '../operator/autoscaling/held-demand.ts';
 import { buildHealthServer } from '../operator/health-server.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
@@ -33,7 +35,7 @@ import type { HoldLimits } from './hold-bounds.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
 import { HeldCallMetrics } from './metrics.ts';
 
-/** How often the activator looks for the holder key while the operator has not made it yet. */
+/** How often the activator looks for the control key while the operator has not made it yet. */
 const KEY_RETRY_MS = 2000;
 
 export interface ActivatorConfig {
@@ -45,7 +47,7 @@ export interface ActivatorConfig {
   adminPort: number;
   /** This replica, in its claims on held async calls: its pod's name. */
   identity: string;
-  /** The Secret holding the key each App namespace's key derives from; the operator makes it, this waits for it. */
+  /** The Secret holding the control key (the operator's requests to the holder); the operator makes it, this waits for it. */
   keySecret: SecretName;
   /**
    * Where the records of held async calls are kept: a namespace of their own, not the key's, since the right to
@@ -135,19 +137,20 @@ export function createActivator(options: ActivatorOptions): Activator {
       const adminUrl = await admin.listen({ host: config.adminHost, port: config.adminPort });
       apps.start();
       // Made by the operator: this Role may only read it.
-      const key = await readHolderKeyWhenMade(api, config.keySecret, {
+      const controlKey = await readHolderKeyWhenMade(api, config.keySecret, {
         retryMs: KEY_RETRY_MS,
         signal: stopped.signal,
-        onWaiting: () => logger.info({ secret: `${config.keySecret.namespace}/${config.keySecret.name}` }, 'activator: waiting for the operator to make the holder key'),
+        onWaiting: () => logger.info({ secret: `${config.keySecret.namespace}/${config.keySecret.name}` }, 'activator: waiting for the operator to make the control key'),
       });
       holder = await startHolder({
         api,
         apps,
         appsSynced: () => apps.whenSynced(),
         auth: options.auth,
-        holderKeys: holderKeysFor(key, config.keySecret),
+        // Each namespace's own, read from its Secret as its calls come: the activator holds no root of them.
+        holderKeys: namespaceHolderKeys(api),
         // The operator's requests to list and cancel the calls held here are signed with it (hold-control.ts).
-        controlKey: holderControlKey(key),
+        controlKey,
         logger,
         identity: config.identity,
         recordsNamespace: config.heldNamespace,

@@ -23,9 +23,11 @@ Options (environment variable in brackets); flags override the environment:
   --admin-host ADDRESS            address of /healthz, /ready, /metrics, /load (default 0.0.0.0) [RUNLET_ACTIVATOR_ADMIN_HOST]
   --admin-port N                  port of /healthz, /ready, /metrics, /load (default 8081) [RUNLET_ACTIVATOR_ADMIN_PORT]
   --identity NAME                 this replica, in its claims on held async calls (default: POD_NAME, else host-pid) [RUNLET_IDENTITY]
-  --key-namespace NS              namespace of the holder key Secret (default: POD_NAMESPACE, else default) [RUNLET_HOLDER_KEY_NAMESPACE]
-  --key-secret NAME               the holder key Secret, which the operator makes; waited for until it exists
-                                  (default runlet-holder-key) [RUNLET_HOLDER_KEY_SECRET]
+  --key-namespace NS              namespace of the control key Secret (default: POD_NAMESPACE, else default) [RUNLET_HOLDER_KEY_NAMESPACE]
+  --key-secret NAME               the control key Secret, which the operator makes and signs its requests to the
+                                  holder with; waited for until it exists (default runlet-holder-control)
+                                  [RUNLET_HOLDER_KEY_SECRET]. Each App namespace's hand-over key is read from
+                                  its own Secret runlet-holder-key
   --held-namespace NS             namespace of the records of async calls held at zero (Secrets), apart from the
                                   key's (default: the key namespace's name + -held) [RUNLET_HELD_CALLS_NAMESPACE]
   --drain-seconds S               on SIGTERM, /ready answers 503 this long before the holder closes (default 5) [RUNLET_ACTIVATOR_DRAIN_SECONDS]
@@ -53,7 +55,7 @@ const OPTIONS = {
   'admin-port': { env: ['RUNLET_ACTIVATOR_ADMIN_PORT'], default: '8081' },
   identity: { env: ['RUNLET_IDENTITY', 'POD_NAME'], default: `${hostname()}-${process.pid}` },
   'key-namespace': { env: ['RUNLET_HOLDER_KEY_NAMESPACE', 'POD_NAMESPACE'], default: 'default' },
-  'key-secret': { env: ['RUNLET_HOLDER_KEY_SECRET'], default: 'runlet-holder-key' },
+  'key-secret': { env: ['RUNLET_HOLDER_KEY_SECRET'], default: 'runlet-holder-control' },
   'held-namespace': { env: ['RUNLET_HELD_CALLS_NAMESPACE'] },
   'drain-seconds': { env: ['RUNLET_ACTIVATOR_DRAIN_SECONDS'], default: '5' },
   'max-calls-per-app': { env: ['RUNLET_ACTIVATOR_MAX_CALLS_PER_APP'], default: String(DEFAULT_HOLD_LIMITS.callsPerApp) },

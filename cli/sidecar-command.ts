@@ -8,7 +8,7 @@ import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { loadRunAuthConfig, RUN_AUTH_OPTIONS, RUN_AUTH_USAGE } from '../run-request/auth/config.ts';
 import { HOLDER_KEY_ENV, holderKeyFromText } from '../run-request/auth/held-run.ts';
 import { RESULTS_TOKEN_FILE_ENV, RESULTS_URL_ENV } from '../sidecar/runs/results-shipper-store.ts';
-import { checkDrainToken, DRAIN_TOKEN_ENV } from '../sidecar/drain-token.ts';
+import { ADMIN_KEY_DIR } from '../sidecar/admin-cancel.ts';
 import { createLogger } from '../sidecar/logger.ts';
 import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { runSidecar, SidecarStartError } from '../sidecar/main.ts';
@@ -33,9 +33,10 @@ Options (environment variable in brackets):
   --health-path PATH          a custom app's health path: the admin port's /app-healthz asks it on the
                               loopback (the app container's liveness probe); unset: no /app-healthz [RUNLET_HEALTH_PATH]
   --port N                    run interface port (default 8000) [RUNLET_PORT]
-  --admin-port N              probes, metrics, drain (default 8001) [RUNLET_ADMIN_PORT]; its /drain takes
-                              only GET /drain/TOKEN, TOKEN from RUNLET_DRAIN_TOKEN (32+ of A-Za-z0-9_-;
-                              unset: the port drains nothing, SIGTERM drains)
+  --admin-port N              probes, metrics, drain, cancel (default 8001) [RUNLET_ADMIN_PORT]; its /drain
+                              drains only while the API server says this pod (--replica) is being deleted
+  --admin-key-dir DIR         the namespace's admin key Secret, mounted: signs cancels on the admin port
+                              (default ${ADMIN_KEY_DIR}; none there: no cancel is taken) [RUNLET_ADMIN_KEY_DIR]
   --concurrency N             calls in flight to the app (default 4) [RUNLET_CONCURRENCY]
   --queue-depth N             calls waiting for a slot (default 10 x concurrency) [RUNLET_QUEUE_DEPTH]
   --response-grace-period S   run time limit in seconds (default 900) [RUNLET_RESPONSE_GRACE_PERIOD]
@@ -78,6 +79,7 @@ const OPTIONS = {
   'health-path': { env: ['RUNLET_HEALTH_PATH'] },
   port: { env: ['RUNLET_PORT'], default: '8000' },
   'admin-port': { env: ['RUNLET_ADMIN_PORT'], default: '8001' },
+  'admin-key-dir': { env: ['RUNLET_ADMIN_KEY_DIR'], default: ADMIN_KEY_DIR },
   concurrency: { env: ['RUNLET_CONCURRENCY'], default: '4' },
   'queue-depth': { env: ['RUNLET_QUEUE_DEPTH'] },
   'response-grace-period': { env: ['RUNLET_RESPONSE_GRACE_PERIOD'], default: '900' },
@@ -185,7 +187,9 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
       webhookAllowCidrs: (option('webhook-allow-cidrs') ?? '').split(',').map((cidr) => cidr.trim()).filter(Boolean),
       auth,
       holderKey: secretFromEnv(process.env[HOLDER_KEY_ENV], holderKeyFromText),
-      drainToken: secretFromEnv(process.env[DRAIN_TOKEN_ENV], checkDrainToken) ?? null,
+      adminKeyDir: resolve(required('admin-key-dir')),
+      // Off the pod (no POD_NAME), there is no pod to ask about: SIGTERM drains.
+      drainWhenPodDeleted: option('replica') !== undefined && option('replica') !== '',
       logger,
     });
   } catch (err) {
@@ -197,8 +201,8 @@ export async function runSidecarCommand(args: string[]): Promise<number> {
 
 /**
  * A secret from the sidecar's environment (the pod spec the operator renders), checked by `parse`: undefined
- * when it is not set, and a usage error (exit 2) saying why when it is not one. The holder key (none: no call
- * is held) and the drain token (none: no drain on the admin port).
+ * when it is not set, and a usage error (exit 2) saying why when it is not one: the holder key (none: no call
+ * is held).
  */
 function secretFromEnv<T>(text: string | undefined, parse: (text: string) => T): T | undefined {
   if (text === undefined || text === '') return undefined;

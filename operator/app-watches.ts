@@ -18,7 +18,6 @@ import { replicasOwners } from './autoscaling/replicas-owner.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { V1PodStatus } from '@kubernetes/client-node';
 import { imagePullFailureOf } from './image-pull.ts';
-import { drainTokenIn, drainTokenOf } from './render/drain-token.ts';
 import { MANAGED_SELECTOR, owningAppName } from './render/labels.ts';
 import { SIDECAR_RBAC_SELECTOR } from './render/rbac.ts';
 import { ENROLMENT_SELECTOR } from './namespace-enrolment.ts';
@@ -29,11 +28,8 @@ import type { PodObject } from './runlog-verdict.ts';
 import { containerRestarts } from './container-restarts.ts';
 import { ResourceWatch, metadataOnly, objectKey } from '../kube/watch.ts';
 
-/**
- * `drainToken`: the one its pod template carries (render/drain-token.ts), for the reconcile to render again;
- * `nativeSidecar`: the sidecar mode it has and `podTemplate` the digest of its template (sidecar-migration.ts).
- */
-export type DeploymentObject = KubeObject & DeploymentView & SidecarModeView & { drainToken?: string; podTemplate?: string };
+/** `nativeSidecar`: the sidecar mode it has and `podTemplate` the digest of its template (sidecar-migration.ts). */
+export type DeploymentObject = KubeObject & DeploymentView & SidecarModeView & { podTemplate?: string };
 
 export interface AppWatchesOptions {
   api: KubeApi;
@@ -104,7 +100,6 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
         metadata: { ...identity.metadata, managedFields: replicasOwners(deployment) },
         spec: { replicas: deployment.spec?.replicas },
         status: rolloutStatus(deployment.status),
-        drainToken: drainTokenOf(deployment as Parameters<typeof drainTokenOf>[0]),
         nativeSidecar: nativeSidecarOf(deployment as Parameters<typeof nativeSidecarOf>[0]),
         podTemplate: podTemplateDigestOf(deployment),
       };
@@ -129,7 +124,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
   });
   // Whether a pod exists, whether it has ended or is ending, and whether it is ready (its load counts; an App at
   // zero lists it in its Endpoints); its IP (where the autoscaler scrapes its load, and a cancel reaches its
-  // runs) and drain token; an image its kubelet cannot pull, and its containers' restarts, for the App's status.
+  // runs); an image its kubelet cannot pull, and its containers' restarts, for the App's status.
   const pods: ResourceWatch<PodObject> = new ResourceWatch<PodObject>({
     ...common,
     name: 'pods',
@@ -148,7 +143,6 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
           // The raw pod, whatever the cache's type says: the API server's container statuses.
           containerStatuses: containerRestarts(pod.status?.containerStatuses),
         },
-        drainToken: drainTokenIn((pod as { spec?: Parameters<typeof drainTokenIn>[0] }).spec),
         imagePull: imagePullFailureOf((pod as { status?: V1PodStatus }).status, pods.get(pod.metadata?.namespace, pod.metadata?.name ?? '')?.imagePull),
       };
     },

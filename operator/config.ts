@@ -101,7 +101,7 @@ export const HolderConfigSchema = StrictObject({
   serviceName: Type.String({ minLength: 1, description: 'That Service: Apps at zero have their Endpoints pointed at its addresses.' }),
   keySecretName: Type.String({
     minLength: 1,
-    description: 'Secret in serviceNamespace holding the key the holder signs hand-overs with; created with a random key when missing, copied into app namespaces.',
+    description: 'Secret in serviceNamespace holding the control key the operator signs its requests to the holders with; created with a random key when missing. Each app namespace has its own hand-over key (Secret runlet-holder-key there), derived from nothing.',
   }),
   heldCallsNamespace: Type.String({
     pattern: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$',
@@ -258,7 +258,7 @@ export function defaultConfigLayer(env: NodeJS.ProcessEnv = process.env): Config
       port: 8090,
       serviceNamespace: env.POD_NAMESPACE || 'default',
       serviceName: 'runlet-holder',
-      keySecretName: 'runlet-holder-key',
+      keySecretName: 'runlet-holder-control',
       heldCallsNamespace: `${env.POD_NAMESPACE || 'default'}-held`,
       activatorAdminPort: 8081,
       maxHeldCallsPerApp: DEFAULT_HOLD_LIMITS.callsPerApp,

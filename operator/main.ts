@@ -38,7 +38,7 @@ import { cancelHeldCall, heldCallCancelled, settleCancelledHeldCall, type HeldRu
 import { WebhookDeliverer } from '../sidecar/webhook/deliver.ts';
 import { HeldRunsLog } from './held-runs-log.ts';
 import { watchHolderEndpoints } from './autoscaling/holder-endpoints.ts';
-import { ensureHolderKey, holderControlKey, holderKeysFor } from './autoscaling/holder-key.ts';
+import { ensureHolderKey, namespaceHolderKeys, retireRootHolderKey } from './autoscaling/holder-key.ts';
 import { holderAddressesOf } from './autoscaling/endpoints-switch.ts';
 import { HeldCalls, withHeldRuns, type HeldCallsOptions } from './held-calls.ts';
 import { AUTOSCALER_FIELD_MANAGER, OPERATOR_FIELD_MANAGER as FIELD_MANAGER } from './autoscaling/replicas-owner.ts';
@@ -59,6 +59,7 @@ import { ResultsRunCounts } from './results-run-counts.ts';
 import { RunLogRunCounts } from './runlog-run-counts.ts';
 import { RunLogJanitor, cachedRunLogs, pagedRunLogs } from './runlog-janitor.ts';
 import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.ts';
+import { AdminKeys } from './admin-keys.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { ReplicaPresence } from './replica-presence.ts';
 import { ByteBudget } from '../results/byte-budget.ts';
@@ -233,16 +234,18 @@ export function createOperator(options: OperatorOptions): Operator {
   const restarts = new ContainerRestarts({ api: leaderApi, app: (namespace, name) => apps.get(namespace, name), isLeader: () => elector.isLeader, events, logger });
   const liveAppsIn = (namespace: string): App[] => apps.list().filter((app) => app.metadata.namespace === namespace && app.metadata.deletionTimestamp === undefined);
   const holderService = { namespace: config.holder.serviceNamespace, name: config.holder.serviceName };
-  const holderKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };
-  // Read (or made) once per process; a failure is retried by whoever asks next (the holder's start, a reconcile).
-  let holderKeyRead: Promise<Uint8Array> | undefined;
-  const holderKey = (): Promise<Uint8Array> => {
-    holderKeyRead ??= ensureHolderKey(api, holderKeySecret).catch((error: unknown) => {
-      holderKeyRead = undefined;
+  const controlKeySecret = { namespace: config.holder.serviceNamespace, name: config.holder.keySecretName };
+  // Read (or made) once per process; a failure is retried by whoever asks next (the holder's start, a cancel).
+  let controlKeyRead: Promise<Uint8Array> | undefined;
+  const controlKey = (): Promise<Uint8Array> => {
+    controlKeyRead ??= ensureHolderKey(api, controlKeySecret).catch((error: unknown) => {
+      controlKeyRead = undefined;
       throw error;
     });
-    return holderKeyRead;
+    return controlKeyRead;
   };
+  // Each App namespace's own hand-over key, read from its Secret (the leader makes them: sidecar-rbac.ts).
+  const namespaceKeys = namespaceHolderKeys(api);
   // The held async calls' records, for a cancel through the management API: read and deleted only (the holder,
   // here or in an activator, writes them), so neither the claim's identity nor the expiry is this replica's.
   // They are in a namespace of their own, apart from the key and the rest of this namespace's Secrets.
@@ -253,10 +256,10 @@ export function createOperator(options: OperatorOptions): Operator {
       identity: config.leaderElection.identity,
       staleClaimMs: Number.POSITIVE_INFINITY,
       ttlMs: DEFAULT_HELD_CALL_TTL_MS,
-      keys: holderKeysFor(await holderKey(), holderKeySecret),
+      keys: namespaceKeys,
     });
   const makeKeyForActivators = (): void => {
-    holderKey().catch((error: unknown) => {
+    controlKey().catch((error: unknown) => {
       if (stopping) return;
       logger.warn({ err: error, retryInMs: KEY_RETRY_MS }, 'the holder key could not be made: the activators wait for it');
       setTimeout(makeKeyForActivators, KEY_RETRY_MS).unref();
@@ -266,9 +269,10 @@ export function createOperator(options: OperatorOptions): Operator {
     api: leaderApi,
     appsIn: liveAppsIn,
     logger,
+    adminKeys: new AdminKeys({ api: leaderApi }),
     // The namespaces' keys sign hand-overs (the holder). The sidecars' batches of run records need none: a pod sends
     // them with its own projected token (results-callers.ts).
-    holderKey: options.holder === undefined ? undefined : { source: holderKeySecret, key: holderKey },
+    holderKeys: options.holder !== undefined,
   });
   const appCache: AppCache = {
     hasApp: (namespace, name) => apps.get(namespace, name) !== undefined,
@@ -512,7 +516,7 @@ export function createOperator(options: OperatorOptions): Operator {
       ? undefined
       : new HeldCalls({
           holders: () => holderAddressesOf(holderEndpoints.get(holderService.namespace, holderService.name)),
-          controlKey: async () => holderControlKey(await holderKey()),
+          controlKey,
           apps: appCache,
           address: options.holderControlAddress,
           logger,
@@ -520,9 +524,11 @@ export function createOperator(options: OperatorOptions): Operator {
   const managedRuns = heldCalls === undefined ? runs : withHeldRuns(runs, heldCalls);
   const heldWebhooks = new WebhookDeliverer({ allowCidrs: config.webhookAllowCidrs });
   const heldDeliveries = new Set<Promise<void>>();
+  const adminKeys = new AdminKeys({ api });
   const canceller = clusterRunCanceller({
     runs,
     pods,
+    signingKey: (namespace) => adminKeys.signingKey(namespace),
     adminAddress: options.replicaAdminAddress,
     cancelHeld: heldCalls === undefined ? undefined : async (projectId, appName, runId) => {
       // An async call's record, else a sync or stream call waiting at a holder.
@@ -591,6 +597,14 @@ export function createOperator(options: OperatorOptions): Operator {
       // The activators only read the key (their Role cannot create a Secret here): it is made now, not at the
       // first App that needs it, and tried again until it is.
       if (options.holder === 'external') makeKeyForActivators();
+      if (options.holder !== undefined) {
+        retireRootHolderKey(api, config.holder.serviceNamespace, controlKeySecret).then(
+          (retired) => {
+            if (retired) logger.info({ secret: `${config.holder.serviceNamespace}/runlet-holder-key` }, 'deleted the root holder key of an earlier version: each App namespace keeps its own key, which derives from nothing any more');
+          },
+          (error: unknown) => logger.warn({ err: error }, 'the root holder key of an earlier version could not be deleted; the next start tries again'),
+        );
+      }
       presence?.start();
       usageReader?.start();
       sidecarMode.start();
@@ -608,8 +622,8 @@ export function createOperator(options: OperatorOptions): Operator {
         options.holder.auth?.checkApiKeysWith(kubeServiceAccountCheck(api));
         holder = await startHolder({
           ...options.holder,
-          holderKeys: holderKeysFor(await holderKey(), holderKeySecret),
-          controlKey: holderControlKey(await holderKey()),
+          holderKeys: namespaceKeys,
+          controlKey: await controlKey(),
           api,
           apps: appCache,
           appsSynced: () => apps.whenSynced(),

@@ -60,12 +60,11 @@ async function namespaceWithCode(namespace: string, app = 'hello'): Promise<void
 
 const sidecarArgs = (deployment: Deployment) => deployment.spec.template.spec.initContainers![0]!.args;
 
-/** The drain token in the sidecar's env, checked to be the one in the app container's preStop path. */
-function drainTokenIn(deployment: Deployment): string | undefined {
-  const { initContainers, containers } = deployment.spec.template.spec;
-  const token = initContainers![0]!.env?.find((variable) => variable.name === 'RUNLET_DRAIN_TOKEN')?.value;
-  expect(containers.find((container) => container.name === 'app')?.lifecycle?.preStop?.httpGet?.path).toBe(`/drain/${token}`);
-  return token;
+/** The namespace's admin key (operator/admin-keys.ts): what signs cancels to its sidecars. */
+async function adminKeyOf(namespace: string): Promise<string> {
+  const secret = await api.get<{ data: Record<string, string>; metadata: { ownerReferences?: { name: string }[] } } & KubeObject>(kubePathOf(`/api/v1/namespaces/${namespace}/secrets/runlet-admin-key`));
+  expect(secret.metadata.ownerReferences?.map((ref) => ref.name)).toEqual(['hello']);
+  return Buffer.from(secret.data.current!, 'base64').toString('utf8');
 }
 
 describe('reconciling an App', () => {
@@ -173,26 +172,28 @@ describe('reconciling an App', () => {
     expect(sidecarArgs(deployment).join(' ')).toContain('--concurrency 9');
   });
 
-  it('renders one drain token per App, in the sidecar’s env and the preStop path, kept across spec changes and a new operator (read back from the Deployment)', async () => {
-    await namespaceWithCode('drain-token');
-    await createApp(api, 'drain-token', 'hello', pythonSpec());
-    await waitForApp(api, 'drain-token', 'hello', isAppliedAtGeneration, 'applied at generation 1');
-    const first = drainTokenIn(await api.get<Deployment>(paths.deployment('drain-token', 'hello')));
-    expect(first).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  it('puts no secret in the pod template (preStop GET /drain); makes each namespace a random admin key Secret, owned by its Apps, kept across spec changes and a new operator', async () => {
+    await namespaceWithCode('admin-key');
+    await namespaceWithCode('admin-key-b');
+    await createApp(api, 'admin-key', 'hello', pythonSpec());
+    await createApp(api, 'admin-key-b', 'hello', pythonSpec());
+    await waitForApp(api, 'admin-key', 'hello', isAppliedAtGeneration, 'applied at generation 1');
+    await waitForApp(api, 'admin-key-b', 'hello', isAppliedAtGeneration, 'applied at generation 1');
+    const template = (await api.get<Deployment>(paths.deployment('admin-key', 'hello'))).spec.template;
+    expect(JSON.stringify(template)).not.toMatch(/RUNLET_DRAIN_TOKEN|\/drain\//);
+    expect(template.spec.containers.find((container) => container.name === 'app')?.lifecycle?.preStop?.httpGet?.path).toBe('/drain');
+    const first = await adminKeyOf('admin-key');
+    expect(first).toMatch(/^[0-9a-f]{64}$/);
+    expect(await adminKeyOf('admin-key-b'), 'another namespace’s key').not.toBe(first);
 
-    await api.mergePatch(paths.app('drain-token', 'hello'), { spec: { scaling: { replicaConcurrency: 7 } } });
-    await waitForApp(api, 'drain-token', 'hello', (a) => a.metadata.generation === 2 && isAppliedAtGeneration(a), 'applied at generation 2');
-    expect(drainTokenIn(await api.get<Deployment>(paths.deployment('drain-token', 'hello')))).toBe(first);
-
-    // A new operator (a restart, another leader) has no memory of it: it reads the live Deployment's.
+    // A new operator (a restart, another leader) keeps the key the namespace has.
     await operator.stop();
     operator = testOperator(cluster, { ingress: { className: 'nginx', host: 'apps.example', tls: true } });
     operator.start();
-    await api.mergePatch(paths.app('drain-token', 'hello'), { spec: { scaling: { replicaConcurrency: 8 } } });
-    await waitForApp(api, 'drain-token', 'hello', (a) => a.metadata.generation === 3 && isAppliedAtGeneration(a), 'applied at generation 3');
-    const third = await api.get<Deployment>(paths.deployment('drain-token', 'hello'));
-    expect(sidecarArgs(third).join(' ')).toContain('--concurrency 8');
-    expect(drainTokenIn(third)).toBe(first);
+    await api.mergePatch(paths.app('admin-key', 'hello'), { spec: { scaling: { replicaConcurrency: 8 } } });
+    await waitForApp(api, 'admin-key', 'hello', (a) => a.metadata.generation === 2 && isAppliedAtGeneration(a), 'applied at generation 2');
+    expect(sidecarArgs(await api.get<Deployment>(paths.deployment('admin-key', 'hello'))).join(' ')).toContain('--concurrency 8');
+    expect(await adminKeyOf('admin-key')).toBe(first);
   });
 
   it('rolls the pods when the code ConfigMap changes', async () => {

@@ -15,7 +15,6 @@ import { NamespaceNotEnrolledError, isRbacForbidden } from './namespace-enrolmen
 import { refOf, resourcePath, type KubeObject, type ObjectRef } from '../kube/objects.ts';
 import { renderAppChildren } from './render/app-children.ts';
 import { codeHash, type CodeConfigMap } from './render/code-hash.ts';
-import { DrainTokens } from './drain-tokens.ts';
 import { owningAppName } from './render/labels.ts';
 import { appUrl, childName } from './render/names.ts';
 import type { DeploymentView } from './rollout-state.ts';
@@ -37,7 +36,7 @@ export interface ReconcilerDeps {
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
   /** The Deployment watch's cache: who owns `spec.replicas` now, and the drain token its pods have. */
-  deployments: { get(namespace: string, name: string): (ScaledDeployment & SidecarModeView & { drainToken?: string; podTemplate?: string }) | undefined };
+  deployments: { get(namespace: string, name: string): (ScaledDeployment & SidecarModeView & { podTemplate?: string }) | undefined };
   /** Applies as the autoscaler's field manager: hands `spec.replicas` of autoscaled Apps over to it. */
   autoscalerApi: KubeApi;
   /** Events on the App: failures, and when it starts or stops serving. */
@@ -61,7 +60,6 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
   const now = deps.now ?? (() => new Date());
   /** `<uid>/<kind>` of stale children already removed: looked for once per App, not on every reconcile. */
   const pruned = new Set<string>();
-  const drainTokens = new DrainTokens();
 
   async function writeStatus(app: App, observation: Observation): Promise<void> {
     const next = nextAppStatus(app, observation, appUrl(app, config.ingress), now());
@@ -117,7 +115,6 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
     const stored = deps.apps.get(namespace, name);
     // Deleted: the API server's garbage collector removes the children through their owner references.
     if (stored === undefined || stored.metadata.deletionTimestamp !== undefined) {
-      drainTokens.forget(namespace, name);
       deps.sidecars.forget(namespace, name);
       return 'gone';
     }
@@ -134,7 +131,7 @@ export function createReconciler(deps: ReconcilerDeps): (namespace: string, name
       await deps.rbac.ensure(namespace);
       const live = deps.deployments.get(namespace, childName(app));
       const replicas = replicasToApply(app.spec.scaling, live);
-      const pod = { codeHash: code.hash, drainToken: drainTokens.tokenFor(app, live?.drainToken) };
+      const pod = { codeHash: code.hash };
       // In the mode it has, would the App's pod template change? Then it may change mode with that rollout.
       const kept = live?.nativeSidecar;
       const replacedAnyway =

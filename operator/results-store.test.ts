@@ -24,7 +24,7 @@ import { runRecord, pendingAsyncRunRecord } from '../test/support/sqlite-run-rec
 import { testLogger } from '../test/support/logger.ts';
 import { STATE_TIMEOUT_MS, createApp, createCodeConfigMap, createNamespace, isAppliedAtGeneration, prepareCluster, testConfig, waitForApp, type TestCluster } from '../test/support/fake-cluster.ts';
 import { HOLDER_KEY_SECRET } from './render/names.ts';
-import { ensureHolderKey, namespaceHolderKey } from './autoscaling/holder-key.ts';
+import { ensureHolderKey } from './autoscaling/holder-key.ts';
 import { createAppPod, podToken } from '../test/support/app-pod-tokens.ts';
 import { RUNLET_API_VERSION } from '../crds/api-group.ts';
 import type { App, AppRunCounts } from '../crds/app-schema.ts';
@@ -192,9 +192,10 @@ describe('the operator with a results store', () => {
       cluster.server.allow({ user: 'reader', namespace: NAMESPACE, ...RUNS_CANCEL_ACCESS });
       // Where that replica looks for held calls: its namespace's own for them (holder.heldCallsNamespace's default).
       await createNamespace(cluster.api, 'default-held');
-      // The App namespace's hand-over key, which signs the records of the calls held for it.
-      const namespaceKey = namespaceHolderKey(await ensureHolderKey(cluster.api, { namespace: 'default', name: HOLDER_KEY_SECRET }), NAMESPACE);
-      const records = new HeldRecords({ api: cluster.api, namespace: 'default-held', identity: 'activator-0', staleClaimMs: 60_000, ttlMs: 60_000, keys: () => namespaceKey });
+      // The App namespace's hand-over key, which signs the records of the calls held for it. This operator runs no
+      // holder, so it makes none: the test puts one where the activators' operator would (namespaceHolderKeys reads it).
+      const namespaceKey = await ensureHolderKey(cluster.api, { namespace: NAMESPACE, name: HOLDER_KEY_SECRET });
+      const records = new HeldRecords({ api: cluster.api, namespace: 'default-held', identity: 'activator-0', staleClaimMs: 60_000, ttlMs: 60_000, keys: async () => namespaceKey });
       const holdAndCancel = async (path: string): Promise<string> => {
         const runId = uuidv7();
         const url = `/v4/${NAMESPACE}/hello/run?async=true&webhookEndpoint=${encodeURIComponent(receiver.at(path).toString())}`;

@@ -1,8 +1,9 @@
 // Cancelling a run in a cluster (the management API's `POST .../runs/{run_id}/cancel`, on every operator
-// replica): the run is stopped where it runs, by the sidecar of its pod, through that pod's admin port and the
-// App's drain token (sidecar/admin-cancel.ts), which only the operator and the pod hold.
+// replica): the run is stopped where it runs, by the sidecar of its pod, through that pod's admin port, signed
+// with the namespace's admin key (sidecar/admin-cancel.ts, admin-keys.ts), which a sidecar of another namespace
+// does not take.
 //
-//   run record (any RunSource) says pending/running on replica R ─▶ R's pod (the Pod watch: IP, token) ─▶ POST
+//   run record (any RunSource) says pending/running on replica R ─▶ R's pod (the Pod watch: IP) ─▶ signed POST
 //   no record yet (written about a second after a run begins) and a recent run id ─▶ every running pod of the App
 //   an async call held at zero (with a holder) ─▶ its held record deleted: it never starts (hold-cancel.ts)
 //
@@ -14,7 +15,7 @@ import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
 import type { RunCanceller, StoppingRun } from '../management/run-canceller.ts';
 import type { RunSource } from '../management/run-source.ts';
-import { adminCancelPath, type AdminCancelAnswer } from '../sidecar/admin-cancel.ts';
+import { ADMIN_SIGNATURE_HEADER, adminCancelPath, signAdminRequest, type AdminCancelAnswer } from '../sidecar/admin-cancel.ts';
 import { SIDECAR_ADMIN_PORT } from './render/names.ts';
 import type { ReplicaAddress } from './replica-address.ts';
 import { podRuns, type PodObject } from './runlog-verdict.ts';
@@ -40,6 +41,8 @@ export interface ClusterCancellerOptions {
    * what the cancel answers, or null when none is held.
    */
   cancelHeld?: (projectId: string, appName: string, runId: string) => Promise<StoppingRun | null>;
+  /** The key a cancel to the sidecars of `namespace` is signed with (admin-keys.ts); undefined: it has none yet. */
+  signingKey(namespace: string): Promise<string | undefined>;
   /** Where a pod's admin port is reached. Default: its pod IP, port 8001 (the test kubelet remaps). */
   adminAddress?: (pod: PodObject) => ReplicaAddress;
   logger: Logger;
@@ -60,11 +63,14 @@ export function clusterRunCanceller(options: ClusterCancellerOptions): RunCancel
 
   async function ask(pod: PodObject, runId: string): Promise<Asked> {
     const name = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
-    if (pod.drainToken === undefined) return { outcome: 'unreachable', why: `pod ${name} has no drain token, so its admin port takes no cancel` };
     const { host, port } = adminAddress(pod);
-    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${adminCancelPath(pod.drainToken, runId)}`;
+    const path = adminCancelPath(runId);
+    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`;
     try {
-      const answer = await fetch(url, { method: 'POST', signal: AbortSignal.timeout(ASK_TIMEOUT_MS) });
+      const key = await options.signingKey(pod.metadata!.namespace!);
+      if (key === undefined) return { outcome: 'unreachable', why: `namespace ${pod.metadata?.namespace} has no admin key yet, so its pods take no cancel` };
+      const headers = { [ADMIN_SIGNATURE_HEADER]: signAdminRequest(key, 'POST', path) };
+      const answer = await fetch(url, { method: 'POST', headers, signal: AbortSignal.timeout(ASK_TIMEOUT_MS) });
       const text = await answer.text();
       if (answer.status === 202) {
         const { record, stoppedFor } = JSON.parse(text) as AdminCancelAnswer;

@@ -24,8 +24,6 @@ export interface PodObject extends KubeObject {
   metadata?: ObjectMeta & { deletionTimestamp?: string };
   /** `podIP`: where its sidecar's admin port is reached (a cancel: operator/run-cancel.ts). */
   status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[]; containerStatuses?: ContainerStatusView[] };
-  /** The drain token its sidecar was started with (render/drain-token.ts), which a cancel presents to it. */
-  drainToken?: string;
   /** A container of it waiting for an image the kubelet cannot pull (image-pull.ts), for the App's status. */
   imagePull?: ImagePullFailure;
 }

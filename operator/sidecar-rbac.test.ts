@@ -5,7 +5,6 @@ import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { namespaceHolderKey } from './autoscaling/holder-key.ts';
 import { SidecarRbacApplier, type SidecarRbacApplierOptions } from './sidecar-rbac.ts';
 import { kubePathOf } from '../test/support/kube-path.ts';
 
@@ -21,10 +20,10 @@ describe('the sidecar RBAC of a namespace', () => {
     await server?.close();
   });
 
-  async function start(apps: App[], holderKey?: SidecarRbacApplierOptions['holderKey']): Promise<{ applier: SidecarRbacApplier; server: KubeApiServer; api: KubeApi }> {
-    server = await startKubeApiServer({ namespaces: ['team-a', 'runlet-system'] });
+  async function start(apps: App[], holderKeys?: SidecarRbacApplierOptions['holderKeys']): Promise<{ applier: SidecarRbacApplier; server: KubeApiServer; api: KubeApi }> {
+    server = await startKubeApiServer({ namespaces: ['team-a', 'team-b', 'runlet-system'] });
     api = new KubeApi(await server.credentials(), { fieldManager: 'runlet-operator' });
-    const applier = new SidecarRbacApplier({ api, appsIn: (namespace) => apps.filter((app) => app.metadata.namespace === namespace), logger: pino({ level: 'silent' }), holderKey });
+    const applier = new SidecarRbacApplier({ api, appsIn: (namespace) => apps.filter((app) => app.metadata.namespace === namespace), logger: pino({ level: 'silent' }), holderKeys });
     return { applier, server, api };
   }
 
@@ -98,26 +97,30 @@ describe('the sidecar RBAC of a namespace', () => {
     expect(applier.needsRepair('RoleBinding', binding, true), 'no App left').toBe(false);
   });
 
-  describe('with a holder: the copy of its key', () => {
-    const KEY = new Uint8Array(32).fill(7);
+  describe('with a holder: the namespace’s hand-over key', () => {
     const COPY = '/api/v1/namespaces/team-a/secrets/runlet-holder-key';
-    const holderKey = (namespace = 'runlet-system') => ({ source: { namespace, name: 'runlet-holder-key' }, key: async () => KEY });
+    const keyIn = async (path: string) => Buffer.from((await api!.get<KubeObject & { data?: Record<string, string> }>(kubePathOf(path))).data!.key!, 'base64').toString('utf8');
 
-    it("is the namespace's own key, never the operator's, applied beside the ServiceAccount and RoleBinding, as hex text, owned by every App of the namespace", async () => {
-      const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' }), storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' })];
-      const { applier } = await start(apps, holderKey());
+    it('is random for each namespace, derived from nothing, applied beside the ServiceAccount and RoleBinding, as hex text, owned by every App of the namespace', async () => {
+      const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' }), storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' }), storedApp(pythonSpec(), { name: 'b', namespace: 'team-b', uid: 'uid-b' })];
+      const { applier } = await start(apps, true);
       await applier.ensure('team-a');
-      const copy = await api!.get<KubeObject & { data?: Record<string, string> }>(kubePathOf(COPY));
-      expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(namespaceHolderKey(KEY, 'team-a')).toString('hex'));
-      expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).not.toBe('07'.repeat(32));
+      await applier.ensure('team-b');
+      const teamA = await keyIn(COPY);
+      expect(teamA).toMatch(/^[0-9a-f]{64}$/);
+      expect(await keyIn(COPY.replace('team-a', 'team-b'))).not.toBe(teamA);
       expect(await ownerUids(COPY)).toEqual(['uid-1', 'uid-2']);
     });
 
-    it('is not made in the namespace of the key’s own Secret when it has the same name (a copy owned by Apps would replace it)', async () => {
-      const { applier } = await start([storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })], holderKey('team-a'));
+    it('is kept as the namespace has it, by another operator and as Apps come: an earlier version’s key keeps working', async () => {
+      const apps = [storedApp(pythonSpec(), { name: 'one', uid: 'uid-1' })];
+      const { applier } = await start(apps, true);
+      await api!.create(kubePathOf('/api/v1/namespaces/team-a/secrets'), { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-holder-key', namespace: 'team-a' }, data: { key: Buffer.from('ab'.repeat(32)).toString('base64') } } as KubeObject);
       await applier.ensure('team-a');
-      expect(await api!.find(kubePathOf(COPY))).toBeUndefined();
-      expect(await api!.find(kubePathOf(ACCOUNT)), 'the rest is applied').toBeDefined();
+      apps.push(storedApp(pythonSpec(), { name: 'two', uid: 'uid-2' }));
+      await applier.ensure('team-a');
+      expect(await keyIn(COPY)).toBe('ab'.repeat(32));
+      expect(await ownerUids(COPY)).toEqual(['uid-1', 'uid-2']);
     });
 
     it('is not made without a holder', async () => {

@@ -1,6 +1,6 @@
 // Makes sure each app namespace has the sidecar's ServiceAccount and its RoleBinding to the ClusterRole
-// `runlet-sidecar` — and, when the operator runs the holder, the copy of the holder key its sidecars read
-// (render/holder-key.ts) — owned by every App of the namespace (render/rbac.ts says why). They are applied again
+// `runlet-sidecar` — and its admin key (admin-keys.ts) and, with a holder, its own hand-over key, which its
+// sidecars read (render/holder-key.ts) — owned by every App of the namespace (render/rbac.ts says why). They are applied again
 // only when the namespace's Apps changed since the last apply, when a watch saw them drift or go
 // (needsRepair), or after forget() — on every resync and leadership change.
 //
@@ -13,9 +13,10 @@ import type { App } from '../crds/app-schema.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { isInvalid, isNotFound } from '../kube/errors.ts';
 import { refOf, resourcePath, type KubeObject } from '../kube/objects.ts';
-import { holderKeysFor, type SecretName } from './autoscaling/holder-key.ts';
+import type { AdminKeys } from './admin-keys.ts';
+import { namespaceHolderKey } from './autoscaling/holder-key.ts';
 import { renderHolderKeyCopy } from './render/holder-key.ts';
-import { HOLDER_KEY_SECRET, LEGACY_SIDECAR_ROLE } from './render/names.ts';
+import { LEGACY_SIDECAR_ROLE } from './render/names.ts';
 import { renderSidecarRbac, sidecarRbacDrifted } from './render/rbac.ts';
 
 export interface SidecarRbacApplierOptions {
@@ -23,8 +24,10 @@ export interface SidecarRbacApplierOptions {
   /** The live Apps of a namespace (the App watch's cache, without those being deleted). */
   appsIn(namespace: string): App[];
   logger: Logger;
-  /** With a holder: its key (autoscaling/holder-key.ts), copied into every app namespace but the one of its own Secret. */
-  holderKey?: { source: SecretName; key(): Promise<Uint8Array> };
+  /** The namespaces' admin keys (admin-keys.ts), which sign cancels: made, owned and rotated with the rest. */
+  adminKeys?: Pick<AdminKeys, 'ensure'>;
+  /** With a holder (or the results store): each app namespace's own random hand-over key (autoscaling/holder-key.ts). */
+  holderKeys?: boolean;
 }
 
 export class SidecarRbacApplier {
@@ -76,20 +79,19 @@ export class SidecarRbacApplier {
       .map((app) => app.metadata.uid ?? '')
       .sort()
       .join(',');
-    if (this.#applied.get(namespace) === ownerKey) return;
+    const ownersChanged = this.#applied.get(namespace) !== ownerKey;
+    // Also when the owners are the same: a key due for rotation is rotated.
+    await this.#options.adminKeys?.ensure(namespace, owners, ownersChanged);
+    if (!ownersChanged) return;
     const [account, binding] = renderSidecarRbac(namespace, owners);
     await Promise.all([this.#options.api.apply(account), this.#applyBinding(binding), this.#applyHolderKey(namespace, owners)]);
     this.#applied.set(namespace, ownerKey);
   }
 
   async #applyHolderKey(namespace: string, owners: readonly App[]): Promise<void> {
-    const { holderKey } = this.#options;
-    if (holderKey === undefined) return;
-    // Apps in the operator's own namespace: their sidecars read the key's Secret itself, which a copy (owned by
-    // Apps, so collected with them) must not replace.
-    if (namespace === holderKey.source.namespace && HOLDER_KEY_SECRET === holderKey.source.name) return;
-    // The namespace's own key, never the operator's: a copy read in one namespace signs nothing another trusts.
-    await this.#options.api.apply(renderHolderKeyCopy(namespace, owners, holderKeysFor(await holderKey.key(), holderKey.source)(namespace)));
+    if (this.#options.holderKeys !== true) return;
+    // The key the namespace has (kept: an earlier version's derived key too), else a new random one.
+    await this.#options.api.apply(renderHolderKeyCopy(namespace, owners, await namespaceHolderKey(this.#options.api, namespace)));
   }
 
   /**

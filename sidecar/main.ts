@@ -9,7 +9,9 @@ import { Registry } from './prom-client.ts';
 import { KubeApi } from '../kube/client.ts';
 import { loadKubeCredentials } from '../kube/load-credentials.ts';
 import { kubeServiceAccountCheck } from '../run-request/auth/service-account-check.ts';
+import { readAdminKeys } from './admin-cancel.ts';
 import { createAdminInterface, createAdminServer } from './admin-interface.ts';
+import { podTermination } from './pod-termination.ts';
 import { AppRegistry, AppTarget, type AppTargetOptions } from './apps.ts';
 import type { RunAuthenticator } from '../run-request/auth/authenticator.ts';
 import { LoadMeter } from './load/load-meter.ts';
@@ -57,8 +59,16 @@ export interface SidecarSettings {
   auth: RunAuthenticator | undefined;
   /** Shared with the holder (scale to zero): vouches for held calls' run ids. */
   holderKey?: Uint8Array;
-  /** What the admin port's /drain asks for (sidecar/drain-token.ts); null: the admin port drains nothing. */
-  drainToken: string | null;
+  /**
+   * Where the namespace's admin key Secret is mounted (admin-cancel.ts), which signs the operator's cancels;
+   * null: the admin port takes no cancel.
+   */
+  adminKeyDir: string | null;
+  /**
+   * Whether the admin port's /drain asks the API server if this pod (`replicaName` in the project's namespace)
+   * is being deleted (pod-termination.ts), with the pod's service account; false: it drains nothing (SIGTERM does).
+   */
+  drainWhenPodDeleted: boolean;
   /** How long a drained replica not stopped keeps passing liveness (admin-interface.ts has the default). */
   drainedLivenessMs?: number;
   logger: Logger;
@@ -115,11 +125,19 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
   const watcher = new RuntimeWatcher(target, { origin: settings.runtime.origin, readyPath: settings.runtime.readyPath }, logger);
   const { healthPath } = settings.runtime;
   const runServer = createRunServer(createRunInterface(replica), logger, { bodyLimitBytes: settings.bodyLimitBytes, timeouts: settings.timeouts });
+  // The pod check's own client, made at the first /drain: most pods are deleted without one being asked.
+  let podApi: Promise<KubeApi> | undefined;
+  const podClient = (): Promise<KubeApi> => {
+    podApi ??= loadKubeCredentials({ serviceAccountDir: settings.serviceAccountDir }).then((credentials) => new KubeApi(credentials, { requestTimeoutMs: API_KEY_CHECK_TIMEOUT_MS }));
+    podApi.catch(() => (podApi = undefined));
+    return podApi;
+  };
+  const { adminKeyDir } = settings;
   const adminServer = createAdminServer(
     createAdminInterface(replica, {
-      drain: { token: settings.drainToken },
+      drain: { pod: settings.drainWhenPodDeleted ? podTermination(podClient, target.projectId, settings.replicaName) : null },
       drainedLivenessMs: settings.drainedLivenessMs,
-      cancels: { projectId: target.projectId, appName: target.appName },
+      cancels: { projectId: target.projectId, appName: target.appName, keys: () => (adminKeyDir === null ? Promise.resolve([]) : readAdminKeys(adminKeyDir)) },
       load,
       ...(healthPath === undefined || healthPath === null ? {} : { appHealth: new AppHealthCheck(settings.runtime.origin, healthPath) }),
     }),
@@ -151,6 +169,7 @@ export async function startSidecar(settings: SidecarSettings): Promise<RunningSi
         await apps.close();
         await store.close();
         await apiKeyClient?.close();
+        await (await podApi?.catch(() => undefined))?.close();
       }
     },
   };

@@ -79,7 +79,7 @@ export async function measureHolderMemory(): Promise<RoundFigures> {
     apps: { get: (namespace, name) => apps.find((app) => app.metadata.namespace === namespace && app.metadata.name === name) },
     appsSynced: async () => {},
     auth: null,
-    holderKeys: () => randomBytes(32),
+    holderKeys: async () => randomBytes(32),
     logger: testLogger(),
     identity: 'bench-holder',
     recordsNamespace: NAMESPACE,

@@ -3,7 +3,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { KubeApi } from '../../kube/client.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
-import { ensureHolderKey, holderKeysFor, namespaceHolderKey, readHolderKeyWhenMade } from './holder-key.ts';
+import { installCrds } from '../../test/operator/e2e-cluster.ts';
+import { pythonSpec } from '../../test/support/operator-apps.ts';
+import { renderHolderKeyCopy } from '../render/holder-key.ts';
+import { ensureHolderKey, namespaceHolderKey, namespaceHolderKeys, readHolderKeyWhenMade, retireRootHolderKey } from './holder-key.ts';
 import { kubePathOf } from '../../test/support/kube-path.ts';
 
 const WHERE = { namespace: 'runlet-system', name: 'runlet-holder-key' };
@@ -49,7 +52,7 @@ describe('the holder key’s Secret', () => {
     // Stopped while it waits: it ends, saying which Secret it waited for.
     await kube.delete(kubePathOf(`${SECRETS}/runlet-holder-key`));
     const stopped = readHolderKeyWhenMade(kube, WHERE, { retryMs: 60_000, signal: stop.signal, onWaiting: () => stop.abort() });
-    await expect(stopped).rejects.toThrow('stopped while waiting for the holder key Secret runlet-system/runlet-holder-key');
+    await expect(stopped).rejects.toThrow('stopped while waiting for the holder control key Secret runlet-system/runlet-holder-key');
   });
 
   it('is one key for replicas that start together: the one whose create lost (409) reads the winner’s', async () => {
@@ -71,20 +74,65 @@ describe('the holder key’s Secret', () => {
 });
 
 describe("each App namespace's key", () => {
-  const key = randomBytes(32);
-
-  it("is its own, derived from the operator's: another namespace's key, or the operator's, is not it", () => {
-    const keys = holderKeysFor(key, WHERE);
-    const teamA = Buffer.from(keys('team-a'));
-    expect(teamA).toHaveLength(32);
-    expect(teamA.equals(Buffer.from(keys('team-b')))).toBe(false);
-    expect(teamA.equals(key)).toBe(false);
-    expect(teamA.equals(Buffer.from(namespaceHolderKey(key, 'team-a')))).toBe(true);
-    expect(teamA.equals(Buffer.from(holderKeysFor(randomBytes(32), WHERE)('team-a')))).toBe(false);
+  let server: KubeApiServer | undefined;
+  let api: KubeApi | undefined;
+  afterEach(async () => {
+    await api?.close();
+    await server?.close();
   });
 
-  it("is the operator's own in the operator's namespace, whose Apps read the operator's Secret itself", () => {
-    expect(Buffer.from(holderKeysFor(key, WHERE)('runlet-system')).equals(key)).toBe(true);
-    expect(Buffer.from(holderKeysFor(key, { ...WHERE, name: 'my-key' })('runlet-system')).equals(key)).toBe(false);
+  async function start(): Promise<KubeApi> {
+    server = await startKubeApiServer({ namespaces: ['runlet-system', 'team-a', 'team-b'] });
+    // Apps, which the root's retirement looks for in the release namespace.
+    await installCrds(server.kubeConfig());
+    api = new KubeApi(await server.credentials());
+    return api;
+  }
+
+  const putKey = (kube: KubeApi, namespace: string, key: Uint8Array, ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string }[]) =>
+    kube.create(kubePathOf(`/api/v1/namespaces/${namespace}/secrets`), { ...renderHolderKeyCopy(namespace, [], key), metadata: { name: 'runlet-holder-key', namespace, ...(ownerReferences === undefined ? {} : { ownerReferences }) } } as KubeObject);
+
+  it('is random and its own, derived from nothing: a new one for each namespace without a key', async () => {
+    const kube = await start();
+    const [a, b, again] = await Promise.all([namespaceHolderKey(kube, 'team-a'), namespaceHolderKey(kube, 'team-b'), namespaceHolderKey(kube, 'team-a')]);
+    expect(a).toHaveLength(32);
+    expect(Buffer.from(a).equals(Buffer.from(b))).toBe(false);
+    expect(Buffer.from(a).equals(Buffer.from(again)), 'nothing to derive it from: not the same twice').toBe(false);
+  });
+
+  it('is kept as the namespace has it: an earlier version’s derived key keeps working', async () => {
+    const kube = await start();
+    const derived = randomBytes(32);
+    await putKey(kube, 'team-a', derived);
+    expect(Buffer.from(await namespaceHolderKey(kube, 'team-a')).equals(derived)).toBe(true);
+  });
+
+  it('is read by the holder from that namespace’s Secret alone, and refused, saying so, while the namespace has none', async () => {
+    const kube = await start();
+    const teamA = randomBytes(32);
+    await putKey(kube, 'team-a', teamA);
+    const keys = namespaceHolderKeys(kube);
+    expect(Buffer.from(await keys('team-a')).equals(teamA)).toBe(true);
+    await expect(keys('team-b')).rejects.toThrow(/namespace team-b has no hand-over key yet/);
+  });
+
+  it('no longer has a root: an earlier version’s root key in the release namespace is deleted, not a key owned by Apps there, nor the control key', async () => {
+    const kube = await start();
+    const control = { namespace: 'runlet-system', name: 'runlet-holder-control' };
+    await putKey(kube, 'runlet-system', randomBytes(32));
+    expect(await retireRootHolderKey(kube, 'runlet-system', { ...control, name: 'runlet-holder-key' }), 'the control key itself').toBe(false);
+    expect(await retireRootHolderKey(kube, 'runlet-system', control)).toBe(true);
+    expect(await kube.find(kubePathOf('/api/v1/namespaces/runlet-system/secrets/runlet-holder-key'))).toBeUndefined();
+    expect(await retireRootHolderKey(kube, 'runlet-system', control), 'nothing left to delete').toBe(false);
+    await putKey(kube, 'runlet-system', randomBytes(32), [{ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', name: 'own', uid: 'uid-own' }]);
+    expect(await retireRootHolderKey(kube, 'runlet-system', control), 'the key of the release namespace’s own Apps').toBe(false);
+  });
+
+  it('is not deleted, as a root, while Apps live in the release namespace: their sidecars read it as their key', async () => {
+    const kube = await start();
+    await putKey(kube, 'runlet-system', randomBytes(32));
+    await kube.create(kubePathOf('/apis/runlet.dev/v1alpha1/namespaces/runlet-system/apps'), { apiVersion: 'runlet.dev/v1alpha1', kind: 'App', metadata: { name: 'own' }, spec: pythonSpec() } as KubeObject);
+    expect(await retireRootHolderKey(kube, 'runlet-system', { namespace: 'runlet-system', name: 'runlet-holder-control' })).toBe(false);
+    expect(await kube.find(kubePathOf('/api/v1/namespaces/runlet-system/secrets/runlet-holder-key'))).toBeDefined();
   });
 });

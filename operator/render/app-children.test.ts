@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DRAIN_TOKEN, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
+import { pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
 import { renderAppChildren } from './app-children.ts';
 
 describe('renderAppChildren', () => {
@@ -17,7 +17,7 @@ describe('renderAppChildren', () => {
     ['no ingress, no network policy: neither, and old ones removed', null, null, ['Deployment', 'Service'], ['Ingress', 'NetworkPolicy']],
     ['network policy configured: a NetworkPolicy', null, networkPolicy, ['Deployment', 'Service', 'NetworkPolicy'], ['Ingress']],
   ])('%s', (_case, ingress, policy, applied, removed) => {
-    const children = renderAppChildren(app, renderConfig({ ingress, networkPolicy: policy }), { codeHash: undefined, drainToken: DRAIN_TOKEN });
+    const children = renderAppChildren(app, renderConfig({ ingress, networkPolicy: policy }), { codeHash: undefined });
     expect(children.apply.map((child) => child.kind)).toEqual(applied);
     expect(children.remove.map((ref) => ref.kind)).toEqual(removed);
     for (const ref of children.remove) expect(ref).toMatchObject({ namespace: 'team-a', name: 'hello' });

@@ -1,10 +1,10 @@
 import type { V1Container } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { DRAIN_TOKEN, PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
+import { PYTHON_IMAGE, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
 import { APP_HEALTH_ROUTE } from '../../sidecar/admin-interface.ts';
 import { renderAppContainer } from './app-container.ts';
 
-const render = (spec: Record<string, unknown>): V1Container => renderAppContainer(storedApp(spec), renderConfig(), DRAIN_TOKEN);
+const render = (spec: Record<string, unknown>): V1Container => renderAppContainer(storedApp(spec), renderConfig());
 const custom = (fields: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   runtime: { custom: { image: 'ghcr.io/acme/web:1', port: 8080, ...fields } },
   ...extra,
@@ -113,10 +113,10 @@ describe('renderAppContainer', () => {
   it.each([
     ['python', pythonSpec()],
     ['custom', custom({})],
-  ])('%s: named app, stopped only after the sidecar drained (preStop GET /drain/<token> on 8001, no header: kubelets before 1.26 send none)', (_case, spec) => {
+  ])('%s: named app, stopped only after the sidecar drained (preStop GET /drain on 8001, which holds no secret)', (_case, spec) => {
     const container = render(spec);
     expect(container.name).toBe('app');
-    expect(container.lifecycle).toEqual({ preStop: { httpGet: { path: `/drain/${DRAIN_TOKEN}`, port: 8001 } } });
+    expect(container.lifecycle).toEqual({ preStop: { httpGet: { path: '/drain', port: 8001 } } });
   });
 
   it.each([

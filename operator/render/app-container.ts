@@ -3,15 +3,14 @@
 // the App's environment and hardware.
 import type { V1Container, V1EnvVar, V1ResourceRequirements } from '@kubernetes/client-node';
 import type { App, AppResources, CustomRuntime, EnvVar, PythonRuntime } from '../../crds/app-schema.ts';
-import { DRAIN_PATH } from '../../sidecar/drain-token.ts';
+import { DRAIN_PATH } from '../../sidecar/admin-cancel.ts';
 import type { RenderConfig } from '../config.ts';
 import { APP_CONTAINER, APP_DIR, APP_TMP_VOLUME, CODE_VOLUME, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT, TMP_DIR } from './names.ts';
 import { CUSTOM_IMAGE_UID, PYTHON_RUNTIME_UID, containerSecurityContext } from './pod-security.ts';
 
 export const GPU_RESOURCE = 'nvidia.com/gpu';
 
-/** `drainToken`: the sidecar's (render/drain-token.ts), which the preStop hook drains it with. */
-export function renderAppContainer(app: App, config: RenderConfig, drainToken: string): V1Container {
+export function renderAppContainer(app: App, config: RenderConfig): V1Container {
   const { custom, python } = app.spec.runtime;
   const { volumeMounts = [], ...specific } = custom !== undefined ? customRuntime(custom, app.spec.env) : pythonRuntime(app, python!, config); // validated: exactly one runtime
   const resources = resourcesOf(app.spec.resources);
@@ -23,9 +22,9 @@ export function renderAppContainer(app: App, config: RenderConfig, drainToken: s
     // The root filesystem is read-only: /tmp is where the app may write.
     volumeMounts: [...volumeMounts, { name: APP_TMP_VOLUME, mountPath: TMP_DIR }],
     // The kubelet runs this before SIGTERM; the sidecar answers once in-flight runs and webhooks are done,
-    // so the app is stopped only after nothing depends on it. The token is in the path, not a header: kubelets
-    // before 1.26 send no httpHeaders on hooks.
-    lifecycle: { preStop: { httpGet: { path: `${DRAIN_PATH}/${drainToken}`, port: SIDECAR_ADMIN_PORT } } },
+    // so the app is stopped only after nothing depends on it. No secret: the sidecar drains only once the API
+    // server says the pod is being deleted (sidecar/pod-termination.ts), so anyone else's /drain changes nothing.
+    lifecycle: { preStop: { httpGet: { path: DRAIN_PATH, port: SIDECAR_ADMIN_PORT } } },
   };
 }
 

@@ -1,17 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { DRAIN_TOKEN, pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
+import { pythonSpec, renderConfig, storedApp } from '../../test/support/operator-apps.ts';
 import { podSecurityViolations } from '../../test/kube/pod-security.ts';
 import { renderDeployment } from './deployment.ts';
-import { drainTokenOf } from './drain-token.ts';
 
 const customSpec = { runtime: { custom: { image: 'web:1', port: 8080 } } };
 /** The volumes of every pod: the sidecar's data directory, each container's /tmp, the sidecar's token. */
-const ALWAYS = ['runlet-data', 'sidecar-tmp', 'app-tmp', 'sidecar-token'];
+const ALWAYS = ['runlet-data', 'sidecar-tmp', 'app-tmp', 'sidecar-token', 'admin-key'];
 
 describe('renderDeployment', () => {
   it('names, labels and owns the Deployment like the App; runs minReplicas', () => {
     const app = storedApp(pythonSpec({ scaling: { minReplicas: 3, maxReplicas: 5 } }), { name: 'hello', namespace: 'team-a', uid: 'u-1' });
-    const deployment = renderDeployment(app, renderConfig(), { codeHash: undefined, drainToken: DRAIN_TOKEN });
+    const deployment = renderDeployment(app, renderConfig(), { codeHash: undefined });
     expect(deployment.apiVersion).toBe('apps/v1');
     expect(deployment.kind).toBe('Deployment');
     expect(deployment.metadata?.name).toBe('hello');
@@ -30,7 +29,7 @@ describe('renderDeployment', () => {
     ['native sidecar: an init container beside the app container', true, ['sidecar'], ['app']],
     ['no native sidecars: a second plain container', false, undefined, ['app', 'sidecar']],
   ])('%s', (_case, nativeSidecars, initContainers, containers) => {
-    const pod = renderDeployment(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+    const pod = renderDeployment(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), { codeHash: undefined }).spec!.template.spec!;
     expect(pod.initContainers?.map((c) => c.name)).toEqual(initContainers);
     expect(pod.containers.map((c) => c.name)).toEqual(containers);
   });
@@ -40,7 +39,7 @@ describe('renderDeployment', () => {
     [900, 930],
     [43200, 43230],
   ])('a %i s response grace period gives %i s to terminate', (responseGracePeriod, seconds) => {
-    const pod = renderDeployment(storedApp(pythonSpec({ scaling: { responseGracePeriod } })), renderConfig(), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+    const pod = renderDeployment(storedApp(pythonSpec({ scaling: { responseGracePeriod } })), renderConfig(), { codeHash: undefined }).spec!.template.spec!;
     expect(pod.terminationGracePeriodSeconds).toBe(seconds);
   });
 
@@ -50,7 +49,7 @@ describe('renderDeployment', () => {
     ['baked code: no code volume', { runtime: { python: { code: { baked: true } } } }, undefined, ALWAYS, undefined],
     ['custom runtime: no code volume', customSpec, undefined, ALWAYS, undefined],
   ])('%s', (_case, spec, codeHash, volumes, annotation) => {
-    const template = renderDeployment(storedApp(spec), renderConfig(), { codeHash, drainToken: DRAIN_TOKEN }).spec!.template;
+    const template = renderDeployment(storedApp(spec), renderConfig(), { codeHash }).spec!.template;
     expect(template.spec!.volumes!.map((volume) => volume.name)).toEqual(volumes);
     expect(template.metadata?.annotations?.['runlet.dev/code-hash']).toBe(annotation);
   });
@@ -60,25 +59,25 @@ describe('renderDeployment', () => {
     ['the configured pull secrets, in order, for every container', [{ name: 'registry-a' }, { name: 'registry-b' }], [{ name: 'registry-a' }, { name: 'registry-b' }]],
   ])('%s', (_case, imagePullSecrets, rendered) => {
     for (const spec of [pythonSpec(), customSpec]) {
-      const pod = renderDeployment(storedApp(spec), renderConfig({ imagePullSecrets }), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+      const pod = renderDeployment(storedApp(spec), renderConfig({ imagePullSecrets }), { codeHash: undefined }).spec!.template.spec!;
       expect(pod.imagePullSecrets).toEqual(rendered);
     }
   });
 
   it('mounts the code ConfigMap by its name', () => {
-    const volumes = renderDeployment(storedApp(pythonSpec({}, 'my-code')), renderConfig(), { codeHash: 'h', drainToken: DRAIN_TOKEN }).spec!.template.spec!.volumes!;
+    const volumes = renderDeployment(storedApp(pythonSpec({}, 'my-code')), renderConfig(), { codeHash: 'h' }).spec!.template.spec!.volumes!;
     expect(volumes.find((volume) => volume.name === 'code')?.configMap).toEqual({ name: 'my-code' });
   });
 
   it('projects the service-account token for the sidecar alone', () => {
-    const volumes = renderDeployment(storedApp(pythonSpec()), renderConfig(), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!.volumes!;
+    const volumes = renderDeployment(storedApp(pythonSpec()), renderConfig(), { codeHash: undefined }).spec!.template.spec!.volumes!;
     const token = volumes.find((volume) => volume.name === 'sidecar-token')!;
     expect(token.projected?.sources?.map((source) => Object.keys(source)[0])).toEqual(['serviceAccountToken', 'configMap', 'downwardAPI']);
   });
 
   it('with a results store, projects the sidecar a token for the collector alone: its audience, bound to the pod, short-lived', () => {
     const collector = renderConfig({ resultsCollectorUrl: 'http://runlet-collector.runlet-system.svc:8082' });
-    const pod = renderDeployment(storedApp(pythonSpec()), collector, { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+    const pod = renderDeployment(storedApp(pythonSpec()), collector, { codeHash: undefined }).spec!.template.spec!;
     expect(pod.volumes!.find((volume) => volume.name === 'results-token')?.projected).toEqual({
       sources: [{ serviceAccountToken: { path: 'token', audience: 'runlet-results', expirationSeconds: 600 } }],
     });
@@ -89,7 +88,7 @@ describe('renderDeployment', () => {
     const app = pod.containers.find((container) => container.name === 'app')!;
     expect((app.volumeMounts ?? []).map((mount) => mount.name)).not.toContain('results-token');
     // Without a results store, none.
-    const runLogs = renderDeployment(storedApp(pythonSpec()), renderConfig(), { codeHash: undefined, drainToken: DRAIN_TOKEN }).spec!.template.spec!;
+    const runLogs = renderDeployment(storedApp(pythonSpec()), renderConfig(), { codeHash: undefined }).spec!.template.spec!;
     expect(runLogs.volumes!.map((volume) => volume.name)).not.toContain('results-token');
   });
 
@@ -100,7 +99,7 @@ describe('renderDeployment', () => {
     ['custom, native sidecar', customSpec, true],
     ['custom, classic sidecar', customSpec, false],
   ])('%s: the pod passes the restricted Pod Security Standard, every container on a read-only root', (_case, spec, nativeSidecars) => {
-    const template = renderDeployment(storedApp(spec), renderConfig({ nativeSidecars }), { codeHash: 'h', drainToken: DRAIN_TOKEN }).spec!.template;
+    const template = renderDeployment(storedApp(spec), renderConfig({ nativeSidecars }), { codeHash: 'h' }).spec!.template;
     expect(podSecurityViolations({ metadata: template.metadata, spec: template.spec }, 'restricted')).toEqual([]);
     const containers = [...(template.spec!.initContainers ?? []), ...template.spec!.containers];
     expect(containers.map((container) => [container.name, container.securityContext?.readOnlyRootFilesystem])).toEqual(
@@ -109,11 +108,13 @@ describe('renderDeployment', () => {
   });
 });
 
-describe('drainTokenOf', () => {
-  it.each([true, false])('reads back the drain token a rendered Deployment carries (native sidecar: %s), and none from one without', (nativeSidecars) => {
-    const deployment = renderDeployment(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), { codeHash: undefined, drainToken: DRAIN_TOKEN });
-    expect(drainTokenOf(deployment)).toBe(DRAIN_TOKEN);
-    expect(drainTokenOf({ spec: { template: { spec: { containers: [{ name: 'sidecar' }] } } } })).toBeUndefined();
-    expect(drainTokenOf({})).toBeUndefined();
+describe('secrets in the pod template', () => {
+  it.each([true, false])('none a reader of the namespace could use (native sidecar: %s): no literal in env, hooks or probes; the admin key only as a Secret volume', (nativeSidecars) => {
+    const template = renderDeployment(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), { codeHash: undefined }).spec!.template;
+    const text = JSON.stringify(template);
+    expect(text).not.toMatch(/RUNLET_DRAIN_TOKEN|\/drain\//);
+    const containers = [...(template.spec!.initContainers ?? []), ...template.spec!.containers];
+    for (const container of containers) expect([container.name, container.lifecycle?.preStop?.httpGet?.path ?? null]).toEqual([container.name, container.name === 'app' ? '/drain' : null]);
+    expect(template.spec!.volumes).toContainEqual({ name: 'admin-key', secret: { secretName: 'runlet-admin-key', optional: true, defaultMode: 0o400 } });
   });
 });

@@ -7,7 +7,9 @@ import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
 import { renderAppContainer } from './app-container.ts';
 import { CODE_HASH_ANNOTATION, appLabels, childMetadata, selectorLabels } from './labels.ts';
+import { ADMIN_KEY_SECRET } from '../../sidecar/admin-cancel.ts';
 import {
+  ADMIN_KEY_VOLUME,
   APP_CONTAINER,
   APP_TMP_VOLUME,
   CODE_VOLUME,
@@ -32,8 +34,6 @@ export interface PodInputs {
    * is custom, or the ConfigMap does not exist yet.
    */
   codeHash: string | undefined;
-  /** The App's drain token (render/drain-token.ts): the same on every reconcile, or every reconcile rolls out. */
-  drainToken: string;
 }
 
 /**
@@ -54,9 +54,9 @@ export function podTemplateDigestOf(deployment: { metadata?: { annotations?: Rec
  */
 export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs, replicas: number | null = app.spec.scaling.minReplicas): V1Deployment {
   const { scaling } = app.spec;
-  const { codeHash, drainToken } = pod;
-  const appContainer = renderAppContainer(app, config, drainToken);
-  const sidecarContainer = renderSidecarContainer(app, config, drainToken);
+  const { codeHash } = pod;
+  const appContainer = renderAppContainer(app, config);
+  const sidecarContainer = renderSidecarContainer(app, config);
   const codeConfigMap = app.spec.runtime.python?.code.configMap;
   const volumes: V1Volume[] = [
     { name: DATA_VOLUME, emptyDir: {} },
@@ -64,6 +64,7 @@ export function renderDeployment(app: App, config: RenderConfig, pod: PodInputs,
     { name: APP_TMP_VOLUME, emptyDir: {} },
     sidecarTokenVolume(),
     ...(config.resultsCollectorUrl === null ? [] : [resultsTokenVolume()]),
+    adminKeyVolume(),
     ...(codeConfigMap === undefined ? [] : [{ name: CODE_VOLUME, configMap: { name: codeConfigMap.name } }]),
   ];
   const template: V1PodTemplateSpec = {
@@ -117,6 +118,15 @@ function resultsTokenVolume(): V1Volume {
     name: RESULTS_TOKEN_VOLUME,
     projected: { sources: [{ serviceAccountToken: { path: 'token', audience: RESULTS_TOKEN_AUDIENCE, expirationSeconds: RESULTS_TOKEN_EXPIRATION_SECONDS } }] },
   };
+}
+
+/**
+ * The namespace's admin key (sidecar/admin-cancel.ts), as files in the sidecar alone: the kubelet replaces them
+ * when the operator rotates the key, which an env variable would not follow. Optional, so a pod starts before
+ * the operator made it; it takes no cancel until then.
+ */
+function adminKeyVolume(): V1Volume {
+  return { name: ADMIN_KEY_VOLUME, secret: { secretName: ADMIN_KEY_SECRET, optional: true, defaultMode: 0o400 } };
 }
 
 /** What the API server's service-account admission would mount into every container: token, CA, namespace. */

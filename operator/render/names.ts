@@ -19,9 +19,9 @@ export const SIDECAR_CLUSTER_ROLE = 'runlet-sidecar';
 export const SIDECAR_ROLE_BINDING = 'runlet-sidecar';
 /** The per-namespace Role earlier versions bound instead of the ClusterRole: deleted where found. */
 export const LEGACY_SIDECAR_ROLE = 'runlet-sidecar';
-/** The copy of the holder key in every app namespace (render/holder-key.ts); the sidecar reads it into RUNLET_HOLDER_KEY. */
+/** Each app namespace's own hand-over key (render/holder-key.ts); the sidecar reads it into RUNLET_HOLDER_KEY. */
 export const HOLDER_KEY_SECRET = 'runlet-holder-key';
-/** The entry of the holder key Secrets (the operator's and the copies) that holds the key, as hex text. */
+/** The entry of the holder key Secrets (the control key's and the namespaces') that holds the key, as hex text. */
 export const HOLDER_KEY_DATA_KEY = 'key';
 
 export const CODE_VOLUME = 'code';
@@ -29,6 +29,8 @@ export const DATA_VOLUME = 'runlet-data';
 export const SIDECAR_TOKEN_VOLUME = 'sidecar-token';
 /** The sidecar's projected token for the results collector (render/deployment.ts): only with a results store. */
 export const RESULTS_TOKEN_VOLUME = 'results-token';
+/** The namespace's admin key Secret (sidecar/admin-cancel.ts), mounted into the sidecar alone. */
+export const ADMIN_KEY_VOLUME = 'admin-key';
 /** Each container's /tmp: the root filesystem is read-only. One each, so the app cannot plant files for the sidecar. */
 export const APP_TMP_VOLUME = 'app-tmp';
 export const SIDECAR_TMP_VOLUME = 'sidecar-tmp';

@@ -4,10 +4,11 @@
 import type { V1Container, V1EnvVar, V1Probe } from '@kubernetes/client-node';
 import type { App } from '../../crds/app-schema.ts';
 import { HOLDER_KEY_ENV } from '../../run-request/auth/held-run.ts';
-import { DRAIN_TOKEN_ENV } from '../../sidecar/drain-token.ts';
+import { ADMIN_KEY_DIR } from '../../sidecar/admin-cancel.ts';
 import { RESULTS_TOKEN_FILE_ENV, RESULTS_URL_ENV } from '../../sidecar/runs/results-shipper-store.ts';
 import type { RenderConfig } from '../config.ts';
 import {
+  ADMIN_KEY_VOLUME,
   DATA_DIR,
   DATA_VOLUME,
   HOLDER_KEY_DATA_KEY,
@@ -57,8 +58,7 @@ const adminGet = (path: string, probe: Omit<V1Probe, 'httpGet'>): V1Probe => ({
   ...probe,
 });
 
-/** `drainToken`: what the admin port's /drain asks for (render/drain-token.ts), the app container's preStop has it. */
-export function renderSidecarContainer(app: App, config: RenderConfig, drainToken: string): V1Container {
+export function renderSidecarContainer(app: App, config: RenderConfig): V1Container {
   const { spec } = app;
   const custom = spec.runtime.custom;
   const readyPath = custom?.readycheckEndpoint ?? custom?.healthcheckEndpoint;
@@ -77,6 +77,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
     // With a results store, records go to its collector; the RunLog then is not written (the pod's Role still allows it).
     '--run-store', config.resultsCollectorUrl === null ? 'runlog' : 'results',
     '--data-dir', DATA_DIR,
+    // Where the admin key's Secret is mounted (below): it signs the operator's cancels.
+    '--admin-key-dir', ADMIN_KEY_DIR,
     ...(readyPath === undefined ? [] : ['--ready-path', readyPath]),
     // The app container's liveness probe asks the sidecar's /app-healthz, which asks this path on the loopback.
     ...(custom?.healthcheckEndpoint === undefined ? [] : ['--health-path', custom.healthcheckEndpoint]),
@@ -102,8 +104,6 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
           { name: RESULTS_URL_ENV, value: config.resultsCollectorUrl },
           { name: RESULTS_TOKEN_FILE_ENV, value: `${RESULTS_TOKEN_DIR}/token` },
         ]),
-    // A literal, not a secretKeyRef: the preStop hook's path must hold it literally anyway (render/drain-token.ts).
-    { name: DRAIN_TOKEN_ENV, value: drainToken },
   ];
   return {
     name: SIDECAR_CONTAINER,
@@ -137,6 +137,8 @@ export function renderSidecarContainer(app: App, config: RenderConfig, drainToke
       { name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
       // The token the results collector takes this pod's batches on: the sidecar's alone, as the one above.
       ...(config.resultsCollectorUrl === null ? [] : [{ name: RESULTS_TOKEN_VOLUME, mountPath: RESULTS_TOKEN_DIR, readOnly: true }]),
+      // The namespace's admin key, which signs the operator's cancels (sidecar/admin-cancel.ts); the app never sees it.
+      { name: ADMIN_KEY_VOLUME, mountPath: ADMIN_KEY_DIR, readOnly: true },
     ],
   };
 }

@@ -180,7 +180,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
 
   it('holds calls at zero in the activator Deployment, listed by the headless Service, the operator pointing Apps there, as their configurations say', async () => {
     const config = await operatorConfigOf(configMap);
-    expect(config.holder).toMatchObject({ enabled: true, inOperator: false, serviceNamespace: RELEASE.namespace, serviceName: 'runlet-holder', keySecretName: 'runlet-holder-key' });
+    expect(config.holder).toMatchObject({ enabled: true, inOperator: false, serviceNamespace: RELEASE.namespace, serviceName: 'runlet-holder', keySecretName: 'runlet-holder-control' });
     const activator = objectOf<V1Deployment>(chart, 'Deployment', ACTIVATOR);
     const service = objectOf<V1Service>(chart, 'Service', config.holder.serviceName);
     expect(service.metadata!.namespace).toBe(config.holder.serviceNamespace);
@@ -195,7 +195,9 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
     // neither reads another Secret.
     const secretRules = (name: string) => objectOf<V1Role>(chart, 'Role', name).rules!.filter((rule) => rule.resources?.includes('secrets'));
     const readKey = { apiGroups: [''], resources: ['secrets'], resourceNames: [config.holder.keySecretName], verbs: ['get'] };
-    expect(secretRules(`${NAME}-holder`)).toEqual([readKey, { apiGroups: [''], resources: ['secrets'], verbs: ['create'] }]);
+    // And it retires the root hand-over key an earlier version kept there (autoscaling/holder-key.ts).
+    const rootKey = { apiGroups: [''], resources: ['secrets'], resourceNames: [`${config.holder.serviceName}-key`], verbs: ['get', 'delete'] };
+    expect(secretRules(`${NAME}-holder`)).toEqual([readKey, { apiGroups: [''], resources: ['secrets'], verbs: ['create'] }, rootKey]);
     expect(secretRules(ACTIVATOR)).toEqual([readKey]);
     // The held calls, in a namespace of their own that the chart makes: the activator's to keep, the operator's to cancel.
     expect(config.holder.heldCallsNamespace).toBe(HELD_CALLS);
@@ -253,7 +255,7 @@ describe.each(Object.entries(VALUE_SETS))('the chart with %s values', (label, va
       'activator',
       '--port', '8090',
       '--admin-port', '8081',
-      '--key-secret', 'runlet-holder-key',
+      '--key-secret', 'runlet-holder-control',
       '--held-namespace', HELD_CALLS,
       '--drain-seconds', '5',
       '--max-calls-per-app', '250',

@@ -199,7 +199,8 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
   });
 
   it.each(Object.entries(VALUE_SETS))('let the activator (%s values) read no Secret of the release namespace but its key, the results store’s DSN included, nor create one there', (_label, valuesFiles) => {
-    const rendered = renderWith(valuesFiles);
+    // team-a enrolled (tenantNamespaces): the activator reads its hand-over key through its tenant role there.
+    const rendered = renderWith(valuesFiles, { tenantNamespaces: ['team-a'] });
     const roles = activatorRoles(rendered);
     const keyName = resolveConfig(...chartConfig(rendered)).holder.keySecretName;
     const secret = (verb: string, namespace: string, name?: string): RequestAttributes => ({ verb, apiGroup: '', resource: 'secrets', namespace, name });
@@ -209,8 +210,14 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     }
     // Nor make one there (a create cannot be limited to a name: it could put a DSN of its choosing where the operator looks).
     for (const verb of ['list', 'watch', 'deletecollection', 'create']) expect(allowedBy(roles, secret(verb, RELEASE.namespace)), `${verb} secrets in ${RELEASE.namespace}`).toBe(false);
-    // Nor any Secret of any other namespace but the held calls'.
-    for (const verb of ['get', 'list']) expect(allowedBy(roles, secret(verb, 'team-a', verb === 'get' ? 'runlet-holder-key' : undefined)), `${verb} secrets in team-a`).toBe(false);
+    // Nor any Secret of any other namespace but the held calls', except each App namespace's own hand-over key, by
+    // its name: no list, no other name (its admin key), no write.
+    for (const verb of ['list', 'watch', 'create']) expect(allowedBy(roles, secret(verb, 'team-a')), `${verb} secrets in team-a`).toBe(false);
+    for (const verb of ['update', 'patch', 'delete']) expect(allowedBy(roles, secret(verb, 'team-a', 'runlet-holder-key')), `${verb} team-a/runlet-holder-key`).toBe(false);
+    for (const name of ['runlet-admin-key', 'anything-else']) expect(allowedBy(roles, secret('get', 'team-a', name)), `get team-a/${name}`).toBe(false);
+    expect(allowedBy(roles, secret('get', 'team-a', 'runlet-holder-key')), 'get team-a’s own hand-over key').toBe(true);
+    // Only in enrolled namespaces: the tenant role is bound nowhere else.
+    expect(allowedBy(roles, secret('get', 'kube-system', 'runlet-holder-key')), 'get kube-system/runlet-holder-key').toBe(false);
     // Its key, and the held calls in their own namespace.
     expect(allowedBy(roles, secret('get', RELEASE.namespace, keyName))).toBe(true);
     for (const verb of ['list', 'create', 'update', 'delete']) expect(allowedBy(roles, secret(verb, HELD_CALLS, verb === 'list' || verb === 'create' ? undefined : 'runlet-held-0194b6e2'))).toBe(true);
@@ -295,7 +302,7 @@ describe('the RBAC tables of charts/runlet/README.md', () => {
     expect(allows(tenant, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: 'team-a', name: 'cluster-admin' })).toBe(false);
     const granted = sidecar.flatMap((rule) => rule.apiGroups!.flatMap((apiGroup) => rule.resources!.flatMap((resource) => rule.verbs.map((verb) => ({ verb, apiGroup, resource, namespace: 'team-a', name: undefined })))));
     // `create runlogs` the operator holds for its own reason (the RunLog of an App's cancelled held calls), not the sidecar's.
-    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'patch runlogs/status']);
+    expect(granted.filter((request) => !allows(cluster, request)).map((request) => `${request.verb} ${request.resource}`)).toEqual(['get apps', 'patch runlogs/status', 'get pods']);
   });
 
   it('come with a RoleBinding example that is valid and binds the runs viewer', () => {
@@ -499,6 +506,13 @@ describe('the operator under the chart’s RBAC', () => {
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'runlet-sidecar' },
         subjects: [{ kind: 'ServiceAccount', name: 'runlet-sidecar', namespace: 'team-a' }],
       });
+      // And the root hand-over key it kept in the release namespace, from which every namespace's key derived: deleted at start.
+      await api.create(resourcePath({ apiVersion: 'v1', kind: 'Secret', namespace: RELEASE.namespace }), {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'runlet-holder-key' },
+        data: { key: Buffer.from('cd'.repeat(32)).toString('base64') },
+      } as KubeObject);
 
       // An App that scales to zero, at zero (its Deployment made so by the test): a call to it wakes it.
       await api.create(resourcePath({ apiVersion: 'runlet.dev/v1alpha1', kind: 'App', namespace: 'team-a' }), { ...app, metadata: { name: 'zero', namespace: 'team-a' }, spec: { ...app.spec, scaling: { minReplicas: 0 } } });
@@ -649,6 +663,8 @@ describe('the operator under the chart’s RBAC', () => {
         'ClusterRole runlet-operator-tenant: delete core/serviceaccounts',
         // And the holder key's copy, owned by every App of its namespace (kube-apiserver 1.20 refuses its patch without it).
         'ClusterRole runlet-operator-tenant: delete core/secrets [runlet-holder-key]',
+        // And each namespace's admin key, owned the same way.
+        'ClusterRole runlet-operator-tenant: delete core/secrets [runlet-admin-key]',
         // RBAC's escalation check when the sidecar RoleBinding is applied.
         'ClusterRole runlet-operator-tenant: bind rbac.authorization.k8s.io/clusterroles [runlet-sidecar]',
         // And when an API key's RoleBinding to the caller role is created.
@@ -733,6 +749,7 @@ describe('the operator under the chart’s RBAC', () => {
       expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' });
       expect(allows(tenant, { verb: 'bind', apiGroup: 'rbac.authorization.k8s.io', resource: 'clusterroles', namespace: 'team-a', name: binding.roleRef.name })).toBe(true);
       expect(await api.find(resourcePath({ apiVersion: rbacGroup, kind: 'Role', namespace: 'team-a', name: 'runlet-sidecar' })), 'the earlier version’s Role').toBeUndefined();
+      expect(await api.find(resourcePath({ apiVersion: 'v1', kind: 'Secret', namespace: RELEASE.namespace, name: 'runlet-holder-key' })), 'the earlier version’s root key').toBeUndefined();
 
       // OwnerReferencesPermissionEnforcement: a child may block its owner's deletion only when written by
       // whoever may update the owner's finalizers.

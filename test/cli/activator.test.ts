@@ -22,7 +22,7 @@ const START_TIMEOUT_MS = 90_000;
 const DEPLOYMENTS = '/apis/apps/v1/namespaces/team-a/deployments';
 const APPS = '/apis/runlet.dev/v1alpha1/namespaces/team-a/apps';
 /** The holder key's Secret, in the activator's namespace (POD_NAMESPACE, else default), as the operator makes it. */
-const KEY_SECRET = { namespace: 'default', name: 'runlet-holder-key' };
+const KEY_SECRET = { namespace: 'default', name: 'runlet-holder-control' };
 
 let dir: string | undefined;
 let server: KubeApiServer | undefined;
@@ -98,7 +98,7 @@ async function appAtZero(name: string): Promise<void> {
 describe('runlet activator', () => {
   it('waits for the holder key the operator makes, making none itself; then holds a call to an App at zero in a process of its own: authenticated, the App woken, counted in its own metrics', async () => {
     const started = await startInPod([], false);
-    await waitFor(() => started.output().includes('waiting for the operator to make the holder key'), { what: 'the activator waiting for the key', timeoutMs: START_TIMEOUT_MS });
+    await waitFor(() => started.output().includes('waiting for the operator to make the control key'), { what: 'the activator waiting for the key', timeoutMs: START_TIMEOUT_MS });
     expect(await api!.find(kubePathOf(`/api/v1/namespaces/${KEY_SECRET.namespace}/secrets/${KEY_SECRET.name}`)), 'no key made by the activator').toBeUndefined();
     const key = await ensureHolderKey(api!, KEY_SECRET);
     const { url, adminUrl } = await listening(started);

@@ -17,7 +17,8 @@ import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { WEBHOOK_SIGNATURE_HEADER } from '../../sidecar/webhook/sign.ts';
-import { newDrainToken } from '../../sidecar/drain-token.ts';
+import { KubeApi } from '../../kube/client.ts';
+import { kubePathOf } from '../support/kube-path.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
 const RECORD_MODULES = resolve(import.meta.dirname, '../support/record-modules.ts');
@@ -306,32 +307,31 @@ describe('runlet sidecar --run-store runlog', () => {
     await expect(running.server.waitForRequest({ method: 'PATCH', pathPattern: '/status' }, 2000)).rejects.toThrow(/no request matching/);
   });
 
-  it('drains through its admin port only with the drain token of RUNLET_DRAIN_TOKEN: another client’s /drain is refused, the replica stays ready and serves', async () => {
+  it('drains through its admin port only once the API server says its pod is being deleted: before, anyone’s /drain is refused (409), the replica stays ready and serves', async () => {
     dir = mkdtempSync(join(tmpdir(), 'runlet-sidecar-runlog-'));
     cluster = await startCluster();
-    const token = newDrainToken();
-    const access = { ...(await inPod(cluster, dir)), RUNLET_DRAIN_TOKEN: token };
-    const { sidecar, runUrl, adminUrl } = await readySidecar(await startApp(), join(dir, 'data'), access);
-    for (const path of ['/drain', `/drain/${newDrainToken()}`]) {
-      for (const method of ['GET', 'POST']) {
-        const refused = await fetch(`${adminUrl}${path}`, { method });
-        expect([method, path, refused.status]).toEqual([method, path, 403]);
+    const kube = new KubeApi(await cluster.server.credentials());
+    try {
+      const pods = `/api/v1/namespaces/${NAMESPACE}/pods`;
+      await kube.create(kubePathOf(pods), { apiVersion: 'v1', kind: 'Pod', metadata: { name: POD_NAME, namespace: NAMESPACE }, spec: { containers: [{ name: 'app', image: 'app:1' }] } });
+      const { runUrl, adminUrl } = await readySidecar(await startApp(), join(dir, 'data'), await inPod(cluster, dir));
+      for (const path of ['/drain', '/drain/a-guessed-token-that-is-long-enough-0123456789']) {
+        for (const method of ['GET', 'POST']) {
+          const refused = await fetch(`${adminUrl}${path}`, { method });
+          expect([method, path, refused.status]).toEqual([method, path, path === '/drain' ? 409 : 404]);
+        }
       }
+      const ready = await fetch(`${adminUrl}/ready`);
+      expect([ready.status, await ready.json()]).toEqual([200, { status: 'ready' }]);
+      expect((await fetch(runUrl, { method: 'POST', body: '{}' })).status).toBe(200);
+
+      await kube.delete(kubePathOf(`${pods}/${POD_NAME}`));
+      const drained = await fetch(`${adminUrl}/drain`);
+      expect([drained.status, await drained.json()]).toEqual([200, { status: 'drained' }]);
+      expect((await fetch(`${adminUrl}/ready`)).status).toBe(503);
+    } finally {
+      await kube.close();
     }
-    const ready = await fetch(`${adminUrl}/ready`);
-    expect([ready.status, await ready.json()]).toEqual([200, { status: 'ready' }]);
-    expect((await fetch(runUrl, { method: 'POST', body: '{}' })).status).toBe(200);
-    expect(sidecar.output()).not.toContain(token);
-
-    const drained = await fetch(`${adminUrl}/drain/${token}`);
-    expect([drained.status, await drained.json()]).toEqual([200, { status: 'drained' }]);
-    expect((await fetch(`${adminUrl}/ready`)).status).toBe(503);
-  });
-
-  it('fails at start, naming RUNLET_DRAIN_TOKEN, when the drain token is too short to be a secret', async () => {
-    const { output, exited } = startSidecar(['--app-port', '9', '--port', '0', '--admin-port', '0', '--data-dir', '/nonexistent', '--run-store', 'sqlite'], { RUNLET_DRAIN_TOKEN: 'drain-me' });
-    expect(await exited).toBe(2);
-    expect(output()).toMatch(/RUNLET_DRAIN_TOKEN must be at least 32 characters/);
   });
 
   it('fails at start, naming the data dir, when it cannot write there', async () => {

@@ -9,7 +9,7 @@ import { renderDeployment } from '../../operator/render/deployment.ts';
 import { PYTHON_RUNTIME_UID, SIDECAR_UID } from '../../operator/render/pod-security.ts';
 import { IMAGE_JEMALLOC_PATH } from '../../operator/render/sidecar-container.ts';
 import { APP_CONTAINER, DATA_DIR, PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT, SIDECAR_CONTAINER, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
-import { DRAIN_TOKEN, pythonSpec, renderConfig, storedApp } from '../support/operator-apps.ts';
+import { pythonSpec, renderConfig, storedApp } from '../support/operator-apps.ts';
 import { waitFor } from '../support/wait.ts';
 import { startContainerApi, type ContainerApi } from './container-api.ts';
 import { BUILD_TIMEOUT_MS, buildImages, imageEngine, imageSizeBytes, imageUser } from './images.ts';
@@ -44,7 +44,7 @@ describe.skipIf(skipReason !== undefined)('the container images', { timeout: STA
   function helloPod(args?: Record<string, (args: string[]) => string[]>) {
     const app = storedApp(pythonSpec({ auth: { enabled: false } }), { namespace: NAMESPACE });
     const config = renderConfig({ sidecarImage: DEFAULT_RUNLET_IMAGE, pythonRuntimeImage: DEFAULT_PYTHON_RUNTIME_IMAGE });
-    const deployment = renderDeployment(app, config, { codeHash: undefined, drainToken: DRAIN_TOKEN });
+    const deployment = renderDeployment(app, config, { codeHash: undefined });
     return podContainers(deployment, { configMapDirs: { code: HELLO_DIR }, podName: 'hello-7d9f-abcde', namespace: NAMESPACE, ...(args ? { args } : {}) });
   }
 

@@ -30,7 +30,7 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // bounds (activator/hold-bounds.ts). A held call it cancels gets its webhook from the sidecar's deliverer
   // (sidecar/webhook/deliver.ts), one retry table for every webhook; it lists and cancels the calls the holders
   // hold through their control routes (activator/hold-control.ts).
-  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'results/', 'sidecar/drain-token.ts', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-control.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts', 'sidecar/runs/results-shipper-store.ts', 'sidecar/webhook/deliver.ts']],
+  ['operator/', ['run-request/', 'crds/', 'kube/', 'management/', 'dashboard/', 'results/', 'sidecar/admin-cancel.ts', 'activator/holder.ts', 'activator/metrics.ts', 'activator/hold-cancel.ts', 'activator/hold-control.ts', 'activator/hold-records.ts', 'activator/hold-bounds.ts', 'sidecar/runs/results-shipper-store.ts', 'sidecar/webhook/deliver.ts']],
   // The operator owns what the activator reads of it: the names it gives an App's objects (its Deployment, the
   // sidecar's run port), the holder key (made and copied to each namespace's sidecars by the operator), and
   // which pod is ready (the test the App's Endpoints use, so a call is handed to no pod they would not list),

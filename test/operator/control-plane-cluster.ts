@@ -240,7 +240,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
               adminHost: '127.0.0.1',
               adminPort: 0,
               identity: 'e2e-activator-1',
-              keySecret: { namespace: ACTIVATOR.namespace, name: 'runlet-holder-key' },
+              keySecret: { namespace: ACTIVATOR.namespace, name: 'runlet-holder-control' },
               heldNamespace: ACTIVATOR.heldCallsNamespace,
               watchdogMs: 60_000,
               drainMs: 0,

@@ -18,7 +18,7 @@ import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
 import { ensureResultsSecret } from '../../operator/results-secret.ts';
-import { ensureHolderKey, holderKeysFor } from '../../operator/autoscaling/holder-key.ts';
+import { namespaceHolderKeys } from '../../operator/autoscaling/holder-key.ts';
 import { HeldRecords } from '../../activator/hold-records.ts';
 import { newRunId } from '../../run-request/run-id.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
@@ -464,7 +464,7 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       const planted = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-planted' }, stringData: { dsn: 'postgres://attacker.example/runs' } };
       expect(await statusOf(asActivator.create(kubePathOf(secrets(OPERATOR.namespace)), planted as KubeObject)), 'create a Secret there').toBe(403);
       // Its own key, and its held calls' namespace, where the records are kept.
-      expect(await statusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-holder-key`))), 'get the holder key').toBe(200);
+      expect(await statusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-holder-control`))), 'get the control key').toBe(200);
       expect(await statusOf(asActivator.list(kubePathOf(secrets(ACTIVATOR.heldCallsNamespace)))), 'list the held calls').toBe(200);
     } finally {
       await asOperator.close();
@@ -538,8 +538,7 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
         return answer.status === 202;
       });
       // The record an activator of the earlier version wrote in the release namespace, claimed by its pod, now gone.
-      const keySecret = { namespace: OPERATOR.namespace, name: 'runlet-holder-key' };
-      const earlier = new HeldRecords({ api: admin, namespace: OPERATOR.namespace, identity: 'runlet-activator-earlier', staleClaimMs: 300_000, ttlMs: 86_400_000, keys: holderKeysFor(await ensureHolderKey(admin, keySecret), keySecret) });
+      const earlier = new HeldRecords({ api: admin, namespace: OPERATOR.namespace, identity: 'runlet-activator-earlier', staleClaimMs: 300_000, ttlMs: 86_400_000, keys: namespaceHolderKeys(admin) });
       const runId = newRunId();
       const url = `/v4/${namespace}/stuck/run?async=true`;
       await earlier.save({ runId, namespace, appName: 'stuck', method: 'POST', url, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"name":"Left"}'), acceptedAt: Date.now(), authenticatedProject: namespace });

@@ -67,8 +67,9 @@ export interface LocalCluster extends E2eCluster {
  * `results`: the operator keeps runs in this results store, and its sidecars send them to its collector
  * (`--run-store results`) rather than writing RunLogs.
  * `holder`: scale to zero, with an activator (activator/main.ts, as `runlet activator` composes it) holding the
- * calls, trusting the issuer's tokens: the holder key's Secret is `default/runlet-holder-key`, which the operator
- * copies into the app namespaces, where the sidecars read it from their environment (a secretKeyRef); and the
+ * calls, trusting the issuer's tokens: the control key's Secret is `default/runlet-holder-control`; each app
+ * namespace's own hand-over key the operator makes there (`runlet-holder-key`), where the sidecars read it from
+ * their environment (a secretKeyRef) and the activator by that name; and the
  * Endpoints `default/runlet-holder` list the activator, as the endpoints controller lists the activator pods'
  * holder port for the Service. The records of held async calls are in the namespace `default-held`, as the chart
  * makes one of their own. The operator holds no call itself (`holder: 'external'`).
@@ -147,7 +148,7 @@ export async function startLocalCluster(
             adminHost: '127.0.0.1',
             adminPort: 0,
             identity: 'activator-0',
-            keySecret: { namespace: 'default', name: 'runlet-holder-key' },
+            keySecret: { namespace: 'default', name: 'runlet-holder-control' },
             heldNamespace: HELD_CALLS_NAMESPACE,
             watchdogMs: 60_000,
             drainMs: 0,

@@ -8,7 +8,7 @@ import type { App } from '../../crds/app-schema.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNS_ACCESS, RUNS_CANCEL_ACCESS } from '../../management/kube-auth.ts';
 import { startHolder } from '../../activator/holder.ts';
-import { ensureHolderKey, holderKeysFor, namespaceHolderKey } from '../../operator/autoscaling/holder-key.ts';
+import { namespaceHolderKeys } from '../../operator/autoscaling/holder-key.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
@@ -26,7 +26,7 @@ const STUCK_BURST = 'stuck-burst';
 /** Sync calls of the burst held at once. */
 const BURST = 40;
 /** The operator's configuration defaults, as `startLocalCluster` keeps them: its namespace is `default`. */
-const HOLDER_KEY = { namespace: 'default', name: 'runlet-holder-key' };
+const CONTROL_KEY = { namespace: 'default', name: 'runlet-holder-control' };
 const HOLDER_SERVICE = { namespace: 'default', name: 'runlet-holder' };
 /** Where the held async calls' records are: a namespace of their own, apart from the key's. */
 const HELD_CALLS = HELD_CALLS_NAMESPACE;
@@ -142,16 +142,15 @@ describe('scale to zero: the holder itself', () => {
     }
   }, 180_000);
 
-  it("the holder key: the operator made its Secret, copied the app namespace's own key into it, owned by the App, and the sidecar reads that copy", async () => {
+  it("the hand-over key: the operator made the app namespace's own random key in its Secret, owned by the App, the sidecar reads it, and no root key is left in the operator's namespace", async () => {
     const { namespace, name } = zero.hello;
-    const source = await core.readNamespacedSecret(HOLDER_KEY);
-    const keyText = Buffer.from(source.data!.key!, 'base64').toString('utf8');
-    expect(keyText).toMatch(/^[0-9a-f]{64}$/);
-    const copy = await waitFor(() => core.readNamespacedSecret({ namespace, name: 'runlet-holder-key' }).catch(() => undefined), { ...ZERO_WAIT, what: 'the key’s copy' });
-    // The namespace's own key: a tenant who reads it holds nothing another namespace's sidecars trust.
-    expect(copy.data).not.toEqual(source.data);
-    const namespaceKey = namespaceHolderKey(Buffer.from(keyText, 'hex'), namespace);
-    expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toBe(Buffer.from(namespaceKey).toString('hex'));
+    const control = await core.readNamespacedSecret(CONTROL_KEY);
+    expect(Buffer.from(control.data!.key!, 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
+    const copy = await waitFor(() => core.readNamespacedSecret({ namespace, name: 'runlet-holder-key' }).catch(() => undefined), { ...ZERO_WAIT, what: 'the namespace’s key' });
+    expect(Buffer.from(copy.data!.key!, 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
+    expect(copy.data!.key).not.toBe(control.data!.key);
+    // Nothing in the operator's namespace from which a namespace's key derives.
+    expect(await core.readNamespacedSecret({ namespace: CONTROL_KEY.namespace, name: 'runlet-holder-key' }).catch(() => undefined)).toBeUndefined();
     const app = cluster.operator.apps.get(namespace, name)!;
     expect(copy.metadata!.ownerReferences!.map((owner) => owner.uid)).toContain(app.metadata.uid);
     const deployment = await waitFor(() => zero.hello.deployment(), { ...ZERO_WAIT, what: 'the Deployment' });
@@ -436,7 +435,7 @@ describe('scale to zero: the holder itself', () => {
     const second = await startHolder({
       ...cluster.holderOptions!,
       // Another activator replica's holder: the same key, from the same Secret.
-      holderKeys: holderKeysFor(await ensureHolderKey(api, HOLDER_KEY), HOLDER_KEY),
+      holderKeys: namespaceHolderKeys(api),
       api,
       apps: cluster.operator.apps,
       appsSynced: async () => {},

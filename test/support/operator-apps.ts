@@ -6,8 +6,6 @@ import type { RenderConfig } from '../../operator/config.ts';
 
 export const SIDECAR_IMAGE = 'runlet/runlet:test';
 export const PYTHON_IMAGE = 'runlet/python-runtime:test';
-/** A drain token as the operator renders one (render/drain-token.ts). */
-export const DRAIN_TOKEN = 'test-drain-token-0123456789-abcdefghijklmnopq';
 
 /** An App as stored: defaults applied, with uid and generation, in namespace `team-a` unless said. */
 export function storedApp(spec: Record<string, unknown>, metadata: { name?: string; namespace?: string; uid?: string; generation?: number } = {}): App {

@@ -236,7 +236,7 @@ holder:
   # The chart's Service and the key's Secret, in the release namespace (the Role <release>-operator-holder).
   serviceNamespace: {{ .Release.Namespace | quote }}
   serviceName: {{ include "runlet.holderName" . | quote }}
-  keySecretName: {{ printf "%s-key" (include "runlet.holderName" .) | quote }}
+  keySecretName: {{ printf "%s-control" (include "runlet.holderName" .) | quote }}
   # The held async calls' records, in a namespace of their own (the Roles <release>-activator-held-calls and
   # <release>-operator-held-calls there).
   heldCallsNamespace: {{ include "runlet.heldCallsNamespace" . | quote }}
