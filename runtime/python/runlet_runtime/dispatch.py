@@ -67,7 +67,8 @@ class Dispatcher:
 
     def find(self, name):
         """The public function called `name`, or the 404 problem."""
-        target = None if name.startswith("_") else getattr(self._module, name, None)
+        # The module's own namespace, as exports.py reads it: never what a module `__getattr__` would answer.
+        target = None if name.startswith("_") else vars(self._module).get(name)
         function = self._functions.get(name)
         # Checked against the module each time: a module may rebind its names while it runs.
         if function is not None and function.target is target:

@@ -25,7 +25,9 @@ _MAX_LAYERS = 100
 
 def exported_names(module):
     """The names in the module's `__all__`, in its order, or None when it has none."""
-    exported = getattr(module, "__all__", None)
+    # The module's own namespace, never getattr: a module `__getattr__` (PEP 562: a lazy import or a deprecation
+    # shim) answers any name, and would make another module's `__all__` and functions this one's.
+    exported = vars(module).get("__all__")
     if exported is None:
         return None
     if isinstance(exported, str):
@@ -47,7 +49,7 @@ def served_names(module):
     """The names of the module's functions, in `__all__`'s order or else the order the module defined them."""
     exported = exported_names(module)
     candidates = list(vars(module)) if exported is None else exported
-    return [name for name in candidates if is_served(module, name, getattr(module, name, None))]
+    return [name for name in candidates if is_served(module, name, vars(module).get(name))]
 
 
 def is_defined_in(module, target):

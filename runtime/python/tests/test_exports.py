@@ -85,6 +85,23 @@ class ImportedCallablesTests(ProblemAssertions, RuntimeTestCase):
         self.assertEqual(listed, ["own", "traced", "decorated", "compact", "cached", "double", "prefixed", "greeter"])
 
 
+class ModuleGetattrTests(ProblemAssertions, RuntimeTestCase):
+    """A module `__getattr__` answers every name it lacks from another module: it neither adds functions nor
+    brings that module's `__all__` (subprocess's names `check_output`, `getoutput`, `run`) as the app's."""
+
+    app = "shim"
+
+    def test_names_answered_by_a_module_getattr_are_not_served(self):
+        with tempfile.TemporaryDirectory() as folder:
+            marker = os.path.join(folder, "ran")
+            self.assertNotFound("getoutput", {"cmd": f"touch {marker}"})
+            self.assertNotFound("run", {"args": ["touch", marker]})
+            self.assertFalse(os.path.exists(marker))
+
+    def test_the_module_s_own_functions_are_still_served(self):
+        self.assertEqual(self.call("hello", {"name": "Ada"})[::2], (200, "hi Ada"))
+
+
 class ExportedImportsTests(ProblemAssertions, RuntimeTestCase):
     """With __all__, exactly the names in it are served: an imported function the author named is served."""
 
