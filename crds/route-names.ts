@@ -6,7 +6,12 @@
 // ever gets through to be joined into a path.
 import { ProblemError } from './problem.ts';
 import { Problems } from './problems.ts';
-import { DNS_LABEL_PATTERN } from './schema-kit.ts';
+
+/**
+ * A DNS-1123 label, as Kubernetes names a namespace or most objects. Here, not in schema-kit.ts, which the
+ * schemas import it from: a pod's sidecar checks every run path against it and loads no TypeBox at start.
+ */
+export const DNS_LABEL_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 
 /** The ServiceAccount of API key `ci` is `runlet-key-ci` (operator/api-keys.ts): a key never takes another's name. */
 export const API_KEY_ACCOUNT_PREFIX = 'runlet-key-';

@@ -5,6 +5,7 @@
 // message uses for what is allowed, where the schema alone reads badly, e.g. a regular expression) and
 // `unit` (appended to numeric ranges: "from 1 to 43200 seconds").
 import './formats.ts';
+import { DNS_LABEL_PATTERN } from './route-names.ts';
 import {
   Type,
   type ObjectOptions,
@@ -18,7 +19,7 @@ import {
   type TUnion,
 } from '@sinclair/typebox';
 
-export const DNS_LABEL_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+export { DNS_LABEL_PATTERN };
 export const DNS_SUBDOMAIN_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
 // Kubernetes resource quantity without a sign (negative CPU or memory makes no sense): 500m, 2, 1.5, 512Mi, 1e3.
 export const QUANTITY_PATTERN =

@@ -79,6 +79,19 @@ describe('an API key revoked in a cluster', () => {
     expect(await refusal(auth.authenticate(header, 'team-b'))).toMatch(/^403 /);
   });
 
+  it("refuses another namespace's key (403) before asking the API server about it", async () => {
+    // The sidecar may not read another namespace's ServiceAccounts: asked, it would answer 503 where the answer
+    // is 403, and make one API server call per call of a hostile tenant.
+    const { auth, gets } = await setUp();
+    const uid = await createAccount('runlet-key-ci');
+    await api!.delete(kubePathOf(`${ACCOUNTS}/runlet-key-ci`));
+    const header = `Bearer ${await issuer!.token(PROJECT, { name: 'runlet-key-ci', uid })}`;
+    for (let call = 0; call < 3; call++) expect(await refusal(auth.authenticate(header, 'team-b'))).toMatch(/^403 /);
+    expect(gets()).toBe(0);
+    // The refusal remembered there admits nothing in the key's own namespace: the key is looked up, and revoked.
+    expect(await refusal(auth.authenticate(header, PROJECT))).toMatch(/^401 .*revoked/);
+  });
+
   it('leaves other service-account tokens unchecked, cached as before', async () => {
     const { auth, advance, gets } = await setUp();
     const uid = await createAccount('ci');

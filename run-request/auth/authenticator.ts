@@ -104,7 +104,7 @@ export class RunAuthenticator {
   authenticate(authorization: string | undefined, projectId: string): Promise<void> | void {
     if (authorization !== undefined) {
       const cached = this.#cache.get(authorization, this.#monotonicNow());
-      if (cached !== undefined && cached.projectId === projectId) {
+      if (cached !== undefined && cached.projectId === projectId && cached.keyUnchecked !== true) {
         this.#cacheHits++;
         return;
       }
@@ -152,7 +152,9 @@ export class RunAuthenticator {
     try {
       const token = bearerToken(authorization);
       const credential = authorization!;
-      const verified = this.#cache.get(credential, this.#monotonicNow()) ?? (await this.#verifyOnce(credential, token));
+      const cached = this.#cache.get(credential, this.#monotonicNow());
+      const usable = cached !== undefined && !(cached.keyUnchecked === true && cached.projectId === projectId);
+      const verified = usable ? cached : await this.#verifyOnce(credential, token, projectId);
       if (verified.projectId !== projectId) throw otherProject(verified.projectId, projectId);
     } catch (err) {
       this.#rejections++;
@@ -160,16 +162,18 @@ export class RunAuthenticator {
     }
   }
 
-  #verifyOnce(credential: string, token: string): Promise<VerifiedToken> {
-    let pending = this.#verifying.get(credential);
+  #verifyOnce(credential: string, token: string, projectId: string): Promise<VerifiedToken> {
+    // Per project too: a verification refused as another project's must not answer a call to the token's own.
+    const key = `${projectId} ${credential}`;
+    let pending = this.#verifying.get(key);
     if (pending === undefined) {
-      pending = this.#verify(credential, token).finally(() => this.#verifying.delete(credential));
-      this.#verifying.set(credential, pending);
+      pending = this.#verify(credential, token, projectId).finally(() => this.#verifying.delete(key));
+      this.#verifying.set(key, pending);
     }
     return pending;
   }
 
-  async #verify(credential: string, token: string): Promise<VerifiedToken> {
+  async #verify(credential: string, token: string, projectId: string): Promise<VerifiedToken> {
     this.#verifications++;
     const verifiedAtWall = this.#wallNow();
     const verifiedAtMonotonic = this.#monotonicNow();
@@ -184,6 +188,13 @@ export class RunAuthenticator {
     }
     const account = verified.keyAccount;
     const checksKey = account !== null && this.#serviceAccountCheck !== null;
+    // Another namespace's token is refused before its API key is looked up: the look-up is an API server call this
+    // replica may not make there (503 where the answer is 403), one per call of a hostile tenant.
+    if (checksKey && verified.projectId !== projectId) {
+      const refusedForMs = Math.min(verified.expiresAtMs - verifiedAtWall, API_KEY_RECHECK_MS);
+      this.#cache.set(credential, { projectId: verified.projectId, expiresAtMs: verifiedAtMonotonic + refusedForMs, keyUnchecked: true }, verifiedAtMonotonic);
+      return verified;
+    }
     if (checksKey && !(await this.#serviceAccountCheck!(account!))) {
       throw invalidToken(`The token's API key was revoked: its ServiceAccount ${account!.namespace}/${account!.name} no longer exists`);
     }

@@ -10,6 +10,11 @@ export interface VerifiedToken {
    * on the cache's own clock once cached.
    */
   readonly expiresAtMs: number;
+  /**
+   * An API key's token refused as another project's before its key was looked up: it stands for its refusal
+   * there, never for an admission in its own project (that asks whether the key was revoked first).
+   */
+  readonly keyUnchecked?: true;
 }
 
 export interface TokenCacheLimits {
