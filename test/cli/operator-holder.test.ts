@@ -61,7 +61,7 @@ async function listening(process: OperatorProcess): Promise<{ address: string; h
 }
 
 describe('runlet operator’s holder', () => {
-  it('runs by default: its port answers calls with problems, authenticated as the sidecars authenticate them, and its key’s Secret is made', async () => {
+  it('runs by default: its port answers calls with problems, authenticated as the sidecars authenticate them, and its control key’s Secret is made', async () => {
     const started = await startInPod(['--holder-host', '127.0.0.1', '--holder-port', '0']);
     const { holder } = await listening(started);
     expect(holder).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
@@ -80,7 +80,7 @@ describe('runlet operator’s holder', () => {
     expect(known.status).toBe(404);
     expect(await known.json()).toMatchObject({ type: 'https://runlet.dev/problems#app-not-found', status: 404 });
 
-    const secret = (await (await server!.fetch('/api/v1/namespaces/default/secrets/runlet-holder-key')).json()) as { data?: { key?: string } };
+    const secret = (await (await server!.fetch('/api/v1/namespaces/default/secrets/runlet-holder-control')).json()) as { data?: { key?: string } };
     expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toMatch(/^[0-9a-f]{64}$/);
   }, START_TIMEOUT_MS + 30_000);
 
@@ -107,11 +107,11 @@ describe('runlet operator’s holder', () => {
 
   it('exits, naming the Secret, when it cannot read its key (a missing permission), rather than run without doing its work', async () => {
     const started = await startInPod(['--holder-host', '127.0.0.1', '--holder-port', '0'], (kube) =>
-      kube.failNext({ method: 'GET', pathPattern: '/secrets/runlet-holder-key', status: 403, message: 'secrets "runlet-holder-key" is forbidden' }),
+      kube.failNext({ method: 'GET', pathPattern: '/secrets/runlet-holder-control', status: 403, message: 'secrets "runlet-holder-control" is forbidden' }),
     );
     expect(await started.exited).toBe(1);
     expect(started.output()).toContain('could not start');
-    expect(started.output()).toContain('/api/v1/namespaces/default/secrets/runlet-holder-key: 403');
+    expect(started.output()).toContain('/api/v1/namespaces/default/secrets/runlet-holder-control: 403');
   }, START_TIMEOUT_MS);
 
   it('refuses to start the holder without a token issuer to trust, naming the options', async () => {
