@@ -54,8 +54,8 @@ async function start(serverOptions: KubeApiServerOptions = {}, watchdogSeconds =
   await waitForApp(cluster.api, 'team', 'before', isAppliedAtGeneration, 'the first App applied');
 }
 
-/** The operator's watches: Apps, Deployments, code ConfigMaps, pods, Services, Ingresses, sidecar ServiceAccounts and RoleBindings, RunLogs, Nodes (nativeSidecars: auto). */
-const WATCHES = 10;
+/** The operator's watches: Apps, Deployments, code ConfigMaps, pods, Services, Ingresses, sidecar ServiceAccounts and RoleBindings, enrolment RoleBindings, RunLogs, Nodes (nativeSidecars: auto). */
+const WATCHES = 11;
 
 /** All the watches are open. */
 async function watching(): Promise<void> {
