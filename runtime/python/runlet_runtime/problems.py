@@ -96,6 +96,10 @@ def headers_too_large(limit):
     return Problem("headers-too-large", f"the request head exceeds {limit} bytes")
 
 
+def from_a_browser():
+    return Problem("forbidden", "the runtime takes calls from its sidecar only, not from a web page (Origin or Sec-Fetch-* sent)")
+
+
 def internal_error(detail):
     return Problem("internal-error", f"{detail}; the cause is in the runtime's log")
 

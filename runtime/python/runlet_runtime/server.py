@@ -18,7 +18,7 @@ RECYCLE_EXIT_STATUS = 75
 _LINGER_SECONDS = 2.0
 
 _REASONS = {
-    200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
+    200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
     413: "Content Too Large", 422: "Unprocessable Content", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 503: "Service Unavailable",
 }
@@ -327,6 +327,11 @@ class HttpConnection(asyncio.Protocol):
                 validate = value.strip() == b"1"
             elif name == b"expect":
                 expect_continue = value.strip().lower() == b"100-continue"
+            elif name == b"origin" or name.startswith(b"sec-fetch-"):
+                # Only the sidecar calls the runtime, and it sends neither. A browser sends one or the other on
+                # every request: a web page that found this loopback port (runlet dev's) must not call around
+                # the sidecar's and the dev server's checks (issue 31).
+                raise problems.from_a_browser()
         length = length or 0
         if length > self._server.max_body_bytes:
             if expect_continue:

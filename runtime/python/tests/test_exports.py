@@ -3,7 +3,7 @@
 import os
 import tempfile
 
-from .runtime_process import RuntimeTestCase
+from .runtime_process import RuntimeTestCase, call
 
 
 class ProblemAssertions:
@@ -83,6 +83,23 @@ class ImportedCallablesTests(ProblemAssertions, RuntimeTestCase):
         line = next(line for line in self.runtime.output.splitlines() if "functions of module main:" in line)
         listed = line.split("functions of module main: ", 1)[1].split(", ")
         self.assertEqual(listed, ["own", "traced", "decorated", "compact", "cached", "double", "prefixed", "greeter"])
+
+
+class BrowserCallsTests(RuntimeTestCase):
+    """Only the sidecar calls the runtime: a web page that found its loopback port (runlet dev's) is refused."""
+
+    app = "imports"
+
+    def test_a_request_a_browser_sent_is_refused_before_any_code_runs(self):
+        for header in ({"Origin": "http://attacker.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Mode": "no-cors"}):
+            connection = self.runtime.connect()
+            self.addCleanup(connection.close)
+            status, headers, body = call(connection, "own", {}, headers={"Content-Type": "text/plain", **header})
+            self.assertEqual(status, 403, header)
+            self.assertEqual(body["type"], "https://runlet.dev/problems#forbidden")
+
+    def test_the_sidecar_s_request_is_served(self):
+        self.assertEqual(self.call("own", {})[::2], (200, "own"))
 
 
 class ModuleGetattrTests(ProblemAssertions, RuntimeTestCase):
