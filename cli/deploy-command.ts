@@ -1,6 +1,5 @@
 // `runlet deploy APP_DIR`: applies the App (and its code ConfigMap) to the current kube context, then follows
 // the App's conditions until it is Ready (serving what was deployed), or says why it is not.
-import { KubeConfig } from '@kubernetes/client-node';
 import type { App, Condition } from '../crds/app-schema.ts';
 import { KubeApi } from '../kube/client.ts';
 import { kubeConfigCredentials } from '../kube/kubeconfig.ts';
@@ -10,6 +9,7 @@ import { validateApp } from '../crds/validate.ts';
 import { appManifests } from './app-folder.ts';
 import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
+import { currentKubeConfig } from './current-kube-config.ts';
 
 export const DEPLOY_USAGE = `Usage: runlet deploy APP_DIR [--namespace NS] [--image IMAGE] [--timeout SECONDS] [--no-wait]
 
@@ -49,19 +49,6 @@ export async function runDeployCommand(args: string[]): Promise<number> {
   } finally {
     await api.close();
   }
-}
-
-function currentKubeConfig(): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  try {
-    kubeConfig.loadFromDefault();
-  } catch (err) {
-    throw new CliError(`cannot read the kubeconfig (${(err as Error).message}): set KUBECONFIG to a valid file`);
-  }
-  if (!kubeConfig.getCurrentContext() || kubeConfig.getCurrentCluster() === null) {
-    throw new CliError('no Kubernetes context: set KUBECONFIG, or choose one with kubectl config use-context NAME');
-  }
-  return kubeConfig;
 }
 
 async function applyOrExplain<T extends { kind: string; metadata: { name: string } }>(api: KubeApi, object: T, namespace: string): Promise<T> {

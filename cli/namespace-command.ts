@@ -3,7 +3,7 @@
 // ClusterRoles grants it (charts/runlet/README.md, "App namespaces"). This applies those RoleBindings with the
 // admin's own kubeconfig — the operator cannot, since that would need the cluster-wide right to write
 // RoleBindings. It finds the roles in the cluster (label runlet.dev/tenant-role), so it needs no release name.
-import { KubeConfig, type V1ClusterRole, type V1RoleBinding } from '@kubernetes/client-node';
+import type { V1ClusterRole, V1RoleBinding } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { KubeApi } from '../kube/client.ts';
 import { KubeApiError, isNotFound } from '../kube/errors.ts';
@@ -12,6 +12,7 @@ import { resourcePath, type KubeObject } from '../kube/objects.ts';
 import { ENROLMENT_LABEL } from '../operator/namespace-enrolment.ts';
 import { parseCommandArgs } from './arguments.ts';
 import { CliError } from './cli-error.ts';
+import { currentKubeConfig } from './current-kube-config.ts';
 
 export const NAMESPACE_USAGE = `Usage: runlet namespace enable NS [--dry-run]
        runlet namespace disable NS [--dry-run]
@@ -128,19 +129,6 @@ function explained(error: unknown, namespace: string | undefined): unknown {
     return new CliError(`not allowed (${error.message}): enrolling ${namespace} binds Runlet's tenant ClusterRoles there, which takes a cluster admin's kubeconfig`);
   }
   return error;
-}
-
-function currentKubeConfig(): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  try {
-    kubeConfig.loadFromDefault();
-  } catch (err) {
-    throw new CliError(`cannot read the kubeconfig (${(err as Error).message}): set KUBECONFIG to a valid file`);
-  }
-  if (!kubeConfig.getCurrentContext() || kubeConfig.getCurrentCluster() === null) {
-    throw new CliError('no Kubernetes context: set KUBECONFIG, or choose one with kubectl config use-context NAME');
-  }
-  return kubeConfig;
 }
 
 function say(line: string): void {
