@@ -92,7 +92,7 @@ export function watchAppObjects(options: AppWatchesOptions): AppWatches {
     labelSelector: MANAGED_SELECTOR,
     onRestart: (reason) => metrics.watchRestarted('deployments', reason),
     // Which App owns it, its size and who sets it (the autoscaler: autoscaling/replicas-owner.ts), how its
-    // rollout stands, its drain token, sidecar mode and template digest: not the pod template.
+    // rollout stands, its sidecar mode and template digest: not the pod template.
     transform: (deployment) => {
       const identity = metadataOnly(deployment);
       return {

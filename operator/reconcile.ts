@@ -35,7 +35,7 @@ export interface ReconcilerDeps {
   /** The App watch's cache. */
   apps: { get(namespace: string, name: string): App | undefined };
   rbac: SidecarRbacApplier;
-  /** The Deployment watch's cache: who owns `spec.replicas` now, and the drain token its pods have. */
+  /** The Deployment watch's cache: who owns `spec.replicas` now, its sidecar mode and its pod template's digest. */
   deployments: { get(namespace: string, name: string): (ScaledDeployment & SidecarModeView & { podTemplate?: string }) | undefined };
   /** Applies as the autoscaler's field manager: hands `spec.replicas` of autoscaled Apps over to it. */
   autoscalerApi: KubeApi;

@@ -19,10 +19,8 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // The run stores' contract of history (results/run-history.ts: list, get, counters, retention), which the
   // SQLite store implements as the PostgreSQL one does; and the bounds of a batch the collector takes (results/batch-limits.ts).
   ['sidecar/', ['run-request/', 'crds/', 'kube/', 'management/run-source.ts', 'results/run-history.ts', 'results/batch-limits.ts']],
-  // The operator mints each pod's drain token and renders it into the sidecar's env and the app container's
-  // preStop path; the sidecar checks it. The token's names and shape have that one home.
-  // The same token guards the admin port's cancel (sidecar/admin-cancel.ts: its path and answer), which the
-  // operator's management API asks of the replica that runs the call.
+  // The admin port's cancel (sidecar/admin-cancel.ts: its path, signature and answer), which the operator's
+  // management API asks of the replica that runs the call, signed with the namespace's admin key.
   // The operator can still host the holder itself (`runlet operator --holder on`, as the chart runs it) and
   // count its calls, until the chart runs `runlet activator` instead (the test clusters do); a cancel through
   // It renders the sidecar's results collector URL under the env name the shipper reads
