@@ -97,7 +97,7 @@ def headers_too_large(limit):
 
 
 def from_a_browser():
-    return Problem("forbidden", "the runtime takes calls from its sidecar only, not from a web page (Origin or Sec-Fetch-* sent)")
+    return Problem("forbidden", "the runtime takes calls from its sidecar only, not from a web page (Origin or Sec-Fetch-Site sent)")
 
 
 def internal_error(detail):

@@ -327,10 +327,11 @@ class HttpConnection(asyncio.Protocol):
                 validate = value.strip() == b"1"
             elif name == b"expect":
                 expect_continue = value.strip().lower() == b"100-continue"
-            elif name == b"origin" or name.startswith(b"sec-fetch-"):
+            elif name == b"origin" or name == b"sec-fetch-site":
                 # Only the sidecar calls the runtime, and it sends neither. A browser sends one or the other on
-                # every request: a web page that found this loopback port (runlet dev's) must not call around
-                # the sidecar's and the dev server's checks (issue 31).
+                # every request (a page's script cannot remove them; Node's fetch sends neither): a web page that
+                # found this loopback port (runlet dev's) must not call around the sidecar's and the dev server's
+                # checks (issue 31).
                 raise problems.from_a_browser()
         length = length or 0
         if length > self._server.max_body_bytes:
