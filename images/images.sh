@@ -15,9 +15,10 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 IMAGE_REPO=${IMAGE_REPO:-runlet}
-# The drop-in this script installs with podman: Debian's podman defaults to raising RLIMIT_NOFILE in every
-# container, which an unprivileged sandbox (these machines) refuses; crun fails on hybrid cgroups, runc works.
-PODMAN_DROP_IN=/etc/containers/containers.conf.d/50-runlet.conf
+# Podman's configuration for this repo's builds and tests, given by CONTAINERS_CONF (unless the caller set one)
+# rather than installed under /etc: podman may have come from anywhere (node.sh installs it too), and Debian's
+# defaults raise RLIMIT_NOFILE in every container, which an unprivileged sandbox (these machines) refuses.
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$REPO/images/podman-containers.conf}
 
 log() { printf '[images] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -42,8 +43,6 @@ choose_engine() {
     elif command -v buildah >/dev/null; then choice=buildah
     else
       install_packages podman runc
-      as_root mkdir -p "$(dirname "$PODMAN_DROP_IN")"
-      as_root cp "$REPO/images/podman-containers.conf" "$PODMAN_DROP_IN"
       choice=podman
     fi
   fi

@@ -29,6 +29,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The repo's podman configuration (images/podman-containers.conf says why), for the pause image's build.
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$HERE/../../images/podman-containers.conf}
 KUBE_SOURCE_VERSION=1.20.5+really1.20.2-1.1+deb12u1
 KUBE_UPSTREAM_DIR=kubernetes-1.20.5+really1.20.2
 CACHE=${RUNLET_CONTROL_PLANE_CACHE:-$HOME/.cache/runlet/control-plane}/$KUBE_SOURCE_VERSION

@@ -8,8 +8,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { waitFor } from '../support/wait.ts';
 import type { Engine } from './images.ts';
+
+const podmanConfigFile = fileURLToPath(new URL('../../images/podman-containers.conf', import.meta.url));
 
 export interface ContainerApi {
   stop(): Promise<void>;
@@ -22,7 +25,9 @@ export async function startContainerApi(engine: Engine): Promise<ContainerApi> {
   const dir = await mkdtemp(join(tmpdir(), 'runlet-podman-api-'));
   const socket = join(dir, 'podman.sock');
   // --time=0: no idle timeout, the service lives until this test stops it.
-  const service = spawn('podman', ['system', 'service', '--time=0', `unix://${socket}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // The repo's podman configuration, as images/images.sh gives it (the file says why), unless one is set.
+  const env = { ...process.env, CONTAINERS_CONF: process.env.CONTAINERS_CONF ?? podmanConfigFile };
+  const service = spawn('podman', ['system', 'service', '--time=0', `unix://${socket}`], { stdio: ['ignore', 'ignore', 'pipe'], env });
   let stderr = '';
   service.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   try {
