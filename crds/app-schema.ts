@@ -314,10 +314,10 @@ export const ScalingDecisionSchema = Struct(
     time: DateTime(),
     from: Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas wanted before the decision.' }),
     to: Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas wanted after it.' }),
-    reason: Type.String({ description: 'Why, in one CamelCase word: ScaledUp, Panic, Cooldown, ScaledToZero, ColdStart, Overridden, ….' }),
+    reason: Type.String({ description: 'Why, in one CamelCase word: ScaledUp, Panic, Cooldown, ScaledToZero, ColdStart, Overridden, Fixed, ….' }),
     message: Type.String({ description: 'Why, for a person: the load measured and the target.' }),
   },
-  { description: "The autoscaler's last change of the replicas wanted." },
+  { description: "The autoscaler's last change of the replicas wanted; for a fixed App, reason Fixed and when the count was set." },
 );
 
 export const ContainerRestartSchema = Struct(
@@ -340,7 +340,7 @@ export const AppStatusSchema = Struct({
   ),
   replicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32' })),
   readyReplicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32' })),
-  desiredReplicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas the autoscaler wants (autoscaled Apps).' })),
+  desiredReplicas: Type.Optional(Type.Integer({ minimum: 0, format: 'int32', description: 'Replicas wanted: the autoscaler’s for an autoscaled App, minReplicas for a fixed one (minReplicas = maxReplicas).' })),
   lastScaling: Type.Optional(ScalingDecisionSchema),
   url: Type.Optional(Type.String({ description: 'Base URL of the run interface for this app.' })),
   runs: Type.Optional(AppRunCountsSchema),

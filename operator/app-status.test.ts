@@ -115,6 +115,24 @@ describe('nextAppStatus', () => {
     expect(nextAppStatus(app(), applied(deployment(3, rolledOut(3, 2))), APP_URL, NOW)).toMatchObject({ replicas: 3, readyReplicas: 2 });
     expect(nextAppStatus(app(), applied(undefined), APP_URL, NOW)).toMatchObject({ replicas: 0, readyReplicas: 0 });
   });
+
+  it('gives a fixed App (minReplicas = maxReplicas) its wanted replicas and a Fixed scaling, for DESIRED and SCALING', () => {
+    const first = nextAppStatus(app(2), applied(deployment(2, rolledOut(2, 2))), APP_URL, NOW);
+    expect(first).toMatchObject({ desiredReplicas: 2, lastScaling: { reason: 'Fixed', to: 2, time: NOW.toISOString().replace(/\.\d+Z$/, 'Z') } });
+    // A later reconcile keeps the time the count was set: nothing to write.
+    const later = nextAppStatus({ ...app(2), status: first }, applied(deployment(2, rolledOut(2, 2))), APP_URL, new Date(NOW.getTime() + 60_000));
+    expect(later.lastScaling).toEqual(first.lastScaling);
+    expect(ownedStatusDiffers(first, later)).toBe(false);
+  });
+
+  it('leaves an autoscaled App’s wanted replicas and scaling to the autoscaler', () => {
+    const autoscaled = storedApp(pythonSpec({ scaling: { minReplicas: 1, maxReplicas: 4 } }));
+    const written = { desiredReplicas: 3, lastScaling: { time: EARLIER, from: 1, to: 3, reason: 'ScaledUp', message: 'load' } };
+    const next = nextAppStatus({ ...autoscaled, status: written }, applied(deployment(3, rolledOut(3, 3))), APP_URL, NOW);
+    expect(next.desiredReplicas).toBeUndefined();
+    expect(next.lastScaling).toBeUndefined();
+    expect(ownedStatusDiffers({ ...next, ...written }, next)).toBe(false);
+  });
 });
 
 describe('appEvents', () => {

@@ -7,11 +7,12 @@
 //   Ready            the summary: children applied AND the current template rolled out AND Available
 // A pod whose image cannot be pulled makes both False with reason ImagePullBackOff and the kubelet's message.
 import { isDeepStrictEqual } from 'node:util';
-import type { App, AppStatus, Condition, ConditionStatus } from '../crds/app-schema.ts';
+import type { App, AppStatus, Condition, ConditionStatus, ScalingDecisionRecord } from '../crds/app-schema.ts';
 import { metaTime } from '../kube/objects.ts';
 import { describeImagePullFailure, type PodImagePullFailure } from './image-pull.ts';
 import { rolloutState, type DeploymentView, type RolloutState } from './rollout-state.ts';
 import { NOT_ENROLLED_REASON } from './namespace-enrolment.ts';
+import { autoscales, FIXED_SCALING_REASON } from './autoscaling/replicas-owner.ts';
 
 export type Observation =
   /** The spec breaks the schema; nothing was applied. */
@@ -32,8 +33,13 @@ export type Observation =
       imagePull?: PodImagePullFailure;
     };
 
-/** The part of the status the operator owns (merge-patched, so other writers' fields survive). */
-export type OwnedStatus = Required<Pick<AppStatus, 'observedGeneration' | 'conditions' | 'url'>> & Pick<AppStatus, 'replicas' | 'readyReplicas'>;
+/**
+ * The part of the status the operator owns (merge-patched, so other writers' fields survive). `desiredReplicas`
+ * and `lastScaling` are the autoscaler's for an autoscaled App and this writer's for a fixed one.
+ */
+export type OwnedStatus = Required<Pick<AppStatus, 'observedGeneration' | 'conditions' | 'url'>> &
+  Pick<AppStatus, 'replicas' | 'readyReplicas' | 'desiredReplicas' | 'lastScaling'>;
+
 
 export const READY = 'Ready';
 export const AVAILABLE = 'Available';
@@ -93,14 +99,34 @@ export function nextAppStatus(app: App, observation: Observation, url: string, n
     url,
     replicas: rollout.replicas,
     readyReplicas: rollout.readyReplicas,
+    ...fixedScaling(app, now),
   };
+}
+
+/**
+ * A fixed App's wanted replicas, which no autoscaler writes: without them `kubectl get apps` shows DESIRED and
+ * SCALING blank. The time is when the count was first set, so a reconcile that changes nothing writes nothing.
+ */
+function fixedScaling(app: App, now: Date): Pick<OwnedStatus, 'desiredReplicas' | 'lastScaling'> {
+  const { minReplicas, maxReplicas } = app.spec.scaling;
+  if (autoscales(app.spec.scaling)) return {};
+  const previous = app.status?.lastScaling;
+  if (previous?.reason === FIXED_SCALING_REASON && previous.to === minReplicas) return { desiredReplicas: minReplicas, lastScaling: previous };
+  const lastScaling: ScalingDecisionRecord = {
+    time: metaTime(now),
+    from: app.status?.desiredReplicas ?? app.status?.replicas ?? 0,
+    to: minReplicas,
+    reason: FIXED_SCALING_REASON,
+    message: `minReplicas and maxReplicas are both ${maxReplicas}: the App runs that many replicas and is not autoscaled`,
+  };
+  return { desiredReplicas: minReplicas, lastScaling };
 }
 
 /** At least `minimum` replicas available, whatever their template (during a rollout old ones serve too). */
 function availability(rollout: RolloutState, minimum: number, pullFailure: string | undefined): Verdict {
   const { availableReplicas: available } = rollout;
   if (available >= minimum) {
-    if (available === 0) return ['True', 'ScaledToZero', 'minReplicas is 0 and no replica runs: calls fail until one does'];
+    if (available === 0) return ['True', 'ScaledToZero', 'minReplicas is 0 and no replica runs: a call starts one and waits for it at the activator'];
     return ['True', 'MinimumReplicasAvailable', `${available} replicas available, minReplicas ${minimum}`];
   }
   const shortfall = `${available} of minReplicas ${minimum} replicas available`;
@@ -134,6 +160,8 @@ export function ownedStatusDiffers(current: AppStatus | undefined, next: OwnedSt
     url: current?.url,
     replicas: current?.replicas,
     readyReplicas: current?.readyReplicas,
+    desiredReplicas: current?.desiredReplicas,
+    lastScaling: current?.lastScaling,
   };
   // Key order is not compared: a real API server returns object keys sorted.
   return !isDeepStrictEqual(withoutUndefined(owned), withoutUndefined({ ...owned, ...next }));

@@ -25,6 +25,9 @@ export interface ScaledDeployment extends KubeObject {
 type Scaling = App['spec']['scaling'];
 
 /** Replicas follow the load when the App leaves room between its minimum and maximum. */
+/** `status.lastScaling.reason` of an App that does not autoscale (minReplicas = maxReplicas). */
+export const FIXED_SCALING_REASON = 'Fixed';
+
 export function autoscales(scaling: Scaling): boolean {
   return scaling.maxReplicas > scaling.minReplicas;
 }

@@ -80,6 +80,18 @@ describe('the scaler', () => {
     expect(scaleWrites()).toBe(0);
   });
 
+  it('replaces a fixed App’s Fixed scaling once the App autoscales at the same size', async () => {
+    const { run } = await scalerFor(1, () => idle);
+    const fixed = { time: '2025-01-01T00:00:00Z', from: 0, to: 1, reason: 'Fixed', message: 'minReplicas and maxReplicas are both 1' };
+    await cluster.api.mergePatch(`${paths.app('team', 'hello')}/status`, { status: { desiredReplicas: 1, lastScaling: fixed } });
+    await run(10);
+    const { status } = await cluster.api.get<App>(paths.app('team', 'hello'));
+    expect(status).toMatchObject({ desiredReplicas: 1, lastScaling: { from: 1, to: 1 } });
+    expect(status?.lastScaling?.reason).not.toBe('Fixed');
+    expect(statusWrites()).toBeLessThanOrEqual(2);
+    expect(scaleWrites()).toBe(0);
+  });
+
   it('keeps an App with minReplicas 0 at one replica when no holder would answer its calls at zero, and says why once', async () => {
     const { run, events } = await scalerFor(1, () => idle, { minReplicas: 0, scalesToZero: false });
     await run(20);

@@ -13,7 +13,7 @@ import { childName } from '../render/names.ts';
 import type { AppLoad } from './app-load.ts';
 import type { HeldDemand } from './held-demand.ts';
 import { AppAutoscaler, type DeploymentScale, type LoadSample, type ScalingDecision } from './decide.ts';
-import { autoscales, type ScaledDeployment } from './replicas-owner.ts';
+import { autoscales, FIXED_SCALING_REASON, type ScaledDeployment } from './replicas-owner.ts';
 import { scalingSettingsOf, type ScalingSettings } from './settings.ts';
 
 /** The Events recorder the scaler tells its decisions to. */
@@ -134,6 +134,10 @@ export class Scaler {
       if (decision.desiredReplicas !== current.replicas) {
         const overridden = tracked.written !== current.replicas;
         this.#inHand(tracked, key, this.#scale(app, tracked, current.replicas, decision, overridden, now));
+      } else if (stored.status?.lastScaling?.reason === FIXED_SCALING_REASON) {
+        // Was fixed, now autoscaled at the same size: the Fixed scaling would stay in `kubectl get apps`.
+        const lastScaling = { time: metaTime(new Date(now)), from: current.replicas, to: decision.desiredReplicas, reason: decision.reason, message: decision.message };
+        this.#inHand(tracked, key, this.#writeStatus(app, { desiredReplicas: decision.desiredReplicas, lastScaling }));
       } else if (stored.status?.desiredReplicas !== decision.desiredReplicas) {
         // (The stored App's status: `app` is its spec, defaulted, as first seen at this generation.)
         // Taken over at the right size: the status says so once, for `kubectl get apps`.
