@@ -3,7 +3,7 @@
 // metrics and the log line, and the outcome forwarded to the webhook.
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
-import type { RunMode, RunRecord } from '../crds/run-record-schema.ts';
+import { TIMEOUT_ERROR_TYPE, type RunMode, type RunRecord } from '../crds/run-record-schema.ts';
 import { ActiveRun } from './active-runs.ts';
 import { recordCancelled } from './cancelled-run.ts';
 import type { AppTarget } from './apps.ts';
@@ -103,7 +103,9 @@ export class RunLifecycle {
         reason === 'timeout'
           ? new ProblemError(Problems.timeout, 'The run waited for a slot past its time limit')
           : new ProblemError(Problems.draining, 'The replica shut down before the run started', { headers: { 'retry-after': '1' } });
-      this.#replica.recorder.finish(run.record, { statusCode: problem.status, error: { type: problem.spec.title, message: problem.detail }, reason });
+      // The same type as a run stopped at its limit while running: one reason, one type for webhook consumers.
+      const type = reason === 'timeout' ? TIMEOUT_ERROR_TYPE : problem.spec.title;
+      this.#replica.recorder.finish(run.record, { statusCode: problem.status, error: { type, message: problem.detail }, reason });
       throw err instanceof ProblemError ? err : problem;
     }
   }

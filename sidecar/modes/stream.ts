@@ -8,7 +8,7 @@ import type { ActiveRun } from '../active-runs.ts';
 import { cancelledError } from '../cancelled-run.ts';
 import type { AppTarget } from '../apps.ts';
 import type { RunRecorder } from '../runs/recorder.ts';
-import { describeUpstreamError, upstreamFailureReason } from '../runtimes/runtime-client.ts';
+import { upstreamFailureReason, upstreamRunError } from '../runtimes/runtime-client.ts';
 import { errorEvent, RuntimeStreamDecoder } from '../sse/runtime-stream.ts';
 import type { RunError } from '../../crds/run-record-schema.ts';
 import type { RunOutcome } from './outcome.ts';
@@ -98,7 +98,7 @@ export async function runStream(
   }
   // The stream was cut: the runtime died, or the platform stopped the run (timeout, shutdown).
   const reason = upstreamFailureReason(failure ?? new Error('stream ended without its last line'), run.stoppedFor);
-  const error = { type: reason === 'timeout' ? 'Timeout' : 'RuntimeError', message: describeUpstreamError(failure, reason) };
+  const error = upstreamRunError(failure, reason);
   await sink.end(errorEvent(JSON.stringify(error)));
   const runTimeMs = recorder.finish(run.record, { statusCode: 500, error, reason });
   return { statusCode: 500, success: false, resultJson: null, error, runTimeMs };

@@ -9,10 +9,10 @@ import type { RunRecorder } from '../runs/recorder.ts';
 import {
   appUnavailable,
   callFunction,
-  describeUpstreamError,
   isResultTooLarge,
   neverReachedRuntime,
   upstreamFailureReason,
+  upstreamRunError,
   type RuntimeAnswer,
 } from './runtime-client.ts';
 
@@ -69,14 +69,10 @@ export function recordFailedExchange(run: ActiveRun, recorder: RunRecorder, err:
     return problem;
   }
   const reason = upstreamFailureReason(err, run.stoppedFor);
-  const detail = describeUpstreamError(err, reason);
-  const problem = new ProblemError(reason === 'timeout' ? Problems.timeout : reason === 'shutdown' ? Problems.draining : Problems.upstreamFailed, detail, {
+  const error = upstreamRunError(err, reason);
+  const problem = new ProblemError(reason === 'timeout' ? Problems.timeout : reason === 'shutdown' ? Problems.draining : Problems.upstreamFailed, error.message, {
     cause: err,
   });
-  recorder.finish(run.record, {
-    statusCode: problem.status,
-    error: { type: reason === 'timeout' ? 'Timeout' : 'RuntimeError', message: detail },
-    reason,
-  });
+  recorder.finish(run.record, { statusCode: problem.status, error, reason });
   return problem;
 }

@@ -4,7 +4,7 @@ import type { AppTarget } from '../apps.ts';
 import { stopperOf, type CallStopper } from './runtime-connections.ts';
 import { Problems } from '../../crds/problems.ts';
 import { ProblemError } from '../../crds/problem.ts';
-import type { FailureReason, RunError } from '../../crds/run-record-schema.ts';
+import { TIMEOUT_ERROR_TYPE, type FailureReason, type RunError } from '../../crds/run-record-schema.ts';
 
 export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
 
@@ -123,6 +123,11 @@ export function upstreamFailureReason(err: unknown, aborted: FailureReason | nul
     return 'runtime_crashed';
   }
   return 'upstream_error';
+}
+
+/** The recorded error of a call the runtime did not finish: one type per reason, whichever mode the call was. */
+export function upstreamRunError(err: unknown, reason: FailureReason): RunError {
+  return { type: reason === 'timeout' ? TIMEOUT_ERROR_TYPE : 'RuntimeError', message: describeUpstreamError(err, reason) };
 }
 
 export function describeUpstreamError(err: unknown, reason: FailureReason): string {

@@ -123,8 +123,15 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
       const response = await postJson(`${runOrigin}/v4/dev/brief/sleep?async=true`, { seconds: 4 });
       const { run_id: runId } = (await response.json()) as { run_id: string };
       const done = await settled('brief', runId);
-      expect(done).toMatchObject({ status: 'failure', reason: 'timeout', statusCode: 504 });
+      expect(done).toMatchObject({ status: 'failure', reason: 'timeout', statusCode: 504, error: { type: 'Timeout' } });
       expect(done.responseTimeMs).toBeLessThan(4000);
+    });
+
+    it('gives a run that times out while queued the same error type as one that times out running', async () => {
+      // brief takes two at once: the third call waits for a slot past its 1 s limit.
+      const calls = await Promise.all([4, 4, 4].map((seconds) => postJson(`${runOrigin}/v4/dev/brief/sleep?async=true`, { seconds })));
+      const records = await Promise.all(calls.map(async (call) => settled('brief', ((await call.json()) as { run_id: string }).run_id)));
+      for (const done of records) expect(done).toMatchObject({ status: 'failure', reason: 'timeout', error: { type: 'Timeout' } });
     });
   });
 
