@@ -118,13 +118,17 @@ export function renderSidecarContainer(app: App, config: RenderConfig): V1Contai
     // Liveness counts only once this passes, so a sidecar slow to start (a busy node) is not killed for it.
     // As a native sidecar the kubelet also starts the app container only then, so it asks /healthz: /ready
     // waits for the app container and would never pass.
-    startupProbe: adminGet('/healthz', { periodSeconds: 1, failureThreshold: 60, timeoutSeconds: 2 }),
+    startupProbe: adminGet('/healthz', { periodSeconds: 1, failureThreshold: 120, timeoutSeconds: 5 }),
     ...(config.nativeSidecars ? { restartPolicy: 'Always' } : {}),
     // Fails at once while draining, so the endpoint leaves the Service before the pod stops taking runs. Every
     // second (the kubelet's shortest): a replica started for calls held at zero serves them on average half a
     // period after its app is ready, so the period is part of every cold start.
-    readinessProbe: adminGet('/ready', { periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 2 }),
-    livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 2 }),
+    // A slow answer is not a failure below 5 s: on a starved node (a burst of pods starting on two cores) a
+    // sidecar answering late is busy, not gone, and the draining answer is an immediate 503 either way.
+    readinessProbe: adminGet('/ready', { periodSeconds: 1, failureThreshold: 1, timeoutSeconds: 5 }),
+    // /healthz asks only that the process answers (or that a drain by hand is over): a minute of missed answers
+    // in a row, not a busy half-minute, restarts it, since a restart loses every run in flight.
+    livenessProbe: adminGet('/healthz', { periodSeconds: 10, failureThreshold: 6, timeoutSeconds: 5 }),
     resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
     securityContext: containerSecurityContext(SIDECAR_UID),
     volumeMounts: [
