@@ -70,6 +70,8 @@ import type { PgResults } from '../results/pg-results.ts';
 import { NamespaceQuotas } from '../results/namespace-quotas.ts';
 import type { NamespaceUsageReader } from '../results/namespace-usage.ts';
 import { ResultsCallers } from './results-callers.ts';
+import { ServiceAccountTokenCheck } from './service-account-token-check.ts';
+import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { ResultsUsageReader } from './results-usage.ts';
 import { childName } from './render/names.ts';
 import { buildHealthServer } from './health-server.ts';
@@ -562,6 +564,7 @@ export function createOperator(options: OperatorOptions): Operator {
     api,
     pod: (namespace, name) => pods.get(namespace, name),
     logger,
+    tokenCheck: new ServiceAccountTokenCheck({ api, audience: RESULTS_TOKEN_AUDIENCE, logger, onOutcome: (outcome) => metrics.resultsTokenChecks.inc({ outcome }) }),
   }), quotas, metrics);
   let collectorUrl: string | undefined;
   let metricsUrl: string | undefined;

@@ -103,6 +103,13 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly resultsTokenChecks = new Counter({
+    name: 'runlet_results_token_checks_total',
+    help: 'Tokens the results collector checked offline (signature, issuer, audience, expiry, pod binding) before a TokenReview, by outcome: verified (then reviewed), refused (never reviewed), unchecked (the issuer\'s keys could not be read: reviewed).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'runlet_operator_' });
   }
