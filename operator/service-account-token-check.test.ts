@@ -3,7 +3,7 @@
 // kube-apiserver does from 1.20): a real pod's token verifies; an unbound one is refused offline; a token naming a
 // key the cluster does not have reads the keys again at most once per cooldown; and while the keys cannot be read,
 // nothing is refused for it: TokenReview alone decides (logged once).
-import { SignJWT, generateKeyPair } from 'jose';
+import { SignJWT, decodeProtectedHeader, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
@@ -29,7 +29,7 @@ function recordingLogger(): { warn: (...args: unknown[]) => void; info: (...args
   return { warn: at('warn'), info: at('info'), debug: () => undefined, lines };
 }
 
-function tokenCheck(logger = recordingLogger(), options: { refreshCooldownMs?: number } = {}): ServiceAccountTokenCheck {
+function tokenCheck(logger = recordingLogger(), options: { refreshCooldownMs?: number; maxAgeMs?: number } = {}): ServiceAccountTokenCheck {
   return new ServiceAccountTokenCheck({ api, audience: RESULTS_TOKEN_AUDIENCE, logger: logger as never, ...options });
 }
 
@@ -103,5 +103,22 @@ describe('the offline check of a pod\'s token', () => {
     // The keys readable again: checked offline again, and said so.
     expect(await check.check(token)).toEqual({ outcome: 'verified', namespace: NAMESPACE });
     expect(logger.lines.some((line) => line.level === 'info' && /read again/.test(line.message))).toBe(true);
+  });
+
+  it('keeps checking with the keys it read while they cannot be read again: a forgery under a known kid is still refused, an unknown kid is left to TokenReview', async () => {
+    const check = tokenCheck(recordingLogger(), { refreshCooldownMs: 0, maxAgeMs: 0 });
+    expect(await check.check(token)).toMatchObject({ outcome: 'verified' });
+    server.failNext({ method: 'GET', pathPattern: '/.well-known/openid-configuration', status: 503, times: 4 });
+    expect(await check.check(token)).toMatchObject({ outcome: 'verified' });
+    const { privateKey } = await generateKeyPair('RS256');
+    const forge = (kid: string | undefined): Promise<string> =>
+      new SignJWT({ 'kubernetes.io': { namespace: NAMESPACE, pod: { name: 'billing-1', uid: 'x' } } })
+        .setProtectedHeader({ alg: 'RS256', kid })
+        .setIssuer(SERVICE_ACCOUNT_ISSUER)
+        .setAudience(RESULTS_TOKEN_AUDIENCE)
+        .setExpirationTime('10m')
+        .sign(privateKey);
+    expect(await check.check(await forge(decodeProtectedHeader(token).kid))).toMatchObject({ outcome: 'refused', status: 401 });
+    expect(await check.check(await forge('rotated-in'))).toEqual({ outcome: 'unchecked' });
   });
 });

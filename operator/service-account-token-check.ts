@@ -9,8 +9,8 @@
 //
 // The keys are cached: read again after `maxAgeMs`, and on a token naming a key not among them (a rotation) at
 // most once per `refreshCooldownMs`. While they cannot be read (discovery off, the role unbound, the API server
-// down), every token is left to TokenReview alone, as before this check: logged once, and counted
-// (`unchecked`), never refused for it.
+// down), keys read before still check tokens that name them, and every other token is left to TokenReview alone,
+// as before this check (never refused for it): logged once, and counted (`unchecked`).
 import { createLocalJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { KubeApi } from '../kube/client.ts';
@@ -39,6 +39,8 @@ export interface ServiceAccountTokenCheckOptions {
   clockToleranceSeconds?: number;
 }
 
+/** Bound on one read of the discovery document or the keys: a hung API server holds no batch longer. */
+const READ_TIMEOUT_MS = 5_000;
 /** Kubernetes signs service-account tokens RS256 or ES256 (its key's kind); never a shared secret, never none. */
 const ALGORITHMS = ['RS256', 'ES256'];
 
@@ -53,7 +55,7 @@ export class ServiceAccountTokenCheck {
   readonly #maxAgeMs: number;
   readonly #cooldownMs: number;
   #keys: IssuerKeys | undefined;
-  /** Whether the last read of the keys failed: then tokens are left unchecked until a read succeeds. */
+  /** Whether the last read of the keys failed: then a token naming a key not read before is left unchecked. */
   #unavailable = false;
   #lastReadAt = Number.NEGATIVE_INFINITY;
   #reading: Promise<void> | undefined;
@@ -71,24 +73,23 @@ export class ServiceAccountTokenCheck {
   }
 
   async #check(token: string): Promise<TokenCheck> {
-    const stale = this.#keys === undefined || performance.now() - this.#keys.readAt > this.#maxAgeMs;
-    if (stale) await this.#readKeys();
-    let keys = this.#keys;
-    if (keys === undefined || this.#unavailable) return { outcome: 'unchecked' };
+    if (this.#keys === undefined || performance.now() - this.#keys.readAt > this.#maxAgeMs) await this.#readKeys();
+    // Keys read before and not readable now still tell a forgery: only a token naming none of them is left unchecked.
+    const keys = this.#keys;
+    if (keys === undefined) return { outcome: 'unchecked' };
     try {
       return this.#verdict(await this.#verify(token, keys));
     } catch (error) {
+      if (!(error instanceof errors.JWKSNoMatchingKey)) return refusal(error, this.#options.audience);
       // A key not among those read: perhaps one rotated in since. Read again, at most once per cooldown.
-      if (error instanceof errors.JWKSNoMatchingKey && (await this.#readKeys())) {
-        keys = this.#keys;
-        if (keys === undefined || this.#unavailable) return { outcome: 'unchecked' };
-        try {
-          return this.#verdict(await this.#verify(token, keys));
-        } catch (again) {
-          return refusal(again, this.#options.audience);
-        }
+      const readNow = await this.#readKeys();
+      if (this.#unavailable) return { outcome: 'unchecked' };
+      if (!readNow || this.#keys === keys) return refusal(error, this.#options.audience);
+      try {
+        return this.#verdict(await this.#verify(token, this.#keys!));
+      } catch (again) {
+        return refusal(again, this.#options.audience);
       }
-      return refusal(error, this.#options.audience);
     }
   }
 
@@ -131,9 +132,9 @@ export class ServiceAccountTokenCheck {
   async #fetchKeys(): Promise<void> {
     const { api, logger } = this.#options;
     try {
-      const discovery = (await api.request('GET', KubePath.openIdConfiguration)) as { issuer?: unknown } | undefined;
+      const discovery = (await api.request('GET', KubePath.openIdConfiguration, { timeoutMs: READ_TIMEOUT_MS })) as { issuer?: unknown } | undefined;
       if (typeof discovery?.issuer !== 'string' || discovery.issuer === '') throw new Error(`${KubePath.openIdConfiguration.toString()} names no issuer`);
-      const keySet = (await api.request('GET', KubePath.openIdKeySet)) as JSONWebKeySet | undefined;
+      const keySet = (await api.request('GET', KubePath.openIdKeySet, { timeoutMs: READ_TIMEOUT_MS })) as JSONWebKeySet | undefined;
       if (!Array.isArray(keySet?.keys) || keySet.keys.length === 0) throw new Error(`${KubePath.openIdKeySet.toString()} holds no keys`);
       this.#keys = { issuer: discovery.issuer, keySet: createLocalJWKSet(keySet), readAt: performance.now() };
       if (this.#unavailable) logger.info({ issuer: discovery.issuer }, 'results collector: the service-account issuer\'s keys are read again; tokens are checked offline before a TokenReview');
