@@ -40,7 +40,7 @@ export interface CallerRefusal {
   detail: string;
   /** For the refusals' metric; default by status: unauthenticated, wrong-pod, review-unavailable. */
   reason?: CallerRefusalReason;
-  /** The token's namespace, when the API server authenticated it (a 403): a label only a real namespace fills. */
+  /** The token's namespace, when the cluster vouched for it (TokenReview, or its signature: a 403): a label only a real namespace fills. */
   namespace?: string;
 }
 
