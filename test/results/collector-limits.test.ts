@@ -201,6 +201,45 @@ describe('the results collector before it reads a body', () => {
     }
   });
 
+  it('cuts hostile namespaces\' batches that trickle below the least rate (408, bytes given back), while a third namespace\'s batch is taken at once', async () => {
+    const batchBytes = 1024 * 1024;
+    const budget = new ByteBudget(4 * batchBytes, batchBytes);
+    const collector = await startCollector({ maxBatchBytes: batchBytes, budget, pace: { minBytesPerSecond: 4096, graceMs: 300, windowMs: 300 } });
+    const tricklers: RawConnection[] = [];
+    const answers: RawAnswer[] = [];
+    // Each trickler sends a byte every 20 ms: 50 bytes a second, far below the least rate.
+    const trickle = setInterval(() => {
+      for (const sender of tricklers) sender.write(' ');
+    }, 20);
+    try {
+      for (const namespace of ['team-a', 'team-b']) {
+        for (let i = 0; i < 5; i += 1) {
+          const sender = await RawConnection.open(collector.url);
+          sender.write(head(batchBytes, `Bearer ${resultsTokenOf('limits', `trickle-${i}`, namespace)}`, `/v1/results/${namespace}/runs`));
+          sender.write('{"records":[');
+          void sender.next().then((answer) => answers.push(answer), () => undefined);
+          tricklers.push(sender);
+        }
+      }
+      const third = await RawConnection.open(collector.url);
+      try {
+        third.write(head(batchBytes, `Bearer ${resultsTokenOf('limits', 'p1', 'team-c')}`, '/v1/results/team-c/runs'));
+        third.write(batchOf(batchBytes, 'p1', 'team-c'));
+        expect(await answerWithin(third)).toMatchObject({ status: 200 });
+      } finally {
+        third.close();
+      }
+      await waitFor(() => answers.length === tricklers.length, { what: 'every trickler cut', timeoutMs: ANSWER_TIMEOUT_MS });
+      for (const answer of answers) expect(answer).toMatchObject({ status: 408, headers: { connection: 'close' } });
+      await waitFor(() => budget.inUse === 0, { what: 'their bytes given back' });
+      expect(budget.peak).toBeLessThanOrEqual(budget.limit);
+    } finally {
+      clearInterval(trickle);
+      for (const sender of tricklers) sender.close();
+      await collector.app.close();
+    }
+  });
+
   it('takes a third namespace\'s batch at once while two hostile namespaces hold the whole budget with batches they stopped sending, and trickle others of the largest size', async () => {
     const batchBytes = 1024 * 1024;
     /** What each stalled batch leaves unsent: room for the trickled bytes, none for a third namespace's batch. */
