@@ -21,7 +21,7 @@ export interface ResourcePathParts {
   subresource?: string;
 }
 
-/** The path of a resource, or of one of the few other places callers ask (/version, a group's discovery). */
+/** The path of a resource, or of one of the few other places callers ask (/version, a group's discovery, the issuer's keys). */
 export class KubePath {
   /** The resource this path names; null for the others. */
   readonly parts: Readonly<ResourcePathParts> | null;
@@ -49,6 +49,12 @@ export class KubePath {
 
   /** `/version`. */
   static readonly version = new KubePath('/version', null);
+
+  /** The service-account issuer's OpenID discovery document (ServiceAccountIssuerDiscovery, from 1.20). */
+  static readonly openIdConfiguration = new KubePath('/.well-known/openid-configuration', null);
+
+  /** The service-account issuer's key set, as the API server serves it (whatever jwks_uri the discovery names). */
+  static readonly openIdKeySet = new KubePath('/openid/v1/jwks', null);
 
   /** The object `name` of this collection. */
   named(name: string): KubePath {

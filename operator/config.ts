@@ -62,11 +62,11 @@ export const ResultsConfigSchema = StrictObject({
     description: 'Port of the results collector (on server.host), apart from the management API: the only one App pods send bodies to.',
   }),
   collectorMaxInFlightMiB: Type.Integer({
-    // Half of it, one namespace's share, holds the largest batch (17 MiB).
+    // Two of the largest batches (17 MiB) and room besides.
     minimum: 40,
     maximum: 4096,
     description:
-      "MiB of batch bodies the collector holds at once across all pods, one namespace's pods at most half of it; a batch past them is answered 503 + Retry-After before its body is read.",
+      "MiB of batch bodies the collector holds at once across all pods, counted as they arrive and shared fairly between namespaces (each owed an equal part, at least one batch); a batch past it is answered 503 + Retry-After.",
   }),
   maxRunsPerNamespace: QuotaCount(
     'Runs one namespace keeps in the results store at most: past it the collector records no new run of it (its async calls are answered 507 run-store-quota-exceeded) until retention deletes older ones; runs already recorded still finish.',

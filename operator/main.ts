@@ -62,6 +62,7 @@ import { clusterRunCanceller, type ClusterCancellerOptions } from './run-cancel.
 import { AdminKeys } from './admin-keys.ts';
 import { ResultsUpkeep } from './results-upkeep.ts';
 import { ReplicaPresence } from './replica-presence.ts';
+import { MAX_BATCH_BYTES } from '../results/batch-limits.ts';
 import { ByteBudget } from '../results/byte-budget.ts';
 import { resultsCollector } from '../results/collector.ts';
 import type { ResultsState } from '../results/open.ts';
@@ -69,6 +70,8 @@ import type { PgResults } from '../results/pg-results.ts';
 import { NamespaceQuotas } from '../results/namespace-quotas.ts';
 import type { NamespaceUsageReader } from '../results/namespace-usage.ts';
 import { ResultsCallers } from './results-callers.ts';
+import { ServiceAccountTokenCheck } from './service-account-token-check.ts';
+import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { ResultsUsageReader } from './results-usage.ts';
 import { childName } from './render/names.ts';
 import { buildHealthServer } from './health-server.ts';
@@ -561,7 +564,8 @@ export function createOperator(options: OperatorOptions): Operator {
     api,
     pod: (namespace, name) => pods.get(namespace, name),
     logger,
-  }), quotas);
+    tokenCheck: new ServiceAccountTokenCheck({ api, audience: RESULTS_TOKEN_AUDIENCE, logger, onOutcome: (outcome) => metrics.resultsTokenChecks.inc({ outcome }) }),
+  }), quotas, metrics);
   let collectorUrl: string | undefined;
   let metricsUrl: string | undefined;
 
@@ -673,17 +677,23 @@ export function createOperator(options: OperatorOptions): Operator {
   };
 }
 
-/** How long a batch may take to arrive whole: a slow sender holds its share of the byte budget no longer. */
+/** How long a batch may take to arrive whole, at most; a body that stops arriving is cut sooner (results/body-intake.ts). */
 const COLLECTOR_REQUEST_TIMEOUT_MS = 30_000;
 
 /** The results collector's own server: only the collector's route, its bodies bounded across requests. */
-function buildCollectorServer(store: PgResults, config: OperatorConfig, logger: Logger, callers: ResultsCallers, quotas: NamespaceQuotas | undefined): FastifyInstance {
+function buildCollectorServer(store: PgResults, config: OperatorConfig, logger: Logger, callers: ResultsCallers, quotas: NamespaceQuotas | undefined, metrics: OperatorMetrics): FastifyInstance {
   const server = Fastify({
     loggerInstance: logger.child({ component: 'results-collector' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     requestTimeout: COLLECTOR_REQUEST_TIMEOUT_MS,
   });
-  void server.register(resultsCollector, { store, identify: callers.identify, budget: new ByteBudget(config.results.collectorMaxInFlightMiB * 1024 * 1024), quotas });
+  void server.register(resultsCollector, {
+    store,
+    identify: callers.identify,
+    budget: new ByteBudget(config.results.collectorMaxInFlightMiB * 1024 * 1024, MAX_BATCH_BYTES),
+    quotas,
+    onRefused: ({ reason, namespace }) => metrics.resultsBatchRefusals.inc({ reason, namespace: namespace ?? '' }),
+  });
   return server;
 }
 

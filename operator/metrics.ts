@@ -96,6 +96,20 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly resultsBatchRefusals = new Counter({
+    name: 'runlet_results_batches_refused_total',
+    help: 'Batches of run records the results collector refused whole, by reason (unauthenticated, wrong-pod, wrong-namespace, review-rate, review-unavailable, too-large, budget, preempted, slow, aborted, invalid, unsupported-media-type, store-unavailable) and the sender\'s namespace once the API server authenticated it (else empty).',
+    labelNames: ['reason', 'namespace'] as const,
+    registers: [this.registry],
+  });
+
+  readonly resultsTokenChecks = new Counter({
+    name: 'runlet_results_token_checks_total',
+    help: 'Tokens the results collector checked offline (signature, issuer, audience, expiry, pod binding) before a TokenReview, by outcome: verified (then reviewed), refused (never reviewed), unchecked (the issuer\'s keys could not be read: reviewed).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'runlet_operator_' });
   }

@@ -5,10 +5,14 @@
 // extra: the token is bound to that pod and dies with it). The operator's pod cache then says whether that pod is
 // an App's, and which App's (its runlet.dev/app label): the collector takes only that App's runs, run by that pod.
 //
-// The reviews are cached by a hash of the token (no usable credential is kept), for at most `ttlMs` and never
-// past the token's own expiry; a refused token for `deniedTtlMs`. Reviews of tokens not seen before are bounded
-// (management/review-limiter.ts), so a flood of made-up tokens cannot have the API server asked as fast as it
-// comes. The pod is looked up on every batch, not cached with the token: a pod gone is refused at once.
+// Before a token not seen lately is reviewed, it is checked offline (service-account-token-check.ts): signed by
+// the cluster's service-account issuer, for the collector's audience, not expired, bound to a pod. A token that
+// fails is refused there, so junk and forged tokens never take a TokenReview from real ones (while the issuer's
+// keys cannot be read, TokenReview alone decides, as it does for what passes). The reviews are cached by a hash
+// of the token (no usable credential is kept), for at most `ttlMs` and never past the token's own expiry; a
+// refused token for `deniedTtlMs`. Reviews of tokens not seen before are bounded (management/review-limiter.ts),
+// so even unchecked made-up tokens cannot have the API server asked as fast as they come. The pod is looked up
+// on every batch, not cached with the token: a pod gone is refused at once.
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
@@ -21,6 +25,7 @@ import type { CallerRefusal, CollectorCaller } from '../results/collector.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { SIDECAR_SERVICE_ACCOUNT } from './render/names.ts';
 import type { PodObject } from './runlog-verdict.ts';
+import type { ServiceAccountTokenCheck } from './service-account-token-check.ts';
 
 const TOKEN_REVIEWS_PATH = KubePath.of({ group: 'authentication.k8s.io', version: 'v1', resource: 'tokenreviews' });
 /** A JWS in compact form, as every ServiceAccount token is: nothing else is worth a review. */
@@ -35,6 +40,8 @@ export interface ResultsCallersOptions {
   /** The operator's pod cache (App pods: those labelled runlet.dev/app). */
   pod(namespace: string, name: string): PodObject | undefined;
   logger: Pick<Logger, 'debug'>;
+  /** The offline check a token not reviewed lately passes before its review; absent, every such token is reviewed. */
+  tokenCheck?: Pick<ServiceAccountTokenCheck, 'check'>;
   /** Longest a token the API server authenticated is taken without asking again. Default 60 s. */
   ttlMs?: number;
   /** How long a refused token is refused without asking again. Default 5 s. */
@@ -81,7 +88,13 @@ export class ResultsCallers {
   readonly identify = async (token: string): Promise<CollectorCaller | CallerRefusal> => {
     if (!JWT_SHAPE.test(token)) return { status: 401, detail: 'the bearer token is not a ServiceAccount token (a JWT)' };
     const key = createHash('sha256').update(token).digest('base64url');
-    const review = this.#reviews.get(key) ?? (await this.#reviewOnce(key, token));
+    let review = this.#reviews.get(key);
+    if (review === undefined) {
+      // Not remembered: refused offline if it can be, so that only tokens worth it are reviewed (and remembered).
+      const checked = await this.#options.tokenCheck?.check(token);
+      if (checked?.outcome === 'refused') return { status: checked.status, detail: checked.detail, namespace: checked.namespace };
+      review = await this.#reviewOnce(key, token);
+    }
     if (!review.ok) return review.refusal;
     return this.#appPod(review.token);
   };
@@ -91,11 +104,11 @@ export class ResultsCallers {
     const pod = this.#options.pod(namespace, podName);
     // Not in the cache of App pods: no App's pod (or one the watch has not shown yet: the sender tries again).
     if (pod === undefined || pod.metadata?.uid !== podUid) {
-      return { status: 403, detail: `pod ${namespace}/${podName} is not a pod of an App (or not known to the operator yet)` };
+      return { status: 403, namespace, detail: `pod ${namespace}/${podName} is not a pod of an App (or not known to the operator yet)` };
     }
     const appName = pod.metadata?.labels?.[APP_LABEL];
     if (appName === undefined || serviceAccount !== SIDECAR_SERVICE_ACCOUNT) {
-      return { status: 403, detail: `pod ${namespace}/${podName} (service account ${serviceAccount}) is not the sidecar of an App` };
+      return { status: 403, namespace, detail: `pod ${namespace}/${podName} (service account ${serviceAccount}) is not the sidecar of an App` };
     }
     return { namespace, appName, podName };
   }
@@ -105,7 +118,7 @@ export class ResultsCallers {
     if (joined !== undefined) return joined;
     const admission = this.#limiter.tryStart(this.#known.has(key));
     if (!admission.admitted) {
-      return Promise.resolve({ ok: false, refusal: { status: 503, detail: `too many tokens are being reviewed at once; retry in ${admission.retryAfterSeconds} s` } });
+      return Promise.resolve({ ok: false, refusal: { status: 503, reason: 'review-rate', detail: `too many tokens are being reviewed at once; retry in ${admission.retryAfterSeconds} s` } });
     }
     const pending = this.#review(token)
       .then((review) => {
@@ -142,7 +155,7 @@ export class ResultsCallers {
     const podName = status.user?.extra?.[POD_NAME_EXTRA]?.[0];
     const podUid = status.user?.extra?.[POD_UID_EXTRA]?.[0];
     if (podName === undefined || podUid === undefined) {
-      return { ok: false, refusal: { status: 403, detail: 'the bearer token is not bound to a pod: a batch is sent with the token the kubelet projects into the sidecar' } };
+      return { ok: false, refusal: { status: 403, namespace: user[1], detail: 'the bearer token is not bound to a pod: a batch is sent with the token the kubelet projects into the sidecar' } };
     }
     return { ok: true, token: { namespace: user[1]!, serviceAccount: user[2]!, podName, podUid } };
   }

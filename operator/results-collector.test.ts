@@ -16,6 +16,9 @@ import { startPostgres, type PostgresServer } from '../test/support/postgres.ts'
 import { pendingAsyncRunRecord } from '../test/support/sqlite-run-records.ts';
 import { waitFor } from '../test/support/wait.ts';
 import { createOperator, type Operator } from './main.ts';
+import { SignJWT, decodeProtectedHeader, generateKeyPair } from 'jose';
+import { SERVICE_ACCOUNT_ISSUER, signServiceAccountToken } from '../test/kube/service-account-issuer.ts';
+import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { kubePathOf } from '../test/support/kube-path.ts';
 
 const APP = 'billing';
@@ -179,3 +182,77 @@ describe('the results collector, attacked by another tenant', () => {
     expect(answer.status).toBe(404);
   });
 });
+
+describe('the results collector, flooded with tokens', () => {
+  /** Claims as the API server writes them for team-a's pod, changed by `change`. */
+  const podClaims = (change: Record<string, unknown> = {}): Record<string, unknown> => {
+    const now = Math.floor(Date.now() / 1000);
+    return {
+      sub: 'system:serviceaccount:team-a:runlet-sidecar',
+      aud: [RESULTS_TOKEN_AUDIENCE],
+      iat: now,
+      nbf: now,
+      exp: now + 600,
+      jti: uuidv7(),
+      'kubernetes.io': { namespace: 'team-a', serviceaccount: { name: 'runlet-sidecar', uid: uuidv7() }, pod: { name: POD.a, uid: uuidv7() } },
+      ...change,
+    };
+  };
+
+  it('checks tokens offline first: 1,000 forged, other-audience, expired and made-up ones reach no TokenReview, while a real pod\'s batch is taken', async () => {
+    // A key of the attacker's, under the kid of the cluster's: the signature is what tells it apart.
+    const { privateKey } = await generateKeyPair('RS256');
+    const { kid } = decodeProtectedHeader(tokens.a);
+    const forge = (claims: Record<string, unknown>): Promise<string> => new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).setIssuer(SERVICE_ACCOUNT_ISSUER).sign(privateKey);
+    const junk: string[] = [];
+    for (let i = 0; i < 250; i += 1) {
+      junk.push(await forge(podClaims()));
+      // Signed by the cluster's own key, as a leaked or minted token would be: for another audience, or expired.
+      junk.push(signServiceAccountToken(podClaims({ aud: ['https://kubernetes.default.svc.cluster.local'] })));
+      junk.push(signServiceAccountToken(podClaims({ exp: Math.floor(Date.now() / 1000) - 60 - i })));
+      junk.push(`${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(`{"n":${i}}`).toString('base64url')}.c2lnbmF0dXJl`);
+    }
+    const reviews = () => cluster.server.countRequests({ method: 'POST', pathPattern: '/tokenreviews' });
+    const before = reviews();
+    const run = pendingAsyncRunRecord({ projectId: 'team-a', appName: APP, replica: POD.a, createdAt: new Date().toISOString() });
+    const statuses = new Map<number, number>();
+    for (let start = 0; start < junk.length; start += 50) {
+      const answers = await Promise.all(junk.slice(start, start + 50).map((token) => post('team-a', [run], `Bearer ${token}`)));
+      for (const answer of answers) statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+    }
+    expect(Object.fromEntries(statuses)).toEqual({ 401: 1000 });
+    expect(reviews() - before).toBe(0);
+    // A real pod's token, never seen before: one review, and its batch taken.
+    await createAppPod(cluster.api, 'team-a', 'billing-a-2', APP);
+    const real = await podToken(cluster.api, 'team-a', 'billing-a-2');
+    const own = { ...run, replica: 'billing-a-2' };
+    const answer = await waitFor(async () => {
+      const sent = await post('team-a', [own], `Bearer ${real}`);
+      return sent.status === 403 ? undefined : sent;
+    }, { timeoutMs: STATE_TIMEOUT_MS, what: 'pod billing-a-2 known' });
+    expect(await answer.json()).toEqual({ received: 1, written: 1, refused: [] });
+    expect(reviews() - before).toBe(1);
+    // Counted, by reason, without a namespace for the unauthenticated.
+    const metrics = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
+    expect(metricValue(metrics, 'runlet_results_batches_refused_total{reason="unauthenticated",namespace=""}')).toBeGreaterThanOrEqual(1000);
+    expect(metricValue(metrics, 'runlet_results_token_checks_total{outcome="refused"}')).toBeGreaterThanOrEqual(1000);
+    expect(metricValue(metrics, 'runlet_results_token_checks_total{outcome="verified"}')).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it('counts refused batches by reason and, once the sender is authenticated, its namespace', async () => {
+    const run = pendingAsyncRunRecord({ projectId: 'team-b', appName: APP, replica: POD.a, createdAt: new Date().toISOString() });
+    expect((await post('team-b', [run], `Bearer ${tokens.a}`)).status).toBe(403);
+    expect((await post('team-a', [run], undefined)).status).toBe(401);
+    const metrics = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
+    expect(metricValue(metrics, 'runlet_results_batches_refused_total{reason="wrong-namespace",namespace="team-a"}')).toBeGreaterThanOrEqual(1);
+    expect(metricValue(metrics, 'runlet_results_batches_refused_total{reason="unauthenticated",namespace=""}')).toBeGreaterThanOrEqual(1);
+    // Nothing labelled with a namespace the API server did not vouch for.
+    expect(metrics).not.toMatch(/runlet_results_batches_refused_total\{reason="unauthenticated",namespace="[^"]/);
+  });
+});
+
+/** The value of one series in a Prometheus text exposition; undefined when it is absent. */
+function metricValue(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}

@@ -6,15 +6,17 @@
 // pod the token belongs to, and the batch may hold only that App's runs, run by that pod. A batch is written in one idempotent statement
 // (pg-results.ts): a sidecar that retries one whose answer it never got writes nothing twice.
 //
-// The caller is known before its body is read: the token is checked as the request arrives (onRequest), and so
-// is room for its body in the bytes all requests may hold at once (byte-budget.ts). A request refused then is
-// answered at once and its connection closed: no unauthenticated byte of a body is held, and however many pods
-// send at once, the bodies held stay within the bound.
+// The caller is known before its body is read: the token is checked as the request arrives (onRequest), and a
+// request refused then is answered at once and its connection closed: no unauthenticated byte of a body is held.
+// The body is then read metered (body-intake.ts): each chunk counted into the bytes all requests may hold at
+// once (byte-budget.ts: what has arrived, not what is declared, and fair between namespaces), and cut when it
+// stops arriving. Every refused batch is counted by why (`onRefused`: the operator's metrics).
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { RunRecordSchema, type RunRecordWithResult } from '../crds/run-record-schema.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_RECORDS } from './batch-limits.ts';
+import { BodyRefusal, DEFAULT_BODY_PACE, readMeteredBody, type BodyIntake, type BodyPace, type BodyRefusalReason } from './body-intake.ts';
 import { ByteBudget } from './byte-budget.ts';
 import type { Admission, NamespaceQuotas } from './namespace-quotas.ts';
 import type { PgResults } from './pg-results.ts';
@@ -36,6 +38,22 @@ export interface CollectorCaller {
 export interface CallerRefusal {
   status: 401 | 403 | 503;
   detail: string;
+  /** For the refusals' metric; default by status: unauthenticated, wrong-pod, review-unavailable. */
+  reason?: CallerRefusalReason;
+  /** The token's namespace, when the cluster vouched for it (TokenReview, or its signature: a 403): a label only a real namespace fills. */
+  namespace?: string;
+}
+
+export type CallerRefusalReason = 'unauthenticated' | 'wrong-pod' | 'review-rate' | 'review-unavailable';
+
+/** Why a batch was refused as a whole, as the refusals' metric labels it. */
+export type BatchRefusalReason = CallerRefusalReason | 'wrong-namespace' | 'unsupported-media-type' | 'invalid' | 'store-unavailable' | BodyRefusalReason;
+
+/** A batch refused: why, its answer's status, and its sender's namespace once the sender is authenticated (else undefined). */
+export interface BatchRefusal {
+  reason: BatchRefusalReason;
+  status: number;
+  namespace: string | undefined;
 }
 
 export interface CollectorOptions {
@@ -45,10 +63,14 @@ export interface CollectorOptions {
   /** The largest body taken (413 above). Default MAX_BATCH_BYTES: a record with the largest result an App may keep. */
   maxBatchBytes?: number;
   /**
-   * Bytes of bodies held at once across requests, and by one namespace's (503 + Retry-After past them). Default
-   * DEFAULT_MAX_BYTES_IN_FLIGHT, half of it a namespace's.
+   * Bytes of bodies held at once across requests, as they arrive, fairly shared between namespaces (503 +
+   * Retry-After past them). Default DEFAULT_MAX_BYTES_IN_FLIGHT, a namespace owed at least a batch of it.
    */
   budget?: ByteBudget;
+  /** How fast a body must keep arriving (408 below it). Default DEFAULT_BODY_PACE. */
+  pace?: BodyPace;
+  /** Told of every batch refused as a whole: the operator counts them (runlet_results_batches_refused_total). */
+  onRefused?(refusal: BatchRefusal): void;
   /** Per-namespace quotas (namespace-quotas.ts): what of a batch is written; absent, all of it. */
   quotas?: Pick<NamespaceQuotas, 'admit'>;
 }
@@ -71,15 +93,31 @@ export interface CollectorAnswer {
 export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fastify, options) => {
   const validate = compileRecordValidator();
   const bodyLimit = options.maxBatchBytes ?? MAX_BATCH_BYTES;
-  const budget = options.budget ?? new ByteBudget(DEFAULT_MAX_BYTES_IN_FLIGHT);
-  if (budget.shareLimit < bodyLimit) throw new Error(`a namespace's share of the collector's byte budget (${budget.shareLimit}) must hold at least one batch of ${bodyLimit} bytes`);
-  const callers = new WeakMap<FastifyRequest, CollectorCaller>();
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
+  const budget = options.budget ?? new ByteBudget(DEFAULT_MAX_BYTES_IN_FLIGHT, bodyLimit);
+  const pace = options.pace ?? DEFAULT_BODY_PACE;
+  if (budget.minShare < bodyLimit) throw new Error(`the room a namespace is owed of the collector's byte budget (${budget.minShare}) must hold at least one batch of ${bodyLimit} bytes`);
+  /** Each admitted request's sender and body account, from onRequest to its body's parser and handler. */
+  const admitted = new WeakMap<FastifyRequest, { caller: CollectorCaller; intake: BodyIntake }>();
+  const refused = (reason: BatchRefusalReason, status: number, namespace?: string): void => options.onRefused?.({ reason, status, namespace });
 
-  /** As the request arrives, before a byte of its body is read: who sends it, and room for its body. */
+  fastify.addContentTypeParser('application/json', (request, payload, done) => {
+    const { intake } = admitted.get(request)!;
+    readMeteredBody(payload, intake).then((body) => done(null, body), (error: unknown) => done(error as Error));
+  });
+  fastify.setErrorHandler((error, request, reply) => {
+    if (!(error instanceof BodyRefusal)) throw error;
+    const namespace = admitted.get(request)?.caller.namespace;
+    if (error.reason !== 'aborted') request.log.info({ namespace, reason: error.reason }, `results collector: a batch's body was refused: ${error.message}`);
+    refused(error.reason, error.status, namespace);
+    return refuseUnread(reply, error.status, error.message, error.status === 503);
+  });
+
+  /** As the request arrives, before a byte of its body is read: who sends it. */
   async function admit(request: FastifyRequest<{ Params: { namespace: string } }>, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    const startedAt = performance.now();
     const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
     if (token === undefined) {
+      refused('unauthenticated', 401);
       reply.header('www-authenticate', 'Bearer realm="runlet-results"');
       return refuseUnread(reply, 401, 'a batch is sent with the pod\'s projected ServiceAccount token (Authorization: Bearer)');
     }
@@ -88,52 +126,70 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
       caller = await options.identify(token);
     } catch (error) {
       request.log.error({ err: error }, 'results collector: the sender of a batch could not be identified');
+      refused('review-unavailable', 503);
       return refuseUnread(reply, 503, 'the sender could not be identified now; the operator log has the cause', true);
     }
-    if ('status' in caller) return refuseUnread(reply, caller.status, caller.detail, caller.status === 503);
+    if ('status' in caller) {
+      refused(caller.reason ?? REASON_OF_STATUS[caller.status], caller.status, caller.namespace);
+      return refuseUnread(reply, caller.status, caller.detail, caller.status === 503);
+    }
     const { namespace } = request.params;
     if (!NAMESPACE.test(namespace) || namespace !== caller.namespace) {
+      refused('wrong-namespace', 403, caller.namespace);
       return refuseUnread(reply, 403, `pod ${caller.namespace}/${caller.podName} sends only namespace ${caller.namespace}'s runs, not ${JSON.stringify(namespace)}'s`);
     }
     const declared = request.headers['content-length'];
-    const length = declared === undefined ? bodyLimit : Number(declared);
-    if (!Number.isSafeInteger(length) || length < 0) return refuseUnread(reply, 400, 'content-length is not a number of bytes');
-    if (length > bodyLimit) return refuseUnread(reply, 413, `a batch is at most ${bodyLimit} bytes, this one ${length}`);
-    const release = budget.tryTake(length, caller.namespace);
-    if (release === undefined) {
-      const held = `the collector holds ${budget.inUse} bytes of batches (at most ${budget.limit}), namespace ${caller.namespace}'s ${budget.heldBy(caller.namespace)} (at most ${budget.shareLimit})`;
-      return refuseUnread(reply, 503, `${held}: send it again shortly`, true);
+    const length = declared === undefined ? 0 : Number(declared);
+    if (!Number.isSafeInteger(length) || length < 0) {
+      refused('invalid', 400, caller.namespace);
+      return refuseUnread(reply, 400, 'content-length is not a number of bytes');
     }
+    if (length > bodyLimit) {
+      refused('too-large', 413, caller.namespace);
+      return refuseUnread(reply, 413, `a batch is at most ${bodyLimit} bytes, this one ${length}`);
+    }
+    // The body's bytes are counted as they arrive; cut for another namespace's, it is answered 503 (the error handler).
+    const preemption = new AbortController();
+    const holding = budget.open(caller.namespace, () => preemption.abort());
     // Given back once the answer is sent or the connection is gone, whichever comes first.
-    reply.raw.once('close', release);
-    callers.set(request, caller);
+    reply.raw.once('close', holding.release);
+    admitted.set(request, { caller, intake: { holding, maxBytes: bodyLimit, pace, preempted: preemption.signal, startedAt } });
     return undefined;
   }
 
   fastify.post<{ Params: { namespace: string } }>(COLLECTOR_PATH, { bodyLimit, onRequest: admit }, async (request, reply) => {
-    const caller = callers.get(request)!;
+    const { caller } = admitted.get(request)!;
     const body = request.body;
-    if (!Buffer.isBuffer(body)) return refuse(reply, 415, 'a batch is application/json');
+    if (!Buffer.isBuffer(body)) {
+      refused('unsupported-media-type', 415, caller.namespace);
+      return refuse(reply, 415, 'a batch is application/json');
+    }
     const batch = parseBatch(body, caller, validate);
-    if (typeof batch === 'string') return refuse(reply, 400, batch);
-    const { records, indexes, refused } = batch;
-    const received = records.length + refused.length;
-    if (refused.length > 0) request.log.warn({ caller, refused }, `refused ${refused.length} run records of a batch`);
+    if (typeof batch === 'string') {
+      refused('invalid', 400, caller.namespace);
+      return refuse(reply, 400, batch);
+    }
+    const { records, indexes, refused: refusedRecords } = batch;
+    const received = records.length + refusedRecords.length;
+    if (refusedRecords.length > 0) request.log.warn({ caller, refused: refusedRecords }, `refused ${refusedRecords.length} run records of a batch`);
     let written: number;
     let newRunsRefused: string | undefined;
     try {
       // The quotas' refusals are logged and counted where they are decided.
-      const admitted: Pick<Admission, 'records' | 'refused' | 'newRunsRefused'> = options.quotas === undefined ? { records, refused: [] } : await options.quotas.admit(caller.namespace, records);
-      for (const { position, id, reason, quota } of admitted.refused) refused.push({ index: indexes[position]!, id, reason, quota });
-      newRunsRefused = admitted.newRunsRefused;
-      written = await options.store.writeBatch(admitted.records);
+      const quotaAdmitted: Pick<Admission, 'records' | 'refused' | 'newRunsRefused'> = options.quotas === undefined ? { records, refused: [] } : await options.quotas.admit(caller.namespace, records);
+      for (const { position, id, reason, quota } of quotaAdmitted.refused) refusedRecords.push({ index: indexes[position]!, id, reason, quota });
+      newRunsRefused = quotaAdmitted.newRunsRefused;
+      written = await options.store.writeBatch(quotaAdmitted.records);
     } catch (error) {
       request.log.error({ err: error, caller, records: records.length }, 'writing a batch of run records to the results store failed');
+      refused('store-unavailable', 503, caller.namespace);
       return refuse(reply, 503, 'the results store could not be written; the operator log has the cause', true);
     }
-    return { received, written, refused, newRunsRefused } satisfies CollectorAnswer;
+    return { received, written, refused: refusedRecords, newRunsRefused } satisfies CollectorAnswer;
   });
 };
+
+const REASON_OF_STATUS: Record<CallerRefusal['status'], CallerRefusalReason> = { 401: 'unauthenticated', 403: 'wrong-pod', 503: 'review-unavailable' };
 
 /** A record as a batch carries it: with its kept result, any JSON, when its App keeps results. */
 const BatchRecordSchema = Type.Object(

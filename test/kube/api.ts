@@ -17,6 +17,7 @@ import { scaledParent, scaleOf, servesScale } from './scale.ts';
 import { badRequest, methodNotAllowed, resourceNotServed, successStatus } from './status.ts';
 import type { ObjectStore } from './store.ts';
 import { acceptsTable, listTable, objectTable } from './table.ts';
+import { JWKS_PATH, OPENID_CONFIGURATION_PATH, openIdConfiguration, serviceAccountKeySet } from './service-account-issuer.ts';
 import { answerTokenRequest } from './token-requests.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
 import type { WatchHub } from './watch.ts';
@@ -110,6 +111,8 @@ function isTrue(value: string | null): boolean {
 function discovery(ctx: ApiContext, pathname: string): ApiReply | undefined {
   const segments = pathname.split('/').filter((s) => s !== '');
   if (pathname === '/version') return ok(ctx.version);
+  if (pathname === OPENID_CONFIGURATION_PATH) return ok(openIdConfiguration(`https://${ctx.serverAddress}`));
+  if (pathname === JWKS_PATH) return ok(serviceAccountKeySet());
   if (HEALTH_PATHS.has(pathname)) return ok('ok');
   if (pathname === '/api') return ok(coreApiVersions(ctx.serverAddress));
   if (pathname === '/apis') return ok(apiGroupList(ctx.registry));

@@ -1,14 +1,17 @@
 // The TokenRequest API (POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token), as the real server answers
 // it for a bound service-account token: a JWT-shaped token for the audiences asked (the API server's own when
 // none), expiring after expirationSeconds (at least 600), whose TokenReview fails once its ServiceAccount is
-// deleted or replaced (another uid). The token's claims carry its namespace, name and uid, as a real one does,
-// but it is signed by nothing: only this server's TokenReview accepts it.
+// deleted or replaced (another uid). The token is a JWT signed RS256 by the server's issuer key, with the claims
+// a real one carries (iss, sub, aud, exp, iat, nbf, jti, and `kubernetes.io` with the namespace, the
+// ServiceAccount's name and uid and the bound pod's): verifiable offline against the key set the server serves
+// (service-account-issuer.ts), as a real cluster's.
 //
 // Bound to a pod (`spec.boundObjectRef` of kind Pod, as the kubelet asks for a projected token): the pod must
 // exist with that uid and run as that ServiceAccount, the review's user carries the pod's name and uid in its
 // extra (`authentication.kubernetes.io/pod-name`, `pod-uid`), and the token fails review once the pod is gone.
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { API_SERVER_AUDIENCE, type AuthReviews } from './auth-reviews.ts';
+import { signServiceAccountToken } from './service-account-issuer.ts';
 import { KubeError } from './status.ts';
 import { isPlainObject, type KubeObject } from './types.ts';
 
@@ -33,9 +36,10 @@ export function answerTokenRequest(reviews: AuthReviews, serviceAccount: KubeObj
   const boundPod = boundPodOf(spec.boundObjectRef, namespace, name, pod);
   const exp = Math.floor(now / 1000) + expirationSeconds;
   const podClaim = boundPod === undefined ? {} : { pod: boundPod };
-  const claims = { aud: audiences, exp, iat: Math.floor(now / 1000), sub: `system:serviceaccount:${namespace}:${name}`, 'kubernetes.io': { namespace, serviceaccount: { name, uid }, ...podClaim } };
-  const part = (value: object): string => Buffer.from(JSON.stringify(value)).toString('base64url');
-  const token = `${part({ alg: 'RS256', kid: 'fake' })}.${part(claims)}.${randomBytes(32).toString('base64url')}`;
+  const iat = Math.floor(now / 1000);
+  // jti, as servers from 1.29 set it: two tokens asked for in the same second differ.
+  const claims = { aud: audiences, exp, iat, nbf: iat, jti: randomUUID(), sub: `system:serviceaccount:${namespace}:${name}`, 'kubernetes.io': { namespace, serviceaccount: { name, uid }, ...podClaim } };
+  const token = signServiceAccountToken(claims);
   reviews.tokens.set(token, {
     username: `system:serviceaccount:${namespace}:${name}`,
     uid,
