@@ -5,6 +5,7 @@ import type { App } from '../../crds/app-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
 import { startKubeApiServer, type KubeApiServer } from '../../test/kube/index.ts';
 import { createApp, createNamespace, paths, prepareCluster, type TestCluster } from '../../test/support/fake-cluster.ts';
+import { kubePathOf } from '../../test/support/kube-path.ts';
 import { testLogger } from '../../test/support/logger.ts';
 import { pythonSpec } from '../../test/support/operator-apps.ts';
 import type { AppLoad } from './app-load.ts';
@@ -83,7 +84,7 @@ describe('the scaler', () => {
   it('replaces a fixed App’s Fixed scaling once the App autoscales at the same size', async () => {
     const { run } = await scalerFor(1, () => idle);
     const fixed = { time: '2025-01-01T00:00:00Z', from: 0, to: 1, reason: 'Fixed', message: 'minReplicas and maxReplicas are both 1' };
-    await cluster.api.mergePatch(`${paths.app('team', 'hello')}/status`, { status: { desiredReplicas: 1, lastScaling: fixed } });
+    await cluster.api.mergePatch(kubePathOf(`${paths.app('team', 'hello')}/status`), { status: { desiredReplicas: 1, lastScaling: fixed } });
     await run(10);
     const { status } = await cluster.api.get<App>(paths.app('team', 'hello'));
     expect(status).toMatchObject({ desiredReplicas: 1, lastScaling: { from: 1, to: 1 } });
