@@ -3,10 +3,9 @@ import { resolve } from 'node:path';
 import type { LoadedApp } from '../crds/service-toml.ts';
 import { allowedHostName, CLIENT_HEADER } from '../local/dev-request-guard.ts';
 import { PROJECT_ID, followsRule } from '../crds/route-names.ts';
-import { startDevServer } from '../local/dev-server.ts';
+import { startDevServer, type DevApp } from '../local/dev-server.ts';
 import { readPythonFunctions, sampleArguments, signatureText, type PythonFunction } from '../local/python-functions.ts';
 import { probeInterpreter, type Interpreter } from '../local/python-environment.ts';
-import type { DevApp } from '../local/dev-server.ts';
 import { DEFAULT_RESULT_LIMIT_BYTES } from '../sidecar/runtimes/runtime-connections.ts';
 import { DEFAULT_CLIENT_STALL_TIMEOUT_MS } from '../sidecar/active-runs.ts';
 import { localDevAuth } from '../run-request/auth/local-key.ts';
@@ -114,7 +113,7 @@ export async function runDevCommand(args: string[]): Promise<number> {
   }
 
   // Read while the runtimes start: the banner suggests a call of each app's own functions.
-  const devServer = server;
+  const devServer = server; // narrowed: the closures below see it assigned
   const hasPython = server.apps.some((app) => app.environment !== null);
   const interpreter = hasPython ? devServer.interpreter().catch((err: Error) => err) : Promise.resolve(null);
   const hints = Promise.all(server.apps.map((app) => appHint(app.loaded, devServer.interpreter)));

@@ -148,7 +148,9 @@ export class RuntimeSupervisor {
     void this.#prepare().then((python) => {
       if (python === null) return;
       const broken = this.importError !== null || this.#target.brokenDetail !== null;
-      if (changed === 'dependencies' && python === previous && !broken) return;
+      // None started yet: the start's own preparation was overtaken by this one, which must start it.
+      const started = this.#child !== null || this.#attached !== null;
+      if (changed === 'dependencies' && python === previous && !broken && started) return;
       this.#python = python;
       this.#restart(python === previous ? 'app files changed; reloading' : 'dependencies changed; reloading on their new environment');
     });

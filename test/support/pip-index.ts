@@ -43,6 +43,8 @@ export interface PipIndex {
   url: string;
   /** Every request's path, in order. */
   requests: string[];
+  /** Answers nothing until the returned function is called: an install held mid-way. */
+  hold(): () => void;
   close(): Promise<void>;
 }
 
@@ -56,9 +58,11 @@ export async function startPipIndex(wheelPaths: string[]): Promise<PipIndex> {
     }),
   );
   const requests: string[] = [];
-  const server: Server = createServer((request, response) => {
+  let held: Promise<void> | null = null;
+  const server: Server = createServer(async (request, response) => {
     const path = request.url ?? '/';
     requests.push(path);
+    if (held) await held;
     const project = /^\/simple\/([^/]+)\/?$/.exec(path)?.[1];
     if (project !== undefined) {
       const files = wheels.filter((wheel) => wheel.project === normalize(project));
@@ -76,7 +80,18 @@ export async function startPipIndex(wheelPaths: string[]): Promise<PipIndex> {
   return {
     url: `http://127.0.0.1:${port}/simple/`,
     requests,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    hold() {
+      let release!: () => void;
+      held = new Promise((resolve) => (release = resolve));
+      return () => {
+        held = null;
+        release();
+      };
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
   };
 }
 
