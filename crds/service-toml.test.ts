@@ -259,7 +259,7 @@ describe('unknown keys and sections', () => {
       'unknown key [scaling] replicas (ignored)',
       'unknown section [runtime.python] (ignored)',
       'unknown section [hardware.extra] (ignored)',
-      'unknown section [dependencies.npm] (ignored)',
+      '[dependencies.npm] is not installed: Runlet installs [dependencies.pip] only. Install these yourself: on this machine for runlet dev, in the app\'s image for a cluster',
       'unknown key [dependencies.pip] index_url (ignored)',
       'unknown section [frobnicate] (ignored)',
     ]);

@@ -172,6 +172,13 @@ function inspectTable(table: Record<string, unknown>, at: string, warnings: stri
     if (KNOWN_TABLES.has(child)) {
       if (!isTable(value)) issues.push(`${child} must be a table ([${child}]), got ${describeActual(value)}`);
       else if (child !== ENV_TABLE) inspectTable(value, child, warnings, issues);
+    } else if (at === 'dependencies' && isTable(value)) {
+      // Not a typo to point out but packages the app expects: said plainly, with what to do about them.
+      const packages = Array.isArray(value.packages) && value.packages.length > 0 ? ` (${value.packages.map(String).join(', ')})` : '';
+      warnings.push(
+        `[${child}]${packages} is not installed: Runlet installs [dependencies.pip] only. ` +
+          'Install these yourself: on this machine for runlet dev, in the app\'s image for a cluster',
+      );
     } else if (!known.has(key)) {
       warnings.push(isTable(value) ? `unknown section [${child}] (ignored)` : `unknown key ${at === '' ? '' : `[${at}] `}${key} (ignored)`);
     }

@@ -38,6 +38,15 @@ export function prepareDataDir(dataDir: string, logger: Logger): void {
   closeSync(file);
 }
 
+/**
+ * A folder of the data dir for the user alone (the apps' environments): made 0700 if missing, tightened if not.
+ * What it holds needs no mode of its own then, which a virtual environment's programs could not have.
+ */
+export function preparePrivateDir(path: string, logger: Logger): void {
+  mkdirSync(path, { recursive: true, mode: DIR_MODE });
+  tighten(path, DIR_MODE, logger);
+}
+
 function tighten(path: string, mode: number, logger: Logger): void {
   const current = lstatSync(path).mode & 0o777;
   if ((current & ~mode) === 0) return;

@@ -26,7 +26,10 @@ import { SqliteRunStore } from '../sidecar/runs/sqlite-run-store.ts';
 import { DevRetention } from './dev-retention.ts';
 import { prepareDataDir } from './dev-data-dir.ts';
 import { DevRequestGuard, guardedRunInterface } from './dev-request-guard.ts';
-import { RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
+import { pythonInterpreter, RuntimeSupervisor, type RuntimeLaunch } from './runtime-supervisor.ts';
+import { AppEnvironment } from './app-environment.ts';
+import { REQUIREMENTS_FILE } from './app-requirements.ts';
+import { probeInterpreter, PythonEnvironments, type Interpreter } from './python-environment.ts';
 
 export interface DevServerOptions {
   appDirs: string[];
@@ -51,12 +54,16 @@ export interface DevServerOptions {
   clientStallTimeoutMs?: number;
   /** Host names served besides the loopback ones (`--allow-host`; dev-request-guard.ts). */
   allowedHosts?: readonly string[];
+  /** The interpreter Python apps run on, and their environments are made with (`--python`); default pythonInterpreter(). */
+  python?: string;
 }
 
 export interface DevApp {
   loaded: LoadedApp;
   target: AppTarget;
   supervisor: RuntimeSupervisor;
+  /** A Python app's: the virtual environment it runs in, if it has dependencies. Null for a custom app. */
+  environment: AppEnvironment | null;
 }
 
 export interface DevServer {
@@ -67,6 +74,8 @@ export interface DevServer {
   /** The deletion of runs past their retention: at start, then hourly. */
   retention: DevRetention;
   replica: Replica;
+  /** What the interpreter Python apps run on says of itself (asked once); rejects if it cannot be run. */
+  interpreter(): Promise<Interpreter>;
   /** Resolves once every app's runtime has been ready once (or the bound passes; then false). */
   ready(timeoutMs: number): Promise<boolean>;
   /** Stops taking runs, lets those in flight finish (bounded by the apps' grace periods), then exits cleanly. */
@@ -91,6 +100,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     logger,
   });
   const registry = new AppRegistry();
+  const python = options.python ?? pythonInterpreter();
+  // Asked only when an app has dependencies (their environment is keyed by it) or the banner says it: an app
+  // without any starts on `python` at once.
+  let probed: Promise<Interpreter> | null = null;
+  const interpreter = (): Promise<Interpreter> => (probed ??= probeInterpreter(python));
+  const environments = new PythonEnvironments({ dataDir: options.dataDir, logger });
   const apps: DevApp[] = loaded.map((app) => {
     const target = new AppTarget({
       projectId,
@@ -103,8 +118,13 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     });
     registry.add(target);
     // The run store is written as runs come: its folder may be inside an app's, and is no change of the app.
-    const supervisor = new RuntimeSupervisor(target, launchOf(app, options.port), logger, { watchIgnoring: [options.dataDir] });
-    return { loaded: app, target, supervisor };
+    const environment = app.spec.runtime.custom ? null : new AppEnvironment({ app, command: python, interpreter, environments, logger });
+    const supervisor = new RuntimeSupervisor(target, launchOf(app, options.port, python), logger, {
+      watchIgnoring: [options.dataDir],
+      prepare: environment ? () => environment.prepare() : undefined,
+      dependencyFiles: ['service.toml', REQUIREMENTS_FILE],
+    });
+    return { loaded: app, target, supervisor, environment };
   });
 
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
@@ -143,7 +163,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     apps.filter((app) => app.target.projectId === project).map(({ loaded, target, supervisor }) => ({
       name: target.appName,
       ready: target.ready,
-      error: supervisor.importError?.summary ?? null,
+      error: supervisor.importError?.summary ?? supervisor.prepareError,
       // runlet dev runs one replica of each app, whatever [scaling] says (it says so at start).
       replicas: { ready: target.ready ? 1 : 0, desired: 1 },
       scaling: {
@@ -181,6 +201,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     store,
     retention,
     replica,
+    interpreter,
     async ready(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
@@ -193,7 +214,8 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         await replica.drain();
         await server.close();
         const graceMs = Math.max(...apps.map((app) => app.target.runTimeLimitMs), 1000);
-        await Promise.all(apps.map((app) => app.supervisor.stop(graceMs)));
+        // The supervisors first: stopping, they take an install cut short for no failure of the app.
+        await Promise.all([...apps.map((app) => app.supervisor.stop(graceMs)), environments.close()]);
         await retention.stop();
         await store.close();
       })();
@@ -220,7 +242,7 @@ function adminRoutes(server: FastifyInstance, admin: AdminInterface): void {
   });
 }
 
-function launchOf(app: LoadedApp, devPort: number): RuntimeLaunch {
+function launchOf(app: LoadedApp, devPort: number, python: string): RuntimeLaunch {
   const env = Object.fromEntries((app.spec.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
   const custom = app.spec.runtime.custom;
   if (custom) {
@@ -248,6 +270,7 @@ function launchOf(app: LoadedApp, devPort: number): RuntimeLaunch {
     module: app.spec.runtime.python?.module ?? 'main',
     concurrency: app.spec.scaling.replicaConcurrency,
     env,
+    python,
   };
 }
 

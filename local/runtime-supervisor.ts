@@ -7,7 +7,11 @@
 // A Python app that cannot be imported is tried a few times, then reported once (file, line, traceback) and
 // marked broken: its calls are answered 503 with the error, until its files change. A change to a Python
 // file of a Python app reloads it: a new runtime starts on the new code and takes the new calls once ready,
-// while the old one finishes the calls in flight and exits.
+// while the old one finishes the calls in flight and exits. An app whose interpreter must be prepared first (its
+// dependencies installed: app-environment.ts) is prepared before each start and reload, the old runtime serving
+// meanwhile; a change of a dependency file alone (service.toml, requirements.txt) reloads it only when the
+// interpreter it gets is another. One that cannot be prepared is reported once and answered 503 like an app that
+// cannot be imported, until its files change.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -36,18 +40,25 @@ const IMPORT_TRIES = 3;
 /** Editors write a file in several steps (and several files at once): one reload for a burst of changes. */
 const RELOAD_DEBOUNCE_MS = 200;
 
-/** The interpreter a Python app runs on: `RUNLET_PYTHON`, else `python3` on PATH. */
+/** The interpreter Python apps run on unless `runlet dev --python` names one: `RUNLET_PYTHON`, else `python3` on PATH. */
 export function pythonInterpreter(): string {
   return process.env.RUNLET_PYTHON ?? 'python3';
 }
 
 export type RuntimeLaunch =
-  | { kind: 'python'; appDir: string; module: string; concurrency: number; env: Record<string, string> }
+  | { kind: 'python'; appDir: string; module: string; concurrency: number; env: Record<string, string>; python: string }
   | { kind: 'custom'; appDir: string; entrypoint: string[]; port: number; readyPath: string | null; env: Record<string, string> };
 
 export interface SuperviseOptions {
   /** Reload a Python app when a Python file under its folder changes, except under these paths (the run store's). */
   watchIgnoring?: string[];
+  /**
+   * Readies what a Python app runs on before each start and reload: resolves with the interpreter, or rejects
+   * with what keeps the app from starting. Without it the app runs on the launch's `python`.
+   */
+  prepare?: () => Promise<string>;
+  /** Files of the app folder (relative to it) whose change prepares the app again: see the top of this file. */
+  dependencyFiles?: readonly string[];
 }
 
 /** What the runtime reported of a failed import. */
@@ -71,6 +82,12 @@ export class RuntimeSupervisor {
   #reloadTimer: NodeJS.Timeout | null = null;
   /** Why the app cannot be imported, once it has been tried IMPORT_TRIES times; null otherwise. */
   importError: ImportError | null = null;
+  /** Why the app could not be prepared (its dependencies installed); null when it was, or is being. */
+  prepareError: string | null = null;
+  /** The interpreter the runtimes start on: set by each preparation. */
+  #python: string;
+  /** Counts preparations: one overtaken by a later one is not acted on. */
+  #preparations = 0;
   /** Times the app was reloaded because its files changed: for the log. */
   #reloads = 0;
   #stopping = false;
@@ -86,6 +103,7 @@ export class RuntimeSupervisor {
     this.#target = target;
     this.#launch = launch;
     this.#options = options;
+    this.#python = launch.kind === 'python' ? launch.python : '';
     this.#logger = logger.child({ app: `${target.projectId}/${target.appName}` });
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
@@ -102,7 +120,11 @@ export class RuntimeSupervisor {
    */
   start(): Promise<void> {
     if (this.#options.watchIgnoring && this.#launch.kind === 'python') this.#watcher = this.#watchFiles(this.#options.watchIgnoring);
-    void this.#spawn();
+    void this.#prepare().then((python) => {
+      if (python === null) return;
+      this.#python = python;
+      void this.#spawn();
+    });
     return this.#firstReady.promise;
   }
 
@@ -116,8 +138,59 @@ export class RuntimeSupervisor {
     await Promise.all([...children].map((child) => this.#terminate(child, graceMs)));
   }
 
-  /** The app's files changed: start it afresh on them (see the top of this file). */
-  reload(): void {
+  /**
+   * The app's files changed: start it afresh on them (see the top of this file). `dependencies`: only files
+   * that name its dependencies did, and it is started afresh only if that gives it another interpreter.
+   */
+  reload(changed: 'code' | 'dependencies' = 'code'): void {
+    if (this.#stopping) return;
+    const previous = this.#python;
+    void this.#prepare().then((python) => {
+      if (python === null) return;
+      const broken = this.importError !== null || this.#target.brokenDetail !== null;
+      // None started yet: the start's own preparation was overtaken by this one, which must start it.
+      const started = this.#child !== null || this.#attached !== null;
+      if (changed === 'dependencies' && python === previous && !broken && started) return;
+      this.#python = python;
+      this.#restart(python === previous ? 'app files changed; reloading' : 'dependencies changed; reloading on their new environment');
+    });
+  }
+
+  /**
+   * Prepares the app; resolves with its interpreter, or null when it could not be prepared (reported here) or
+   * a later preparation overtook this one.
+   */
+  async #prepare(): Promise<string | null> {
+    const prepare = this.#options.prepare;
+    if (prepare === undefined || this.#launch.kind !== 'python') return this.#python;
+    const preparation = ++this.#preparations;
+    try {
+      const python = await prepare();
+      if (preparation !== this.#preparations || this.#stopping) return null;
+      this.prepareError = null;
+      return python;
+    } catch (err) {
+      if (preparation === this.#preparations && !this.#stopping) this.#prepareFailed((err as Error).message);
+      return null;
+    }
+  }
+
+  /** As an import that fails: reported once, calls answered 503 with why, tried again when the files change. */
+  #prepareFailed(reason: string): void {
+    this.prepareError = reason;
+    if (this.#restartTimer) clearTimeout(this.#restartTimer);
+    this.#restartTimer = null;
+    this.#target.markBroken(`App ${this.#target.projectId}/${this.#target.appName} cannot start: ${reason}. It is tried again when its files change.`);
+    const starting = this.#child !== this.#attached ? this.#child : null;
+    if (starting && isRunning(starting)) starting.kill('SIGKILL');
+    this.#child = null;
+    // The old runtime stops too, so the app answers with what its files now say; its environment stays.
+    if (this.#attached) void this.#retire(this.#attached);
+    this.#logger.error(`cannot start the app: ${reason}\nnot retrying until the app's files change`);
+    this.#firstReady.resolve();
+  }
+
+  #restart(message: string): void {
     if (this.#stopping) return;
     if (this.#restartTimer) clearTimeout(this.#restartTimer);
     this.#restartTimer = null;
@@ -129,7 +202,7 @@ export class RuntimeSupervisor {
     this.#child = null;
     // One still starting runs the old code: it is no longer wanted.
     if (starting && isRunning(starting)) starting.kill('SIGKILL');
-    this.#logger.info({ reloads: this.#reloads }, 'app files changed; reloading');
+    this.#logger.info({ reloads: this.#reloads, python: this.#python }, message);
     void this.#spawn();
   }
 
@@ -150,13 +223,22 @@ export class RuntimeSupervisor {
   #watchFiles(ignoring: string[]): FSWatcher {
     const appDir = this.#launch.appDir;
     const ignored = ignoring.map((path) => relative(appDir, path)).filter((path) => path !== '' && !path.startsWith('..'));
+    const dependencyFiles = this.#options.dependencyFiles ?? [];
+    // What the burst of changes being waited out touched: code wins over dependency files alone.
+    let changed: 'code' | 'dependencies' | null = null;
     const watcher = watch(appDir, { recursive: true });
     watcher.on('change', (_event, filename) => {
-      if (filename === null || !reloadsOn(String(filename), ignored)) return;
+      if (filename === null) return;
+      const name = String(filename);
+      if (reloadsOn(name, ignored)) changed = 'code';
+      else if (dependencyFiles.includes(name)) changed ??= 'dependencies';
+      else return;
       if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
       this.#reloadTimer = setTimeout(() => {
         this.#reloadTimer = null;
-        this.reload();
+        const what = changed ?? 'code';
+        changed = null;
+        this.reload(what);
       }, RELOAD_DEBOUNCE_MS);
     });
     watcher.on('error', (err) => this.#logger.warn({ err, appDir }, 'cannot watch the app folder: changes will not reload it'));
@@ -170,7 +252,7 @@ export class RuntimeSupervisor {
     const child =
       launch.kind === 'python'
         ? spawn(
-            pythonInterpreter(),
+            this.#python,
             ['-m', 'runlet_runtime', '--app-dir', launch.appDir, '--module', launch.module, '--port', '0',
               '--port-file', join(portDir!, 'port'), '--import-error-file', join(portDir!, 'import-error'),
               '--concurrency', String(launch.concurrency), '--exit-with-stdin'],

@@ -14,10 +14,11 @@ export interface DevProcess {
   exited: Promise<number | null>;
 }
 
-export async function spawnDev(appDirs: string[], dataDir: string, extraArgs: string[] = []): Promise<DevProcess> {
+/** `env`: added to this process's (an undefined value removes a variable). */
+export async function spawnDev(appDirs: string[], dataDir: string, extraArgs: string[] = [], env: Record<string, string | undefined> = {}): Promise<DevProcess> {
   const child = spawn(process.execPath, [CLI, 'dev', ...appDirs, '--port', '0', '--data-dir', dataDir, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUNLET_LOG_LEVEL: 'warn' },
+    env: { ...process.env, RUNLET_LOG_LEVEL: 'warn', ...env },
   });
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
