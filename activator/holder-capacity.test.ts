@@ -147,7 +147,8 @@ describe('the holder under a burst at zero', () => {
     const apps = [storedApp(pythonSpec(), { name: 'a' }), storedApp(pythonSpec(), { name: 'b' })];
     const refusals: string[] = [];
     const metrics = { handedOver() {}, timedOut() {}, accepted() {}, dropped() {}, cancelled() {}, refused: (namespace: string, app: string, mode: string) => refusals.push(`${namespace}/${app} ${mode}`) };
-    await start(apps, { limits: { callsPerApp: 3, calls: 4 }, metrics });
+    // One namespace may take all the calls here (fair-share.test.ts tests the share per namespace).
+    await start(apps, { limits: { callsPerApp: 3, callsPerNamespace: 4, calls: 4 }, metrics });
     let settled = 0;
     const within = [call('a'), call('a'), call('a'), call('b')].map((answer) => answer.finally(() => (settled += 1)));
     await waitFor(() => holder!.held(NAMESPACE, 'a') === 3 && holder!.held(NAMESPACE, 'b') === 1, { what: 'four calls held' });
@@ -170,7 +171,8 @@ describe('the holder under a burst at zero', () => {
   });
 
   it('refuses a body past the bytes it may hold at once, and holds one within them', async () => {
-    await start([storedApp(pythonSpec(), { name: 'a' })], { limits: { bodyBytes: 1024 } });
+    // 2,048 bytes in all: 1,024 for the one namespace.
+    await start([storedApp(pythonSpec(), { name: 'a' })], { limits: { bodyBytes: 2048 } });
     const held = call('a', JSON.stringify({ text: 'x'.repeat(400) }));
     await waitFor(() => holder!.held(NAMESPACE, 'a') === 1, { what: 'the small call held' });
     const refused = await call('a', JSON.stringify({ text: 'x'.repeat(2048) }));

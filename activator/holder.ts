@@ -33,7 +33,7 @@ import { newRunId } from '../run-request/run-id.ts';
 import { SIDECAR_RUN_PORT, childName } from '../operator/render/names.ts';
 import { WaitingCalls, type HeldDemand, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
 import { replicasForWaiting, scalingSettingsOf } from '../operator/autoscaling/settings.ts';
-import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
+import { DEFAULT_HOLD_LIMITS, HoldBoundError, HoldBounds, type HeldPlace, type HoldBound, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
 import { ReadyPods } from './hold-pods.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
@@ -119,8 +119,8 @@ export interface HolderMetrics {
   accepted(namespace: string, app: string): void;
   /** An async call was dropped with no run recorded (hold-dispatch.ts). */
   dropped(namespace: string, app: string, why: DroppedWhy): void;
-  /** A call was refused at once for the holder's bounds (hold-bounds.ts): calls per App or in all, or body bytes. */
-  refused(namespace: string, app: string, mode: HeldMode): void;
+  /** A call was refused at once for the holder's `bound` (hold-bounds.ts): calls per App, per namespace or in all, or body bytes. */
+  refused(namespace: string, app: string, mode: HeldMode, bound: HoldBound): void;
   /** A sync or stream call was cancelled while it waited (hold-control.ts): answered 409 run-cancelled. */
   cancelled(namespace: string, app: string, mode: HeldMode): void;
 }
@@ -148,6 +148,8 @@ export interface Holder extends HeldDemand {
   readonly stats: HolderStats;
   /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
   readonly calls: number;
+  /** Bytes of held calls' bodies kept now, all Apps together. */
+  readonly bodyBytes: number;
   /** The calls waiting, per App: what `runlet activator` answers at `/load` for the leader's autoscaler. */
   heldReport(): HeldLoadReport;
   /**
@@ -251,18 +253,22 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         stopWaiting();
         unlist();
         place.release();
-        bounds.bodies.give(bodyBytes);
+        bounds.bodies(appOf(record)[0]).give(bodyBytes);
         handOvers.delete(pending);
         inHand.delete(name);
       });
     handOvers.add(pending);
   }
 
-  /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
-  async function readBody(request: IncomingMessage, limitBytes = DEFAULT_BODY_LIMIT_BYTES): Promise<Buffer> {
-    const body = await readLimitedBody(request, { limitBytes, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: bounds.bodies });
+  /**
+   * A held call's body, read within its namespace's share of the holder's byte budget; its bytes stay taken until
+   * `bounds.bodies(namespace).give`.
+   */
+  async function readBody(request: IncomingMessage, namespace: string, limitBytes = DEFAULT_BODY_LIMIT_BYTES): Promise<Buffer> {
+    const budget = bounds.bodies(namespace);
+    const body = await readLimitedBody(request, { limitBytes, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget });
     // readLimitedBody gives back what it took once the body is whole; it is kept here until handed over.
-    bounds.bodies.takeAnyway(body.length);
+    budget.takeAnyway(body.length);
     return body;
   }
 
@@ -295,7 +301,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     if (runOptions.async) {
       let body: Buffer;
       try {
-        body = await countingRefusals(mode, projectId, appName, () => readBody(request, HELD_ASYNC_BODY_LIMIT_BYTES)).catch((error: unknown) => {
+        body = await countingRefusals(mode, projectId, appName, () => readBody(request, projectId, HELD_ASYNC_BODY_LIMIT_BYTES)).catch((error: unknown) => {
           if (!(error instanceof ProblemError) || error.status !== Problems.bodyTooLarge.status) throw error;
           throw new ProblemError(
             Problems.bodyTooLarge,
@@ -318,7 +324,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         record = await records.save(call);
       } catch (error) {
         place.release();
-        bounds.bodies.give(body.length);
+        bounds.bodies(projectId).give(body.length);
         throw error;
       }
       stats.accepted += 1;
@@ -344,7 +350,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         () => null,
         (error: unknown) => error,
       );
-      const body = await countingRefusals(mode, projectId, appName, () => readBody(request));
+      const body = await countingRefusals(mode, projectId, appName, () => readBody(request, projectId));
       bodyBytes = body.length;
       // A caller gone meanwhile is let go now, not once the wake ends (an API server slow to answer).
       const wakeFailed = await Promise.race([woken, hungUp]);
@@ -355,16 +361,28 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       unlist();
       waits.stop();
       place.release();
-      bounds.bodies.give(bodyBytes);
+      bounds.bodies(projectId).give(bodyBytes);
     }
   }
 
-  /** `step`'s result; a refusal for the holder's bounds (a place, or its body's bytes) counted as such. */
+  /**
+   * `step`'s result; a refusal for the holder's bounds (a place, or its body's bytes) counted as such, by the bound
+   * that refused it, and a body refused for its namespace's share said to be so.
+   */
   function countingRefusals<T>(mode: HeldMode, namespace: string, appName: string, step: () => T): T {
     const refused = (error: unknown) => {
-      if (error instanceof ProblemError && (error.spec === Problems.overCapacity || error.spec === Problems.requestBufferFull)) {
+      if (error instanceof HoldBoundError) {
         stats.refused += 1;
-        metrics?.refused(namespace, appName, mode);
+        metrics?.refused(namespace, appName, mode, error.bound);
+      } else if (error instanceof ProblemError && error.spec === Problems.requestBufferFull) {
+        stats.refused += 1;
+        const budget = bounds.bodies(namespace);
+        const bound = budget.refusedBy ?? 'body_bytes';
+        metrics?.refused(namespace, appName, mode, bound);
+        if (bound === 'body_bytes_per_namespace') {
+          const detail = `The holder holds ${budget.limitBytes} bytes of the bodies of calls to namespace "${namespace}" waiting for replicas, its limit per namespace; this one was not run. Retry shortly`;
+          throw new ProblemError(Problems.requestBufferFull, detail, { cause: error, headers: error.headers });
+        }
       }
       throw error;
     };
@@ -485,7 +503,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         // record altered at rest has no body worth counting: the dispatcher drops it unread.
         const call = await callOrNull(mine);
         const bodyBytes = call?.body.length ?? 0;
-        bounds.bodies.takeAnyway(bodyBytes);
+        bounds.bodies(namespace).takeAnyway(bodyBytes);
         handOver(mine, call, bounds.takeAnyway(...appOf(mine)), bodyBytes);
       }
     }
@@ -528,6 +546,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     heldReport: () => waiting.report(),
     get calls() {
       return bounds.calls;
+    },
+    get bodyBytes() {
+      return bounds.bodyBytes;
     },
     recover: sweep,
     async appDeleted(namespace, appName) {
