@@ -14,7 +14,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parse as parseQuery } from 'node:querystring';
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App, AppSpec } from '../crds/app-schema.ts';
 import { ProblemError } from '../crds/problem.ts';
@@ -35,7 +34,7 @@ import { WaitingCalls, type HeldDemand, type HeldLoadReport } from '../operator/
 import { replicasForWaiting, scalingSettingsOf } from '../operator/autoscaling/settings.ts';
 import { DEFAULT_HOLD_LIMITS, HoldBoundError, HoldBounds, type HeldPlace, type HoldBound, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
-import { ReadyPods } from './hold-pods.ts';
+import { ReadyReplicas, type HeldReplica } from './hold-replicas.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
 import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, HeldRecords, type HeldCall, type HeldRecord } from './hold-records.ts';
 import { PodSlots } from './hold-slots.ts';
@@ -88,8 +87,11 @@ export interface HolderOptions {
   watchdogMs: number;
   host: string;
   port: number;
-  /** Where a pod's sidecar run port is reached. Default: its pod IP, port 8000 (the test kubelet remaps). */
-  replicaAddress?: (pod: V1Pod) => ReplicaAddress;
+  /**
+   * Where a ready replica's sidecar run port is reached. Default: its IP (from its App's Endpoints), port 8000 —
+   * never the port the Endpoints say, which are the tenant's to edit (the test kubelet remaps).
+   */
+  replicaAddress?: (replica: HeldReplica) => ReplicaAddress;
   /** Default: the App's `spec.scaling.coldStartTimeout`, else 60 s. */
   coldStartTimeoutMs?: (app: App) => number;
   /** Default 1 s. */
@@ -173,19 +175,19 @@ function appOf(record: HeldRecord): [string, string] {
   return [labels[HELD_CALL_NAMESPACE_LABEL] ?? '', labels[HELD_CALL_LABEL] ?? ''];
 }
 
-function podAddress(pod: V1Pod): ReplicaAddress {
-  return { host: pod.status!.podIP!, port: SIDECAR_RUN_PORT };
+function sidecarAddress(replica: HeldReplica): ReplicaAddress {
+  return { host: replica.ip, port: SIDECAR_RUN_PORT };
 }
 
 export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKeys } = options;
-  const replicaAddress = options.replicaAddress ?? podAddress;
+  const replicaAddress = options.replicaAddress ?? sidecarAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
   const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0, cancelled: 0 };
   const metrics = options.metrics;
   const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
-  const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
-  const slots = new PodSlots(pods);
+  const replicas = new ReadyReplicas({ api, logger, watchdogMs: options.watchdogMs });
+  const slots = new PodSlots(replicas);
   const records = new HeldRecords({
     api,
     namespace: options.recordsNamespace,
@@ -209,7 +211,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
    */
   async function wake(namespace: string, appName: string): Promise<void> {
     const app = apps.get(namespace, appName);
-    if (app === undefined || pods.readyPods(namespace, appName).length > 0) return;
+    if (app === undefined) return;
+    // Its namespace's replicas known first (their watch begun by the first call there), bounded by the cold start.
+    await replicas.whenSynced(namespace, coldStartTimeoutMs(app));
+    if (replicas.readyReplicas(namespace, appName).length > 0) return;
     const scaling = scalingSettingsOf((applyAppSpecDefaults(app.spec) as AppSpec).scaling);
     await waker.wake(namespace, childName(app), replicasForWaiting(waiting.held(namespace, appName), scaling));
   }
@@ -217,7 +222,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     apps,
     appsSynced: options.appsSynced,
     records,
-    pods,
+    replicas,
     wake,
     replicaAddress,
     coldStartTimeoutMs,
@@ -442,7 +447,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         stats.timedOut += 1;
         metrics?.timedOut(projectId, appName, mode);
         const why =
-          pods.readyPods(projectId, appName).length === 0
+          replicas.readyReplicas(projectId, appName).length === 0
             ? `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`
             : `The ready replicas of "${appName}" had no room for the call within its cold-start limit of ${limitMs / 1000} s (${perPod} calls at once each); retry shortly`;
         throw new ProblemError(Problems.coldStartTimeout, why, { headers: { 'retry-after': RETRY_AFTER_SECONDS } });
@@ -454,7 +459,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
       const extra = { [HELD_RUN_HEADER]: heldRunHeader(await holderKeys(projectId), { runId, coldStartMs }, line, null) };
       try {
-        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra, sidecarAnswers);
+        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.replica), extra, sidecarAnswers);
         if (outcome.answered) {
           stats.relayed += 1;
           metrics?.handedOver(projectId, appName, mode, coldStartMs);
@@ -467,7 +472,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       held.waits.stop = waiting.start(projectId, appName);
       held.entry.cancel = cancel;
       stats.retried += 1;
-      logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
+      logger.debug({ app: `${projectId}/${appName}`, runId, replica: slot.replica.name }, 'holder: a replica refused a held call before running it; trying again');
       await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
     }
   }
@@ -530,7 +535,6 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       sendProblem(response, runId, problem);
     });
   });
-  pods.start();
   // The first call at zero would otherwise wait for the key set too.
   void auth?.prefetchKeys();
   await new Promise<void>((resolve, reject) => {
@@ -563,7 +567,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       slots.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await pods.stop();
+      await replicas.stop();
       await Promise.all(handOvers);
     },
   };
