@@ -1,5 +1,5 @@
 // Handing over a held async call, against the in-memory API server (its record a Secret in the holder's
-// namespace, the App's ready pod watched) and a real HTTP server standing for the replica's sidecar, answering as
+// namespace, the App's ready pod in its replicas Service's Endpoints) and a real HTTP server standing for the replica's sidecar, answering as
 // scripted: a 503 is retried for as long as it lasts, any other answer but 202 only MAX_UNRECORDED_ANSWERS times
 // before the call is dropped; a refusal of the caller (401, 403) drops it at once, and 409 (taken already) counts
 // as handed over. The record keeps no token, and one altered at rest is dropped unread.
@@ -19,7 +19,8 @@ import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { createDispatcher, MAX_UNRECORDED_ANSWERS } from './hold-dispatch.ts';
 import { namespaceHolderKeys } from '../operator/autoscaling/holder-key.ts';
 import { renderHolderKeyCopy } from '../operator/render/holder-key.ts';
-import { ReadyPods } from './hold-pods.ts';
+import { ReadyReplicas } from './hold-replicas.ts';
+import { renderReplicasService } from '../operator/render/service.ts';
 import { HELD_CALL_LABEL, HeldRecords, type HeldRecord } from './hold-records.ts';
 import { wakeDeployment } from './hold-wake.ts';
 import { kubePathOf } from '../test/support/kube-path.ts';
@@ -38,7 +39,7 @@ const RECORDS = `/api/v1/namespaces/${HOLDER_NAMESPACE}/secrets`;
 describe('handing a held async call to a replica', () => {
   let server: KubeApiServer;
   let api: KubeApi;
-  let pods: ReadyPods;
+  let replicas: ReadyReplicas;
   let replica: Server;
   /** The replica's answers, in order; 202 once they run out. */
   let script: number[];
@@ -60,10 +61,12 @@ describe('handing a held async call to a replica', () => {
       metadata: { name: APP },
       spec: { replicas: 1, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
     } as KubeObject);
+    // The App's replicas Service, as the operator renders it: its Endpoints list the ready pod.
+    const service = renderReplicasService(storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 1 } }, { name: APP, namespace: NAMESPACE }));
+    await api.create(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/services`), service as KubeObject);
     const pod = await api.create(kubePathOf(PODS), { apiVersion: 'v1', kind: 'Pod', metadata: { name: `${APP}-1`, labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
-    await api.replace(kubePathOf(`${PODS}/${APP}-1/status`), { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
-    pods = new ReadyPods({ api, logger: testLogger(), watchdogMs: 60_000 });
-    pods.start();
+    await api.replace(kubePathOf(`${PODS}/${APP}-1/status`), { ...pod, status: { podIP: '192.0.2.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
+    replicas = new ReadyReplicas({ api, logger: testLogger(), watchdogMs: 60_000 });
 
     script = [];
     received = [];
@@ -85,7 +88,7 @@ describe('handing a held async call to a replica', () => {
 
   afterEach(async () => {
     replica.close();
-    await pods.stop();
+    await replicas.stop();
     await api.close();
     await server.close();
   });
@@ -114,7 +117,7 @@ describe('handing a held async call to a replica', () => {
       apps: { get: () => storedApp({ ...pythonSpec(), scaling: { minReplicas: 0, maxReplicas: 1 } }, { name: APP, namespace: NAMESPACE }) },
       appsSynced: async () => {},
       records,
-      pods,
+      replicas,
       wake: (namespace, appName) => wakeDeployment(api, namespace, appName),
       replicaAddress: () => ({ host: '127.0.0.1', port: (replica.address() as AddressInfo).port }),
       coldStartTimeoutMs: () => 10_000,

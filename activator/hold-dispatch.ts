@@ -1,4 +1,4 @@
-// Handing a held async call to a replica: wake the app, wait for a ready pod, post the call with its run id
+// Handing a held async call to a replica: wake the app, wait for a ready replica, post the call with its run id
 // and wait (the held-run header, signed with the App namespace's key over the call and its body, vouching for
 // the caller the holder authenticated when it took the call: its token is kept nowhere), and drop the durable record once the replica has accepted it (202: from then on the replica's run
 // record and webhook carry it, as for any async call — a call it refuses, too, is recorded as a failed run and
@@ -9,12 +9,11 @@
 // and one past its expiry (`expired`, by the holder's sweep).
 // Until then the record stays: a replica that refuses for now (503: draining, at capacity) or cannot be reached
 // is tried again, and any other answer a few times (MAX_UNRECORDED_ANSWERS).
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App } from '../crds/app-schema.ts';
 import { Problems } from '../crds/problems.ts';
 import { HELD_RUN_HEADER, heldRunHeader, verifiedHeldRunHeader } from '../run-request/auth/held-run.ts';
-import type { ReadyPods } from './hold-pods.ts';
+import type { HeldReplica, ReadyReplicas } from './hold-replicas.ts';
 import { postWholeCall, type ReplicaAddress } from './hold-proxy.ts';
 import { AlteredRecordError, type HeldCall, type HeldRecord, type HeldRecords } from './hold-records.ts';
 
@@ -23,9 +22,9 @@ export interface DispatchDeps {
   /** Resolves once the App cache is filled: before, an App missing from it may well exist. */
   appsSynced(): Promise<void>;
   records: HeldRecords;
-  pods: ReadyPods;
+  replicas: ReadyReplicas;
   wake(namespace: string, appName: string): Promise<unknown>;
-  replicaAddress(pod: V1Pod): ReplicaAddress;
+  replicaAddress(replica: HeldReplica): ReplicaAddress;
   coldStartTimeoutMs(app: App): number;
   /** Each App namespace's hand-over key (holder-key.ts `namespaceHolderKeys`). */
   holderKeys: (namespace: string) => Promise<Uint8Array>;
@@ -61,7 +60,7 @@ const POST_TIMEOUT_MS = 30_000;
 export const MAX_UNRECORDED_ANSWERS = 5;
 
 export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRecord): Promise<void>; readonly stopped: boolean; stop(): void } {
-  const { records, pods, logger } = deps;
+  const { records, replicas, logger } = deps;
   let stopped = false;
   const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
@@ -88,9 +87,9 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         return;
       }
       await deps.wake(call.namespace, call.appName);
-      const pod = await pods.waitForReadyPod(call.namespace, call.appName, deps.coldStartTimeoutMs(app));
+      const replica = await replicas.waitForReadyReplica(call.namespace, call.appName, deps.coldStartTimeoutMs(app));
       if (stopped) return;
-      if (pod === null) {
+      if (replica === null) {
         logger.warn(what, 'holder: no replica ready within the cold-start limit; still holding the async call');
         record = await records.claim(record);
         continue;
@@ -107,7 +106,7 @@ export function createDispatcher(deps: DispatchDeps): { handOver(record: HeldRec
         // No token is kept: the holder vouches for the caller it authenticated, or for none (the replica then
         // authenticates the call as it comes, without one).
         const header = call.authenticatedProject !== null ? verifiedHeldRunHeader(key, run, line, call.body) : heldRunHeader(key, run, { ...line, authorization: undefined }, call.body);
-        const answer = await postWholeCall(call, deps.replicaAddress(pod), { [HELD_RUN_HEADER]: header }, POST_TIMEOUT_MS);
+        const answer = await postWholeCall(call, deps.replicaAddress(replica), { [HELD_RUN_HEADER]: header }, POST_TIMEOUT_MS);
         if (answer.status === 202 || answer.status === Problems.heldRunTaken.status) {
           await records.remove(record);
           deps.onHandedOver?.(call, coldStartMs);

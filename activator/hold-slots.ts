@@ -1,15 +1,15 @@
-// Held sync and stream calls go to an App's pods as each becomes ready, at most `perPod` at once on each (the
+// Held sync and stream calls go to an App's replicas as each becomes ready, at most `perPod` at once on each (the
 // App's replica_concurrency), the rest waiting here in arrival order for a free slot: Knative's activator
 // throttler, a breaker per pod sized to containerConcurrency. A call waiting here can still go to the next pod
 // to become ready; one handed over to a pod's own queue could not (docs/scale-to-zero.md argues the choice).
 // Slots count only this holder's calls: a pod's other callers (other holders, callers reaching it once the
 // Endpoints switched) are the pod's own queue's business, and a 503 over-capacity from it is retried.
 import { objectKey } from '../kube/watch.ts';
-import type { HeldPod, ReadyPods } from './hold-pods.ts';
+import type { HeldReplica, ReadyReplicas } from './hold-replicas.ts';
 
-/** A slot on a ready pod: the call may be relayed to `pod`; `release()` once its answer has ended (or it was refused). */
+/** A slot on a ready replica: the call may be relayed to `replica`; `release()` once its answer has ended (or it was refused). */
 export interface PodSlot {
-  readonly pod: HeldPod;
+  readonly replica: HeldReplica;
   release(): void;
 }
 
@@ -28,14 +28,14 @@ interface AppSlots {
 }
 
 export class PodSlots {
-  readonly #pods: ReadyPods;
+  readonly #replicas: ReadyReplicas;
   /** By `namespace/app`: only Apps with a call waiting or relayed. */
   readonly #apps = new Map<string, AppSlots>();
   #stopped = false;
 
-  constructor(pods: ReadyPods) {
-    this.#pods = pods;
-    pods.onReady((key) => this.#pump(key));
+  constructor(replicas: ReadyReplicas) {
+    this.#replicas = replicas;
+    replicas.onReady((key) => this.#pump(key));
   }
 
   /**
@@ -44,8 +44,8 @@ export class PodSlots {
    */
   async acquire(namespace: string, app: string, perPod: number, timeoutMs: number, signal?: AbortSignal): Promise<PodSlot | null> {
     if (this.#ended(signal)) return null;
-    await this.#pods.whenSynced();
-    if (this.#ended(signal)) return null;
+    const deadline = performance.now() + timeoutMs;
+    if (!(await this.#replicas.whenSynced(namespace, timeoutMs, signal)) || this.#ended(signal)) return null;
     const key = objectKey(namespace, app);
     let slots = this.#apps.get(key);
     if (slots === undefined) this.#apps.set(key, (slots = { namespace, app, waiters: [], busy: new Map() }));
@@ -57,7 +57,7 @@ export class PodSlots {
         waiter.settle(null);
         this.#forgetIfIdle(key, appSlots);
       };
-      const timer = setTimeout(leave, timeoutMs);
+      const timer = setTimeout(leave, Math.max(0, deadline - performance.now()));
       const waiter: SlotWaiter = {
         perPod,
         settle: (slot) => {
@@ -91,22 +91,22 @@ export class PodSlots {
   #pump(key: string): void {
     const slots = this.#apps.get(key);
     if (slots === undefined || slots.waiters.length === 0) return;
-    const ready = this.#pods.readyPods(slots.namespace, slots.app);
+    const ready = this.#replicas.readyReplicas(slots.namespace, slots.app);
     while (slots.waiters.length > 0) {
       const waiter = slots.waiters[0]!;
-      const pod = leastBusy(ready, slots.busy, waiter.perPod);
-      if (pod === undefined) return;
+      const replica = leastBusy(ready, slots.busy, waiter.perPod);
+      if (replica === undefined) return;
       slots.waiters.shift();
-      waiter.settle(this.#take(key, slots, pod));
+      waiter.settle(this.#take(key, slots, replica));
     }
   }
 
-  #take(key: string, slots: AppSlots, pod: HeldPod): PodSlot {
-    const name = pod.metadata!.name!;
+  #take(key: string, slots: AppSlots, replica: HeldReplica): PodSlot {
+    const { name } = replica;
     slots.busy.set(name, (slots.busy.get(name) ?? 0) + 1);
     let released = false;
     return {
-      pod,
+      replica,
       release: () => {
         if (released) return;
         released = true;
@@ -124,13 +124,13 @@ export class PodSlots {
   }
 }
 
-function leastBusy(ready: HeldPod[], busy: ReadonlyMap<string, number>, perPod: number): HeldPod | undefined {
-  let best: HeldPod | undefined;
+function leastBusy(ready: HeldReplica[], busy: ReadonlyMap<string, number>, perPod: number): HeldReplica | undefined {
+  let best: HeldReplica | undefined;
   let bestCalls = perPod;
-  for (const pod of ready) {
-    const calls = busy.get(pod.metadata!.name!) ?? 0;
+  for (const replica of ready) {
+    const calls = busy.get(replica.name) ?? 0;
     if (calls < bestCalls) {
-      best = pod;
+      best = replica;
       bestCalls = calls;
     }
   }

@@ -1,5 +1,5 @@
-// The holder under a burst at zero (issue #21), against the in-memory API server (the App's Deployment and pods,
-// made ready by the test) and real HTTP servers standing for the pods' sidecars, each answering as scripted:
+// The holder under a burst at zero (issue #21), against the in-memory API server (the App's Deployment, its
+// replicas Service, and pods made ready by the test, which its endpoints controller lists) and real HTTP servers standing for the pods' sidecars, each answering as scripted:
 // calls past a bound are refused at once; the wake asks for the replicas the waiting calls need; calls go to
 // pods as each becomes ready, at most replica_concurrency at once on each; a refusal before the run is retried.
 import { once } from 'node:events';
@@ -16,6 +16,7 @@ import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { waitFor } from '../test/support/wait.ts';
+import { renderReplicasService } from '../operator/render/service.ts';
 import { startHolder, type Holder, type HolderOptions } from './holder.ts';
 import { kubePathOf } from '../test/support/kube-path.ts';
 
@@ -107,6 +108,7 @@ describe('the holder under a burst at zero', () => {
         metadata: { name: app.metadata.name },
         spec: { replicas: 0, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } },
       } as KubeObject);
+      await api.create(kubePathOf(`/api/v1/namespaces/${NAMESPACE}/services`), renderReplicasService(app) as KubeObject);
     }
     holder = await startHolder({
       api,
@@ -121,17 +123,20 @@ describe('the holder under a burst at zero', () => {
       host: '127.0.0.1',
       port: 0,
       // Each pod's name is the port of its sidecar.
-      replicaAddress: (pod) => ({ host: '127.0.0.1', port: Number(pod.metadata!.name!.split('-').at(-1)) }),
+      replicaAddress: (replica) => ({ host: '127.0.0.1', port: Number(replica.name.split('-').at(-1)) }),
       ...options,
     });
     return holder;
   }
 
+  let podAddresses = 0;
   /** A ready pod of the App whose sidecar is `sidecar`. */
   async function readyPod(app: string, sidecar: FakeSidecar): Promise<void> {
     const name = `${app}-${sidecar.port}`;
     const pod = await api!.create(kubePathOf(PODS), { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { [APP_LABEL]: app } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } as KubeObject);
-    await api!.replace(kubePathOf(`${PODS}/${name}/status`), { ...pod, status: { podIP: '127.0.0.1', conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
+    // An address of the documentation range, one per pod: Endpoints take no loopback address.
+    podAddresses += 1;
+    await api!.replace(kubePathOf(`${PODS}/${name}/status`), { ...pod, status: { podIP: `192.0.2.${podAddresses}`, conditions: [{ type: 'Ready', status: 'True' }] } } as KubeObject);
   }
 
   async function sidecar(answer: (index: number, response: ServerResponse) => 'hold' | void): Promise<FakeSidecar> {
@@ -147,7 +152,8 @@ describe('the holder under a burst at zero', () => {
     const apps = [storedApp(pythonSpec(), { name: 'a' }), storedApp(pythonSpec(), { name: 'b' })];
     const refusals: string[] = [];
     const metrics = { handedOver() {}, timedOut() {}, accepted() {}, dropped() {}, cancelled() {}, refused: (namespace: string, app: string, mode: string) => refusals.push(`${namespace}/${app} ${mode}`) };
-    await start(apps, { limits: { callsPerApp: 3, calls: 4 }, metrics });
+    // One namespace may take all the calls here (fair-share.test.ts tests the share per namespace).
+    await start(apps, { limits: { callsPerApp: 3, callsPerNamespace: 4, calls: 4 }, metrics });
     let settled = 0;
     const within = [call('a'), call('a'), call('a'), call('b')].map((answer) => answer.finally(() => (settled += 1)));
     await waitFor(() => holder!.held(NAMESPACE, 'a') === 3 && holder!.held(NAMESPACE, 'b') === 1, { what: 'four calls held' });
@@ -170,7 +176,8 @@ describe('the holder under a burst at zero', () => {
   });
 
   it('refuses a body past the bytes it may hold at once, and holds one within them', async () => {
-    await start([storedApp(pythonSpec(), { name: 'a' })], { limits: { bodyBytes: 1024 } });
+    // 2,048 bytes in all: 1,024 for the one namespace.
+    await start([storedApp(pythonSpec(), { name: 'a' })], { limits: { bodyBytes: 2048 } });
     const held = call('a', JSON.stringify({ text: 'x'.repeat(400) }));
     await waitFor(() => holder!.held(NAMESPACE, 'a') === 1, { what: 'the small call held' });
     const refused = await call('a', JSON.stringify({ text: 'x'.repeat(2048) }));

@@ -14,7 +14,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parse as parseQuery } from 'node:querystring';
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { App, AppSpec } from '../crds/app-schema.ts';
 import { ProblemError } from '../crds/problem.ts';
@@ -33,9 +32,9 @@ import { newRunId } from '../run-request/run-id.ts';
 import { SIDECAR_RUN_PORT, childName } from '../operator/render/names.ts';
 import { WaitingCalls, type HeldDemand, type HeldLoadReport } from '../operator/autoscaling/held-demand.ts';
 import { replicasForWaiting, scalingSettingsOf } from '../operator/autoscaling/settings.ts';
-import { DEFAULT_HOLD_LIMITS, HoldBounds, type HeldPlace, type HoldLimits } from './hold-bounds.ts';
+import { DEFAULT_HOLD_LIMITS, HoldBoundError, HoldBounds, type HeldPlace, type HoldBound, type HoldLimits } from './hold-bounds.ts';
 import { createDispatcher, type DroppedWhy } from './hold-dispatch.ts';
-import { ReadyPods } from './hold-pods.ts';
+import { ReadyReplicas, type HeldReplica } from './hold-replicas.ts';
 import { relayBufferedCall, sendRefusal, type Refusal, type ReplicaAddress } from './hold-proxy.ts';
 import { AlteredRecordError, HELD_CALL_LABEL, HELD_CALL_NAMESPACE_LABEL, HeldRecords, type HeldCall, type HeldRecord } from './hold-records.ts';
 import { PodSlots } from './hold-slots.ts';
@@ -88,8 +87,11 @@ export interface HolderOptions {
   watchdogMs: number;
   host: string;
   port: number;
-  /** Where a pod's sidecar run port is reached. Default: its pod IP, port 8000 (the test kubelet remaps). */
-  replicaAddress?: (pod: V1Pod) => ReplicaAddress;
+  /**
+   * Where a ready replica's sidecar run port is reached. Default: its IP (from its App's Endpoints), port 8000 —
+   * never the port the Endpoints say, which are the tenant's to edit (the test kubelet remaps).
+   */
+  replicaAddress?: (replica: HeldReplica) => ReplicaAddress;
   /** Default: the App's `spec.scaling.coldStartTimeout`, else 60 s. */
   coldStartTimeoutMs?: (app: App) => number;
   /** Default 1 s. */
@@ -119,8 +121,8 @@ export interface HolderMetrics {
   accepted(namespace: string, app: string): void;
   /** An async call was dropped with no run recorded (hold-dispatch.ts). */
   dropped(namespace: string, app: string, why: DroppedWhy): void;
-  /** A call was refused at once for the holder's bounds (hold-bounds.ts): calls per App or in all, or body bytes. */
-  refused(namespace: string, app: string, mode: HeldMode): void;
+  /** A call was refused at once for the holder's `bound` (hold-bounds.ts): calls per App, per namespace or in all, or body bytes. */
+  refused(namespace: string, app: string, mode: HeldMode, bound: HoldBound): void;
   /** A sync or stream call was cancelled while it waited (hold-control.ts): answered 409 run-cancelled. */
   cancelled(namespace: string, app: string, mode: HeldMode): void;
 }
@@ -148,6 +150,8 @@ export interface Holder extends HeldDemand {
   readonly stats: HolderStats;
   /** Calls in the holder now (waiting, or relayed and not yet answered), all Apps together. */
   readonly calls: number;
+  /** Bytes of held calls' bodies kept now, all Apps together. */
+  readonly bodyBytes: number;
   /** The calls waiting, per App: what `runlet activator` answers at `/load` for the leader's autoscaler. */
   heldReport(): HeldLoadReport;
   /**
@@ -171,19 +175,19 @@ function appOf(record: HeldRecord): [string, string] {
   return [labels[HELD_CALL_NAMESPACE_LABEL] ?? '', labels[HELD_CALL_LABEL] ?? ''];
 }
 
-function podAddress(pod: V1Pod): ReplicaAddress {
-  return { host: pod.status!.podIP!, port: SIDECAR_RUN_PORT };
+function sidecarAddress(replica: HeldReplica): ReplicaAddress {
+  return { host: replica.ip, port: SIDECAR_RUN_PORT };
 }
 
 export async function startHolder(options: HolderOptions): Promise<Holder> {
   const { api, apps, auth, logger, holderKeys } = options;
-  const replicaAddress = options.replicaAddress ?? podAddress;
+  const replicaAddress = options.replicaAddress ?? sidecarAddress;
   const coldStartTimeoutMs = options.coldStartTimeoutMs ?? configuredColdStartMs;
   const stats: HolderStats = { relayed: 0, timedOut: 0, accepted: 0, handedOver: 0, refused: 0, retried: 0, cancelled: 0 };
   const metrics = options.metrics;
   const bounds = new HoldBounds({ ...DEFAULT_HOLD_LIMITS, ...options.limits });
-  const pods = new ReadyPods({ api, logger, watchdogMs: options.watchdogMs });
-  const slots = new PodSlots(pods);
+  const replicas = new ReadyReplicas({ api, logger, watchdogMs: options.watchdogMs });
+  const slots = new PodSlots(replicas);
   const records = new HeldRecords({
     api,
     namespace: options.recordsNamespace,
@@ -207,7 +211,10 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
    */
   async function wake(namespace: string, appName: string): Promise<void> {
     const app = apps.get(namespace, appName);
-    if (app === undefined || pods.readyPods(namespace, appName).length > 0) return;
+    if (app === undefined) return;
+    // Its namespace's replicas known first (their watch begun by the first call there), bounded by the cold start.
+    await replicas.whenSynced(namespace, coldStartTimeoutMs(app));
+    if (replicas.readyReplicas(namespace, appName).length > 0) return;
     const scaling = scalingSettingsOf((applyAppSpecDefaults(app.spec) as AppSpec).scaling);
     await waker.wake(namespace, childName(app), replicasForWaiting(waiting.held(namespace, appName), scaling));
   }
@@ -215,7 +222,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     apps,
     appsSynced: options.appsSynced,
     records,
-    pods,
+    replicas,
     wake,
     replicaAddress,
     coldStartTimeoutMs,
@@ -251,18 +258,22 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         stopWaiting();
         unlist();
         place.release();
-        bounds.bodies.give(bodyBytes);
+        bounds.bodies(appOf(record)[0]).give(bodyBytes);
         handOvers.delete(pending);
         inHand.delete(name);
       });
     handOvers.add(pending);
   }
 
-  /** A held call's body, read within the holder's byte budget; its bytes stay taken until `bounds.bodies.give`. */
-  async function readBody(request: IncomingMessage, limitBytes = DEFAULT_BODY_LIMIT_BYTES): Promise<Buffer> {
-    const body = await readLimitedBody(request, { limitBytes, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget: bounds.bodies });
+  /**
+   * A held call's body, read within its namespace's share of the holder's byte budget; its bytes stay taken until
+   * `bounds.bodies(namespace).give`.
+   */
+  async function readBody(request: IncomingMessage, namespace: string, limitBytes = DEFAULT_BODY_LIMIT_BYTES): Promise<Buffer> {
+    const budget = bounds.bodies(namespace);
+    const body = await readLimitedBody(request, { limitBytes, idleMs: DEFAULT_REQUEST_BODY_TIMEOUT_MS, deadlineMs: DEFAULT_REQUEST_DEADLINE_MS, budget });
     // readLimitedBody gives back what it took once the body is whole; it is kept here until handed over.
-    bounds.bodies.takeAnyway(body.length);
+    budget.takeAnyway(body.length);
     return body;
   }
 
@@ -295,7 +306,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     if (runOptions.async) {
       let body: Buffer;
       try {
-        body = await countingRefusals(mode, projectId, appName, () => readBody(request, HELD_ASYNC_BODY_LIMIT_BYTES)).catch((error: unknown) => {
+        body = await countingRefusals(mode, projectId, appName, () => readBody(request, projectId, HELD_ASYNC_BODY_LIMIT_BYTES)).catch((error: unknown) => {
           if (!(error instanceof ProblemError) || error.status !== Problems.bodyTooLarge.status) throw error;
           throw new ProblemError(
             Problems.bodyTooLarge,
@@ -318,7 +329,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         record = await records.save(call);
       } catch (error) {
         place.release();
-        bounds.bodies.give(body.length);
+        bounds.bodies(projectId).give(body.length);
         throw error;
       }
       stats.accepted += 1;
@@ -344,7 +355,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         () => null,
         (error: unknown) => error,
       );
-      const body = await countingRefusals(mode, projectId, appName, () => readBody(request));
+      const body = await countingRefusals(mode, projectId, appName, () => readBody(request, projectId));
       bodyBytes = body.length;
       // A caller gone meanwhile is let go now, not once the wake ends (an API server slow to answer).
       const wakeFailed = await Promise.race([woken, hungUp]);
@@ -355,16 +366,28 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       unlist();
       waits.stop();
       place.release();
-      bounds.bodies.give(bodyBytes);
+      bounds.bodies(projectId).give(bodyBytes);
     }
   }
 
-  /** `step`'s result; a refusal for the holder's bounds (a place, or its body's bytes) counted as such. */
+  /**
+   * `step`'s result; a refusal for the holder's bounds (a place, or its body's bytes) counted as such, by the bound
+   * that refused it, and a body refused for its namespace's share said to be so.
+   */
   function countingRefusals<T>(mode: HeldMode, namespace: string, appName: string, step: () => T): T {
     const refused = (error: unknown) => {
-      if (error instanceof ProblemError && (error.spec === Problems.overCapacity || error.spec === Problems.requestBufferFull)) {
+      if (error instanceof HoldBoundError) {
         stats.refused += 1;
-        metrics?.refused(namespace, appName, mode);
+        metrics?.refused(namespace, appName, mode, error.bound);
+      } else if (error instanceof ProblemError && error.spec === Problems.requestBufferFull) {
+        stats.refused += 1;
+        const budget = bounds.bodies(namespace);
+        const bound = budget.refusedBy ?? 'body_bytes';
+        metrics?.refused(namespace, appName, mode, bound);
+        if (bound === 'body_bytes_per_namespace') {
+          const detail = `The holder holds ${budget.limitBytes} bytes of the bodies of calls to namespace "${namespace}" waiting for replicas, its limit per namespace; this one was not run. Retry shortly`;
+          throw new ProblemError(Problems.requestBufferFull, detail, { cause: error, headers: error.headers });
+        }
       }
       throw error;
     };
@@ -424,7 +447,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         stats.timedOut += 1;
         metrics?.timedOut(projectId, appName, mode);
         const why =
-          pods.readyPods(projectId, appName).length === 0
+          replicas.readyReplicas(projectId, appName).length === 0
             ? `No replica of "${appName}" became ready within its cold-start limit of ${limitMs / 1000} s; one is still starting`
             : `The ready replicas of "${appName}" had no room for the call within its cold-start limit of ${limitMs / 1000} s (${perPod} calls at once each); retry shortly`;
         throw new ProblemError(Problems.coldStartTimeout, why, { headers: { 'retry-after': RETRY_AFTER_SECONDS } });
@@ -436,7 +459,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       const line = { method: request.method ?? 'POST', url: request.url ?? '/', authorization: request.headers.authorization };
       const extra = { [HELD_RUN_HEADER]: heldRunHeader(await holderKeys(projectId), { runId, coldStartMs }, line, null) };
       try {
-        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.pod), extra, sidecarAnswers);
+        const outcome = await relayBufferedCall({ method: line.method, url: line.url, headers: request.headers, body: held.body }, response, replicaAddress(slot.replica), extra, sidecarAnswers);
         if (outcome.answered) {
           stats.relayed += 1;
           metrics?.handedOver(projectId, appName, mode, coldStartMs);
@@ -449,7 +472,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       held.waits.stop = waiting.start(projectId, appName);
       held.entry.cancel = cancel;
       stats.retried += 1;
-      logger.debug({ app: `${projectId}/${appName}`, runId, pod: slot.pod.metadata?.name }, 'holder: a replica refused a held call before running it; trying again');
+      logger.debug({ app: `${projectId}/${appName}`, runId, replica: slot.replica.name }, 'holder: a replica refused a held call before running it; trying again');
       await new Promise((resolve) => setTimeout(resolve, RELAY_RETRY_MS).unref());
     }
   }
@@ -485,7 +508,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
         // record altered at rest has no body worth counting: the dispatcher drops it unread.
         const call = await callOrNull(mine);
         const bodyBytes = call?.body.length ?? 0;
-        bounds.bodies.takeAnyway(bodyBytes);
+        bounds.bodies(namespace).takeAnyway(bodyBytes);
         handOver(mine, call, bounds.takeAnyway(...appOf(mine)), bodyBytes);
       }
     }
@@ -512,7 +535,6 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       sendProblem(response, runId, problem);
     });
   });
-  pods.start();
   // The first call at zero would otherwise wait for the key set too.
   void auth?.prefetchKeys();
   await new Promise<void>((resolve, reject) => {
@@ -529,6 +551,9 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
     get calls() {
       return bounds.calls;
     },
+    get bodyBytes() {
+      return bounds.bodyBytes;
+    },
     recover: sweep,
     async appDeleted(namespace, appName) {
       for (const record of await records.ofApp(namespace, appName)) {
@@ -542,7 +567,7 @@ export async function startHolder(options: HolderOptions): Promise<Holder> {
       slots.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await pods.stop();
+      await replicas.stop();
       await Promise.all(handOvers);
     },
   };

@@ -6,6 +6,7 @@ import type { HolderMetrics } from './holder.ts';
 export class HeldCallMetrics {
   readonly calls: Counter<'namespace' | 'app' | 'mode' | 'outcome'>;
   readonly coldStart: Histogram<'namespace' | 'app' | 'mode'>;
+  readonly refusals: Counter<'namespace' | 'bound'>;
   /** What the holder reports (holder.ts). */
   readonly holder: HolderMetrics;
 
@@ -23,7 +24,13 @@ export class HeldCallMetrics {
       buckets: [0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300],
       registers: [registry],
     });
-    const { calls, coldStart } = this;
+    this.refusals = new Counter({
+      name: 'runlet_holder_refusals_total',
+      help: 'Calls the holder refused at once (503) for one of its bounds, by the namespace called and the bound: calls_per_app, calls_per_namespace (the namespace’s fair share), calls (all namespaces together), body_bytes_per_namespace, body_bytes.',
+      labelNames: ['namespace', 'bound'] as const,
+      registers: [registry],
+    });
+    const { calls, coldStart, refusals } = this;
     this.holder = {
       handedOver: (namespace, app, mode, waitMs) => {
         calls.inc({ namespace, app, mode, outcome: 'handed_over' });
@@ -32,7 +39,10 @@ export class HeldCallMetrics {
       timedOut: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'timed_out' }),
       accepted: (namespace, app) => calls.inc({ namespace, app, mode: 'async', outcome: 'accepted' }),
       dropped: (namespace, app, why) => calls.inc({ namespace, app, mode: 'async', outcome: why }),
-      refused: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'refused' }),
+      refused: (namespace, app, mode, bound) => {
+        calls.inc({ namespace, app, mode, outcome: 'refused' });
+        refusals.inc({ namespace, bound });
+      },
       cancelled: (namespace, app, mode) => calls.inc({ namespace, app, mode, outcome: 'cancelled' }),
     };
   }

@@ -34,8 +34,11 @@ Options (environment variable in brackets); flags override the environment:
   --max-calls-per-app N           calls to one App held while it starts; more get 503 over-capacity at once
                                   (default 250) [RUNLET_ACTIVATOR_MAX_CALLS_PER_APP]
   --max-calls N                   calls to all Apps together held here (default 1000) [RUNLET_ACTIVATOR_MAX_CALLS]
-  --max-body-mib N                MiB of held calls' bodies kept here; a body past them gets 503
-                                  request-buffer-full at once (default 64) [RUNLET_ACTIVATOR_MAX_BODY_MIB]
+  --max-calls-per-namespace N     calls to the Apps of one namespace held here together, at most --max-calls:
+                                  one tenant's burst leaves the rest to the others (default: half of
+                                  --max-calls) [RUNLET_ACTIVATOR_MAX_CALLS_PER_NAMESPACE]
+  --max-body-mib N                MiB of held calls' bodies kept here, one namespace's at most half; a body past
+                                  them gets 503 request-buffer-full at once (default 64) [RUNLET_ACTIVATOR_MAX_BODY_MIB]
   --watchdog-seconds S            restart the App watch after this long without an event or bookmark (default 120) [RUNLET_WATCHDOG_SECONDS]
   --log-level LEVEL               (default info) [RUNLET_LOG_LEVEL]
   --service-account-dir DIR       where the pod's service-account token and CA are mounted
@@ -60,6 +63,7 @@ const OPTIONS = {
   'drain-seconds': { env: ['RUNLET_ACTIVATOR_DRAIN_SECONDS'], default: '5' },
   'max-calls-per-app': { env: ['RUNLET_ACTIVATOR_MAX_CALLS_PER_APP'], default: String(DEFAULT_HOLD_LIMITS.callsPerApp) },
   'max-calls': { env: ['RUNLET_ACTIVATOR_MAX_CALLS'], default: String(DEFAULT_HOLD_LIMITS.calls) },
+  'max-calls-per-namespace': { env: ['RUNLET_ACTIVATOR_MAX_CALLS_PER_NAMESPACE'] },
   'max-body-mib': { env: ['RUNLET_ACTIVATOR_MAX_BODY_MIB'], default: String(DEFAULT_HOLD_LIMITS.bodyBytes / MIB) },
   'watchdog-seconds': { env: ['RUNLET_WATCHDOG_SECONDS'], default: '120' },
   'log-level': { env: ['RUNLET_LOG_LEVEL'], default: 'info' },
@@ -83,7 +87,7 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
   if (!LOG_LEVELS.includes(level)) throw new CliError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${level}"`, 2);
   const drain = option('drain-seconds')!;
   const drainMs = drain === '0' ? 0 : parseSecondsFlag('drain-seconds', drain, MAX_DRAIN_SECONDS);
-  const count = (name: 'max-calls-per-app' | 'max-calls' | 'max-body-mib'): number => {
+  const count = (name: 'max-calls-per-app' | 'max-calls' | 'max-calls-per-namespace' | 'max-body-mib'): number => {
     const value = option(name)!;
     if (!/^[1-9]\d{0,6}$/.test(value)) throw new CliError(`--${name} must be a whole number from 1 to 9999999, got "${value}"`, 2);
     return Number(value);
@@ -93,6 +97,9 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(heldNamespace)) throw new CliError(`--held-namespace must be a namespace name (a DNS label of at most 63 characters), got "${heldNamespace}"`, 2);
   // Listing the records cannot be limited to them: in the key's namespace it would reach every Secret there.
   if (heldNamespace === keyNamespace) throw new CliError(`--held-namespace must be a namespace of its own, not the key's (${keyNamespace}): the right to list held calls would reach its other Secrets`, 2);
+  if (option('max-calls-per-namespace') !== undefined && count('max-calls-per-namespace') > count('max-calls')) {
+    throw new CliError(`--max-calls-per-namespace (${count('max-calls-per-namespace')}) must be at most --max-calls (${count('max-calls')})`, 2);
+  }
   const config = {
     host: option('host')!,
     port: port('port'),
@@ -102,7 +109,12 @@ export async function runActivatorCommand(args: string[]): Promise<number> {
     keySecret: { namespace: keyNamespace, name: option('key-secret')! },
     heldNamespace,
     drainMs,
-    limits: { callsPerApp: count('max-calls-per-app'), calls: count('max-calls'), bodyBytes: count('max-body-mib') * MIB },
+    limits: {
+      callsPerApp: count('max-calls-per-app'),
+      calls: count('max-calls'),
+      ...(option('max-calls-per-namespace') === undefined ? {} : { callsPerNamespace: count('max-calls-per-namespace') }),
+      bodyBytes: count('max-body-mib') * MIB,
+    },
     watchdogMs: parseSecondsFlag('watchdog-seconds', option('watchdog-seconds')!, 3600),
   };
   const logger = createLogger({ name: 'runlet-activator', level });

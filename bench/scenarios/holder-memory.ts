@@ -86,6 +86,8 @@ export async function measureHolderMemory(): Promise<RoundFigures> {
     watchdogMs: 600_000,
     host: '127.0.0.1',
     port: 0,
+    // Every App in one namespace: the memory measured is that of the whole bound, not of one namespace's share.
+    limits: { callsPerNamespace: DEFAULT_HOLD_LIMITS.calls },
   });
   const held = () => apps.reduce((sum, app) => sum + holder.held(NAMESPACE, app.metadata.name), 0);
   const hold = async (calls: number) => {

@@ -1,6 +1,8 @@
-// Everything one App owns, as the reconciler applies it: the Deployment, the Service, (when the operator
-// has an ingress) the Ingress and (when it has a network policy) the NetworkPolicy; and what must go because
-// the configuration no longer wants it.
+// Everything one App owns, as the reconciler applies it: the Deployment, the Service, (when it scales to zero)
+// the headless Service listing its ready replicas for the activator, (when the operator has an ingress) the
+// Ingress and (when it has a network policy) the NetworkPolicy; and what must go because the configuration no
+// longer wants it. The replicas Service of an App that stops scaling to zero stays (the operator may not delete
+// Services) until the App goes: it lists the same pods as the App's own Service then.
 import type { App } from '../../crds/app-schema.ts';
 import type { RenderConfig } from '../config.ts';
 import type { KubeObject, ObjectRef } from '../../kube/objects.ts';
@@ -8,7 +10,8 @@ import { renderDeployment, type PodInputs } from './deployment.ts';
 import { renderIngress } from './ingress.ts';
 import { renderNetworkPolicy } from './network-policy.ts';
 import { childName, namespaceOf } from './names.ts';
-import { renderService } from './service.ts';
+import { renderReplicasService, renderService } from './service.ts';
+import { scalesToZero } from '../autoscaling/endpoints.ts';
 
 export interface AppChildren {
   apply: KubeObject[];
@@ -23,6 +26,7 @@ export function renderAppChildren(app: App, config: RenderConfig, pod: PodInputs
     apply: [
       renderDeployment(app, config, pod, replicas),
       renderService(app),
+      ...(scalesToZero(app) ? [renderReplicasService(app)] : []),
       ...(config.ingress === null ? [] : [renderIngress(app, config.ingress)]),
       ...(config.networkPolicy === null ? [] : [renderNetworkPolicy(app, config.networkPolicy)]),
     ],

@@ -1,5 +1,6 @@
 // Names, ports and paths shared by the objects rendered for an App: one place to read how they connect
 // (Service :80 → sidecar :8000 → app container :8192 or the custom port; probes and drain on :8001).
+import { createHash } from 'node:crypto';
 import { SIDECAR_POD_PORTS, type App, type AppSpec } from '../../crds/app-schema.ts';
 import type { IngressConfig } from '../config.ts';
 
@@ -60,6 +61,16 @@ export function namespaceOf(app: App): string {
 /** Deployment, Service and Ingress share the App's name: one App, one of each per namespace. */
 export function childName(app: App): string {
   return app.metadata.name;
+}
+
+/**
+ * The headless Service listing the ready replicas of an App that scales to zero (render/service.ts), whose
+ * Endpoints the activator reads: `<app>-replicas-<4 hex of a digest of the app name>`, the name cut to fit a DNS
+ * label. The digest keeps it apart from the Service of an App that is named `<app>-replicas` itself.
+ */
+export function replicasServiceName(appName: string): string {
+  const digest = createHash('sha256').update(appName).digest('hex').slice(0, 4);
+  return `${appName.slice(0, 63 - '-replicas-'.length - digest.length)}-replicas-${digest}`;
 }
 
 /** The run interface path of the app; the sidecar serves `{method} <prefix>/{function}`. */

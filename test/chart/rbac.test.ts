@@ -384,6 +384,64 @@ describe('the blast radius of a Runlet component’s credential', () => {
     }
   });
 
+  it.each(renderings)('%s: no role of the activator reads a pod, in any namespace', (_label, objects) => {
+    const rulesOf = (kind: string, name: string) => (objects.find((object) => object.kind === kind && object.metadata?.name === name) as V1ClusterRole | undefined)?.rules ?? [];
+    const roles = [rulesOf('ClusterRole', 'runlet-activator'), rulesOf('ClusterRole', 'runlet-activator-tenant'), rulesOf('Role', 'runlet-activator'), rulesOf('Role', 'runlet-activator-held-calls')];
+    for (const rules of roles) {
+      for (const verb of ['get', 'list', 'watch']) {
+        for (const namespace of ['kube-system', 'team-a', RELEASE.namespace, HELD_CALLS, undefined]) {
+          expect(allows(rules, { verb, apiGroup: '', resource: 'pods', namespace, name: undefined }), `${verb} pods in ${namespace ?? 'all namespaces'}`).toBe(false);
+        }
+      }
+    }
+  });
+
+  it('lets the activator’s token read no pod’s spec anywhere, and Endpoints only in App namespaces, against an API server enforcing the chart’s RBAC', async () => {
+    const server = await startKubeApiServer({ rbac: true, namespaces: ['default', 'kube-system', RELEASE.namespace, HELD_CALLS, 'team-a', 'team-b'] });
+    const admin = new KubeApi(await server.credentials());
+    server.tokens.set(ACTIVATOR_TOKEN, { username: `system:serviceaccount:${RELEASE.namespace}:runlet-activator`, groups: ['system:serviceaccounts', `system:serviceaccounts:${RELEASE.namespace}`, 'system:authenticated'] });
+    const activatorApi = new KubeApi(kubeConfigCredentials(server.kubeConfig({ token: ACTIVATOR_TOKEN })));
+    try {
+      // The chart as installed, team-a enrolled; team-b is not.
+      const chart = renderWith(VALUE_SETS.production, { tenantNamespaces: ['team-a'] });
+      const rbacKinds = ['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'];
+      for (const { object } of chart.manifests.filter((m) => rbacKinds.includes(m.object.kind))) {
+        await admin.create(resourcePath({ apiVersion: object.apiVersion, kind: object.kind, namespace: object.metadata.namespace }), object as unknown as KubeObject);
+      }
+      // A pod in each namespace whose spec carries an environment literal.
+      const namespaces = ['default', 'kube-system', RELEASE.namespace, HELD_CALLS, 'team-a', 'team-b'];
+      for (const namespace of namespaces) {
+        await admin.create(resourcePath({ apiVersion: 'v1', kind: 'Pod', namespace }), {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'app', labels: { 'runlet.dev/app': 'app' } },
+          spec: { containers: [{ name: 'app', image: 'app:1', env: [{ name: 'PASSWORD', value: 'literal' }] }] },
+        } as KubeObject);
+      }
+      const status = (request: Promise<unknown>) => request.then(() => 200, (error: unknown) => (error as { status?: number }).status);
+      const pods = (namespace?: string) => resourcePath({ apiVersion: 'v1', kind: 'Pod', namespace });
+      for (const namespace of namespaces) {
+        expect(await status(activatorApi.get(pods(namespace).named('app'))), `get a pod in ${namespace}`).toBe(403);
+        expect(await status(activatorApi.list(pods(namespace))), `list pods in ${namespace}`).toBe(403);
+        expect(await status(activatorApi.list(pods(namespace), { labelSelector: 'runlet.dev/app' })), `list App pods in ${namespace}`).toBe(403);
+      }
+      expect(await status(activatorApi.list(pods())), 'list pods in all namespaces').toBe(403);
+      const watch = await server.fetch(`/api/v1/pods?watch=true&timeoutSeconds=1`, { headers: { authorization: `Bearer ${ACTIVATOR_TOKEN}` } });
+      expect(watch.status, 'watch pods in all namespaces').toBe(403);
+
+      // What it reads instead: the Endpoints of an enrolled namespace, and nowhere else.
+      const endpoints = (namespace?: string) => resourcePath({ apiVersion: 'v1', kind: 'Endpoints', namespace });
+      expect(await status(activatorApi.list(endpoints('team-a')))).toBe(200);
+      expect(await status(activatorApi.list(endpoints('team-b'))), 'Endpoints of a namespace not enrolled').toBe(403);
+      expect(await status(activatorApi.list(endpoints('kube-system')))).toBe(403);
+      expect(await status(activatorApi.list(endpoints())), 'Endpoints in all namespaces').toBe(403);
+    } finally {
+      await activatorApi.close();
+      await admin.close();
+      await server.close();
+    }
+  });
+
   it.each(renderings)('%s: binds the tenant ClusterRoles by RoleBindings only, never in kube-system or the release’s own namespaces', (_label, objects) => {
     const tenantRoles = objects.filter((object) => object.kind === 'ClusterRole' && object.metadata?.labels?.['runlet.dev/tenant-role'] === 'true').map((object) => object.metadata!.name!);
     expect(tenantRoles.length).toBeGreaterThan(0);
@@ -740,7 +798,7 @@ describe('the operator under the chart’s RBAC', () => {
       const activatorUnused = [...activatorGranted].filter((right) => !activatorUsed.has(right) && !madeOnlyElsewhere.has(right));
       expect(activatorUnused, 'rights of the activator that none of its requests used: drop them from the chart and the README table, or make this run use them').toEqual([]);
       const activatorSeen = new Set(activatorAttributes.map((attrs) => `${attrs.verb} ${attrs.resource}`));
-      for (const expected of ['watch apps', 'watch pods', 'get secrets', 'create secrets', 'list secrets', 'update secrets', 'delete secrets', 'get deployments/scale', 'update deployments/scale']) {
+      for (const expected of ['watch apps', 'list endpoints', 'watch endpoints', 'get secrets', 'create secrets', 'list secrets', 'update secrets', 'delete secrets', 'get deployments/scale', 'update deployments/scale']) {
         expect(activatorSeen, `activator: ${expected}`).toContain(expected);
       }
 

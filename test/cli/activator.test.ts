@@ -160,6 +160,13 @@ describe('runlet activator', () => {
     expect(activator.output()).toContain('--max-calls-per-app must be a whole number');
   }, START_TIMEOUT_MS);
 
+  it('refuses a share per namespace larger than the bound of all held calls, naming both flags', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
+    activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--max-calls', '10', '--max-calls-per-namespace', '11'] });
+    expect(await activator.exited).toBe(2);
+    expect(activator.output()).toContain('--max-calls-per-namespace (11) must be at most --max-calls (10)');
+  }, START_TIMEOUT_MS);
+
   it('refuses to keep held calls in the key’s namespace, whose other Secrets the right to list them would reach, naming the flag', async () => {
     dir = await mkdtemp(join(tmpdir(), 'runlet-activator-'));
     activator = startRunletProcess('activator', { home: dir, env: {}, args: ['--key-namespace', 'runlet-system', '--held-namespace', 'runlet-system'] });

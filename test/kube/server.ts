@@ -20,6 +20,7 @@ import { DEFAULT_VERSION, handleApiRequest, versionInfo, type ApiContext } from 
 import { AuthReviews, type AccessRule, type TokenIdentity } from './auth-reviews.ts';
 import { FaultInjector, type FailureRule, type HangRule } from './faults.ts';
 import { kubeConfigFor, writeKubeconfigFile, type ClientOptions } from './kubeconfig.ts';
+import { EndpointsController } from './endpoints-controller.ts';
 import { ObjectLifecycle } from './lifecycle.ts';
 import { RbacAuthorizer } from './rbac-authorizer.ts';
 import { ResourceRegistry } from './resources.ts';
@@ -137,6 +138,7 @@ export class KubeApiServer {
   private serviceAccounts: string | undefined;
   private serviceAccountCount = 0;
   private readonly authorizer: RbacAuthorizer | undefined;
+  private readonly endpointsController: EndpointsController;
 
   constructor(options: KubeApiServerOptions = {}) {
     const registry = new ResourceRegistry();
@@ -158,6 +160,7 @@ export class KubeApiServer {
       maxWatchSeconds: options.maxWatchSeconds,
       version: versionInfo(options.version ?? DEFAULT_VERSION),
     };
+    this.endpointsController = new EndpointsController(this.store, lifecycle, registry);
     const namespaceType = registry.find('', 'v1', 'namespaces')!;
     for (const name of options.namespaces ?? DEFAULT_NAMESPACES) {
       lifecycle.create(namespaceType, undefined, { metadata: { name } });
@@ -310,6 +313,7 @@ export class KubeApiServer {
 
   async close(): Promise<void> {
     this.pauseMode = 'refuse';
+    this.endpointsController.stop();
     this.held.length = 0;
     this.faults.clear();
     this.watches.cutAll();

@@ -36,7 +36,7 @@ export const FOLDER_RULES: ReadonlyMap<string, readonly string[]> = new Map([
   // autoscaler reads from the holder (autoscaling/held-demand.ts). The webhook of a held call cancelled before
   // it ran is the sidecar's webhook (sidecar/webhook/: endpoint, payload, signature), not a copy. Its admin port
   // is the operator's health server (operator/health-server.ts: liveness, readiness, metrics), not a copy.
-  ['activator/', ['run-request/', 'crds/', 'kube/', 'sidecar/webhook/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/endpoints-switch.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts', 'operator/health-server.ts']],
+  ['activator/', ['run-request/', 'crds/', 'kube/', 'sidecar/webhook/', 'operator/render/names.ts', 'operator/autoscaling/holder-key.ts', 'operator/autoscaling/settings.ts', 'operator/autoscaling/held-demand.ts', 'operator/health-server.ts']],
   // runlet dev applies retention to its SQLite store through the stores' contract of history.
   ['local/', ['sidecar/', 'run-request/', 'management/', 'dashboard/', 'crds/', 'results/run-history.ts']],
   ['cli/', [EVERYTHING]],

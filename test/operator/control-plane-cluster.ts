@@ -166,7 +166,7 @@ export async function startControlPlaneCluster(options: ControlPlaneClusterOptio
         : {
             ...holderOptions,
             // As the holder's default dials the pod's IP: here a label for the local port standing for its run port.
-            replicaAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_RUN_PORT),
+            replicaAddress: (replica) => kubelet.network.dialTarget(replica.ip, SIDECAR_RUN_PORT),
           };
     // The operators' ports, newest last: the collector relay (the operator Service) sends to the newest running.
     const operatorPorts: number[] = [];

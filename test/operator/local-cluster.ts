@@ -109,7 +109,7 @@ export async function startLocalCluster(
         // What `runlet operator` builds from the sidecars' own RUNLET_AUTH_JWKS_URL (the issuer; no project key).
         auth: new RunAuthenticator(loadIssuerAuthConfig((name) => (name === 'auth-jwks-url' ? issuer.jwksUrl : undefined), {})),
         // As the holder's default dials the pod's IP: here a label for the local port standing for its run port.
-        replicaAddress: (pod) => kubelet.network.dialTarget(pod.status!.podIP!, SIDECAR_RUN_PORT),
+        replicaAddress: (replica) => kubelet.network.dialTarget(replica.ip, SIDECAR_RUN_PORT),
         retryDelayMs: 200,
         coldStartTimeoutMs: options.coldStartTimeoutMs,
       }
