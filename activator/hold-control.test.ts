@@ -2,7 +2,8 @@
 // are answered; a list shows the calls of one App as pending runs without their webhook secret; a cancel stops a
 // waiting sync call once and says what it was; hostile paths and signatures are refused, never a crash.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunRecord } from '../crds/run-record-schema.ts';
 import { answerHoldControl, HeldCallIndex, HOLD_CONTROL_HEADER, holdControlPath, signHoldControl, type HeldCancelAnswer } from './hold-control.ts';
@@ -68,6 +69,32 @@ describe('the holder control routes', () => {
     const cancel = holdControlPath('team-a', 'hello', SYNC_ID);
     expect((await ask('POST', cancel, signHoldControl(KEY, 'GET', cancel, Date.now()))).status).toBe(403);
     expect(cancels).toBe(1);
+  });
+
+  it('closes an unsigned request’s connection on its head, reading none of a body it declares', async () => {
+    const sockets: Socket[] = [];
+    const own = createServer((request, response) => answerHoldControl(request, response, { key: KEY, index, identity: 'activator-0' }));
+    own.on('connection', (socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => own.listen(0, '127.0.0.1', resolve));
+    try {
+      const client = connect((own.address() as AddressInfo).port, '127.0.0.1');
+      client.on('error', () => {});
+      await once(client, 'connect');
+      const path = holdControlPath('team-a', 'hello', SYNC_ID, 'cancel');
+      client.write(`POST ${path} HTTP/1.1\r\nHost: holder\r\nContent-Length: ${1 << 30}\r\n\r\n`);
+      let answer = '';
+      client.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      // Keep sending while the holder decides: a drained body would be read to its end (1 GiB).
+      const chunk = Buffer.alloc(64 * 1024);
+      const pump = setInterval(() => client.writable && client.write(chunk), 5);
+      await once(client, 'close');
+      clearInterval(pump);
+      expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+      expect(sockets[0]!.bytesRead).toBeLessThan(64 << 20);
+      expect(cancels).toBe(1);
+    } finally {
+      await new Promise<void>((resolve) => own.close(() => resolve()));
+    }
   });
 
   it('answers a signed path that does not decode, or names no route, 404, and goes on serving', async () => {

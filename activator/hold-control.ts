@@ -113,11 +113,14 @@ export function answerHoldControl(request: IncomingMessage, response: ServerResp
     response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
     response.end(JSON.stringify(body));
   };
-  // The body is never read: drained, so the connection stays usable.
-  request.resume();
   if (!verified(options.key, request.method ?? '', path, request.headers[HOLD_CONTROL_HEADER] as string | undefined, (options.now ?? Date.now)())) {
+    // Refused on its head: the connection is closed rather than drained, so an unsigned caller cannot make the
+    // holder read (and discard) a body of any size.
+    response.shouldKeepAlive = false;
     return send(403, { error: 'not signed with the holder control key, or signed more than a minute away from now' });
   }
+  // A signed request's body is never read: drained, so the connection stays usable.
+  request.resume();
   let parts: string[];
   try {
     parts = path.slice(HOLD_CONTROL_PREFIX.length).split('/').map((part) => decodeURIComponent(part));
