@@ -224,7 +224,7 @@ export class ResultsShipperStore implements RunStore {
     this.#journalState(record).catch((error: unknown) => {
       this.#logger.warn({ err: error, runId: record.id }, 'a run state could not be journaled: if this sidecar is lost before it is collected, the run is recorded in an older state');
     });
-    this.#keepDestination(record).catch((error: unknown) => {
+    this.#keepDestination(record)?.catch((error: unknown) => {
       this.#logger.warn({ err: error, runId: record.id }, "the webhook destination could not be kept: if this sidecar is lost, the run's webhook is not delivered");
     });
   }
@@ -243,9 +243,15 @@ export class ResultsShipperStore implements RunStore {
         if (previous !== undefined) this.#journal.release([previous]);
       },
       (error: unknown) => {
-        if (this.#journaled.get(record.id) === entry) {
+        const current = this.#journaled.get(record.id);
+        if (current === entry) {
           if (previous === undefined) this.#journaled.delete(record.id);
           else this.#journaled.set(record.id, previous);
+        } else if (previous !== undefined) {
+          // Superseded by a newer entry meanwhile (or let go of): the previous one goes once that is written.
+          const newer = current === undefined ? undefined : this.#appending.get(current);
+          if (newer === undefined) this.#journal.release([previous]);
+          else void newer.then(() => this.#journal.release([previous]));
         }
         throw error;
       },
@@ -255,10 +261,10 @@ export class ResultsShipperStore implements RunStore {
   }
 
   /** A pending webhook's destination and secret, kept once beside the journal until the run leaves it. */
-  async #keepDestination(record: RunRecord): Promise<void> {
+  #keepDestination(record: RunRecord): Promise<void> | undefined {
     const delivery = pendingDelivery(record.webhook);
-    if (delivery === null || this.#destinations.destinationOf(record.id) !== undefined) return;
-    await this.#destinations.keepDelivery(record.id, delivery);
+    if (delivery === null || this.#destinations.destinationOf(record.id) !== undefined) return undefined;
+    return this.#destinations.keepDelivery(record.id, delivery);
   }
 
   /** A batch with the run's final state was collected (or the collector refused it for good): the journal lets go of it. */
@@ -287,7 +293,7 @@ export class ResultsShipperStore implements RunStore {
     this.#pending.set(record.id, record);
     const journaled = this.#journalState(record);
     this.#schedule();
-    const destinationKept = this.#keepDestination(record).catch((error: unknown) => {
+    const destinationKept = this.#keepDestination(record)?.catch((error: unknown) => {
       this.#logger.warn({ err: error, runId: record.id }, "the webhook destination could not be kept: if this sidecar is lost, the run's webhook is not delivered");
     });
     try {
