@@ -69,6 +69,14 @@ function newDataDir(): string {
   return dir;
 }
 
+/** A first sidecar's store whose collector is away (on `port`, free for the collector to come back on). */
+async function shipperWithCollectorAway(): Promise<{ first: ResultsShipperStore; dataDir: string; port: number }> {
+  const away = await startCollector();
+  await away.app.close();
+  const dataDir = newDataDir();
+  return { first: await openShipper(away.url, dataDir), dataDir, port: away.port };
+}
+
 /** An async run with a signed webhook, accepted (its pending state saved durably), as the sidecar records one. */
 async function acceptedRun(store: ResultsShipperStore): Promise<RunRecord> {
   const record = pendingAsyncRunRecord({ appName: APP, webhook: { endpoint: 'https://hooks.example/in', state: 'pending', attempts: 0, lastStatusCode: null, lastError: null } });
@@ -95,10 +103,7 @@ function owedBy(store: ResultsShipperStore): RunRecord[] {
 
 describe('the results shipper\'s journal, across a restart', () => {
   it('keeps a run whose delivered state never reached the collector: recorded delivered after the restart, nothing owed', async () => {
-    const away = await startCollector();
-    await away.app.close();
-    const dataDir = newDataDir();
-    const first = await openShipper(away.url, dataDir);
+    const { first, dataDir, port } = await shipperWithCollectorAway();
     const record = await acceptedRun(first);
     finish(record);
     first.save(record);
@@ -107,7 +112,7 @@ describe('the results shipper\'s journal, across a restart', () => {
     first.save(record);
     await lose(first);
 
-    const back = await startCollector(away.port);
+    const back = await startCollector(port);
     const second = await openShipper(back.url, dataDir);
     try {
       expect(owedBy(second)).toEqual([]);
@@ -120,10 +125,7 @@ describe('the results shipper\'s journal, across a restart', () => {
   });
 
   it('hands the next sidecar a finished run\'s interrupted delivery with its body and signer, and fails the unfinished ones', async () => {
-    const away = await startCollector();
-    await away.app.close();
-    const dataDir = newDataDir();
-    const first = await openShipper(away.url, dataDir);
+    const { first, dataDir, port } = await shipperWithCollectorAway();
     const delivering = await acceptedRun(first);
     const running = await acceptedRun(first);
     Object.assign(running, { status: 'running', startedAt: new Date().toISOString() });
@@ -135,7 +137,7 @@ describe('the results shipper\'s journal, across a restart', () => {
     await first.keepDelivery(delivering);
     await lose(first);
 
-    const back = await startCollector(away.port);
+    const back = await startCollector(port);
     const second = await openShipper(back.url, dataDir);
     try {
       const owed = owedBy(second);
