@@ -174,10 +174,19 @@ describe('runlet sidecar --run-store results, SIGKILLed mid-load', () => {
     hangNew = false;
     await startCollector(collectorPort);
     await startSidecar(dataDir, appPort, collectorPort);
+    let states = '';
     const records = await waitFor(async () => {
       const runs = await Promise.all(runIds.map(stored));
+      const counts: Record<string, number> = {};
+      for (const run of runs) {
+        const key = `${run?.status ?? 'absent'}/${run?.webhook?.state ?? 'none'}`;
+        counts[key] = (counts[key] ?? 0) + 1;
+      }
+      states = JSON.stringify(counts);
       return runs.every((run) => run !== undefined && run.status !== 'pending' && run.status !== 'running' && run.webhook?.state !== 'pending') && (runs as RunRecord[]);
-    }, { what: 'every accepted run final in PostgreSQL with its webhook settled', timeoutMs: 40_000 });
+    }, { what: 'every accepted run final in PostgreSQL with its webhook settled', timeoutMs: 40_000 }).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}; runs by status/webhook: ${states}; acknowledged webhooks: ${acknowledged.length}`, { cause: error });
+    });
 
     // One final record per accepted run: the finished ones as they ended, the others lost with the sidecar.
     const finishedBefore = DELIVERED_BEFORE + DELIVERING_AT_KILL;
