@@ -77,7 +77,7 @@ export class Replica {
     }, options.registry);
     this.deliverer = new WebhookDeliverer(options.webhooks);
     this.webhooks = new WebhookForwarder(this.deliverer, this.recorder, this.metrics, options.logger);
-    options.store.deliverOwedWebhooks?.((record) => this.webhooks.forwardAbandoned(record));
+    options.store.deliverOwedWebhooks?.((record) => this.webhooks.forwardOwed(record));
   }
 
   get draining(): boolean {

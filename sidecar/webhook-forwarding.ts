@@ -7,7 +7,7 @@ import type { RunRecord, WebhookRecord } from '../crds/run-record-schema.ts';
 import type { SidecarMetrics } from './metrics.ts';
 import type { RunOutcome } from './modes/outcome.ts';
 import type { RunRecorder } from './runs/recorder.ts';
-import { pendingDestination, rememberDestination } from './runs/webhook-destination.ts';
+import { pendingDelivery, rememberDeliveryBody, rememberDestination } from './runs/webhook-destination.ts';
 import type { WebhookDeliverer } from './webhook/deliver.ts';
 import { endpointForRecord, parseWebhookEndpoint } from './webhook/endpoint.ts';
 import { buildWebhookBody } from './webhook/payload.ts';
@@ -44,7 +44,7 @@ export function webhookSecretSent(rawHeaders: readonly string[]): string | strin
 
 export function pendingWebhookRecord(request: WebhookRequest): WebhookRecord {
   const webhook: WebhookRecord = { endpoint: endpointForRecord(request.endpoint), state: 'pending', attempts: 0, lastStatusCode: null, lastError: null };
-  rememberDestination(webhook, request.endpoint.href);
+  rememberDestination(webhook, request.endpoint.href, request.signer);
   return webhook;
 }
 
@@ -76,31 +76,40 @@ export class WebhookForwarder {
   }
 
   /**
-   * Delivers the failure of a run a previous replica left unfinished (recorded `replica_lost` since), to the
-   * destination kept beside its record. Unsigned: the secret is never stored, so none survives the replica.
-   * Returns false when nothing is owed: the webhook is settled, or its destination was not kept.
+   * Delivers what a previous process of this replica owed (sidecar/runs/lost-runs.ts), to the destination kept
+   * beside the record: the body of a delivery it had started, when kept, else the failure of a run it left
+   * unfinished (recorded `replica_lost` since). Signed when the store kept the call's secret (the results
+   * shipper's pod-local file does); unsigned where it keeps none (SQLite, the RunLog's destinations), as a
+   * receiver that checks signatures then refuses it. Returns false when nothing is owed: the webhook is settled,
+   * or its destination was not kept.
    */
-  forwardAbandoned(record: RunRecord): boolean {
-    const destination = pendingDestination(record.webhook);
-    const endpoint = destination === null ? null : URL.parse(destination);
-    if (endpoint === null) return false;
-    const body = buildWebhookBody({
-      runId: record.id,
-      status: 'failure',
-      statusCode: record.statusCode ?? 500,
-      runTimeMs: record.runtimeMs,
-      completedAt: record.completedAt ? new Date(record.completedAt) : new Date(),
-      error: record.error ?? { type: 'ReplicaLost', message: 'the replica was lost before the run completed' },
-    });
-    this.#deliver(record, { endpoint, signer: null }, body);
+  forwardOwed(record: RunRecord): boolean {
+    const owed = pendingDelivery(record.webhook);
+    const endpoint = owed === null ? null : URL.parse(owed.destination);
+    if (owed === null || endpoint === null) return false;
+    const body =
+      owed.body ??
+      buildWebhookBody({
+        runId: record.id,
+        status: 'failure',
+        statusCode: record.statusCode ?? 500,
+        runTimeMs: record.runtimeMs,
+        completedAt: record.completedAt ? new Date(record.completedAt) : new Date(),
+        error: record.error ?? { type: 'ReplicaLost', message: 'the replica was lost before the run completed' },
+      });
+    this.#deliver(record, { endpoint, signer: owed.signer }, body);
     return true;
   }
 
   #deliver(record: RunRecord, request: WebhookRequest, body: string): void {
     const webhook = record.webhook;
     if (!webhook) throw new Error(`run ${record.id} forwards to a webhook but has no webhook record`);
+    // Only a store that keeps bodies has the body remembered: others may hold the record for long.
+    const keeping = this.#recorder.store.keepDelivery !== undefined;
+    if (keeping) rememberDeliveryBody(webhook, body);
     void this.#deliverer
       .deliver({
+        kept: keeping ? this.#kept(record) : undefined,
         runId: record.id,
         endpoint: request.endpoint,
         body,
@@ -125,5 +134,18 @@ export class WebhookForwarder {
         },
         (err: unknown) => this.#logger.error({ err, runId: record.id }, 'webhook delivery crashed'),
       );
+  }
+
+  /**
+   * Resolves once the store holds what a successor would need to send this delivery again (its state, body and
+   * secret: RunStore.keepDelivery), so no attempt starts that a kill could leave unrecorded. Never rejects: a
+   * store that cannot keep it still gets the delivery sent.
+   */
+  async #kept(record: RunRecord): Promise<void> {
+    try {
+      await this.#recorder.store.keepDelivery?.(record);
+    } catch (err) {
+      this.#logger.warn({ err, runId: record.id }, 'the webhook delivery could not be kept before its first attempt: if this sidecar is lost during it, it is not sent again');
+    }
   }
 }

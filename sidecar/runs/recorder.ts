@@ -110,7 +110,7 @@ export class RunRecorder {
 /**
  * Closes a run its replica can no longer complete (the replica was killed or lost): `failure` with the reason.
  * Its webhook stays pending when the store kept its destination (the caller delivers the failure, see
- * WebhookForwarder.forwardAbandoned); without one it will never be sent, and is marked failed. Used on records
+ * WebhookForwarder.forwardOwed); without one it will never be sent, and is marked failed. Used on records
  * read back from a store.
  */
 export function markAbandoned(record: RunRecord, reason: FailureReason, message: string): void {

@@ -1,7 +1,14 @@
 // The run store of a pod's sidecar in a cluster with a results store: records go in batches to the collector
 // (results/collector.ts, served by the operator), which writes them to PostgreSQL. The API server is not on the
 // way. A durable save (an async run's `pending` record, before its 202) is an append to the journal in the pod's
-// emptyDir (runlog-journal.ts), as with RunLogs; the journal lets go of it once a batch holding it is collected.
+// emptyDir (runlog-journal.ts), as with RunLogs. Such a run, and every run with a webhook, stays in the journal
+// until a batch carrying its final state — finished, its webhook settled — is collected: each later state is
+// appended too (the journal lets go of the older entry once the newer is written), so a sidecar killed at any
+// point leaves its successor in the pod every run it accepted in its latest state. Beside the journal, the
+// webhook destinations file (webhook-destinations-file.ts) keeps each pending delivery's whole endpoint, signing
+// secret and, once the run has finished, the body, before its first attempt (keepDelivery). The successor fails
+// what was left pending or running (`replica_lost`) and delivers every webhook still owed, signed when the call
+// gave a secret (lost-runs.ts). Neither file ever leaves the pod: batches carry records, which hold no secret.
 //
 // Batches leave at most `intervalMs` after the first save of a quiet period (1 s by default), at once when
 // `maxBatchRecords` are waiting. A batch is sent with the pod's own projected ServiceAccount token for the
@@ -36,10 +43,12 @@ import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { CollectorClient } from './collector-client.ts';
 import { forgetKeptResult, keptResultOf } from './kept-result.ts';
 import { SHIPPER_BATCH_BYTES } from '../../results/batch-limits.ts';
-import { markAbandoned } from './recorder.ts';
+import { deliverOwed, failUnfinished, type LostRunsOwner } from './lost-runs.ts';
 import { RunRecordMetrics } from './run-record-metrics.ts';
 import type { RunLogJournal } from './runlog-journal.ts';
 import type { RunStore } from './store.ts';
+import { pendingDelivery, rememberDeliveryBody, rememberDestination } from './webhook-destination.ts';
+import type { WebhookDestinationsFile } from './webhook-destinations-file.ts';
 
 /** The collector's origin, as the operator renders it into the sidecar's environment. */
 export const RESULTS_URL_ENV = 'RUNLET_RESULTS_URL';
@@ -122,8 +131,17 @@ export class ResultsShipperStore implements RunStore {
   #inFlight: Map<string, RunRecord> | null = null;
   /** Parts of batches the collector refused for good, each sent alone before anything else (see #refusedForGood). */
   readonly #suspects: Map<string, RunRecord>[] = [];
-  /** The journal entry of each run saved durably and not yet collected: the journal keeps everything from the least. */
+  /**
+   * The latest journal entry of each run the journal keeps (saved durably, or with a webhook) until a batch with
+   * its final state is collected.
+   */
   readonly #journaled = new Map<string, number>();
+  /** Entries being appended, by number: each settles once its append has (never rejects). */
+  readonly #appending = new Map<number, Promise<void>>();
+  readonly #destinations: WebhookDestinationsFile;
+  /** Runs the previous sidecar of this pod left whose webhook is owed, until `deliverOwedWebhooks`. */
+  #owed: RunRecord[] = [];
+  readonly #lostRunsOwner: LostRunsOwner;
   readonly #shipped = new LRUCache<string, true>({ max: SHIPPED_IDS_KEPT });
   #timer: NodeJS.Timeout | null = null;
   #failures = 0;
@@ -156,16 +174,44 @@ export class ResultsShipperStore implements RunStore {
     this.#flushTimeoutMs = options.flushTimeoutMs ?? 5000;
     this.#quotaRecheckMs = options.quotaRecheckMs ?? QUOTA_RECHECK_MS;
     this.#metrics = new RunRecordMetrics(options.registry, () => this.#buffered);
-    // Runs a previous sidecar of this pod journaled and never got collected: those it left unfinished are lost.
-    for (const record of this.#journal.takeRecovered()) {
-      if (record.status === 'pending' || record.status === 'running') {
-        markAbandoned(record, 'replica_lost', 'the sidecar restarted before the run completed');
-      }
-      this.#pending.set(record.id, record);
-      // Their entries precede every new one: the journal keeps them until their batch is collected.
-      this.#journaled.set(record.id, 0);
+    this.#destinations = this.#journal.destinations;
+    this.#lostRunsOwner = { processName: 'the sidecar', where: this.#journal.path, logger: this.#logger, save: (record) => this.save(record) };
+    this.#takeOver();
+  }
+
+  /**
+   * Runs a previous sidecar of this pod journaled and did not see collected in their final state: each is journaled
+   * again in its latest state (then the predecessor's entries go), those it left unfinished are failed
+   * `replica_lost`, and the webhooks it owed wait for `deliverOwedWebhooks`.
+   */
+  #takeOver(): void {
+    const recovered = this.#journal.takeRecovered();
+    const recoveredThrough = this.#journal.lastEntry;
+    for (const record of recovered) {
+      const delivery = record.webhook?.state === 'pending' ? this.#destinations.deliveryOf(record.id) : undefined;
+      if (delivery === undefined) continue;
+      rememberDestination(record.webhook!, delivery.destination, delivery.signer);
+      if (delivery.body !== undefined) rememberDeliveryBody(record.webhook!, delivery.body);
     }
-    if (this.#pending.size > 0) this.#schedule();
+    const owing = new Set(recovered.filter((record) => record.webhook?.state === 'pending').map((record) => record.id));
+    for (const runId of this.#destinations.recoveredRunIds) if (!owing.has(runId)) this.#destinations.settle(runId);
+    const abandoned = new Set(failUnfinished(recovered, this.#lostRunsOwner));
+    for (const record of recovered) if (!abandoned.has(record)) this.save(record);
+    this.#owed = recovered.filter((record) => record.webhook?.state === 'pending');
+    const rejournaled = recovered.map((record) => this.#appending.get(this.#journaled.get(record.id)!));
+    void Promise.allSettled(rejournaled).then(() => this.#journal.replicated(recoveredThrough));
+  }
+
+  deliverOwedWebhooks(deliver: (record: RunRecord) => boolean): void {
+    deliverOwed(this.#owed.splice(0), this.#lostRunsOwner, deliver);
+  }
+
+  async keepDelivery(record: RunRecord): Promise<void> {
+    this.#assertOpen(record);
+    this.#pending.set(record.id, record);
+    this.#schedule();
+    const delivery = pendingDelivery(record.webhook);
+    await Promise.all([this.#journalState(record), delivery === null ? undefined : this.#destinations.keepDelivery(record.id, delivery)]);
   }
 
   save(record: RunRecord): void {
@@ -173,6 +219,61 @@ export class ResultsShipperStore implements RunStore {
     this.#pending.set(record.id, record);
     if (this.#buffered > 2 * this.#maxBuffered) this.#dropOldestFinished();
     this.#schedule();
+    // Async runs (journaled since their durable save, or taken over from the journal) and runs with a webhook.
+    if (!record.async && record.webhook === null && !this.#journaled.has(record.id)) return;
+    this.#journalState(record).catch((error: unknown) => {
+      this.#logger.warn({ err: error, runId: record.id }, 'a run state could not be journaled: if this sidecar is lost before it is collected, the run is recorded in an older state');
+    });
+    this.#keepDestination(record)?.catch((error: unknown) => {
+      this.#logger.warn({ err: error, runId: record.id }, "the webhook destination could not be kept: if this sidecar is lost, the run's webhook is not delivered");
+    });
+  }
+
+  /**
+   * Appends the run's state as it is now; once written, the journal lets go of its previous entry. Rejects when
+   * the append fails (the previous entry then stays the run's).
+   */
+  #journalState(record: RunRecord): Promise<void> {
+    const previous = this.#journaled.get(record.id);
+    const appended = this.#journal.append(record);
+    const entry = this.#journal.lastEntry;
+    this.#journaled.set(record.id, entry);
+    const settled = appended.then(
+      () => {
+        if (previous !== undefined) this.#journal.release([previous]);
+      },
+      (error: unknown) => {
+        const current = this.#journaled.get(record.id);
+        if (current === entry) {
+          if (previous === undefined) this.#journaled.delete(record.id);
+          else this.#journaled.set(record.id, previous);
+        } else if (previous !== undefined) {
+          // Superseded by a newer entry meanwhile (or let go of): the previous one goes once that is written.
+          const newer = current === undefined ? undefined : this.#appending.get(current);
+          if (newer === undefined) this.#journal.release([previous]);
+          else void newer.then(() => this.#journal.release([previous]));
+        }
+        throw error;
+      },
+    );
+    this.#appending.set(entry, settled.then(() => undefined, () => undefined).finally(() => this.#appending.delete(entry)));
+    return settled;
+  }
+
+  /** A pending webhook's destination and secret, kept once beside the journal until the run leaves it. */
+  #keepDestination(record: RunRecord): Promise<void> | undefined {
+    const delivery = pendingDelivery(record.webhook);
+    if (delivery === null || this.#destinations.destinationOf(record.id) !== undefined) return undefined;
+    return this.#destinations.keepDelivery(record.id, delivery);
+  }
+
+  /** A batch with the run's final state was collected (or the collector refused it for good): the journal lets go of it. */
+  #letGo(id: string): void {
+    const entry = this.#journaled.get(id);
+    if (entry === undefined) return;
+    this.#journaled.delete(id);
+    this.#journal.release([entry]);
+    this.#destinations.settle(id);
   }
 
   async saveDurably(record: RunRecord): Promise<void> {
@@ -190,16 +291,20 @@ export class ResultsShipperStore implements RunStore {
       );
     }
     this.#pending.set(record.id, record);
-    const journaled = this.#journal.append(record);
-    this.#journaled.set(record.id, this.#journal.lastEntry);
+    const journaled = this.#journalState(record);
     this.#schedule();
+    const destinationKept = this.#keepDestination(record)?.catch((error: unknown) => {
+      this.#logger.warn({ err: error, runId: record.id }, "the webhook destination could not be kept: if this sidecar is lost, the run's webhook is not delivered");
+    });
     try {
       await journaled;
+      await destinationKept;
     } catch (error) {
       // Its caller refuses the run: it must never be listed. Unless a batch already carries it, take it back.
       if (this.#pending.get(record.id) === record) {
         this.#pending.delete(record.id);
         this.#journaled.delete(record.id);
+        this.#destinations.settle(record.id);
         throw error;
       }
     }
@@ -254,7 +359,7 @@ export class ResultsShipperStore implements RunStore {
   /** At the hard bound: the oldest finished run that no caller was promised (not async) leaves. */
   #dropOldestFinished(): void {
     for (const [id, record] of this.#pending) {
-      if (record.async || record.status === 'pending' || record.status === 'running') continue;
+      if (record.async || this.#journaled.has(id) || record.status === 'pending' || record.status === 'running') continue;
       this.#pending.delete(id);
       this.#dropped += 1;
       this.#metrics.dropped('buffer_full', 1);
@@ -292,6 +397,8 @@ export class ResultsShipperStore implements RunStore {
     if (this.#inFlight !== null || (this.#pending.size === 0 && this.#suspects.length === 0)) return;
     // Serialised now: the records are mutated in place, and the batch carries their state as of now.
     const batch = new Map<string, RunRecord>();
+    /** Runs the batch carries in their final state: once it is collected, the journal lets go of them. */
+    const final = new Set<string>();
     let body = '{"records":[';
     const suspect = this.#suspects.shift();
     for (const [id, record] of suspect ?? this.#pending) {
@@ -301,12 +408,13 @@ export class ResultsShipperStore implements RunStore {
       if (suspect === undefined && batch.size > 0 && body.length + json.length > this.#maxBatchBytes) break;
       body += (batch.size === 0 ? '' : ',') + json;
       batch.set(id, record);
+      if (isFinal(record)) final.add(id);
       if (batch.size === this.#maxBatch) break;
     }
     if (suspect === undefined) for (const id of batch.keys()) this.#pending.delete(id);
     this.#inFlight = batch;
     void this.#send(Buffer.from(body + ']}', 'utf8'), batch).then(
-      () => this.#collected(batch),
+      () => this.#collected(batch, final),
       (error: unknown) => this.#failed(batch, error as Error),
     );
   };
@@ -394,7 +502,7 @@ export class ResultsShipperStore implements RunStore {
       });
   };
 
-  #collected(batch: Map<string, RunRecord>): void {
+  #collected(batch: Map<string, RunRecord>, final: ReadonlySet<string>): void {
     this.#inFlight = null;
     this.#batches += 1;
     if (this.#failingSince !== null) {
@@ -403,19 +511,9 @@ export class ResultsShipperStore implements RunStore {
     this.#failures = 0;
     this.#failingSince = null;
     this.#lastError = null;
-    for (const id of batch.keys()) {
-      this.#shipped.set(id, true);
-      this.#journaled.delete(id);
-    }
-    this.#releaseJournal();
+    for (const id of batch.keys()) this.#shipped.set(id, true);
+    for (const id of final) this.#letGo(id);
     this.#settleWaiters();
-  }
-
-  /** The journal keeps everything from the least entry still waiting to be collected. */
-  #releaseJournal(): void {
-    let least = Number.POSITIVE_INFINITY;
-    for (const entry of this.#journaled.values()) least = Math.min(least, entry);
-    this.#journal.replicated(least === Number.POSITIVE_INFINITY ? this.#journal.lastEntry : least - 1);
   }
 
   #settleWaiters(): void {
@@ -472,15 +570,17 @@ export class ResultsShipperStore implements RunStore {
         this.#metrics.dropped('refused', 1);
         this.#logger.error({ err: error, run: id, refused: this.#refused }, 'the results collector refused a run record for good: it is dropped');
         // Saved again meanwhile, its newer state still goes, and the journal keeps it until then.
-        if (!this.#pending.has(id)) {
-          this.#journaled.delete(id);
-          this.#releaseJournal();
-        }
+        if (!this.#pending.has(id)) this.#letGo(id);
       }
     }
     this.#settleWaiters();
   }
 
+}
+
+/** Finished, its webhook (if any) settled: no later state will follow. */
+function isFinal(record: RunRecord): boolean {
+  return record.status !== 'pending' && record.status !== 'running' && (record.webhook === null || record.webhook.state !== 'pending');
 }
 
 /**

@@ -171,4 +171,30 @@ describe('RunLogJournal', () => {
     await journal.close();
     await expect(journal.append(pending())).rejects.toThrow(/run journal .* is closed/);
   });
+  it('lets go of released entries one by one, one released while its append is queued once written: empty once none is needed', async () => {
+    const dataDir = await newDataDir();
+    const { journal } = await openJournal(dataDir);
+    await journal.append(pending());
+    const first = journal.lastEntry;
+    const appended = journal.append(pending());
+    journal.release([journal.lastEntry]);
+    await appended;
+    expect(await fileLines(dataDir)).toHaveLength(2);
+    journal.release([first]);
+    await waitFor(async () => (await fileSize(dataDir)) === 0, { what: 'the journal emptied' });
+  });
+
+  it('rewrites a file of released entries past its bound, keeping the one still needed', async () => {
+    const dataDir = await newDataDir();
+    const { journal } = await openJournal(dataDir, 2048);
+    const long = pending();
+    await journal.append(long);
+    for (let i = 0; i < 20; i += 1) {
+      await journal.append(pending());
+      journal.release([journal.lastEntry]);
+    }
+    await waitFor(async () => (await fileSize(dataDir)) <= 2048, { what: 'the journal compacted' });
+    const { journal: next } = await reopen(journal, dataDir, 2048);
+    expect(ids(next.takeRecovered())).toContain(long.id);
+  });
 });

@@ -14,6 +14,11 @@
 // A mark lets a journal that still holds replicated entries say so: without it, a crash would bring back runs
 // the RunLog has since completed and let go of (keepFinished) as if they had been lost.
 //
+// The results shipper lets go of entries one by one instead (`release`): a run stays in its journal until its final
+// state (its webhook settled) is collected, and a long run must not hold every later entry with it. Released
+// entries stay in the file until the next compaction; read back after a crash, they only bring states the
+// collector already took (it keeps the newest), or an older state of a run whose newer entry follows them.
+//
 // Kept bounded: once every entry is replicated the file is truncated to empty; when it passes `maxBytes` with
 // some still unreplicated, it is rewritten with only those (a temporary file, renamed over it). At every point
 // a crash leaves a file that holds each acknowledged entry not yet replicated: appends are written in place
@@ -160,6 +165,8 @@ export class RunLogJournal {
   /** What the file says is replicated (by a mark, or by no longer holding the entries). */
   #recordedThrough: number;
   #queued: QueuedAppend[] = [];
+  /** Entries let go of one by one (`release`) and not yet dropped from `#unreplicated`. */
+  #released = new Set<number>();
   /** Entries in the file not yet replicated, in entry order. */
   #unreplicated: UnreplicatedEntry[];
   #recovered: RunRecord[];
@@ -263,6 +270,16 @@ export class RunLogJournal {
     this.#startWriting();
   }
 
+  /**
+   * These entries are no longer needed: the file lets go of them at its next compaction — at once when nothing
+   * else in it is needed (an entry still being appended, once it is written).
+   */
+  release(entries: Iterable<number>): void {
+    if (this.#closed) return;
+    for (const entry of entries) this.#released.add(entry);
+    if (this.#released.size > 0) this.#startWriting();
+  }
+
   /** Finishes the writes under way, then closes the file; what is unreplicated stays in it. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -277,7 +294,7 @@ export class RunLogJournal {
     this.#writing ??= this.#writeAll().finally(() => {
       this.#writing = undefined;
       // Work that arrived after the writer's last look.
-      if (this.#queued.length > 0 || this.#replicatedThrough > this.#recordedThrough) this.#startWriting();
+      if (this.#queued.length > 0 || this.#replicatedThrough > this.#recordedThrough || this.#released.size > 0) this.#startWriting();
     });
   }
 
@@ -287,6 +304,7 @@ export class RunLogJournal {
       if (appending) await this.#writeQueued();
       // After each append too, so a steady stream of appends does not hold compaction off.
       if (this.#replicatedThrough > this.#recordedThrough) await this.#recordReplication();
+      else if (this.#released.size > 0) await this.#dropReleased();
       else if (!appending) return;
     }
   }
@@ -346,6 +364,32 @@ export class RunLogJournal {
       this.#logger.warn({ err: error, through }, 'could not mark replicated entries in the run journal');
       await this.#cutTornTail(this.#size);
     }
+  }
+
+  /** Drops the released entries: empties the file when nothing in it is needed, rewrites it past its bound. */
+  async #dropReleased(): Promise<void> {
+    // An entry still queued is let go of once written; one whose append failed was never in the file.
+    const queued = new Set(this.#queued.map((append) => append.entry));
+    const released = this.#released;
+    this.#released = new Set([...released].filter((entry) => queued.has(entry)));
+    this.#unreplicated = this.#unreplicated.filter((entry) => !released.has(entry.entry));
+    try {
+      if (this.#unreplicated.length === 0) {
+        if (this.#size > 0) await this.#handle.truncate(0);
+        this.#size = 0;
+      } else if (this.#size > Math.max(this.#maxBytes, 2 * this.#unreplicatedBytes())) {
+        await this.#rewrite();
+      }
+    } catch (error) {
+      // Released entries left in the file are harmless read back (see the top); the next release tries again.
+      this.#logger.warn({ err: error, bytes: this.#size }, 'could not compact the run journal');
+    }
+  }
+
+  #unreplicatedBytes(): number {
+    let bytes = 0;
+    for (const entry of this.#unreplicated) bytes += entry.line.length;
+    return bytes;
   }
 
   /** Replaces the file with one of the unreplicated entries only: written aside, then renamed over it. */

@@ -13,7 +13,7 @@ import type { RunRecord, RunRecordWithResult } from '../../crds/run-record-schem
 import type { ListRunsQuery, RunPage } from '../../management/run-source.ts';
 import { retentionCutoff, type PruneOptions, type RunCounts, type RunHistory } from '../../results/run-history.ts';
 import { keptResultOf } from './kept-result.ts';
-import { markAbandoned } from './recorder.ts';
+import { deliverOwed, failUnfinished } from './lost-runs.ts';
 import type { RunStore } from './store.ts';
 import { pendingDestination, rememberDestination } from './webhook-destination.ts';
 import type { WriterReply, WriterRequest, WriterSettings } from './sqlite-run-writer.ts';
@@ -342,25 +342,17 @@ export class SqliteRunStore implements RunStore, RunHistory {
   }
 
   /**
-   * What a killed predecessor left, settled once, as the replica starts (before it saves anything): its runs
-   * still `pending` or `running` are failed `replica_lost` (nothing will ever complete them), and each webhook
-   * it owed goes to `deliver` — the lost runs' failures, unsigned (the secret is never stored). A run it had
-   * completed has only its record here, not its result: its delivery, interrupted, is recorded failed rather
-   * than sent without it. Shared by `runlet dev` and `runlet sidecar --run-store sqlite`.
+   * What a killed predecessor left, settled once, as the replica starts (before it saves anything), as lost-runs.ts
+   * settles it for every store: the lost runs' failures go to `deliver` unsigned (this file never keeps a secret:
+   * it is what the management API reads). A run it had completed has only its record here, not its result: its
+   * delivery, interrupted, is recorded failed rather than sent without it. Shared by `runlet dev` and
+   * `runlet sidecar --run-store sqlite`.
    */
   deliverOwedWebhooks(deliver: (record: RunRecord) => boolean): void {
     const owing = this.runsOwingWebhooks();
-    const abandoned = this.unfinishedRuns();
-    for (const record of abandoned) {
-      markAbandoned(record, 'replica_lost', `${this.#processName} stopped before the run completed (the process was killed)`);
-      this.save(record);
-    }
-    if (abandoned.length > 0) this.#logger.warn({ runs: abandoned.length, path: this.path }, 'runs a killed predecessor left unfinished are recorded as failures (replica_lost)');
-    for (const record of [...owing, ...abandoned.filter((run) => run.webhook?.state === 'pending')]) {
-      if (record.webhook === null || (record.reason === 'replica_lost' && deliver(record))) continue;
-      Object.assign(record.webhook, { state: 'failed', lastError: `not delivered: ${this.#processName} stopped while delivering it` });
-      this.save(record);
-    }
+    const owner = { processName: this.#processName, where: this.path, logger: this.#logger, save: (record: RunRecord) => this.save(record) };
+    const abandoned = failUnfinished(this.unfinishedRuns(), owner);
+    deliverOwed([...owing, ...abandoned], owner, deliver);
   }
 
   /**

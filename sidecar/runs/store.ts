@@ -19,11 +19,18 @@ export interface RunStore {
   has(id: string): boolean;
   /**
    * Hands over, now and as they are found, the runs a previous process of this replica lost whose webhook is
-   * still owed (recorded `failure`, reason `replica_lost`, their destinations kept beside them): `deliver`
-   * sends each its failure, and says whether it could (false: no destination kept). Absent where the store
-   * keeps no destinations, or finds its lost runs otherwise.
+   * still owed (recorded `failure`, reason `replica_lost`, or finished with the body of their interrupted delivery
+   * kept), their destinations, signers and bodies remembered beside them (webhook-destination.ts): `deliver` sends
+   * each, and says whether it could (false: no destination kept). Absent where the store keeps no destinations,
+   * or finds its lost runs otherwise.
    */
   deliverOwedWebhooks?(deliver: (record: RunRecord) => boolean): void;
+  /**
+   * Makes a finished run's webhook delivery (its record as it is now, and the destination, signer and body
+   * remembered beside it) as durable as the store keeps runs, before its first attempt: a process killed during
+   * the delivery leaves its successor what to send again. Absent where the store keeps no bodies.
+   */
+  keepDelivery?(record: RunRecord): Promise<void>;
   /** Resolves once everything saved so far is committed. */
   flush(): Promise<void>;
   close(): Promise<void>;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WebhookSigner } from '../webhook/sign.ts';
 import { WEBHOOK_DESTINATIONS_FILE_NAME, WebhookDestinationsFile } from './webhook-destinations-file.ts';
 
 const logger = pino({ level: 'silent' });
@@ -65,5 +66,29 @@ describe('WebhookDestinationsFile', () => {
     opened.splice(0);
     const again = await openFile();
     expect([...again.recoveredRunIds].sort()).toEqual(['kept', 'last']);
+  });
+  it('hands the next sidecar a delivery\'s secret and body, the latest kept of each run, in a file only its owner reads', async () => {
+    const first = await openFile();
+    await first.keepDelivery('run-a', { destination: 'https://hooks.example/a', signer: new WebhookSigner('s3cret') });
+    await first.keepDelivery('run-a', { destination: 'https://hooks.example/a', signer: new WebhookSigner('s3cret'), body: '{"run_id":"run-a"}' });
+    await first.keepDelivery('run-b', { destination: 'https://hooks.example/b', signer: null });
+    expect(statSync(path()).mode & 0o777).toBe(0o600);
+    await first.close();
+    opened.splice(0);
+
+    const second = await openFile();
+    const a = second.deliveryOf('run-a')!;
+    expect(a).toMatchObject({ destination: 'https://hooks.example/a', body: '{"run_id":"run-a"}' });
+    expect(a.signer!.sign('run-a', 1, 'x')).toBe(new WebhookSigner('s3cret').sign('run-a', 1, 'x'));
+    expect(second.deliveryOf('run-b')).toEqual({ destination: 'https://hooks.example/b', signer: null });
+  });
+
+  it('does not rewrite at every line while large bodies are pending: only past twice what they take', async () => {
+    const file = await openFile(1000);
+    const body = 'x'.repeat(5000);
+    await file.keepDelivery('large', { destination: 'https://hooks.example/large', signer: null, body });
+    const afterLarge = statSync(path()).size;
+    for (let i = 0; i < 5; i++) await file.keep(`run-${i}`, `https://hooks.example/${i}`);
+    expect(statSync(path()).size).toBeGreaterThan(afterLarge);
   });
 });

@@ -5,14 +5,24 @@
 // deliver the failure of the runs it lost. Like the journal, written without fsync: the file only has to
 // outlive the sidecar container, not the node.
 //
-// JSON lines, each a destination kept or a delivery settled:
+// The results shipper keeps more here (webhook-destination.ts OwedDelivery): the signing secret the call gave, and
+// once the run has finished the body being delivered, so its successor signs what it sends and can send a
+// finished run's interrupted delivery again. The secret is in no other store: not in the records the collector
+// or the RunLog get, nor in the journal beside this file. The file is the sidecar's alone (mode 0600, in the
+// emptyDir only the sidecar container mounts).
+//
+// JSON lines, each a delivery kept (the latest line of a run wins) or settled:
 //   {"run":"<id>","destination":"https://…?token=…"}
+//   {"run":"<id>","destination":"…","secret":"<base64>","body":"<the JSON text delivered>"}
 //   {"settled":"<id>"}
-// Kept bounded: emptied whenever no destination is pending, rewritten with only the pending ones (a temporary
-// file renamed over it) when it passes `maxBytes`. A torn last line (a crash mid-append) is skipped.
+// Kept bounded: emptied whenever no delivery is pending, rewritten with only the pending ones (a temporary file
+// renamed over it) when it passes `maxBytes` and twice what the pending ones take (so large bodies are not
+// rewritten at every line). A torn last line (a crash mid-append) is skipped.
 import { mkdir, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { WebhookSigner } from '../webhook/sign.ts';
+import type { OwedDelivery } from './webhook-destination.ts';
 
 export const WEBHOOK_DESTINATIONS_FILE_NAME = 'webhook-destinations.jsonl';
 
@@ -25,9 +35,22 @@ export interface WebhookDestinationsOptions {
   maxBytes?: number;
 }
 
-/** The destinations a file holds that no line says are settled, by run id. */
-function parseDestinations(text: string): Map<string, string> {
-  const pending = new Map<string, string>();
+/** A delivery as its line keeps it: the secret as base64 of the key's bytes. */
+interface KeptFields {
+  destination: string;
+  secret?: string;
+  body?: string;
+}
+
+/** A pending delivery, and its line as a rewrite writes it again. */
+interface Kept {
+  fields: KeptFields;
+  line: string;
+}
+
+/** The deliveries a file holds that no line says are settled, by run id. */
+function parseDeliveries(text: string): Map<string, Kept> {
+  const pending = new Map<string, Kept>();
   for (const line of text.split('\n')) {
     let fields: Record<string, unknown>;
     try {
@@ -35,14 +58,18 @@ function parseDestinations(text: string): Map<string, string> {
     } catch {
       continue;
     }
-    if (typeof fields.run === 'string' && typeof fields.destination === 'string') pending.set(fields.run, fields.destination);
-    else if (typeof fields.settled === 'string') pending.delete(fields.settled);
+    if (typeof fields.run === 'string' && typeof fields.destination === 'string') {
+      const kept: KeptFields = { destination: fields.destination };
+      if (typeof fields.secret === 'string' && fields.secret !== '') kept.secret = fields.secret;
+      if (typeof fields.body === 'string') kept.body = fields.body;
+      pending.set(fields.run, { fields: kept, line: keptLine(fields.run, kept) });
+    } else if (typeof fields.settled === 'string') pending.delete(fields.settled);
   }
   return pending;
 }
 
-function keptLine(runId: string, destination: string): string {
-  return `${JSON.stringify({ run: runId, destination })}\n`;
+function keptLine(runId: string, fields: KeptFields): string {
+  return `${JSON.stringify({ run: runId, ...fields })}\n`;
 }
 
 export class WebhookDestinationsFile {
@@ -51,19 +78,22 @@ export class WebhookDestinationsFile {
   readonly #maxBytes: number;
   #handle: FileHandle;
   #size: number;
-  /** Destinations not settled, this sidecar's and its predecessor's: what a rewrite keeps. */
-  readonly #pending: Map<string, string>;
+  /** Deliveries not settled, this sidecar's and its predecessor's: what a rewrite keeps. */
+  readonly #pending: Map<string, Kept>;
+  /** Bytes of the pending deliveries' lines: what a rewrite would write. */
+  #pendingBytes = 0;
   /** Lines waiting for the write under way; written together by the next. */
   #queued: string[] = [];
   #queuedWaiters: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
   #writing: Promise<void> | undefined;
   readonly #recoveredRunIds: readonly string[];
 
-  private constructor(path: string, handle: FileHandle, size: number, pending: Map<string, string>, options: WebhookDestinationsOptions) {
+  private constructor(path: string, handle: FileHandle, size: number, pending: Map<string, Kept>, options: WebhookDestinationsOptions) {
     this.path = path;
     this.#handle = handle;
     this.#size = size;
     this.#pending = pending;
+    for (const kept of pending.values()) this.#pendingBytes += Buffer.byteLength(kept.line);
     this.#recoveredRunIds = [...pending.keys()];
     this.#logger = options.logger;
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
@@ -76,7 +106,7 @@ export class WebhookDestinationsFile {
       await mkdir(options.dataDir, { recursive: true });
       const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? '' : Promise.reject(error)));
       const handle = await open(path, 'a', 0o600);
-      return new WebhookDestinationsFile(path, handle, Buffer.byteLength(text), parseDestinations(text), options);
+      return new WebhookDestinationsFile(path, handle, Buffer.byteLength(text), parseDeliveries(text), options);
     } catch (error) {
       throw new Error(`the webhook destinations file ${path} cannot be opened: ${(error as Error).message}`, { cause: error });
     }
@@ -89,22 +119,58 @@ export class WebhookDestinationsFile {
 
   /** The destination of `runId`'s pending delivery, if this file holds one (kept by a previous sidecar, or this one). */
   destinationOf(runId: string): string | undefined {
-    return this.#pending.get(runId);
+    return this.#pending.get(runId)?.fields.destination;
+  }
+
+  /** The whole pending delivery of `runId` as this file keeps it: its destination, signer (if a secret was kept) and body (if kept). */
+  deliveryOf(runId: string): OwedDelivery | undefined {
+    const kept = this.#pending.get(runId)?.fields;
+    if (kept === undefined) return undefined;
+    const delivery: OwedDelivery = { destination: kept.destination, signer: kept.secret === undefined ? null : new WebhookSigner(Buffer.from(kept.secret, 'base64')) };
+    if (kept.body !== undefined) delivery.body = kept.body;
+    return delivery;
   }
 
   /** Keeps the destination until `settle(runId)`; resolves once it is in the file, rejects naming it otherwise. */
   keep(runId: string, destination: string): Promise<void> {
-    this.#pending.set(runId, destination);
+    return this.#keep(runId, { destination });
+  }
+
+  /**
+   * Keeps the delivery — destination, the signer's secret, the body once known — until `settle(runId)`, replacing
+   * what was kept of it; resolves once it is in the file, rejects naming it otherwise.
+   */
+  keepDelivery(runId: string, delivery: OwedDelivery): Promise<void> {
+    const fields: KeptFields = { destination: delivery.destination };
+    if (delivery.signer !== null) fields.secret = delivery.signer.exportKey().toString('base64');
+    if (delivery.body !== undefined) fields.body = delivery.body;
+    return this.#keep(runId, fields);
+  }
+
+  #keep(runId: string, fields: KeptFields): Promise<void> {
+    const line = keptLine(runId, fields);
+    this.#forget(runId);
+    this.#pending.set(runId, { fields, line });
+    this.#pendingBytes += Buffer.byteLength(line);
     return new Promise((resolve, reject) => {
-      this.#queued.push(keptLine(runId, destination));
+      this.#queued.push(line);
       this.#queuedWaiters.push({ resolve, reject });
       this.#startWriting();
     });
   }
 
+  /** Drops `runId`'s pending delivery from what a rewrite keeps; false when none was pending. */
+  #forget(runId: string): boolean {
+    const kept = this.#pending.get(runId);
+    if (kept === undefined) return false;
+    this.#pending.delete(runId);
+    this.#pendingBytes -= Buffer.byteLength(kept.line);
+    return true;
+  }
+
   /** The delivery of `runId` is settled: its destination leaves the file (failures only logged). */
   settle(runId: string): void {
-    if (!this.#pending.delete(runId)) return;
+    if (!this.#forget(runId)) return;
     this.#queued.push(`${JSON.stringify({ settled: runId })}\n`);
     this.#queuedWaiters.push({ resolve: () => undefined, reject: (error) => this.#logger.warn({ err: error, runId }, error.message) });
     this.#startWriting();
@@ -129,7 +195,7 @@ export class WebhookDestinationsFile {
     this.#queuedWaiters = [];
     try {
       if (this.#pending.size === 0) await this.#replaceWith('');
-      else if (this.#size + Buffer.byteLength(lines) > this.#maxBytes) await this.#replaceWith([...this.#pending].map(([run, destination]) => keptLine(run, destination)).join(''));
+      else if (this.#size + Buffer.byteLength(lines) > Math.max(this.#maxBytes, 2 * this.#pendingBytes)) await this.#replaceWith([...this.#pending.values()].map((kept) => kept.line).join(''));
       else {
         await this.#handle.appendFile(lines);
         this.#size += Buffer.byteLength(lines);

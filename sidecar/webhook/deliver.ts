@@ -22,6 +22,11 @@ export interface WebhookDelivery {
   signer: WebhookSigner | null;
   /** Called after every attempt, e.g. to update the run record and count metrics. */
   onAttempt?: (report: AttemptReport) => void;
+  /**
+   * The first attempt waits for it (never rejecting): the run store keeping what a restarted sidecar needs to
+   * send the delivery again. Counted pending meanwhile, so a drain waits for it too.
+   */
+  kept?: Promise<void>;
 }
 
 /** The run record's `webhook` member without the endpoint. */
@@ -146,6 +151,10 @@ export class WebhookDeliverer {
     }
     this.#pending += 1;
     try {
+      if (delivery.kept !== undefined) {
+        await delivery.kept;
+        if (this.#shutdown.signal.aborted) return { state: 'failed', attempts: 0, lastStatusCode: null, lastError: SHUTDOWN_MESSAGE };
+      }
       return await this.#deliverWithRetries(delivery);
     } finally {
       this.#pending -= 1;

@@ -32,6 +32,14 @@ export class WebhookSigner {
     return `${SIGNATURE_VERSION},${hex}`;
   }
 
+  /**
+   * The key's bytes, for the one place that keeps them so a restarted sidecar can still sign what its predecessor
+   * owed: the pod's own journal folder (sidecar/runs/webhook-destinations-file.ts), never a shared store.
+   */
+  exportKey(): Buffer {
+    return this.#key.export();
+  }
+
   headers(runId: string, timestampSeconds: number, body: string): Record<string, string> {
     return {
       [WEBHOOK_TIMESTAMP_HEADER]: String(timestampSeconds),

@@ -3,7 +3,7 @@
 // `runlet dev` does.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -12,11 +12,11 @@ import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUNS_DB_FILE_NAME } from '../../sidecar/runs/sqlite-run-store.ts';
 import { freePort } from '../support/custom-app.ts';
 import { FIXTURE_APPS } from '../support/dev-server.ts';
+import { startPythonRuntime } from '../support/python-runtime.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
-const PYTHON_RUNTIME = resolve(import.meta.dirname, '../../runtime/python');
 
 let dir: string | undefined;
 let receiver: WebhookReceiver | undefined;
@@ -38,23 +38,8 @@ async function killed(child: ChildProcess): Promise<void> {
 }
 
 /** The e2e fixture app's runtime, as the app container runs it (4 calls at once); resolves once it listens. */
-async function startRuntime(port: number, portFile: string): Promise<ChildProcess> {
-  const runtime = spawn(
-    process.env.RUNLET_PYTHON ?? 'python3',
-    ['-m', 'runlet_runtime', '--app-dir', join(FIXTURE_APPS, 'e2e'), '--port', String(port), '--port-file', portFile, '--concurrency', '4'],
-    { cwd: PYTHON_RUNTIME, env: { ...process.env, PYTHONPATH: PYTHON_RUNTIME }, stdio: 'ignore' },
-  );
-  children.push(runtime);
-  await waitFor(() => runtime.exitCode === null && portFileWritten(portFile), { what: 'the runtime to listen' });
-  return runtime;
-}
-
-function portFileWritten(path: string): boolean {
-  try {
-    return Number(readFileSync(path, 'utf8')) > 0;
-  } catch {
-    return false;
-  }
+function startRuntime(port: number, portFile: string): Promise<ChildProcess> {
+  return startPythonRuntime({ appDir: join(FIXTURE_APPS, 'e2e'), port, portFile, concurrency: 4 }, (child) => children.push(child));
 }
 
 interface Sidecar {
