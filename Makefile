@@ -24,7 +24,7 @@ test-python:
 	cd runtime/python && $(PYTHON) -m unittest discover -s tests -t . -v
 
 # Everything but the control-plane tier and the images tier, which test-cluster and test-images run.
-CLUSTER_TESTS := test/operator/control-plane.test.ts test/operator/control-plane-results.test.ts test/operator/results-outage.test.ts test/operator/readme-walkthrough.test.ts test/operator/real-kubelet.test.ts
+CLUSTER_TESTS := test/operator/control-plane.test.ts test/operator/control-plane-results.test.ts test/operator/results-outage.test.ts test/operator/readme-walkthrough.test.ts test/operator/real-kubelet.test.ts test/operator/cross-tenant.test.ts
 IMAGE_TESTS := test/images/images.test.ts test/images/postgres-image.test.ts
 test-ts: install
 	$(NPM) run test -- $(addprefix --exclude ,$(CLUSTER_TESTS) $(IMAGE_TESTS))

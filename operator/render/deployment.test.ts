@@ -115,6 +115,22 @@ describe('secrets in the pod template', () => {
     expect(text).not.toMatch(/RUNLET_DRAIN_TOKEN|\/drain\//);
     const containers = [...(template.spec!.initContainers ?? []), ...template.spec!.containers];
     for (const container of containers) expect([container.name, container.lifecycle?.preStop?.httpGet?.path ?? null]).toEqual([container.name, container.name === 'app' ? '/drain' : null]);
-    expect(template.spec!.volumes).toContainEqual({ name: 'admin-key', secret: { secretName: 'runlet-admin-key', optional: true, defaultMode: 0o400 } });
+    expect(template.spec!.volumes).toContainEqual({ name: 'admin-key', secret: { secretName: 'runlet-admin-key', optional: true, defaultMode: 0o444 } });
+  });
+
+  it.each([true, false])('the admin key is readable by the sidecar’s user, and mounted in the sidecar alone (native sidecar: %s)', (nativeSidecars) => {
+    const { spec } = renderDeployment(storedApp(pythonSpec()), renderConfig({ nativeSidecars }), { codeHash: undefined }).spec!.template;
+    const containers = [...(spec!.initContainers ?? []), ...spec!.containers];
+    const volume = spec!.volumes!.find((candidate) => candidate.secret?.secretName === 'runlet-admin-key')!;
+    const mountedBy = containers.filter((container) => container.volumeMounts?.some((mount) => mount.name === volume.name));
+    expect(mountedBy.map((container) => container.name)).toEqual(['sidecar']);
+    // The kubelet writes a Secret volume's files as root:root with the volume's mode, the group fsGroup when the
+    // pod sets one (then group-readable): whoever else reads them, reads them by the mode's last digit.
+    const user = mountedBy[0]!.securityContext!;
+    expect(user.runAsUser).not.toBe(0);
+    const fsGroup = spec!.securityContext?.fsGroup;
+    const mode = volume.secret!.defaultMode!;
+    const readable = (mode & 0o004) !== 0 || (fsGroup !== undefined && (fsGroup === user.runAsGroup || user.runAsGroup === undefined) && (mode & 0o040) !== 0);
+    expect({ mode: mode.toString(8), fsGroup, readable }).toMatchObject({ readable: true });
   });
 });

@@ -123,10 +123,13 @@ function resultsTokenVolume(): V1Volume {
 /**
  * The namespace's admin key (sidecar/admin-cancel.ts), as files in the sidecar alone: the kubelet replaces them
  * when the operator rotates the key, which an env variable would not follow. Optional, so a pod starts before
- * the operator made it; it takes no cancel until then.
+ * the operator made it; it takes no cancel until then. Readable by all: the kubelet writes a Secret volume's files
+ * as root (the pod sets no fsGroup, which would change the group of every volume), and the sidecar runs as its
+ * own user; only the sidecar container mounts the volume, so its processes are the only readers. With 0400 a real
+ * kubelet's sidecar could not read its key, and every cancel of a running run failed (cross-tenant suite).
  */
 function adminKeyVolume(): V1Volume {
-  return { name: ADMIN_KEY_VOLUME, secret: { secretName: ADMIN_KEY_SECRET, optional: true, defaultMode: 0o400 } };
+  return { name: ADMIN_KEY_VOLUME, secret: { secretName: ADMIN_KEY_SECRET, optional: true, defaultMode: 0o444 } };
 }
 
 /** What the API server's service-account admission would mount into every container: token, CA, namespace. */

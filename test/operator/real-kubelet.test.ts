@@ -7,129 +7,56 @@
 // the API server's key set at kubernetes.default.svc (auth on, as by default); `kubectl logs` reaches the
 // kubelet through the API server's egress proxy. install.yaml's operator runs as its own pods, from the
 // image; nothing of Runlet runs in this process.
-import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { CoordinationV1Api, CustomObjectsApi, RbacAuthorizationV1Api, type CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { parse, parseAllDocuments, stringify } from 'yaml';
 import { APP_LABEL } from '../../crds/api-group.ts';
 import { SIDECAR_CONTAINER, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
-import { startControlPlane, type ControlPlane } from '../control-plane/control-plane.ts';
-import { forKube120 } from '../control-plane/kube-1.20.ts';
-import { POSTGRES_UID, postgresVolume } from '../control-plane/postgres-volume.ts';
+import { POSTGRES_UID } from '../control-plane/postgres-volume.ts';
 import { requestToken } from '../control-plane/process-kubelet.ts';
-import { BUILT_IMAGES, NODE_ADDRESS, REAL_NODE_CONTROL_PLANE, realNodeSkipReason, startRealNode, type RealNode } from '../control-plane/node.ts';
+import { BUILT_IMAGES, NODE_ADDRESS, realNodeSkipReason, type RealNode } from '../control-plane/node.ts';
 import { podSecurityViolations } from '../kube/pod-security.ts';
 import { EventReader } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
-import { REPO } from './e2e-cluster.ts';
 import { HelloApp } from './hello-app.ts';
 import { enrolNamespace } from '../support/enrolment.ts';
+import { OPERATOR_NAMESPACE, RUN_AUDIENCE, SERVICE_ADDRESSES, STATE_TIMEOUT_MS, createEchoApp, startRealNodeCluster, type RealNodeCluster } from './real-node-cluster.ts';
 import { conditionOf, isReady, readyAtGeneration } from './operator-suite.ts';
 import type { App } from '../../crds/app-schema.ts';
 
 const skipReason = realNodeSkipReason();
 if (skipReason !== undefined) console.log(`Runlet on a real kubelet: skipped, ${skipReason}`);
 
-const OPERATOR_NAMESPACE = 'runlet-system';
-/** The run interface's audience: the sidecars take only tokens for it. */
-const RUN_AUDIENCE = 'runlet';
 /** An image no registry serves: its pull is refused at once (nothing listens there in the Node's namespace). */
 const UNPULLABLE_IMAGE = '127.0.0.1:9/runlet/absent:0.1.0';
-/** Pods start from local images, but a loaded 2-core machine starts Node and Python slowly. */
-const STATE_TIMEOUT_MS = 120_000;
-const run = promisify(execFile);
-
 const wait = <T>(what: string, check: () => Promise<T | false | undefined>, timeoutMs = STATE_TIMEOUT_MS) =>
   waitFor(check, { what, timeoutMs, intervalMs: 250 });
 
-/**
- * The Services the pods reach by name in a cluster, at fixed addresses of the tier's Service range (10.0.0.0/24):
- * the Node has no cluster DNS, so the operator is given the embedded PostgreSQL's, and the sidecars the
- * collector's (its own Service, on the operator pods' collector port), by address.
- */
-const SERVICE_ADDRESSES = { 'runlet-postgres': '10.0.0.200', 'runlet-operator': '10.0.0.201', 'runlet-collector': '10.0.0.202' } as const;
-interface ManifestObject {
-  kind?: string;
-  metadata?: { name?: string };
-  data?: Record<string, string>;
-  spec?: { clusterIP?: string; template?: { spec?: { containers?: Array<{ env?: Array<{ name: string; value?: string }> }> } } };
-}
-
-/**
- * install.yaml as kube-apiserver 1.20 serves it, its operator allowed to deliver webhooks to `cidr`, its
- * Services at SERVICE_ADDRESSES and the operator pointed at them; and `volume` for the embedded PostgreSQL's
- * claim (postgres-volume.ts: the tier has no storage provisioner).
- */
-function installManifest(manifest: string, cidr: string, volume: Record<string, unknown>): string {
-  const addressEnv: Record<string, string> = {
-    RUNLET_RESULTS_POSTGRES_HOST: SERVICE_ADDRESSES['runlet-postgres'],
-    RUNLET_RESULTS_COLLECTOR_URL: `http://${SERVICE_ADDRESSES['runlet-collector']}:8082`,
-  };
-  const objects = parseAllDocuments(forKube120(manifest))
-    .map((document) => document.toJS() as ManifestObject)
-    .map((object): ManifestObject => {
-      const name = object.metadata?.name ?? '';
-      if (object.kind === 'Service' && name in SERVICE_ADDRESSES) return { ...object, spec: { ...object.spec, clusterIP: SERVICE_ADDRESSES[name as keyof typeof SERVICE_ADDRESSES] } };
-      if (object.kind === 'Deployment' && name === 'runlet-operator') {
-        for (const container of object.spec!.template!.spec!.containers!) {
-          for (const variable of container.env ?? []) if (variable.name in addressEnv) variable.value = addressEnv[variable.name];
-        }
-        return object;
-      }
-      const file = object.kind === 'ConfigMap' ? object.data?.['operator.yaml'] : undefined;
-      if (file === undefined) return object;
-      return { ...object, data: { ...object.data, 'operator.yaml': stringify({ ...parse(file), webhookAllowCidrs: [cidr] }) } };
-    });
-  return [...objects, volume].map((object) => stringify(object)).join('---\n');
-}
-
 describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd, runc, kube-proxy)', { timeout: 4 * STATE_TIMEOUT_MS }, () => {
-  let controlPlane: ControlPlane | undefined;
-  let node: RealNode | undefined;
+  let cluster: RealNodeCluster | undefined;
+  let node: RealNode;
   let admin: KubeConfig;
   let core: CoreV1Api;
+  let kubectl: RealNodeCluster['kubectl'];
   let receiver: WebhookReceiver | undefined;
   let webhookUrl: string;
 
-  const kubectl = async (...args: string[]) => {
-    try {
-      const { stdout } = await run(controlPlane!.kubectl, ['--kubeconfig', controlPlane!.kubeconfigPath, ...args], { timeout: STATE_TIMEOUT_MS * 2 });
-      return stdout;
-    } catch (error) {
-      throw new Error(`kubectl ${args.join(' ')} failed: ${(error as { stderr?: string }).stderr ?? (error as Error).message}`, { cause: error });
-    }
-  };
-
   beforeAll(async () => {
-    controlPlane = await startControlPlane(REAL_NODE_CONTROL_PLANE);
-    node = await startRealNode(controlPlane);
-    admin = new KubeConfig();
-    admin.loadFromFile(controlPlane.kubeconfigPath);
-    core = admin.makeApiClient(CoreV1Api);
-    const manifest = join(controlPlane.dir, 'install.yaml');
-    await writeFile(manifest, installManifest(await readFile(join(REPO, 'install.yaml'), 'utf8'), `${NODE_ADDRESS}/32`, await postgresVolume(controlPlane.dir)));
-    await kubectl('apply', '-f', manifest);
-    await kubectl('rollout', 'status', '--namespace', OPERATOR_NAMESPACE, 'deployment/runlet-operator', '--timeout', `${STATE_TIMEOUT_MS / 1000}s`);
-    const socket = join(controlPlane.dir, 'webhooks.sock');
+    cluster = await startRealNodeCluster();
+    ({ node, admin, core, kubectl } = cluster);
+    const socket = join(cluster.controlPlane.dir, 'webhooks.sock');
     receiver = await WebhookReceiver.startOnSocket(socket);
     webhookUrl = `http://${NODE_ADDRESS}:${await node.exposeToPods(socket)}/hooks/in`;
   }, 15 * 60_000);
 
   afterAll(async () => {
     await receiver?.close();
-    try {
-      await node?.stop();
-    } finally {
-      await controlPlane?.stop();
-    }
+    await cluster?.stop();
   }, 5 * 60_000);
 
   afterEach((context) => {
-    if (context.task.result?.state === 'fail') console.log([node?.diagnostics(), controlPlane?.diagnostics()].join('\n'));
+    if (context.task.result?.state === 'fail') console.log(cluster?.diagnostics());
   });
 
   const namespace = () => `runlet-real-${Date.now().toString(36)}`;
@@ -188,7 +115,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     expect(pod!.spec!.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: POSTGRES_UID });
     // The operator is Ready only once its results store has opened (rollout status waited for that).
     const [operatorPod] = (await core.listNamespacedPod({ namespace: OPERATOR_NAMESPACE, labelSelector: 'app.kubernetes.io/component=operator' })).items;
-    const ready = (await (await node!.fetchInside(`http://${operatorPod!.status!.podIP}:8080/ready`)).json()) as { resultsStore?: { open: boolean } };
+    const ready = (await (await node.fetchInside(`http://${operatorPod!.status!.podIP}:8080/ready`)).json()) as { resultsStore?: { open: boolean } };
     expect(ready.resultsStore).toMatchObject({ open: true });
   });
 
@@ -202,7 +129,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const base = `http://${service!.spec!.clusterIP}/v4/${app.namespace}/hello`;
     const auth = await callerAuth(app.namespace);
     const post = (path: string, body: unknown, headers: Record<string, string> = auth) =>
-      node!.fetchInside(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+      node.fetchInside(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
 
     const anonymous = await post('/run', { name: 'Ada' }, {});
     expect(anonymous.status, 'auth is on').toBe(401);
@@ -230,7 +157,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     expect(pod!.spec!.containers.find((container) => container.name === SIDECAR_CONTAINER)?.args).toEqual(expect.arrayContaining(['--run-store', 'results']));
     const token = await runsViewerToken(app.namespace);
     const listed = await wait(`run ${runId} listed by the management API`, async () => {
-      const page = await node!.fetchInside(`http://${SERVICE_ADDRESSES['runlet-operator']}/v2/projects/${app.namespace}/apps/hello/runs`, { headers: { authorization: `Bearer ${token}` } });
+      const page = await node.fetchInside(`http://${SERVICE_ADDRESSES['runlet-operator']}/v2/projects/${app.namespace}/apps/hello/runs`, { headers: { authorization: `Bearer ${token}` } });
       if (!page.ok) return undefined;
       const { items } = (await page.json()) as { items: Array<{ id: string; status: string }> };
       return items.find((item) => item.id === runId && item.status === 'success');
@@ -243,37 +170,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const custom = admin.makeApiClient(CustomObjectsApi);
     await core.createNamespace({ body: { metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } } });
     await enrolNamespace(admin, ns);
-    const server = [
-      'import http.server, json',
-      'class Echo(http.server.BaseHTTPRequestHandler):',
-      '    def do_GET(self): self.answer()',
-      '    def do_POST(self): self.answer()',
-      '    def answer(self):',
-      '        body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()',
-      '        data = json.dumps({"method": self.command, "path": self.path, "body": body}).encode()',
-      '        self.send_response(200); self.send_header("content-type", "application/json")',
-      '        self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)',
-      // Where the operator tells it to listen (HOST=127.0.0.1, PORT): only the sidecar, in the pod, reaches it there.
-      'import os',
-      'http.server.ThreadingHTTPServer((os.environ["HOST"], int(os.environ["PORT"])), Echo).serve_forever()',
-    ].join('\n');
-    const createApp = (name: string, port: number) =>
-      custom.createNamespacedCustomObject({
-        group: 'runlet.dev',
-        version: 'v1alpha1',
-        plural: 'apps',
-        namespace: ns,
-        body: {
-          apiVersion: 'runlet.dev/v1alpha1',
-          kind: 'App',
-          metadata: { name, namespace: ns },
-          spec: {
-            runtime: { custom: { image: BUILT_IMAGES.pythonRuntime, entrypoint: ['python3', '-c', server], port, healthcheckEndpoint: '/health', readycheckEndpoint: '/ready' } },
-            scaling: { minReplicas: 1, maxReplicas: 1, replicaConcurrency: 4, responseGracePeriod: 30 },
-            runs: { keepFinished: 200, retention: 86400 },
-          },
-        },
-      });
+    const createApp = (name: string, port: number) => createEchoApp(admin, ns, name, port);
     // The sidecar's run port: in one network namespace the app server cannot listen there (the test kubelet,
     // which maps every container's ports apart, ran it; a real one crash-looped it for ever). Refused instead.
     await createApp('clash', SIDECAR_RUN_PORT);
@@ -289,7 +186,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     });
     expect(podSecurityViolations(pod as V1Pod, 'restricted')).toEqual([]);
     const service = (await core.listNamespacedService({ namespace: ns, labelSelector: `${APP_LABEL}=echo` })).items[0]!;
-    const answer = await node!.fetchInside(`http://${service.spec!.clusterIP}/v4/${ns}/echo/greet?who=Ada`, { method: 'POST', headers: await callerAuth(ns), body: 'hi' });
+    const answer = await node.fetchInside(`http://${service.spec!.clusterIP}/v4/${ns}/echo/greet?who=Ada`, { method: 'POST', headers: await callerAuth(ns), body: 'hi' });
     expect(answer.status).toBe(200);
     expect(await answer.json()).toEqual({ method: 'POST', path: '/greet?who=Ada', body: 'hi' });
     // Ready through the sidecar alone (the app container has no probe on its port), and its port is not open on the
@@ -297,7 +194,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const { spec, status } = pod as V1Pod;
     const appContainer = spec!.containers.find((container) => container.name === 'app')!;
     expect([appContainer.readinessProbe, appContainer.livenessProbe?.httpGet?.port]).toEqual([undefined, 8001]);
-    await expect(node!.fetchInside(`http://${status!.podIP}:9000/greet`)).rejects.toThrow();
+    await expect(node.fetchInside(`http://${status!.podIP}:9000/greet`)).rejects.toThrow();
   });
 
   it('drains a scaled-down pod on the kubelet’s SIGTERM: its async run finishes and its webhook is delivered within the grace period', async () => {
@@ -308,7 +205,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     // One run on each pod (by its address, not the Service), so whichever the ReplicaSet controller removes has one.
     const runIds: string[] = [];
     for (const pod of pods) {
-      const accepted = await node!.fetchInside(`http://${pod.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/count?async=true&webhookEndpoint=${encodeURIComponent(webhookUrl)}`, {
+      const accepted = await node.fetchInside(`http://${pod.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/count?async=true&webhookEndpoint=${encodeURIComponent(webhookUrl)}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...auth },
         body: JSON.stringify({ n: 4, pause: 1 }),
@@ -332,7 +229,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     const app = new HelloApp(admin, namespace());
     await app.apply();
     const [pod] = await readyPods(app, 1);
-    const pids = await node!.containerPids(pod!.metadata!.uid!, 'app');
+    const pids = await node.containerPids(pod!.metadata!.uid!, 'app');
     expect(pids.length).toBeGreaterThan(0);
     for (const pid of pids) process.kill(pid, 'SIGKILL');
     const restarted = await wait('the runtime restarted and the pod Ready again', async () => {
@@ -346,7 +243,7 @@ describe.skipIf(skipReason !== undefined)('Runlet on a real kubelet (containerd,
     expect(lastRestart.message).toContain('killed by SIGKILL');
     const event = await wait('the ContainerRestarted Event', async () => (await app.events()).find((e) => e.reason === 'ContainerRestarted'));
     expect(event).toMatchObject({ type: 'Warning', message: lastRestart.message });
-    const answer = await node!.fetchInside(`http://${restarted.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/run`, {
+    const answer = await node.fetchInside(`http://${restarted.status!.podIP}:${SIDECAR_RUN_PORT}/v4/${app.namespace}/hello/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(await callerAuth(app.namespace)) },
       body: JSON.stringify({ name: 'again' }),
