@@ -11,6 +11,7 @@ import { DEFAULT_REQUEST_BUFFER_BYTES, RequestBudget } from '../run-request/requ
 import { RunRecorder } from './runs/recorder.ts';
 import { WebhookDeliverer, type DelivererOptions } from './webhook/deliver.ts';
 import { WebhookForwarder } from './webhook-forwarding.ts';
+import { StoreRefusalLog } from './runs/store-refusal-log.ts';
 
 export interface ReplicaOptions {
   apps: AppRegistry;
@@ -55,6 +56,8 @@ export class Replica {
   readonly metrics: SidecarMetrics;
   readonly deliverer: WebhookDeliverer;
   readonly webhooks: WebhookForwarder;
+  /** Why async calls are refused, logged (sparingly) beside the refusals metric. */
+  readonly storeRefusals: StoreRefusalLog;
   #drain: Promise<void> | null = null;
   /** When the drain ended (performance.now()), null before. */
   #drainedAt: number | null = null;
@@ -77,6 +80,7 @@ export class Replica {
     }, options.registry);
     this.deliverer = new WebhookDeliverer(options.webhooks);
     this.webhooks = new WebhookForwarder(this.deliverer, this.recorder, this.metrics, options.logger);
+    this.storeRefusals = new StoreRefusalLog(options.logger);
     options.store.deliverOwedWebhooks?.((record) => this.webhooks.forwardOwed(record));
   }
 

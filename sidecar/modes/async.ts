@@ -18,6 +18,7 @@ export async function acceptAsync(replica: Replica, lifecycle: RunLifecycle, cal
   } catch (err) {
     lifecycle.untrack(run, call);
     replica.metrics.refused.labels('run_store').inc();
+    replica.storeRefusals.note(run.record.id, err);
     // A store that says why with a problem of its own (the namespace at its run store quota) is answered so.
     if (err instanceof ProblemError) throw err;
     throw new ProblemError(Problems.runStoreUnavailable, 'The run could not be recorded durably, so it was not accepted; retry shortly', {
