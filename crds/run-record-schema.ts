@@ -78,8 +78,5 @@ export type RunMode = RunRecord['mode'];
 /** Why the platform ended a run as `failure` when the function itself did not fail. */
 export type FailureReason = NonNullable<RunRecord['reason']>;
 export type RunError = Static<typeof RunErrorSchema>;
-
-/** `error.type` of a run the platform stopped at its time limit, whether it was running or still queued. */
-export const TIMEOUT_ERROR_TYPE = 'Timeout';
 export type WebhookRecord = Static<typeof WebhookRecordSchema>;
 export type WebhookState = WebhookRecord['state'];

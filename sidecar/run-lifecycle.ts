@@ -3,7 +3,8 @@
 // metrics and the log line, and the outcome forwarded to the webhook.
 import { ProblemError } from '../crds/problem.ts';
 import { Problems } from '../crds/problems.ts';
-import { TIMEOUT_ERROR_TYPE, type RunMode, type RunRecord } from '../crds/run-record-schema.ts';
+import { TIMEOUT_ERROR_TYPE } from '../crds/run-error-types.ts';
+import type { RunMode, RunRecord } from '../crds/run-record-schema.ts';
 import { ActiveRun } from './active-runs.ts';
 import { recordCancelled } from './cancelled-run.ts';
 import type { AppTarget } from './apps.ts';

@@ -4,7 +4,8 @@ import type { AppTarget } from '../apps.ts';
 import { stopperOf, type CallStopper } from './runtime-connections.ts';
 import { Problems } from '../../crds/problems.ts';
 import { ProblemError } from '../../crds/problem.ts';
-import { TIMEOUT_ERROR_TYPE, type FailureReason, type RunError } from '../../crds/run-record-schema.ts';
+import { TIMEOUT_ERROR_TYPE } from '../../crds/run-error-types.ts';
+import type { FailureReason, RunError } from '../../crds/run-record-schema.ts';
 
 export const RUNTIME_STREAM_TYPE = 'application/x-runlet-stream';
 

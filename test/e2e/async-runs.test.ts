@@ -22,6 +22,7 @@ beforeAll(async () => {
       `${FIXTURE_APPS}/e2e`,
       await makePythonApp('narrow', '[scaling]\nreplica_concurrency = 1\nresponse_grace_period = 60'),
       await makePythonApp('brief', '[scaling]\nreplica_concurrency = 2\nresponse_grace_period = 1'),
+      await makePythonApp('tight', '[scaling]\nreplica_concurrency = 1\nresponse_grace_period = 1'),
     ],
   });
 });
@@ -128,9 +129,10 @@ describe.each(FRONT_DOORS)('through %s', (door) => {
     });
 
     it('gives a run that times out while queued the same error type as one that times out running', async () => {
-      // brief takes two at once: the third call waits for a slot past its 1 s limit.
-      const calls = await Promise.all([4, 4, 4].map((seconds) => postJson(`${runOrigin}/v4/dev/brief/sleep?async=true`, { seconds })));
-      const records = await Promise.all(calls.map(async (call) => settled('brief', ((await call.json()) as { run_id: string }).run_id)));
+      // tight takes one at a time (an app of its own: the runtime's threads sleep on after the runs are
+      // stopped): the second call waits for a slot past its 1 s limit.
+      const calls = await Promise.all([2, 2].map((seconds) => postJson(`${runOrigin}/v4/dev/tight/sleep?async=true`, { seconds })));
+      const records = await Promise.all(calls.map(async (call) => settled('tight', ((await call.json()) as { run_id: string }).run_id)));
       for (const done of records) expect(done).toMatchObject({ status: 'failure', reason: 'timeout', error: { type: 'Timeout' } });
     });
   });
