@@ -43,6 +43,24 @@ describe('WebhookDestinationsFile', () => {
     expect(second.destinationOf('run-a')).toBeUndefined();
   });
 
+  it('cuts a torn last line off before appending: a delivery kept after a crash mid-append survives the next crash', async () => {
+    const first = await openFile();
+    await first.keep('run-b', 'https://hooks.example/b?token=2');
+    await first.close();
+    opened.splice(0);
+    appendFileSync(path(), '{"run":"run-c","destin');
+
+    // The successor keeps a delivery, and is killed before any rewrite: its line must not be glued to the torn one.
+    const second = await openFile();
+    await second.keepDelivery('run-d', { destination: 'https://hooks.example/d?token=4', signer: new WebhookSigner(Buffer.alloc(32, 7)) });
+    await second.close();
+    opened.splice(0);
+
+    const third = await openFile();
+    expect([...third.recoveredRunIds].sort()).toEqual(['run-b', 'run-d']);
+    expect(third.deliveryOf('run-d')).toMatchObject({ destination: 'https://hooks.example/d?token=4', signer: expect.any(WebhookSigner) });
+  });
+
   it('empties the file once every destination is settled', async () => {
     const file = await openFile();
     await file.keep('run-a', 'https://hooks.example/a?token=1');

@@ -104,9 +104,16 @@ export class WebhookDestinationsFile {
     const path = join(options.dataDir, WEBHOOK_DESTINATIONS_FILE_NAME);
     try {
       await mkdir(options.dataDir, { recursive: true });
-      const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? '' : Promise.reject(error)));
+      const bytes = await readFile(path).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? Buffer.alloc(0) : Promise.reject(error)));
+      // Only whole lines count; a torn last line (a crash mid-append) is cut off, or the next line appended
+      // would be glued to it and be unreadable to the next sidecar.
+      const completeBytes = bytes.lastIndexOf(0x0a) + 1;
       const handle = await open(path, 'a', 0o600);
-      return new WebhookDestinationsFile(path, handle, Buffer.byteLength(text), parseDeliveries(text), options);
+      if (completeBytes < bytes.length) {
+        options.logger.warn({ bytes: bytes.length - completeBytes }, `skipped the torn last line of the webhook destinations file ${path} (a crash during an append)`);
+        await handle.truncate(completeBytes);
+      }
+      return new WebhookDestinationsFile(path, handle, completeBytes, parseDeliveries(bytes.subarray(0, completeBytes).toString('utf8')), options);
     } catch (error) {
       throw new Error(`the webhook destinations file ${path} cannot be opened: ${(error as Error).message}`, { cause: error });
     }
