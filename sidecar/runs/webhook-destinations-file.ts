@@ -52,15 +52,19 @@ interface Kept {
 function parseDeliveries(text: string): Map<string, Kept> {
   const pending = new Map<string, Kept>();
   for (const line of text.split('\n')) {
-    let fields: Record<string, unknown>;
+    let parsed: unknown;
     try {
-      fields = JSON.parse(line) as Record<string, unknown>;
+      parsed = JSON.parse(line);
     } catch {
       continue;
     }
+    // A line that is JSON but no object (`null`, a number: a damaged file) is skipped like one that is no JSON.
+    if (typeof parsed !== 'object' || parsed === null) continue;
+    const fields = parsed as Record<string, unknown>;
     if (typeof fields.run === 'string' && typeof fields.destination === 'string') {
       const kept: KeptFields = { destination: fields.destination };
-      if (typeof fields.secret === 'string' && fields.secret !== '') kept.secret = fields.secret;
+      // A secret that decodes to no byte is no key (WebhookSigner refuses it): the delivery is kept without one.
+      if (typeof fields.secret === 'string' && Buffer.from(fields.secret, 'base64').length > 0) kept.secret = fields.secret;
       if (typeof fields.body === 'string') kept.body = fields.body;
       pending.set(fields.run, { fields: kept, line: keptLine(fields.run, kept) });
     } else if (typeof fields.settled === 'string') pending.delete(fields.settled);
