@@ -239,6 +239,39 @@ describe('the results collector, flooded with tokens', () => {
     expect(metricValue(metrics, 'runlet_results_token_checks_total{outcome="verified"}')).toBeGreaterThanOrEqual(1);
   }, 120_000);
 
+  it('keeps a tenant minting valid tokens of its own pods from taking every review: another namespace\'s new pod token is reviewed while the flood goes on', async () => {
+    // team-a asks the API server for bound tokens of its own pod (kubectl create token --bound-object-kind Pod, as
+    // `edit` may): each verifies offline and costs a TokenReview. It sends them without pause, many at once.
+    const minted = await Promise.all(Array.from({ length: 400 }, () => podToken(cluster.api, 'team-a', POD.a)));
+    // team-b's new pod, known to the operator before the flood (a first token of it taken).
+    await createAppPod(cluster.api, 'team-b', 'billing-b-3', APP);
+    const warm = await podToken(cluster.api, 'team-b', 'billing-b-3');
+    const first = pendingAsyncRunRecord({ id: uuidv7(), projectId: 'team-b', appName: APP, replica: 'billing-b-3', createdAt: new Date().toISOString() });
+    await waitFor(async () => ((await post('team-b', [first], `Bearer ${warm}`)).status === 200 ? true : undefined), { what: 'pod billing-b-3 known', timeoutMs: STATE_TIMEOUT_MS });
+    const run = pendingAsyncRunRecord({ projectId: 'team-a', appName: APP, replica: POD.a, createdAt: new Date().toISOString() });
+    // The pod's token rotated (the kubelet's next one): never seen by the collector, sent once the flood is on.
+    const fresh = await podToken(cluster.api, 'team-b', 'billing-b-3');
+    let flooding = true;
+    let sent = 0;
+    const flood = async (): Promise<void> => {
+      while (flooding && sent < minted.length) {
+        const token = minted[sent++]!;
+        await post('team-a', [run], `Bearer ${token}`).then((answer) => answer.arrayBuffer(), () => undefined);
+      }
+    };
+    const flooders = Array.from({ length: 16 }, () => flood());
+    try {
+      await waitFor(() => sent >= 60, { what: 'the flood under way', timeoutMs: STATE_TIMEOUT_MS });
+      const own = pendingAsyncRunRecord({ id: uuidv7(), projectId: 'team-b', appName: APP, replica: 'billing-b-3', createdAt: new Date().toISOString() });
+      const answer = await post('team-b', [own], `Bearer ${fresh}`);
+      expect(flooding && sent < minted.length).toBe(true);
+      expect({ status: answer.status, body: await answer.json() }).toEqual({ status: 200, body: { received: 1, written: 1, refused: [] } });
+    } finally {
+      flooding = false;
+      await Promise.all(flooders);
+    }
+  }, 120_000);
+
   it('counts refused batches by reason and, once the sender is authenticated, its namespace', async () => {
     const run = pendingAsyncRunRecord({ projectId: 'team-b', appName: APP, replica: POD.a, createdAt: new Date().toISOString() });
     expect((await post('team-b', [run], `Bearer ${tokens.a}`)).status).toBe(403);
