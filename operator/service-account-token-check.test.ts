@@ -75,7 +75,7 @@ describe('the offline check of a pod\'s token', () => {
     const encode = (part: object): string => Buffer.from(JSON.stringify(part)).toString('base64url');
     const none = `${encode({ alg: 'none', kid })}.${encode(claims)}.`;
     const jwks = (await api.request('GET', KubePath.openIdKeySet)) as { keys: JWK[] };
-    const publicPem = await exportSPKI((await importJWK(jwks.keys[0]!, 'RS256')) as CryptoKey);
+    const publicPem = await exportSPKI((await importJWK(jwks.keys[0]!, 'RS256')) as Parameters<typeof exportSPKI>[0]);
     // The classic confusion: the public key (as PEM, and as the JWK's modulus) used as an HMAC secret.
     const hmacUnder = (secret: Uint8Array): Promise<string> => new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid }).sign(secret);
     const hsPem = await hmacUnder(new TextEncoder().encode(publicPem));
