@@ -20,6 +20,7 @@ import { SignJWT, decodeProtectedHeader, generateKeyPair } from 'jose';
 import { SERVICE_ACCOUNT_ISSUER, signServiceAccountToken } from '../test/kube/service-account-issuer.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { kubePathOf } from '../test/support/kube-path.ts';
+import { RawConnection } from '../test/support/raw-http.ts';
 
 const APP = 'billing';
 const POD = { a: 'billing-a-1', b: 'billing-b-1' } as const;
@@ -28,6 +29,8 @@ let cluster: TestCluster<KubeApiServer>;
 let postgres: PostgresServer;
 let results: OpenResults;
 let operator: Operator;
+/** The operator's API port (management API, dashboard, health). */
+let apiUrl: string;
 const tokens: Record<'a' | 'b', string> = { a: '', b: '' };
 
 beforeAll(async () => {
@@ -36,7 +39,7 @@ beforeAll(async () => {
   cluster = await prepareCluster(await startKubeApiServer());
   operator = createOperator({ kubeConfig: cluster.server.kubeConfig(), config: testConfig(), logger: testLogger(), processMetrics: false, results });
   operator.start();
-  await operator.listen();
+  apiUrl = await operator.listen();
   for (const tenant of ['a', 'b'] as const) {
     const namespace = `team-${tenant}`;
     await createNamespace(cluster.api, namespace);
@@ -180,6 +183,36 @@ describe('the results collector, attacked by another tenant', () => {
     expect(new URL(operator.collectorUrl!).port).not.toBe(String(port));
     const answer = await fetch(`http://127.0.0.1:${port}/v1/results/team-a/runs`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.a}` }, body: '{"records":[]}' });
     expect(answer.status).toBe(404);
+  });
+});
+
+describe('the operator\'s ports, sent a body for no route', () => {
+  it.each([
+    ['the collector', () => operator.collectorUrl!, '/nope'],
+    ['the metrics port', () => operator.metricsUrl!, '/nope'],
+    ['the API port', () => apiUrl, '/v2/nope'],
+    ['the API port, outside /v2', () => apiUrl, '/nope'],
+  ])('%s answers 404 at once and closes the connection, reading no byte of the body', async (_port, url, path) => {
+    // Without a token: fastify would read (and hold) up to 1 MiB of it before its 404, on as many connections as
+    // a caller opens.
+    for (const type of ['text/plain', 'application/json']) {
+      const connection = await RawConnection.open(url());
+      try {
+        connection.write(`POST ${path} HTTP/1.1\r\nHost: operator\r\nContent-Type: ${type}\r\nContent-Length: 900000\r\n\r\n`);
+        connection.write(Buffer.alloc(64 * 1024, 0x20));
+        let timer: NodeJS.Timeout | undefined;
+        const answer = await Promise.race([
+          connection.next(),
+          new Promise<never>((_resolve, reject) => {
+            timer = setTimeout(() => reject(new Error(`no answer from ${path} (${type}) while its body was still being sent`)), 10_000);
+          }),
+        ]).finally(() => clearTimeout(timer));
+        expect(answer).toMatchObject({ status: 404, headers: { connection: 'close' } });
+        await connection.closedByServer();
+      } finally {
+        connection.close();
+      }
+    }
   });
 });
 
