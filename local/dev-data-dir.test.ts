@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestDevServer } from '../test/support/dev-server.ts';
+import { testLogger } from '../test/support/logger.ts';
+import { preparePrivateDir } from './dev-data-dir.ts';
 import { localDevAuth } from '../run-request/auth/local-key.ts';
 
 let scratch: string | undefined;
@@ -62,5 +64,18 @@ describe("runlet dev's data dir", () => {
     } finally {
       await dev.close();
     }
+  });
+
+  it('refuses a private folder that is a symbolic link, leaving what it points to as it was', async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'runlet-data-dir-'));
+    const dataDir = join(scratch, '.runlet');
+    await mkdir(dataDir, { mode: 0o700 });
+    // Planted (a cloned app folder whose .runlet holds one, say): chmod and the installs would follow it.
+    const outside = join(scratch, 'shared');
+    await mkdir(outside);
+    await chmod(outside, 0o755);
+    await symlink(outside, join(dataDir, 'environments'));
+    expect(() => preparePrivateDir(join(dataDir, 'environments'), testLogger())).toThrow(/symbolic link/);
+    expect(await modeOf(outside)).toBe('755');
   });
 });

@@ -44,6 +44,8 @@ export function prepareDataDir(dataDir: string, logger: Logger): void {
  */
 export function preparePrivateDir(path: string, logger: Logger): void {
   mkdirSync(path, { recursive: true, mode: DIR_MODE });
+  // A link would have chmod, and everything written or removed here, act on what it points to, anywhere.
+  if (lstatSync(path).isSymbolicLink()) throw new Error(`${path} is a symbolic link: runlet dev keeps its own folder there; remove the link`);
   tighten(path, DIR_MODE, logger);
 }
 

@@ -74,7 +74,7 @@ import { ServiceAccountTokenCheck } from './service-account-token-check.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { ResultsUsageReader } from './results-usage.ts';
 import { childName } from './render/names.ts';
-import { buildHealthServer } from './health-server.ts';
+import { buildHealthServer, refuseUnroutedBodies } from './health-server.ts';
 import { SidecarRbacApplier } from './sidecar-rbac.ts';
 import { SidecarMigration } from './sidecar-migration.ts';
 import { SidecarMode } from './sidecar-mode.ts';
@@ -687,6 +687,7 @@ function buildCollectorServer(store: PgResults, config: OperatorConfig, logger: 
     logController: new LogController({ disableRequestLogging: true }),
     requestTimeout: COLLECTOR_REQUEST_TIMEOUT_MS,
   });
+  refuseUnroutedBodies(server);
   void server.register(resultsCollector, {
     store,
     identify: callers.identify,

@@ -20,7 +20,7 @@ import { APP_LABEL } from '../crds/api-group.ts';
 import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { KubePath } from '../kube/paths.ts';
-import { REVIEW_LIMITS, ReviewLimiter } from '../management/review-limiter.ts';
+import { REVIEW_LIMITS, ReviewLimiter, type ReviewLimits } from '../management/review-limiter.ts';
 import type { CallerRefusal, CollectorCaller } from '../results/collector.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { SIDECAR_SERVICE_ACCOUNT } from './render/names.ts';
@@ -33,6 +33,16 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const SERVICE_ACCOUNT_USER = /^system:serviceaccount:([^:]+):([^:]+)$/;
 export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 export const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
+/**
+ * One namespace's part of the reviews (of tokens whose signature names it): half of them. A tenant may mint valid
+ * tokens of its own pods as fast as the API server gives them; each is worth a review, and without a part of its
+ * own it would take every review, and other namespaces' new and rotated tokens would be refused 503 meanwhile.
+ */
+const NAMESPACE_REVIEW_LIMITS: ReviewLimits = {
+  maxInFlight: Math.ceil(REVIEW_LIMITS.maxInFlight / 2),
+  perSecond: REVIEW_LIMITS.perSecond / 2,
+  burst: REVIEW_LIMITS.burst / 2,
+};
 
 export interface ResultsCallersOptions {
   /** The operator's client: its credentials need `create` on tokenreviews. */
@@ -74,6 +84,8 @@ export class ResultsCallers {
   readonly #known: LRUCache<string, true>;
   readonly #reviewing = new Map<string, Promise<Review>>();
   readonly #limiter = new ReviewLimiter(REVIEW_LIMITS, () => performance.now());
+  /** Each namespace's part of the reviews, by the namespace a verified token names (so only real namespaces). */
+  readonly #namespaceLimiters = new LRUCache<string, ReviewLimiter>({ max: 10_000 });
 
   constructor(options: ResultsCallersOptions) {
     this.#options = options;
@@ -93,7 +105,7 @@ export class ResultsCallers {
       // Not remembered: refused offline if it can be, so that only tokens worth it are reviewed (and remembered).
       const checked = await this.#options.tokenCheck?.check(token);
       if (checked?.outcome === 'refused') return { status: checked.status, detail: checked.detail, namespace: checked.namespace };
-      review = await this.#reviewOnce(key, token);
+      review = await this.#reviewOnce(key, token, checked?.outcome === 'verified' ? checked.namespace : undefined);
     }
     if (!review.ok) return review.refusal;
     return this.#appPod(review.token);
@@ -113,12 +125,20 @@ export class ResultsCallers {
     return { namespace, appName, podName };
   }
 
-  #reviewOnce(key: string, token: string): Promise<Review> {
+  /** `namespace`: the one the token's verified signature names, whose part of the reviews it takes; undefined when unchecked. */
+  #reviewOnce(key: string, token: string, namespace: string | undefined): Promise<Review> {
     const joined = this.#reviewing.get(key);
     if (joined !== undefined) return joined;
-    const admission = this.#limiter.tryStart(this.#known.has(key));
+    const known = this.#known.has(key);
+    const ofNamespace = namespace === undefined ? undefined : this.#namespaceLimiter(namespace);
+    const refusal = (admission: { retryAfterSeconds: number }, whose: string): Promise<Review> =>
+      Promise.resolve({ ok: false, refusal: { status: 503, reason: 'review-rate', namespace, detail: `too many tokens ${whose} are being reviewed at once; retry in ${admission.retryAfterSeconds} s` } });
+    const namespaceAdmission = ofNamespace?.tryStart(known);
+    if (namespaceAdmission !== undefined && !namespaceAdmission.admitted) return refusal(namespaceAdmission, `of namespace ${namespace}`);
+    const admission = this.#limiter.tryStart(known);
     if (!admission.admitted) {
-      return Promise.resolve({ ok: false, refusal: { status: 503, reason: 'review-rate', detail: `too many tokens are being reviewed at once; retry in ${admission.retryAfterSeconds} s` } });
+      ofNamespace?.finish();
+      return refusal(admission, 'of all namespaces');
     }
     const pending = this.#review(token)
       .then((review) => {
@@ -131,9 +151,16 @@ export class ResultsCallers {
       .finally(() => {
         this.#reviewing.delete(key);
         this.#limiter.finish();
+        ofNamespace?.finish();
       });
     this.#reviewing.set(key, pending);
     return pending;
+  }
+
+  #namespaceLimiter(namespace: string): ReviewLimiter {
+    let limiter = this.#namespaceLimiters.get(namespace);
+    if (limiter === undefined) this.#namespaceLimiters.set(namespace, (limiter = new ReviewLimiter(NAMESPACE_REVIEW_LIMITS, () => performance.now())));
+    return limiter;
   }
 
   async #review(token: string): Promise<Review> {

@@ -20,6 +20,7 @@ import { SignJWT, decodeProtectedHeader, generateKeyPair } from 'jose';
 import { SERVICE_ACCOUNT_ISSUER, signServiceAccountToken } from '../test/kube/service-account-issuer.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { kubePathOf } from '../test/support/kube-path.ts';
+import { RawConnection } from '../test/support/raw-http.ts';
 
 const APP = 'billing';
 const POD = { a: 'billing-a-1', b: 'billing-b-1' } as const;
@@ -28,6 +29,8 @@ let cluster: TestCluster<KubeApiServer>;
 let postgres: PostgresServer;
 let results: OpenResults;
 let operator: Operator;
+/** The operator's API port (management API, dashboard, health). */
+let apiUrl: string;
 const tokens: Record<'a' | 'b', string> = { a: '', b: '' };
 
 beforeAll(async () => {
@@ -36,7 +39,7 @@ beforeAll(async () => {
   cluster = await prepareCluster(await startKubeApiServer());
   operator = createOperator({ kubeConfig: cluster.server.kubeConfig(), config: testConfig(), logger: testLogger(), processMetrics: false, results });
   operator.start();
-  await operator.listen();
+  apiUrl = await operator.listen();
   for (const tenant of ['a', 'b'] as const) {
     const namespace = `team-${tenant}`;
     await createNamespace(cluster.api, namespace);
@@ -183,6 +186,36 @@ describe('the results collector, attacked by another tenant', () => {
   });
 });
 
+describe('the operator\'s ports, sent a body for no route', () => {
+  it.each([
+    ['the collector', () => operator.collectorUrl!, '/nope'],
+    ['the metrics port', () => operator.metricsUrl!, '/nope'],
+    ['the API port', () => apiUrl, '/v2/nope'],
+    ['the API port, outside /v2', () => apiUrl, '/nope'],
+  ])('%s answers 404 at once and closes the connection, reading no byte of the body', async (_port, url, path) => {
+    // Without a token: fastify would read (and hold) up to 1 MiB of it before its 404, on as many connections as
+    // a caller opens.
+    for (const type of ['text/plain', 'application/json']) {
+      const connection = await RawConnection.open(url());
+      try {
+        connection.write(`POST ${path} HTTP/1.1\r\nHost: operator\r\nContent-Type: ${type}\r\nContent-Length: 900000\r\n\r\n`);
+        connection.write(Buffer.alloc(64 * 1024, 0x20));
+        let timer: NodeJS.Timeout | undefined;
+        const answer = await Promise.race([
+          connection.next(),
+          new Promise<never>((_resolve, reject) => {
+            timer = setTimeout(() => reject(new Error(`no answer from ${path} (${type}) while its body was still being sent`)), 10_000);
+          }),
+        ]).finally(() => clearTimeout(timer));
+        expect(answer).toMatchObject({ status: 404, headers: { connection: 'close' } });
+        await connection.closedByServer();
+      } finally {
+        connection.close();
+      }
+    }
+  });
+});
+
 describe('the results collector, flooded with tokens', () => {
   /** Claims as the API server writes them for team-a's pod, changed by `change`. */
   const podClaims = (change: Record<string, unknown> = {}): Record<string, unknown> => {
@@ -237,6 +270,39 @@ describe('the results collector, flooded with tokens', () => {
     expect(metricValue(metrics, 'runlet_results_batches_refused_total{reason="unauthenticated",namespace=""}')).toBeGreaterThanOrEqual(1000);
     expect(metricValue(metrics, 'runlet_results_token_checks_total{outcome="refused"}')).toBeGreaterThanOrEqual(1000);
     expect(metricValue(metrics, 'runlet_results_token_checks_total{outcome="verified"}')).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it('keeps a tenant minting valid tokens of its own pods from taking every review: another namespace\'s new pod token is reviewed while the flood goes on', async () => {
+    // team-a asks the API server for bound tokens of its own pod (kubectl create token --bound-object-kind Pod, as
+    // `edit` may): each verifies offline and costs a TokenReview. It sends them without pause, many at once.
+    const minted = await Promise.all(Array.from({ length: 400 }, () => podToken(cluster.api, 'team-a', POD.a)));
+    // team-b's new pod, known to the operator before the flood (a first token of it taken).
+    await createAppPod(cluster.api, 'team-b', 'billing-b-3', APP);
+    const warm = await podToken(cluster.api, 'team-b', 'billing-b-3');
+    const first = pendingAsyncRunRecord({ id: uuidv7(), projectId: 'team-b', appName: APP, replica: 'billing-b-3', createdAt: new Date().toISOString() });
+    await waitFor(async () => ((await post('team-b', [first], `Bearer ${warm}`)).status === 200 ? true : undefined), { what: 'pod billing-b-3 known', timeoutMs: STATE_TIMEOUT_MS });
+    const run = pendingAsyncRunRecord({ projectId: 'team-a', appName: APP, replica: POD.a, createdAt: new Date().toISOString() });
+    // The pod's token rotated (the kubelet's next one): never seen by the collector, sent once the flood is on.
+    const fresh = await podToken(cluster.api, 'team-b', 'billing-b-3');
+    let flooding = true;
+    let sent = 0;
+    const flood = async (): Promise<void> => {
+      while (flooding && sent < minted.length) {
+        const token = minted[sent++]!;
+        await post('team-a', [run], `Bearer ${token}`).then((answer) => answer.arrayBuffer(), () => undefined);
+      }
+    };
+    const flooders = Array.from({ length: 16 }, () => flood());
+    try {
+      await waitFor(() => sent >= 60, { what: 'the flood under way', timeoutMs: STATE_TIMEOUT_MS });
+      const own = pendingAsyncRunRecord({ id: uuidv7(), projectId: 'team-b', appName: APP, replica: 'billing-b-3', createdAt: new Date().toISOString() });
+      const answer = await post('team-b', [own], `Bearer ${fresh}`);
+      expect(flooding && sent < minted.length).toBe(true);
+      expect({ status: answer.status, body: await answer.json() }).toEqual({ status: 200, body: { received: 1, written: 1, refused: [] } });
+    } finally {
+      flooding = false;
+      await Promise.all(flooders);
+    }
   }, 120_000);
 
   it('counts refused batches by reason and, once the sender is authenticated, its namespace', async () => {

@@ -3,9 +3,10 @@
 // kube-apiserver does from 1.20): a real pod's token verifies; an unbound one is refused offline; a token naming a
 // key the cluster does not have reads the keys again at most once per cooldown; and while the keys cannot be read,
 // nothing is refused for it: TokenReview alone decides (logged once).
-import { SignJWT, decodeProtectedHeader, generateKeyPair } from 'jose';
+import { SignJWT, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, importJWK, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeApi } from '../kube/client.ts';
+import { KubePath } from '../kube/paths.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { RESULTS_TOKEN_AUDIENCE } from '../results/results-token.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
@@ -64,6 +65,26 @@ describe('the offline check of a pod\'s token', () => {
     expect(await check.check(unbound)).toMatchObject({ outcome: 'refused', status: 403, namespace: NAMESPACE });
     const apiServers = await podToken(api, NAMESPACE, 'billing-1', { audience: SERVICE_ACCOUNT_ISSUER });
     expect(await check.check(apiServers)).toMatchObject({ outcome: 'refused', status: 401, detail: expect.stringMatching(/aud claim/) });
+  });
+
+  it('refuses a real pod\'s claims under alg none, under HS256 keyed with the cluster\'s public key, and signed by another issuer\'s key, without reading the keys again', async () => {
+    const check = tokenCheck();
+    expect(await check.check(token)).toMatchObject({ outcome: 'verified' });
+    const claims = decodeJwt(token);
+    const { kid } = decodeProtectedHeader(token);
+    const encode = (part: object): string => Buffer.from(JSON.stringify(part)).toString('base64url');
+    const none = `${encode({ alg: 'none', kid })}.${encode(claims)}.`;
+    const jwks = (await api.request('GET', KubePath.openIdKeySet)) as { keys: JWK[] };
+    const publicPem = await exportSPKI((await importJWK(jwks.keys[0]!, 'RS256')) as Parameters<typeof exportSPKI>[0]);
+    // The classic confusion: the public key (as PEM, and as the JWK's modulus) used as an HMAC secret.
+    const hmacUnder = (secret: Uint8Array): Promise<string> => new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid }).sign(secret);
+    const hsPem = await hmacUnder(new TextEncoder().encode(publicPem));
+    const hsModulus = await hmacUnder(Buffer.from(jwks.keys[0]!.n!, 'base64url'));
+    const otherIssuer = await generateKeyPair('RS256');
+    const foreign = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).sign(otherIssuer.privateKey);
+    const before = keyReads();
+    for (const forged of [none, hsPem, hsModulus, foreign]) expect(await check.check(forged)).toMatchObject({ outcome: 'refused', status: 401 });
+    expect(keyReads() - before).toBe(0);
   });
 
   it('reads the keys again for a token naming an unknown key at most once per cooldown, and refuses it', async () => {

@@ -138,6 +138,12 @@ export const resultsCollector: FastifyPluginAsync<CollectorOptions> = async (fas
       refused('wrong-namespace', 403, caller.namespace);
       return refuseUnread(reply, 403, `pod ${caller.namespace}/${caller.podName} sends only namespace ${caller.namespace}'s runs, not ${JSON.stringify(namespace)}'s`);
     }
+    // Only a JSON body is read, and only by the metered parser: any other type is refused before a byte of it is
+    // read (fastify's own text/plain parser would read it whole, outside the byte budget and the pace).
+    if (!isJson(request.headers['content-type'])) {
+      refused('unsupported-media-type', 415, caller.namespace);
+      return refuseUnread(reply, 415, 'a batch is application/json');
+    }
     const declared = request.headers['content-length'];
     const length = declared === undefined ? 0 : Number(declared);
     if (!Number.isSafeInteger(length) || length < 0) {
@@ -253,6 +259,11 @@ function isRecorderInstant(text: string): boolean {
   return !Number.isNaN(time) && !text.startsWith('0000') && !text.startsWith('+') && !text.startsWith('-') && new Date(time).toISOString() === text;
 }
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whether a Content-Type names JSON (its media type, parameters aside), as fastify matches the collector's parser. */
+function isJson(contentType: string | undefined): boolean {
+  return contentType?.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
+}
 
 /** Refused before its body is read: answered now, and the connection closed rather than the body read and dropped. */
 function refuseUnread(reply: FastifyReply, status: number, detail: string, retry = false): FastifyReply {

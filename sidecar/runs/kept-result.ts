@@ -36,6 +36,11 @@ export function keepResult(record: RunRecord, outcome: RunOutcome, keeping: Resu
   kept.set(record, { json, expiresAt });
 }
 
+/** Keeps `result` beside `record` again: a result a journal held across a restart of the sidecar. */
+export function restoreKeptResult(record: RunRecord, result: KeptResult): void {
+  kept.set(record, result);
+}
+
 export function keptResultOf(record: RunRecord): KeptResult | undefined {
   return kept.get(record);
 }

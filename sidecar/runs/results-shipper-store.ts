@@ -235,7 +235,8 @@ export class ResultsShipperStore implements RunStore {
    */
   #journalState(record: RunRecord): Promise<void> {
     const previous = this.#journaled.get(record.id);
-    const appended = this.#journal.append(record);
+    // With its kept result: a finished run not yet collected must not come back, after a kill, without it.
+    const appended = this.#journal.append(record, keptResultOf(record));
     const entry = this.#journal.lastEntry;
     this.#journaled.set(record.id, entry);
     const settled = appended.then(

@@ -10,6 +10,7 @@
 //
 // The file is JSON lines, each an entry or a replication mark:
 //   {"entry":17,"run":{…the RunRecord…}}    the run as saved durably; entries are numbered in append order
+//   {"entry":18,"run":{…},"kept":{"json":"…","expiresAt":"…"}}   (the results shipper) with the run's kept result
 //   {"replicatedThrough":17}                 every entry up to 17 is in the RunLog (the store says so after a write)
 // A mark lets a journal that still holds replicated entries say so: without it, a crash would bring back runs
 // the RunLog has since completed and let go of (keepFinished) as if they had been lost.
@@ -30,6 +31,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { RUN_STATUSES } from '../../crds/run-record-values.ts';
+import { restoreKeptResult, type KeptResult } from './kept-result.ts';
 import { WebhookDestinationsFile } from './webhook-destinations-file.ts';
 
 export const RUNLOG_JOURNAL_FILE_NAME = 'runlog-journal.jsonl';
@@ -79,8 +81,15 @@ function rewritePathOf(path: string): string {
   return `${path}.rewrite`;
 }
 
-function entryLine(entry: number, record: RunRecord): string {
-  return `{"entry":${entry},"run":${JSON.stringify(record)}}\n`;
+function entryLine(entry: number, record: RunRecord, kept: KeptResult | undefined): string {
+  const result = kept === undefined ? '' : `,"kept":${JSON.stringify({ json: kept.json, expiresAt: kept.expiresAt })}`;
+  return `{"entry":${entry},"run":${JSON.stringify(record)}${result}}\n`;
+}
+
+function isKeptResult(value: unknown): value is KeptResult {
+  if (typeof value !== 'object' || value === null) return false;
+  const { json, expiresAt } = value as Record<string, unknown>;
+  return typeof json === 'string' && typeof expiresAt === 'string';
 }
 
 function markLine(through: number): string {
@@ -118,6 +127,8 @@ function parseJournal(bytes: Buffer): JournalContents {
     if (isEntryNumber(fields.replicatedThrough)) {
       replicatedThrough = Math.max(replicatedThrough, fields.replicatedThrough);
     } else if (isEntryNumber(fields.entry) && isRunRecord(fields.run)) {
+      // The result travels beside the record, never in it (kept-result.ts): held by reference again.
+      if (isKeptResult(fields.kept)) restoreKeptResult(fields.run, fields.kept);
       entries.push({ entry: fields.entry, line: `${line}\n`, record: fields.run });
     } else {
       unreadableLines.push(index + 1);
@@ -250,13 +261,14 @@ export class RunLogJournal {
   }
 
   /**
-   * Appends the record as it is now (later changes to the object are not journaled). Resolves once it is in
-   * the file; rejects, naming the file, when the write fails.
+   * Appends the record as it is now (later changes to the object are not journaled), with its kept result when
+   * given (read back beside the record). Resolves once it is in the file; rejects, naming the file, when the
+   * write fails.
    */
-  append(record: RunRecord): Promise<void> {
+  append(record: RunRecord, kept?: KeptResult): Promise<void> {
     if (this.#closed) return Promise.reject(new Error(`the run journal ${this.path} is closed: cannot append run ${record.id}`));
     this.#lastEntry += 1;
-    const line = entryLine(this.#lastEntry, record);
+    const line = entryLine(this.#lastEntry, record, kept);
     return new Promise<void>((resolve, reject) => {
       this.#queued.push({ entry: this.#lastEntry, line, resolve, reject });
       this.#startWriting();

@@ -43,6 +43,38 @@ describe('WebhookDestinationsFile', () => {
     expect(second.destinationOf('run-a')).toBeUndefined();
   });
 
+  it('cuts a torn last line off before appending: a delivery kept after a crash mid-append survives the next crash', async () => {
+    const first = await openFile();
+    await first.keep('run-b', 'https://hooks.example/b?token=2');
+    await first.close();
+    opened.splice(0);
+    appendFileSync(path(), '{"run":"run-c","destin');
+
+    // The successor keeps a delivery, and is killed before any rewrite: its line must not be glued to the torn one.
+    const second = await openFile();
+    await second.keepDelivery('run-d', { destination: 'https://hooks.example/d?token=4', signer: new WebhookSigner(Buffer.alloc(32, 7)) });
+    await second.close();
+    opened.splice(0);
+
+    const third = await openFile();
+    expect([...third.recoveredRunIds].sort()).toEqual(['run-b', 'run-d']);
+    expect(third.deliveryOf('run-d')).toMatchObject({ destination: 'https://hooks.example/d?token=4', signer: expect.any(WebhookSigner) });
+  });
+
+  it('reads a file with garbage lines and a secret that decodes to nothing: the other deliveries are kept, and none throws', async () => {
+    const first = await openFile();
+    await first.keepDelivery('run-a', { destination: 'https://hooks.example/a', signer: new WebhookSigner(Buffer.alloc(32, 1)), body: '{"ok":true}' });
+    await first.close();
+    opened.splice(0);
+    appendFileSync(path(), '\u0000\u0000garbage\n[1,2]\nnull\n{"run":"run-b","destination":"https://hooks.example/b","secret":"!!!!"}\n');
+
+    const second = await openFile();
+    expect([...second.recoveredRunIds].sort()).toEqual(['run-a', 'run-b']);
+    expect(second.deliveryOf('run-a')).toMatchObject({ body: '{"ok":true}', signer: expect.any(WebhookSigner) });
+    // No key to sign with: sent unsigned (the receiver decides), rather than the sidecar failing to start.
+    expect(second.deliveryOf('run-b')).toMatchObject({ destination: 'https://hooks.example/b', signer: null });
+  });
+
   it('empties the file once every destination is settled', async () => {
     const file = await openFile();
     await file.keep('run-a', 'https://hooks.example/a?token=1');

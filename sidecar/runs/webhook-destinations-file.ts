@@ -52,15 +52,19 @@ interface Kept {
 function parseDeliveries(text: string): Map<string, Kept> {
   const pending = new Map<string, Kept>();
   for (const line of text.split('\n')) {
-    let fields: Record<string, unknown>;
+    let parsed: unknown;
     try {
-      fields = JSON.parse(line) as Record<string, unknown>;
+      parsed = JSON.parse(line);
     } catch {
       continue;
     }
+    // A line that is JSON but no object (`null`, a number: a damaged file) is skipped like one that is no JSON.
+    if (typeof parsed !== 'object' || parsed === null) continue;
+    const fields = parsed as Record<string, unknown>;
     if (typeof fields.run === 'string' && typeof fields.destination === 'string') {
       const kept: KeptFields = { destination: fields.destination };
-      if (typeof fields.secret === 'string' && fields.secret !== '') kept.secret = fields.secret;
+      // A secret that decodes to no byte is no key (WebhookSigner refuses it): the delivery is kept without one.
+      if (typeof fields.secret === 'string' && Buffer.from(fields.secret, 'base64').length > 0) kept.secret = fields.secret;
       if (typeof fields.body === 'string') kept.body = fields.body;
       pending.set(fields.run, { fields: kept, line: keptLine(fields.run, kept) });
     } else if (typeof fields.settled === 'string') pending.delete(fields.settled);
@@ -104,9 +108,16 @@ export class WebhookDestinationsFile {
     const path = join(options.dataDir, WEBHOOK_DESTINATIONS_FILE_NAME);
     try {
       await mkdir(options.dataDir, { recursive: true });
-      const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? '' : Promise.reject(error)));
+      const bytes = await readFile(path).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? Buffer.alloc(0) : Promise.reject(error)));
+      // Only whole lines count; a torn last line (a crash mid-append) is cut off, or the next line appended
+      // would be glued to it and be unreadable to the next sidecar.
+      const completeBytes = bytes.lastIndexOf(0x0a) + 1;
       const handle = await open(path, 'a', 0o600);
-      return new WebhookDestinationsFile(path, handle, Buffer.byteLength(text), parseDeliveries(text), options);
+      if (completeBytes < bytes.length) {
+        options.logger.warn({ bytes: bytes.length - completeBytes }, `skipped the torn last line of the webhook destinations file ${path} (a crash during an append)`);
+        await handle.truncate(completeBytes);
+      }
+      return new WebhookDestinationsFile(path, handle, completeBytes, parseDeliveries(bytes.subarray(0, completeBytes).toString('utf8')), options);
     } catch (error) {
       throw new Error(`the webhook destinations file ${path} cannot be opened: ${(error as Error).message}`, { cause: error });
     }

@@ -13,6 +13,7 @@ import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
 import { ResultsShipperStore } from '../../sidecar/runs/results-shipper-store.ts';
 import { RUNLOG_JOURNAL_FILE_NAME, RunLogJournal } from '../../sidecar/runs/runlog-journal.ts';
+import { keepResult } from '../../sidecar/runs/kept-result.ts';
 import { pendingDelivery, rememberDestination } from '../../sidecar/runs/webhook-destination.ts';
 import { WebhookSigner } from '../../sidecar/webhook/sign.ts';
 import { testLogger } from '../support/logger.ts';
@@ -152,6 +153,27 @@ describe('the results shipper\'s journal, across a restart', () => {
       expect(pendingDelivery(owed[1]!.webhook)!.signer).not.toBeNull();
       await second.flush();
       expect(await results.store.getRun('demo', APP, running.id)).toMatchObject({ status: 'failure', reason: 'replica_lost', webhook: { state: 'pending' } });
+    } finally {
+      await second.close();
+      await back.app.close();
+    }
+  });
+
+  it('keeps a finished run\'s kept result across a kill while the collector is away: collected with it after the restart', async () => {
+    const { first, dataDir, port } = await shipperWithCollectorAway();
+    const record = pendingAsyncRunRecord({ appName: APP });
+    await first.saveDurably(record);
+    finish(record);
+    keepResult(record, { statusCode: 200, success: true, resultJson: '{"answer":42}', error: null, runTimeMs: 5 }, { maxBytes: 1024, ttlSeconds: 3600 });
+    first.save(record);
+    await lose(first);
+
+    const back = await startCollector(port);
+    const second = await openShipper(back.url, dataDir);
+    try {
+      await second.flush();
+      // The record the caller reads says the result is kept: it must be there.
+      expect(await results.store.getRun('demo', APP, record.id)).toMatchObject({ status: 'success', resultKept: true, result: { answer: 42 } });
     } finally {
       await second.close();
       await back.app.close();
