@@ -56,6 +56,19 @@ describe('the holder’s ready replicas', () => {
     expect(performance.now() - started, 'no wait lasted its limit').toBeLessThan(LIMIT_MS / 2);
   });
 
+  it('ends at stop() a wait for a namespace whose Endpoints never arrive, not at its call’s limit', async () => {
+    await createNamespace(api, 'stuck');
+    cluster.server.hangNext({ pathPattern: '/namespaces/stuck/endpoints', times: Infinity });
+    const replicas = new ReadyReplicas({ api, logger: testLogger(), watchdogMs: 60_000 });
+    const waiting = replicas.waitForReadyReplica('stuck', 'hello', LIMIT_MS);
+    await cluster.server.waitForRequest({ pathPattern: '/namespaces/stuck/endpoints' });
+    const started = performance.now();
+    await replicas.stop();
+    expect(await waiting).toBeNull();
+    // Not its limit (60 s), nor the API client's timeout for the list that never answers (30 s).
+    expect(performance.now() - started, 'the wait and the list ended with stop()').toBeLessThan(10_000);
+  });
+
   it('takes no Endpoints but those of the App’s replicas Service: not the App’s own Service’s, not one named as the App', async () => {
     const replicas = new ReadyReplicas({ api, logger: testLogger(), watchdogMs: 60_000 });
     try {

@@ -40,6 +40,8 @@ export class ReadyReplicas {
   /** Told the `namespace/app` key of each App that an event shows a ready replica of. */
   readonly #readyListeners = new Set<(key: string) => void>();
   #stopped = false;
+  /** Aborted by stop(): ends every wait for a namespace's sync then, not at its call's cold-start limit. */
+  readonly #stopping = new AbortController();
 
   constructor(options: { api: KubeApi; logger: Logger; watchdogMs: number }) {
     this.#api = options.api;
@@ -49,6 +51,7 @@ export class ReadyReplicas {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#stopping.abort();
     for (const waiters of this.#waiters.values()) for (const waiter of waiters) this.#settle(waiter, null);
     this.#waiters.clear();
     await Promise.all([...this.#watches.values()].map((watch) => watch.stop()));
@@ -74,12 +77,14 @@ export class ReadyReplicas {
       timer = setTimeout(() => resolve(false), timeoutMs);
       aborted = () => resolve(false);
       signal?.addEventListener('abort', aborted, { once: true });
+      this.#stopping.signal.addEventListener('abort', aborted, { once: true });
     });
     try {
       return await Promise.race([watch.whenSynced().then(() => !this.#stopped), ended]);
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', aborted);
+      this.#stopping.signal.removeEventListener('abort', aborted);
     }
   }
 

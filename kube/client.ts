@@ -33,6 +33,8 @@ export interface KubeRequest {
   contentType?: string;
   /** This call's bound instead of the client's `requestTimeoutMs` (a Lease call must end by the renew deadline). */
   timeoutMs?: number;
+  /** Ends the call early (a watch stopped while it lists). */
+  signal?: AbortSignal;
 }
 
 /** Per-call settings of the typed calls. */
@@ -67,8 +69,8 @@ export class KubeApi {
     }
   }
 
-  list<T>(path: KubePath, query: Query = {}): Promise<KubeList<T>> {
-    return this.request('GET', path, { query }) as Promise<KubeList<T>>;
+  list<T>(path: KubePath, query: Query = {}, options: { signal?: AbortSignal } = {}): Promise<KubeList<T>> {
+    return this.request('GET', path, { query, signal: options.signal }) as Promise<KubeList<T>>;
   }
 
   create<T extends KubeObject>(path: KubePath, body: T, options: CallOptions = {}): Promise<T> {
@@ -118,7 +120,7 @@ export class KubeApi {
       headers.accept = 'application/json';
       if (request.body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
       const transport = await this.#pooledTransport();
-      answer = await transport.send(method, this.credentials.server + target, headers, request.body, request.timeoutMs ?? this.#timeoutMs);
+      answer = await transport.send(method, this.credentials.server + target, headers, request.body, request.timeoutMs ?? this.#timeoutMs, request.signal);
     } catch (error) {
       throw new KubeApiError(what, 0, describeTransportError(error), { cause: error });
     }

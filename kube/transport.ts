@@ -21,7 +21,8 @@ export interface KubeAnswer {
 }
 
 export interface Transport {
-  send(method: string, url: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<KubeAnswer>;
+  /** `signal`, when given, ends the request early too (a watch stopped mid-list). */
+  send(method: string, url: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<KubeAnswer>;
   close(): Promise<void>;
 }
 
@@ -62,8 +63,8 @@ function directTransport(server: string, tls: KubeTls): Transport {
       outgoing.end(body);
     });
   return {
-    send(method, url, headers, body, timeoutMs) {
-      return attempt(method, url, headers, body, AbortSignal.timeout(timeoutMs), false);
+    send(method, url, headers, body, timeoutMs, signal) {
+      return attempt(method, url, headers, body, bounded(timeoutMs, signal), false);
     },
     async close() {
       agent.destroy();
@@ -75,12 +76,18 @@ async function proxyTransport(proxyUrl: string, tls: KubeTls): Promise<Transport
   const { ProxyAgent, fetch } = await import('undici');
   const dispatcher = new ProxyAgent({ uri: proxyUrl, requestTls: tls });
   return {
-    async send(method, url, headers, body, timeoutMs) {
-      const response = await fetch(url, { method, headers, body, dispatcher, signal: AbortSignal.timeout(timeoutMs) });
+    async send(method, url, headers, body, timeoutMs, signal) {
+      const response = await fetch(url, { method, headers, body, dispatcher, signal: bounded(timeoutMs, signal) });
       return { status: response.status, retryAfter: response.headers.get('retry-after'), text: await response.text() };
     },
     close: () => dispatcher.close(),
   };
+}
+
+/** The request's timeout, and the caller's signal when it gave one. */
+function bounded(timeoutMs: number, signal: AbortSignal | undefined): AbortSignal {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  return signal === undefined ? timeout : AbortSignal.any([timeout, signal]);
 }
 
 function single(value: string | string[] | undefined): string | null {

@@ -81,6 +81,8 @@ export class ResourceWatch<T extends KubeObject> {
   #loop: Promise<void> | undefined;
   /** Ends the current watch or backoff pause early (stop()). */
   #interrupt: (() => void) | undefined;
+  /** The list in flight, aborted by stop(). */
+  #listing: AbortController | undefined;
 
   constructor(options: ResourceWatchOptions<T>) {
     this.#options = options;
@@ -117,6 +119,7 @@ export class ResourceWatch<T extends KubeObject> {
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#interrupt?.();
+    this.#listing?.abort();
     await this.#loop;
   }
 
@@ -157,8 +160,10 @@ export class ResourceWatch<T extends KubeObject> {
     const items: T[] = [];
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
+    // A list the server is slow to answer must not hold stop() for the client's whole timeout.
+    const listing = (this.#listing = new AbortController());
     do {
-      const page = await api.list<T>(path, { labelSelector, fieldSelector, limit: pageSize, continue: continueToken });
+      const page = await api.list<T>(path, { labelSelector, fieldSelector, limit: pageSize, continue: continueToken }, { signal: listing.signal });
       items.push(...page.items);
       continueToken = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
