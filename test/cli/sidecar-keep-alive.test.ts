@@ -8,7 +8,7 @@
 // these pin down that the sidecar keeps such connections.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,6 +18,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { resultsCollector } from '../../results/collector.ts';
 import { openResults, type OpenResults } from '../../results/open.ts';
 import { freePort } from '../support/custom-app.ts';
+import { startPythonRuntime } from '../support/python-runtime.ts';
 import { testLogger } from '../support/logger.ts';
 import { startPostgres, type PostgresServer } from '../support/postgres.ts';
 import { jsonPost, RawConnection } from '../support/raw-http.ts';
@@ -27,7 +28,6 @@ import { identifyTestToken, writeResultsToken } from '../support/results-tokens.
 import { REPO } from '../operator/e2e-cluster.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
-const PYTHON_RUNTIME = resolve(import.meta.dirname, '../../runtime/python');
 /** The tier's calls, this many times over one pool: its failure came once in a few runs of one round. */
 const ROUNDS = 10;
 
@@ -58,24 +58,9 @@ afterAll(async () => {
 
 /** examples/hello's runtime on a free port, as the app container runs it; resolves once it listens. */
 async function startRuntime(): Promise<number> {
-  const [port, portFile] = [await freePort(), join(dir, 'runtime-port')];
-  const runtime = spawn(
-    process.env.RUNLET_PYTHON ?? 'python3',
-    ['-m', 'runlet_runtime', '--app-dir', join(REPO, 'examples/hello'), '--port', String(port), '--port-file', portFile, '--concurrency', '4'],
-    { cwd: PYTHON_RUNTIME, env: { ...process.env, PYTHONPATH: PYTHON_RUNTIME }, stdio: 'ignore' },
-  );
-  children.push(runtime);
-  await waitFor(() => runtime.exitCode === null && portFileWritten(portFile), { what: 'the runtime to listen' });
+  const port = await freePort();
+  await startPythonRuntime({ appDir: join(REPO, 'examples/hello'), port, portFile: join(dir, 'runtime-port'), concurrency: 4 }, (child) => children.push(child));
   return port;
-}
-
-/** The runtime writes its port file (atomically) once it listens. */
-function portFileWritten(path: string): boolean {
-  try {
-    return Number(readFileSync(path, 'utf8')) > 0;
-  } catch {
-    return false;
-  }
 }
 
 /** The store's flags and environment: the pod's RunLog in the in-memory API server, or the collector's batches. */

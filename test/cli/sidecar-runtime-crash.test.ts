@@ -3,17 +3,17 @@
 // container's restart, which the sidecar sees through its readiness probe, and calls meanwhile get 503.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../support/custom-app.ts';
+import { startPythonRuntime } from '../support/python-runtime.ts';
 import { FIXTURE_APPS } from '../support/dev-server.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 
 const CLI = resolve(import.meta.dirname, '../../cli/runlet.ts');
-const PYTHON_RUNTIME = resolve(import.meta.dirname, '../../runtime/python');
 
 let dir: string | undefined;
 let receiver: WebhookReceiver | undefined;
@@ -33,25 +33,8 @@ afterEach(async () => {
 });
 
 /** The e2e fixture app's runtime on `port`, as the app container runs it; resolves once it listens. */
-async function startRuntime(port: number, portFile: string): Promise<ChildProcess> {
-  rmSync(portFile, { force: true });
-  const runtime = spawn(
-    process.env.RUNLET_PYTHON ?? 'python3',
-    ['-m', 'runlet_runtime', '--app-dir', join(FIXTURE_APPS, 'e2e'), '--port', String(port), '--port-file', portFile, '--concurrency', '1'],
-    { cwd: PYTHON_RUNTIME, env: { ...process.env, PYTHONPATH: PYTHON_RUNTIME }, stdio: 'ignore' },
-  );
-  children.push(runtime);
-  await waitFor(() => runtime.exitCode === null && portFileWritten(portFile), { what: 'the runtime to listen' });
-  return runtime;
-}
-
-/** The runtime writes its port file (atomically) once it listens. */
-function portFileWritten(path: string): boolean {
-  try {
-    return Number(readFileSync(path, 'utf8')) > 0;
-  } catch {
-    return false;
-  }
+function startRuntime(port: number, portFile: string): Promise<ChildProcess> {
+  return startPythonRuntime({ appDir: join(FIXTURE_APPS, 'e2e'), port, portFile, concurrency: 1 }, (child) => children.push(child));
 }
 
 async function metric(adminUrl: string, name: string): Promise<number> {
