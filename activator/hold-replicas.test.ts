@@ -12,7 +12,8 @@ import { kubePathOf } from '../test/support/kube-path.ts';
 import { testLogger } from '../test/support/logger.ts';
 import { pythonSpec, storedApp } from '../test/support/operator-apps.ts';
 import { createPod, podPath, setPodReady } from '../test/support/runlogs.ts';
-import { ReadyReplicas } from './hold-replicas.ts';
+import { ReadyReplicas, replicasView } from './hold-replicas.ts';
+import { replicasServiceName } from '../operator/render/names.ts';
 
 const NAMESPACE = 'held';
 const LIMIT_MS = 60_000;
@@ -85,5 +86,18 @@ describe('the holder’s ready replicas', () => {
     } finally {
       await replicas.stop();
     }
+  });
+});
+
+describe('what the holder keeps of an Endpoints', () => {
+  const addresses = (count: number) => Array.from({ length: count }, (_, index) => ({ ip: `10.0.${index >> 8}.${index & 255}`, targetRef: { kind: 'Pod', name: `p-${index}`, namespace: NAMESPACE, uid: 'u' } }));
+  const endpoints = (name: string, count: number) => ({ metadata: { name, namespace: NAMESPACE, labels: { a: 'b' } }, subsets: [{ addresses: addresses(count), ports: [{ port: 8000 }] }] });
+
+  it('keeps only the names of another Service’s Endpoints, and at most 1,000 addresses of a replicas Service’s', () => {
+    expect(replicasView(endpoints('web', 5_000)).subsets).toEqual([]);
+    const kept = replicasView(endpoints(replicasServiceName('hello'), 5_000));
+    expect(kept.subsets!.flatMap((subset) => subset.addresses ?? [])).toHaveLength(1_000);
+    expect(kept.subsets![0]!.addresses![0]).toEqual({ ip: '10.0.0.0', targetRef: { kind: 'Pod', name: 'p-0' } });
+    expect(kept.metadata).toEqual({ name: replicasServiceName('hello'), namespace: NAMESPACE, resourceVersion: undefined });
   });
 });

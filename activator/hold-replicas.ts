@@ -12,7 +12,7 @@ import type { KubeApi } from '../kube/client.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { KubePath } from '../kube/paths.ts';
 import { ResourceWatch, objectKey } from '../kube/watch.ts';
-import { replicasServiceName } from '../operator/render/names.ts';
+import { isReplicasServiceName, replicasServiceName } from '../operator/render/names.ts';
 
 /** A ready replica of an App: its pod's name (the endpoint's target) and IP. */
 export interface HeldReplica {
@@ -20,7 +20,7 @@ export interface HeldReplica {
   ip: string;
 }
 
-type ReplicasEndpoints = V1Endpoints & KubeObject;
+export type ReplicasEndpoints = V1Endpoints & KubeObject;
 
 interface Waiter {
   resolve(replica: HeldReplica | null): void;
@@ -124,10 +124,7 @@ export class ReadyReplicas {
       watchdogMs: this.#watchdogMs,
       path: KubePath.of({ version: 'v1', namespace, resource: 'endpoints' }),
       // Which replicas are ready, and where: all a held call needs of the Endpoints.
-      transform: (endpoints) => ({
-        metadata: { name: endpoints.metadata?.name, namespace: endpoints.metadata?.namespace, resourceVersion: endpoints.metadata?.resourceVersion },
-        subsets: (endpoints.subsets ?? []).map((subset) => ({ addresses: (subset.addresses ?? []).map(({ ip, targetRef }) => ({ ip, targetRef: targetRef && { kind: targetRef.kind, name: targetRef.name } })) })),
-      }),
+      transform: replicasView,
       handlers: { onUpsert: (endpoints) => this.#changed(endpoints) },
     });
     this.#watches.set(namespace, watch);
@@ -175,4 +172,24 @@ function readyOf(endpoints: Pick<V1Endpoints, 'subsets'> | undefined): HeldRepli
 
 function replicaOf(address: V1EndpointAddress): HeldReplica {
   return { name: address.targetRef?.kind === 'Pod' && address.targetRef.name ? address.targetRef.name : address.ip, ip: address.ip };
+}
+
+/** The most addresses kept of one Endpoints: more replicas than any App scales to, so a tenant's huge Endpoints costs no more. */
+const MAX_ADDRESSES = 1000;
+
+/**
+ * Which replicas are ready, and where: all a held call needs of the Endpoints. The watch sees every Endpoints of
+ * the namespace (any Service's), so only those named as a replicas Service keep their addresses: a tenant's
+ * other Services cost the shared activator their names, not their pods.
+ */
+export function replicasView(endpoints: ReplicasEndpoints): ReplicasEndpoints {
+  const metadata = { name: endpoints.metadata?.name, namespace: endpoints.metadata?.namespace, resourceVersion: endpoints.metadata?.resourceVersion };
+  if (!isReplicasServiceName(metadata.name ?? '')) return { metadata, subsets: [] };
+  let kept = 0;
+  const subsets = (endpoints.subsets ?? []).map((subset) => {
+    const addresses = (subset.addresses ?? []).slice(0, Math.max(0, MAX_ADDRESSES - kept)).map(({ ip, targetRef }) => ({ ip, targetRef: targetRef && { kind: targetRef.kind, name: targetRef.name } }));
+    kept += addresses.length;
+    return { addresses };
+  });
+  return { metadata, subsets };
 }

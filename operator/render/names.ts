@@ -68,6 +68,11 @@ export function childName(app: App): string {
  * Endpoints the activator reads: `<app>-replicas-<4 hex of a digest of the app name>`, the name cut to fit a DNS
  * label. The digest keeps it apart from the Service of an App that is named `<app>-replicas` itself.
  */
+/** Whether a Service (or its Endpoints) is named as replicasServiceName names them. */
+export function isReplicasServiceName(name: string): boolean {
+  return /-replicas-[0-9a-f]{4}$/.test(name);
+}
+
 export function replicasServiceName(appName: string): string {
   const digest = createHash('sha256').update(appName).digest('hex').slice(0, 4);
   return `${appName.slice(0, 63 - '-replicas-'.length - digest.length)}-replicas-${digest}`;
