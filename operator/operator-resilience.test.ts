@@ -97,7 +97,9 @@ describe('operator resilience', () => {
 
   it('restarts watches that went silent, and reconciles what it missed', async () => {
     await start({ bookmarkIntervalMs: 100 }, 1);
-    await watching();
+    // Counted at the proxy and silenced in the same step: on a busy machine a 1 s watchdog may restart a watch
+    // between the server's count and the silence.
+    await waitFor(() => proxy!.openWatches === WATCHES, { timeoutMs: STATE_TIMEOUT_MS, what: `the operator’s ${WATCHES} watches through the proxy` });
     expect(proxy!.silenceOpenWatches()).toBe(WATCHES);
     await createApp(cluster.api, 'team', 'while-silent', pythonSpec());
     await waitForApp(cluster.api, 'team', 'while-silent', isAppliedAtGeneration, 'applied after the watchdog');

@@ -12,6 +12,8 @@ export interface WatchProxy {
   url: string;
   /** Silences every watch open now; later requests pass normally. Returns how many. */
   silenceOpenWatches(): number;
+  /** Watches open through the proxy now (not silenced). */
+  readonly openWatches: number;
   /** New watch requests wait until `releaseWatches()`; other requests pass. */
   holdWatches(): void;
   releaseWatches(): void;
@@ -58,6 +60,9 @@ export async function startWatchProxy(target: string, ca?: string): Promise<Watc
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
+    get openWatches() {
+      return openWatches.size;
+    },
     silenceOpenWatches() {
       for (const stream of openWatches) stream.silenced = true;
       const count = openWatches.size;
