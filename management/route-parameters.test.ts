@@ -3,7 +3,6 @@
 // the parameter, and reaches neither the caller's token review nor a store. Requests go out over a raw socket
 // path (node:http), exactly as written: fetch would resolve `..` and `%2e%2e` segments before sending them.
 import { mkdtemp } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +16,7 @@ import { InMemoryAppDirectory } from './app-directory.ts';
 import type { ApiKeyStore } from './api-keys.ts';
 import { managementApi } from './routes.ts';
 import type { RunSource } from './run-source.ts';
+import { sendVerbatim } from '../test/support/raw-http.ts';
 
 /** fastify's `maxParamLength`: longer parameters are 414 URI Too Long before any route. */
 const FASTIFY_MAX_PARAM_LENGTH = 100;
@@ -59,18 +59,8 @@ afterAll(() => server.close());
 
 /** Sends `path` byte for byte. */
 function send(method: string, path: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const outgoing = httpRequest({ host: '127.0.0.1', port, method, path, headers: { 'content-type': 'application/json' } }, (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        resolve({ status: response.statusCode!, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
-      });
-    });
-    outgoing.on('error', reject);
-    outgoing.end(method === 'POST' && path.endsWith('/keys') ? JSON.stringify({ name: 'ci', expiresAt: new Date(Date.now() + 86_400_000).toISOString() }) : undefined);
-  });
+  const body = method === 'POST' && path.endsWith('/keys') ? JSON.stringify({ name: 'ci', expiresAt: new Date(Date.now() + 86_400_000).toISOString() }) : undefined;
+  return sendVerbatim(port, method, path, { headers: { 'content-type': 'application/json' }, body });
 }
 
 /** Each operation with a good value for each of its parameters. */

@@ -2,7 +2,6 @@
 // (mountManagementApi: its routes, its key store of ServiceAccounts, its token reviews) against the in-memory
 // API server, with two tenant namespaces. A team-a admin names team-b's key through an encoded key name; a key
 // is shown to be no credential of the API server, and a key of one namespace to be refused on another's routes.
-import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +13,7 @@ import { RUNS_ACCESS } from '../management/kube-auth.ts';
 import type { RunSource } from '../management/run-source.ts';
 import { startKubeApiServer, type KubeApiServer } from '../test/kube/index.ts';
 import { testLogger } from '../test/support/logger.ts';
+import { sendVerbatim } from '../test/support/raw-http.ts';
 import { mountManagementApi } from './management.ts';
 
 const ADMIN_A = 'admin-a.eyJ0ZWFtIjoiYSJ9.sig-aaaa';
@@ -59,20 +59,9 @@ afterEach(async () => {
 
 /** Sends `path` byte for byte over a socket (fetch would resolve dot segments first). */
 function send(method: string, path: string, token: string, body?: object): Promise<{ status: number; body: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const outgoing = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        resolve({ status: response.statusCode!, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
-      });
-    });
-    outgoing.on('error', reject);
-    outgoing.end(body === undefined ? undefined : JSON.stringify(body));
-  });
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  return sendVerbatim(port, method, path, { headers, body: body === undefined ? undefined : JSON.stringify(body) });
 }
 
 async function createKey(team: string, token: string, name: string, expiresInMs = 30 * DAY_MS): Promise<{ status: number; body: Record<string, unknown> }> {

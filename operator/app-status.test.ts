@@ -116,6 +116,12 @@ describe('nextAppStatus', () => {
     expect(nextAppStatus(app(), applied(undefined), APP_URL, NOW)).toMatchObject({ replicas: 0, readyReplicas: 0 });
   });
 
+  it('says of an App at zero that a call waits for a replica, not that calls fail', () => {
+    const available = nextAppStatus(app(0), applied(deployment(0, rolledOut(0, 0))), APP_URL, NOW).conditions.find((c) => c.type === 'Available');
+    expect(available?.message).toMatch(/waits for it at the activator/);
+    expect(available?.message).not.toMatch(/fail/);
+  });
+
   it('gives a fixed App (minReplicas = maxReplicas) its wanted replicas and a Fixed scaling, for DESIRED and SCALING', () => {
     const first = nextAppStatus(app(2), applied(deployment(2, rolledOut(2, 2))), APP_URL, NOW);
     expect(first).toMatchObject({ desiredReplicas: 2, lastScaling: { reason: 'Fixed', to: 2, time: NOW.toISOString().replace(/\.\d+Z$/, 'Z') } });

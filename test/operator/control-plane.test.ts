@@ -13,7 +13,6 @@ import { describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
-import { KubeApiError } from '../../kube/errors.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { AUTOSCALER_FIELD_MANAGER, ownsReplicas } from '../../operator/autoscaling/replicas-owner.ts';
@@ -24,6 +23,7 @@ import { newRunId } from '../../run-request/run-id.ts';
 import { controlPlaneSkipReason } from '../control-plane/control-plane.ts';
 import { launchBrowser } from '../support/browser.ts';
 import { verifyWebhookSignature } from '../support/signature.ts';
+import { kubeStatusOf } from '../support/kube-status.ts';
 import { waitFor } from '../support/wait.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { AUTOSCALING_TEST_CONFIG, autoscalingSuite } from './autoscaling-suite.ts';
@@ -446,27 +446,19 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
     const asOperator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount)));
     const asActivator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(ACTIVATOR.namespace, ACTIVATOR.serviceAccount)));
     const secrets = (namespace: string) => `/api/v1/namespaces/${namespace}/secrets`;
-    const statusOf = (request: Promise<unknown>) =>
-      request.then(
-        () => 200,
-        (error: unknown) => {
-          if (error instanceof KubeApiError) return error.status;
-          throw error;
-        },
-      );
     try {
       const { dsn } = await ensureResultsSecret(asOperator, { namespace: OPERATOR.namespace, name: 'runlet-postgres', host: `runlet-postgres.${OPERATOR.namespace}.svc` });
       expect(dsn).toMatch(/^postgres(ql)?:\/\//);
-      expect(await statusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-postgres`))), 'get the DSN Secret').toBe(403);
-      expect(await statusOf(asActivator.list(kubePathOf(secrets(OPERATOR.namespace)))), 'list the release namespace’s Secrets').toBe(403);
-      expect(await statusOf(asActivator.list(kubePathOf(secrets(OPERATOR.namespace)), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
-      expect(await statusOf(asActivator.list(kubePathOf('/api/v1/secrets'))), 'list every Secret').toBe(403);
+      expect(await kubeStatusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-postgres`))), 'get the DSN Secret').toBe(403);
+      expect(await kubeStatusOf(asActivator.list(kubePathOf(secrets(OPERATOR.namespace)))), 'list the release namespace’s Secrets').toBe(403);
+      expect(await kubeStatusOf(asActivator.list(kubePathOf(secrets(OPERATOR.namespace)), { labelSelector: 'runlet.dev/held-call-for' })), 'list them by the held calls’ label').toBe(403);
+      expect(await kubeStatusOf(asActivator.list(kubePathOf('/api/v1/secrets'))), 'list every Secret').toBe(403);
       // Nor put one there where the operator looks (a create cannot be limited to a name): the key is the operator's to make.
       const planted = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runlet-planted' }, stringData: { dsn: 'postgres://attacker.example/runs' } };
-      expect(await statusOf(asActivator.create(kubePathOf(secrets(OPERATOR.namespace)), planted as KubeObject)), 'create a Secret there').toBe(403);
+      expect(await kubeStatusOf(asActivator.create(kubePathOf(secrets(OPERATOR.namespace)), planted as KubeObject)), 'create a Secret there').toBe(403);
       // Its own key, and its held calls' namespace, where the records are kept.
-      expect(await statusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-holder-control`))), 'get the control key').toBe(200);
-      expect(await statusOf(asActivator.list(kubePathOf(secrets(ACTIVATOR.heldCallsNamespace)))), 'list the held calls').toBe(200);
+      expect(await kubeStatusOf(asActivator.get(kubePathOf(`${secrets(OPERATOR.namespace)}/runlet-holder-control`))), 'get the control key').toBe(200);
+      expect(await kubeStatusOf(asActivator.list(kubePathOf(secrets(ACTIVATOR.heldCallsNamespace)))), 'list the held calls').toBe(200);
     } finally {
       await asOperator.close();
       await asActivator.close();
@@ -476,14 +468,6 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
   it('lets the operator and the activator write nothing in kube-system or a namespace not enrolled under install.yaml’s RBAC; an App there says so and is reconciled once `runlet namespace enable` ran', async () => {
     const asOperator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(OPERATOR.namespace, OPERATOR.serviceAccount)));
     const asActivator = new KubeApi(kubeConfigCredentials(await cluster.serviceAccountConfig(ACTIVATOR.namespace, ACTIVATOR.serviceAccount)));
-    const statusOf = (request: Promise<unknown>) =>
-      request.then(
-        () => 200,
-        (error: unknown) => {
-          if (error instanceof KubeApiError) return error.status;
-          throw error;
-        },
-      );
     const namespace = `runlet-cp-enrol-${Date.now().toString(36)}`;
     const app = new HelloApp(cluster.kubeConfig, namespace);
     const [namespaceObject, configMap, manifest] = await app.manifests();
@@ -494,11 +478,11 @@ describe.skipIf(skipReason !== undefined)('operator end to end on a real control
       await core.createNamespace({ body: namespaceObject });
       for (const target of ['kube-system', namespace]) {
         const token = { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: ['runlet'] } };
-        expect(await statusOf(asOperator.create(kubePathOf(`/api/v1/namespaces/${target}/serviceaccounts/default/token`), token as unknown as KubeObject)), `operator: a token in ${target}`).toBe(403);
-        expect(await statusOf(asOperator.mergePatch(kubePathOf(`/apis/apps/v1/namespaces/${target}/deployments/coredns`), { spec: { replicas: 0 } })), `operator: patch a Deployment in ${target}`).toBe(403);
+        expect(await kubeStatusOf(asOperator.create(kubePathOf(`/api/v1/namespaces/${target}/serviceaccounts/default/token`), token as unknown as KubeObject)), `operator: a token in ${target}`).toBe(403);
+        expect(await kubeStatusOf(asOperator.mergePatch(kubePathOf(`/apis/apps/v1/namespaces/${target}/deployments/coredns`), { spec: { replicas: 0 } })), `operator: patch a Deployment in ${target}`).toBe(403);
         const binding = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'runlet-sidecar' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'runlet-sidecar' }, subjects: [] };
-        expect(await statusOf(asOperator.create(kubePathOf(`/apis/rbac.authorization.k8s.io/v1/namespaces/${target}/rolebindings`), binding as unknown as KubeObject)), `operator: a RoleBinding in ${target}`).toBe(403);
-        expect(await statusOf(asActivator.get(kubePathOf(`/apis/apps/v1/namespaces/${target}/deployments/coredns/scale`))), `activator: read a scale in ${target}`).toBe(403);
+        expect(await kubeStatusOf(asOperator.create(kubePathOf(`/apis/rbac.authorization.k8s.io/v1/namespaces/${target}/rolebindings`), binding as unknown as KubeObject)), `operator: a RoleBinding in ${target}`).toBe(403);
+        expect(await kubeStatusOf(asActivator.get(kubePathOf(`/apis/apps/v1/namespaces/${target}/deployments/coredns/scale`))), `activator: read a scale in ${target}`).toBe(403);
       }
       // An App there is left alone, and says how to enrol its namespace.
       await core.createNamespacedConfigMap({ namespace, body: configMap });

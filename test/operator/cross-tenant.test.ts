@@ -26,7 +26,6 @@ import { APP_LABEL } from '../../crds/api-group.ts';
 import type { App } from '../../crds/app-schema.ts';
 import type { RunRecord } from '../../crds/run-record-schema.ts';
 import { KubeApi } from '../../kube/client.ts';
-import { KubeApiError } from '../../kube/errors.ts';
 import { kubeConfigCredentials } from '../../kube/kubeconfig.ts';
 import type { KubeObject } from '../../kube/objects.ts';
 import { PYTHON_RUNTIME_PORT, SIDECAR_ADMIN_PORT, SIDECAR_RUN_PORT } from '../../operator/render/names.ts';
@@ -38,6 +37,7 @@ import { ADMIN_SIGNATURE_HEADER, signAdminRequest } from '../../sidecar/admin-ca
 import { BUILT_IMAGES, realNodeSkipReason } from '../control-plane/node.ts';
 import { requestToken } from '../control-plane/process-kubelet.ts';
 import { kubePathOf } from '../support/kube-path.ts';
+import { kubeStatusOf } from '../support/kube-status.ts';
 import { waitFor } from '../support/wait.ts';
 import { HelloApp } from './hello-app.ts';
 import { isReady, readyAtGeneration } from './operator-suite.ts';
@@ -584,14 +584,6 @@ describe.skipIf(skipReason !== undefined)('one tenant against another on a real 
       const before = await snapshot(victim);
       const asDeveloper = new KubeApi(kubeConfigCredentials(tenant(attacker).developer));
       const asOwner = new KubeApi(kubeConfigCredentials(cluster!.configWithToken(`${attacker}/owner`, tenant(attacker).ownerToken)));
-      const statusOfCall = (request: Promise<unknown>) =>
-        request.then(
-          () => 200,
-          (error: unknown) => {
-            if (error instanceof KubeApiError) return error.status;
-            throw error;
-          },
-        );
       const ns = (team: string, rest: string) => kubePathOf(`/api/v1/namespaces/${team}/${rest}`);
       const apis = (group: string, team: string, rest: string) => kubePathOf(`/apis/${group}/namespaces/${team}/${rest}`);
       try {
@@ -618,7 +610,7 @@ describe.skipIf(skipReason !== undefined)('one tenant against another on a real 
           ['admin binds Runlet’s tenant role at home', () => asOwner.create(apis('rbac.authorization.k8s.io/v1', attacker, 'rolebindings'), tenantRoleBinding(attacker))],
           ['admin binds it in the other namespace', () => asOwner.create(apis('rbac.authorization.k8s.io/v1', victim, 'rolebindings'), tenantRoleBinding(victim))],
         ];
-        for (const [what, attempt] of attempts) expect([what, await statusOfCall(attempt())]).toEqual([what, 403]);
+        for (const [what, attempt] of attempts) expect([what, await kubeStatusOf(attempt())]).toEqual([what, 403]);
       } finally {
         await asDeveloper.close();
         await asOwner.close();

@@ -6,6 +6,7 @@ import { ApiException, CoreV1Api, RbacAuthorizationV1Api, type V1ObjectMeta, typ
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import type { App, Condition } from '../../crds/app-schema.ts';
 import { EventReader } from '../support/sse.ts';
+import { expectDrainRefusedToAll } from '../support/admin-drain.ts';
 import { waitFor } from '../support/wait.ts';
 import { E2E_PULL_SECRET, PRIVATE_PYTHON_IMAGE, type E2eCluster } from './e2e-cluster.ts';
 import { HelloApp } from './hello-app.ts';
@@ -137,14 +138,7 @@ export function operatorSuite(start: () => Promise<E2eCluster>): void {
     const app = await applyApp();
     const pod = await onlyReadyPod(app, 'the pod ready');
     const { adminUrl } = await cluster.sidecar(pod);
-    for (const path of ['/drain', '/drain/a-guessed-token-that-is-long-enough-0123456789']) {
-      for (const method of ['GET', 'POST']) {
-        const refused = await fetch(`${adminUrl}${path}`, { method });
-        expect([method, path, refused.status]).toEqual([method, path, path === '/drain' ? 409 : 404]);
-      }
-    }
-    const ready = await fetch(`${adminUrl}/ready`);
-    expect([ready.status, await ready.json()]).toEqual([200, { status: 'ready' }]);
+    await expectDrainRefusedToAll(adminUrl);
     expect(await greeting(app, pod)).toEqual({ greeting: 'Hello, Ada!' });
 
     const stream = await call(app, pod, 'count', { n: 12, pause: 0.25 }, { accept: 'text/event-stream' });

@@ -1,5 +1,6 @@
 // HTTP/1.1 at the byte level, for tests of how a server reads a connection: requests written as given (split,
 // pipelined, malformed), answers read back in order from the one socket.
+import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 
 export interface RawAnswer {
@@ -118,4 +119,28 @@ export class RawConnection {
 export function jsonPost(path: string, body: unknown, extraHeaders = ''): string {
   const text = JSON.stringify(body);
   return `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n${extraHeaders}\r\n${text}`;
+}
+
+/**
+ * A request whose path goes out byte for byte (fetch would resolve dot segments and re-encode it first), to a
+ * server on the loopback; its status and JSON body ({} when empty).
+ */
+export function sendVerbatim(
+  port: number,
+  method: string,
+  path: string,
+  options: { headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest({ host: '127.0.0.1', port, method, path, headers: options.headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        resolve({ status: response.statusCode!, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
+      });
+    });
+    outgoing.on('error', reject);
+    outgoing.end(options.body);
+  });
 }
